@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs everything Larch needs on a fresh Debian 12 machine: the Rust components used by the
+# gates, and the peer engines' libraries and reference tools used by larch-bench and the interop
+# tests. Safe to run twice.
+set -euo pipefail
+
+packages=(
+  pkg-config build-essential
+  liblmdb-dev lmdb-utils          # LMDB 0.9.24: peer engine, mdb_dump/mdb_load interop
+  librocksdb-dev rocksdb-tools    # RocksDB 7.8.3: peer engine, db_bench cross-check
+  libleveldb-dev                  # LevelDB 1.23
+  libdb-dev                       # BerkeleyDB 5.3
+  libwiredtiger-dev               # WiredTiger 3.2.1
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}"
+fi
+
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
