@@ -1,1 +1,60 @@
-pub fn x(){}
+//! # larchdb
+//!
+//! An embedded, persistent, ACID key-value engine: a copy-on-write B+tree in one file, with
+//! lock-free snapshot readers, crash-safe commits that need no recovery step, and a checksum on
+//! every page.
+//!
+//! - **Transactions.** Any number of [`ReadTxn`]s, each on one committed snapshot for its whole
+//!   life, never blocked by the writer; one [`WriteTxn`] at a time (a second waits, or gets
+//!   [`Error::WriteBusy`] from [`Database::try_begin_write`]).
+//! - **Durability.** [`Durability::Immediate`] commits are on stable storage when `commit`
+//!   returns; [`Durability::None`] commits are not synced but can never corrupt the file.
+//! - **Tables.** Named, ordered byte-key tables with get, put, delete, first/last, seek, range
+//!   scans both ways, O(1) counts, and [`WriteTable::append`] for sorted loads.
+//! - **Limits.** Keys up to [`limits::key_bytes_max`] (1000 bytes at 4 KiB pages; the empty key
+//!   is a valid key), values up to [`limits::VALUE_BYTES_MAX`] (1 GiB, on overflow pages);
+//!   beyond them, [`Error::KeyTooLarge`] and [`Error::ValueTooLarge`].
+//!
+//! ```
+//! use larchdb::{Database, Durability, Options};
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = Database::open(dir.path().join("data.larch"), Options::default())?;
+//!
+//! let mut w = db.begin_write()?;
+//! w.create_table("users")?;
+//! {
+//!     let mut users = w.table("users")?;
+//!     users.put(b"alice", b"admin")?;
+//!     users.put(b"bob", b"staff")?;
+//! }
+//! w.commit_with(Durability::Immediate)?;
+//!
+//! let r = db.begin_read()?;
+//! let users = r.table("users")?;
+//! assert_eq!(users.get(b"bob")?, Some(&b"staff"[..]));
+//! let names: Vec<&[u8]> = users.iter().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+//! assert_eq!(names, vec![&b"alice"[..], &b"bob"[..]]);
+//! # Ok::<(), larchdb::Error>(())
+//! ```
+//!
+//! See ARCHITECTURE.md and docs/design/ in the repository for the design and file format.
+
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod btree;
+mod bytes;
+mod db;
+mod error;
+pub mod limits;
+mod pager;
+pub mod storage;
+mod table;
+mod txn;
+mod verify;
+
+pub use db::{Database, Durability, Options};
+pub use error::{Error, Result};
+pub use table::{Entry, Range, ReadTable, WriteTable};
+pub use txn::{ReadTxn, WriteTxn};
+pub use verify::{Problem, Stats, TableStats, VerifyReport};

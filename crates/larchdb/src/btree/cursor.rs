@@ -1,0 +1,198 @@
+//! A cursor over one tree: a stack of nodes from the root to the current leaf. Trees carry no
+//! sibling links (copy-on-write would have to rewrite them), so moving past a leaf edge goes up
+//! to the nearest branch with a next (or previous) child and down again.
+
+use super::node::Node;
+use super::resolve;
+use crate::error::{Error, Result};
+use crate::limits::TREE_DEPTH_MAX;
+use crate::pager::{PageSource, TableHeader};
+
+pub(crate) struct Cursor<'s, S: PageSource + ?Sized> {
+    src: &'s S,
+    hdr: TableHeader,
+    /// Root first; the last entry is a leaf and its index is the current entry.
+    stack: Vec<(Node<'s>, usize)>,
+}
+
+impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
+    pub(crate) fn new(src: &'s S, hdr: TableHeader) -> Cursor<'s, S> {
+        Cursor {
+            src,
+            hdr,
+            stack: Vec::with_capacity(hdr.depth as usize),
+        }
+    }
+
+    fn load(&self, id: u64) -> Result<Node<'s>> {
+        let level = self.stack.len() + 1;
+        if level > self.hdr.depth as usize || level > TREE_DEPTH_MAX {
+            return Err(Error::corrupted(id, "path deeper than the table's depth"));
+        }
+        let n = Node::parse(self.src.page(id)?, id)?;
+        if n.leaf != (level == self.hdr.depth as usize) {
+            return Err(Error::corrupted(
+                id,
+                "node kind does not match the tree depth",
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Pushes the path from `id` down its leftmost (or rightmost) edge.
+    fn descend_edge(&mut self, mut id: u64, leftmost: bool) -> Result<()> {
+        loop {
+            let n = self.load(id)?;
+            if n.leaf {
+                let i = if leftmost { 0 } else { n.n.wrapping_sub(1) };
+                self.stack.push((n, i));
+                return Ok(());
+            }
+            let ci = if leftmost { 0 } else { n.n };
+            id = n.child(ci)?;
+            self.stack.push((n, ci));
+        }
+    }
+
+    /// Moves to the first entry. Returns whether there is one.
+    pub(crate) fn first(&mut self) -> Result<bool> {
+        self.stack.clear();
+        if self.hdr.root == 0 {
+            return Ok(false);
+        }
+        self.descend_edge(self.hdr.root, true)?;
+        self.settle_forward()
+    }
+
+    /// Moves to the last entry. Returns whether there is one.
+    pub(crate) fn last(&mut self) -> Result<bool> {
+        self.stack.clear();
+        if self.hdr.root == 0 {
+            return Ok(false);
+        }
+        self.descend_edge(self.hdr.root, false)?;
+        self.settle_backward()
+    }
+
+    /// Moves to the first entry with a key >= `key`. Returns whether there is one.
+    pub(crate) fn seek(&mut self, key: &[u8]) -> Result<bool> {
+        self.stack.clear();
+        if self.hdr.root == 0 {
+            return Ok(false);
+        }
+        let mut id = self.hdr.root;
+        loop {
+            let n = self.load(id)?;
+            if n.leaf {
+                let (i, _) = n.search(key)?;
+                self.stack.push((n, i));
+                return self.settle_forward();
+            }
+            let ci = n.child_for(key)?;
+            id = n.child(ci)?;
+            self.stack.push((n, ci));
+        }
+    }
+
+    /// Moves to the last entry with a key <= `key`. Returns whether there is one.
+    pub(crate) fn seek_back(&mut self, key: &[u8]) -> Result<bool> {
+        if !self.seek(key)? {
+            return self.last();
+        }
+        if self.key()? == key {
+            return Ok(true);
+        }
+        self.prev()
+    }
+
+    /// If the leaf index is past the end, moves to the next leaf's first entry.
+    fn settle_forward(&mut self) -> Result<bool> {
+        loop {
+            match self.stack.last() {
+                None => return Ok(false),
+                Some((n, i)) if *i < n.n => return Ok(true),
+                _ => {}
+            }
+            // Leaf exhausted: climb to a branch with a next child.
+            self.stack.pop();
+            loop {
+                let Some((b, ci)) = self.stack.last_mut() else {
+                    return Ok(false);
+                };
+                if *ci < b.n {
+                    *ci += 1;
+                    let child = b.child(*ci)?;
+                    self.descend_edge(child, true)?;
+                    break;
+                }
+                self.stack.pop();
+            }
+        }
+    }
+
+    /// If the leaf index is before the start (or the leaf is empty), moves to the previous
+    /// leaf's last entry.
+    fn settle_backward(&mut self) -> Result<bool> {
+        loop {
+            match self.stack.last() {
+                None => return Ok(false),
+                Some((n, i)) if *i < n.n => return Ok(true),
+                _ => {}
+            }
+            self.stack.pop();
+            loop {
+                let Some((b, ci)) = self.stack.last_mut() else {
+                    return Ok(false);
+                };
+                if *ci > 0 {
+                    *ci -= 1;
+                    let child = b.child(*ci)?;
+                    self.descend_edge(child, false)?;
+                    break;
+                }
+                self.stack.pop();
+            }
+        }
+    }
+
+    /// Moves to the next entry. Returns whether there is one.
+    pub(crate) fn next(&mut self) -> Result<bool> {
+        match self.stack.last_mut() {
+            Some((_, i)) => *i += 1,
+            None => return Ok(false),
+        }
+        self.settle_forward()
+    }
+
+    /// Moves to the previous entry. Returns whether there is one.
+    pub(crate) fn prev(&mut self) -> Result<bool> {
+        match self.stack.last_mut() {
+            // usize::MAX marks "before the first" and is >= n, so settle moves on.
+            Some((_, i)) => *i = i.wrapping_sub(1),
+            None => return Ok(false),
+        }
+        self.settle_backward()
+    }
+
+    /// Key of the current entry. Requires: `valid()`.
+    pub(crate) fn key(&self) -> Result<&'s [u8]> {
+        match self.stack.last() {
+            Some((n, i)) if *i < n.n => n.key(*i),
+            _ => Err(Error::corrupted(
+                self.hdr.root,
+                "internal: cursor not on an entry",
+            )),
+        }
+    }
+
+    /// Key and value of the current entry. Requires: `valid()`.
+    pub(crate) fn entry(&self) -> Result<(&'s [u8], &'s [u8])> {
+        match self.stack.last() {
+            Some((n, i)) if *i < n.n => Ok((n.key(*i)?, resolve(self.src, n.value(*i)?)?)),
+            _ => Err(Error::corrupted(
+                self.hdr.root,
+                "internal: cursor not on an entry",
+            )),
+        }
+    }
+}

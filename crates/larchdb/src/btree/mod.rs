@@ -1,0 +1,486 @@
+//! The copy-on-write B+tree: lookups, inserts with splits, deletes with merges, and cursors.
+//!
+//! Reads work on any [`PageSource`] (a snapshot, or the writer's dirty view). Writes work on
+//! [`WritePages`]: a change copies the root-to-leaf path (`make_dirty`), so committed pages are
+//! never modified and every snapshot stays intact. Every loop over the tree is bounded by the
+//! table's depth, itself bounded by `TREE_DEPTH_MAX`.
+
+mod cursor;
+pub(crate) mod node;
+
+pub(crate) use cursor::Cursor;
+
+use crate::error::{Error, Result};
+use crate::limits::{inline_cell_bytes_max, TREE_DEPTH_MAX, VALUE_BYTES_MAX};
+use crate::pager::{
+    overflow_pages, page_a, page_b, page_type, PageSource, TableHeader, WritePages, PAGE_BRANCH,
+    PAGE_HEADER_BYTES, PAGE_LEAF, PAGE_OVERFLOW,
+};
+use node::{
+    branch_cell, cell_child, cell_key, cells_bytes, edit, leaf_cell_inline, leaf_cell_len,
+    leaf_cell_overflow, LeafValue, Node,
+};
+
+/// The value bytes of a leaf value, following an overflow reference if there is one.
+pub(crate) fn resolve<'s, S: PageSource + ?Sized>(
+    src: &'s S,
+    v: LeafValue<'s>,
+) -> Result<&'s [u8]> {
+    match v {
+        LeafValue::Inline(b) => Ok(b),
+        LeafValue::Overflow { page, len } => {
+            if len > VALUE_BYTES_MAX {
+                return Err(Error::corrupted(
+                    page,
+                    "overflow value longer than the limit",
+                ));
+            }
+            let pages = overflow_pages(len, src.page_bytes());
+            let run = src.run(page, pages)?;
+            check_run(run, page, pages, len)?;
+            Ok(&run[PAGE_HEADER_BYTES..PAGE_HEADER_BYTES + len])
+        }
+    }
+}
+
+pub(crate) fn check_run(run: &[u8], page: u64, pages: u64, len: usize) -> Result<()> {
+    if page_type(run) != PAGE_OVERFLOW || page_a(run) as u64 != pages || page_b(run) as usize != len
+    {
+        return Err(Error::corrupted(
+            page,
+            "overflow run header does not match its reference",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads and parses node `id`, which must be a leaf exactly when `leaf` says so.
+#[inline]
+fn node_at<S: PageSource + ?Sized>(src: &S, id: u64, leaf: bool) -> Result<Node<'_>> {
+    let n = Node::parse(src.page(id)?, id)?;
+    if n.leaf != leaf {
+        return Err(Error::corrupted(
+            id,
+            "node kind does not match the tree depth",
+        ));
+    }
+    Ok(n)
+}
+
+/// Looks `key` up.
+pub(crate) fn get<'s, S: PageSource + ?Sized>(
+    src: &'s S,
+    hdr: &TableHeader,
+    key: &[u8],
+) -> Result<Option<&'s [u8]>> {
+    if hdr.root == 0 {
+        return Ok(None);
+    }
+    let mut id = hdr.root;
+    for _ in 1..hdr.depth {
+        let n = node_at(src, id, false)?;
+        id = n.child(n.child_for(key)?)?;
+    }
+    let leaf = node_at(src, id, true)?;
+    match leaf.search(key)? {
+        (i, true) => Ok(Some(resolve(src, leaf.value(i)?)?)),
+        _ => Ok(None),
+    }
+}
+
+/// The branches passed on the way to a leaf: (page, child index taken).
+struct Path {
+    steps: [(u64, usize); TREE_DEPTH_MAX],
+    len: usize,
+}
+
+impl Path {
+    fn new() -> Path {
+        Path {
+            steps: [(0, 0); TREE_DEPTH_MAX],
+            len: 0,
+        }
+    }
+    fn push(&mut self, id: u64, child: usize) {
+        self.steps[self.len] = (id, child);
+        self.len += 1;
+    }
+    fn iter_up(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.steps[..self.len].iter().rev().copied()
+    }
+}
+
+/// Descends to the leaf for `key` (or the rightmost leaf when `key` is None). Returns the leaf
+/// and whether every step took the last child.
+fn descend(
+    w: &WritePages,
+    hdr: &TableHeader,
+    key: Option<&[u8]>,
+    path: &mut Path,
+) -> Result<(u64, bool)> {
+    if hdr.depth as usize > TREE_DEPTH_MAX {
+        return Err(Error::corrupted(hdr.root, "tree deeper than the limit"));
+    }
+    let mut id = hdr.root;
+    let mut rightmost = true;
+    for _ in 1..hdr.depth {
+        let n = node_at(w, id, false)?;
+        let ci = match key {
+            Some(k) => n.child_for(k)?,
+            None => n.n,
+        };
+        rightmost &= ci == n.n;
+        path.push(id, ci);
+        id = n.child(ci)?;
+    }
+    Ok((id, rightmost))
+}
+
+fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
+    if leaf_cell_len(key.len(), value.len() as u32) <= inline_cell_bytes_max(w.page_bytes() as u32)
+    {
+        Ok(leaf_cell_inline(key, value))
+    } else {
+        let run = w.new_run(value)?;
+        Ok(leaf_cell_overflow(key, value.len(), run))
+    }
+}
+
+/// How `put` treats the key's position.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PutMode {
+    /// Insert or replace anywhere.
+    Upsert,
+    /// The key must sort after every key in the tree: no search, and a full page splits at
+    /// its end so that sequential loads leave full pages behind.
+    Append,
+}
+
+/// Inserts or replaces `key`. Returns true if it replaced a value.
+/// Requires: key and value lengths are within the limits (checked by the caller).
+pub(crate) fn put(
+    w: &mut WritePages,
+    hdr: &mut TableHeader,
+    key: &[u8],
+    value: &[u8],
+    mode: PutMode,
+) -> Result<bool> {
+    if hdr.root == 0 {
+        let cell = make_cell(w, key, value)?;
+        let id = w.new_page(PAGE_LEAF)?;
+        let p = w.page_mut(id)?;
+        edit::reset(p, PAGE_LEAF);
+        edit::fill(p, &[cell])?;
+        *hdr = TableHeader {
+            root: id,
+            entries: 1,
+            depth: 1,
+        };
+        return Ok(false);
+    }
+    let mut path = Path::new();
+    let search_key = if mode == PutMode::Append {
+        None
+    } else {
+        Some(key)
+    };
+    let (leaf_id, rightmost) = descend(w, hdr, search_key, &mut path)?;
+    let (idx, found, n, old) = {
+        let leaf = node_at(w, leaf_id, true)?;
+        let (idx, found) = match mode {
+            PutMode::Upsert => leaf.search(key)?,
+            PutMode::Append => {
+                if leaf.n > 0 && leaf.key(leaf.n - 1)? >= key {
+                    return Err(Error::AppendOutOfOrder);
+                }
+                (leaf.n, false)
+            }
+        };
+        let old = if found {
+            let run = match leaf.value(idx)? {
+                LeafValue::Overflow { page, len } => {
+                    Some((page, overflow_pages(len, w.page_bytes())))
+                }
+                LeafValue::Inline(_) => None,
+            };
+            Some((leaf.cell(idx)?.len(), run))
+        } else {
+            None
+        };
+        (idx, found, leaf.n, old)
+    };
+    let cell = make_cell(w, key, value)?;
+    let leaf = w.make_dirty(leaf_id)?;
+    if let Some((cell_len, run)) = old {
+        edit::remove(w.page_mut(leaf)?, idx, cell_len);
+        if let Some((page, pages)) = run {
+            w.free(page, pages);
+        }
+    }
+    let split = if edit::insert(w.page_mut(leaf)?, idx, &cell)? {
+        None
+    } else {
+        let at_end = rightmost && idx == n && !found;
+        Some(split_node(w, leaf, idx, &cell, at_end)?)
+    };
+    propagate(w, hdr, &path, leaf_id, leaf, split, rightmost)?;
+    if !found {
+        hdr.entries += 1;
+    }
+    Ok(found)
+}
+
+/// Index at which to split `cells` so both halves hold about half the bytes.
+fn split_point(cells: &[Vec<u8>]) -> usize {
+    let total: usize = cells.iter().map(|c| c.len() + 2).sum();
+    let mut acc = 0;
+    for (i, c) in cells.iter().enumerate() {
+        acc += c.len() + 2;
+        if acc >= total / 2 {
+            return (i + 1).clamp(1, cells.len() - 1);
+        }
+    }
+    cells.len() - 1
+}
+
+/// Splits dirty node `id`, which has no room for `cell` at `idx`, into itself and a new right
+/// sibling. Returns the separator for the parent and the new page. With `at_end` (a sequential
+/// append on the rightmost path) the left page keeps everything old and the right gets only the
+/// new cell, so sequential loads fill pages completely.
+fn split_node(
+    w: &mut WritePages,
+    id: u64,
+    idx: usize,
+    cell: &[u8],
+    at_end: bool,
+) -> Result<(Vec<u8>, u64)> {
+    let (leaf, mut cells, child0) = {
+        let n = Node::parse(w.page(id)?, id)?;
+        let mut cells = Vec::with_capacity(n.n + 1);
+        for i in 0..n.n {
+            cells.push(n.cell(i)?.to_vec());
+        }
+        let child0 = if n.leaf { 0 } else { n.child(0)? };
+        (n.leaf, cells, child0)
+    };
+    cells.insert(idx, cell.to_vec());
+    if cells.len() < 3 {
+        return Err(Error::corrupted(id, "node too full to hold three cells"));
+    }
+    let k = if at_end {
+        cells.len() - 1
+    } else {
+        split_point(&cells)
+    };
+    let kind = if leaf { PAGE_LEAF } else { PAGE_BRANCH };
+    let right = w.new_page(kind)?;
+    let sep = cell_key(&cells[k], leaf).to_vec();
+    {
+        let p = w.page_mut(right)?;
+        edit::reset(p, kind);
+        if leaf {
+            edit::fill(p, &cells[k..])?;
+        } else {
+            // The middle separator moves up; its child becomes the right page's child 0.
+            edit::set_child(p, 0, cell_child(&cells[k]));
+            edit::fill(p, &cells[k + 1..])?;
+        }
+    }
+    let p = w.page_mut(id)?;
+    edit::reset(p, kind);
+    if !leaf {
+        edit::set_child(p, 0, child0);
+    }
+    edit::fill(p, &cells[..k])?;
+    Ok((sep, right))
+}
+
+/// Walks back up `path` after a leaf change: makes each branch dirty, points it at the new
+/// child, and inserts a split's separator, splitting branches as needed. Grows a new root if
+/// the old one split. Stops early once a branch was already dirty and nothing changes above.
+fn propagate(
+    w: &mut WritePages,
+    hdr: &mut TableHeader,
+    path: &Path,
+    old_child: u64,
+    mut child: u64,
+    mut split: Option<(Vec<u8>, u64)>,
+    rightmost: bool,
+) -> Result<()> {
+    let mut old_child = old_child;
+    for (pid, ci) in path.iter_up() {
+        if split.is_none() && old_child == child && w.is_dirty(pid) {
+            // The path above is dirty already and points here: nothing changes upward.
+            return Ok(());
+        }
+        let np = w.make_dirty(pid)?;
+        let p = w.page_mut(np)?;
+        edit::set_child(p, ci, child);
+        if let Some((sep, right)) = split.take() {
+            let cell = branch_cell(&sep, right);
+            if !edit::insert(p, ci, &cell)? {
+                let n = page_count_field_of(w, np)?;
+                split = Some(split_node(w, np, ci, &cell, rightmost && ci == n)?);
+            }
+        }
+        old_child = pid;
+        child = np;
+    }
+    hdr.root = child;
+    if let Some((sep, right)) = split {
+        let root = w.new_page(PAGE_BRANCH)?;
+        let p = w.page_mut(root)?;
+        edit::reset(p, PAGE_BRANCH);
+        edit::set_child(p, 0, child);
+        edit::fill(p, &[branch_cell(&sep, right)])?;
+        hdr.root = root;
+        hdr.depth += 1;
+        if hdr.depth as usize > TREE_DEPTH_MAX {
+            return Err(Error::corrupted(root, "tree grew past the depth limit"));
+        }
+    }
+    Ok(())
+}
+
+fn page_count_field_of(w: &WritePages, id: u64) -> Result<usize> {
+    Ok(Node::parse(w.page(id)?, id)?.n)
+}
+
+/// Deletes `key`. Returns true if it was present.
+pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> Result<bool> {
+    if hdr.root == 0 {
+        return Ok(false);
+    }
+    let mut path = Path::new();
+    let (leaf_id, _) = descend(w, hdr, Some(key), &mut path)?;
+    let (idx, cell_len, run) = {
+        let leaf = node_at(w, leaf_id, true)?;
+        let (idx, found) = leaf.search(key)?;
+        if !found {
+            return Ok(false);
+        }
+        let run = match leaf.value(idx)? {
+            LeafValue::Overflow { page, len } => Some((page, overflow_pages(len, w.page_bytes()))),
+            LeafValue::Inline(_) => None,
+        };
+        (idx, leaf.cell(idx)?.len(), run)
+    };
+    if let Some((page, pages)) = run {
+        w.free(page, pages);
+    }
+    let leaf = w.make_dirty(leaf_id)?;
+    edit::remove(w.page_mut(leaf)?, idx, cell_len);
+    hdr.entries = hdr.entries.saturating_sub(1);
+    let mut child = leaf;
+    for (pid, ci) in path.iter_up() {
+        let np = w.make_dirty(pid)?;
+        edit::set_child(w.page_mut(np)?, ci, child);
+        let c = Node::parse(w.page(child)?, child)?;
+        if c.used_bytes() < c.capacity() / 4 {
+            merge_child(w, np, ci)?;
+        }
+        child = np;
+    }
+    hdr.root = child;
+    shrink_root(w, hdr)?;
+    Ok(true)
+}
+
+/// Merges child `ci` of dirty branch `parent` with a sibling if both fit in one page: the
+/// right one's cells move into the left one and the right page is freed.
+fn merge_child(w: &mut WritePages, parent: u64, ci: usize) -> Result<()> {
+    let (li, lid, rid, sep) = {
+        let pn = Node::parse(w.page(parent)?, parent)?;
+        if pn.n == 0 {
+            return Ok(());
+        }
+        let li = if ci > 0 { ci - 1 } else { 0 };
+        (li, pn.child(li)?, pn.child(li + 1)?, pn.key(li)?.to_vec())
+    };
+    let (leaf, moved) = {
+        let l = Node::parse(w.page(lid)?, lid)?;
+        let r = Node::parse(w.page(rid)?, rid)?;
+        if l.leaf != r.leaf {
+            return Err(Error::corrupted(rid, "siblings of different kinds"));
+        }
+        let mut moved: Vec<Vec<u8>> = Vec::with_capacity(r.n + 1);
+        if !r.leaf {
+            // The parent's separator comes down, pointing at the right page's child 0.
+            moved.push(branch_cell(&sep, r.child(0)?));
+        }
+        for i in 0..r.n {
+            moved.push(r.cell(i)?.to_vec());
+        }
+        let moved_refs: Vec<&[u8]> = moved.iter().map(|c| c.as_slice()).collect();
+        if l.used_bytes() + cells_bytes(&moved_refs) > l.capacity() {
+            return Ok(());
+        }
+        (l.leaf, moved)
+    };
+    let _ = leaf;
+    let new_lid = w.make_dirty(lid)?;
+    edit::fill(w.page_mut(new_lid)?, &moved)?;
+    let sep_cell_len = {
+        let pn = Node::parse(w.page(parent)?, parent)?;
+        pn.cell(li)?.len()
+    };
+    let p = w.page_mut(parent)?;
+    edit::remove(p, li, sep_cell_len);
+    edit::set_child(p, li, new_lid);
+    w.free(rid, 1);
+    Ok(())
+}
+
+/// Removes roots that no longer earn their level: a branch with one child, an empty leaf.
+fn shrink_root(w: &mut WritePages, hdr: &mut TableHeader) -> Result<()> {
+    for _ in 0..TREE_DEPTH_MAX {
+        if hdr.root == 0 {
+            return Ok(());
+        }
+        let root = hdr.root;
+        let n = Node::parse(w.page(root)?, root)?;
+        match (n.leaf, n.n) {
+            (false, 0) => {
+                hdr.root = n.child(0)?;
+                hdr.depth -= 1;
+                w.free(root, 1);
+            }
+            (true, 0) => {
+                w.free(root, 1);
+                *hdr = TableHeader::default();
+                return Ok(());
+            }
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
+/// Frees every page of a tree (for dropping a table).
+pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
+    if hdr.root == 0 {
+        return Ok(());
+    }
+    let mut stack: Vec<(u64, u32)> = vec![(hdr.root, 1)];
+    let mut to_free: Vec<(u64, u64)> = Vec::new();
+    while let Some((id, level)) = stack.pop() {
+        let leaf = level == hdr.depth;
+        let n = node_at(w, id, leaf)?;
+        if leaf {
+            for i in 0..n.n {
+                if let LeafValue::Overflow { page, len } = n.value(i)? {
+                    to_free.push((page, overflow_pages(len, w.page_bytes())));
+                }
+            }
+        } else {
+            for i in 0..=n.n {
+                stack.push((n.child(i)?, level + 1));
+            }
+        }
+        to_free.push((id, 1));
+    }
+    for (id, pages) in to_free {
+        w.free(id, pages);
+    }
+    Ok(())
+}

@@ -1,0 +1,431 @@
+//! Node layout: slotted pages. See docs/design/file-format.md for the byte tables.
+//!
+//! ```text
+//! leaf:   [header 32][slot u16 * n][free][cells ...]            cell = klen u16, vword u32, key, value | overflow page u64
+//! branch: [header 32][child0 u64][slot u16 * n][free][cells ...] cell = klen u16, child u64, key
+//! ```
+//! Header field A is the offset where cell content starts (cells grow down from the page end),
+//! field B the bytes of dead cells not yet compacted. Slots are sorted by key. In a branch,
+//! cell i holds separator key i and child i+1; every key in child i+1 is >= key i and every key
+//! in child i is < key i.
+
+use crate::bytes::{get_u16, get_u32, get_u64, put_u16, put_u64};
+use crate::error::{Error, Result};
+use crate::pager::{
+    page_a, page_b, page_count_field, page_type, set_page_a, set_page_b, set_page_count_field,
+    PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF,
+};
+use std::cmp::Ordering;
+
+/// Offset of the slot array in a leaf, and of child 0 / the slot array in a branch.
+pub(crate) const LEAF_SLOTS_AT: usize = PAGE_HEADER_BYTES;
+pub(crate) const BRANCH_CHILD0_AT: usize = PAGE_HEADER_BYTES;
+pub(crate) const BRANCH_SLOTS_AT: usize = PAGE_HEADER_BYTES + 8;
+/// Bytes before the key in a leaf cell and in a branch cell.
+pub(crate) const LEAF_CELL_HEADER_BYTES: usize = 6;
+pub(crate) const BRANCH_CELL_HEADER_BYTES: usize = 10;
+/// Bit of a leaf cell's vword marking an overflow value; the low 31 bits are the value length.
+pub(crate) const VWORD_OVERFLOW: u32 = 1 << 31;
+
+/// A leaf value as stored in the cell.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LeafValue<'a> {
+    Inline(&'a [u8]),
+    Overflow { page: u64, len: usize },
+}
+
+/// A read-only view of a leaf or branch page, validated enough that every accessor either
+/// returns in-bounds data or a `Corrupted` error.
+#[derive(Clone, Copy)]
+pub(crate) struct Node<'a> {
+    pub(crate) p: &'a [u8],
+    pub(crate) id: u64,
+    pub(crate) leaf: bool,
+    pub(crate) n: usize,
+    slots_at: usize,
+}
+
+impl<'a> Node<'a> {
+    #[inline]
+    pub(crate) fn parse(p: &'a [u8], id: u64) -> Result<Node<'a>> {
+        let leaf = match page_type(p) {
+            PAGE_LEAF => true,
+            PAGE_BRANCH => false,
+            t => {
+                return Err(Error::corrupted(
+                    id,
+                    format!("expected a tree page, found type {t}"),
+                ))
+            }
+        };
+        let n = page_count_field(p) as usize;
+        let slots_at = if leaf { LEAF_SLOTS_AT } else { BRANCH_SLOTS_AT };
+        let cell_start = page_a(p) as usize;
+        if slots_at + 2 * n > cell_start || cell_start > p.len() {
+            return Err(Error::corrupted(id, "slot array overlaps cell area"));
+        }
+        Ok(Node {
+            p,
+            id,
+            leaf,
+            n,
+            slots_at,
+        })
+    }
+
+    fn bad(&self, what: &str) -> Error {
+        Error::corrupted(self.id, what.to_string())
+    }
+
+    /// Offset of cell `i`. Requires: `i < n`.
+    #[inline]
+    fn cell_at(&self, i: usize) -> usize {
+        get_u16(self.p, self.slots_at + 2 * i) as usize
+    }
+
+    #[inline]
+    pub(crate) fn key(&self, i: usize) -> Result<&'a [u8]> {
+        let off = self.cell_at(i);
+        let hdr = if self.leaf {
+            LEAF_CELL_HEADER_BYTES
+        } else {
+            BRANCH_CELL_HEADER_BYTES
+        };
+        let p = self.p;
+        if off + hdr > p.len() {
+            return Err(self.bad("cell offset out of bounds"));
+        }
+        let klen = get_u16(p, off) as usize;
+        p.get(off + hdr..off + hdr + klen)
+            .ok_or_else(|| self.bad("key out of bounds"))
+    }
+
+    /// The raw bytes of cell `i` (header, key and value or reference), for moving it whole.
+    pub(crate) fn cell(&self, i: usize) -> Result<&'a [u8]> {
+        let off = self.cell_at(i);
+        let len = self.cell_len(off)?;
+        self.p
+            .get(off..off + len)
+            .ok_or_else(|| self.bad("cell out of bounds"))
+    }
+
+    fn cell_len(&self, off: usize) -> Result<usize> {
+        if self.leaf {
+            if off + LEAF_CELL_HEADER_BYTES > self.p.len() {
+                return Err(self.bad("cell offset out of bounds"));
+            }
+            Ok(leaf_cell_len(
+                get_u16(self.p, off) as usize,
+                get_u32(self.p, off + 2),
+            ))
+        } else {
+            if off + BRANCH_CELL_HEADER_BYTES > self.p.len() {
+                return Err(self.bad("cell offset out of bounds"));
+            }
+            Ok(BRANCH_CELL_HEADER_BYTES + get_u16(self.p, off) as usize)
+        }
+    }
+
+    /// Value of leaf cell `i`.
+    pub(crate) fn value(&self, i: usize) -> Result<LeafValue<'a>> {
+        let off = self.cell_at(i);
+        let p = self.p;
+        if off + LEAF_CELL_HEADER_BYTES > p.len() {
+            return Err(self.bad("cell offset out of bounds"));
+        }
+        let klen = get_u16(p, off) as usize;
+        let vword = get_u32(p, off + 2);
+        let at = off + LEAF_CELL_HEADER_BYTES + klen;
+        let len = (vword & !VWORD_OVERFLOW) as usize;
+        if vword & VWORD_OVERFLOW != 0 {
+            let r = p
+                .get(at..at + 8)
+                .ok_or_else(|| self.bad("overflow reference out of bounds"))?;
+            Ok(LeafValue::Overflow {
+                page: u64::from_le_bytes(r.try_into().expect("8 bytes")),
+                len,
+            })
+        } else {
+            p.get(at..at + len)
+                .map(LeafValue::Inline)
+                .ok_or_else(|| self.bad("value out of bounds"))
+        }
+    }
+
+    /// Child `i` of a branch, `0..=n`.
+    #[inline]
+    pub(crate) fn child(&self, i: usize) -> Result<u64> {
+        if i == 0 {
+            return Ok(get_u64(self.p, BRANCH_CHILD0_AT));
+        }
+        let off = self.cell_at(i - 1);
+        if off + BRANCH_CELL_HEADER_BYTES > self.p.len() {
+            return Err(self.bad("cell offset out of bounds"));
+        }
+        Ok(get_u64(self.p, off + 2))
+    }
+
+    /// First index whose key is >= `key`, and whether it is equal.
+    #[inline]
+    pub(crate) fn search(&self, key: &[u8]) -> Result<(usize, bool)> {
+        let (mut lo, mut hi) = (0usize, self.n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid)?.cmp(key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Equal => return Ok((mid, true)),
+                Ordering::Greater => hi = mid,
+            }
+        }
+        Ok((lo, false))
+    }
+
+    /// The child of a branch to descend into for `key`.
+    #[inline]
+    pub(crate) fn child_for(&self, key: &[u8]) -> Result<usize> {
+        let (i, eq) = self.search(key)?;
+        Ok(if eq { i + 1 } else { i })
+    }
+
+    /// Bytes used by slots and live cells (what a compacted page would hold beyond the fixed
+    /// prefix).
+    pub(crate) fn used_bytes(&self) -> usize {
+        let cell_start = page_a(self.p) as usize;
+        let frag = page_b(self.p) as usize;
+        2 * self.n + (self.p.len() - cell_start).saturating_sub(frag)
+    }
+
+    /// Bytes available to slots and cells in an empty page of this kind.
+    pub(crate) fn capacity(&self) -> usize {
+        self.p.len() - self.slots_at
+    }
+}
+
+#[inline]
+pub(crate) fn leaf_cell_len(klen: usize, vword: u32) -> usize {
+    let v = if vword & VWORD_OVERFLOW != 0 {
+        8
+    } else {
+        vword as usize
+    };
+    LEAF_CELL_HEADER_BYTES + klen + v
+}
+
+/// Encodes a leaf cell with an inline value.
+pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut c = Vec::with_capacity(LEAF_CELL_HEADER_BYTES + key.len() + value.len());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(value);
+    c
+}
+
+/// Encodes a leaf cell whose value lives in the overflow run at `page`.
+pub(crate) fn leaf_cell_overflow(key: &[u8], len: usize, page: u64) -> Vec<u8> {
+    let mut c = Vec::with_capacity(LEAF_CELL_HEADER_BYTES + key.len() + 8);
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(&(len as u32 | VWORD_OVERFLOW).to_le_bytes());
+    c.extend_from_slice(key);
+    c.extend_from_slice(&page.to_le_bytes());
+    c
+}
+
+/// Encodes a branch cell.
+pub(crate) fn branch_cell(key: &[u8], child: u64) -> Vec<u8> {
+    let mut c = Vec::with_capacity(BRANCH_CELL_HEADER_BYTES + key.len());
+    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    c.extend_from_slice(&child.to_le_bytes());
+    c.extend_from_slice(key);
+    c
+}
+
+/// Key of an encoded cell.
+pub(crate) fn cell_key(cell: &[u8], leaf: bool) -> &[u8] {
+    let hdr = if leaf {
+        LEAF_CELL_HEADER_BYTES
+    } else {
+        BRANCH_CELL_HEADER_BYTES
+    };
+    let klen = get_u16(cell, 0) as usize;
+    &cell[hdr..hdr + klen]
+}
+
+/// Child of an encoded branch cell.
+pub(crate) fn cell_child(cell: &[u8]) -> u64 {
+    get_u64(cell, 2)
+}
+
+/// Mutations of a dirty node page. Requires for all: the page parsed as a node of this kind.
+pub(crate) mod edit {
+    use super::*;
+
+    fn slots_at(p: &[u8]) -> usize {
+        if page_type(p) == PAGE_LEAF {
+            LEAF_SLOTS_AT
+        } else {
+            BRANCH_SLOTS_AT
+        }
+    }
+
+    /// Makes `p` an empty node of `kind` (keeping nothing but the type).
+    pub(crate) fn reset(p: &mut [u8], kind: u8) {
+        crate::pager::init_page(p, kind);
+        let len = p.len() as u32;
+        set_page_a(p, len);
+        set_page_b(p, 0);
+    }
+
+    /// Inserts `cell` at slot `i`. Returns false, changing nothing, if it does not fit even
+    /// after compaction. Requires: the page parsed as a valid node and `i <= n`.
+    pub(crate) fn insert(p: &mut [u8], i: usize, cell: &[u8]) -> Result<bool> {
+        let n = page_count_field(p) as usize;
+        let sa = slots_at(p);
+        let cell_start = page_a(p) as usize;
+        let frag = page_b(p) as usize;
+        let need = cell.len() + 2;
+        let free = cell_start - (sa + 2 * n);
+        if free < need {
+            if free + frag < need {
+                return Ok(false);
+            }
+            compact(p)?;
+        }
+        let cell_start = page_a(p) as usize - cell.len();
+        p[cell_start..cell_start + cell.len()].copy_from_slice(cell);
+        set_page_a(p, cell_start as u32);
+        let at = sa + 2 * i;
+        p.copy_within(at..sa + 2 * n, at + 2);
+        put_u16(p, at, cell_start as u16);
+        set_page_count_field(p, (n + 1) as u16);
+        Ok(true)
+    }
+
+    /// Removes slot `i`, leaving its bytes as dead space.
+    pub(crate) fn remove(p: &mut [u8], i: usize, cell_len: usize) {
+        let n = page_count_field(p) as usize;
+        let sa = slots_at(p);
+        let off = get_u16(p, sa + 2 * i) as usize;
+        let at = sa + 2 * i;
+        p.copy_within(at + 2..sa + 2 * n, at);
+        set_page_count_field(p, (n - 1) as u16);
+        if off == page_a(p) as usize {
+            set_page_a(p, (off + cell_len) as u32);
+        } else {
+            set_page_b(p, page_b(p) + cell_len as u32);
+        }
+    }
+
+    /// Sets child `i` of a branch.
+    pub(crate) fn set_child(p: &mut [u8], i: usize, child: u64) {
+        if i == 0 {
+            put_u64(p, BRANCH_CHILD0_AT, child);
+        } else {
+            let off = get_u16(p, BRANCH_SLOTS_AT + 2 * (i - 1)) as usize;
+            put_u64(p, off + 2, child);
+        }
+    }
+
+    /// Rewrites the page with its live cells packed at the end, removing dead space.
+    /// Fails, leaving the page as it was, if a cell reference is out of bounds.
+    pub(crate) fn compact(p: &mut [u8]) -> Result<()> {
+        let copy = p.to_vec();
+        let node = Node::parse(&copy, crate::pager::page_id_field(&copy))?;
+        let sa = slots_at(p);
+        let mut cells = Vec::with_capacity(node.n);
+        for i in 0..node.n {
+            cells.push(node.cell(i)?);
+        }
+        let mut top = p.len();
+        for (i, c) in cells.iter().enumerate() {
+            top -= c.len();
+            p[top..top + c.len()].copy_from_slice(c);
+            put_u16(p, sa + 2 * i, top as u16);
+        }
+        set_page_a(p, top as u32);
+        set_page_b(p, 0);
+        Ok(())
+    }
+
+    /// Fills an empty page with `cells` in order. Requires: they fit.
+    pub(crate) fn fill<C: AsRef<[u8]>>(p: &mut [u8], cells: &[C]) -> Result<()> {
+        let base = page_count_field(p) as usize;
+        for (i, c) in cells.iter().enumerate() {
+            if !insert(p, base + i, c.as_ref())? {
+                return Err(Error::corrupted(
+                    crate::pager::page_id_field(p),
+                    "internal: cells do not fit",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes a set of cells needs in a node (cells plus their slots).
+pub(crate) fn cells_bytes(cells: &[&[u8]]) -> usize {
+    cells.iter().map(|c| c.len() + 2).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf(cells: &[(&[u8], &[u8])]) -> Vec<u8> {
+        let mut p = vec![0u8; 4096];
+        edit::reset(&mut p, PAGE_LEAF);
+        for (i, (k, v)) in cells.iter().enumerate() {
+            assert!(edit::insert(&mut p, i, &leaf_cell_inline(k, v)).unwrap());
+        }
+        p
+    }
+
+    #[test]
+    fn insert_search_remove_compact() {
+        let mut p = leaf(&[(b"a", b"1"), (b"c", b"3")]);
+        assert!(edit::insert(&mut p, 1, &leaf_cell_inline(b"b", b"2")).unwrap());
+        let n = Node::parse(&p, 5).unwrap();
+        assert_eq!(n.n, 3);
+        assert_eq!(n.search(b"b").unwrap(), (1, true));
+        assert_eq!(n.search(b"bb").unwrap(), (2, false));
+        assert_eq!(n.key(2).unwrap(), b"c");
+        let len0 = n.cell(0).unwrap().len();
+        let len1 = n.cell(1).unwrap().len();
+        let used = n.used_bytes();
+        edit::remove(&mut p, 1, len1);
+        edit::remove(&mut p, 0, len0);
+        let n = Node::parse(&p, 5).unwrap();
+        assert!(n.used_bytes() < used);
+        edit::compact(&mut p).unwrap();
+        let n = Node::parse(&p, 5).unwrap();
+        assert_eq!(n.n, 1);
+        assert!(matches!(n.value(0).unwrap(), LeafValue::Inline(b"3")));
+    }
+
+    #[test]
+    fn full_page_refuses_then_compaction_makes_room() {
+        let mut p = vec![0u8; 4096];
+        edit::reset(&mut p, PAGE_LEAF);
+        let big = vec![7u8; 900];
+        let mut i = 0;
+        while edit::insert(&mut p, i, &leaf_cell_inline(&[i as u8], &big)).unwrap() {
+            i += 1;
+        }
+        assert_eq!(i, 4);
+        let n = Node::parse(&p, 2).unwrap();
+        let len = n.cell(0).unwrap().len();
+        edit::remove(&mut p, 1, len);
+        assert!(edit::insert(&mut p, 1, &leaf_cell_inline(b"x", &big)).unwrap());
+    }
+
+    #[test]
+    fn corrupt_slot_is_an_error_not_a_panic() {
+        let mut p = leaf(&[(b"a", b"1")]);
+        put_u16(&mut p, LEAF_SLOTS_AT, 4094);
+        let n = Node::parse(&p, 9).unwrap();
+        assert!(matches!(n.key(0), Err(Error::Corrupted { page: 9, .. })));
+        assert!(n.value(0).is_err());
+        set_page_count_field(&mut p, 4000);
+        assert!(Node::parse(&p, 9).is_err());
+    }
+}

@@ -1,0 +1,534 @@
+//! `Database`: opening, the shared state behind transactions, and the commit protocol.
+
+use crate::error::{Error, Result};
+use crate::limits::{
+    PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, UNSYNCED_BYTES_MAX_DEFAULT,
+};
+use crate::pager::freelist_load;
+use crate::pager::{Access, FreeSet, Meta, PageSource, Snapshot, TableHeader, WritePages};
+use crate::storage::{FileStorage, Storage};
+use crate::txn::{ReadTxn, WriteTxn};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// How durable a commit is when `commit` returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Durable when `commit` returns: the commit's pages, then its meta page, are synced.
+    #[default]
+    Immediate,
+    /// Not synced. A process crash loses nothing; a power loss or OS crash loses the commits
+    /// since the last durable one, and never corrupts: their pages never overwrite anything
+    /// the last durable commit can reach.
+    None,
+}
+
+/// Options for [`Database::open`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Page size for a new database: a power of two from 4 KiB to 64 KiB. Ignored when the
+    /// file exists (its own page size is used).
+    pub page_bytes: u32,
+    /// Durability of `WriteTxn::commit`; `commit_with` overrides it per commit.
+    pub durability: Durability,
+    /// Open without writing anything; takes a shared lock.
+    pub read_only: bool,
+    /// Create the file if it does not exist (default true; ignored when read-only).
+    pub create: bool,
+    /// Verify the checksum of every page on every read, even through the memory map. Off by
+    /// default: checksums are always verified by `verify()`, when the file is opened (meta and
+    /// freelist), and by the buffered page access (once per page per snapshot).
+    pub verify_checksums: bool,
+    /// Bytes that `Durability::None` commits may write before one is made durable anyway; see
+    /// [`crate::limits::UNSYNCED_BYTES_MAX_DEFAULT`].
+    pub unsynced_bytes_max: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            page_bytes: PAGE_BYTES_DEFAULT,
+            durability: Durability::Immediate,
+            read_only: false,
+            create: true,
+            verify_checksums: false,
+            unsynced_bytes_max: UNSYNCED_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+impl Options {
+    /// Sets the page size for a new database.
+    pub fn page_bytes(mut self, bytes: u32) -> Options {
+        self.page_bytes = bytes;
+        self
+    }
+    /// Sets the default durability of commits.
+    pub fn durability(mut self, d: Durability) -> Options {
+        self.durability = d;
+        self
+    }
+    /// Opens read-only.
+    pub fn read_only(mut self, yes: bool) -> Options {
+        self.read_only = yes;
+        self
+    }
+    /// Creates the file if missing.
+    pub fn create(mut self, yes: bool) -> Options {
+        self.create = yes;
+        self
+    }
+    /// Verifies checksums on every page read.
+    pub fn verify_checksums(mut self, yes: bool) -> Options {
+        self.verify_checksums = yes;
+        self
+    }
+
+    fn validate(&self) -> Result<()> {
+        let p = self.page_bytes;
+        if !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&p) || !p.is_power_of_two() {
+            return Err(Error::InvalidOptions(format!(
+                "page_bytes must be a power of two from {PAGE_BYTES_MIN} to {PAGE_BYTES_MAX}, got {p}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Readers and the snapshot they start from.
+pub(crate) struct ReadState {
+    pub(crate) current: Arc<Snapshot>,
+    /// Snapshot txn -> number of live read transactions on it.
+    pub(crate) readers: BTreeMap<u64, usize>,
+}
+
+/// State owned by whoever holds the write lock.
+pub(crate) struct WriterState {
+    pub(crate) free: FreeSet,
+    pub(crate) pool: Vec<Box<[u8]>>,
+    /// Meta slot holding the last durable commit; commits write the other one.
+    pub(crate) durable_slot: u64,
+    pub(crate) last_durable_txn: u64,
+    /// Bytes written by unsynced commits since the last durable one.
+    pub(crate) unsynced_bytes: u64,
+    /// Physical file length as far as this handle knows.
+    pub(crate) file_bytes: u64,
+    /// Set by a failed sync or meta write: no more writes through this handle.
+    pub(crate) poisoned: bool,
+}
+
+pub(crate) struct Inner {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) options: Options,
+    pub(crate) page_bytes: u32,
+    pub(crate) read: Mutex<ReadState>,
+    pub(crate) writer: Mutex<WriterState>,
+    boot_id: Option<[u8; 16]>,
+}
+
+impl Inner {
+    pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {
+        // No code panics while holding this lock; recover the state if a panic ever did.
+        self.read.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn current(&self) -> Arc<Snapshot> {
+        self.read_state().current.clone()
+    }
+}
+
+/// An open database. Cheap to share between threads (`&Database` or `Arc<Database>`).
+///
+/// ```
+/// use larchdb::{Database, Options};
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Database::open(dir.path().join("my.larch"), Options::default())?;
+/// let mut w = db.begin_write()?;
+/// w.create_table("fruit")?;
+/// w.table("fruit")?.put(b"apple", b"red")?;
+/// w.commit()?;
+///
+/// let r = db.begin_read()?;
+/// let fruit = r.table("fruit")?;
+/// assert_eq!(fruit.get(b"apple")?, Some(&b"red"[..]));
+/// # Ok::<(), larchdb::Error>(())
+/// ```
+pub struct Database {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("page_bytes", &self.inner.page_bytes)
+            .finish()
+    }
+}
+
+/// Initial size of the read mapping; it doubles when the file outgrows it. Address space only.
+const MAP_BYTES_MIN: u64 = 1 << 30;
+
+impl Database {
+    /// Opens the database file at `path`, creating it if `options.create` allows.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Database> {
+        options.validate()?;
+        let storage = FileStorage::open(path.as_ref(), options.read_only, options.create)?;
+        Self::open_storage(Arc::new(storage), options)
+    }
+
+    /// Opens a database on any [`Storage`] backend (for example the fault-injecting one).
+    pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Database> {
+        options.validate()?;
+        let boot_id = storage.boot_id();
+        let file_bytes = storage.len()?;
+        if file_bytes == 0 {
+            if options.read_only {
+                return Err(Error::NotADatabase);
+            }
+            create(&*storage, options.page_bytes, boot_id)?;
+        }
+        let file_bytes = storage.len()?;
+        let (meta, slot) = choose_meta(&*storage, file_bytes, boot_id)?;
+        let access = Arc::new(map_access(
+            &storage,
+            meta.page_count * meta.page_bytes as u64,
+            None,
+        )?);
+        let snap = Snapshot::new(meta, access, options.verify_checksums);
+        let mut free = freelist_load(&snap)?;
+        let (durable_slot, last_durable_txn) = if meta.durable {
+            (slot, meta.txn)
+        } else {
+            (1 - slot, meta.last_durable_txn)
+        };
+        free.release(last_durable_txn)?;
+        let inner = Inner {
+            page_bytes: meta.page_bytes,
+            read: Mutex::new(ReadState {
+                current: Arc::new(snap),
+                readers: BTreeMap::new(),
+            }),
+            writer: Mutex::new(WriterState {
+                free,
+                pool: Vec::new(),
+                durable_slot,
+                last_durable_txn,
+                unsynced_bytes: 0,
+                file_bytes,
+                poisoned: false,
+            }),
+            storage,
+            options,
+            boot_id,
+        };
+        Ok(Database {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// Page size of this database.
+    pub fn page_bytes(&self) -> u32 {
+        self.inner.page_bytes
+    }
+
+    /// Starts a read transaction on the newest committed snapshot. Takes a short lock to
+    /// register the reader; reads inside the transaction take none and make no syscall.
+    pub fn begin_read(&self) -> Result<ReadTxn> {
+        Ok(ReadTxn::new(self.inner.clone()))
+    }
+
+    /// Starts the write transaction, waiting while another one is in progress.
+    pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        let guard = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        WriteTxn::new(self, guard)
+    }
+
+    /// Starts the write transaction, or fails with [`Error::WriteBusy`] if another is in
+    /// progress.
+    pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
+        let guard = match self.inner.writer.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        };
+        WriteTxn::new(self, guard)
+    }
+
+    /// Makes every earlier commit durable (a sync and a durable meta page), for callers that
+    /// commit with `Durability::None` and want a durability point.
+    pub fn sync(&self) -> Result<()> {
+        let w = self.begin_write()?;
+        w.commit_forced(Durability::Immediate, true)
+    }
+
+    /// Verifies the whole file: every page reachable from the newest snapshot or recorded as
+    /// free is read and checksummed, every tree is checked for order, depth and counts, and
+    /// every page is accounted for exactly once. Returns the first problem as
+    /// [`Error::Corrupted`]; [`Database::verify_all`] lists them all.
+    pub fn verify(&self) -> Result<crate::verify::VerifyReport> {
+        let report = self.verify_all()?;
+        match report.problems.first() {
+            Some(p) => Err(Error::Corrupted {
+                page: p.page,
+                reason: p.reason.clone(),
+            }),
+            None => Ok(report),
+        }
+    }
+
+    /// Like [`Database::verify`], but returns every problem found in the report.
+    pub fn verify_all(&self) -> Result<crate::verify::VerifyReport> {
+        let snap = self.inner.current();
+        Ok(crate::verify::verify(&snap))
+    }
+
+    /// Statistics of the newest snapshot: tree shape, pages by type, entries, space.
+    pub fn stats(&self) -> Result<crate::verify::Stats> {
+        let snap = self.inner.current();
+        let mut stats = crate::verify::stats(&snap)?;
+        stats.file_bytes = self.inner.storage.len()?;
+        stats.readers = self.inner.read_state().readers.values().sum();
+        Ok(stats)
+    }
+
+    pub(crate) fn boot_id(&self) -> [u8; 16] {
+        self.inner.boot_id.unwrap_or([0; 16])
+    }
+}
+
+/// Writes the two meta slots of an empty database and syncs.
+fn create(storage: &dyn Storage, page_bytes: u32, boot_id: Option<[u8; 16]>) -> Result<()> {
+    let mut meta = Meta {
+        txn: 1,
+        page_bytes,
+        page_count: 2,
+        catalog: TableHeader::default(),
+        freelist_head: 0,
+        freelist_pages: 0,
+        last_durable_txn: 1,
+        durable: true,
+        boot_id: boot_id.unwrap_or([0; 16]),
+    };
+    storage.write_at(&meta.encode(0), 0)?;
+    meta.txn = 0;
+    meta.last_durable_txn = 0;
+    storage.write_at(&meta.encode(1), page_bytes as u64)?;
+    storage.sync()?;
+    Ok(())
+}
+
+/// Picks the meta slot to open from: the newest that is intact, fits in the file, and is
+/// either durable or written during this boot (so its unsynced pages are in the page cache).
+fn choose_meta(
+    storage: &dyn Storage,
+    file_bytes: u64,
+    boot_id: Option<[u8; 16]>,
+) -> Result<(Meta, u64)> {
+    use crate::pager::MetaDefect;
+    let head_bytes = 128usize;
+    let read = |offset: u64, len: usize| -> Option<Vec<u8>> {
+        if offset + len as u64 > file_bytes {
+            return None;
+        }
+        let mut buf = vec![0u8; len];
+        storage.read_at(&mut buf, offset).ok().map(|_| buf)
+    };
+    // The page size is in each slot; slot 1 sits one page in, so try each possible size.
+    let mut page_bytes = None;
+    let mut newer_version = None;
+    let mut candidates = vec![0u64];
+    let mut size = PAGE_BYTES_MIN as u64;
+    while size <= PAGE_BYTES_MAX as u64 {
+        candidates.push(size);
+        size *= 2;
+    }
+    for offset in candidates {
+        let Some(head) = read(offset, head_bytes) else {
+            continue;
+        };
+        match Meta::peek_page_bytes(&head) {
+            Ok(ps) if offset == 0 || offset == ps as u64 => {
+                page_bytes = Some(ps);
+                break;
+            }
+            Err(MetaDefect::Version(v)) => newer_version = Some(v),
+            _ => {}
+        }
+    }
+    let Some(ps) = page_bytes else {
+        return Err(match newer_version {
+            Some(found) => Error::UnsupportedVersion {
+                found,
+                supported: crate::pager::FORMAT_VERSION,
+            },
+            None => Error::NotADatabase,
+        });
+    };
+    let mut best: Option<(Meta, u64)> = None;
+    let mut reasons = Vec::new();
+    for slot in 0..2u64 {
+        let Some(page) = read(slot * ps as u64, ps as usize) else {
+            reasons.push(format!("slot {slot}: beyond end of file"));
+            continue;
+        };
+        match Meta::decode(&page, slot) {
+            Ok(m) => {
+                let trusted = m.durable || (boot_id.is_some() && Some(m.boot_id) == boot_id);
+                if !trusted {
+                    reasons.push(format!("slot {slot}: unsynced commit from an earlier boot"));
+                } else if m.page_count * ps as u64 > file_bytes {
+                    reasons.push(format!("slot {slot}: file shorter than its page count"));
+                } else if best.as_ref().is_none_or(|(b, _)| m.txn > b.txn) {
+                    best = Some((m, slot));
+                }
+            }
+            Err(MetaDefect::Version(found)) => {
+                return Err(Error::UnsupportedVersion {
+                    found,
+                    supported: crate::pager::FORMAT_VERSION,
+                })
+            }
+            Err(MetaDefect::NoMagic) => reasons.push(format!("slot {slot}: no magic")),
+            Err(MetaDefect::Damaged(why)) => reasons.push(format!("slot {slot}: {why}")),
+        }
+    }
+    best.ok_or_else(|| Error::corrupted(0, format!("no usable meta slot ({})", reasons.join("; "))))
+}
+
+/// A page access for a snapshot whose pages end at `needed_bytes`: the current mapping if it
+/// covers them, a larger one if not, or buffered reads where the storage cannot be mapped.
+pub(crate) fn map_access(
+    storage: &Arc<dyn Storage>,
+    needed_bytes: u64,
+    current: Option<&Arc<Access>>,
+) -> Result<Access> {
+    let mut len = MAP_BYTES_MIN;
+    if let Some(cur) = current.and_then(|c| c.mapped_bytes()) {
+        len = len.max(cur);
+    }
+    while len < needed_bytes {
+        len *= 2;
+    }
+    match storage.map(len) {
+        Some(map) => Ok(Access::Mapped(map?)),
+        None => Ok(Access::buffered(storage.clone())),
+    }
+}
+
+/// What a commit produces, for `WriteTxn` to publish.
+pub(crate) fn commit(
+    inner: &Inner,
+    boot_id: [u8; 16],
+    guard: &mut WriterState,
+    mut pages: WritePages,
+    catalog: TableHeader,
+    durability: Durability,
+) -> Result<()> {
+    let mut meta = match pages.prepare_commit(catalog) {
+        Ok(m) => m,
+        Err(e) => {
+            let (free, pool) = pages.abort();
+            guard.free = free;
+            guard.pool = pool;
+            return Err(e);
+        }
+    };
+    let page_bytes = inner.page_bytes as u64;
+    let dirty_bytes = pages.dirty_pages() as u64 * page_bytes;
+    let sync = durability == Durability::Immediate
+        || guard.unsynced_bytes + dirty_bytes > inner.options.unsynced_bytes_max;
+    meta.durable = sync;
+    meta.boot_id = boot_id;
+    meta.last_durable_txn = if sync {
+        meta.txn
+    } else {
+        guard.last_durable_txn
+    };
+    let slot = 1 - guard.durable_slot;
+    let storage = &*inner.storage;
+
+    // 1. The commit's pages, to space no preserved snapshot can reach. A failure here leaves
+    //    nothing visible, so the transaction is simply rolled back.
+    let written = match pages.write_out(storage) {
+        Ok(n) => n,
+        Err(e) => {
+            let (free, pool) = pages.abort();
+            guard.free = free;
+            guard.pool = pool;
+            return Err(e);
+        }
+    };
+    // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
+    //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
+    //    writing: fail-stop, as PostgreSQL does after the fsync-gate findings.
+    let publish = (|| -> Result<()> {
+        if sync {
+            storage.sync()?;
+        }
+        storage.write_at(&meta.encode(slot), slot * page_bytes)?;
+        if sync {
+            storage.sync()?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = publish {
+        guard.poisoned = true;
+        let (free, pool) = pages.abort();
+        guard.free = free;
+        guard.pool = pool;
+        return Err(e);
+    }
+    if sync {
+        guard.durable_slot = slot;
+        guard.last_durable_txn = meta.txn;
+        guard.unsynced_bytes = 0;
+    } else {
+        guard.unsynced_bytes += written;
+    }
+    let needed = meta.page_count * page_bytes;
+    guard.file_bytes = guard.file_bytes.max(needed);
+    let (free, pool) = pages.finish();
+    guard.free = free;
+    guard.pool = pool;
+
+    // 3. Publish the snapshot to new readers.
+    let mut rs = inner.read_state();
+    let access = match rs.current.access().mapped_bytes() {
+        Some(mapped) if mapped >= needed => rs.current.access().clone(),
+        _ => match map_access(&inner.storage, needed, Some(rs.current.access())) {
+            Ok(a) => Arc::new(a),
+            Err(e) => {
+                // The commit is on disk but cannot be read through a new mapping; stop here
+                // rather than publish a snapshot that cannot be read.
+                guard.poisoned = true;
+                return Err(e);
+            }
+        },
+    };
+    rs.current = Arc::new(Snapshot::new(meta, access, inner.options.verify_checksums));
+    drop(rs);
+
+    // 4. Give space at the end of the file back, once it is durably unused.
+    if sync && guard.file_bytes > needed && inner.storage.set_len(needed).is_ok() {
+        guard.file_bytes = needed;
+    }
+    Ok(())
+}
+
+/// Oldest snapshot that a live reader holds, if any.
+pub(crate) fn oldest_reader(rs: &ReadState) -> Option<u64> {
+    rs.readers.keys().next().copied()
+}
+
+impl PageSource for Arc<Snapshot> {
+    fn page(&self, id: u64) -> Result<&[u8]> {
+        (**self).page(id)
+    }
+    fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        (**self).run(id, pages)
+    }
+    fn page_bytes(&self) -> usize {
+        (**self).page_bytes()
+    }
+}

@@ -1,0 +1,150 @@
+//! The engine's one error type. Every failure a caller can cause or meet is a variant here.
+
+use std::fmt;
+use std::io;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong, typed so that callers can react to each case.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// An I/O error from the storage layer that has no more specific variant.
+    Io(io::Error),
+    /// The device is full (ENOSPC or EDQUOT). Nothing of the failed transaction is visible;
+    /// earlier commits are intact and writes succeed again once space is freed.
+    DiskFull,
+    /// The file is damaged: a checksum, a page header or a structural invariant does not hold.
+    Corrupted {
+        /// Page where the damage was found (0 or 1 for meta slots).
+        page: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The file is not a Larch database (no magic in either meta slot).
+    NotADatabase,
+    /// The file was written by a newer format version.
+    UnsupportedVersion {
+        /// Version found in the file.
+        found: u32,
+        /// Newest version this build reads.
+        supported: u32,
+    },
+    /// Another process (or another handle in this process) holds the database open for writing.
+    DatabaseLocked,
+    /// `try_begin_write` found another write transaction in progress.
+    WriteBusy,
+    /// The database was opened read-only.
+    ReadOnly,
+    /// A key is longer than the page size allows.
+    KeyTooLarge {
+        /// Length of the key passed.
+        len: usize,
+        /// Largest length allowed for this database's page size.
+        max: usize,
+    },
+    /// A value is longer than [`crate::limits::VALUE_BYTES_MAX`].
+    ValueTooLarge {
+        /// Length of the value passed.
+        len: usize,
+        /// Largest length allowed.
+        max: usize,
+    },
+    /// No table has this name.
+    TableNotFound(String),
+    /// `create_table` was given a name that exists.
+    TableExists(String),
+    /// A table name is empty or longer than [`crate::limits::TABLE_NAME_BYTES_MAX`].
+    InvalidTableName(String),
+    /// An option is out of range.
+    InvalidOptions(String),
+    /// An earlier write or sync failed after the commit started reaching the disk (fsync
+    /// errors cannot be retried safely), so the handle refuses further writes. Reopen the
+    /// database to continue from the last durable commit.
+    Poisoned,
+    /// `append` was given a key not greater than the table's last key.
+    AppendOutOfOrder,
+    /// An operation of this write transaction failed part-way, so the transaction can only be
+    /// aborted (dropped); committing it returns this error.
+    TxnFailed,
+    /// The database would exceed [`crate::limits::PAGE_COUNT_MAX`] pages.
+    DatabaseFull,
+}
+
+impl Error {
+    pub(crate) fn corrupted(page: u64, reason: impl Into<String>) -> Error {
+        Error::Corrupted {
+            page,
+            reason: reason.into(),
+        }
+    }
+
+    /// Maps an I/O error, giving a full disk its own variant.
+    pub(crate) fn from_io(e: io::Error) -> Error {
+        match e.raw_os_error() {
+            Some(code) if code == 28 || code == 122 => Error::DiskFull, // ENOSPC, EDQUOT
+            _ if e.kind() == io::ErrorKind::StorageFull => Error::DiskFull,
+            _ => Error::Io(e),
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::from_io(e)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::DiskFull => write!(f, "disk full"),
+            Error::Corrupted { page, reason } => {
+                write!(f, "database corrupted at page {page}: {reason}")
+            }
+            Error::NotADatabase => write!(f, "not a Larch database"),
+            Error::UnsupportedVersion { found, supported } => {
+                write!(
+                    f,
+                    "file format version {found} is newer than supported version {supported}"
+                )
+            }
+            Error::DatabaseLocked => write!(f, "database is locked by another writer"),
+            Error::WriteBusy => write!(f, "another write transaction is in progress"),
+            Error::ReadOnly => write!(f, "database is open read-only"),
+            Error::KeyTooLarge { len, max } => {
+                write!(f, "key of {len} bytes exceeds the maximum of {max}")
+            }
+            Error::ValueTooLarge { len, max } => {
+                write!(f, "value of {len} bytes exceeds the maximum of {max}")
+            }
+            Error::TableNotFound(name) => write!(f, "table {name:?} does not exist"),
+            Error::TableExists(name) => write!(f, "table {name:?} already exists"),
+            Error::InvalidTableName(name) => write!(f, "invalid table name {name:?}"),
+            Error::InvalidOptions(why) => write!(f, "invalid options: {why}"),
+            Error::Poisoned => write!(
+                f,
+                "an earlier I/O failure left this handle read-only; reopen the database to continue"
+            ),
+            Error::AppendOutOfOrder => {
+                write!(f, "append key is not greater than the table's last key")
+            }
+            Error::TxnFailed => write!(
+                f,
+                "an earlier operation in this transaction failed; abort it"
+            ),
+            Error::DatabaseFull => write!(f, "database reached the maximum page count"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}

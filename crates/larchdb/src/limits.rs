@@ -1,0 +1,42 @@
+//! Every limit of the engine, in one place. A breached limit is a typed error, never a panic.
+
+/// Smallest page size a database can be created with.
+pub const PAGE_BYTES_MIN: u32 = 4096;
+/// Largest page size a database can be created with.
+pub const PAGE_BYTES_MAX: u32 = 65536;
+/// Page size used when `Options::page_bytes` is not set.
+pub const PAGE_BYTES_DEFAULT: u32 = 4096;
+
+/// Largest value, in bytes. Values larger than a quarter page live on overflow pages.
+pub const VALUE_BYTES_MAX: usize = 1 << 30;
+
+/// Largest table name, in bytes (UTF-8).
+pub const TABLE_NAME_BYTES_MAX: usize = 255;
+
+/// Deepest B+tree the engine will follow. A 4 KiB-page tree of 1000-byte keys holds more
+/// than 2^64 entries long before this depth, so a deeper path means a corrupt file.
+pub const TREE_DEPTH_MAX: usize = 32;
+
+/// Largest number of pages in a file (2^40 pages: 4 PiB at 4 KiB pages).
+pub const PAGE_COUNT_MAX: u64 = 1 << 40;
+
+/// Largest key, in bytes, for a page size: a quarter of the page less the cell and slot
+/// overhead, so that every leaf and branch page holds at least four entries and a split always
+/// produces two pages that fit. 1000 bytes at 4 KiB pages, 16360 at 64 KiB.
+pub const fn key_bytes_max(page_bytes: u32) -> usize {
+    page_bytes as usize / 4 - 24
+}
+
+/// Largest leaf cell stored inline, for a page size. A value whose cell would be larger goes to
+/// an overflow run and the cell keeps only a reference.
+pub const fn inline_cell_bytes_max(page_bytes: u32) -> usize {
+    (page_bytes as usize - crate::pager::PAGE_HEADER_BYTES) / 4 - 2
+}
+
+/// Bytes written by `Durability::None` commits after which a commit is made durable anyway.
+/// Pages freed since the last durable commit cannot be reused (a power loss would fall back to
+/// that commit), so this bounds the file growth an unsynced workload can cause.
+pub const UNSYNCED_BYTES_MAX_DEFAULT: u64 = 64 << 20;
+
+const _: () = assert!(key_bytes_max(PAGE_BYTES_MIN) == 1000);
+const _: () = assert!(PAGE_BYTES_MAX <= 65536, "slot offsets are u16");

@@ -1,0 +1,251 @@
+//! The meta page: the root of everything. Two slots (pages 0 and 1); a commit writes the slot
+//! that does not hold the last durable commit, so a torn meta write can only lose the commit
+//! being written. On open the newest slot that is valid and trustworthy wins (see
+//! docs/design/durability.md).
+
+use super::{checksum_ok, init_page, page_txn_field, seal_page, PAGE_HEADER_BYTES, PAGE_META};
+use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
+use crate::error::{Error, Result};
+use crate::limits::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PAGE_COUNT_MAX, TREE_DEPTH_MAX};
+
+/// File magic, at byte 32 of each meta page.
+pub(crate) const MAGIC: [u8; 8] = *b"LARCHDB\0";
+/// Format version this build writes and the newest it reads.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+/// Checksum algorithm id: 1 = CRC-32C (Castagnoli).
+const CHECKSUM_CRC32C: u8 = 1;
+
+const M_MAGIC: usize = 32;
+const M_VERSION: usize = 40;
+const M_CHECKSUM_ALGO: usize = 44;
+const M_FLAGS: usize = 45;
+const M_PAGE_BYTES: usize = 48;
+const M_PAGE_COUNT: usize = 56;
+const M_CATALOG: usize = 64;
+const M_FREELIST_HEAD: usize = 88;
+const M_FREELIST_PAGES: usize = 96;
+const M_LAST_DURABLE: usize = 104;
+const M_BOOT_ID: usize = 112;
+const META_END: usize = 128;
+const _: () = assert!(META_END <= PAGE_BYTES_MIN as usize);
+
+const FLAG_DURABLE: u8 = 1;
+
+/// Where a table's tree is: stored in the meta page for the catalog, and as the value of each
+/// catalog entry for named tables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TableHeader {
+    /// Root page, 0 for an empty table.
+    pub(crate) root: u64,
+    /// Number of entries.
+    pub(crate) entries: u64,
+    /// Levels: 0 empty, 1 a single leaf, ...
+    pub(crate) depth: u32,
+}
+
+impl TableHeader {
+    pub(crate) const BYTES: usize = 24;
+
+    pub(crate) fn encode(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        put_u64(&mut b, 0, self.root);
+        put_u64(&mut b, 8, self.entries);
+        put_u32(&mut b, 16, self.depth);
+        b
+    }
+
+    /// Decodes and sanity-checks a header read from `page`.
+    pub(crate) fn decode(b: &[u8], page: u64) -> Result<TableHeader> {
+        if b.len() != Self::BYTES {
+            return Err(Error::corrupted(page, "table header has the wrong length"));
+        }
+        let h = TableHeader {
+            root: get_u64(b, 0),
+            entries: get_u64(b, 8),
+            depth: get_u32(b, 16),
+        };
+        if h.depth as usize > TREE_DEPTH_MAX || (h.root == 0) != (h.depth == 0) {
+            return Err(Error::corrupted(
+                page,
+                "table header has an impossible depth",
+            ));
+        }
+        Ok(h)
+    }
+}
+
+/// The decoded contents of a meta slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Meta {
+    /// Transaction that wrote this meta; snapshots are named by it.
+    pub(crate) txn: u64,
+    pub(crate) page_bytes: u32,
+    /// Pages in use, free ones included: the file's logical length.
+    pub(crate) page_count: u64,
+    /// The catalog tree: table name -> `TableHeader`.
+    pub(crate) catalog: TableHeader,
+    /// First page of the freelist chain, 0 if none.
+    pub(crate) freelist_head: u64,
+    /// Pages in the freelist chain.
+    pub(crate) freelist_pages: u64,
+    /// Newest transaction known to be on stable storage when this meta was written.
+    pub(crate) last_durable_txn: u64,
+    /// Written with a sync (true) or without (false).
+    pub(crate) durable: bool,
+    /// Boot id of the machine when written (zero if unknown).
+    pub(crate) boot_id: [u8; 16],
+}
+
+/// Why a meta slot could not be used.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum MetaDefect {
+    /// No magic: not a Larch file (or the slot was never written).
+    NoMagic,
+    /// A newer format version.
+    Version(u32),
+    /// Magic present but something else is wrong.
+    Damaged(String),
+}
+
+impl Meta {
+    /// Encodes into a full page image for `slot`.
+    pub(crate) fn encode(&self, slot: u64) -> Vec<u8> {
+        let mut p = vec![0u8; self.page_bytes as usize];
+        init_page(&mut p, PAGE_META);
+        p[M_MAGIC..M_MAGIC + 8].copy_from_slice(&MAGIC);
+        put_u32(&mut p, M_VERSION, FORMAT_VERSION);
+        p[M_CHECKSUM_ALGO] = CHECKSUM_CRC32C;
+        p[M_FLAGS] = if self.durable { FLAG_DURABLE } else { 0 };
+        put_u32(&mut p, M_PAGE_BYTES, self.page_bytes);
+        put_u64(&mut p, M_PAGE_COUNT, self.page_count);
+        p[M_CATALOG..M_CATALOG + TableHeader::BYTES].copy_from_slice(&self.catalog.encode());
+        put_u64(&mut p, M_FREELIST_HEAD, self.freelist_head);
+        put_u64(&mut p, M_FREELIST_PAGES, self.freelist_pages);
+        put_u64(&mut p, M_LAST_DURABLE, self.last_durable_txn);
+        p[M_BOOT_ID..M_BOOT_ID + 16].copy_from_slice(&self.boot_id);
+        seal_page(&mut p, slot, self.txn);
+        p
+    }
+
+    /// Reads the page size a meta slot claims, from its first `PAGE_HEADER_BYTES + 24` bytes,
+    /// without trusting it beyond range checks.
+    pub(crate) fn peek_page_bytes(head: &[u8]) -> std::result::Result<u32, MetaDefect> {
+        if head.len() < META_END || head[M_MAGIC..M_MAGIC + 8] != MAGIC {
+            return Err(MetaDefect::NoMagic);
+        }
+        let version = get_u32(head, M_VERSION);
+        if version > FORMAT_VERSION {
+            return Err(MetaDefect::Version(version));
+        }
+        let page_bytes = get_u32(head, M_PAGE_BYTES);
+        if !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&page_bytes) || !page_bytes.is_power_of_two()
+        {
+            return Err(MetaDefect::Damaged(format!(
+                "impossible page size {page_bytes}"
+            )));
+        }
+        Ok(page_bytes)
+    }
+
+    /// Decodes and validates a whole meta page read from `slot`.
+    pub(crate) fn decode(p: &[u8], slot: u64) -> std::result::Result<Meta, MetaDefect> {
+        let page_bytes = Self::peek_page_bytes(p)?;
+        if p.len() != page_bytes as usize {
+            return Err(MetaDefect::Damaged("meta page truncated".into()));
+        }
+        if !checksum_ok(p) {
+            return Err(MetaDefect::Damaged("meta checksum mismatch".into()));
+        }
+        if p[4] != PAGE_META || super::page_id_field(p) != slot {
+            return Err(MetaDefect::Damaged("meta header names another page".into()));
+        }
+        if p[M_CHECKSUM_ALGO] != CHECKSUM_CRC32C {
+            return Err(MetaDefect::Damaged(format!(
+                "unknown checksum algorithm {}",
+                p[M_CHECKSUM_ALGO]
+            )));
+        }
+        let catalog = TableHeader::decode(&p[M_CATALOG..M_CATALOG + TableHeader::BYTES], slot)
+            .map_err(|e| MetaDefect::Damaged(e.to_string()))?;
+        let mut boot_id = [0u8; 16];
+        boot_id.copy_from_slice(&p[M_BOOT_ID..M_BOOT_ID + 16]);
+        let meta = Meta {
+            txn: page_txn_field(p),
+            page_bytes,
+            page_count: get_u64(p, M_PAGE_COUNT),
+            catalog,
+            freelist_head: get_u64(p, M_FREELIST_HEAD),
+            freelist_pages: get_u64(p, M_FREELIST_PAGES),
+            last_durable_txn: get_u64(p, M_LAST_DURABLE),
+            durable: p[M_FLAGS] & FLAG_DURABLE != 0,
+            boot_id,
+        };
+        let pc = meta.page_count;
+        let in_range = |id: u64| id == 0 || (id >= super::META_SLOTS && id < pc);
+        if pc < super::META_SLOTS
+            || pc > PAGE_COUNT_MAX
+            || !in_range(meta.catalog.root)
+            || !in_range(meta.freelist_head)
+            || meta.freelist_pages > pc
+            || meta.last_durable_txn > meta.txn
+        {
+            return Err(MetaDefect::Damaged("meta fields out of range".into()));
+        }
+        Ok(meta)
+    }
+}
+
+const _: () = assert!(M_BOOT_ID + 16 == META_END);
+const _: () = assert!(M_MAGIC == PAGE_HEADER_BYTES);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Meta {
+        Meta {
+            txn: 7,
+            page_bytes: 4096,
+            page_count: 10,
+            catalog: TableHeader {
+                root: 3,
+                entries: 2,
+                depth: 1,
+            },
+            freelist_head: 4,
+            freelist_pages: 1,
+            last_durable_txn: 6,
+            durable: true,
+            boot_id: [9; 16],
+        }
+    }
+
+    #[test]
+    fn round_trip() {
+        let m = sample();
+        let p = m.encode(1);
+        assert_eq!(Meta::decode(&p, 1), Ok(m));
+    }
+
+    #[test]
+    fn wrong_slot_and_bit_flip_are_rejected() {
+        let m = sample();
+        let p = m.encode(1);
+        assert!(matches!(Meta::decode(&p, 0), Err(MetaDefect::Damaged(_))));
+        for byte in [0usize, 5, 60, 100, 4000] {
+            let mut q = p.clone();
+            q[byte] ^= 0x10;
+            assert!(Meta::decode(&q, 1).is_err(), "flip at {byte} accepted");
+        }
+    }
+
+    #[test]
+    fn newer_version_is_reported() {
+        let mut p = sample().encode(0);
+        put_u32(&mut p, M_VERSION, FORMAT_VERSION + 1);
+        assert_eq!(
+            Meta::decode(&p, 0),
+            Err(MetaDefect::Version(FORMAT_VERSION + 1))
+        );
+    }
+}

@@ -1,0 +1,265 @@
+//! The pager: page headers and checksums, the meta slots, free-space accounting, and page
+//! access for readers (snapshots) and for the writer (dirty pages).
+//!
+//! Page access goes through [`Snapshot::page`] and [`WritePages::page`]; the B-tree never sees
+//! how a page got into memory. Today a snapshot reads through a shared mmap of the file (or,
+//! for storages that cannot be mapped, through a per-snapshot buffer cache); stage 3 swaps in a
+//! buffer pool behind the same two calls.
+
+mod access;
+mod freelist;
+mod meta;
+mod write;
+
+pub(crate) use access::Access;
+pub(crate) use freelist::{decode_page as decode_freelist_page, FreeSet};
+pub(crate) use meta::{Meta, MetaDefect, TableHeader, FORMAT_VERSION};
+pub(crate) use write::WritePages;
+
+use crate::bytes::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// Bytes of the header at the start of every page (and of every overflow run).
+pub(crate) const PAGE_HEADER_BYTES: usize = 32;
+const _: () = assert!(PAGE_HEADER_BYTES == 32);
+
+/// Page type tags (byte 4 of the header).
+pub(crate) const PAGE_META: u8 = 1;
+pub(crate) const PAGE_BRANCH: u8 = 2;
+pub(crate) const PAGE_LEAF: u8 = 3;
+pub(crate) const PAGE_OVERFLOW: u8 = 4;
+pub(crate) const PAGE_FREELIST: u8 = 5;
+
+/// Meta slots occupy pages 0 and 1; page 0 is never a tree page, so 0 means "no page".
+pub(crate) const META_SLOTS: u64 = 2;
+
+// Header field offsets. See docs/design/file-format.md.
+const H_CHECKSUM: usize = 0;
+const H_TYPE: usize = 4;
+const H_FLAGS: usize = 5;
+const H_COUNT: usize = 6;
+const H_PAGE_ID: usize = 8;
+const H_TXN: usize = 16;
+const H_A: usize = 24;
+const H_B: usize = 28;
+
+#[inline]
+pub(crate) fn page_type(p: &[u8]) -> u8 {
+    p[H_TYPE]
+}
+#[inline]
+pub(crate) fn page_count_field(p: &[u8]) -> u16 {
+    get_u16(p, H_COUNT)
+}
+#[inline]
+pub(crate) fn page_id_field(p: &[u8]) -> u64 {
+    get_u64(p, H_PAGE_ID)
+}
+#[inline]
+pub(crate) fn page_txn_field(p: &[u8]) -> u64 {
+    get_u64(p, H_TXN)
+}
+#[inline]
+pub(crate) fn page_a(p: &[u8]) -> u32 {
+    get_u32(p, H_A)
+}
+#[inline]
+pub(crate) fn page_b(p: &[u8]) -> u32 {
+    get_u32(p, H_B)
+}
+#[inline]
+pub(crate) fn set_page_count_field(p: &mut [u8], n: u16) {
+    put_u16(p, H_COUNT, n)
+}
+#[inline]
+pub(crate) fn set_page_a(p: &mut [u8], v: u32) {
+    put_u32(p, H_A, v)
+}
+#[inline]
+pub(crate) fn set_page_b(p: &mut [u8], v: u32) {
+    put_u32(p, H_B, v)
+}
+
+/// Starts a fresh page image of type `kind`: zeroes the header.
+pub(crate) fn init_page(p: &mut [u8], kind: u8) {
+    p[..PAGE_HEADER_BYTES].fill(0);
+    p[H_TYPE] = kind;
+    p[H_FLAGS] = 0;
+}
+
+/// Stamps the page id and transaction id and computes the checksum, just before the page (or
+/// overflow run) is written. `p` is the whole page or run.
+pub(crate) fn seal_page(p: &mut [u8], id: u64, txn: u64) {
+    put_u64(p, H_PAGE_ID, id);
+    put_u64(p, H_TXN, txn);
+    let crc = crc32c::crc32c(&p[H_CHECKSUM + 4..]);
+    put_u32(p, H_CHECKSUM, crc);
+}
+
+/// Checks a page's checksum. `p` is the whole page or run.
+pub(crate) fn checksum_ok(p: &[u8]) -> bool {
+    p.len() >= PAGE_HEADER_BYTES && crc32c::crc32c(&p[H_CHECKSUM + 4..]) == get_u32(p, H_CHECKSUM)
+}
+
+/// The checks made on every page access, cheap enough for the read path: the page says it is
+/// the page we asked for, of a type we expect, written no later than the snapshot.
+/// Catches misdirected writes and most stale ones; checksums catch the rest (see
+/// docs/design/durability.md for when they are verified).
+#[inline]
+pub(crate) fn check_header(p: &[u8], id: u64, snapshot_txn: u64) -> Result<()> {
+    if page_id_field(p) != id {
+        return Err(Error::corrupted(
+            id,
+            format!("page header names page {}", page_id_field(p)),
+        ));
+    }
+    if page_txn_field(p) > snapshot_txn {
+        return Err(Error::corrupted(
+            id,
+            format!(
+                "page written by transaction {} after snapshot {}",
+                page_txn_field(p),
+                snapshot_txn
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Read access to pages, shared by the read path (snapshots) and the write path (dirty pages
+/// first, then the snapshot the write transaction started from).
+pub(crate) trait PageSource {
+    /// The page `id`, header-checked. Requires: `id` is a single-page node or freelist page.
+    fn page(&self, id: u64) -> Result<&[u8]>;
+    /// The overflow run starting at `id`, spanning `pages` pages, header-checked.
+    fn run(&self, id: u64, pages: u64) -> Result<&[u8]>;
+    /// Page size in bytes.
+    fn page_bytes(&self) -> usize;
+}
+
+/// One committed state of the database: a meta page and the means to read the pages it
+/// reaches. Immutable; shared by every read transaction that began while it was current.
+pub(crate) struct Snapshot {
+    pub(crate) meta: Meta,
+    access: Arc<Access>,
+    page_bytes: usize,
+    verify_checksums: bool,
+}
+
+impl Snapshot {
+    pub(crate) fn new(meta: Meta, access: Arc<Access>, verify_checksums: bool) -> Snapshot {
+        let page_bytes = meta.page_bytes as usize;
+        // A buffered access verifies each page once, when it loads it.
+        let verify_checksums = verify_checksums && access.is_mapped();
+        Snapshot {
+            meta,
+            access,
+            page_bytes,
+            verify_checksums,
+        }
+    }
+
+    pub(crate) fn access(&self) -> &Arc<Access> {
+        &self.access
+    }
+
+    fn bytes(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        let end = id
+            .checked_add(pages)
+            .ok_or_else(|| Error::corrupted(id, "page id overflow"))?;
+        if id < META_SLOTS || end > self.meta.page_count {
+            return Err(Error::corrupted(
+                id,
+                format!(
+                    "page reference out of range (file has {} pages)",
+                    self.meta.page_count
+                ),
+            ));
+        }
+        let p = self.access.bytes(id, pages, self.page_bytes)?;
+        if self.verify_checksums && !checksum_ok(p) {
+            return Err(Error::corrupted(id, "checksum mismatch"));
+        }
+        check_header(p, id, self.meta.txn)?;
+        Ok(p)
+    }
+}
+
+impl Snapshot {
+    /// Like `page`/`run`, but always verifies the checksum (for open-time loads and `verify`).
+    pub(crate) fn bytes_verified(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        let p = self.bytes(id, pages)?;
+        if !self.verify_checksums && !checksum_ok(p) {
+            return Err(Error::corrupted(id, "checksum mismatch"));
+        }
+        Ok(p)
+    }
+
+    /// Ids of the freelist chain's pages, each checksum-verified, with their extents.
+    pub(crate) fn freelist_chain(&self) -> Result<Vec<(u64, Vec<(u64, u64, u64)>)>> {
+        let mut out = Vec::new();
+        let mut next = self.meta.freelist_head;
+        while next != 0 {
+            if out.len() as u64 >= self.meta.freelist_pages {
+                return Err(Error::corrupted(
+                    next,
+                    "freelist chain longer than recorded",
+                ));
+            }
+            let (link, extents) = decode_freelist_page(self.bytes_verified(next, 1)?, next)?;
+            out.push((next, extents));
+            next = link;
+        }
+        if out.len() as u64 != self.meta.freelist_pages {
+            return Err(Error::corrupted(
+                self.meta.freelist_head,
+                "freelist chain shorter than recorded",
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Loads the free set a snapshot records, checking every extent against the file.
+pub(crate) fn freelist_load(snap: &Snapshot) -> Result<FreeSet> {
+    let mut free = FreeSet::default();
+    for (page, extents) in snap.freelist_chain()? {
+        for (txn, start, len) in extents {
+            let end = start.checked_add(len);
+            if start < META_SLOTS
+                || len == 0
+                || end.is_none_or(|e| e > snap.meta.page_count)
+                || txn > snap.meta.txn
+            {
+                return Err(Error::corrupted(
+                    page,
+                    format!("freelist extent {start}+{len} out of range"),
+                ));
+            }
+            free.load_entry(txn, start, len, page)?;
+        }
+    }
+    Ok(free)
+}
+
+impl PageSource for Snapshot {
+    #[inline]
+    fn page(&self, id: u64) -> Result<&[u8]> {
+        self.bytes(id, 1)
+    }
+
+    fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        self.bytes(id, pages)
+    }
+
+    #[inline]
+    fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+}
+
+/// Pages an overflow run of `value_bytes` needs at `page_bytes`.
+pub(crate) fn overflow_pages(value_bytes: usize, page_bytes: usize) -> u64 {
+    (PAGE_HEADER_BYTES + value_bytes).div_ceil(page_bytes) as u64
+}

@@ -1,0 +1,301 @@
+//! An in-memory storage backend for tests that models what a disk may do at a power loss, in
+//! the style of SQLite's crash-test VFS: it remembers which writes were synced, and a simulated
+//! crash keeps only those (optionally a random subset of the rest, with the last one torn).
+//! It can also fail the Nth write or sync with EIO or ENOSPC, or cap the space available.
+
+use super::Storage;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Which error an injected fault returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// `EIO`: the device failed.
+    Eio,
+    /// `ENOSPC`: the device is full.
+    Enospc,
+}
+
+impl FaultKind {
+    fn error(self) -> io::Error {
+        match self {
+            FaultKind::Eio => io::Error::from_raw_os_error(5),
+            FaultKind::Enospc => io::Error::from_raw_os_error(28),
+        }
+    }
+}
+
+/// What a simulated crash keeps of the writes that were not synced.
+#[derive(Clone, Copy, Debug)]
+pub enum CrashMode {
+    /// Power loss with a disk that persisted nothing unsynced.
+    DropUnsynced,
+    /// Power loss with a disk that persisted a random subset of the unsynced writes, applied in
+    /// random order, the last applied one torn at a random 512-byte boundary.
+    KeepRandom {
+        /// Seed of the choice, so that a failing case can be replayed.
+        seed: u64,
+    },
+    /// A process crash (kill -9): everything written reached the kernel, nothing is lost, and
+    /// the boot id stays the same.
+    ProcessOnly,
+}
+
+#[derive(Clone)]
+enum Op {
+    Write { offset: u64, data: Vec<u8> },
+    SetLen(u64),
+}
+
+struct State {
+    /// What reads see now.
+    data: Vec<u8>,
+    /// What survives a power loss: `data` as of the last successful sync.
+    durable: Vec<u8>,
+    /// Writes and length changes since the last sync, in order.
+    unsynced: Vec<Op>,
+    /// Writes and syncs attempted so far.
+    op_count: u64,
+    /// The attempt number that fails, its error, and whether every later attempt fails too.
+    fail: Option<(u64, FaultKind, bool)>,
+    /// Largest length the storage may grow to; growing past it is ENOSPC.
+    space_bytes_max: Option<u64>,
+    boot: u64,
+    /// Set by a crash: the old handle no longer reaches the disk.
+    dead: bool,
+}
+
+/// In-memory storage with fault injection. Clones share the same state, so a test keeps one
+/// clone to drive faults while the database owns another.
+#[derive(Clone)]
+pub struct FaultStorage {
+    state: Arc<Mutex<State>>,
+}
+
+impl Default for FaultStorage {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FaultStorage {
+    /// An empty storage.
+    pub fn new() -> FaultStorage {
+        Self::with_contents(Vec::new(), 1)
+    }
+
+    fn with_contents(data: Vec<u8>, boot: u64) -> FaultStorage {
+        FaultStorage {
+            state: Arc::new(Mutex::new(State {
+                durable: data.clone(),
+                data,
+                unsynced: Vec::new(),
+                op_count: 0,
+                fail: None,
+                space_bytes_max: None,
+                boot,
+                dead: false,
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding this lock can only come from a test assertion; the state is
+        // still consistent, so recover it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of writes and syncs attempted so far.
+    pub fn op_count(&self) -> u64 {
+        self.lock().op_count
+    }
+
+    /// Makes the `n`th write or sync from now (1 = the next one) fail with `kind`; with
+    /// `sticky`, every later one fails too.
+    pub fn fail_after(&self, n: u64, kind: FaultKind, sticky: bool) {
+        let mut s = self.lock();
+        let at = s.op_count + n.max(1);
+        s.fail = Some((at, kind, sticky));
+    }
+
+    /// Removes any planned failure.
+    pub fn clear_faults(&self) {
+        self.lock().fail = None;
+    }
+
+    /// Caps the storage's length; a write or `set_len` past it fails with ENOSPC.
+    pub fn set_space_limit(&self, bytes: Option<u64>) {
+        self.lock().space_bytes_max = bytes;
+    }
+
+    /// A copy of the current contents (what reads see).
+    pub fn contents(&self) -> Vec<u8> {
+        self.lock().data.clone()
+    }
+
+    /// Replaces the contents, as if synced (for corruption tests).
+    pub fn set_contents(&self, bytes: Vec<u8>) {
+        let mut s = self.lock();
+        s.durable = bytes.clone();
+        s.data = bytes;
+        s.unsynced.clear();
+    }
+
+    /// Simulates a crash. This handle (and its clones) stop working; the returned storage holds
+    /// what the disk kept, with a new boot id unless the mode is `ProcessOnly`.
+    pub fn crash(&self, mode: CrashMode) -> FaultStorage {
+        let mut s = self.lock();
+        s.dead = true;
+        match mode {
+            CrashMode::ProcessOnly => FaultStorage::with_contents(s.data.clone(), s.boot),
+            CrashMode::DropUnsynced => FaultStorage::with_contents(s.durable.clone(), s.boot + 1),
+            CrashMode::KeepRandom { seed } => {
+                let mut rng = SplitMix(seed);
+                let mut kept: Vec<Op> = s
+                    .unsynced
+                    .iter()
+                    .filter(|_| rng.next() % 2 == 0)
+                    .cloned()
+                    .collect();
+                // Random order: the disk may persist writes in any order.
+                for i in (1..kept.len()).rev() {
+                    let j = (rng.next() % (i as u64 + 1)) as usize;
+                    kept.swap(i, j);
+                }
+                let mut data = s.durable.clone();
+                let last = kept.len().saturating_sub(1);
+                for (i, op) in kept.into_iter().enumerate() {
+                    match op {
+                        Op::SetLen(len) => data.resize(len as usize, 0),
+                        Op::Write {
+                            offset,
+                            data: mut bytes,
+                        } => {
+                            if i == last && bytes.len() > 512 {
+                                let sectors = bytes.len() / 512;
+                                let keep = (rng.next() % sectors as u64) as usize * 512;
+                                bytes.truncate(keep);
+                            }
+                            apply_write(&mut data, offset, &bytes);
+                        }
+                    }
+                }
+                FaultStorage::with_contents(data, s.boot + 1)
+            }
+        }
+    }
+
+    /// Counts an attempt and returns the planned failure, if this attempt is one.
+    fn attempt(s: &mut State) -> io::Result<()> {
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        s.op_count += 1;
+        if let Some((at, kind, sticky)) = s.fail {
+            if s.op_count == at || (sticky && s.op_count > at) {
+                return Err(kind.error());
+            }
+        }
+        Ok(())
+    }
+}
+
+fn apply_write(data: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let end = offset as usize + bytes.len();
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[offset as usize..end].copy_from_slice(bytes);
+}
+
+/// A small deterministic generator, so that the crash model needs no dependency.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+impl Storage for FaultStorage {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let s = self.lock();
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        let start = usize::try_from(offset).map_err(|_| io::ErrorKind::UnexpectedEof)?;
+        let end = start
+            .checked_add(buf.len())
+            .ok_or(io::ErrorKind::UnexpectedEof)?;
+        if end > s.data.len() {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.copy_from_slice(&s.data[start..end]);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        let mut s = self.lock();
+        Self::attempt(&mut s)?;
+        let end = offset + buf.len() as u64;
+        if let Some(max) = s.space_bytes_max {
+            if end > max && end > s.data.len() as u64 {
+                return Err(FaultKind::Enospc.error());
+            }
+        }
+        apply_write(&mut s.data, offset, buf);
+        s.unsynced.push(Op::Write {
+            offset,
+            data: buf.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let mut s = self.lock();
+        Self::attempt(&mut s)?;
+        let ops = std::mem::take(&mut s.unsynced);
+        for op in ops {
+            match op {
+                Op::Write { offset, data } => apply_write(&mut s.durable, offset, &data),
+                Op::SetLen(len) => s.durable.resize(len as usize, 0),
+            }
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        let s = self.lock();
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        Ok(s.data.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut s = self.lock();
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        if let Some(max) = s.space_bytes_max {
+            if len > max && len > s.data.len() as u64 {
+                return Err(FaultKind::Enospc.error());
+            }
+        }
+        s.data.resize(len as usize, 0);
+        s.unsynced.push(Op::SetLen(len));
+        Ok(())
+    }
+
+    fn boot_id(&self) -> Option<[u8; 16]> {
+        let boot = self.lock().boot;
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&boot.to_le_bytes());
+        id[8] = 1; // never all zeros
+        Some(id)
+    }
+}

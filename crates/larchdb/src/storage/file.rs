@@ -1,0 +1,109 @@
+//! A real file. Reads go through a shared read-only mapping (zero-copy, LMDB-style); writes go
+//! through `pwrite`, never through the mapping, so a full disk is an `ENOSPC` error and never a
+//! SIGBUS.
+
+use super::Storage;
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// The database file. Holds an advisory `flock` for its lifetime: exclusive when writable,
+/// shared when read-only, so a second writer (in this process or another) gets
+/// [`Error::DatabaseLocked`]. The kernel drops the lock when the process dies, so a lock left by
+/// a killed process never blocks the next open.
+pub struct FileStorage {
+    file: File,
+    boot_id: Option<[u8; 16]>,
+}
+
+impl FileStorage {
+    /// Opens (creating if `create`) the file at `path` and takes its lock.
+    pub fn open(path: &Path, read_only: bool, create: bool) -> Result<FileStorage> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(!read_only)
+            .create(create && !read_only)
+            .truncate(false)
+            .open(path)?;
+        if file.metadata()?.is_dir() {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "path is a directory",
+            )));
+        }
+        let locked = if read_only {
+            file.try_lock_shared()
+        } else {
+            file.try_lock()
+        };
+        match locked {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(Error::DatabaseLocked),
+            Err(TryLockError::Error(e)) => return Err(Error::from_io(e)),
+        }
+        Ok(FileStorage {
+            file,
+            boot_id: read_boot_id(),
+        })
+    }
+}
+
+/// Reads the kernel's boot id (a UUID) as 16 bytes.
+fn read_boot_id() -> Option<[u8; 16]> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let hex: Vec<u8> = text.trim().bytes().filter(|b| *b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        id[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(id)
+}
+
+impl Storage for FileStorage {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn map(&self, len: u64) -> Option<io::Result<memmap2::Mmap>> {
+        let len = match usize::try_from(len) {
+            Ok(len) => len,
+            Err(_) => {
+                return Some(Err(io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    "map too large",
+                )))
+            }
+        };
+        // SAFETY: the mapping is read-only and shared. The engine never truncates below a page
+        // that a live snapshot can reach and never reads past the length it has written, so no
+        // access touches a page beyond end of file. Other processes modifying the file are
+        // excluded by the flock taken in `open`.
+        Some(unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) })
+    }
+
+    fn boot_id(&self) -> Option<[u8; 16]> {
+        self.boot_id
+    }
+}

@@ -1,0 +1,440 @@
+//! Whole-file verification and statistics. Both walk every tree from the snapshot's meta page;
+//! verification also reads every page's checksum and accounts for every page of the file.
+
+use crate::btree::{check_run, node::LeafValue, node::Node};
+use crate::error::{Error, Result};
+use crate::pager::{overflow_pages, PageSource, Snapshot, TableHeader, META_SLOTS};
+
+/// One problem found by verification.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The page where it was found.
+    pub page: u64,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What `verify` found.
+#[derive(Clone, Debug, Default)]
+pub struct VerifyReport {
+    /// Snapshot (commit id) verified.
+    pub txn: u64,
+    /// Pages in the file (free ones included).
+    pub page_count: u64,
+    /// Pages read and checksummed.
+    pub pages_checked: u64,
+    /// Tables found.
+    pub tables: u64,
+    /// Entries in all tables.
+    pub entries: u64,
+    /// Free pages (reusable) and pending pages (freed, awaiting old snapshots).
+    pub free_pages: u64,
+    /// See `free_pages`.
+    pub pending_pages: u64,
+    /// Everything wrong, in the order found. Empty when the file is sound.
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// True if no problem was found.
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Shape and size of one table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    /// Table name.
+    pub name: String,
+    /// Entries.
+    pub entries: u64,
+    /// Tree depth (0 empty, 1 a single leaf).
+    pub depth: u32,
+    /// Branch pages.
+    pub branch_pages: u64,
+    /// Leaf pages.
+    pub leaf_pages: u64,
+    /// Pages of overflow runs.
+    pub overflow_pages: u64,
+}
+
+/// Statistics of a snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    /// Page size.
+    pub page_bytes: u32,
+    /// Commit id of the snapshot described.
+    pub txn: u64,
+    /// Pages the file uses (the logical length), free ones included.
+    pub page_count: u64,
+    /// Physical file length.
+    pub file_bytes: u64,
+    /// Deepest table tree.
+    pub depth: u32,
+    /// Branch pages of all tables and the catalog.
+    pub branch_pages: u64,
+    /// Leaf pages of all tables and the catalog.
+    pub leaf_pages: u64,
+    /// Overflow pages.
+    pub overflow_pages: u64,
+    /// Freelist pages.
+    pub freelist_pages: u64,
+    /// Free pages, reusable by the next write transaction.
+    pub free_pages: u64,
+    /// Pages freed by recent commits and not yet reusable (a reader or the last durable
+    /// commit may still reach them).
+    pub pending_pages: u64,
+    /// Entries in all tables.
+    pub entries: u64,
+    /// Live read transactions in this process.
+    pub readers: usize,
+    /// Per-table figures, sorted by name.
+    pub tables: Vec<TableStats>,
+}
+
+const OWNER_NONE: u8 = 0;
+const OWNER_TREE: u8 = 1;
+const OWNER_OVERFLOW: u8 = 2;
+const OWNER_FREELIST: u8 = 3;
+const OWNER_FREE: u8 = 4;
+
+struct Walk<'s> {
+    snap: &'s Snapshot,
+    checksums: bool,
+    owner: Vec<u8>,
+    problems: Vec<Problem>,
+    pages_checked: u64,
+}
+
+impl<'s> Walk<'s> {
+    fn problem(&mut self, page: u64, reason: impl Into<String>) {
+        self.problems.push(Problem {
+            page,
+            reason: reason.into(),
+        });
+    }
+
+    fn from_err(&mut self, e: Error, fallback_page: u64) {
+        match e {
+            Error::Corrupted { page, reason } => self.problem(page, reason),
+            other => self.problem(fallback_page, other.to_string()),
+        }
+    }
+
+    /// Claims `pages` pages from `id` for `owner`. Returns false if any was already claimed
+    /// (the caller must not descend again) or is out of range.
+    fn claim(&mut self, id: u64, pages: u64, owner: u8) -> bool {
+        let end = id.saturating_add(pages);
+        if id < META_SLOTS || end > self.owner.len() as u64 {
+            self.problem(id, format!("page range {id}+{pages} outside the file"));
+            return false;
+        }
+        let mut ok = true;
+        for p in id..end {
+            let prev = self.owner[p as usize];
+            if prev != OWNER_NONE {
+                self.problem(
+                    p,
+                    format!(
+                        "page claimed twice (as {} and {})",
+                        owner_name(prev),
+                        owner_name(owner)
+                    ),
+                );
+                ok = false;
+            } else {
+                self.owner[p as usize] = owner;
+            }
+        }
+        ok
+    }
+
+    fn read(&mut self, id: u64, pages: u64) -> Result<&'s [u8]> {
+        self.pages_checked += pages;
+        if self.checksums {
+            self.snap.bytes_verified(id, pages)
+        } else if pages == 1 {
+            self.snap.page(id)
+        } else {
+            self.snap.run(id, pages)
+        }
+    }
+
+    /// Walks one tree, checking order, bounds, depth and the entry count. Returns the leaf
+    /// entries' values when `collect` (for the catalog) and the table's figures.
+    fn tree(
+        &mut self,
+        name: &str,
+        hdr: TableHeader,
+        collect: bool,
+    ) -> (Vec<(Vec<u8>, Vec<u8>)>, TableStats) {
+        let mut st = TableStats {
+            name: name.to_string(),
+            depth: hdr.depth,
+            ..Default::default()
+        };
+        let mut collected = Vec::new();
+        if hdr.root == 0 {
+            if hdr.entries != 0 {
+                self.problem(
+                    0,
+                    format!("table {name:?}: empty tree with {} entries", hdr.entries),
+                );
+            }
+            return (collected, st);
+        }
+        let mut entries = 0u64;
+        // (page, level, lower bound inclusive, upper bound exclusive)
+        let mut stack: Vec<(u64, u32, Option<Vec<u8>>, Option<Vec<u8>>)> =
+            vec![(hdr.root, 1, None, None)];
+        while let Some((id, level, lo, hi)) = stack.pop() {
+            if !self.claim(id, 1, OWNER_TREE) {
+                continue;
+            }
+            let p = match self.read(id, 1) {
+                Ok(p) => p,
+                Err(e) => {
+                    self.from_err(e, id);
+                    continue;
+                }
+            };
+            let node = match Node::parse(p, id) {
+                Ok(n) => n,
+                Err(e) => {
+                    self.from_err(e, id);
+                    continue;
+                }
+            };
+            if node.leaf != (level == hdr.depth) {
+                self.problem(
+                    id,
+                    format!(
+                        "table {name:?}: node at level {level} of {} has the wrong kind",
+                        hdr.depth
+                    ),
+                );
+                continue;
+            }
+            let mut prev: Option<&[u8]> = None;
+            let mut keys = Vec::with_capacity(node.n);
+            let mut bad = false;
+            for i in 0..node.n {
+                match node.key(i) {
+                    Ok(k) => {
+                        if prev.is_some_and(|q| q >= k) {
+                            self.problem(id, "keys out of order");
+                            bad = true;
+                        }
+                        if lo.as_deref().is_some_and(|l| k < l)
+                            || hi.as_deref().is_some_and(|h| k >= h)
+                        {
+                            self.problem(id, "key outside the bounds set by its parent");
+                            bad = true;
+                        }
+                        prev = Some(k);
+                        keys.push(k);
+                    }
+                    Err(e) => {
+                        self.from_err(e, id);
+                        bad = true;
+                        break;
+                    }
+                }
+            }
+            if bad {
+                continue;
+            }
+            if node.leaf {
+                st.leaf_pages += 1;
+                entries += node.n as u64;
+                for (i, key) in keys.iter().enumerate() {
+                    let value = match node.value(i) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            self.from_err(e, id);
+                            continue;
+                        }
+                    };
+                    let bytes: Option<&[u8]> = match value {
+                        LeafValue::Inline(b) => Some(b),
+                        LeafValue::Overflow { page, len } => {
+                            let pages = overflow_pages(len, self.snap.page_bytes());
+                            st.overflow_pages += pages;
+                            if !self.claim(page, pages, OWNER_OVERFLOW) {
+                                None
+                            } else {
+                                match self.read(page, pages).and_then(|run| {
+                                    check_run(run, page, pages, len)?;
+                                    Ok(&run[crate::pager::PAGE_HEADER_BYTES
+                                        ..crate::pager::PAGE_HEADER_BYTES + len])
+                                }) {
+                                    Ok(b) => Some(b),
+                                    Err(e) => {
+                                        self.from_err(e, page);
+                                        None
+                                    }
+                                }
+                            }
+                        }
+                    };
+                    if collect {
+                        if let Some(b) = bytes {
+                            collected.push((key.to_vec(), b.to_vec()));
+                        }
+                    }
+                }
+            } else {
+                st.branch_pages += 1;
+                for ci in 0..=node.n {
+                    let child = match node.child(ci) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            self.from_err(e, id);
+                            continue;
+                        }
+                    };
+                    let clo = if ci == 0 {
+                        lo.clone()
+                    } else {
+                        Some(keys[ci - 1].to_vec())
+                    };
+                    let chi = if ci == node.n {
+                        hi.clone()
+                    } else {
+                        Some(keys[ci].to_vec())
+                    };
+                    stack.push((child, level + 1, clo, chi));
+                }
+            }
+        }
+        if entries != hdr.entries {
+            self.problem(
+                hdr.root,
+                format!(
+                    "table {name:?}: header says {} entries, tree has {entries}",
+                    hdr.entries
+                ),
+            );
+        }
+        st.entries = entries;
+        (collected, st)
+    }
+}
+
+fn owner_name(o: u8) -> &'static str {
+    match o {
+        OWNER_TREE => "tree page",
+        OWNER_OVERFLOW => "overflow page",
+        OWNER_FREELIST => "freelist page",
+        OWNER_FREE => "free page",
+        _ => "nothing",
+    }
+}
+
+/// Walks everything; with `checksums` it verifies every page read and accounts for all pages.
+fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
+    let meta = snap.meta;
+    let mut w = Walk {
+        snap,
+        checksums,
+        owner: vec![OWNER_NONE; meta.page_count as usize],
+        problems: Vec::new(),
+        pages_checked: 0,
+    };
+    let mut stats = Stats {
+        page_bytes: meta.page_bytes,
+        txn: meta.txn,
+        page_count: meta.page_count,
+        ..Default::default()
+    };
+    let mut report = VerifyReport {
+        txn: meta.txn,
+        page_count: meta.page_count,
+        ..Default::default()
+    };
+    let (tables, cat_stats) = w.tree("(catalog)", meta.catalog, true);
+    stats.branch_pages += cat_stats.branch_pages;
+    stats.leaf_pages += cat_stats.leaf_pages;
+    for (name, value) in tables {
+        let name = String::from_utf8_lossy(&name).into_owned();
+        match TableHeader::decode(&value, meta.catalog.root) {
+            Ok(hdr) => {
+                let (_, st) = w.tree(&name, hdr, false);
+                stats.depth = stats.depth.max(st.depth);
+                stats.branch_pages += st.branch_pages;
+                stats.leaf_pages += st.leaf_pages;
+                stats.overflow_pages += st.overflow_pages;
+                stats.entries += st.entries;
+                stats.tables.push(st);
+            }
+            Err(e) => w.from_err(e, meta.catalog.root),
+        }
+    }
+    report.tables = stats.tables.len() as u64;
+    report.entries = stats.entries;
+    match snap.freelist_chain() {
+        Ok(chain) => {
+            for (page, extents) in chain {
+                w.claim(page, 1, OWNER_FREELIST);
+                w.pages_checked += 1;
+                stats.freelist_pages += 1;
+                for (txn, start, len) in extents {
+                    if txn > meta.txn {
+                        w.problem(page, format!("pending extent from future txn {txn}"));
+                    }
+                    if len == 0 {
+                        w.problem(page, "empty freelist extent");
+                        continue;
+                    }
+                    if w.claim(start, len, OWNER_FREE) {
+                        if txn == 0 {
+                            stats.free_pages += len;
+                        } else {
+                            stats.pending_pages += len;
+                        }
+                    }
+                }
+            }
+        }
+        Err(e) => w.from_err(e, meta.freelist_head),
+    }
+    report.free_pages = stats.free_pages;
+    report.pending_pages = stats.pending_pages;
+    (w, stats, report)
+}
+
+/// Full verification of a snapshot.
+pub(crate) fn verify(snap: &Snapshot) -> VerifyReport {
+    let (mut w, _, mut report) = walk(snap, true);
+    let leaked: Vec<u64> = (META_SLOTS..snap.meta.page_count)
+        .filter(|&p| w.owner[p as usize] == OWNER_NONE)
+        .collect();
+    for p in leaked.iter().take(100) {
+        w.problem(*p, "page neither reachable nor free");
+    }
+    if leaked.len() > 100 {
+        w.problem(
+            leaked[100],
+            format!(
+                "{} more pages neither reachable nor free",
+                leaked.len() - 100
+            ),
+        );
+    }
+    report.pages_checked = w.pages_checked;
+    report.problems = w.problems;
+    report
+}
+
+/// Statistics of a snapshot (a structural walk without checksums).
+pub(crate) fn stats(snap: &Snapshot) -> Result<Stats> {
+    let (w, stats, _) = walk(snap, false);
+    match w.problems.into_iter().next() {
+        Some(p) => Err(Error::Corrupted {
+            page: p.page,
+            reason: p.reason,
+        }),
+        None => Ok(stats),
+    }
+}

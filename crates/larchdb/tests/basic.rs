@@ -1,0 +1,214 @@
+//! The public API end to end on a real file: tables, point operations, scans, counts, reopen.
+
+use larchdb::{Database, Durability, Error, Options};
+
+fn collect(it: larchdb::Range<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("{i:016}").into_bytes()
+}
+
+#[test]
+fn tables_points_scans_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let db = Database::open(&path, Options::default()).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.create_table("a").unwrap();
+        w.create_table("b").unwrap();
+        assert!(matches!(w.create_table("a"), Err(Error::TableExists(_))));
+        {
+            let mut a = w.table("a").unwrap();
+            for i in (0..5000).rev() {
+                a.put(&key(i), format!("v{i}").as_bytes()).unwrap();
+            }
+            assert_eq!(a.len(), 5000);
+            assert_eq!(a.get(&key(42)).unwrap(), Some(&b"v42"[..]));
+        }
+        w.table("b").unwrap().put(b"only", b"one").unwrap();
+        w.commit().unwrap();
+
+        let r = db.begin_read().unwrap();
+        assert_eq!(
+            r.list_tables().unwrap(),
+            vec!["a".to_string(), "b".to_string()]
+        );
+        let a = r.table("a").unwrap();
+        assert_eq!(a.len(), 5000);
+        assert!(a.depth() >= 2);
+        assert_eq!(a.first().unwrap().unwrap().0, key(0).as_slice());
+        assert_eq!(a.last().unwrap().unwrap().0, key(4999).as_slice());
+        assert_eq!(
+            a.seek(b"0000000000000100x").unwrap().unwrap().0,
+            key(101).as_slice()
+        );
+        let fwd = collect(a.range(key(10).as_slice()..key(20).as_slice()));
+        assert_eq!(fwd.len(), 10);
+        assert_eq!(fwd[0].0, key(10));
+        let rev = collect(a.range_rev(key(10).as_slice()..=key(20).as_slice()));
+        assert_eq!(rev.len(), 11);
+        assert_eq!(rev[0].0, key(20));
+        assert_eq!(rev[10].0, key(10));
+        let all = collect(a.iter());
+        assert_eq!(all.len(), 5000);
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+        assert_eq!(collect(a.iter_rev()).len(), 5000);
+        db.verify().unwrap();
+    }
+    let db = Database::open(&path, Options::default()).unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(
+        r.table("a").unwrap().get(&key(4321)).unwrap(),
+        Some(&b"v4321"[..])
+    );
+    assert!(matches!(r.table("zzz"), Err(Error::TableNotFound(_))));
+    db.verify().unwrap();
+}
+
+#[test]
+fn deletes_shrink_the_tree_and_space_is_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    {
+        let mut t = w.table("t").unwrap();
+        for i in 0..20000 {
+            t.put(&key(i), &[7u8; 100]).unwrap();
+        }
+    }
+    w.commit().unwrap();
+    let full = db.stats().unwrap();
+    for round in 0..4 {
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for i in (round..20000).step_by(4) {
+                assert!(t.delete(&key(i)).unwrap());
+            }
+            assert!(!t.delete(b"missing").unwrap());
+        }
+        w.commit().unwrap();
+        db.verify().unwrap();
+    }
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.table("t").unwrap().len(), 0);
+    assert_eq!(r.table("t").unwrap().depth(), 0);
+    drop(r);
+    // The last commit's freed pages are pending until the next commit; after it, the tail of
+    // the file is free and is given back.
+    db.sync().unwrap();
+    let empty = db.stats().unwrap();
+    assert!(empty.tables.iter().all(|t| t.leaf_pages == 0));
+    assert!(
+        empty.page_count < full.page_count / 10,
+        "{} vs {}",
+        empty.page_count,
+        full.page_count
+    );
+    assert_eq!(empty.file_bytes, empty.page_count * 4096);
+
+    // Refill: freed pages are reused, so the file does not grow past the first load by much.
+    let mut w = db.begin_write().unwrap();
+    {
+        let mut t = w.table("t").unwrap();
+        for i in 0..20000 {
+            t.put(&key(i), &[7u8; 100]).unwrap();
+        }
+    }
+    w.commit().unwrap();
+    let again = db.stats().unwrap();
+    assert!(
+        again.page_count <= full.page_count + 16,
+        "{} vs {}",
+        again.page_count,
+        full.page_count
+    );
+    db.verify().unwrap();
+}
+
+#[test]
+fn overflow_values_and_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(
+        dir.path().join("db"),
+        Options::default().durability(Durability::None),
+    )
+    .unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    {
+        let mut t = w.table("t").unwrap();
+        for i in 0..300u32 {
+            let v = vec![(i % 251) as u8; (i as usize * 97) % 20000];
+            t.append(&key(i), &v).unwrap();
+        }
+        assert!(matches!(
+            t.append(&key(5), b"x"),
+            Err(Error::AppendOutOfOrder)
+        ));
+        t.put(&key(7), &vec![1u8; 50_000]).unwrap();
+        t.put(&key(8), b"small now").unwrap();
+    }
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    for i in 0..300u32 {
+        let v = t.get(&key(i)).unwrap().unwrap();
+        match i {
+            7 => assert_eq!(v, &vec![1u8; 50_000][..]),
+            8 => assert_eq!(v, b"small now"),
+            _ => assert_eq!(v, &vec![(i % 251) as u8; (i as usize * 97) % 20000][..]),
+        }
+    }
+    drop(r);
+    db.verify().unwrap();
+    db.sync().unwrap();
+    db.verify().unwrap();
+}
+
+#[test]
+fn abort_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    w.table("t").unwrap().put(b"k", b"1").unwrap();
+    w.commit().unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.table("t").unwrap().put(b"k", b"2").unwrap();
+    w.create_table("u").unwrap();
+    drop(w);
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(&b"1"[..]));
+    assert!(r.table("u").is_err());
+    db.verify().unwrap();
+}
+
+#[test]
+fn drop_table_frees_its_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("big").unwrap();
+    {
+        let mut t = w.table("big").unwrap();
+        for i in 0..3000 {
+            t.put(&key(i), &[1u8; 2000]).unwrap();
+        }
+    }
+    w.commit().unwrap();
+    let mut w = db.begin_write().unwrap();
+    assert!(w.delete_table("big").unwrap());
+    assert!(!w.delete_table("big").unwrap());
+    w.commit().unwrap();
+    db.verify().unwrap();
+    let s = db.stats().unwrap();
+    assert_eq!(s.entries, 0);
+    assert!(s.tables.is_empty());
+}
