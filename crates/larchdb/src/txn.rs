@@ -293,7 +293,9 @@ impl<'db> WriteTxn<'db> {
             )?;
         }
         let pages = self.pages.take().ok_or(Error::TxnFailed)?;
-        if pages.is_clean() && !force {
+        // An empty commit writes nothing, unless it must make earlier unsynced commits durable.
+        let base_durable = self.guard.last_durable_txn == pages.base.meta.txn;
+        if pages.is_clean() && !force && (durability == Durability::None || base_durable) {
             let (free, pool) = pages.finish();
             self.guard.free = free;
             self.guard.pool = pool;

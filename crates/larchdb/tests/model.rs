@@ -1,0 +1,216 @@
+//! Model-based test: random operations on Larch and on a `BTreeMap` model must agree, across
+//! commits, aborts, reopens (process crashes) and power losses, on the fault-injecting storage.
+//! Values are sized so that splits, merges and overflow runs happen all the time.
+
+use larchdb::storage::{CrashMode, FaultStorage};
+use larchdb::{Database, Durability, Options};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
+
+type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put { table: usize, key: u16, width: u8, value: (u8, u16) },
+    Delete { table: usize, key: u16, width: u8 },
+    DeleteRange { table: usize, from: u16, count: u8 },
+    DropTable { table: usize },
+    Commit { durable: bool },
+    Abort,
+    CheckScan { table: usize, from: u16, to: u16, reverse: bool },
+    Reopen,
+    PowerLoss { seed: u64, keep_some: bool },
+}
+
+fn key_bytes(key: u16, width: u8) -> Vec<u8> {
+    // Same key number, different widths: different keys, of lengths from 1 to ~250 bytes.
+    let w = 1 + (width as usize % 4) * 80;
+    format!("{key:0w$}").into_bytes()
+}
+
+fn value_bytes(seed: u8, len: u16) -> Vec<u8> {
+    (0..len as usize).map(|i| seed.wrapping_add(i as u8)).collect()
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let value = prop_oneof![
+        4 => (any::<u8>(), 0u16..60),
+        3 => (any::<u8>(), 60u16..1400),
+        1 => (any::<u8>(), 1400u16..12000),
+    ];
+    prop_oneof![
+        40 => (0..3usize, 0u16..400, any::<u8>(), value).prop_map(|(table, key, width, value)| Op::Put { table, key, width, value }),
+        12 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, key, width)| Op::Delete { table, key, width }),
+        3 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, from, count)| Op::DeleteRange { table, from, count }),
+        1 => (0..3usize).prop_map(|table| Op::DropTable { table }),
+        8 => any::<bool>().prop_map(|durable| Op::Commit { durable }),
+        2 => Just(Op::Abort),
+        4 => (0..3usize, 0u16..400, 0u16..400, any::<bool>()).prop_map(|(table, from, to, reverse)| Op::CheckScan { table, from, to, reverse }),
+        2 => Just(Op::Reopen),
+        2 => (any::<u64>(), any::<bool>()).prop_map(|(seed, keep_some)| Op::PowerLoss { seed, keep_some }),
+    ]
+}
+
+fn open(storage: &FaultStorage) -> Database {
+    Database::open_storage(Arc::new(storage.clone()), Options::default()).expect("open")
+}
+
+/// Checks every table of `db` against `expected`, both scan directions, and verifies the file.
+fn check(db: &Database, expected: &Model) {
+    let report = db.verify_all().unwrap();
+    assert!(report.is_clean(), "verify: {:?}", report.problems);
+    let r = db.begin_read().unwrap();
+    let want: Vec<String> = expected.keys().cloned().collect();
+    assert_eq!(r.list_tables().unwrap(), want);
+    for (name, map) in expected {
+        let t = r.table(name).unwrap();
+        assert_eq!(t.len(), map.len() as u64, "count of {name}");
+        let got: Vec<(Vec<u8>, Vec<u8>)> =
+            t.iter().map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_, _>>().unwrap();
+        let exp: Vec<(Vec<u8>, Vec<u8>)> = map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert!(got == exp, "contents of {name} differ: {} vs {} entries", got.len(), exp.len());
+        let rev: Vec<Vec<u8>> = t.iter_rev().map(|e| e.unwrap().0.to_vec()).collect();
+        assert!(rev.iter().rev().eq(exp.iter().map(|(k, _)| k)), "reverse scan of {name} differs");
+    }
+}
+
+fn scan(db: &Database, model: &Model, table: usize, from: u16, to: u16, reverse: bool) {
+    let name = TABLES[table];
+    let (a, b) = (key_bytes(from, 1), key_bytes(to, 2));
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let r = db.begin_read().unwrap();
+    let Some(m) = model.get(name) else {
+        assert!(r.table(name).is_err());
+        return;
+    };
+    let t = r.table(name).unwrap();
+    let it = if reverse { t.range_rev(lo.as_slice()..hi.as_slice()) } else { t.range(lo.as_slice()..hi.as_slice()) };
+    let got: Vec<Vec<u8>> = it.map(|e| e.unwrap().0.to_vec()).collect();
+    let mut exp: Vec<Vec<u8>> = m.range(lo..hi).map(|(k, _)| k.clone()).collect();
+    if reverse {
+        exp.reverse();
+    }
+    assert_eq!(got, exp);
+}
+
+/// Applies one write operation to the transaction and the model.
+fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
+    match *op {
+        Op::Put { table, key, width, value: (seed, len) } => {
+            let name = TABLES[table];
+            w.ensure_table(name).unwrap();
+            let k = key_bytes(key, width);
+            let v = value_bytes(seed, len);
+            let replaced = w.table(name).unwrap().put(&k, &v).unwrap();
+            let m = pending.entry(name.to_string()).or_default();
+            assert_eq!(replaced, m.insert(k.clone(), v.clone()).is_some());
+            assert_eq!(w.table(name).unwrap().get(&k).unwrap(), Some(&v[..]));
+        }
+        Op::Delete { table, key, width } => {
+            let name = TABLES[table];
+            let k = key_bytes(key, width);
+            let present = pending.get_mut(name).map(|m| m.remove(&k).is_some()).unwrap_or(false);
+            match w.table(name) {
+                Ok(mut t) => assert_eq!(t.delete(&k).unwrap(), present),
+                Err(larchdb::Error::TableNotFound(_)) => assert!(!present),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        Op::DeleteRange { table, from, count } => {
+            let name = TABLES[table];
+            let Some(m) = pending.get_mut(name) else { return };
+            let start = key_bytes(from, 0);
+            let victims: Vec<Vec<u8>> = m.range(start..).take(count as usize).map(|(k, _)| k.clone()).collect();
+            let mut t = w.table(name).unwrap();
+            for k in victims {
+                m.remove(&k);
+                assert!(t.delete(&k).unwrap());
+            }
+        }
+        Op::DropTable { table } => {
+            let name = TABLES[table];
+            assert_eq!(w.delete_table(name).unwrap(), pending.remove(name).is_some());
+        }
+        _ => unreachable!("not a write operation"),
+    }
+}
+
+fn is_write(op: &Op) -> bool {
+    matches!(op, Op::Put { .. } | Op::Delete { .. } | Op::DeleteRange { .. } | Op::DropTable { .. })
+}
+
+fn run(ops: Vec<Op>) {
+    let mut storage = FaultStorage::new();
+    let mut db = open(&storage);
+    // State of the newest commit, and of the newest durable commit.
+    let mut latest = Model::new();
+    let mut durable = Model::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let op = &ops[i];
+        if is_write(op) {
+            // A write transaction runs until a commit, an abort, or a crash.
+            let mut w = db.begin_write().unwrap();
+            let mut pending = latest.clone();
+            while i < ops.len() {
+                match &ops[i] {
+                    op if is_write(op) => apply(&mut w, &mut pending, op),
+                    Op::CheckScan { table, from, to, reverse } => scan(&db, &latest, *table, *from, *to, *reverse),
+                    Op::Commit { durable: d } => {
+                        w.commit_with(if *d { Durability::Immediate } else { Durability::None }).unwrap();
+                        latest = pending;
+                        if *d {
+                            durable = latest.clone();
+                        }
+                        let report = db.verify_all().unwrap();
+                        assert!(report.is_clean(), "verify after commit: {:?}", report.problems);
+                        i += 1;
+                        break;
+                    }
+                    Op::Abort => {
+                        drop(w);
+                        i += 1;
+                        break;
+                    }
+                    _ => break, // a crash: the transaction dies with the process
+                }
+                i += 1;
+            }
+            continue;
+        }
+        match *op {
+            Op::CheckScan { table, from, to, reverse } => scan(&db, &latest, table, from, to, reverse),
+            Op::Reopen | Op::PowerLoss { .. } => {
+                drop(db);
+                storage = match *op {
+                    Op::Reopen => storage.crash(CrashMode::ProcessOnly),
+                    Op::PowerLoss { seed, keep_some: true } => storage.crash(CrashMode::KeepRandom { seed }),
+                    _ => storage.crash(CrashMode::DropUnsynced),
+                };
+                if !matches!(op, Op::Reopen) {
+                    // A power loss returns to the last durable commit, exactly.
+                    latest = durable.clone();
+                }
+                db = open(&storage);
+                check(&db, &latest);
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    check(&db, &latest);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("LARCH_MODEL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(48),
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn behaves_like_a_btreemap(ops in proptest::collection::vec(op(), 1..250)) {
+        run(ops);
+    }
+}
