@@ -1,0 +1,465 @@
+//! Command-line flags with db_bench's names, syntax (`--name=value`, booleans 0/1) and defaults.
+
+use crate::error::{Error, Result};
+use std::path::PathBuf;
+
+/// How integer key `k` becomes bytes. Both keep lexical order equal to numeric order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyFormat {
+    /// `snprintf("%016d", k)` as LevelDB's db_bench and Symas' drivers (width = --key_size).
+    Decimal,
+    /// RocksDB's `GenerateKeyFromInt`: 8 bytes big-endian, padded with ASCII '0' to key_size.
+    RocksDb,
+}
+
+/// Every flag the driver understands, resolved to its final value.
+#[derive(Debug, Clone)]
+pub struct Flags {
+    pub engines: Vec<String>,
+    pub db: PathBuf,
+    pub benchmarks: Vec<String>,
+    pub num: u64,
+    /// -1 in db_bench terms resolves to `num`.
+    pub reads: u64,
+    pub writes: u64,
+    pub deletes: u64,
+    pub threads: Vec<usize>,
+    pub duration_s: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub batch_size: usize,
+    pub sync: bool,
+    pub use_existing_db: bool,
+    pub histogram: bool,
+    pub stats_interval: u64,
+    pub seed: u64,
+    pub cache_size: u64,
+    pub compression_ratio: f64,
+    pub memory_limit: Option<u64>,
+    pub drop_caches: bool,
+    pub json: Option<PathBuf>,
+    pub csv: Option<PathBuf>,
+    pub key_format: KeyFormat,
+    pub readwritepercent: u32,
+    pub seek_nexts: u64,
+    pub bloom_bits: u32,
+    pub progress: bool,
+}
+
+pub const NUM_MAX: u64 = 1 << 40;
+pub const THREADS_MAX: usize = 1024;
+pub const KEY_BYTES_MAX: usize = 4096;
+pub const VALUE_BYTES_MAX: usize = 64 << 20;
+pub const BATCH_MAX: usize = 1 << 20;
+
+pub const DEFAULT_BENCHMARKS: &str =
+    "fillseq,fillsync,fillrandom,overwrite,readrandom,readseq,readreverse,readmissing,seekrandom";
+
+/// Benchmarks the runner knows; anything else is a usage error before any engine starts.
+pub const KNOWN_BENCHMARKS: &[&str] = &[
+    "fillseq",
+    "fillrandom",
+    "filluniquerandom",
+    "overwrite",
+    "fillsync",
+    "fillseqsync",
+    "fillrandsync",
+    "fillbatch",
+    "fillseqbatch",
+    "fillrandbatch",
+    "readseq",
+    "readreverse",
+    "readrandom",
+    "readmissing",
+    "seekrandom",
+    "readwhilewriting",
+    "readrandomwriterandom",
+    "updaterandom",
+    "deleterandom",
+    "deleteseq",
+];
+
+impl Default for Flags {
+    fn default() -> Self {
+        // SAFETY: getuid has no preconditions and cannot fail.
+        let uid = unsafe { libc::getuid() };
+        Flags {
+            engines: vec!["larch".into(), "lmdb".into(), "rocksdb".into()],
+            db: PathBuf::from(format!("/tmp/dbbench-{uid}")),
+            benchmarks: DEFAULT_BENCHMARKS.split(',').map(String::from).collect(),
+            num: 1_000_000,
+            reads: 1_000_000,
+            writes: 1_000_000,
+            deletes: 1_000_000,
+            threads: vec![1],
+            duration_s: 0,
+            key_size: 16,
+            value_size: 100,
+            batch_size: 1,
+            sync: false,
+            use_existing_db: false,
+            histogram: false,
+            stats_interval: 0,
+            seed: 0,
+            cache_size: 32 << 20,
+            compression_ratio: 0.5,
+            memory_limit: None,
+            drop_caches: false,
+            json: None,
+            csv: None,
+            key_format: KeyFormat::Decimal,
+            readwritepercent: 90,
+            seek_nexts: 0,
+            bloom_bits: 10,
+            progress: true,
+        }
+    }
+}
+
+pub fn usage() -> String {
+    format!(
+        "larch-bench: db_bench-compatible driver for Larch and its peers\n\n\
+Usage: larch-bench [--flag=value ...]\n\n\
+  --engine=LIST          comma list, run one after another, each in its own process\n\
+                         (larch,lmdb,rocksdb,leveldb,bdb,wiredtiger,wiredtiger-lsm,redb; 'all')\n\
+  --db=DIR               parent directory; each engine uses DIR/<engine> (/tmp/dbbench-<uid>)\n\
+  --benchmarks=LIST      default {DEFAULT_BENCHMARKS}\n\
+                         also: filluniquerandom fillseqsync fillrandsync fillbatch fillseqbatch\n\
+                         fillrandbatch readwhilewriting readrandomwriterandom updaterandom\n\
+                         deleterandom deleteseq\n\
+  --num=N                entries (1000000)      --reads/--writes/--deletes=N (-1 = num)\n\
+  --threads=T|T1,T2,..   reader threads; a list runs each count after one load (1)\n\
+  --duration=S           run read/mixed benchmarks for S seconds instead of a count (0)\n\
+  --key_size=B (16)  --value_size=B (100)  --batch_size=N (1)  --sync=0|1 (0)\n\
+  --key_format=decimal|rocksdb (decimal = %016d)   --compression_ratio=F (0.5)\n\
+  --use_existing_db=0|1  --histogram=0|1  --stats_interval=N (per-thread lines every N ops)\n\
+  --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
+  --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
+  --memory_limit=BYTES   run each engine's process in a memory cgroup (v1 or v2)\n\
+  --drop_caches=0|1      sync and drop the page cache before each non-fill benchmark\n\
+  --json=FILE            one JSON object per line per (engine, benchmark, threads)\n\
+  --csv=FILE             the same as CSV          --progress=0|1 (stderr bar on a terminal)\n\
+Sizes accept K, M, G suffixes (powers of 1024).\n"
+    )
+}
+
+fn parse_bool(name: &str, v: &str) -> Result<bool> {
+    match v {
+        "1" | "true" | "yes" => Ok(true),
+        "0" | "false" | "no" => Ok(false),
+        _ => Err(Error::Usage(format!("--{name} expects 0 or 1, got {v:?}"))),
+    }
+}
+
+/// Parses a non-negative integer with an optional K/M/G/T suffix (powers of 1024).
+pub fn parse_size(name: &str, v: &str) -> Result<u64> {
+    let bad = || {
+        Error::Usage(format!(
+            "--{name} expects a non-negative integer, got {v:?}"
+        ))
+    };
+    let t = v.trim();
+    let (digits, shift) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 30),
+        Some('t' | 'T') => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+/// Parses a count where db_bench allows -1 to mean "use --num".
+fn parse_count_or_num(name: &str, v: &str) -> Result<Option<u64>> {
+    if v.trim() == "-1" {
+        return Ok(None);
+    }
+    parse_size(name, v).map(Some)
+}
+
+fn in_range(name: &str, v: u64, min: u64, max: u64) -> Result<u64> {
+    if v < min || v > max {
+        return Err(Error::Usage(format!(
+            "--{name}={v} is out of range [{min}, {max}]"
+        )));
+    }
+    Ok(v)
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+impl Flags {
+    /// Parses db_bench-style arguments: `--name=value`, `--name value`, or a bare boolean.
+    pub fn parse(args: &[String]) -> Result<Flags> {
+        let mut f = Flags::default();
+        let (mut reads, mut writes, mut deletes) = (None, None, None);
+        let mut i = 0;
+        while i < args.len() {
+            let arg = &args[i];
+            let Some(body) = arg.strip_prefix("--") else {
+                return Err(Error::Usage(format!("unexpected argument {arg:?}")));
+            };
+            let (name, value) = match body.split_once('=') {
+                Some((n, v)) => (n.to_string(), v.to_string()),
+                None => {
+                    let takes_value = !matches!(
+                        body,
+                        "histogram" | "sync" | "use_existing_db" | "drop_caches" | "progress"
+                    );
+                    if takes_value {
+                        i += 1;
+                        match args.get(i) {
+                            Some(v) => (body.to_string(), v.clone()),
+                            None => return Err(Error::Usage(format!("--{body} needs a value"))),
+                        }
+                    } else {
+                        (body.to_string(), "1".to_string())
+                    }
+                }
+            };
+            let n = name.as_str();
+            let v = value.as_str();
+            match n {
+                "engine" | "engines" => f.engines = list(v),
+                "db" => f.db = PathBuf::from(v),
+                "benchmarks" => f.benchmarks = list(v),
+                "num" => f.num = in_range(n, parse_size(n, v)?, 1, NUM_MAX)?,
+                "reads" => reads = parse_count_or_num(n, v)?,
+                "writes" => writes = parse_count_or_num(n, v)?,
+                "deletes" => deletes = parse_count_or_num(n, v)?,
+                "threads" => {
+                    let mut t = Vec::new();
+                    for s in list(v) {
+                        let x = parse_size(n, &s)?;
+                        t.push(in_range(n, x, 1, THREADS_MAX as u64)? as usize);
+                    }
+                    if t.is_empty() {
+                        return Err(Error::Usage("--threads is empty".into()));
+                    }
+                    f.threads = t;
+                }
+                "duration" => f.duration_s = parse_size(n, v)?,
+                "key_size" => {
+                    f.key_size = in_range(n, parse_size(n, v)?, 1, KEY_BYTES_MAX as u64)? as usize
+                }
+                "value_size" => {
+                    f.value_size =
+                        in_range(n, parse_size(n, v)?, 0, VALUE_BYTES_MAX as u64)? as usize
+                }
+                "batch_size" => {
+                    f.batch_size = in_range(n, parse_size(n, v)?, 1, BATCH_MAX as u64)? as usize
+                }
+                "sync" => f.sync = parse_bool(n, v)?,
+                "use_existing_db" => f.use_existing_db = parse_bool(n, v)?,
+                "histogram" => f.histogram = parse_bool(n, v)?,
+                "drop_caches" => f.drop_caches = parse_bool(n, v)?,
+                "progress" => f.progress = parse_bool(n, v)?,
+                "stats_interval" => f.stats_interval = parse_size(n, v)?,
+                "seed" => f.seed = parse_size(n, v)?,
+                "cache_size" => f.cache_size = parse_size(n, v)?,
+                "compression_ratio" => {
+                    let r: f64 = v.parse().map_err(|_| {
+                        Error::Usage(format!("--compression_ratio expects a number, got {v:?}"))
+                    })?;
+                    if !(r > 0.0 && r <= 1.0) {
+                        return Err(Error::Usage(format!(
+                            "--compression_ratio={r} must be in (0, 1]"
+                        )));
+                    }
+                    f.compression_ratio = r;
+                }
+                "memory_limit" => {
+                    let m = parse_size(n, v)?;
+                    f.memory_limit = if m == 0 { None } else { Some(m) };
+                }
+                "json" => f.json = Some(PathBuf::from(v)),
+                "csv" => f.csv = Some(PathBuf::from(v)),
+                "key_format" => {
+                    f.key_format = match v {
+                        "decimal" | "leveldb" => KeyFormat::Decimal,
+                        "rocksdb" => KeyFormat::RocksDb,
+                        _ => {
+                            return Err(Error::Usage(format!(
+                                "--key_format expects decimal or rocksdb, got {v:?}"
+                            )))
+                        }
+                    }
+                }
+                "readwritepercent" => {
+                    f.readwritepercent = in_range(n, parse_size(n, v)?, 0, 100)? as u32
+                }
+                "seek_nexts" => f.seek_nexts = parse_size(n, v)?,
+                "bloom_bits" => f.bloom_bits = in_range(n, parse_size(n, v)?, 0, 64)? as u32,
+                _ => return Err(Error::Usage(format!("unknown flag --{n}"))),
+            }
+            i += 1;
+        }
+        f.reads = reads.unwrap_or(f.num);
+        f.writes = writes.unwrap_or(f.num);
+        f.deletes = deletes.unwrap_or(f.num);
+        f.validate()?;
+        Ok(f)
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.engines.is_empty() {
+            return Err(Error::Usage("--engine is empty".into()));
+        }
+        for b in &self.benchmarks {
+            if !KNOWN_BENCHMARKS.contains(&b.as_str()) {
+                return Err(Error::Usage(format!(
+                    "unknown benchmark {b:?}; known: {}",
+                    KNOWN_BENCHMARKS.join(",")
+                )));
+            }
+        }
+        match self.key_format {
+            KeyFormat::Decimal => {
+                let digits = (self.num.max(2) - 1).to_string().len();
+                if digits > self.key_size {
+                    return Err(Error::Usage(format!(
+                        "--key_size={} cannot hold {digits}-digit keys for --num={}",
+                        self.key_size, self.num
+                    )));
+                }
+            }
+            KeyFormat::RocksDb => {
+                if self.key_size < 8 {
+                    return Err(Error::Usage(
+                        "--key_format=rocksdb needs --key_size >= 8".into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Arguments that reproduce these flags in a child, for one engine and one thread list.
+    pub fn to_child_args(&self, engine: &str) -> Vec<String> {
+        let mut a = vec![
+            format!("--engine={engine}"),
+            format!("--db={}", self.db.display()),
+            format!("--benchmarks={}", self.benchmarks.join(",")),
+            format!("--num={}", self.num),
+            format!("--reads={}", self.reads),
+            format!("--writes={}", self.writes),
+            format!("--deletes={}", self.deletes),
+            format!(
+                "--threads={}",
+                self.threads
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            format!("--duration={}", self.duration_s),
+            format!("--key_size={}", self.key_size),
+            format!("--value_size={}", self.value_size),
+            format!("--batch_size={}", self.batch_size),
+            format!("--sync={}", self.sync as u8),
+            format!("--use_existing_db={}", self.use_existing_db as u8),
+            format!("--histogram={}", self.histogram as u8),
+            format!("--stats_interval={}", self.stats_interval),
+            format!("--seed={}", self.seed),
+            format!("--cache_size={}", self.cache_size),
+            format!("--compression_ratio={}", self.compression_ratio),
+            format!("--drop_caches={}", self.drop_caches as u8),
+            format!(
+                "--key_format={}",
+                match self.key_format {
+                    KeyFormat::Decimal => "decimal",
+                    KeyFormat::RocksDb => "rocksdb",
+                }
+            ),
+            format!("--readwritepercent={}", self.readwritepercent),
+            format!("--seek_nexts={}", self.seek_nexts),
+            format!("--bloom_bits={}", self.bloom_bits),
+            format!("--progress={}", self.progress as u8),
+        ];
+        if let Some(m) = self.memory_limit {
+            a.push(format!("--memory_limit={m}"));
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Flags> {
+        Flags::parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn defaults_follow_db_bench() {
+        let f = p(&[]).unwrap();
+        assert_eq!(f.num, 1_000_000);
+        assert_eq!(f.reads, f.num);
+        assert_eq!(f.key_size, 16);
+        assert_eq!(f.value_size, 100);
+        assert_eq!(f.readwritepercent, 90);
+        assert_eq!(f.compression_ratio, 0.5);
+    }
+
+    #[test]
+    fn parses_lists_sizes_and_negative_reads() {
+        let f = p(&[
+            "--engine=lmdb,rocksdb",
+            "--threads=1,2,4",
+            "--num",
+            "1000",
+            "--reads=-1",
+            "--cache_size=1G",
+            "--histogram",
+        ])
+        .unwrap();
+        assert_eq!(f.engines, vec!["lmdb", "rocksdb"]);
+        assert_eq!(f.threads, vec![1, 2, 4]);
+        assert_eq!(f.reads, 1000);
+        assert_eq!(f.cache_size, 1 << 30);
+        assert!(f.histogram);
+    }
+
+    #[test]
+    fn bad_input_is_a_usage_error() {
+        for bad in [
+            &["--num=abc"][..],
+            &["--nosuchflag=1"],
+            &["--benchmarks=fillseq,bogus"],
+            &["--sync=2"],
+            &["--threads=0"],
+            &["--num=100000", "--key_size=3"],
+            &["--compression_ratio=0"],
+            &["positional"],
+        ] {
+            match p(bad) {
+                Err(Error::Usage(_)) => {}
+                other => panic!("{bad:?} gave {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn child_args_round_trip() {
+        let f = p(&[
+            "--num=1234",
+            "--threads=2,8",
+            "--memory_limit=1G",
+            "--sync=1",
+        ])
+        .unwrap();
+        let g = Flags::parse(&f.to_child_args("lmdb")).unwrap();
+        assert_eq!(g.engines, vec!["lmdb"]);
+        assert_eq!(g.num, 1234);
+        assert_eq!(g.threads, vec![2, 8]);
+        assert_eq!(g.memory_limit, Some(1 << 30));
+        assert!(g.sync);
+    }
+}

@@ -1,0 +1,208 @@
+//! The driver process: prints the db_bench header, runs each engine in its own child process
+//! (inside a memory cgroup with --memory_limit), collects the children's JSON lines, and writes
+//! --json, --csv and a summary table.
+
+use crate::engines;
+use crate::error::{Error, Result};
+use crate::flags::Flags;
+use crate::report::{csv_row, summary_table, CSV_COLUMNS};
+use crate::sys::{self, MemoryCgroup};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::Command;
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn print_header(f: &Flags) {
+    let kv = (f.key_size + f.value_size) as f64;
+    let compressed = (f.value_size as f64 * f.compression_ratio + 0.5) as usize;
+    println!("Keys:       {} bytes each", f.key_size);
+    println!(
+        "Values:     {} bytes each ({} bytes after compression)",
+        f.value_size, compressed
+    );
+    println!("Entries:    {}", f.num);
+    println!(
+        "RawSize:    {:.1} MB (estimated)",
+        kv * f.num as f64 / 1_048_576.0
+    );
+    println!(
+        "FileSize:   {:.1} MB (estimated)",
+        (f.key_size + compressed) as f64 * f.num as f64 / 1_048_576.0
+    );
+    println!("Seed:       {}", f.seed);
+    println!(
+        "Threads:    {}",
+        f.threads
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    println!("Sync:       {}", f.sync as u8);
+    if let Some(m) = f.memory_limit {
+        println!("MemLimit:   {m} bytes (memory cgroup per engine)");
+    }
+    println!("{}", "-".repeat(48));
+    eprintln!("larch-bench {}", env!("CARGO_PKG_VERSION"));
+    eprintln!(
+        "Date:       {}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    );
+    eprintln!(
+        "CPU:        {} * {}",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        cpu_model()
+    );
+}
+
+/// Runs the whole comparison described by `f`.
+pub fn run(flags: &Flags) -> Result<()> {
+    let mut f = flags.clone();
+    // Expand "all" and check every name before anything runs.
+    let mut names = Vec::new();
+    for e in &f.engines {
+        if e == "all" {
+            names.extend(engines::names().into_iter().map(String::from));
+        } else {
+            names.push(engines::find(e)?.name.to_string());
+        }
+    }
+    f.engines = names;
+    if f.seed == 0 {
+        f.seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64 & 0xffff_ffff)
+            .unwrap_or(1)
+            .max(1);
+    }
+    print_header(&f);
+    std::fs::create_dir_all(&f.db)
+        .map_err(|e| Error::io(format!("create --db {}", f.db.display()), e))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("current_exe", e))?;
+    let mut json_out = match &f.json {
+        Some(p) => Some(
+            std::fs::File::create(p)
+                .map_err(|e| Error::io(format!("create {}", p.display()), e))?,
+        ),
+        None => None,
+    };
+    let mut csv_out = match &f.csv {
+        Some(p) => {
+            let mut file = std::fs::File::create(p)
+                .map_err(|e| Error::io(format!("create {}", p.display()), e))?;
+            writeln!(file, "{}", CSV_COLUMNS.join(",")).map_err(|e| Error::io("write csv", e))?;
+            Some(file)
+        }
+        None => None,
+    };
+    let mut rows: Vec<Value> = Vec::new();
+    let mut failures = Vec::new();
+    let mut emit = |v: Value, rows: &mut Vec<Value>| -> Result<()> {
+        if let Some(j) = json_out.as_mut() {
+            writeln!(j, "{v}").map_err(|e| Error::io("write json", e))?;
+        }
+        if let Some(c) = csv_out.as_mut() {
+            writeln!(c, "{}", csv_row(&v)).map_err(|e| Error::io("write csv", e))?;
+        }
+        rows.push(v);
+        Ok(())
+    };
+
+    for name in f.engines.clone() {
+        let spec = engines::find(&name)?;
+        if let Err(reason) = (spec.probe)() {
+            println!(
+                "{:<12} : unavailable ({reason}); install: {}",
+                spec.name, spec.install_hint
+            );
+            eprintln!(
+                "larch-bench: engine {} is unavailable and was not run",
+                spec.name
+            );
+            emit(
+                json!({
+                    "engine": spec.name, "benchmark": f.benchmarks.join(","),
+                    "status": "unavailable", "message": reason, "install_hint": spec.install_hint,
+                }),
+                &mut rows,
+            )?;
+            continue;
+        }
+        let results_path = f.db.join(format!(
+            ".larch-bench-{}-{}.jsonl",
+            std::process::id(),
+            spec.name
+        ));
+        let _ = std::fs::remove_file(&results_path);
+        let cgroup = match f.memory_limit {
+            Some(limit) => Some(MemoryCgroup::create(limit, spec.name)?),
+            None => None,
+        };
+        if let Some(cg) = &cgroup {
+            println!("cgroup       : {} (v{})", cg.dir.display(), cg.version);
+        }
+        let mut cmd = Command::new(&exe);
+        cmd.arg(crate::CHILD_SUBCOMMAND)
+            .arg(&results_path)
+            .args(f.to_child_args(spec.name));
+        let outcome = sys::spawn_measured(&mut cmd, cgroup.as_ref())?;
+        let u = outcome.usage;
+        println!(
+            "process      : engine {} exit {} wall {:.3} user {:.3} sys {:.3} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {}{}",
+            spec.name,
+            outcome.code,
+            outcome.wall_s,
+            u.user_s,
+            u.sys_s,
+            u.maxrss_kb,
+            u.vcsw,
+            u.ivcsw,
+            u.fs_in,
+            u.fs_out,
+            cgroup
+                .as_ref()
+                .and_then(|c| c.peak_bytes())
+                .map_or(String::new(), |p| format!(" cgroup_peak_bytes {p}"))
+        );
+        println!("{}", "-".repeat(48));
+        let text = std::fs::read_to_string(&results_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&results_path);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).map_err(|e| {
+                Error::Child(format!(
+                    "{}: unreadable result line ({e}): {line}",
+                    spec.name
+                ))
+            })?;
+            emit(v, &mut rows)?;
+        }
+        if outcome.code != 0 {
+            failures.push(format!("{} (exit {})", spec.name, outcome.code));
+        }
+    }
+    println!();
+    print!("{}", summary_table(&rows));
+    if !failures.is_empty() {
+        return Err(Error::Child(format!(
+            "engine run(s) failed: {}",
+            failures.join(", ")
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! Output formats: db_bench result lines (which existing db_bench parsers read), one JSON object
+//! per line, CSV, and the end-of-run summary table.
+
+use crate::hist::Percentiles;
+use serde_json::{json, Map, Value};
+
+/// Everything measured for one (engine, benchmark, thread count).
+#[derive(Debug, Clone, Default)]
+pub struct BenchResult {
+    pub engine: String,
+    pub engine_version: String,
+    pub benchmark: String,
+    pub threads: usize,
+    pub num: u64,
+    pub key_size: usize,
+    pub value_size: usize,
+    pub ops: u64,
+    pub ops_per_sec: f64,
+    /// db_bench's definition: sum of per-thread elapsed time / ops.
+    pub micros_per_op: f64,
+    pub mb_per_sec: f64,
+    pub writer_ops: Option<u64>,
+    pub writer_ops_per_sec: Option<f64>,
+    pub lat: Percentiles,
+    pub writer_lat: Option<Percentiles>,
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub cpu_pct: f64,
+    pub vcsw: u64,
+    pub ivcsw: u64,
+    pub fs_in: u64,
+    pub fs_out: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub user_bytes_written: u64,
+    pub wamp: Option<f64>,
+    pub db_bytes: u64,
+    pub maxrss_kb: u64,
+    pub found: Option<u64>,
+    pub message: String,
+    pub config: Vec<(String, String)>,
+}
+
+/// db_bench (RocksDB) result line:
+/// `name : %11.3f micros/op %ld ops/sec %.3f seconds %lu operations;%s%s`.
+pub fn result_line(
+    name: &str,
+    micros_per_op: f64,
+    ops_per_sec: f64,
+    secs: f64,
+    ops: u64,
+    mb_per_sec: f64,
+    message: &str,
+) -> String {
+    let mut extra = String::new();
+    if mb_per_sec > 0.0 {
+        extra.push_str(&format!(" {mb_per_sec:6.1} MB/s"));
+    }
+    if !message.is_empty() {
+        extra.push(' ');
+        extra.push_str(message);
+    }
+    format!(
+        "{name:<12} : {micros_per_op:11.3} micros/op {} ops/sec {secs:.3} seconds {ops} operations;{extra}",
+        ops_per_sec.round() as u64
+    )
+}
+
+/// A parsed db_bench result line (the regex `^(\S+)\s+:\s+(\d+\.\d+) micros/op (\d+) ops/sec`
+/// used by existing db_bench parsers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedLine {
+    pub name: String,
+    pub micros_per_op: f64,
+    pub ops_per_sec: u64,
+}
+
+/// Parses any db_bench result-line variant (LevelDB without ops/sec returns None).
+pub fn parse_result_line(line: &str) -> Option<ParsedLine> {
+    let (name, rest) = line.split_once(':')?;
+    let name = name.trim_end();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return None;
+    }
+    let rest = rest.trim_start();
+    let (micros, rest) = rest.split_once(" micros/op ")?;
+    if !micros.contains('.') {
+        return None;
+    }
+    let micros_per_op: f64 = micros.parse().ok()?;
+    let (ops, rest) = rest.split_once(' ')?;
+    if !rest.starts_with("ops/sec") {
+        return None;
+    }
+    Some(ParsedLine {
+        name: name.to_string(),
+        micros_per_op,
+        ops_per_sec: ops.parse().ok()?,
+    })
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+impl BenchResult {
+    pub fn to_json(&self) -> Value {
+        let config: Map<String, Value> = self
+            .config
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let mut v = json!({
+            "engine": self.engine,
+            "engine_version": self.engine_version,
+            "benchmark": self.benchmark,
+            "threads": self.threads,
+            "num": self.num,
+            "key_size": self.key_size,
+            "value_size": self.value_size,
+            "ops": self.ops,
+            "ops_per_sec": round3(self.ops_per_sec),
+            "micros_per_op": round3(self.micros_per_op),
+            "mb_per_sec": round3(self.mb_per_sec),
+            "writer_ops": self.writer_ops,
+            "writer_ops_per_sec": self.writer_ops_per_sec.map(round3),
+            "p50_us": round3(self.lat.p50_us),
+            "p75_us": round3(self.lat.p75_us),
+            "p99_us": round3(self.lat.p99_us),
+            "p999_us": round3(self.lat.p999_us),
+            "p9999_us": round3(self.lat.p9999_us),
+            "max_us": round3(self.lat.max_us),
+            "mean_us": round3(self.lat.mean_us),
+            "wall_s": round3(self.wall_s),
+            "user_s": round3(self.user_s),
+            "sys_s": round3(self.sys_s),
+            "cpu_pct": round3(self.cpu_pct),
+            "vcsw": self.vcsw,
+            "ivcsw": self.ivcsw,
+            "fs_in": self.fs_in,
+            "fs_out": self.fs_out,
+            "read_bytes": self.read_bytes,
+            "write_bytes": self.write_bytes,
+            "user_bytes_written": self.user_bytes_written,
+            "wamp": self.wamp.map(round3),
+            "db_bytes": self.db_bytes,
+            "maxrss_kb": self.maxrss_kb,
+            "found": self.found,
+            "message": self.message,
+            "config": Value::Object(config),
+        });
+        if let (Some(w), Value::Object(m)) = (&self.writer_lat, &mut v) {
+            m.insert("writer_p50_us".into(), json!(round3(w.p50_us)));
+            m.insert("writer_p99_us".into(), json!(round3(w.p99_us)));
+            m.insert("writer_p999_us".into(), json!(round3(w.p999_us)));
+        }
+        v
+    }
+}
+
+/// CSV columns, in order; every one is a key of the JSON object.
+pub const CSV_COLUMNS: &[&str] = &[
+    "engine",
+    "engine_version",
+    "benchmark",
+    "threads",
+    "num",
+    "key_size",
+    "value_size",
+    "ops",
+    "ops_per_sec",
+    "micros_per_op",
+    "mb_per_sec",
+    "writer_ops_per_sec",
+    "p50_us",
+    "p75_us",
+    "p99_us",
+    "p999_us",
+    "p9999_us",
+    "max_us",
+    "wall_s",
+    "user_s",
+    "sys_s",
+    "cpu_pct",
+    "vcsw",
+    "ivcsw",
+    "fs_in",
+    "fs_out",
+    "write_bytes",
+    "user_bytes_written",
+    "wamp",
+    "db_bytes",
+    "maxrss_kb",
+    "status",
+    "config",
+];
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// One CSV row from a JSON result object (missing fields are empty).
+pub fn csv_row(v: &Value) -> String {
+    CSV_COLUMNS
+        .iter()
+        .map(|c| {
+            let f = match v.get(*c) {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Object(m)) => m
+                    .iter()
+                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                Some(other) => other.to_string(),
+            };
+            csv_field(&f)
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A Markdown summary table of all results (Symas' columns plus throughput and latency).
+pub fn summary_table(rows: &[Value]) -> String {
+    let mut s = String::from(
+        "| engine | benchmark | thr | ops/sec | writer ops/sec | micros/op | P50 us | P99 us | \
+         P99.9 us | wall s | user s | sys s | CPU% | DB KB | RSS KB | vcsw/ivcsw | wamp |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    for r in rows {
+        let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        if r.get("status").and_then(Value::as_str) == Some("unavailable") {
+            s.push_str(&format!(
+                "| {} | {} | | unavailable: {} | | | | | | | | | | | | | |\n",
+                text("engine"),
+                text("benchmark"),
+                text("message")
+            ));
+            continue;
+        }
+        let f0 = |k: &str| num(r, k).map(|x| format!("{x:.0}")).unwrap_or_default();
+        let f1 = |k: &str| num(r, k).map(|x| format!("{x:.1}")).unwrap_or_default();
+        let f2 = |k: &str| num(r, k).map(|x| format!("{x:.2}")).unwrap_or_default();
+        let f3 = |k: &str| num(r, k).map(|x| format!("{x:.3}")).unwrap_or_default();
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |\n",
+            text("engine"),
+            text("benchmark"),
+            f0("threads"),
+            f0("ops_per_sec"),
+            f0("writer_ops_per_sec"),
+            f3("micros_per_op"),
+            f2("p50_us"),
+            f2("p99_us"),
+            f2("p999_us"),
+            f2("wall_s"),
+            f2("user_s"),
+            f2("sys_s"),
+            f1("cpu_pct"),
+            num(r, "db_bytes").map(|x| format!("{:.0}", x / 1024.0)).unwrap_or_default(),
+            f0("maxrss_kb"),
+            f0("vcsw"),
+            f0("ivcsw"),
+            f2("wamp"),
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_line_parses_back() {
+        let l = result_line(
+            "readrandom",
+            1.234,
+            810_372.4,
+            1.234,
+            1_000_000,
+            89.6,
+            "(1000 of 1000 found)",
+        );
+        assert!(
+            l.starts_with("readrandom   :       1.234 micros/op 810372 ops/sec"),
+            "{l}"
+        );
+        let p = parse_result_line(&l).unwrap();
+        assert_eq!(p.name, "readrandom");
+        assert_eq!(p.micros_per_op, 1.234);
+        assert_eq!(p.ops_per_sec, 810_372);
+    }
+
+    #[test]
+    fn parses_real_db_bench_variants() {
+        // RocksDB 7.x
+        let r = "fillseq      :       2.051 micros/op 487475 ops/sec 2.051 seconds 1000000 operations;   53.9 MB/s";
+        assert_eq!(parse_result_line(r).unwrap().ops_per_sec, 487_475);
+        // Older RocksDB / Symas drivers
+        let s = "fillrandsync :       2.317 micros/op 431592 ops/sec; 47.7 MB/s (1000 ops)";
+        let p = parse_result_line(s).unwrap();
+        assert_eq!(p.name, "fillrandsync");
+        assert_eq!(p.micros_per_op, 2.317);
+        // Non-result lines are ignored.
+        for l in [
+            "Keys:       16 bytes each",
+            "LevelDB:    version 1.23",
+            "rusage       : wall 2.401 user 2.210",
+            "fillseq      :       2.051 micros/op;   53.9 MB/s",
+            "",
+        ] {
+            assert_eq!(parse_result_line(l), None, "{l}");
+        }
+    }
+
+    #[test]
+    fn json_has_the_required_fields_and_csv_quotes() {
+        let r = BenchResult {
+            engine: "lmdb".into(),
+            benchmark: "fillseq".into(),
+            config: vec![("flags".into(), "MDB_NOSYNC,MDB_WRITEMAP".into())],
+            ..Default::default()
+        };
+        let v = r.to_json();
+        for k in [
+            "engine",
+            "benchmark",
+            "threads",
+            "num",
+            "key_size",
+            "value_size",
+            "ops_per_sec",
+            "micros_per_op",
+            "writer_ops_per_sec",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "wall_s",
+            "user_s",
+            "sys_s",
+            "cpu_pct",
+            "vcsw",
+            "ivcsw",
+            "fs_in",
+            "fs_out",
+            "write_bytes",
+            "wamp",
+            "db_bytes",
+            "maxrss_kb",
+            "config",
+        ] {
+            assert!(v.get(k).is_some(), "missing {k}");
+        }
+        let row = csv_row(&v);
+        assert!(row.starts_with("lmdb,,fillseq,"), "{row}");
+        assert!(row.contains("\"flags=MDB_NOSYNC,MDB_WRITEMAP\""), "{row}");
+        assert_eq!(summary_table(&[v]).lines().count(), 3);
+    }
+}

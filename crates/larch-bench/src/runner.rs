@@ -1,0 +1,992 @@
+//! The benchmark child: opens one engine, runs the benchmark list for each thread count, and
+//! measures each benchmark (throughput, latency histograms, rusage and /proc/self/io deltas,
+//! size on disk). Results go to stdout as db_bench lines and to the parent as JSON lines.
+
+use crate::engines::{self, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
+use crate::error::{Error, Result};
+use crate::flags::{Flags, KeyFormat};
+use crate::gen::{KeyGen, Permutation, Rng, ValueGenerator};
+use crate::hist::Latency;
+use crate::report::{result_line, BenchResult};
+use crate::sys::{self, ProcIo, Usage};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// Order in which a write benchmark visits keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    Seq,
+    /// db_bench's `rand % num` (repeats allowed).
+    Random,
+    /// A permutation of 0..num (each key once).
+    Unique,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Fill(Order),
+    Delete(Order),
+    ReadSeq,
+    ReadReverse,
+    ReadRandom,
+    ReadMissing,
+    SeekRandom,
+    ReadWhileWriting,
+    ReadRandomWriteRandom,
+    UpdateRandom,
+}
+
+/// A benchmark name resolved against the flags.
+#[derive(Debug, Clone)]
+pub struct Workload {
+    pub name: String,
+    pub kind: Kind,
+    /// Starts from an empty database (db_bench's fill* except overwrite).
+    pub fresh: bool,
+    /// Operations per thread.
+    pub ops: u64,
+    pub sync: bool,
+    pub batch: usize,
+}
+
+/// Entries per transaction of the *batch benchmarks (Symas' FLAGS_batch).
+pub const FILL_BATCH_DEFAULT: usize = 1000;
+
+impl Workload {
+    pub fn resolve(name: &str, f: &Flags) -> Result<Workload> {
+        let sync_ops = (f.writes / 1000).max(1);
+        let batch_n = if f.batch_size > 1 {
+            f.batch_size
+        } else {
+            FILL_BATCH_DEFAULT
+        };
+        let (kind, fresh, ops, sync, batch) = match name {
+            "fillseq" => (Kind::Fill(Order::Seq), true, f.writes, f.sync, f.batch_size),
+            "fillrandom" => (
+                Kind::Fill(Order::Random),
+                true,
+                f.writes,
+                f.sync,
+                f.batch_size,
+            ),
+            "filluniquerandom" => (
+                Kind::Fill(Order::Unique),
+                true,
+                f.writes,
+                f.sync,
+                f.batch_size,
+            ),
+            "overwrite" => (
+                Kind::Fill(Order::Random),
+                false,
+                f.writes,
+                f.sync,
+                f.batch_size,
+            ),
+            "fillsync" | "fillrandsync" => (Kind::Fill(Order::Random), true, sync_ops, true, 1),
+            "fillseqsync" => (Kind::Fill(Order::Seq), true, sync_ops, true, 1),
+            "fillbatch" | "fillseqbatch" => {
+                (Kind::Fill(Order::Seq), true, f.writes, f.sync, batch_n)
+            }
+            "fillrandbatch" => (Kind::Fill(Order::Random), true, f.writes, f.sync, batch_n),
+            "deleterandom" => (
+                Kind::Delete(Order::Random),
+                false,
+                f.deletes,
+                f.sync,
+                f.batch_size,
+            ),
+            "deleteseq" => (
+                Kind::Delete(Order::Seq),
+                false,
+                f.deletes,
+                f.sync,
+                f.batch_size,
+            ),
+            "readseq" => (Kind::ReadSeq, false, f.reads, false, 1),
+            "readreverse" => (Kind::ReadReverse, false, f.reads, false, 1),
+            "readrandom" => (Kind::ReadRandom, false, f.reads, false, 1),
+            "readmissing" => (Kind::ReadMissing, false, f.reads, false, 1),
+            "seekrandom" => (Kind::SeekRandom, false, f.reads, false, 1),
+            "readwhilewriting" => (Kind::ReadWhileWriting, false, f.reads, f.sync, 1),
+            "readrandomwriterandom" => (Kind::ReadRandomWriteRandom, false, f.reads, f.sync, 1),
+            "updaterandom" => (Kind::UpdateRandom, false, f.reads, f.sync, 1),
+            other => return Err(Error::Usage(format!("unknown benchmark {other:?}"))),
+        };
+        Ok(Workload {
+            name: name.to_string(),
+            kind,
+            fresh,
+            ops,
+            sync,
+            batch,
+        })
+    }
+
+    /// Write benchmarks run on one thread (every engine here serialises writers); reads and
+    /// mixed workloads use --threads.
+    pub fn uses_threads(&self) -> bool {
+        !matches!(self.kind, Kind::Fill(_) | Kind::Delete(_))
+    }
+}
+
+/// One thread's counters, latency histogram, and interval reporting.
+pub struct ThreadStats {
+    tid: usize,
+    name: String,
+    pub ops: u64,
+    pub bytes: u64,
+    pub found: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub lat: Latency,
+    start: Instant,
+    last: Instant,
+    finish: Instant,
+    stats_interval: u64,
+    next_report: u64,
+    interval_start: Instant,
+    interval_ops: u64,
+    progress_total: Option<u64>,
+    next_progress: u64,
+}
+
+impl ThreadStats {
+    fn new(tid: usize, name: &str, f: &Flags, progress_total: Option<u64>) -> Self {
+        let now = Instant::now();
+        ThreadStats {
+            tid,
+            name: name.to_string(),
+            ops: 0,
+            bytes: 0,
+            found: 0,
+            reads: 0,
+            writes: 0,
+            lat: Latency::new(),
+            start: now,
+            last: now,
+            finish: now,
+            stats_interval: f.stats_interval,
+            next_report: f.stats_interval,
+            interval_start: now,
+            interval_ops: 0,
+            progress_total,
+            next_progress: 1 << 14,
+        }
+    }
+
+    fn start(&mut self) {
+        let now = Instant::now();
+        self.start = now;
+        self.last = now;
+        self.interval_start = now;
+    }
+
+    /// Records `n` operations finished now, timed since the previous one (db_bench's
+    /// FinishedOps: one latency sample per call).
+    #[inline]
+    fn finished(&mut self, n: u64) {
+        let now = Instant::now();
+        self.lat.record_ns((now - self.last).as_nanos() as u64);
+        self.last = now;
+        self.ops += n;
+        if self.stats_interval > 0 && self.ops >= self.next_report {
+            self.report(now);
+            self.next_report = self.ops + self.stats_interval;
+        }
+        if self.progress_total.is_some() && self.ops >= self.next_progress {
+            self.progress();
+        }
+    }
+
+    /// db_bench's per-thread incremental line (stderr), interval and cumulative.
+    fn report(&mut self, now: Instant) {
+        let total_s = (now - self.start).as_secs_f64().max(1e-9);
+        let int_s = (now - self.interval_start).as_secs_f64().max(1e-9);
+        let int_ops = self.ops - self.interval_ops;
+        eprintln!(
+            "{:.3}s {} ... thread {}: ({},{}) ops and ({:.1},{:.1}) ops/second in ({:.6},{:.6}) seconds",
+            total_s,
+            self.name,
+            self.tid,
+            int_ops,
+            self.ops,
+            int_ops as f64 / int_s,
+            self.ops as f64 / total_s,
+            int_s,
+            total_s
+        );
+        self.interval_start = now;
+        self.interval_ops = self.ops;
+    }
+
+    fn progress(&mut self) {
+        self.next_progress = self.ops + (1 << 14);
+        if let Some(total) = self.progress_total {
+            let pct = if total > 0 {
+                self.ops as f64 * 100.0 / total as f64
+            } else {
+                0.0
+            };
+            let width = 30usize;
+            let filled = ((pct / 100.0) * width as f64).min(width as f64) as usize;
+            eprint!(
+                "\r{:<12} [{}{}] {:5.1}% {} ops",
+                self.name,
+                "#".repeat(filled),
+                " ".repeat(width - filled),
+                pct.min(100.0),
+                self.ops
+            );
+        }
+    }
+
+    fn stop(&mut self) {
+        self.finish = Instant::now();
+        if self.progress_total.is_some() && self.next_progress > 1 << 14 {
+            eprint!("\r{}\r", " ".repeat(72));
+        }
+    }
+}
+
+/// The threads' figures combined as db_bench does.
+struct Merged {
+    ops: u64,
+    bytes: u64,
+    found: u64,
+    reads: u64,
+    writes: u64,
+    lat: Latency,
+    /// max finish - min start.
+    wall_s: f64,
+    /// Sum of per-thread elapsed times (db_bench's micros/op numerator).
+    thread_s: f64,
+}
+
+fn merge(stats: &[ThreadStats]) -> Merged {
+    let mut m = Merged {
+        ops: 0,
+        bytes: 0,
+        found: 0,
+        reads: 0,
+        writes: 0,
+        lat: Latency::new(),
+        wall_s: 0.0,
+        thread_s: 0.0,
+    };
+    let (Some(start), Some(finish)) = (
+        stats.iter().map(|s| s.start).min(),
+        stats.iter().map(|s| s.finish).max(),
+    ) else {
+        return m;
+    };
+    for s in stats {
+        m.ops += s.ops;
+        m.bytes += s.bytes;
+        m.found += s.found;
+        m.reads += s.reads;
+        m.writes += s.writes;
+        m.lat.merge(&s.lat);
+        m.thread_s += (s.finish - s.start).as_secs_f64();
+    }
+    m.wall_s = (finish - start).as_secs_f64();
+    m
+}
+
+/// Stops a loop after `ops` iterations, or after --duration seconds when that is set.
+struct Budget {
+    ops: u64,
+    deadline: Option<Instant>,
+    calls: u64,
+}
+
+impl Budget {
+    fn new(ops: u64, duration_s: u64) -> Budget {
+        Budget {
+            ops,
+            deadline: (duration_s > 0).then(|| Instant::now() + Duration::from_secs(duration_s)),
+            calls: 0,
+        }
+    }
+
+    #[inline]
+    fn more(&mut self, done: u64) -> bool {
+        self.calls += 1;
+        match self.deadline {
+            Some(d) => self.calls % 64 != 1 || Instant::now() < d,
+            None => done < self.ops,
+        }
+    }
+}
+
+struct Outcome {
+    stats: Vec<ThreadStats>,
+    writer: Option<ThreadStats>,
+    user_bytes_written: u64,
+    message: String,
+    threads: usize,
+}
+
+fn is_tty_stderr() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(2) == 1 }
+}
+
+/// Runs `body` on `n` threads that start together; each gets its own session and stats.
+fn run_threads<F>(
+    engine: &dyn Engine,
+    n: usize,
+    name: &str,
+    f: &Flags,
+    progress_total: Option<u64>,
+    body: F,
+) -> Result<Vec<ThreadStats>>
+where
+    F: Fn(usize, &mut dyn Session, &mut ThreadStats) -> Result<()> + Sync,
+{
+    let barrier = Barrier::new(n);
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..n)
+            .map(|tid| {
+                let (barrier, body) = (&barrier, &body);
+                sc.spawn(move || -> Result<ThreadStats> {
+                    let session = engine.session();
+                    // Every thread reaches the barrier, even one whose session failed.
+                    barrier.wait();
+                    let mut session = session?;
+                    let mut st = ThreadStats::new(
+                        tid,
+                        name,
+                        f,
+                        if tid == 0 { progress_total } else { None },
+                    );
+                    st.start();
+                    let r = body(tid, &mut *session, &mut st);
+                    st.stop();
+                    r.map(|()| st)
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(n);
+        let mut first_err = None;
+        for h in handles {
+            match h.join() {
+                Ok(Ok(st)) => out.push(st),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert(Error::Child("a benchmark thread panicked".into()));
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
+    })
+}
+
+/// Key, value and RNG state for one thread.
+struct Gen {
+    keys: KeyGen,
+    values: ValueGenerator,
+    rng: Rng,
+    num: u64,
+    value_size: usize,
+}
+
+impl Gen {
+    fn new(f: &Flags, stream: u64) -> Gen {
+        Gen {
+            keys: KeyGen::new(f.key_format, f.key_size),
+            values: ValueGenerator::new(f.compression_ratio, f.value_size),
+            rng: Rng::new(f.seed, stream),
+            num: f.num,
+            value_size: f.value_size,
+        }
+    }
+}
+
+fn run_write(
+    engine: &dyn Engine,
+    w: &Workload,
+    f: &Flags,
+    order: Order,
+    delete: bool,
+) -> Result<Outcome> {
+    let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
+    let budget_s = if w.fresh { 0 } else { f.duration_s };
+    let stats = run_threads(engine, 1, &w.name, f, progress, |_, s, st| {
+        let mut g = Gen::new(f, 0);
+        let perm = Permutation::new(f.num, f.seed);
+        let mut budget = Budget::new(w.ops, budget_s);
+        let mut buf: Vec<u8> = Vec::with_capacity(w.batch * (f.key_size + f.value_size + 1));
+        let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(w.batch);
+        let append = order == Order::Seq && w.fresh && !delete;
+        let mut i = 0u64;
+        while budget.more(i) {
+            let n = if budget.deadline.is_some() {
+                w.batch as u64
+            } else {
+                (w.batch as u64).min(w.ops - i)
+            };
+            buf.clear();
+            spans.clear();
+            for j in 0..n {
+                let k = match order {
+                    Order::Seq => i + j,
+                    Order::Random => g.rng.below(g.num),
+                    Order::Unique => perm.get((i + j) % g.num),
+                };
+                let at = buf.len();
+                buf.extend_from_slice(g.keys.key(k));
+                let klen = buf.len() - at;
+                let vlen = if delete {
+                    0
+                } else {
+                    buf.extend_from_slice(g.values.generate(g.value_size));
+                    g.value_size
+                };
+                spans.push((at, klen, vlen));
+            }
+            let op_of = |&(at, kl, vl): &(usize, usize, usize)| {
+                if delete {
+                    Op::Delete(&buf[at..at + kl])
+                } else {
+                    Op::Put(&buf[at..at + kl], &buf[at + kl..at + kl + vl])
+                }
+            };
+            let opts = WriteOpts {
+                sync: w.sync,
+                append,
+            };
+            if let [one] = spans.as_slice() {
+                s.write(&[op_of(one)], opts)?;
+            } else {
+                let ops: Vec<Op<'_>> = spans.iter().map(op_of).collect();
+                s.write(&ops, opts)?;
+            }
+            st.bytes += buf.len() as u64;
+            st.writes += n;
+            st.finished(n);
+            i += n;
+        }
+        Ok(())
+    })?;
+    let written = stats.iter().map(|s| s.bytes).sum();
+    Ok(Outcome {
+        stats,
+        writer: None,
+        user_bytes_written: written,
+        message: String::new(),
+        threads: 1,
+    })
+}
+
+fn run_reads(engine: &dyn Engine, w: &Workload, f: &Flags, threads: usize) -> Result<Outcome> {
+    let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
+    let stats = run_threads(engine, threads, &w.name, f, progress, |tid, s, st| {
+        let mut g = Gen::new(f, 1000 + tid as u64);
+        let mut out = Vec::with_capacity(f.value_size);
+        let mut budget = Budget::new(w.ops, f.duration_s);
+        match w.kind {
+            Kind::ReadSeq | Kind::ReadReverse => {
+                let reverse = w.kind == Kind::ReadReverse;
+                s.scan(None, reverse, w.ops, &mut |k, v| {
+                    st.bytes += (k.len() + v.len()) as u64;
+                    st.found += 1;
+                    st.finished(1);
+                })?;
+            }
+            Kind::ReadRandom | Kind::ReadMissing => {
+                let missing = w.kind == Kind::ReadMissing;
+                while budget.more(st.ops) {
+                    let k = g.rng.below(g.num);
+                    let key = if missing {
+                        g.keys.missing_key(k)
+                    } else {
+                        g.keys.key(k)
+                    };
+                    if s.get(key, &mut out)? {
+                        st.found += 1;
+                        st.bytes += (key.len() + out.len()) as u64;
+                    }
+                    st.reads += 1;
+                    st.finished(1);
+                }
+            }
+            Kind::SeekRandom => {
+                while budget.more(st.ops) {
+                    let k = g.rng.below(g.num);
+                    let key = g.keys.key(k);
+                    let mut bytes = 0u64;
+                    let n = s.scan(Some(key), false, f.seek_nexts + 1, &mut |k, v| {
+                        bytes += (k.len() + v.len()) as u64;
+                    })?;
+                    st.bytes += bytes;
+                    if n > 0 {
+                        st.found += 1;
+                    }
+                    st.finished(1);
+                }
+            }
+            _ => return Err(Error::Child(format!("{} is not a read benchmark", w.name))),
+        }
+        Ok(())
+    })?;
+    let m = merge(&stats);
+    let message = match w.kind {
+        Kind::ReadRandom | Kind::ReadMissing | Kind::SeekRandom => {
+            format!("({} of {} found)", m.found, m.ops)
+        }
+        _ => String::new(),
+    };
+    Ok(Outcome {
+        stats,
+        writer: None,
+        user_bytes_written: 0,
+        message,
+        threads,
+    })
+}
+
+/// Reads-with-writes benchmarks: readrandomwriterandom and updaterandom on `threads` threads.
+fn run_mixed(engine: &dyn Engine, w: &Workload, f: &Flags, threads: usize) -> Result<Outcome> {
+    let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
+    let stats = run_threads(engine, threads, &w.name, f, progress, |tid, s, st| {
+        let mut g = Gen::new(f, 1000 + tid as u64);
+        let mut out = Vec::with_capacity(f.value_size);
+        let mut budget = Budget::new(w.ops, f.duration_s);
+        let opts = WriteOpts {
+            sync: w.sync,
+            append: false,
+        };
+        let mut i = 0u64;
+        while budget.more(i) {
+            let k = g.rng.below(g.num);
+            let key = g.keys.key(k).to_vec();
+            let update = w.kind == Kind::UpdateRandom;
+            let read = update || (i % 100) < f.readwritepercent as u64;
+            if read {
+                if s.get(&key, &mut out)? {
+                    st.found += 1;
+                    st.bytes += (key.len() + out.len()) as u64;
+                }
+                st.reads += 1;
+            }
+            if update || !read {
+                let v = g.values.generate(g.value_size);
+                s.write(&[Op::Put(&key, v)], opts)?;
+                st.bytes += (key.len() + v.len()) as u64;
+                st.writes += 1;
+            }
+            st.finished(1);
+            i += 1;
+        }
+        Ok(())
+    })?;
+    let m = merge(&stats);
+    let written = m.writes * (f.key_size + f.value_size) as u64;
+    let message = if w.kind == Kind::UpdateRandom {
+        format!("( updates:{} found:{})", m.writes, m.found)
+    } else {
+        format!(
+            "( reads:{} writes:{} total:{} found:{})",
+            m.reads, m.writes, m.ops, m.found
+        )
+    };
+    Ok(Outcome {
+        stats,
+        writer: None,
+        user_bytes_written: written,
+        message,
+        threads,
+    })
+}
+
+/// `threads` readers doing readrandom plus one writer updating existing keys until the
+/// readers finish. Both rates are reported.
+fn run_readwhilewriting(
+    engine: &dyn Engine,
+    w: &Workload,
+    f: &Flags,
+    threads: usize,
+) -> Result<Outcome> {
+    let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
+    let stop = AtomicBool::new(false);
+    let readers_left = AtomicUsize::new(threads);
+    let mut all = run_threads(engine, threads + 1, &w.name, f, progress, |tid, s, st| {
+        let mut g = Gen::new(f, 1000 + tid as u64);
+        if tid == threads {
+            // The writer: updates of existing keys, not counted in the readers' rate.
+            let opts = WriteOpts {
+                sync: w.sync,
+                append: false,
+            };
+            while !stop.load(Ordering::Relaxed) {
+                let k = g.rng.below(g.num);
+                let key = g.keys.key(k).to_vec();
+                let v = g.values.generate(g.value_size);
+                s.write(&[Op::Put(&key, v)], opts)?;
+                st.bytes += (key.len() + v.len()) as u64;
+                st.writes += 1;
+                st.finished(1);
+            }
+            return Ok(());
+        }
+        let mut out = Vec::with_capacity(f.value_size);
+        let mut budget = Budget::new(w.ops, f.duration_s);
+        let r = (|| -> Result<()> {
+            while budget.more(st.ops) {
+                let k = g.rng.below(g.num);
+                let key = g.keys.key(k);
+                if s.get(key, &mut out)? {
+                    st.found += 1;
+                    st.bytes += (key.len() + out.len()) as u64;
+                }
+                st.reads += 1;
+                st.finished(1);
+            }
+            Ok(())
+        })();
+        if readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+            stop.store(true, Ordering::Relaxed);
+        }
+        if r.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        r
+    })?;
+    let writer = all.pop();
+    let m = merge(&all);
+    let written = writer.as_ref().map_or(0, |w| w.bytes);
+    Ok(Outcome {
+        message: format!("({} of {} found)", m.found, m.ops),
+        stats: all,
+        writer,
+        user_bytes_written: written,
+        threads,
+    })
+}
+
+/// The state of a child run.
+struct Child {
+    flags: Flags,
+    spec: EngineSpec,
+    dir: PathBuf,
+    opened: Option<Opened>,
+    results: std::fs::File,
+    printed_config: bool,
+    threads_max: usize,
+    /// The durability the open engine was configured for.
+    open_sync: bool,
+}
+
+impl Child {
+    /// (Re)opens the engine, emptied first when `fresh`. `sync` picks the engine-level
+    /// durability configuration: the fill*sync benchmarks open it durable even under --sync=0,
+    /// since several engines (LMDB's MDB_NOSYNC, WiredTiger without a log) cannot make one
+    /// commit durable otherwise.
+    fn open_engine(&mut self, fresh: bool, sync: bool) -> Result<()> {
+        self.opened = None; // closes the previous handle first
+        if fresh {
+            match std::fs::remove_dir_all(&self.dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(format!("remove {}", self.dir.display()), e)),
+            }
+        }
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::io(format!("create {}", self.dir.display()), e))?;
+        let f = &self.flags;
+        let o = OpenOptions {
+            dir: self.dir.clone(),
+            cache_bytes: f.cache_size,
+            sync,
+            num: f.num,
+            key_size: f.key_size,
+            value_size: f.value_size,
+            threads_max: self.threads_max,
+            memory_limit: f.memory_limit,
+            bloom_bits: f.bloom_bits,
+        };
+        let opened = (self.spec.open)(&o)?;
+        self.open_sync = sync;
+        if !self.printed_config || sync != f.sync {
+            println!("Engine:     {} {}", self.spec.name, opened.version);
+            println!("Config:     {}", engines::describe(&opened.config));
+            println!("DB path:    {}", self.dir.display());
+            self.printed_config = true;
+        }
+        self.opened = Some(opened);
+        Ok(())
+    }
+
+    fn run_one(&mut self, w: &Workload, threads: usize) -> Result<()> {
+        let f = self.flags.clone();
+        if f.drop_caches && !w.fresh {
+            sys::drop_caches()?;
+        }
+        let Some(opened) = self.opened.as_ref() else {
+            return Err(Error::Child("engine not open".into()));
+        };
+        let engine: &dyn Engine = opened.engine.as_ref();
+        let usage0 = Usage::of_self();
+        let io0 = ProcIo::of_self();
+        let t0 = Instant::now();
+        let out = match w.kind {
+            Kind::Fill(o) => run_write(engine, w, &f, o, false)?,
+            Kind::Delete(o) => run_write(engine, w, &f, o, true)?,
+            Kind::ReadSeq
+            | Kind::ReadReverse
+            | Kind::ReadRandom
+            | Kind::ReadMissing
+            | Kind::SeekRandom => run_reads(engine, w, &f, threads)?,
+            Kind::ReadRandomWriteRandom | Kind::UpdateRandom => run_mixed(engine, w, &f, threads)?,
+            Kind::ReadWhileWriting => run_readwhilewriting(engine, w, &f, threads)?,
+        };
+        let window_s = t0.elapsed().as_secs_f64();
+        let usage = Usage::of_self().since(&usage0);
+        let io = match (ProcIo::of_self(), io0) {
+            (Some(b), Some(a)) => b.since(&a),
+            _ => ProcIo::default(),
+        };
+        let db_bytes = sys::du_bytes(&self.dir);
+        let m = merge(&out.stats);
+        let ops_per_sec = if m.wall_s > 0.0 {
+            m.ops as f64 / m.wall_s
+        } else {
+            0.0
+        };
+        let micros_per_op = if m.ops > 0 {
+            m.thread_s * 1e6 / m.ops as f64
+        } else {
+            0.0
+        };
+        let mb_per_sec = if m.wall_s > 0.0 {
+            m.bytes as f64 / 1_048_576.0 / m.wall_s
+        } else {
+            0.0
+        };
+        let lat = m.lat.percentiles();
+        let writer_m = out.writer.as_ref().map(|w| merge(std::slice::from_ref(w)));
+        if let Some(wm) = &writer_m {
+            let wr = if wm.wall_s > 0.0 {
+                wm.ops as f64 / wm.wall_s
+            } else {
+                0.0
+            };
+            let wu = if wm.ops > 0 {
+                wm.thread_s * 1e6 / wm.ops as f64
+            } else {
+                0.0
+            };
+            println!(
+                "{}",
+                result_line(
+                    "writer",
+                    wu,
+                    wr,
+                    wm.wall_s,
+                    wm.ops,
+                    wm.bytes as f64 / 1_048_576.0 / wm.wall_s.max(1e-9),
+                    &format!("(writer of {})", w.name)
+                )
+            );
+        }
+        println!(
+            "{}",
+            result_line(
+                &w.name,
+                micros_per_op,
+                ops_per_sec,
+                m.wall_s,
+                m.ops,
+                mb_per_sec,
+                &out.message
+            )
+        );
+        if f.histogram {
+            let kind = match w.kind {
+                Kind::Fill(_) | Kind::Delete(_) => "write",
+                Kind::ReadSeq | Kind::ReadReverse => "iterate",
+                Kind::SeekRandom => "seek",
+                _ => "op",
+            };
+            print!("{}", m.lat.render(kind));
+            if let Some(wm) = &writer_m {
+                print!("{}", wm.lat.render("write (writer)"));
+            }
+        }
+        let cpu_pct = if window_s > 0.0 {
+            (usage.user_s + usage.sys_s) * 100.0 / window_s
+        } else {
+            0.0
+        };
+        let wamp = (out.user_bytes_written > 0)
+            .then(|| io.write_bytes as f64 / out.user_bytes_written as f64);
+        println!(
+            "rusage       : wall {window_s:.3} user {:.3} sys {:.3} cpu% {cpu_pct:.1} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {}",
+            usage.user_s, usage.sys_s, usage.maxrss_kb, usage.vcsw, usage.ivcsw, usage.fs_in, usage.fs_out
+        );
+        println!(
+            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} db_kb {}",
+            out.user_bytes_written,
+            io.write_bytes,
+            io.read_bytes,
+            wamp.map_or("-".to_string(), |x| format!("{x:.2}")),
+            db_bytes / 1024
+        );
+        let opened = self
+            .opened
+            .as_ref()
+            .ok_or_else(|| Error::Child("engine closed".into()))?;
+        let r = BenchResult {
+            engine: self.spec.name.to_string(),
+            engine_version: opened.version.clone(),
+            benchmark: w.name.clone(),
+            threads: out.threads,
+            num: f.num,
+            key_size: f.key_size,
+            value_size: f.value_size,
+            ops: m.ops,
+            ops_per_sec,
+            micros_per_op,
+            mb_per_sec,
+            writer_ops: writer_m.as_ref().map(|w| w.ops),
+            writer_ops_per_sec: writer_m.as_ref().map(|w| {
+                if w.wall_s > 0.0 {
+                    w.ops as f64 / w.wall_s
+                } else {
+                    0.0
+                }
+            }),
+            lat,
+            writer_lat: writer_m.as_ref().map(|w| w.lat.percentiles()),
+            wall_s: window_s,
+            user_s: usage.user_s,
+            sys_s: usage.sys_s,
+            cpu_pct,
+            vcsw: usage.vcsw,
+            ivcsw: usage.ivcsw,
+            fs_in: usage.fs_in,
+            fs_out: usage.fs_out,
+            read_bytes: io.read_bytes,
+            write_bytes: io.write_bytes,
+            user_bytes_written: out.user_bytes_written,
+            wamp,
+            db_bytes,
+            maxrss_kb: usage.maxrss_kb,
+            found: Some(m.found),
+            message: out.message.clone(),
+            config: opened.config.clone(),
+        };
+        let mut line = r.to_json();
+        if let serde_json::Value::Object(map) = &mut line {
+            map.insert("status".into(), "ok".into());
+            map.insert("seed".into(), f.seed.into());
+            map.insert("sync".into(), f.sync.into());
+            map.insert(
+                "key_format".into(),
+                match f.key_format {
+                    KeyFormat::Decimal => "decimal",
+                    KeyFormat::RocksDb => "rocksdb",
+                }
+                .into(),
+            );
+        }
+        writeln!(self.results, "{line}").map_err(|e| Error::io("write results", e))?;
+        std::io::stdout().flush().ok();
+        Ok(())
+    }
+}
+
+/// `larch-bench __child RESULTS_FILE --flags...`: runs one engine (the parent's --engine has
+/// been narrowed to one name) and appends one JSON line per benchmark to RESULTS_FILE.
+pub fn child_main(args: &[String]) -> Result<()> {
+    let Some(results_path) = args.first() else {
+        return Err(Error::Usage("__child RESULTS_FILE [flags]".into()));
+    };
+    let flags = Flags::parse(&args[1..])?;
+    let [name] = flags.engines.as_slice() else {
+        return Err(Error::Usage("__child takes exactly one --engine".into()));
+    };
+    let spec = engines::find(name)?;
+    let results = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(results_path)
+        .map_err(|e| Error::io(format!("open {results_path}"), e))?;
+    let workloads = flags
+        .benchmarks
+        .iter()
+        .map(|b| Workload::resolve(b, &flags))
+        .collect::<Result<Vec<_>>>()?;
+    let threads_max = flags.threads.iter().copied().max().unwrap_or(1) + 1;
+    let mut child = Child {
+        dir: flags.db.join(spec.name),
+        flags: flags.clone(),
+        spec,
+        opened: None,
+        results,
+        printed_config: false,
+        threads_max,
+        open_sync: flags.sync,
+    };
+    for (pass, &threads) in flags.threads.iter().enumerate() {
+        if flags.threads.len() > 1 {
+            println!("Threads:    {threads}");
+        }
+        for w in &workloads {
+            if w.fresh && flags.use_existing_db {
+                println!("{:<12} : skipped (--use_existing_db is true)", w.name);
+                continue;
+            }
+            if w.fresh && pass > 0 {
+                println!("{:<12} : skipped (loaded in the first thread pass)", w.name);
+                continue;
+            }
+            let sync = flags.sync || (w.fresh && w.sync);
+            if w.fresh || child.opened.is_none() || child.open_sync != sync {
+                child.open_engine(w.fresh, sync)?;
+            }
+            child.run_one(w, if w.uses_threads() { threads } else { 1 })?;
+        }
+    }
+    drop(child.opened.take());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_db_bench_semantics() {
+        let f = Flags::parse(&["--num=5000".to_string()]).unwrap();
+        let w = Workload::resolve("fillsync", &f).unwrap();
+        assert!(w.sync && w.fresh);
+        assert_eq!(w.ops, 5);
+        let w = Workload::resolve("fillrandbatch", &f).unwrap();
+        assert_eq!(w.batch, FILL_BATCH_DEFAULT);
+        let w = Workload::resolve("overwrite", &f).unwrap();
+        assert!(!w.fresh);
+        assert!(Workload::resolve("readwhilewriting", &f)
+            .unwrap()
+            .uses_threads());
+        assert!(!Workload::resolve("fillseq", &f).unwrap().uses_threads());
+        assert!(Workload::resolve("nope", &f).is_err());
+    }
+
+    #[test]
+    fn budget_counts_or_times() {
+        let mut b = Budget::new(3, 0);
+        assert!(b.more(0) && b.more(2) && !b.more(3));
+        let mut t = Budget::new(0, 1);
+        assert!(t.more(0));
+    }
+}

@@ -1,0 +1,396 @@
+//! Process accounting and machine set-up: getrusage/wait4, /proc/<pid>/io, disk usage, memory
+//! cgroups and the page cache.
+
+use crate::error::{Error, Result};
+use std::ffi::CString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// Resource usage of a process (getrusage/wait4), in the units `time -v` prints.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub maxrss_kb: u64,
+    pub vcsw: u64,
+    pub ivcsw: u64,
+    /// File-system inputs and outputs in 512-byte blocks (ru_inblock, ru_oublock).
+    pub fs_in: u64,
+    pub fs_out: u64,
+}
+
+impl Usage {
+    fn from_rusage(r: &libc::rusage) -> Usage {
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        Usage {
+            user_s: tv(r.ru_utime),
+            sys_s: tv(r.ru_stime),
+            maxrss_kb: r.ru_maxrss.max(0) as u64,
+            vcsw: r.ru_nvcsw.max(0) as u64,
+            ivcsw: r.ru_nivcsw.max(0) as u64,
+            fs_in: r.ru_inblock.max(0) as u64,
+            fs_out: r.ru_oublock.max(0) as u64,
+        }
+    }
+
+    /// Usage of the calling process, all threads, dead ones included.
+    pub fn of_self() -> Usage {
+        // SAFETY: rusage is plain old data; getrusage fills it and cannot fail for RUSAGE_SELF
+        // with a valid pointer.
+        unsafe {
+            let mut r: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut r);
+            Usage::from_rusage(&r)
+        }
+    }
+
+    /// `self - earlier` for the counters; max RSS is the peak so far (it cannot be reset).
+    pub fn since(&self, earlier: &Usage) -> Usage {
+        Usage {
+            user_s: (self.user_s - earlier.user_s).max(0.0),
+            sys_s: (self.sys_s - earlier.sys_s).max(0.0),
+            maxrss_kb: self.maxrss_kb,
+            vcsw: self.vcsw.saturating_sub(earlier.vcsw),
+            ivcsw: self.ivcsw.saturating_sub(earlier.ivcsw),
+            fs_in: self.fs_in.saturating_sub(earlier.fs_in),
+            fs_out: self.fs_out.saturating_sub(earlier.fs_out),
+        }
+    }
+}
+
+/// The storage-I/O counters of /proc/<pid>/io.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcIo {
+    pub rchar: u64,
+    pub wchar: u64,
+    pub read_bytes: u64,
+    /// Bytes of page cache this process dirtied (charged when a page becomes dirty).
+    pub write_bytes: u64,
+    pub cancelled_write_bytes: u64,
+}
+
+impl ProcIo {
+    pub fn parse(text: &str) -> ProcIo {
+        let mut io = ProcIo::default();
+        for line in text.lines() {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            let v: u64 = v.trim().parse().unwrap_or(0);
+            match k.trim() {
+                "rchar" => io.rchar = v,
+                "wchar" => io.wchar = v,
+                "read_bytes" => io.read_bytes = v,
+                "write_bytes" => io.write_bytes = v,
+                "cancelled_write_bytes" => io.cancelled_write_bytes = v,
+                _ => {}
+            }
+        }
+        io
+    }
+
+    /// Reads /proc/self/io; `None` where the kernel lacks task I/O accounting.
+    pub fn of_self() -> Option<ProcIo> {
+        std::fs::read_to_string("/proc/self/io")
+            .ok()
+            .map(|t| ProcIo::parse(&t))
+    }
+
+    pub fn since(&self, earlier: &ProcIo) -> ProcIo {
+        ProcIo {
+            rchar: self.rchar.saturating_sub(earlier.rchar),
+            wchar: self.wchar.saturating_sub(earlier.wchar),
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+            cancelled_write_bytes: self
+                .cancelled_write_bytes
+                .saturating_sub(earlier.cancelled_write_bytes),
+        }
+    }
+}
+
+/// Allocated bytes under `path` (`du -sk` * 1024 semantics: st_blocks, sparse files count only
+/// what they occupy). Symlinks are not followed. Depth is bounded so a loop cannot hang us.
+pub fn du_bytes(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(p: &Path, depth: u32) -> u64 {
+        let Ok(md) = std::fs::symlink_metadata(p) else {
+            return 0;
+        };
+        let mut total = md.blocks() * 512;
+        if md.is_dir() && depth < 32 {
+            if let Ok(rd) = std::fs::read_dir(p) {
+                for e in rd.flatten() {
+                    total += walk(&e.path(), depth + 1);
+                }
+            }
+        }
+        total
+    }
+    walk(path, 0)
+}
+
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`.
+pub fn drop_caches() -> Result<()> {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").map_err(|e| {
+        Error::System(format!(
+            "--drop_caches: cannot write /proc/sys/vm/drop_caches ({e}); run as root on a \
+             machine (not a container) that allows it, or drop --drop_caches"
+        ))
+    })
+}
+
+/// A memory cgroup created for one child and removed when dropped.
+#[derive(Debug)]
+pub struct MemoryCgroup {
+    pub dir: PathBuf,
+    pub version: u8,
+    procs: CString,
+}
+
+impl MemoryCgroup {
+    /// Creates `<our cgroup>/larch-bench-<pid>-<tag>` with a memory limit of `limit_bytes`
+    /// (page cache included), on cgroup v2 if it has the memory controller, else v1.
+    pub fn create(limit_bytes: u64, tag: &str) -> Result<MemoryCgroup> {
+        let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        let name = format!("larch-bench-{}-{tag}", std::process::id());
+        let mut tried = Vec::new();
+        // cgroup v2: a single "0::/path" line and a memory controller at the root.
+        let v2_root = Path::new("/sys/fs/cgroup");
+        if let Ok(ctrls) = std::fs::read_to_string(v2_root.join("cgroup.controllers")) {
+            if ctrls.split_whitespace().any(|c| c == "memory") {
+                let own = cgroups
+                    .lines()
+                    .find_map(|l| l.strip_prefix("0::"))
+                    .unwrap_or("/");
+                let parent = v2_root.join(own.trim_start_matches('/'));
+                // Enable the memory controller for our children (may already be on).
+                let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory");
+                match Self::make(&parent.join(&name), "memory.max", limit_bytes, 2) {
+                    Ok(cg) => {
+                        let _ = std::fs::write(cg.dir.join("memory.swap.max"), "0");
+                        return Ok(cg);
+                    }
+                    Err(e) => tried.push(format!("v2 {}: {e}", parent.display())),
+                }
+            } else {
+                tried.push("v2: memory controller not enabled at /sys/fs/cgroup".into());
+            }
+        }
+        // cgroup v1: the memory hierarchy, under our own memory cgroup.
+        let v1_root = Path::new("/sys/fs/cgroup/memory");
+        if v1_root.join("memory.limit_in_bytes").exists() || v1_root.is_dir() {
+            let own = cgroups
+                .lines()
+                .find_map(|l| {
+                    let mut parts = l.splitn(3, ':');
+                    let (_, ctl, path) = (parts.next()?, parts.next()?, parts.next()?);
+                    ctl.split(',').any(|c| c == "memory").then_some(path)
+                })
+                .unwrap_or("/");
+            let parent = v1_root.join(own.trim_start_matches('/'));
+            for base in [parent, v1_root.to_path_buf()] {
+                match Self::make(&base.join(&name), "memory.limit_in_bytes", limit_bytes, 1) {
+                    Ok(cg) => {
+                        let _ = std::fs::write(
+                            cg.dir.join("memory.memsw.limit_in_bytes"),
+                            limit_bytes.to_string(),
+                        );
+                        return Ok(cg);
+                    }
+                    Err(e) => tried.push(format!("v1 {}: {e}", base.display())),
+                }
+            }
+        }
+        if tried.is_empty() {
+            tried.push("no cgroup file system mounted at /sys/fs/cgroup".into());
+        }
+        Err(Error::System(format!(
+            "--memory_limit needs a writable memory cgroup (v2 memory.max or v1 \
+             memory.limit_in_bytes), run as root: {}",
+            tried.join("; ")
+        )))
+    }
+
+    fn make(dir: &Path, limit_file: &str, limit: u64, version: u8) -> Result<MemoryCgroup> {
+        std::fs::create_dir(dir).map_err(|e| Error::io(format!("mkdir {}", dir.display()), e))?;
+        let cleanup = |e: Error| {
+            let _ = std::fs::remove_dir(dir);
+            e
+        };
+        std::fs::write(dir.join(limit_file), limit.to_string())
+            .map_err(|e| cleanup(Error::io(format!("write {limit_file}"), e)))?;
+        let procs = dir.join("cgroup.procs");
+        let procs = CString::new(procs.as_os_str().as_encoded_bytes())
+            .map_err(|_| cleanup(Error::System("cgroup path contains NUL".into())))?;
+        Ok(MemoryCgroup {
+            dir: dir.to_path_buf(),
+            version,
+            procs,
+        })
+    }
+
+    /// Peak memory use of the group (page cache included), if the kernel reports it.
+    pub fn peak_bytes(&self) -> Option<u64> {
+        let file = if self.version == 2 {
+            "memory.peak"
+        } else {
+            "memory.max_usage_in_bytes"
+        };
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// How a measured child ended.
+#[derive(Debug, Clone, Copy)]
+pub struct ChildOutcome {
+    /// Exit code, or 128 + signal.
+    pub code: i32,
+    pub usage: Usage,
+    pub wall_s: f64,
+}
+
+/// Spawns `cmd` (inside `cgroup` when given: the child joins it between fork and exec, so all
+/// its allocations are charged) and reaps it with wait4 to get its own rusage.
+pub fn spawn_measured(cmd: &mut Command, cgroup: Option<&MemoryCgroup>) -> Result<ChildOutcome> {
+    use std::os::unix::process::CommandExt;
+    if let Some(cg) = cgroup {
+        let procs = cg.procs.clone();
+        // SAFETY: the closure runs in the forked child before exec and only calls the
+        // async-signal-safe open/write/close on a path prepared before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+                let err = std::io::Error::last_os_error();
+                libc::close(fd);
+                if n != 1 {
+                    return Err(err);
+                }
+                Ok(())
+            });
+        }
+    }
+    let start = Instant::now();
+    let child = cmd
+        .spawn()
+        .map_err(|e| Error::Child(format!("cannot start child {:?}: {e}", cmd.get_program())))?;
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: pid is our direct child, not yet reaped (std's Child is never waited on: we drop
+    // it below without calling wait), and status/rusage are valid out-pointers.
+    let (rc, status, r) = unsafe {
+        let mut status: libc::c_int = 0;
+        let mut r: libc::rusage = std::mem::zeroed();
+        let mut rc;
+        loop {
+            rc = libc::wait4(pid, &mut status, 0, &mut r);
+            if rc >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+            {
+                break;
+            }
+        }
+        (rc, status, r)
+    };
+    drop(child);
+    if rc < 0 {
+        return Err(Error::Child(format!(
+            "wait4: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        -1
+    };
+    Ok(ChildOutcome {
+        code,
+        usage: Usage::from_rusage(&r),
+        wall_s: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// `larch-bench __write_probe FILE BYTES`: writes BYTES to FILE, fsyncs, and prints its own
+/// /proc/self/io write_bytes. Used by the accounting tests.
+pub fn write_probe_main(args: &[String]) -> Result<()> {
+    let (Some(path), Some(n)) = (args.first(), args.get(1)) else {
+        return Err(Error::Usage("__write_probe FILE BYTES".into()));
+    };
+    let n: u64 = n
+        .parse()
+        .map_err(|_| Error::Usage(format!("__write_probe: bad byte count {n:?}")))?;
+    let before = ProcIo::of_self().unwrap_or_default();
+    let mut f = std::fs::File::create(path).map_err(|e| Error::io(format!("create {path}"), e))?;
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(chunk.len() as u64) as usize;
+        f.write_all(&chunk[..k])
+            .map_err(|e| Error::io(format!("write {path}"), e))?;
+        left -= k as u64;
+    }
+    f.sync_all()
+        .map_err(|e| Error::io(format!("fsync {path}"), e))?;
+    let after = ProcIo::of_self().unwrap_or_default();
+    println!("write_bytes={}", after.since(&before).write_bytes);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_io() {
+        let t = "rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\n\
+                 write_bytes: 8192\ncancelled_write_bytes: 0\n";
+        let io = ProcIo::parse(t);
+        assert_eq!(io.rchar, 10);
+        assert_eq!(io.wchar, 20);
+        assert_eq!(io.read_bytes, 4096);
+        assert_eq!(io.write_bytes, 8192);
+    }
+
+    #[test]
+    fn self_usage_grows_with_cpu_work() {
+        let a = Usage::of_self();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let d = Usage::of_self().since(&a);
+        assert!(d.user_s + d.sys_s > 0.0);
+        assert!(d.maxrss_kb > 0);
+    }
+
+    #[test]
+    fn du_counts_allocated_blocks() {
+        let dir = std::env::temp_dir().join(format!("larch-bench-du-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/a"), vec![1u8; 64 * 1024]).unwrap();
+        let n = du_bytes(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(n >= 64 * 1024, "{n}");
+    }
+}

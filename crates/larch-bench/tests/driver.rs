@@ -1,0 +1,85 @@
+//! End-to-end: the driver runs engines in child processes, prints db_bench lines that the
+//! db_bench parser reads, and writes JSON and CSV with the required fields. redb is linked in,
+//! so it always runs; the dlopen'ed engines either run or are reported unavailable.
+
+use larch_bench::report::parse_result_line;
+use serde_json::Value;
+use std::process::Command;
+
+#[test]
+fn small_comparison_produces_parsable_lines_json_and_csv() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("driver-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.jsonl");
+    let csv = dir.join("out.csv");
+    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
+        .args([
+            "--engine=redb,lmdb",
+            "--num=2000",
+            "--benchmarks=fillrandom,readrandom,readwhilewriting",
+            "--threads=1,2",
+            "--seed=7",
+            "--progress=0",
+        ])
+        .arg(format!("--db={}", dir.join("db").display()))
+        .arg(format!("--json={}", json.display()))
+        .arg(format!("--csv={}", csv.display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parsed: Vec<_> = stdout.lines().filter_map(parse_result_line).collect();
+    assert!(parsed.iter().any(|p| p.name == "fillrandom"));
+    assert!(parsed.iter().any(|p| p.name == "writer"));
+    let rows: Vec<Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let redb: Vec<_> = rows.iter().filter(|r| r["engine"] == "redb").collect();
+    // fillrandom once, readrandom and readwhilewriting at 1 and 2 threads.
+    assert_eq!(redb.len(), 5, "{redb:?}");
+    for r in &redb {
+        assert_eq!(r["status"], "ok");
+        assert_eq!(r["num"], 2000);
+        assert!(r["ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(r["config"].is_object());
+        assert!(r["db_bytes"].as_u64().unwrap() > 0);
+    }
+    let fill = redb
+        .iter()
+        .find(|r| r["benchmark"] == "fillrandom")
+        .unwrap();
+    assert_eq!(fill["ops"], 2000);
+    assert_eq!(fill["user_bytes_written"], 2000 * 116);
+    let rww: Vec<_> = redb
+        .iter()
+        .filter(|r| r["benchmark"] == "readwhilewriting")
+        .collect();
+    assert_eq!(rww[1]["threads"], 2);
+    assert!(rww.iter().all(|r| r["writer_ops_per_sec"].is_number()));
+    // LMDB either ran or says why not.
+    assert!(rows
+        .iter()
+        .filter(|r| r["engine"] == "lmdb")
+        .all(|r| r["status"] == "ok" || r["status"] == "unavailable"));
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(csv_text.lines().count(), rows.len() + 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn unknown_engine_is_a_usage_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
+        .args(["--engine=nosuchdb", "--num=10"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown engine"));
+}
