@@ -427,12 +427,7 @@ pub(crate) fn commit(
 ) -> Result<()> {
     let mut meta = match pages.prepare_commit(catalog) {
         Ok(m) => m,
-        Err(e) => {
-            let (free, pool) = pages.abort();
-            guard.free = free;
-            guard.pool = pool;
-            return Err(e);
-        }
+        Err(e) => return Err(fail_commit(guard, pages, e, false)),
     };
     let page_bytes = inner.page_bytes as u64;
     let dirty_bytes = pages.dirty_pages() as u64 * page_bytes;
@@ -452,12 +447,7 @@ pub(crate) fn commit(
     //    nothing visible, so the transaction is simply rolled back.
     let written = match pages.write_out(storage) {
         Ok(n) => n,
-        Err(e) => {
-            let (free, pool) = pages.abort();
-            guard.free = free;
-            guard.pool = pool;
-            return Err(e);
-        }
+        Err(e) => return Err(fail_commit(guard, pages, e, false)),
     };
     // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
     //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
@@ -473,11 +463,7 @@ pub(crate) fn commit(
         Ok(())
     })();
     if let Err(e) = publish {
-        guard.poisoned = true;
-        let (free, pool) = pages.abort();
-        guard.free = free;
-        guard.pool = pool;
-        return Err(e);
+        return Err(fail_commit(guard, pages, e, true));
     }
     if sync {
         guard.durable_slot = slot;
@@ -514,6 +500,23 @@ pub(crate) fn commit(
         guard.file_bytes = needed;
     }
     Ok(())
+}
+
+/// Cleans up after a commit that failed: the free set is reloaded from the last committed
+/// snapshot (which it equals by construction: each commit persists exactly its free set), so
+/// the half-prepared commit leaves no trace. With `poison`, the handle refuses further writes.
+fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: bool) -> Error {
+    let base = pages.base.clone();
+    let (_, pool) = pages.finish();
+    guard.pool = pool;
+    match freelist_load(&base) {
+        Ok(free) => guard.free = free,
+        Err(_) => guard.poisoned = true,
+    }
+    if poison {
+        guard.poisoned = true;
+    }
+    e
 }
 
 /// Oldest snapshot that a live reader holds, if any.

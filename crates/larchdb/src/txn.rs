@@ -64,7 +64,7 @@ impl ReadTxn {
         check_name(name)?;
         let catalog = self.snap.meta.catalog;
         match btree::get(&*self.snap, &catalog, name.as_bytes())? {
-            Some(bytes) => Ok(ReadTable::new(&*self.snap, decode_header(bytes, &catalog)?)),
+            Some(bytes) => Ok(ReadTable::new(&self.snap, decode_header(bytes, &catalog)?)),
             None => Err(Error::TableNotFound(name.to_string())),
         }
     }

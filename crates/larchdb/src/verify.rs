@@ -93,6 +93,10 @@ pub struct Stats {
     pub tables: Vec<TableStats>,
 }
 
+type KeyValue = (Vec<u8>, Vec<u8>);
+/// A page to visit: (page, level, lower bound inclusive, upper bound exclusive).
+type Visit = (u64, u32, Option<Vec<u8>>, Option<Vec<u8>>);
+
 const OWNER_NONE: u8 = 0;
 const OWNER_TREE: u8 = 1;
 const OWNER_OVERFLOW: u8 = 2;
@@ -115,7 +119,7 @@ impl<'s> Walk<'s> {
         });
     }
 
-    fn from_err(&mut self, e: Error, fallback_page: u64) {
+    fn note_err(&mut self, e: Error, fallback_page: u64) {
         match e {
             Error::Corrupted { page, reason } => self.problem(page, reason),
             other => self.problem(fallback_page, other.to_string()),
@@ -163,12 +167,7 @@ impl<'s> Walk<'s> {
 
     /// Walks one tree, checking order, bounds, depth and the entry count. Returns the leaf
     /// entries' values when `collect` (for the catalog) and the table's figures.
-    fn tree(
-        &mut self,
-        name: &str,
-        hdr: TableHeader,
-        collect: bool,
-    ) -> (Vec<(Vec<u8>, Vec<u8>)>, TableStats) {
+    fn tree(&mut self, name: &str, hdr: TableHeader, collect: bool) -> (Vec<KeyValue>, TableStats) {
         let mut st = TableStats {
             name: name.to_string(),
             depth: hdr.depth,
@@ -186,8 +185,7 @@ impl<'s> Walk<'s> {
         }
         let mut entries = 0u64;
         // (page, level, lower bound inclusive, upper bound exclusive)
-        let mut stack: Vec<(u64, u32, Option<Vec<u8>>, Option<Vec<u8>>)> =
-            vec![(hdr.root, 1, None, None)];
+        let mut stack: Vec<Visit> = vec![(hdr.root, 1, None, None)];
         while let Some((id, level, lo, hi)) = stack.pop() {
             if !self.claim(id, 1, OWNER_TREE) {
                 continue;
@@ -195,14 +193,14 @@ impl<'s> Walk<'s> {
             let p = match self.read(id, 1) {
                 Ok(p) => p,
                 Err(e) => {
-                    self.from_err(e, id);
+                    self.note_err(e, id);
                     continue;
                 }
             };
             let node = match Node::parse(p, id) {
                 Ok(n) => n,
                 Err(e) => {
-                    self.from_err(e, id);
+                    self.note_err(e, id);
                     continue;
                 }
             };
@@ -236,7 +234,7 @@ impl<'s> Walk<'s> {
                         keys.push(k);
                     }
                     Err(e) => {
-                        self.from_err(e, id);
+                        self.note_err(e, id);
                         bad = true;
                         break;
                     }
@@ -252,7 +250,7 @@ impl<'s> Walk<'s> {
                     let value = match node.value(i) {
                         Ok(v) => v,
                         Err(e) => {
-                            self.from_err(e, id);
+                            self.note_err(e, id);
                             continue;
                         }
                     };
@@ -271,7 +269,7 @@ impl<'s> Walk<'s> {
                                 }) {
                                     Ok(b) => Some(b),
                                     Err(e) => {
-                                        self.from_err(e, page);
+                                        self.note_err(e, page);
                                         None
                                     }
                                 }
@@ -290,7 +288,7 @@ impl<'s> Walk<'s> {
                     let child = match node.child(ci) {
                         Ok(c) => c,
                         Err(e) => {
-                            self.from_err(e, id);
+                            self.note_err(e, id);
                             continue;
                         }
                     };
@@ -368,7 +366,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
                 stats.entries += st.entries;
                 stats.tables.push(st);
             }
-            Err(e) => w.from_err(e, meta.catalog.root),
+            Err(e) => w.note_err(e, meta.catalog.root),
         }
     }
     report.tables = stats.tables.len() as u64;
@@ -397,7 +395,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
                 }
             }
         }
-        Err(e) => w.from_err(e, meta.freelist_head),
+        Err(e) => w.note_err(e, meta.freelist_head),
     }
     report.free_pages = stats.free_pages;
     report.pending_pages = stats.pending_pages;

@@ -14,15 +14,40 @@ type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Put { table: usize, key: u16, width: u8, value: (u8, u16) },
-    Delete { table: usize, key: u16, width: u8 },
-    DeleteRange { table: usize, from: u16, count: u8 },
-    DropTable { table: usize },
-    Commit { durable: bool },
+    Put {
+        table: usize,
+        key: u16,
+        width: u8,
+        value: (u8, u16),
+    },
+    Delete {
+        table: usize,
+        key: u16,
+        width: u8,
+    },
+    DeleteRange {
+        table: usize,
+        from: u16,
+        count: u8,
+    },
+    DropTable {
+        table: usize,
+    },
+    Commit {
+        durable: bool,
+    },
     Abort,
-    CheckScan { table: usize, from: u16, to: u16, reverse: bool },
+    CheckScan {
+        table: usize,
+        from: u16,
+        to: u16,
+        reverse: bool,
+    },
     Reopen,
-    PowerLoss { seed: u64, keep_some: bool },
+    PowerLoss {
+        seed: u64,
+        keep_some: bool,
+    },
 }
 
 fn key_bytes(key: u16, width: u8) -> Vec<u8> {
@@ -32,7 +57,9 @@ fn key_bytes(key: u16, width: u8) -> Vec<u8> {
 }
 
 fn value_bytes(seed: u8, len: u16) -> Vec<u8> {
-    (0..len as usize).map(|i| seed.wrapping_add(i as u8)).collect()
+    (0..len as usize)
+        .map(|i| seed.wrapping_add(i as u8))
+        .collect()
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -68,12 +95,24 @@ fn check(db: &Database, expected: &Model) {
     for (name, map) in expected {
         let t = r.table(name).unwrap();
         assert_eq!(t.len(), map.len() as u64, "count of {name}");
-        let got: Vec<(Vec<u8>, Vec<u8>)> =
-            t.iter().map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec()))).collect::<Result<_, _>>().unwrap();
-        let exp: Vec<(Vec<u8>, Vec<u8>)> = map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        assert!(got == exp, "contents of {name} differ: {} vs {} entries", got.len(), exp.len());
+        let got: Vec<(Vec<u8>, Vec<u8>)> = t
+            .iter()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let exp: Vec<(Vec<u8>, Vec<u8>)> =
+            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert!(
+            got == exp,
+            "contents of {name} differ: {} vs {} entries",
+            got.len(),
+            exp.len()
+        );
         let rev: Vec<Vec<u8>> = t.iter_rev().map(|e| e.unwrap().0.to_vec()).collect();
-        assert!(rev.iter().rev().eq(exp.iter().map(|(k, _)| k)), "reverse scan of {name} differs");
+        assert!(
+            rev.iter().rev().eq(exp.iter().map(|(k, _)| k)),
+            "reverse scan of {name} differs"
+        );
     }
 }
 
@@ -87,7 +126,11 @@ fn scan(db: &Database, model: &Model, table: usize, from: u16, to: u16, reverse:
         return;
     };
     let t = r.table(name).unwrap();
-    let it = if reverse { t.range_rev(lo.as_slice()..hi.as_slice()) } else { t.range(lo.as_slice()..hi.as_slice()) };
+    let it = if reverse {
+        t.range_rev(lo.as_slice()..hi.as_slice())
+    } else {
+        t.range(lo.as_slice()..hi.as_slice())
+    };
     let got: Vec<Vec<u8>> = it.map(|e| e.unwrap().0.to_vec()).collect();
     let mut exp: Vec<Vec<u8>> = m.range(lo..hi).map(|(k, _)| k.clone()).collect();
     if reverse {
@@ -99,7 +142,12 @@ fn scan(db: &Database, model: &Model, table: usize, from: u16, to: u16, reverse:
 /// Applies one write operation to the transaction and the model.
 fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
     match *op {
-        Op::Put { table, key, width, value: (seed, len) } => {
+        Op::Put {
+            table,
+            key,
+            width,
+            value: (seed, len),
+        } => {
             let name = TABLES[table];
             w.ensure_table(name).unwrap();
             let k = key_bytes(key, width);
@@ -112,7 +160,10 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
         Op::Delete { table, key, width } => {
             let name = TABLES[table];
             let k = key_bytes(key, width);
-            let present = pending.get_mut(name).map(|m| m.remove(&k).is_some()).unwrap_or(false);
+            let present = pending
+                .get_mut(name)
+                .map(|m| m.remove(&k).is_some())
+                .unwrap_or(false);
             match w.table(name) {
                 Ok(mut t) => assert_eq!(t.delete(&k).unwrap(), present),
                 Err(larchdb::Error::TableNotFound(_)) => assert!(!present),
@@ -121,9 +172,15 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
         }
         Op::DeleteRange { table, from, count } => {
             let name = TABLES[table];
-            let Some(m) = pending.get_mut(name) else { return };
+            let Some(m) = pending.get_mut(name) else {
+                return;
+            };
             let start = key_bytes(from, 0);
-            let victims: Vec<Vec<u8>> = m.range(start..).take(count as usize).map(|(k, _)| k.clone()).collect();
+            let victims: Vec<Vec<u8>> = m
+                .range(start..)
+                .take(count as usize)
+                .map(|(k, _)| k.clone())
+                .collect();
             let mut t = w.table(name).unwrap();
             for k in victims {
                 m.remove(&k);
@@ -132,14 +189,20 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
         }
         Op::DropTable { table } => {
             let name = TABLES[table];
-            assert_eq!(w.delete_table(name).unwrap(), pending.remove(name).is_some());
+            assert_eq!(
+                w.delete_table(name).unwrap(),
+                pending.remove(name).is_some()
+            );
         }
         _ => unreachable!("not a write operation"),
     }
 }
 
 fn is_write(op: &Op) -> bool {
-    matches!(op, Op::Put { .. } | Op::Delete { .. } | Op::DeleteRange { .. } | Op::DropTable { .. })
+    matches!(
+        op,
+        Op::Put { .. } | Op::Delete { .. } | Op::DeleteRange { .. } | Op::DropTable { .. }
+    )
 }
 
 fn run(ops: Vec<Op>) {
@@ -158,15 +221,29 @@ fn run(ops: Vec<Op>) {
             while i < ops.len() {
                 match &ops[i] {
                     op if is_write(op) => apply(&mut w, &mut pending, op),
-                    Op::CheckScan { table, from, to, reverse } => scan(&db, &latest, *table, *from, *to, *reverse),
+                    Op::CheckScan {
+                        table,
+                        from,
+                        to,
+                        reverse,
+                    } => scan(&db, &latest, *table, *from, *to, *reverse),
                     Op::Commit { durable: d } => {
-                        w.commit_with(if *d { Durability::Immediate } else { Durability::None }).unwrap();
+                        w.commit_with(if *d {
+                            Durability::Immediate
+                        } else {
+                            Durability::None
+                        })
+                        .unwrap();
                         latest = pending;
                         if *d {
                             durable = latest.clone();
                         }
                         let report = db.verify_all().unwrap();
-                        assert!(report.is_clean(), "verify after commit: {:?}", report.problems);
+                        assert!(
+                            report.is_clean(),
+                            "verify after commit: {:?}",
+                            report.problems
+                        );
                         i += 1;
                         break;
                     }
@@ -182,12 +259,20 @@ fn run(ops: Vec<Op>) {
             continue;
         }
         match *op {
-            Op::CheckScan { table, from, to, reverse } => scan(&db, &latest, table, from, to, reverse),
+            Op::CheckScan {
+                table,
+                from,
+                to,
+                reverse,
+            } => scan(&db, &latest, table, from, to, reverse),
             Op::Reopen | Op::PowerLoss { .. } => {
                 drop(db);
                 storage = match *op {
                     Op::Reopen => storage.crash(CrashMode::ProcessOnly),
-                    Op::PowerLoss { seed, keep_some: true } => storage.crash(CrashMode::KeepRandom { seed }),
+                    Op::PowerLoss {
+                        seed,
+                        keep_some: true,
+                    } => storage.crash(CrashMode::KeepRandom { seed }),
                     _ => storage.crash(CrashMode::DropUnsynced),
                 };
                 if !matches!(op, Op::Reopen) {

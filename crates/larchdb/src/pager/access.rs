@@ -13,13 +13,16 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::{Arc, Mutex};
 
+/// Pages and runs a buffered access has loaded, keyed by (first page, page count).
+type PageCache = Mutex<HashMap<(u64, u64), Box<[u8]>>>;
+
 pub(crate) enum Access {
     Mapped(memmap2::Mmap),
     Buffered {
         storage: Arc<dyn Storage>,
         /// Pages and runs loaded so far, keyed by (first page, page count). Entries are never
         /// removed or modified while the `Access` lives.
-        cache: Mutex<HashMap<(u64, u64), Box<[u8]>>>,
+        cache: PageCache,
     },
 }
 

@@ -10,6 +10,9 @@ use crate::bytes::{get_u64, put_u64};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 
+/// A persisted extent: (freeing txn or 0 for free, first page, page count).
+pub(crate) type Extent = (u64, u64, u64);
+
 /// Bytes of one persisted extent.
 pub(crate) const EXTENT_BYTES: usize = 24;
 /// Body offset of the next-page link, and of the first extent, in a freelist page.
@@ -184,7 +187,7 @@ pub(crate) fn encode_page(p: &mut [u8], next: u64, extents: &[(u64, u64, u64)]) 
 }
 
 /// Reads a freelist page: the next link and its extents. Validates the count against the page.
-pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(u64, Vec<(u64, u64, u64)>)> {
+pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(u64, Vec<Extent>)> {
     if super::page_type(p) != super::PAGE_FREELIST {
         return Err(Error::corrupted(id, "expected a freelist page"));
     }

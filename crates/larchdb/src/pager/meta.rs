@@ -182,8 +182,7 @@ impl Meta {
         };
         let pc = meta.page_count;
         let in_range = |id: u64| id == 0 || (id >= super::META_SLOTS && id < pc);
-        if pc < super::META_SLOTS
-            || pc > PAGE_COUNT_MAX
+        if !(super::META_SLOTS..=PAGE_COUNT_MAX).contains(&pc)
             || !in_range(meta.catalog.root)
             || !in_range(meta.freelist_head)
             || meta.freelist_pages > pc

@@ -197,7 +197,7 @@ impl Snapshot {
     }
 
     /// Ids of the freelist chain's pages, each checksum-verified, with their extents.
-    pub(crate) fn freelist_chain(&self) -> Result<Vec<(u64, Vec<(u64, u64, u64)>)>> {
+    pub(crate) fn freelist_chain(&self) -> Result<Vec<(u64, Vec<freelist::Extent>)>> {
         let mut out = Vec::new();
         let mut next = self.meta.freelist_head;
         while next != 0 {

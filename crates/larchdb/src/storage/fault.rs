@@ -154,7 +154,7 @@ impl FaultStorage {
                 let mut kept: Vec<Op> = s
                     .unsynced
                     .iter()
-                    .filter(|_| rng.next() % 2 == 0)
+                    .filter(|_| rng.next().is_multiple_of(2))
                     .cloned()
                     .collect();
                 // Random order: the disk may persist writes in any order.

@@ -1,0 +1,207 @@
+//! Readers see exactly one committed snapshot each, never block the writer, and keep their
+//! snapshot (and its pages) for as long as they live.
+
+use larchdb::{Database, Durability, Error, Options};
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ACCOUNTS: u32 = 200;
+const START_BALANCE: u64 = 1_000;
+
+fn acct(i: u32) -> [u8; 4] {
+    i.to_be_bytes()
+}
+
+fn balance(v: &[u8]) -> u64 {
+    u64::from_le_bytes(v[..8].try_into().unwrap())
+}
+
+/// A balance value: 8 bytes of balance, padded to vary the page layout.
+fn encode(b: u64, pad: usize) -> Vec<u8> {
+    let mut v = b.to_le_bytes().to_vec();
+    v.resize(8 + pad, 0xab);
+    v
+}
+
+#[test]
+fn readers_see_consistent_snapshots_while_the_writer_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(
+        Database::open(
+            dir.path().join("db"),
+            Options::default().durability(Durability::None),
+        )
+        .unwrap(),
+    );
+    {
+        let mut w = db.begin_write().unwrap();
+        w.create_table("acct").unwrap();
+        let mut t = w.table("acct").unwrap();
+        for i in 0..ACCOUNTS {
+            t.put(&acct(i), &encode(START_BALANCE, 0)).unwrap();
+        }
+
+        w.commit().unwrap();
+    }
+    let total = ACCOUNTS as u64 * START_BALANCE;
+    let stop = Arc::new(AtomicBool::new(false));
+    let commits = Arc::new(AtomicU64::new(0));
+
+    // A long-lived reader: its snapshot must not change while thousands of commits happen.
+    let frozen = db.begin_read().unwrap();
+    let frozen_values: Vec<Vec<u8>> = (0..ACCOUNTS)
+        .map(|i| {
+            frozen
+                .table("acct")
+                .unwrap()
+                .get(&acct(i))
+                .unwrap()
+                .unwrap()
+                .to_vec()
+        })
+        .collect();
+
+    let mut readers = Vec::new();
+    for seed in 0..3u64 {
+        let db = db.clone();
+        let stop = stop.clone();
+        readers.push(std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut checks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let r = db.begin_read().unwrap();
+                let t = r.table("acct").unwrap();
+                // Sum by scan, then by point reads in random order: both see the same snapshot.
+                let scanned: u64 = t.iter().map(|e| balance(e.unwrap().1)).sum();
+                assert_eq!(scanned, total, "torn snapshot seen by a scan");
+                let mut ids: Vec<u32> = (0..ACCOUNTS).collect();
+                for i in (1..ids.len()).rev() {
+                    ids.swap(i, rng.gen_range(0..=i));
+                }
+                let pointed: u64 = ids
+                    .iter()
+                    .map(|&i| balance(t.get(&acct(i)).unwrap().unwrap()))
+                    .sum();
+                assert_eq!(pointed, total, "torn snapshot seen by point reads");
+                checks += 1;
+            }
+            checks
+        }));
+    }
+
+    let writer = {
+        let db = db.clone();
+        let stop = stop.clone();
+        let commits = commits.clone();
+        std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(99);
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                let mut w = db.begin_write().unwrap();
+                let mut t = w.table("acct").unwrap();
+                for _ in 0..rng.gen_range(1..10) {
+                    let (a, b) = (rng.gen_range(0..ACCOUNTS), rng.gen_range(0..ACCOUNTS));
+                    let ba = balance(t.get(&acct(a)).unwrap().unwrap());
+                    let amount = rng.gen_range(0..=ba);
+                    t.put(&acct(a), &encode(ba - amount, rng.gen_range(0..300)))
+                        .unwrap();
+                    let bb = balance(t.get(&acct(b)).unwrap().unwrap());
+                    t.put(&acct(b), &encode(bb + amount, rng.gen_range(0..300)))
+                        .unwrap();
+                }
+
+                w.commit().unwrap();
+                commits.fetch_add(1, Ordering::Relaxed);
+            }
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+
+    // The frozen reader is Send + Sync: check it from another thread while the writer runs.
+    let frozen = Arc::new(frozen);
+    let checker = {
+        let frozen = frozen.clone();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut rounds = 0;
+            while !stop.load(Ordering::Relaxed) || rounds == 0 {
+                let t = frozen.table("acct").unwrap();
+                for (i, v) in frozen_values.iter().enumerate() {
+                    assert_eq!(
+                        t.get(&acct(i as u32)).unwrap().unwrap(),
+                        v.as_slice(),
+                        "long-lived snapshot changed"
+                    );
+                }
+                rounds += 1;
+            }
+        })
+    };
+
+    writer.join().unwrap();
+    checker.join().unwrap();
+    let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    let commits = commits.load(Ordering::Relaxed);
+    assert!(commits > 100, "writer made only {commits} commits");
+    assert!(checks > 10, "readers made only {checks} checks");
+    drop(frozen);
+    db.verify().unwrap();
+}
+
+#[test]
+fn one_writer_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let w = db.begin_write().unwrap();
+    assert!(matches!(db.try_begin_write(), Err(Error::WriteBusy)));
+    // A reader is not blocked by the writer.
+    let r = db.begin_read().unwrap();
+    assert!(r.list_tables().unwrap().is_empty());
+    drop(w);
+    assert!(db.try_begin_write().is_ok());
+
+    // A blocked begin_write proceeds once the first writer finishes.
+    let db = Arc::new(db);
+    let w = db.begin_write().unwrap();
+    let db2 = db.clone();
+    let waiter = std::thread::spawn(move || {
+        let mut w = db2.begin_write().unwrap();
+        w.table("t").unwrap().put(b"second", b"2").unwrap();
+        w.commit().unwrap();
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let mut w = w;
+    w.create_table("t").unwrap();
+    w.table("t").unwrap().put(b"first", b"1").unwrap();
+    w.commit().unwrap();
+    waiter.join().unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.table("t").unwrap().len(), 2);
+}
+
+#[test]
+fn second_handle_on_the_same_file_is_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::open(&path, Options::default()).unwrap();
+    assert!(matches!(
+        Database::open(&path, Options::default()),
+        Err(Error::DatabaseLocked)
+    ));
+    assert!(matches!(
+        Database::open(&path, Options::default().read_only(true)),
+        Err(Error::DatabaseLocked)
+    ));
+    drop(db);
+    let ro = Database::open(&path, Options::default().read_only(true)).unwrap();
+    assert!(matches!(ro.begin_write(), Err(Error::ReadOnly)));
+    let ro2 = Database::open(&path, Options::default().read_only(true)).unwrap();
+    assert!(matches!(
+        Database::open(&path, Options::default()),
+        Err(Error::DatabaseLocked)
+    ));
+    drop((ro, ro2));
+    Database::open(&path, Options::default()).unwrap();
+}

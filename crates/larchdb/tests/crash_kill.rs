@@ -1,0 +1,161 @@
+//! kill -9 at random points: a child process commits with `Durability::Immediate` and reports
+//! each acknowledged commit; the parent SIGKILLs it at a random moment, reopens the database,
+//! and checks that every acknowledged commit is there and that `verify()` is clean.
+//!
+//! 100 kill points by default; `LARCH_KILL_POINTS=1000 cargo test --release --test crash_kill`
+//! is the long mode.
+
+use larchdb::{Database, Durability, Options};
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+const CHILD_ENV: &str = "LARCH_CRASH_CHILD_DB";
+const TABLE: &str = "data";
+const LOG: &str = "commits";
+
+fn commit_key(n: u64) -> Vec<u8> {
+    format!("commit{n:010}").into_bytes()
+}
+
+/// The value commit `n` stores under its key: its size varies so overflow runs come and go.
+fn commit_value(n: u64) -> Vec<u8> {
+    let len = match n % 7 {
+        0 => 6000,
+        1 => 0,
+        _ => (n as usize * 37) % 900,
+    };
+    (0..len).map(|i| (n as usize + i) as u8).collect()
+}
+
+/// The child: continues the commit sequence found in the database, forever.
+fn child(path: &Path) {
+    let db = Database::open(path, Options::default()).expect("child open");
+    let start = {
+        let r = db.begin_read().unwrap();
+        match r.table(LOG) {
+            Ok(t) => t.last().unwrap().map(|(k, _)| {
+                std::str::from_utf8(&k[6..])
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+                    + 1
+            }),
+            Err(_) => None,
+        }
+        .unwrap_or(0)
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(start);
+    for n in start.. {
+        let mut w = db.begin_write().unwrap();
+        w.ensure_table(LOG).unwrap();
+        w.ensure_table(TABLE).unwrap();
+        w.table(LOG)
+            .unwrap()
+            .put(&commit_key(n), &commit_value(n))
+            .unwrap();
+        {
+            let mut t = w.table(TABLE).unwrap();
+            for _ in 0..rng.gen_range(1..40) {
+                let k: u32 = rng.gen_range(0..5000);
+                if rng.gen_bool(0.25) {
+                    t.delete(&k.to_be_bytes()).unwrap();
+                } else {
+                    let v = vec![n as u8; rng.gen_range(0..2500)];
+                    t.put(&k.to_be_bytes(), &v).unwrap();
+                }
+            }
+        }
+        // Keep the log bounded: old commits' values shrink to nothing but the key stays.
+        if n >= 50 {
+            w.table(LOG).unwrap().put(&commit_key(n - 50), b"").unwrap();
+        }
+        w.commit_with(Durability::Immediate).unwrap();
+        println!("ack {n}");
+    }
+}
+
+#[test]
+fn child_entry() {
+    if let Ok(path) = std::env::var(CHILD_ENV) {
+        child(Path::new(&path));
+    }
+}
+
+#[test]
+fn kill_nine_loses_no_acknowledged_commit() {
+    let points: usize = std::env::var("LARCH_KILL_POINTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("crash.larch");
+    let exe = std::env::current_exe().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x1a7c);
+    let mut acked_max: Option<u64> = None;
+    let mut total_acks = 0u64;
+    for point in 0..points {
+        let mut child = Command::new(&exe)
+            .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, &path)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut acks = Vec::new();
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(n) = line.strip_prefix("ack ") {
+                    acks.push(n.parse::<u64>().unwrap());
+                }
+            }
+            acks
+        });
+        // Kill anywhere from start-up to some hundreds of commits in.
+        std::thread::sleep(Duration::from_micros(rng.gen_range(0..60_000)));
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let acks = reader.join().unwrap();
+        total_acks += acks.len() as u64;
+        if let Some(&last) = acks.last() {
+            acked_max = Some(last);
+        }
+
+        let db = Database::open(&path, Options::default()).expect("reopen after kill");
+        let report = db.verify_all().unwrap();
+        assert!(
+            report.is_clean(),
+            "kill point {point}: verify found {:?}",
+            report.problems
+        );
+        if let Some(max) = acked_max {
+            let r = db.begin_read().unwrap();
+            let log = r.table(LOG).unwrap();
+            for n in max.saturating_sub(60)..=max {
+                let v = log.get(&commit_key(n)).unwrap();
+                let v =
+                    v.unwrap_or_else(|| panic!("kill point {point}: acknowledged commit {n} lost"));
+                if n + 50 > max + 1 {
+                    assert_eq!(v, commit_value(n).as_slice(), "commit {n} value");
+                }
+            }
+            // At most one commit past the last acknowledgement (it committed, the ack was lost).
+            let (k, _) = log.last().unwrap().unwrap();
+            let last: u64 = std::str::from_utf8(&k[6..]).unwrap().parse().unwrap();
+            assert!(
+                last <= max + 1,
+                "commit {last} appeared after last ack {max}"
+            );
+            assert_eq!(log.len(), last + 1);
+        }
+    }
+    assert!(
+        total_acks > points as u64,
+        "children made too little progress: {total_acks} acks"
+    );
+    eprintln!("{points} kill points, {total_acks} acknowledged commits, all present, verify clean");
+}
