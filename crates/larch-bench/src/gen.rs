@@ -225,7 +225,10 @@ mod tests {
         // Park-Miller with seed 301: 301*16807 = 5058907, then 5058907*16807 mod (2^31-1).
         let mut r = LevelDbRandom::new(301);
         assert_eq!(r.next_u32(), 5_058_907);
-        assert_eq!(r.next_u32(), ((5_058_907u64 * 16807) % 2_147_483_647) as u32);
+        assert_eq!(
+            r.next_u32(),
+            ((5_058_907u64 * 16807) % 2_147_483_647) as u32
+        );
     }
 
     #[test]

@@ -47,6 +47,11 @@ impl Latency {
         self.h.saturating_record(ns.max(1));
     }
 
+    /// Records `count` operations of `ns` each (an averaged group, see runner's scans).
+    pub fn record_ns_n(&mut self, ns: u64, count: u64) {
+        self.h.saturating_record_n(ns.max(1), count);
+    }
+
     /// Adds `other` into `self`. Both have the same bounds, so no sample is lost.
     pub fn merge(&mut self, other: &Latency) {
         // Same bounds and auto-resize off: add can only fail on bounds mismatch, which

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use std::path::PathBuf;
 
 pub mod bdb;
+pub mod larch;
 pub mod leveldb;
 pub mod lmdb;
 pub mod redb;
@@ -101,6 +102,7 @@ pub struct EngineSpec {
 /// Every engine the driver knows, in the order `--engine=all` runs them.
 pub fn registry() -> Vec<EngineSpec> {
     vec![
+        larch::spec(),
         lmdb::spec(),
         rocksdb::spec(),
         leveldb::spec(),
@@ -112,9 +114,7 @@ pub fn registry() -> Vec<EngineSpec> {
 }
 
 pub fn names() -> Vec<&'static str> {
-    let mut v: Vec<_> = registry().iter().map(|s| s.name).collect();
-    v.insert(0, "larch");
-    v
+    registry().iter().map(|s| s.name).collect()
 }
 
 /// Looks an engine up by name (aliases included).
@@ -127,9 +127,6 @@ pub fn find(name: &str) -> Result<EngineSpec> {
         "larchdb" => "larch",
         other => other,
     };
-    if canonical == "larch" {
-        return Ok(larch_spec());
-    }
     registry()
         .into_iter()
         .find(|s| s.name == canonical)
@@ -139,24 +136,6 @@ pub fn find(name: &str) -> Result<EngineSpec> {
                 names().join(",")
             ))
         })
-}
-
-/// The Larch adapter is added once the engine crate's API is ready; until then the engine is
-/// reported as unavailable, never silently skipped.
-fn larch_spec() -> EngineSpec {
-    EngineSpec {
-        name: "larch",
-        install_hint: "the larchdb adapter is not built into this larch-bench yet \
-                       (crates/larch-bench/src/engines/larch.rs)",
-        probe: || Err("adapter not yet written: the larchdb API is still being built".into()),
-        open: |_| {
-            Err(Error::Unavailable {
-                engine: "larch".into(),
-                reason: "adapter not yet written".into(),
-                hint: "see crates/larch-bench/src/engines/mod.rs".into(),
-            })
-        },
-    }
 }
 
 /// Opens the first shared library of `names` that loads.

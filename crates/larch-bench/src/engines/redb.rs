@@ -34,7 +34,10 @@ fn e(op: &'static str, err: impl std::fmt::Display) -> Error {
 
 /// One item of a redb range iterator over `&[u8] -> &[u8]`.
 type RangeItem<'a> = std::result::Result<
-    (redb::AccessGuard<'a, &'static [u8]>, redb::AccessGuard<'a, &'static [u8]>),
+    (
+        redb::AccessGuard<'a, &'static [u8]>,
+        redb::AccessGuard<'a, &'static [u8]>,
+    ),
     redb::StorageError,
 >;
 
@@ -136,8 +139,7 @@ impl Session for RedbSession<'_> {
         let tx = self.db.db.begin_read().map_err(|x| e("begin_read", x))?;
         let t = tx.open_table(TABLE).map_err(|x| e("open_table", x))?;
         let mut n = 0;
-        let mut visit = |item: RangeItem<'_>|
-         -> Result<bool> {
+        let mut visit = |item: RangeItem<'_>| -> Result<bool> {
             let (k, v) = item.map_err(|x| e("range", x))?;
             f(k.value(), v.value());
             n += 1;

@@ -2,7 +2,7 @@
 //!
 //! Configuration: compression off (as in the seed reports), WAL on, `sync` per --sync, an LRU
 //! block cache of --cache_size, a full bloom filter of --bloom_bits (10) bits per key, and
-//! max_background_jobs = max(2, CPUs); everything else is RocksDB's default Options (64 MiB
+//! max_background_jobs = max(2, CPUs), enable_pipelined_write (db_bench's default); everything else is RocksDB's default Options (64 MiB
 //! write buffer, leveled compaction), which is also what db_bench uses, so the two can be
 //! compared. Point reads use the pinned Get.
 
@@ -23,6 +23,7 @@ dl_api! {
         fn rocksdb_options_set_create_if_missing(P, c_uchar);
         fn rocksdb_options_set_compression(P, c_int);
         fn rocksdb_options_set_max_background_jobs(P, c_int);
+        fn rocksdb_options_set_enable_pipelined_write(P, c_uchar);
         fn rocksdb_options_set_block_based_table_factory(P, P);
         fn rocksdb_block_based_options_create() -> P;
         fn rocksdb_block_based_options_destroy(P);
@@ -133,6 +134,8 @@ fn open(o: &OpenOptions) -> Result<Opened> {
         (api.rocksdb_options_set_create_if_missing)(options, 1);
         (api.rocksdb_options_set_compression)(options, 0); // kNoCompression
         (api.rocksdb_options_set_max_background_jobs)(options, jobs as c_int);
+        // db_bench's default, and the RocksDB wiki's advice for write throughput.
+        (api.rocksdb_options_set_enable_pipelined_write)(options, 1);
         let table = (api.rocksdb_block_based_options_create)();
         let cache = (api.rocksdb_cache_create_lru)(o.cache_bytes as usize);
         (api.rocksdb_block_based_options_set_block_cache)(table, cache);
@@ -169,6 +172,7 @@ fn open(o: &OpenOptions) -> Result<Opened> {
                 },
             ),
             kv("max_background_jobs", jobs),
+            kv("enable_pipelined_write", 1),
             kv("write_buffer_size", "default (64 MiB)"),
             kv("compaction", "leveled (default)"),
         ];

@@ -1,0 +1,145 @@
+//! Larch (crates/larchdb), linked in.
+//!
+//! Configuration, as the engine's documentation recommends: one file `data.larch` with the
+//! default page size; one table `bench`; one write transaction per batch committed with
+//! `Durability::Immediate` under --sync=1 and `Durability::None` otherwise (the engine then makes
+//! a commit durable by itself every `unsynced_bytes_max` bytes, its default); `WriteTable::append`
+//! for sequential fills (as LMDB's MDB_APPEND); one snapshot read transaction per read, so that
+//! each read sees the latest commit. Larch reads through the OS page cache, so --cache_size does
+//! not apply.
+
+use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
+use crate::error::{Error, Result};
+use larchdb::{Database, Durability, Options};
+
+const TABLE: &str = "bench";
+const VERSION: &str = "0.1.0 (crates/larchdb)";
+
+pub fn spec() -> EngineSpec {
+    EngineSpec {
+        name: "larch",
+        install_hint: "none: larchdb is built from this workspace",
+        probe: || Ok(VERSION.into()),
+        open,
+    }
+}
+
+fn e(op: &'static str, err: larchdb::Error) -> Error {
+    Error::engine("larch", op, err.to_string())
+}
+
+struct Larch {
+    db: Database,
+}
+
+fn open(o: &OpenOptions) -> Result<Opened> {
+    let options = Options::default().durability(if o.sync {
+        Durability::Immediate
+    } else {
+        Durability::None
+    });
+    let unsynced = options.unsynced_bytes_max;
+    let page_bytes = options.page_bytes;
+    let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
+    let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
+    w.ensure_table(TABLE).map_err(|x| e("ensure_table", x))?;
+    w.commit_with(Durability::Immediate)
+        .map_err(|x| e("commit", x))?;
+    Ok(Opened {
+        engine: Box::new(Larch { db }),
+        version: VERSION.into(),
+        config: vec![
+            kv(
+                "durability",
+                if o.sync {
+                    "Immediate".to_string()
+                } else {
+                    format!("None (durable every {unsynced} unsynced bytes)")
+                },
+            ),
+            kv("page_bytes", page_bytes),
+            kv("sequential_fill", "WriteTable::append"),
+            kv("reads", "one snapshot read txn per op"),
+            kv("cache", "OS page cache (no engine cache)"),
+        ],
+    })
+}
+
+impl Engine for Larch {
+    fn session(&self) -> Result<Box<dyn Session + '_>> {
+        Ok(Box::new(LarchSession { db: &self.db }))
+    }
+}
+
+struct LarchSession<'a> {
+    db: &'a Database,
+}
+
+impl Session for LarchSession<'_> {
+    fn get(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        let r = self.db.begin_read().map_err(|x| e("begin_read", x))?;
+        let t = r.table(TABLE).map_err(|x| e("table", x))?;
+        match t.get(key).map_err(|x| e("get", x))? {
+            Some(v) => {
+                out.clear();
+                out.extend_from_slice(v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn write(&mut self, ops: &[Op<'_>], opts: WriteOpts) -> Result<()> {
+        let mut w = self.db.begin_write().map_err(|x| e("begin_write", x))?;
+        {
+            let mut t = w.table(TABLE).map_err(|x| e("table", x))?;
+            for op in ops {
+                match *op {
+                    Op::Put(k, v) if opts.append => t.append(k, v).map_err(|x| e("append", x))?,
+                    Op::Put(k, v) => {
+                        t.put(k, v).map_err(|x| e("put", x))?;
+                    }
+                    Op::Delete(k) => {
+                        t.delete(k).map_err(|x| e("delete", x))?;
+                    }
+                }
+            }
+        }
+        let durability = if opts.sync {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        w.commit_with(durability).map_err(|x| e("commit", x))
+    }
+
+    fn scan(
+        &mut self,
+        start: Option<&[u8]>,
+        reverse: bool,
+        limit: u64,
+        f: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<u64> {
+        if limit == 0 {
+            return Ok(0);
+        }
+        let r = self.db.begin_read().map_err(|x| e("begin_read", x))?;
+        let t = r.table(TABLE).map_err(|x| e("table", x))?;
+        let iter = match (start, reverse) {
+            (Some(s), false) => t.range(s..),
+            (Some(s), true) => t.range_rev(..=s),
+            (None, false) => t.iter(),
+            (None, true) => t.iter_rev(),
+        };
+        let mut n = 0;
+        for item in iter {
+            let (k, v) = item.map_err(|x| e("range", x))?;
+            f(k, v);
+            n += 1;
+            if n >= limit {
+                break;
+            }
+        }
+        Ok(n)
+    }
+}
