@@ -108,7 +108,7 @@ impl Session for RedbSession<'_> {
             .db
             .commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tx.set_durability(if opts.sync || (n + 1) % DURABLE_EVERY == 0 {
+        tx.set_durability(if opts.sync || n % DURABLE_EVERY == DURABLE_EVERY - 1 {
             Durability::Immediate
         } else {
             Durability::None
