@@ -1,9 +1,7 @@
 //! `Database`: opening, the shared state behind transactions, and the commit protocol.
 
 use crate::error::{Error, Result};
-use crate::limits::{
-    PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, UNSYNCED_BYTES_MAX_DEFAULT,
-};
+use crate::limits::{PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PINNED_BYTES_MAX_DEFAULT};
 use crate::pager::freelist_load;
 use crate::pager::{Access, FreeSet, Meta, PageSource, Snapshot, TableHeader, WritePages};
 use crate::storage::{FileStorage, Storage};
@@ -40,9 +38,11 @@ pub struct Options {
     /// default: checksums are always verified by `verify()`, when the file is opened (meta and
     /// freelist), and by the buffered page access (once per page per snapshot).
     pub verify_checksums: bool,
-    /// Bytes that `Durability::None` commits may write before one is made durable anyway; see
-    /// [`crate::limits::UNSYNCED_BYTES_MAX_DEFAULT`].
-    pub unsynced_bytes_max: u64,
+    /// Bytes of pages that `Durability::None` commits may keep from reuse, because the last
+    /// durable commit still needs them, before a commit is made durable anyway (the effective
+    /// bound is the larger of this and a quarter of the file); see
+    /// [`crate::limits::PINNED_BYTES_MAX_DEFAULT`].
+    pub pinned_bytes_max: u64,
 }
 
 impl Default for Options {
@@ -53,7 +53,7 @@ impl Default for Options {
             read_only: false,
             create: true,
             verify_checksums: false,
-            unsynced_bytes_max: UNSYNCED_BYTES_MAX_DEFAULT,
+            pinned_bytes_max: PINNED_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -110,12 +110,15 @@ pub(crate) struct WriterState {
     /// Meta slot holding the last durable commit; commits write the other one.
     pub(crate) durable_slot: u64,
     pub(crate) last_durable_txn: u64,
-    /// Bytes written by unsynced commits since the last durable one.
-    pub(crate) unsynced_bytes: u64,
     /// Physical file length as far as this handle knows.
     pub(crate) file_bytes: u64,
     /// Set by a failed sync or meta write: no more writes through this handle.
     pub(crate) poisoned: bool,
+    /// Writable mapping used to write commits, where the storage offers one; see
+    /// `WritePages::write_into`.
+    pub(crate) write_map: Option<memmap2::MmapMut>,
+    /// False once the storage has said it cannot allocate (then commits use `write_at`).
+    pub(crate) map_writes: bool,
 }
 
 pub(crate) struct Inner {
@@ -166,6 +169,9 @@ impl std::fmt::Debug for Database {
     }
 }
 
+/// Granularity of file growth when commits are written through the writable mapping.
+const ALLOCATE_STEP_BYTES: u64 = 4 << 20;
+
 /// Initial size of the read mapping; it doubles when the file outgrows it. Address space only.
 const MAP_BYTES_MIN: u64 = 1 << 30;
 
@@ -202,7 +208,7 @@ impl Database {
         } else {
             (1 - slot, meta.last_durable_txn)
         };
-        free.release(last_durable_txn)?;
+        free.release(None, last_durable_txn)?;
         let inner = Inner {
             page_bytes: meta.page_bytes,
             read: Mutex::new(ReadState {
@@ -214,9 +220,10 @@ impl Database {
                 pool: Vec::new(),
                 durable_slot,
                 last_durable_txn,
-                unsynced_bytes: 0,
                 file_bytes,
                 poisoned: false,
+                write_map: None,
+                map_writes: !options.read_only,
             }),
             storage,
             options,
@@ -430,9 +437,14 @@ pub(crate) fn commit(
         Err(e) => return Err(fail_commit(guard, pages, e, false)),
     };
     let page_bytes = inner.page_bytes as u64;
-    let dirty_bytes = pages.dirty_pages() as u64 * page_bytes;
-    let sync = durability == Durability::Immediate
-        || guard.unsynced_bytes + dirty_bytes > inner.options.unsynced_bytes_max;
+    // Unsynced commits cannot reuse pages the last durable commit reaches; once those add up,
+    // this commit is made durable so that they can be released.
+    let pinned_bytes = pages.free.pinned_pages() * page_bytes;
+    let pinned_bytes_max = inner
+        .options
+        .pinned_bytes_max
+        .max(meta.page_count * page_bytes / 4);
+    let sync = durability == Durability::Immediate || pinned_bytes > pinned_bytes_max;
     meta.durable = sync;
     meta.boot_id = boot_id;
     meta.last_durable_txn = if sync {
@@ -445,10 +457,18 @@ pub(crate) fn commit(
 
     // 1. The commit's pages, to space no preserved snapshot can reach. A failure here leaves
     //    nothing visible, so the transaction is simply rolled back.
-    let written = match pages.write_out(storage) {
-        Ok(n) => n,
-        Err(e) => return Err(fail_commit(guard, pages, e, false)),
+    let needed = meta.page_count * page_bytes;
+    let written = match prepare_write_map(guard, storage, needed) {
+        Ok(true) => match guard.write_map.as_mut() {
+            Some(map) => pages.write_into(map),
+            None => pages.write_out(storage),
+        },
+        Ok(false) => pages.write_out(storage),
+        Err(e) => Err(e),
     };
+    if let Err(e) = written {
+        return Err(fail_commit(guard, pages, e, false));
+    }
     // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
     //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
     //    writing: fail-stop, as PostgreSQL does after the fsync-gate findings.
@@ -468,11 +488,7 @@ pub(crate) fn commit(
     if sync {
         guard.durable_slot = slot;
         guard.last_durable_txn = meta.txn;
-        guard.unsynced_bytes = 0;
-    } else {
-        guard.unsynced_bytes += written;
     }
-    let needed = meta.page_count * page_bytes;
     guard.file_bytes = guard.file_bytes.max(needed);
     let (free, pool) = pages.finish();
     guard.free = free;
@@ -500,6 +516,48 @@ pub(crate) fn commit(
         guard.file_bytes = needed;
     }
     Ok(())
+}
+
+/// Readies the writable mapping for a commit whose pages end at `needed_bytes`: allocates the
+/// file's space up to there (so a write through the map cannot hit ENOSPC as a SIGBUS) and
+/// maps far enough. Returns false where the storage offers no such mapping.
+fn prepare_write_map(
+    guard: &mut WriterState,
+    storage: &dyn Storage,
+    needed_bytes: u64,
+) -> Result<bool> {
+    if !guard.map_writes {
+        return Ok(false);
+    }
+    if guard.file_bytes < needed_bytes || guard.write_map.is_none() {
+        // Grow in steps, not by each commit's few pages: fallocate is a journalled metadata
+        // change. The step is given back by the tail trim at the next durable commit.
+        let target = needed_bytes
+            .max(guard.file_bytes)
+            .div_ceil(ALLOCATE_STEP_BYTES)
+            * ALLOCATE_STEP_BYTES;
+        if !storage.allocate(target)? {
+            guard.map_writes = false;
+            guard.write_map = None;
+            return Ok(false);
+        }
+        guard.file_bytes = target;
+    }
+    let mapped = guard.write_map.as_ref().map_or(0, |m| m.len() as u64);
+    if mapped < needed_bytes {
+        let mut len = MAP_BYTES_MIN.max(mapped);
+        while len < needed_bytes {
+            len *= 2;
+        }
+        match storage.map_mut(len) {
+            Some(map) => guard.write_map = Some(map?),
+            None => {
+                guard.map_writes = false;
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Cleans up after a commit that failed: the free set is reloaded from the last committed

@@ -33,10 +33,11 @@ pub const fn inline_cell_bytes_max(page_bytes: u32) -> usize {
     (page_bytes as usize - crate::pager::PAGE_HEADER_BYTES) / 4 - 2
 }
 
-/// Bytes written by `Durability::None` commits after which a commit is made durable anyway.
-/// Pages freed since the last durable commit cannot be reused (a power loss would fall back to
-/// that commit), so this bounds the file growth an unsynced workload can cause.
-pub const UNSYNCED_BYTES_MAX_DEFAULT: u64 = 64 << 20;
+/// Bytes of pages that unsynced commits may keep from reuse before a commit is made durable
+/// anyway. A page that the last durable commit can reach cannot be reused until a newer commit
+/// is durable (a power loss falls back to it), so this bounds the file growth an unsynced
+/// workload can cause. The effective bound is the larger of this and a quarter of the file.
+pub const PINNED_BYTES_MAX_DEFAULT: u64 = 64 << 20;
 
 const _: () = assert!(key_bytes_max(PAGE_BYTES_MIN) == 1000);
 const _: () = assert!(PAGE_BYTES_MAX <= 65536, "slot offsets are u16");

@@ -123,17 +123,16 @@ impl<'db> WriteTxn<'db> {
             (rs.current.clone(), oldest_reader(&rs))
         };
         // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
-        // preserve are the live readers' and the last durable one (a power loss returns to it).
-        let horizon = oldest.unwrap_or(base.meta.txn).min(guard.last_durable_txn);
+        // keep are the live readers' and the last durable one (a power loss returns to it).
         let mut free = std::mem::take(&mut guard.free);
-        if let Err(e) = free.release(horizon) {
+        if let Err(e) = free.release(oldest, guard.last_durable_txn) {
             guard.poisoned = true;
             return Err(e);
         }
         let pool = std::mem::take(&mut guard.pool);
         let txn = base.meta.txn + 1;
         let catalog = base.meta.catalog;
-        let pages = WritePages::new(base, txn, free, pool);
+        let pages = WritePages::new(base, txn, guard.last_durable_txn, free, pool);
         Ok(WriteTxn {
             db,
             guard,

@@ -377,9 +377,12 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
                 w.claim(page, 1, OWNER_FREELIST);
                 w.pages_checked += 1;
                 stats.freelist_pages += 1;
-                for (txn, start, len) in extents {
+                for (txn, start, len, kind) in extents {
                     if txn > meta.txn {
                         w.problem(page, format!("pending extent from future txn {txn}"));
+                    }
+                    if kind > 2 || (kind == 0) != (txn == 0) {
+                        w.problem(page, format!("freelist extent of unknown kind {kind}"));
                     }
                     if len == 0 {
                         w.problem(page, "empty freelist extent");

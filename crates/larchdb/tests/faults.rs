@@ -134,26 +134,60 @@ fn unsynced_commits_survive_a_process_crash_but_not_a_power_loss() {
 }
 
 #[test]
-fn unsynced_bytes_are_bounded_by_an_automatic_durable_commit() {
+fn pages_pinned_by_the_durable_commit_trigger_a_durable_commit() {
     let s = FaultStorage::new();
     let opts = Options {
-        unsynced_bytes_max: 256 * 1024,
+        pinned_bytes_max: 256 * 1024,
         ..Options::default()
     };
     let db = Database::open_storage(Arc::new(s.clone()), opts).unwrap();
-    for i in 0..50u32 {
+    // A durable base of 100 values on overflow pages (~2 MB).
+    load(&db, 0, 100, 20_000).unwrap();
+    // Unsynced rewrites of those values free pages the durable commit needs: they stay
+    // pinned until a commit is made durable, which happens on its own past the bound.
+    for i in 0..100u32 {
+        let mut w = db.begin_write().unwrap();
+        w.table("t")
+            .unwrap()
+            .put(&i.to_be_bytes(), &[2u8; 20_000])
+            .unwrap();
+        w.commit_with(Durability::None).unwrap();
+    }
+    let pinned_peak = db.stats().unwrap().pending_pages * 4096;
+    assert!(pinned_peak < 2 * 1024 * 1024, "pinned {pinned_peak} bytes");
+    drop(db);
+    // After a power loss: a prefix of the rewrites survived, and never a torn state.
+    let db = open(&s.crash(CrashMode::DropUnsynced));
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    let rewritten: Vec<bool> = (0..100u32)
+        .map(|i| t.get(&i.to_be_bytes()).unwrap().unwrap()[0] == 2)
+        .collect();
+    let k = rewritten.iter().take_while(|&&b| b).count();
+    assert!(rewritten[k..].iter().all(|&b| !b), "not a prefix");
+    // The bound is the larger of 256 KiB and a quarter of the file (2-5 MB here): at most
+    // ~60 rewrites of 20 KB can be pending, so at least one automatic durable commit happened.
+    assert!(k >= 40, "only {k} of 100 rewrites were made durable");
+    drop(r);
+    db.verify().unwrap();
+}
+
+#[test]
+fn unsynced_pages_written_after_the_durable_commit_are_reused_at_once() {
+    let s = FaultStorage::new();
+    let db = open(&s);
+    for i in 0..200u32 {
         let mut w = db.begin_write().unwrap();
         w.ensure_table("t").unwrap();
         w.table("t")
             .unwrap()
-            .put(&i.to_be_bytes(), &[1u8; 20_000])
+            .put(&(i % 10).to_be_bytes(), &[i as u8; 20_000])
             .unwrap();
         w.commit_with(Durability::None).unwrap();
     }
-    drop(db);
-    // ~1 MB was written unsynced in total; a power loss keeps all but the last < 256 KiB.
-    let db = open(&s.crash(CrashMode::DropUnsynced));
-    let n = count(&db);
-    assert!(n >= 38, "only {n} of 50 commits survived");
+    // 200 commits rewrote 10 values of 5 pages each; without reuse the file would hold 1000
+    // overflow pages.
+    let st = db.stats().unwrap();
+    assert!(st.page_count < 120, "page count {}", st.page_count);
     db.verify().unwrap();
 }

@@ -214,7 +214,7 @@ pub(crate) fn put(
     if let Some((cell_len, run)) = old {
         edit::remove(w.page_mut(leaf)?, idx, cell_len);
         if let Some((page, pages)) = run {
-            w.free(page, pages);
+            w.free(page, pages)?;
         }
     }
     let split = if edit::insert(w.page_mut(leaf)?, idx, &cell)? {
@@ -366,7 +366,7 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
         (idx, leaf.cell(idx)?.len(), run)
     };
     if let Some((page, pages)) = run {
-        w.free(page, pages);
+        w.free(page, pages)?;
     }
     let leaf = w.make_dirty(leaf_id)?;
     edit::remove(w.page_mut(leaf)?, idx, cell_len);
@@ -427,7 +427,7 @@ fn merge_child(w: &mut WritePages, parent: u64, ci: usize) -> Result<()> {
     let p = w.page_mut(parent)?;
     edit::remove(p, li, sep_cell_len);
     edit::set_child(p, li, new_lid);
-    w.free(rid, 1);
+    w.free(rid, 1)?;
     Ok(())
 }
 
@@ -443,10 +443,10 @@ fn shrink_root(w: &mut WritePages, hdr: &mut TableHeader) -> Result<()> {
             (false, 0) => {
                 hdr.root = n.child(0)?;
                 hdr.depth -= 1;
-                w.free(root, 1);
+                w.free(root, 1)?;
             }
             (true, 0) => {
-                w.free(root, 1);
+                w.free(root, 1)?;
                 *hdr = TableHeader::default();
                 return Ok(());
             }
@@ -480,7 +480,7 @@ pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
         to_free.push((id, 1));
     }
     for (id, pages) in to_free {
-        w.free(id, pages);
+        w.free(id, pages)?;
     }
     Ok(())
 }

@@ -1,17 +1,28 @@
 //! Free-space accounting. A page is in exactly one of: reachable from the newest commit, free
 //! (reusable now), or pending (freed by a commit, but still reachable from an older snapshot
-//! that a reader or a crash could need). Pending pages become free once the reuse horizon
-//! passes the commit that freed them.
+//! that a reader or a crash could need). A page written by commit W and freed by commit T is
+//! reachable from snapshots W..T-1 only, so it is pending while a snapshot in that range must be
+//! kept:
+//! - a live reader's: kept while any reader is older than T (a conservative test);
+//! - the last durable commit's, D: only if W <= D < T. Pages written after D (the bulk, when
+//!   commits are not synced) are not part of D and are reused as soon as readers allow.
 //!
-//! Persisted at each commit as a chain of freelist pages holding (txn, start, len) extents;
-//! txn 0 marks a free extent, any other txn a pending one freed by that commit.
+//! Persisted at each commit as a chain of freelist pages of extents; see
+//! docs/design/file-format.md.
 
-use crate::bytes::{get_u64, put_u64};
+use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 
-/// A persisted extent: (freeing txn or 0 for free, first page, page count).
-pub(crate) type Extent = (u64, u64, u64);
+/// A persisted extent: (freeing txn, or 0 for free; first page; page count; kind).
+pub(crate) type Extent = (u64, u64, u64, u32);
+
+/// Extent kinds.
+pub(crate) const KIND_FREE: u32 = 0;
+/// Pending until no reader is older than the freeing txn.
+pub(crate) const KIND_READERS: u32 = 1;
+/// Pending also until the freeing txn is durable (the page belongs to the durable snapshot).
+pub(crate) const KIND_DURABLE: u32 = 2;
 
 /// Bytes of one persisted extent.
 pub(crate) const EXTENT_BYTES: usize = 24;
@@ -24,14 +35,20 @@ pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
     (page_bytes - FREELIST_EXTENTS_AT) / EXTENT_BYTES
 }
 
+type Pending = BTreeMap<u64, Vec<(u64, u64)>>;
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FreeSet {
     /// Free extents: start -> length, coalesced and disjoint.
     free: BTreeMap<u64, u64>,
     free_pages: u64,
-    /// Pending extents by the transaction that freed them.
-    pending: BTreeMap<u64, Vec<(u64, u64)>>,
+    /// Pending extents of kind `KIND_READERS`, by freeing txn.
+    pending_readers: Pending,
+    /// Pending extents of kind `KIND_DURABLE`, by freeing txn.
+    pending_durable: Pending,
     pending_pages: u64,
+    /// Pages in `pending_durable`: what the last durable commit pins.
+    pinned_pages: u64,
 }
 
 impl FreeSet {
@@ -43,6 +60,11 @@ impl FreeSet {
     #[cfg(test)]
     pub(crate) fn pending_pages(&self) -> u64 {
         self.pending_pages
+    }
+
+    /// Pages kept only because the last durable commit may need them after a power loss.
+    pub(crate) fn pinned_pages(&self) -> u64 {
+        self.pinned_pages
     }
 
     /// Adds a free extent, merging with neighbours. Returns false (and changes nothing) if it
@@ -92,25 +114,50 @@ impl FreeSet {
         Some(start)
     }
 
-    /// Records pages freed by commit `txn`.
-    pub(crate) fn add_pending(&mut self, txn: u64, extents: Vec<(u64, u64)>) {
+    /// Records pages freed by commit `txn`, pending with `kind`.
+    pub(crate) fn add_pending(&mut self, txn: u64, kind: u32, extents: Vec<(u64, u64)>) {
         if extents.is_empty() {
             return;
         }
-        self.pending_pages += extents.iter().map(|e| e.1).sum::<u64>();
-        self.pending.entry(txn).or_default().extend(extents);
+        let pages: u64 = extents.iter().map(|e| e.1).sum();
+        self.pending_pages += pages;
+        let map = if kind == KIND_DURABLE {
+            self.pinned_pages += pages;
+            &mut self.pending_durable
+        } else {
+            &mut self.pending_readers
+        };
+        map.entry(txn).or_default().extend(extents);
     }
 
-    /// Makes reusable every pending extent freed by a commit `<= horizon`: no snapshot that
-    /// must be preserved is older than such a commit.
-    pub(crate) fn release(&mut self, horizon: u64) -> Result<()> {
-        while let Some(entry) = self.pending.first_entry() {
+    /// Makes reusable every pending extent that no snapshot to be kept can reach: those freed
+    /// by a commit no later than the oldest reader (all of them if there is none), and for
+    /// pages of the durable snapshot, no later than `last_durable` too.
+    pub(crate) fn release(&mut self, oldest_reader: Option<u64>, last_durable: u64) -> Result<()> {
+        let reader_horizon = oldest_reader.unwrap_or(u64::MAX);
+        self.release_from(false, reader_horizon)?;
+        self.release_from(true, reader_horizon.min(last_durable))
+    }
+
+    fn release_from(&mut self, durable: bool, horizon: u64) -> Result<()> {
+        loop {
+            let map = if durable {
+                &mut self.pending_durable
+            } else {
+                &mut self.pending_readers
+            };
+            let Some(entry) = map.first_entry() else {
+                return Ok(());
+            };
             if *entry.key() > horizon {
-                break;
+                return Ok(());
             }
             let (txn, extents) = entry.remove_entry();
             for (start, len) in extents {
                 self.pending_pages -= len;
+                if durable {
+                    self.pinned_pages -= len;
+                }
                 if !self.insert(start, len) {
                     return Err(Error::corrupted(
                         start,
@@ -119,7 +166,6 @@ impl FreeSet {
                 }
             }
         }
-        Ok(())
     }
 
     /// If the last free extent ends at `page_count`, removes it and returns the new, smaller
@@ -135,27 +181,57 @@ impl FreeSet {
         }
     }
 
-    /// Persisted form: free extents (txn 0) then pending ones.
-    pub(crate) fn entries(&self) -> Vec<(u64, u64, u64)> {
-        let mut out: Vec<(u64, u64, u64)> = self.free.iter().map(|(&s, &l)| (0, s, l)).collect();
-        for (&txn, extents) in &self.pending {
-            out.extend(extents.iter().map(|&(s, l)| (txn, s, l)));
+    /// Persisted form: free extents, then pending ones. Extents longer than a u32 are split.
+    pub(crate) fn entries(&self) -> Vec<Extent> {
+        let mut out = Vec::with_capacity(
+            self.free.len() + self.pending_readers.len() + self.pending_durable.len(),
+        );
+        let mut push = |txn: u64, start: u64, len: u64, kind: u32| {
+            let mut at = start;
+            let end = start + len;
+            while at < end {
+                let n = (end - at).min(u32::MAX as u64);
+                out.push((txn, at, n, kind));
+                at += n;
+            }
+        };
+        for (&s, &l) in &self.free {
+            push(0, s, l, KIND_FREE);
+        }
+        for (kind, map) in [
+            (KIND_READERS, &self.pending_readers),
+            (KIND_DURABLE, &self.pending_durable),
+        ] {
+            for (&txn, extents) in map {
+                for &(s, l) in extents {
+                    push(txn, s, l, kind);
+                }
+            }
         }
         out
     }
 
     /// Adds one persisted entry read from freelist page `page`. Requires: pages are checked
     /// against the file's page count by the caller.
-    pub(crate) fn load_entry(&mut self, txn: u64, start: u64, len: u64, page: u64) -> Result<()> {
-        if txn == 0 {
-            if !self.insert(start, len) {
+    pub(crate) fn load_entry(&mut self, (txn, start, len, kind): Extent, page: u64) -> Result<()> {
+        match kind {
+            KIND_FREE if txn == 0 => {
+                if !self.insert(start, len) {
+                    return Err(Error::corrupted(
+                        page,
+                        format!("freelist extent {start}+{len} overlaps"),
+                    ));
+                }
+            }
+            KIND_READERS | KIND_DURABLE if txn != 0 => {
+                self.add_pending(txn, kind, vec![(start, len)])
+            }
+            _ => {
                 return Err(Error::corrupted(
                     page,
-                    format!("freelist extent {start}+{len} overlaps"),
-                ));
+                    format!("freelist extent of unknown kind {kind} (txn {txn})"),
+                ))
             }
-        } else {
-            self.add_pending(txn, vec![(start, len)]);
         }
         Ok(())
     }
@@ -175,13 +251,14 @@ pub(crate) fn to_extents(pages: &mut [u64]) -> Vec<(u64, u64)> {
 }
 
 /// Writes extents into a freelist page body. Requires: `extents.len() <= extents_per_page`.
-pub(crate) fn encode_page(p: &mut [u8], next: u64, extents: &[(u64, u64, u64)]) {
+pub(crate) fn encode_page(p: &mut [u8], next: u64, extents: &[Extent]) {
     put_u64(p, FREELIST_NEXT_AT, next);
-    for (i, &(txn, start, len)) in extents.iter().enumerate() {
+    for (i, &(txn, start, len, kind)) in extents.iter().enumerate() {
         let at = FREELIST_EXTENTS_AT + i * EXTENT_BYTES;
         put_u64(p, at, txn);
         put_u64(p, at + 8, start);
-        put_u64(p, at + 16, len);
+        put_u32(p, at + 16, len as u32);
+        put_u32(p, at + 20, kind);
     }
     super::set_page_count_field(p, extents.len() as u16);
 }
@@ -199,7 +276,12 @@ pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(u64, Vec<Extent>)> {
     let extents = (0..n)
         .map(|i| {
             let at = FREELIST_EXTENTS_AT + i * EXTENT_BYTES;
-            (get_u64(p, at), get_u64(p, at + 8), get_u64(p, at + 16))
+            (
+                get_u64(p, at),
+                get_u64(p, at + 8),
+                get_u32(p, at + 16) as u64,
+                get_u32(p, at + 20),
+            )
         })
         .collect();
     Ok((next, extents))
@@ -215,7 +297,7 @@ mod tests {
         assert!(f.insert(10, 2));
         assert!(f.insert(14, 2));
         assert!(f.insert(12, 2));
-        assert_eq!(f.entries(), vec![(0, 10, 6)]);
+        assert_eq!(f.entries(), vec![(0, 10, 6, KIND_FREE)]);
         assert!(!f.insert(15, 1));
         assert!(!f.insert(8, 3));
         assert_eq!(f.free_pages(), 6);
@@ -234,15 +316,38 @@ mod tests {
     }
 
     #[test]
-    fn pending_released_by_horizon() {
+    fn pending_released_by_readers_and_durability() {
         let mut f = FreeSet::default();
-        f.add_pending(5, vec![(20, 1)]);
-        f.add_pending(7, vec![(21, 1)]);
-        f.release(6).unwrap();
-        assert_eq!(f.free_pages(), 1);
+        f.add_pending(5, KIND_READERS, vec![(20, 1)]);
+        f.add_pending(7, KIND_READERS, vec![(21, 1)]);
+        f.add_pending(6, KIND_DURABLE, vec![(30, 2)]);
+        assert_eq!(f.pinned_pages(), 2);
+        f.release(Some(6), 100).unwrap();
+        assert_eq!(f.free_pages(), 3);
         assert_eq!(f.pending_pages(), 1);
-        f.release(7).unwrap();
-        assert_eq!(f.entries(), vec![(0, 20, 2)]);
+        f.release(None, 5).unwrap();
+        assert_eq!(
+            f.entries(),
+            vec![(0, 20, 2, KIND_FREE), (0, 30, 2, KIND_FREE)]
+        );
+        assert_eq!(f.pinned_pages(), 0);
+        let mut g = FreeSet::default();
+        g.add_pending(9, KIND_DURABLE, vec![(3, 1)]);
+        g.release(None, 8).unwrap();
+        assert_eq!(
+            g.pending_pages(),
+            1,
+            "durable pages wait for the durable point"
+        );
+    }
+
+    #[test]
+    fn page_round_trip() {
+        let mut p = vec![0u8; 4096];
+        let ext = vec![(0, 5, 3, KIND_FREE), (9, 12, 1, KIND_DURABLE)];
+        crate::pager::init_page(&mut p, crate::pager::PAGE_FREELIST);
+        encode_page(&mut p, 77, &ext);
+        assert_eq!(decode_page(&p, 3).unwrap(), (77, ext));
     }
 
     #[test]

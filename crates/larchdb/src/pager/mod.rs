@@ -225,7 +225,8 @@ impl Snapshot {
 pub(crate) fn freelist_load(snap: &Snapshot) -> Result<FreeSet> {
     let mut free = FreeSet::default();
     for (page, extents) in snap.freelist_chain()? {
-        for (txn, start, len) in extents {
+        for extent in extents {
+            let (txn, start, len, _) = extent;
             let end = start.checked_add(len);
             if start < META_SLOTS
                 || len == 0
@@ -237,7 +238,7 @@ pub(crate) fn freelist_load(snap: &Snapshot) -> Result<FreeSet> {
                     format!("freelist extent {start}+{len} out of range"),
                 ));
             }
-            free.load_entry(txn, start, len, page)?;
+            free.load_entry(extent, page)?;
         }
     }
     Ok(free)

@@ -2,7 +2,9 @@
 //! transaction started from. Copy-on-write: a committed page is never modified; `make_dirty`
 //! copies it to a newly allocated page and records the old one as freed by this transaction.
 
-use super::freelist::{encode_page, extents_per_page, to_extents, FreeSet};
+use super::freelist::{
+    encode_page, extents_per_page, to_extents, FreeSet, KIND_DURABLE, KIND_READERS,
+};
 use super::{
     init_page, overflow_pages, page_type, seal_page, Meta, PageSource, Snapshot, TableHeader,
     PAGE_FREELIST, PAGE_HEADER_BYTES,
@@ -53,8 +55,11 @@ pub(crate) struct WritePages {
     taken: Vec<(u64, u64)>,
     /// Pages allocated and then freed in this transaction: reusable at once.
     spare: Vec<(u64, u64)>,
-    /// Committed pages this transaction replaced or deleted: pending after commit.
-    freed: Vec<(u64, u64)>,
+    /// Committed pages this transaction replaced or deleted, with the txn that wrote each:
+    /// pending after commit.
+    freed: Vec<(u64, u64, u64)>,
+    /// The last durable commit when the transaction began.
+    last_durable: u64,
     pub(crate) pool: Vec<Box<[u8]>>,
 }
 
@@ -62,6 +67,7 @@ impl WritePages {
     pub(crate) fn new(
         base: Arc<Snapshot>,
         txn: u64,
+        last_durable: u64,
         free: FreeSet,
         pool: Vec<Box<[u8]>>,
     ) -> WritePages {
@@ -77,12 +83,9 @@ impl WritePages {
             taken: Vec::new(),
             spare: Vec::new(),
             freed: Vec::new(),
+            last_durable,
             pool,
         }
-    }
-
-    pub(crate) fn dirty_pages(&self) -> usize {
-        self.dirty.len()
     }
 
     /// Undoes this transaction's allocations and hands back the free set.
@@ -166,9 +169,11 @@ impl WritePages {
             return Ok(id);
         }
         let mut buf = self.buffer();
-        buf.copy_from_slice(self.base.page(id)?);
+        let old = self.base.page(id)?;
+        let born = super::page_txn_field(old);
+        buf.copy_from_slice(old);
         let new_id = self.alloc(1)?;
-        self.freed.push((id, 1));
+        self.freed.push((id, 1, born));
         self.dirty.insert(new_id, buf);
         Ok(new_id)
     }
@@ -183,15 +188,17 @@ impl WritePages {
 
     /// Frees `pages` pages at `id`: at once if this transaction allocated them, otherwise as
     /// pending once the transaction commits.
-    pub(crate) fn free(&mut self, id: u64, pages: u64) {
+    pub(crate) fn free(&mut self, id: u64, pages: u64) -> Result<()> {
         if let Some(buf) = self.dirty.remove(&id) {
             if buf.len() == self.page_bytes && self.pool.len() < POOL_PAGES_MAX {
                 self.pool.push(buf);
             }
             self.spare.push((id, pages));
         } else {
-            self.freed.push((id, pages));
+            let born = super::page_txn_field(self.base.run(id, pages)?);
+            self.freed.push((id, pages, born));
         }
+        Ok(())
     }
 
     /// True if the transaction changed nothing.
@@ -205,15 +212,27 @@ impl WritePages {
     pub(crate) fn prepare_commit(&mut self, catalog: TableHeader) -> Result<Meta> {
         // The old chain is replaced by this commit.
         for (id, _) in self.base.freelist_chain()? {
-            self.freed.push((id, 1));
+            let born = super::page_txn_field(self.base.page(id)?);
+            self.freed.push((id, 1, born));
         }
-        let mut freed: Vec<u64> = Vec::new();
-        for &(start, len) in &self.freed {
-            freed.extend(start..start + len);
+        // Pages written after the last durable commit are not part of it: only readers can
+        // still need them. Older pages are also needed by a recovery after a power loss.
+        let mut after: Vec<u64> = Vec::new();
+        let mut durable: Vec<u64> = Vec::new();
+        for &(start, len, born) in &self.freed {
+            let list = if born > self.last_durable {
+                &mut after
+            } else {
+                &mut durable
+            };
+            list.extend(start..start + len);
         }
         self.freed.clear();
         let txn = self.txn;
-        self.free.add_pending(txn, to_extents(&mut freed));
+        self.free
+            .add_pending(txn, KIND_READERS, to_extents(&mut after));
+        self.free
+            .add_pending(txn, KIND_DURABLE, to_extents(&mut durable));
         for (start, len) in std::mem::take(&mut self.spare) {
             if !self.free.insert(start, len) {
                 return Err(Error::corrupted(start, "internal: spare page already free"));
@@ -287,6 +306,27 @@ impl WritePages {
         if !batch.is_empty() {
             storage.write_at(&batch, batch_start)?;
             written += batch.len() as u64;
+        }
+        Ok(written)
+    }
+
+    /// Seals every dirty page and copies it into `map`, a writable mapping of the file (the
+    /// commit path of LMDB's MDB_WRITEMAP, minus writing in place: one copy, no syscall).
+    /// Requires: the mapping covers `page_count` pages, all of them allocated.
+    pub(crate) fn write_into(&mut self, map: &mut [u8]) -> Result<u64> {
+        let ps = self.page_bytes;
+        let mut ids: Vec<u64> = self.dirty.keys().copied().collect();
+        ids.sort_unstable();
+        let mut written = 0u64;
+        for id in ids {
+            let buf = self.dirty.get_mut(&id).expect("id taken from the map");
+            seal_page(buf, id, self.txn);
+            let at = id as usize * ps;
+            let dst = map.get_mut(at..at + buf.len()).ok_or_else(|| {
+                Error::corrupted(id, "internal: page beyond the writable mapping")
+            })?;
+            dst.copy_from_slice(buf);
+            written += buf.len() as u64;
         }
         Ok(written)
     }

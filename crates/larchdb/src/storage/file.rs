@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
 /// The database file. Holds an advisory `flock` for its lifetime: exclusive when writable,
@@ -101,6 +102,43 @@ impl Storage for FileStorage {
         // access touches a page beyond end of file. Other processes modifying the file are
         // excluded by the flock taken in `open`.
         Some(unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) })
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<bool> {
+        let Ok(len) = libc::off_t::try_from(len) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "length too large",
+            ));
+        };
+        // SAFETY: fallocate only reads its integer arguments; the descriptor is owned by
+        // `self.file` and open for writing.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(false),
+            _ => Err(e),
+        }
+    }
+
+    fn map_mut(&self, len: u64) -> Option<io::Result<memmap2::MmapMut>> {
+        let len = match usize::try_from(len) {
+            Ok(len) => len,
+            Err(_) => {
+                return Some(Err(io::Error::new(
+                    io::ErrorKind::OutOfMemory,
+                    "map too large",
+                )))
+            }
+        };
+        // SAFETY: only the engine's single writer writes through this mapping, only to pages
+        // no snapshot can reach, and only below a length it has allocated with `allocate`
+        // (so no write lands past end of file or meets ENOSPC as a SIGBUS). The exclusive
+        // flock keeps other processes out.
+        Some(unsafe { memmap2::MmapOptions::new().len(len).map_mut(&self.file) })
     }
 
     fn boot_id(&self) -> Option<[u8; 16]> {

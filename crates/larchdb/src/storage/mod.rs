@@ -37,6 +37,17 @@ pub trait Storage: Send + Sync + 'static {
     fn map(&self, _len: u64) -> Option<io::Result<memmap2::Mmap>> {
         None
     }
+    /// Makes the storage at least `len` bytes long with its space allocated, so that writes
+    /// through a mapping below `len` cannot fail for lack of space. Returns `Ok(false)` if
+    /// the backend cannot guarantee that (then the engine writes with `write_at`).
+    fn allocate(&self, _len: u64) -> io::Result<bool> {
+        Ok(false)
+    }
+    /// A writable shared mapping of `len` bytes from offset 0, if the backend supports one.
+    /// The engine writes through it only below a length it has `allocate`d.
+    fn map_mut(&self, _len: u64) -> Option<io::Result<memmap2::MmapMut>> {
+        None
+    }
     /// Identifies the current boot of the machine holding the data. A commit written without a
     /// sync is trusted after a process crash only if the boot id has not changed since (the
     /// kernel's page cache survived, so everything written before the meta page is there too).
