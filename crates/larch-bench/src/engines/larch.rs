@@ -3,7 +3,7 @@
 //! Configuration, as the engine's documentation recommends: one file `data.larch` with the
 //! default page size; one table `bench`; one write transaction per batch committed with
 //! `Durability::Immediate` under --sync=1 and `Durability::None` otherwise (the engine then makes
-//! a commit durable by itself every `unsynced_bytes_max` bytes, its default); `WriteTable::append`
+//! a commit durable by itself at its default bound on unsynced work); `WriteTable::append`
 //! for sequential fills (as LMDB's MDB_APPEND); one snapshot read transaction per read, so that
 //! each read sees the latest commit. Larch reads through the OS page cache, so --cache_size does
 //! not apply.
@@ -38,7 +38,6 @@ fn open(o: &OpenOptions) -> Result<Opened> {
     } else {
         Durability::None
     });
-    let unsynced = options.unsynced_bytes_max;
     let page_bytes = options.page_bytes;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
     let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
@@ -54,7 +53,7 @@ fn open(o: &OpenOptions) -> Result<Opened> {
                 if o.sync {
                     "Immediate".to_string()
                 } else {
-                    format!("None (durable every {unsynced} unsynced bytes)")
+                    "None (the engine forces a durable commit at its default bound)".to_string()
                 },
             ),
             kv("page_bytes", page_bytes),
