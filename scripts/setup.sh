@@ -11,6 +11,7 @@ packages=(
   libleveldb-dev                  # LevelDB 1.23
   libdb-dev                       # BerkeleyDB 5.3
   libwiredtiger-dev               # WiredTiger 3.2.1
+  python3                         # larch-bench tools/crosscheck.sh (medians)
 )
 
 missing=()
