@@ -8,6 +8,7 @@ use crate::storage::{FileStorage, Storage};
 use crate::txn::{ReadTxn, WriteTxn};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// How durable a commit is when `commit` returns.
@@ -126,6 +127,8 @@ pub(crate) struct Inner {
     pub(crate) options: Options,
     pub(crate) page_bytes: u32,
     pub(crate) read: Mutex<ReadState>,
+    /// Txn id of `read.current`, readable without the lock (for `ReadTxn::renew`).
+    pub(crate) current_txn: AtomicU64,
     pub(crate) writer: Mutex<WriterState>,
     boot_id: Option<[u8; 16]>,
 }
@@ -211,6 +214,7 @@ impl Database {
         free.release(None, last_durable_txn)?;
         let inner = Inner {
             page_bytes: meta.page_bytes,
+            current_txn: AtomicU64::new(meta.txn),
             read: Mutex::new(ReadState {
                 current: Arc::new(snap),
                 readers: BTreeMap::new(),
@@ -509,6 +513,7 @@ pub(crate) fn commit(
         },
     };
     rs.current = Arc::new(Snapshot::new(meta, access, inner.options.verify_checksums));
+    inner.current_txn.store(meta.txn, Ordering::Release);
     drop(rs);
 
     // 4. Give space at the end of the file back, once it is durably unused.

@@ -35,6 +35,30 @@ fn list_catalog<S: PageSource + ?Sized>(src: &S, catalog: TableHeader) -> Result
     Ok(names)
 }
 
+/// Catalogs up to this many tables are decoded once per snapshot and searched linearly.
+const SMALL_CATALOG_TABLES_MAX: u64 = 32;
+
+/// The whole catalog of a snapshot, if it is small and sound; `None` sends lookups to the tree
+/// (which then reports any damage where it is met).
+fn small_catalog(snap: &Snapshot) -> Option<Vec<(Box<[u8]>, TableHeader)>> {
+    let catalog = snap.meta.catalog;
+    if catalog.entries > SMALL_CATALOG_TABLES_MAX {
+        return None;
+    }
+    let mut out = Vec::with_capacity(catalog.entries as usize);
+    let mut c = btree::Cursor::new(snap, catalog);
+    let mut more = c.first().ok()?;
+    while more {
+        let (name, value) = c.entry().ok()?;
+        out.push((name.into(), decode_header(value, &catalog).ok()?));
+        if out.len() as u64 > SMALL_CATALOG_TABLES_MAX {
+            return None;
+        }
+        more = c.next().ok()?;
+    }
+    Some(out)
+}
+
 /// A read transaction: a consistent snapshot of the whole database, as of the newest commit
 /// when it began. `Send + Sync`: it can be moved to, kept on, and shared between threads.
 /// While it lives, no page it can reach is reused. Values it returns are borrowed from it.
@@ -54,6 +78,36 @@ impl ReadTxn {
         ReadTxn { inner, snap }
     }
 
+    /// Moves this transaction to the newest committed snapshot, like LMDB's
+    /// `mdb_txn_reset` + `mdb_txn_renew`. Costs one atomic load when nothing was committed
+    /// since; otherwise the same short registration as `begin_read`.
+    pub fn renew(&mut self) {
+        if self
+            .inner
+            .current_txn
+            .load(std::sync::atomic::Ordering::Acquire)
+            == self.snap.meta.txn
+        {
+            return;
+        }
+        let mut rs = self.inner.read_state();
+        if rs.current.meta.txn == self.snap.meta.txn {
+            return;
+        }
+        let old = self.snap.meta.txn;
+        if let Some(n) = rs.readers.get_mut(&old) {
+            *n -= 1;
+            if *n == 0 {
+                rs.readers.remove(&old);
+            }
+        }
+        let snap = rs.current.clone();
+        *rs.readers.entry(snap.meta.txn).or_insert(0) += 1;
+        drop(rs);
+        // The old snapshot (and possibly its mapping) is released outside the lock.
+        let _old = std::mem::replace(&mut self.snap, snap);
+    }
+
     /// Id of the commit this transaction sees.
     pub fn id(&self) -> u64 {
         self.snap.meta.txn
@@ -62,6 +116,13 @@ impl ReadTxn {
     /// Opens a table for reading.
     pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
         check_name(name)?;
+        let cached = self.snap.tables.get_or_init(|| small_catalog(&self.snap));
+        if let Some(list) = cached {
+            return match list.iter().find(|(n, _)| &n[..] == name.as_bytes()) {
+                Some((_, hdr)) => Ok(ReadTable::new(&self.snap, *hdr)),
+                None => Err(Error::TableNotFound(name.to_string())),
+            };
+        }
         let catalog = self.snap.meta.catalog;
         match btree::get(&*self.snap, &catalog, name.as_bytes())? {
             Some(bytes) => Ok(ReadTable::new(&self.snap, decode_header(bytes, &catalog)?)),

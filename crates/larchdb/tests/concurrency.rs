@@ -205,3 +205,26 @@ fn second_handle_on_the_same_file_is_locked_out() {
     drop((ro, ro2));
     Database::open(&path, Options::default()).unwrap();
 }
+
+#[test]
+fn renew_moves_a_reader_to_the_newest_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    w.table("t").unwrap().put(b"k", b"1").unwrap();
+    w.commit().unwrap();
+    let mut r = db.begin_read().unwrap();
+    let first = r.id();
+    r.renew();
+    assert_eq!(r.id(), first, "nothing committed: same snapshot");
+    let mut w = db.begin_write().unwrap();
+    w.table("t").unwrap().put(b"k", b"2").unwrap();
+    w.commit().unwrap();
+    assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(&b"1"[..]));
+    r.renew();
+    assert!(r.id() > first);
+    assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(&b"2"[..]));
+    // The old snapshot is no longer registered: its pages are reusable.
+    assert_eq!(db.stats().unwrap().readers, 1);
+}

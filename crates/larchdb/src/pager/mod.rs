@@ -145,6 +145,9 @@ pub(crate) struct Snapshot {
     access: Arc<Access>,
     page_bytes: usize,
     verify_checksums: bool,
+    /// The catalog, decoded once on first use when it is small (a snapshot never changes, so
+    /// neither does this): opening a table is then a short scan, not a tree lookup.
+    pub(crate) tables: std::sync::OnceLock<Option<Vec<(Box<[u8]>, TableHeader)>>>,
 }
 
 impl Snapshot {
@@ -157,6 +160,7 @@ impl Snapshot {
             access,
             page_bytes,
             verify_checksums,
+            tables: std::sync::OnceLock::new(),
         }
     }
 
