@@ -5,7 +5,7 @@ use crate::btree::{self, PutMode};
 use crate::db::{self, oldest_reader, Database, Durability, Inner, WriterState};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_NAME_BYTES_MAX;
-use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
+use crate::pager::{CatalogEntry, PageSource, Snapshot, TableHeader, WritePages};
 use crate::table::{ReadTable, WriteTable};
 use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
@@ -40,7 +40,7 @@ const SMALL_CATALOG_TABLES_MAX: u64 = 32;
 
 /// The whole catalog of a snapshot, if it is small and sound; `None` sends lookups to the tree
 /// (which then reports any damage where it is met).
-fn small_catalog(snap: &Snapshot) -> Option<Vec<(Box<[u8]>, TableHeader)>> {
+fn small_catalog(snap: &Snapshot) -> Option<Vec<CatalogEntry>> {
     let catalog = snap.meta.catalog;
     if catalog.entries > SMALL_CATALOG_TABLES_MAX {
         return None;

@@ -138,6 +138,9 @@ pub(crate) trait PageSource {
     fn page_bytes(&self) -> usize;
 }
 
+/// A table's name and header, as cached by a snapshot.
+pub(crate) type CatalogEntry = (Box<[u8]>, TableHeader);
+
 /// One committed state of the database: a meta page and the means to read the pages it
 /// reaches. Immutable; shared by every read transaction that began while it was current.
 pub(crate) struct Snapshot {
@@ -147,7 +150,7 @@ pub(crate) struct Snapshot {
     verify_checksums: bool,
     /// The catalog, decoded once on first use when it is small (a snapshot never changes, so
     /// neither does this): opening a table is then a short scan, not a tree lookup.
-    pub(crate) tables: std::sync::OnceLock<Option<Vec<(Box<[u8]>, TableHeader)>>>,
+    pub(crate) tables: std::sync::OnceLock<Option<Vec<CatalogEntry>>>,
 }
 
 impl Snapshot {
