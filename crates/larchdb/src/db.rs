@@ -3,7 +3,9 @@
 use crate::error::{Error, Result};
 use crate::limits::{PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PINNED_BYTES_MAX_DEFAULT};
 use crate::pager::freelist_load;
-use crate::pager::{Access, FreeSet, Meta, PageSource, Snapshot, TableHeader, WritePages};
+use crate::pager::{
+    Access, Carry, Meta, PageSource, Snapshot, TableHeader, WriteMap, WritePages, MAP_BYTES_MIN,
+};
 use crate::storage::{FileStorage, Storage};
 use crate::txn::{ReadTxn, WriteTxn};
 use std::collections::BTreeMap;
@@ -106,20 +108,14 @@ pub(crate) struct ReadState {
 
 /// State owned by whoever holds the write lock.
 pub(crate) struct WriterState {
-    pub(crate) free: FreeSet,
-    pub(crate) pool: Vec<Box<[u8]>>,
+    /// Free set, page-buffer pool and writable mapping, lent to each write transaction.
+    /// `None` only while a transaction holds them.
+    pub(crate) carry: Option<Carry>,
     /// Meta slot holding the last durable commit; commits write the other one.
     pub(crate) durable_slot: u64,
     pub(crate) last_durable_txn: u64,
-    /// Physical file length as far as this handle knows.
-    pub(crate) file_bytes: u64,
     /// Set by a failed sync or meta write: no more writes through this handle.
     pub(crate) poisoned: bool,
-    /// Writable mapping used to write commits, where the storage offers one; see
-    /// `WritePages::write_into`.
-    pub(crate) write_map: Option<memmap2::MmapMut>,
-    /// False once the storage has said it cannot allocate (then commits use `write_at`).
-    pub(crate) map_writes: bool,
 }
 
 pub(crate) struct Inner {
@@ -172,12 +168,6 @@ impl std::fmt::Debug for Database {
     }
 }
 
-/// Granularity of file growth when commits are written through the writable mapping.
-const ALLOCATE_STEP_BYTES: u64 = 4 << 20;
-
-/// Initial size of the read mapping; it doubles when the file outgrows it. Address space only.
-const MAP_BYTES_MIN: u64 = 1 << 30;
-
 impl Database {
     /// Opens the database file at `path`, creating it if `options.create` allows.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Database> {
@@ -220,14 +210,14 @@ impl Database {
                 readers: BTreeMap::new(),
             }),
             writer: Mutex::new(WriterState {
-                free,
-                pool: Vec::new(),
+                carry: Some(Carry {
+                    free,
+                    pool: Vec::new(),
+                    wmap: WriteMap::new(storage.clone(), file_bytes, !options.read_only),
+                }),
                 durable_slot,
                 last_durable_txn,
-                file_bytes,
                 poisoned: false,
-                write_map: None,
-                map_writes: !options.read_only,
             }),
             storage,
             options,
@@ -462,15 +452,7 @@ pub(crate) fn commit(
     // 1. The commit's pages, to space no preserved snapshot can reach. A failure here leaves
     //    nothing visible, so the transaction is simply rolled back.
     let needed = meta.page_count * page_bytes;
-    let written = match prepare_write_map(guard, storage, needed) {
-        Ok(true) => match guard.write_map.as_mut() {
-            Some(map) => pages.write_into(map),
-            None => pages.write_out(storage),
-        },
-        Ok(false) => pages.write_out(storage),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = written {
+    if let Err(e) = pages.write_out(storage) {
         return Err(fail_commit(guard, pages, e, false));
     }
     // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
@@ -493,10 +475,7 @@ pub(crate) fn commit(
         guard.durable_slot = slot;
         guard.last_durable_txn = meta.txn;
     }
-    guard.file_bytes = guard.file_bytes.max(needed);
-    let (free, pool) = pages.finish();
-    guard.free = free;
-    guard.pool = pool;
+    let mut carry = pages.finish();
 
     // 3. Publish the snapshot to new readers.
     let mut rs = inner.read_state();
@@ -517,52 +496,11 @@ pub(crate) fn commit(
     drop(rs);
 
     // 4. Give space at the end of the file back, once it is durably unused.
-    if sync && guard.file_bytes > needed && inner.storage.set_len(needed).is_ok() {
-        guard.file_bytes = needed;
+    if sync {
+        carry.wmap.trim(needed);
     }
+    guard.carry = Some(carry);
     Ok(())
-}
-
-/// Readies the writable mapping for a commit whose pages end at `needed_bytes`: allocates the
-/// file's space up to there (so a write through the map cannot hit ENOSPC as a SIGBUS) and
-/// maps far enough. Returns false where the storage offers no such mapping.
-fn prepare_write_map(
-    guard: &mut WriterState,
-    storage: &dyn Storage,
-    needed_bytes: u64,
-) -> Result<bool> {
-    if !guard.map_writes {
-        return Ok(false);
-    }
-    if guard.file_bytes < needed_bytes || guard.write_map.is_none() {
-        // Grow in steps, not by each commit's few pages: fallocate is a journalled metadata
-        // change. The step is given back by the tail trim at the next durable commit.
-        let target = needed_bytes
-            .max(guard.file_bytes)
-            .div_ceil(ALLOCATE_STEP_BYTES)
-            * ALLOCATE_STEP_BYTES;
-        if !storage.allocate(target)? {
-            guard.map_writes = false;
-            guard.write_map = None;
-            return Ok(false);
-        }
-        guard.file_bytes = target;
-    }
-    let mapped = guard.write_map.as_ref().map_or(0, |m| m.len() as u64);
-    if mapped < needed_bytes {
-        let mut len = MAP_BYTES_MIN.max(mapped);
-        while len < needed_bytes {
-            len *= 2;
-        }
-        match storage.map_mut(len) {
-            Some(map) => guard.write_map = Some(map?),
-            None => {
-                guard.map_writes = false;
-                return Ok(false);
-            }
-        }
-    }
-    Ok(true)
 }
 
 /// Cleans up after a commit that failed: the free set is reloaded from the last committed
@@ -570,12 +508,12 @@ fn prepare_write_map(
 /// the half-prepared commit leaves no trace. With `poison`, the handle refuses further writes.
 fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: bool) -> Error {
     let base = pages.base.clone();
-    let (_, pool) = pages.finish();
-    guard.pool = pool;
+    let mut carry = pages.finish();
     match freelist_load(&base) {
-        Ok(free) => guard.free = free,
+        Ok(free) => carry.free = free,
         Err(_) => guard.poisoned = true,
     }
+    guard.carry = Some(carry);
     if poison {
         guard.poisoned = true;
     }

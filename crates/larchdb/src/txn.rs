@@ -185,15 +185,17 @@ impl<'db> WriteTxn<'db> {
         };
         // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
         // keep are the live readers' and the last durable one (a power loss returns to it).
-        let mut free = std::mem::take(&mut guard.free);
-        if let Err(e) = free.release(oldest, guard.last_durable_txn) {
+        let Some(mut carry) = guard.carry.take() else {
+            return Err(Error::Poisoned);
+        };
+        if let Err(e) = carry.free.release(oldest, guard.last_durable_txn) {
+            guard.carry = Some(carry);
             guard.poisoned = true;
             return Err(e);
         }
-        let pool = std::mem::take(&mut guard.pool);
         let txn = base.meta.txn + 1;
         let catalog = base.meta.catalog;
-        let pages = WritePages::new(base, txn, guard.last_durable_txn, free, pool);
+        let pages = WritePages::new(base, txn, guard.last_durable_txn, carry);
         Ok(WriteTxn {
             db,
             guard,
@@ -356,9 +358,7 @@ impl<'db> WriteTxn<'db> {
         // An empty commit writes nothing, unless it must make earlier unsynced commits durable.
         let base_durable = self.guard.last_durable_txn == pages.base.meta.txn;
         if pages.is_clean() && !force && (durability == Durability::None || base_durable) {
-            let (free, pool) = pages.finish();
-            self.guard.free = free;
-            self.guard.pool = pool;
+            self.guard.carry = Some(pages.finish());
             return Ok(());
         }
         let boot_id = self.db.boot_id();
@@ -376,9 +376,7 @@ impl<'db> WriteTxn<'db> {
 impl Drop for WriteTxn<'_> {
     fn drop(&mut self) {
         if let Some(pages) = self.pages.take() {
-            let (free, pool) = pages.abort();
-            self.guard.free = free;
-            self.guard.pool = pool;
+            self.guard.carry = Some(pages.abort());
         }
     }
 }

@@ -111,7 +111,10 @@ fn deletes_shrink_the_tree_and_space_is_reused() {
         empty.page_count,
         full.page_count
     );
-    assert_eq!(empty.file_bytes, empty.page_count * 4096);
+    assert!(
+        empty.file_bytes >= empty.page_count * 4096
+            && empty.file_bytes <= empty.page_count * 4096 + (4 << 20)
+    );
 
     // Refill: freed pages are reused, so the file does not grow past the first load by much.
     let mut w = db.begin_write().unwrap();

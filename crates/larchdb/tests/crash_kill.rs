@@ -13,6 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const CHILD_ENV: &str = "LARCH_CRASH_CHILD_DB";
+/// Set to "none" to make the child commit with `Durability::None`.
+const DURABILITY_ENV: &str = "LARCH_CRASH_CHILD_DURABILITY";
 const TABLE: &str = "data";
 const LOG: &str = "commits";
 
@@ -31,7 +33,7 @@ fn commit_value(n: u64) -> Vec<u8> {
 }
 
 /// The child: continues the commit sequence found in the database, forever.
-fn child(path: &Path) {
+fn child(path: &Path, durability: Durability) {
     let db = Database::open(path, Options::default()).expect("child open");
     let start = {
         let r = db.begin_read().unwrap();
@@ -72,7 +74,7 @@ fn child(path: &Path) {
         if n >= 50 {
             w.table(LOG).unwrap().put(&commit_key(n - 50), b"").unwrap();
         }
-        w.commit_with(Durability::Immediate).unwrap();
+        w.commit_with(durability).unwrap();
         println!("ack {n}");
     }
 }
@@ -80,16 +82,34 @@ fn child(path: &Path) {
 #[test]
 fn child_entry() {
     if let Ok(path) = std::env::var(CHILD_ENV) {
-        child(Path::new(&path));
+        let durability = match std::env::var(DURABILITY_ENV).as_deref() {
+            Ok("none") => Durability::None,
+            _ => Durability::Immediate,
+        };
+        child(Path::new(&path), durability);
     }
+}
+
+fn kill_points() -> usize {
+    std::env::var("LARCH_KILL_POINTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100)
 }
 
 #[test]
 fn kill_nine_loses_no_acknowledged_commit() {
-    let points: usize = std::env::var("LARCH_KILL_POINTS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
+    sweep(kill_points(), "immediate");
+}
+
+/// Unsynced commits survive a process crash: the kernel's page cache keeps them, and the meta
+/// page's boot id tells the opener it can trust them.
+#[test]
+fn kill_nine_keeps_unsynced_commits_of_the_same_boot() {
+    sweep(kill_points() / 2, "none");
+}
+
+fn sweep(points: usize, durability: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.larch");
     let exe = std::env::current_exe().unwrap();
@@ -101,6 +121,7 @@ fn kill_nine_loses_no_acknowledged_commit() {
         let mut child = Command::new(&exe)
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, &path)
+            .env(DURABILITY_ENV, durability)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -184,5 +205,5 @@ fn kill_nine_loses_no_acknowledged_commit() {
         total_acks > points as u64,
         "children made too little progress: {total_acks} acks"
     );
-    eprintln!("{points} kill points, {total_acks} acknowledged commits, all present, verify clean");
+    eprintln!("{durability}: {points} kill points, {total_acks} acknowledged commits, all present, verify clean");
 }

@@ -14,11 +14,15 @@ mod write;
 pub(crate) use access::Access;
 pub(crate) use freelist::{decode_page as decode_freelist_page, FreeSet};
 pub(crate) use meta::{Meta, MetaDefect, TableHeader, FORMAT_VERSION};
-pub(crate) use write::WritePages;
+pub(crate) use write::{Carry, WriteMap, WritePages};
 
 use crate::bytes::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
 use crate::error::{Error, Result};
 use std::sync::Arc;
+
+/// Initial size of a mapping of the file; it doubles when the file outgrows it. This is
+/// address space, not memory.
+pub(crate) const MAP_BYTES_MIN: u64 = 1 << 30;
 
 /// Bytes of the header at the start of every page (and of every overflow run).
 pub(crate) const PAGE_HEADER_BYTES: usize = 32;

@@ -1,6 +1,14 @@
 //! The writer's view of pages: dirty copies made in this transaction, on top of the snapshot the
 //! transaction started from. Copy-on-write: a committed page is never modified; `make_dirty`
 //! copies it to a newly allocated page and records the old one as freed by this transaction.
+//!
+//! Where the storage offers a writable mapping (real files), a dirty page lives in place, in the
+//! mapping, at its new page id, as with LMDB's MDB_WRITEMAP: the copy-on-write copy is the only
+//! copy, and a commit seals pages where they are instead of writing them. That space is free
+//! (no snapshot to keep can reach it) and allocated with `fallocate` first, so neither an abort
+//! nor a crash can harm a snapshot, and a full disk is a `DiskFull` error, never a SIGBUS.
+//! Elsewhere (the fault-injecting storage) dirty pages are owned buffers written with
+//! `write_at` at commit.
 
 use super::freelist::{
     encode_page, extents_per_page, to_extents, FreeSet, KIND_DURABLE, KIND_READERS,
@@ -43,11 +51,121 @@ const POOL_PAGES_MAX: usize = 4096;
 /// Bytes gathered into one `write_at` when consecutive pages are written at commit.
 const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
 
+/// Granularity of file growth through the writable mapping: fallocate is a journalled metadata
+/// change, so it is not made for every few pages. A durable commit trims what is unused.
+const ALLOCATE_STEP_BYTES: u64 = 4 << 20;
+
+/// Where a dirty page's bytes are.
+enum Dirty {
+    /// In a buffer owned by the transaction.
+    Owned(Box<[u8]>),
+    /// In place in the writable mapping; the value is the length in pages.
+    Mapped(u64),
+}
+
+/// The writable mapping of the file and the length allocated behind it. Owned by the writer
+/// state between transactions and by `WritePages` during one.
+pub(crate) struct WriteMap {
+    storage: Arc<dyn Storage>,
+    map: Option<memmap2::MmapMut>,
+    /// File length, all of it allocated when `enabled`.
+    pub(crate) file_bytes: u64,
+    /// False where the storage cannot allocate or map: dirty pages are owned buffers then.
+    enabled: bool,
+}
+
+impl WriteMap {
+    pub(crate) fn new(storage: Arc<dyn Storage>, file_bytes: u64, enabled: bool) -> WriteMap {
+        WriteMap {
+            storage,
+            map: None,
+            file_bytes,
+            enabled,
+        }
+    }
+
+    /// Makes bytes `[0, end)` of the file allocated and mapped for writing. Returns false if
+    /// the storage cannot (callers fall back to owned buffers).
+    fn ensure(&mut self, end: u64) -> Result<bool> {
+        if !self.enabled {
+            return Ok(false);
+        }
+        if self.file_bytes < end {
+            let target = end.div_ceil(ALLOCATE_STEP_BYTES) * ALLOCATE_STEP_BYTES;
+            if !self.storage.allocate(target)? {
+                self.enabled = false;
+                return Ok(false);
+            }
+            self.file_bytes = target;
+        }
+        let mapped = self.map.as_ref().map_or(0, |m| m.len() as u64);
+        if mapped < end {
+            let mut len = super::MAP_BYTES_MIN.max(mapped);
+            while len < end {
+                len *= 2;
+            }
+            match self.storage.map_mut(len) {
+                Some(map) => self.map = Some(map?),
+                None => {
+                    self.enabled = false;
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// After a durable commit whose pages end at `needed` bytes: gives back space at the end
+    /// of the file, keeping at most one allocation step of slack when writing through the
+    /// mapping (so that the next commits do not allocate again at once).
+    pub(crate) fn trim(&mut self, needed: u64) {
+        let target = if self.enabled {
+            needed.div_ceil(ALLOCATE_STEP_BYTES) * ALLOCATE_STEP_BYTES
+        } else {
+            needed
+        };
+        let current = match self.storage.len() {
+            Ok(len) => len,
+            Err(_) => return,
+        };
+        if current > target && self.storage.set_len(target).is_ok() {
+            self.file_bytes = target;
+        }
+    }
+
+    fn bytes(&self, id: u64, len: usize, page_bytes: usize) -> Result<&[u8]> {
+        let at = id as usize * page_bytes;
+        self.map
+            .as_ref()
+            .and_then(|m| m.get(at..at + len))
+            .ok_or_else(|| {
+                Error::corrupted(id, "internal: dirty page outside the writable mapping")
+            })
+    }
+
+    fn bytes_mut(&mut self, id: u64, len: usize, page_bytes: usize) -> Result<&mut [u8]> {
+        let at = id as usize * page_bytes;
+        self.map
+            .as_mut()
+            .and_then(|m| m.get_mut(at..at + len))
+            .ok_or_else(|| {
+                Error::corrupted(id, "internal: dirty page outside the writable mapping")
+            })
+    }
+}
+
+/// What a write transaction hands back to the writer state when it ends.
+pub(crate) struct Carry {
+    pub(crate) free: FreeSet,
+    pub(crate) pool: Vec<Box<[u8]>>,
+    pub(crate) wmap: WriteMap,
+}
+
 pub(crate) struct WritePages {
     pub(crate) base: Arc<Snapshot>,
     pub(crate) txn: u64,
     page_bytes: usize,
-    dirty: IdMap<Box<[u8]>>,
+    dirty: IdMap<Dirty>,
     /// Free space; moved here from the writer state for the transaction's life.
     pub(crate) free: FreeSet,
     pub(crate) page_count: u64,
@@ -60,7 +178,8 @@ pub(crate) struct WritePages {
     freed: Vec<(u64, u64, u64)>,
     /// The last durable commit when the transaction began.
     last_durable: u64,
-    pub(crate) pool: Vec<Box<[u8]>>,
+    pool: Vec<Box<[u8]>>,
+    wmap: WriteMap,
 }
 
 impl WritePages {
@@ -68,8 +187,7 @@ impl WritePages {
         base: Arc<Snapshot>,
         txn: u64,
         last_durable: u64,
-        free: FreeSet,
-        pool: Vec<Box<[u8]>>,
+        carry: Carry,
     ) -> WritePages {
         let page_bytes = base.page_bytes();
         let page_count = base.meta.page_count;
@@ -78,32 +196,41 @@ impl WritePages {
             txn,
             page_bytes,
             dirty: IdMap::default(),
-            free,
+            free: carry.free,
             page_count,
             taken: Vec::new(),
             spare: Vec::new(),
             freed: Vec::new(),
             last_durable,
-            pool,
+            pool: carry.pool,
+            wmap: carry.wmap,
         }
     }
 
-    /// Undoes this transaction's allocations and hands back the free set.
-    pub(crate) fn abort(mut self) -> (FreeSet, Vec<Box<[u8]>>) {
+    /// Undoes this transaction's allocations and hands back what it borrowed. Pages it wrote
+    /// in place are free space and stay as garbage.
+    pub(crate) fn abort(mut self) -> Carry {
         for (start, len) in std::mem::take(&mut self.taken) {
             // Cannot overlap: these pages were removed from this very set.
             let _ = self.free.insert(start, len);
         }
-        self.recycle_dirty();
-        (self.free, self.pool)
+        self.finish()
     }
 
-    fn recycle_dirty(&mut self) {
+    /// Hands back what the transaction borrowed (after a commit, or via `abort`).
+    pub(crate) fn finish(mut self) -> Carry {
         let page_bytes = self.page_bytes;
-        for (_, buf) in self.dirty.drain() {
-            if buf.len() == page_bytes && self.pool.len() < POOL_PAGES_MAX {
-                self.pool.push(buf);
+        for (_, d) in self.dirty.drain() {
+            if let Dirty::Owned(buf) = d {
+                if buf.len() == page_bytes && self.pool.len() < POOL_PAGES_MAX {
+                    self.pool.push(buf);
+                }
             }
+        }
+        Carry {
+            free: self.free,
+            pool: self.pool,
+            wmap: self.wmap,
         }
     }
 
@@ -129,10 +256,24 @@ impl WritePages {
         Ok(start)
     }
 
-    fn buffer(&mut self) -> Box<[u8]> {
-        self.pool
-            .pop()
-            .unwrap_or_else(|| vec![0u8; self.page_bytes].into_boxed_slice())
+    /// Allocates `n` pages and makes room for them: in place in the mapping if possible,
+    /// otherwise in an owned buffer. Returns the id and where the bytes are.
+    fn place(&mut self, n: u64) -> Result<u64> {
+        let id = self.alloc(n)?;
+        let bytes = n as usize * self.page_bytes;
+        let dirty = if self.wmap.ensure((id + n) * self.page_bytes as u64)? {
+            Dirty::Mapped(n)
+        } else if n == 1 {
+            Dirty::Owned(
+                self.pool
+                    .pop()
+                    .unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice()),
+            )
+        } else {
+            Dirty::Owned(vec![0u8; bytes].into_boxed_slice())
+        };
+        self.dirty.insert(id, dirty);
+        Ok(id)
     }
 
     pub(crate) fn is_dirty(&self, id: u64) -> bool {
@@ -141,24 +282,20 @@ impl WritePages {
 
     /// Allocates a new dirty page of type `kind` with an empty body.
     pub(crate) fn new_page(&mut self, kind: u8) -> Result<u64> {
-        let id = self.alloc(1)?;
-        let mut buf = self.buffer();
-        init_page(&mut buf, kind);
-        self.dirty.insert(id, buf);
+        let id = self.place(1)?;
+        init_page(self.page_mut(id)?, kind);
         Ok(id)
     }
 
-    /// Allocates an overflow run for a value of `value_bytes`, copies the value in, and returns
-    /// its first page.
+    /// Allocates an overflow run for `value`, copies the value in, and returns its first page.
     pub(crate) fn new_run(&mut self, value: &[u8]) -> Result<u64> {
         let pages = overflow_pages(value.len(), self.page_bytes);
-        let id = self.alloc(pages)?;
-        let mut buf = vec![0u8; pages as usize * self.page_bytes].into_boxed_slice();
-        init_page(&mut buf, super::PAGE_OVERFLOW);
-        super::set_page_a(&mut buf, pages as u32);
-        super::set_page_b(&mut buf, value.len() as u32);
+        let id = self.place(pages)?;
+        let buf = self.page_mut(id)?;
+        init_page(buf, super::PAGE_OVERFLOW);
+        super::set_page_a(buf, pages as u32);
+        super::set_page_b(buf, value.len() as u32);
         buf[PAGE_HEADER_BYTES..PAGE_HEADER_BYTES + value.len()].copy_from_slice(value);
-        self.dirty.insert(id, buf);
         Ok(id)
     }
 
@@ -168,30 +305,43 @@ impl WritePages {
         if self.dirty.contains_key(&id) {
             return Ok(id);
         }
-        let mut buf = self.buffer();
+        let born = super::page_txn_field(self.base.page(id)?);
+        let new_id = self.place(1)?;
+        let ps = self.page_bytes;
         let old = self.base.page(id)?;
-        let born = super::page_txn_field(old);
-        buf.copy_from_slice(old);
-        let new_id = self.alloc(1)?;
+        let dst = match self.dirty.get_mut(&new_id) {
+            Some(Dirty::Owned(b)) => &mut b[..],
+            _ => self.wmap.bytes_mut(new_id, ps, ps)?,
+        };
+        dst.copy_from_slice(old);
         self.freed.push((id, 1, born));
-        self.dirty.insert(new_id, buf);
         Ok(new_id)
     }
 
-    /// The writable bytes of dirty page `id`.
+    /// The writable bytes of dirty page (or run) `id`.
     pub(crate) fn page_mut(&mut self, id: u64) -> Result<&mut [u8]> {
-        self.dirty
-            .get_mut(&id)
-            .map(|b| &mut b[..])
-            .ok_or_else(|| Error::corrupted(id, "internal: writing a page that is not dirty"))
+        let ps = self.page_bytes;
+        match self.dirty.get_mut(&id) {
+            Some(Dirty::Owned(b)) => Ok(&mut b[..]),
+            Some(Dirty::Mapped(n)) => {
+                let len = *n as usize * ps;
+                self.wmap.bytes_mut(id, len, ps)
+            }
+            None => Err(Error::corrupted(
+                id,
+                "internal: writing a page that is not dirty",
+            )),
+        }
     }
 
     /// Frees `pages` pages at `id`: at once if this transaction allocated them, otherwise as
     /// pending once the transaction commits.
     pub(crate) fn free(&mut self, id: u64, pages: u64) -> Result<()> {
-        if let Some(buf) = self.dirty.remove(&id) {
-            if buf.len() == self.page_bytes && self.pool.len() < POOL_PAGES_MAX {
-                self.pool.push(buf);
+        if let Some(d) = self.dirty.remove(&id) {
+            if let Dirty::Owned(buf) = d {
+                if buf.len() == self.page_bytes && self.pool.len() < POOL_PAGES_MAX {
+                    self.pool.push(buf);
+                }
             }
             self.spare.push((id, pages));
         } else {
@@ -273,32 +423,44 @@ impl WritePages {
         })
     }
 
-    /// Seals and writes every dirty page, gathering consecutive pages into larger writes.
-    /// Returns the bytes written.
+    /// Seals every dirty page (page id, txn id, checksum) and makes it reach the file: pages
+    /// in the mapping are sealed in place; owned buffers are written with `write_at`, gathering
+    /// consecutive pages into larger writes. Returns the bytes written or sealed.
     pub(crate) fn write_out(&mut self, storage: &dyn Storage) -> Result<u64> {
         let mut ids: Vec<u64> = self.dirty.keys().copied().collect();
         ids.sort_unstable();
-        let ps = self.page_bytes as u64;
+        let ps = self.page_bytes;
         let mut batch: Vec<u8> = Vec::new();
         let mut batch_start = 0u64;
         let mut written = 0u64;
         for id in ids {
-            let buf = self.dirty.get_mut(&id).expect("id taken from the map");
+            let buf: &mut [u8] = match self.dirty.get_mut(&id) {
+                Some(Dirty::Owned(b)) => b,
+                Some(Dirty::Mapped(n)) => {
+                    let len = *n as usize * ps;
+                    let page = self.wmap.bytes_mut(id, len, ps)?;
+                    seal_page(page, id, self.txn);
+                    written += len as u64;
+                    continue;
+                }
+                None => continue,
+            };
             debug_assert!(page_type(buf) != 0);
             seal_page(buf, id, self.txn);
-            let contiguous = !batch.is_empty() && batch_start + batch.len() as u64 == id * ps;
+            let at = id * ps as u64;
+            let contiguous = !batch.is_empty() && batch_start + batch.len() as u64 == at;
             if !contiguous || batch.len() + buf.len() > WRITE_BATCH_BYTES_MAX {
                 if !batch.is_empty() {
                     storage.write_at(&batch, batch_start)?;
                     written += batch.len() as u64;
                     batch.clear();
                 }
-                batch_start = id * ps;
+                batch_start = at;
             }
             if buf.len() > WRITE_BATCH_BYTES_MAX {
-                storage.write_at(buf, id * ps)?;
+                storage.write_at(buf, at)?;
                 written += buf.len() as u64;
-                batch_start = (id + buf.len() as u64 / ps) * ps;
+                batch_start = at + buf.len() as u64;
                 continue;
             }
             batch.extend_from_slice(buf);
@@ -309,47 +471,23 @@ impl WritePages {
         }
         Ok(written)
     }
-
-    /// Seals every dirty page and copies it into `map`, a writable mapping of the file (the
-    /// commit path of LMDB's MDB_WRITEMAP, minus writing in place: one copy, no syscall).
-    /// Requires: the mapping covers `page_count` pages, all of them allocated.
-    pub(crate) fn write_into(&mut self, map: &mut [u8]) -> Result<u64> {
-        let ps = self.page_bytes;
-        let mut ids: Vec<u64> = self.dirty.keys().copied().collect();
-        ids.sort_unstable();
-        let mut written = 0u64;
-        for id in ids {
-            let buf = self.dirty.get_mut(&id).expect("id taken from the map");
-            seal_page(buf, id, self.txn);
-            let at = id as usize * ps;
-            let dst = map.get_mut(at..at + buf.len()).ok_or_else(|| {
-                Error::corrupted(id, "internal: page beyond the writable mapping")
-            })?;
-            dst.copy_from_slice(buf);
-            written += buf.len() as u64;
-        }
-        Ok(written)
-    }
-
-    /// After a successful commit: hands back the free set and the buffers.
-    pub(crate) fn finish(mut self) -> (FreeSet, Vec<Box<[u8]>>) {
-        self.recycle_dirty();
-        (self.free, self.pool)
-    }
 }
 
 impl PageSource for WritePages {
     #[inline]
     fn page(&self, id: u64) -> Result<&[u8]> {
         match self.dirty.get(&id) {
-            Some(b) => Ok(b),
+            Some(Dirty::Owned(b)) => Ok(b),
+            Some(Dirty::Mapped(_)) => self.wmap.bytes(id, self.page_bytes, self.page_bytes),
             None => self.base.page(id),
         }
     }
 
     fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        let ps = self.page_bytes;
         match self.dirty.get(&id) {
-            Some(b) if b.len() as u64 == pages * self.page_bytes as u64 => Ok(b),
+            Some(Dirty::Owned(b)) if b.len() as u64 == pages * ps as u64 => Ok(b),
+            Some(Dirty::Mapped(n)) if *n == pages => self.wmap.bytes(id, pages as usize * ps, ps),
             Some(_) => Err(Error::corrupted(id, "overflow run length mismatch")),
             None => self.base.run(id, pages),
         }
