@@ -153,7 +153,10 @@ pub(crate) fn open_library(names: &[&str]) -> std::result::Result<libloading::Li
 }
 
 /// Declares a table of C functions resolved from a dlopened library. Every field is a copied
-/// function pointer; the `Library` is kept in the struct so they stay valid.
+/// function pointer; the `Library` is kept in the struct and never closed. Why never: LevelDB's
+/// and RocksDB's default Env start background threads that outlive the database; a dlclose
+/// would unmap code those threads are blocked in, and a later dlopen (the next fresh fill)
+/// would map a second copy beside them (seen as two compaction threads and a hang).
 macro_rules! dl_api {
     ($(#[$m:meta])* $vis:vis struct $name:ident {
         $( fn $f:ident ( $($arg:ty),* $(,)? ) $(-> $ret:ty)? ; )*
@@ -162,7 +165,7 @@ macro_rules! dl_api {
         #[allow(non_snake_case)]
         $vis struct $name {
             $( pub $f: unsafe extern "C" fn($($arg),*) $(-> $ret)?, )*
-            _lib: libloading::Library,
+            _lib: std::mem::ManuallyDrop<libloading::Library>,
         }
 
         impl $name {
@@ -179,7 +182,7 @@ macro_rules! dl_api {
                         .map_err(|e| format!("symbol {}: {e}", stringify!($f)))?
                     };
                 )*
-                Ok(Self { $( $f, )* _lib: lib })
+                Ok(Self { $( $f, )* _lib: std::mem::ManuallyDrop::new(lib) })
             }
         }
     };
