@@ -193,7 +193,8 @@ impl<'t> ReadTable<'t> {
     /// The value of `key`, if present.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Result<Option<&'t [u8]>> {
-        get(self.src, &self.hdr, key)
+        // Monomorphised on the snapshot type: the page accesses of a lookup inline.
+        btree::get(self.src, &self.hdr, key)
     }
 
     /// The first entry.

@@ -158,7 +158,12 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Moves to the next entry. Returns whether there is one.
     pub(crate) fn next(&mut self) -> Result<bool> {
         match self.stack.last_mut() {
-            Some((_, i)) => *i += 1,
+            Some((n, i)) => {
+                *i += 1;
+                // Cells sit in insertion order, not key order: ask for one a few entries on
+                // early, so a scan does not wait on memory for every entry.
+                n.prefetch_cell(*i + 3);
+            }
             None => return Ok(false),
         }
         self.settle_forward()
@@ -168,7 +173,10 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     pub(crate) fn prev(&mut self) -> Result<bool> {
         match self.stack.last_mut() {
             // usize::MAX marks "before the first" and is >= n, so settle moves on.
-            Some((_, i)) => *i = i.wrapping_sub(1),
+            Some((n, i)) => {
+                *i = i.wrapping_sub(1);
+                n.prefetch_cell(i.wrapping_sub(3));
+            }
             None => return Ok(false),
         }
         self.settle_backward()

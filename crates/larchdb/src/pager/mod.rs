@@ -85,6 +85,24 @@ pub(crate) fn set_page_b(p: &mut [u8], v: u32) {
     put_u32(p, H_B, v)
 }
 
+/// Hints the CPU to bring `bytes[at]` into the cache. Never faults, never reads out of bounds
+/// (an offset past the end is ignored); a no-op on targets without a prefetch instruction.
+#[inline]
+pub(crate) fn prefetch(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = bytes.get(at) {
+        // SAFETY: `_mm_prefetch` is a hint: it reads nothing architecturally and cannot fault;
+        // the pointer is in bounds anyway. SSE is part of the x86_64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                b as *const u8 as *const i8,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
+}
+
 /// Starts a fresh page image of type `kind`: zeroes the header.
 pub(crate) fn init_page(p: &mut [u8], kind: u8) {
     p[..PAGE_HEADER_BYTES].fill(0);
