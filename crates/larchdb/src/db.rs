@@ -4,7 +4,8 @@ use crate::error::{Error, Result};
 use crate::limits::{PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PINNED_BYTES_MAX_DEFAULT};
 use crate::pager::freelist_load;
 use crate::pager::{
-    Access, Carry, Meta, PageSource, Snapshot, TableHeader, WriteMap, WritePages, MAP_BYTES_MIN,
+    Access, Carry, Meta, PageRef, PageSource, Snapshot, TableHeader, WriteMap, WritePages,
+    MAP_BYTES_MIN,
 };
 use crate::storage::{FileStorage, Storage};
 use crate::txn::{ReadTxn, WriteTxn};
@@ -305,7 +306,7 @@ fn create(storage: &dyn Storage, page_bytes: u32, boot_id: Option<[u8; 16]>) -> 
         page_bytes,
         page_count: 2,
         catalog: TableHeader::default(),
-        freelist_head: 0,
+        freelist_head: PageRef::default(),
         freelist_pages: 0,
         last_durable_txn: 1,
         durable: true,
@@ -327,7 +328,7 @@ fn choose_meta(
     boot_id: Option<[u8; 16]>,
 ) -> Result<(Meta, u64)> {
     use crate::pager::MetaDefect;
-    let head_bytes = 128usize;
+    let head_bytes = crate::pager::META_END;
     let read = |offset: u64, len: usize| -> Option<Vec<u8>> {
         if offset + len as u64 > file_bytes {
             return None;

@@ -20,9 +20,9 @@ pub const TREE_DEPTH_MAX: usize = 32;
 /// Largest number of pages in a file (2^40 pages: 4 PiB at 4 KiB pages).
 pub const PAGE_COUNT_MAX: u64 = 1 << 40;
 
-/// Largest key, in bytes, for a page size: a quarter of the page less the cell and slot
-/// overhead, so that every leaf and branch page holds at least four entries and a split always
-/// produces two pages that fit. 1000 bytes at 4 KiB pages, 16360 at 64 KiB.
+/// Largest key, in bytes, for a page size: a quarter of the page less some cell overhead, so
+/// that no leaf or branch cell exceeds a third of a node's space and a split always produces
+/// two pages that fit. 1000 bytes at 4 KiB pages, 16360 at 64 KiB.
 pub const fn key_bytes_max(page_bytes: u32) -> usize {
     page_bytes as usize / 4 - 24
 }

@@ -18,7 +18,7 @@ fn check_name(name: &str) -> Result<()> {
 }
 
 fn decode_header(bytes: &[u8], catalog: &TableHeader) -> Result<TableHeader> {
-    TableHeader::decode(bytes, catalog.root)
+    TableHeader::decode(bytes, catalog.root.id)
 }
 
 fn list_catalog<S: PageSource + ?Sized>(src: &S, catalog: TableHeader) -> Result<Vec<String>> {
@@ -28,7 +28,7 @@ fn list_catalog<S: PageSource + ?Sized>(src: &S, catalog: TableHeader) -> Result
     while ok {
         let key = c.key()?;
         let name = std::str::from_utf8(key)
-            .map_err(|_| Error::corrupted(catalog.root, "table name is not UTF-8"))?;
+            .map_err(|_| Error::corrupted(catalog.root.id, "table name is not UTF-8"))?;
         names.push(name.to_string());
         ok = c.next()?;
     }

@@ -3,7 +3,7 @@
 
 use crate::btree::{check_run, node::LeafValue, node::Node};
 use crate::error::{Error, Result};
-use crate::pager::{overflow_pages, PageSource, Snapshot, TableHeader, META_SLOTS};
+use crate::pager::{overflow_pages, PageRef, PageSource, Snapshot, TableHeader, META_SLOTS};
 
 /// One problem found by verification.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,8 +94,8 @@ pub struct Stats {
 }
 
 type KeyValue = (Vec<u8>, Vec<u8>);
-/// A page to visit: (page, level, lower bound inclusive, upper bound exclusive).
-type Visit = (u64, u32, Option<Vec<u8>>, Option<Vec<u8>>);
+/// A page to visit: (reference, level, lower bound inclusive, upper bound exclusive).
+type Visit = (PageRef, u32, Option<Vec<u8>>, Option<Vec<u8>>);
 
 const OWNER_NONE: u8 = 0;
 const OWNER_TREE: u8 = 1;
@@ -154,15 +154,18 @@ impl<'s> Walk<'s> {
         ok
     }
 
-    fn read(&mut self, id: u64, pages: u64) -> Result<&'s [u8]> {
+    /// Reads what `r` refers to and checks it is the version the reference expects.
+    fn read(&mut self, r: PageRef, pages: u64) -> Result<&'s [u8]> {
         self.pages_checked += pages;
-        if self.checksums {
-            self.snap.bytes_verified(id, pages)
+        let p = if self.checksums {
+            self.snap.bytes_verified(r.id, pages)?
         } else if pages == 1 {
-            self.snap.page(id)
+            self.snap.page(r.id)?
         } else {
-            self.snap.run(id, pages)
-        }
+            self.snap.run(r.id, pages)?
+        };
+        r.check(p)?;
+        Ok(p)
     }
 
     /// Walks one tree, checking order, bounds, depth and the entry count. Returns the leaf
@@ -174,7 +177,7 @@ impl<'s> Walk<'s> {
             ..Default::default()
         };
         let mut collected = Vec::new();
-        if hdr.root == 0 {
+        if hdr.root.is_none() {
             if hdr.entries != 0 {
                 self.problem(
                     0,
@@ -186,11 +189,12 @@ impl<'s> Walk<'s> {
         let mut entries = 0u64;
         // (page, level, lower bound inclusive, upper bound exclusive)
         let mut stack: Vec<Visit> = vec![(hdr.root, 1, None, None)];
-        while let Some((id, level, lo, hi)) = stack.pop() {
+        while let Some((r, level, lo, hi)) = stack.pop() {
+            let id = r.id;
             if !self.claim(id, 1, OWNER_TREE) {
                 continue;
             }
-            let p = match self.read(id, 1) {
+            let p = match self.read(r, 1) {
                 Ok(p) => p,
                 Err(e) => {
                     self.note_err(e, id);
@@ -256,13 +260,14 @@ impl<'s> Walk<'s> {
                     };
                     let bytes: Option<&[u8]> = match value {
                         LeafValue::Inline(b) => Some(b),
-                        LeafValue::Overflow { page, len } => {
+                        LeafValue::Overflow { run: run_ref, len } => {
+                            let page = run_ref.id;
                             let pages = overflow_pages(len, self.snap.page_bytes());
                             st.overflow_pages += pages;
                             if !self.claim(page, pages, OWNER_OVERFLOW) {
                                 None
                             } else {
-                                match self.read(page, pages).and_then(|run| {
+                                match self.read(run_ref, pages).and_then(|run| {
                                     check_run(run, page, pages, len)?;
                                     Ok(&run[crate::pager::PAGE_HEADER_BYTES
                                         ..crate::pager::PAGE_HEADER_BYTES + len])
@@ -308,7 +313,7 @@ impl<'s> Walk<'s> {
         }
         if entries != hdr.entries {
             self.problem(
-                hdr.root,
+                hdr.root.id,
                 format!(
                     "table {name:?}: header says {} entries, tree has {entries}",
                     hdr.entries
@@ -356,7 +361,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     stats.leaf_pages += cat_stats.leaf_pages;
     for (name, value) in tables {
         let name = String::from_utf8_lossy(&name).into_owned();
-        match TableHeader::decode(&value, meta.catalog.root) {
+        match TableHeader::decode(&value, meta.catalog.root.id) {
             Ok(hdr) => {
                 let (_, st) = w.tree(&name, hdr, false);
                 stats.depth = stats.depth.max(st.depth);
@@ -366,7 +371,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
                 stats.entries += st.entries;
                 stats.tables.push(st);
             }
-            Err(e) => w.note_err(e, meta.catalog.root),
+            Err(e) => w.note_err(e, meta.catalog.root.id),
         }
     }
     report.tables = stats.tables.len() as u64;
@@ -398,7 +403,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
                 }
             }
         }
-        Err(e) => w.note_err(e, meta.freelist_head),
+        Err(e) => w.note_err(e, meta.freelist_head.id),
     }
     report.free_pages = stats.free_pages;
     report.pending_pages = stats.pending_pages;

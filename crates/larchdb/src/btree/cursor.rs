@@ -6,7 +6,7 @@ use super::node::Node;
 use super::resolve;
 use crate::error::{Error, Result};
 use crate::limits::TREE_DEPTH_MAX;
-use crate::pager::{PageSource, TableHeader};
+use crate::pager::{PageRef, PageSource, TableHeader};
 
 pub(crate) struct Cursor<'s, S: PageSource + ?Sized> {
     src: &'s S,
@@ -24,12 +24,13 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         }
     }
 
-    fn load(&self, id: u64) -> Result<Node<'s>> {
+    fn load(&self, r: PageRef) -> Result<Node<'s>> {
+        let id = r.id;
         let level = self.stack.len() + 1;
         if level > self.hdr.depth as usize || level > TREE_DEPTH_MAX {
             return Err(Error::corrupted(id, "path deeper than the table's depth"));
         }
-        let n = Node::parse(self.src.page(id)?, id)?;
+        let n = Node::parse(self.src.page_at(r)?, id)?;
         if n.leaf != (level == self.hdr.depth as usize) {
             return Err(Error::corrupted(
                 id,
@@ -40,7 +41,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     }
 
     /// Pushes the path from `id` down its leftmost (or rightmost) edge.
-    fn descend_edge(&mut self, mut id: u64, leftmost: bool) -> Result<()> {
+    fn descend_edge(&mut self, mut id: PageRef, leftmost: bool) -> Result<()> {
         loop {
             let n = self.load(id)?;
             if n.leaf {
@@ -57,7 +58,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Moves to the first entry. Returns whether there is one.
     pub(crate) fn first(&mut self) -> Result<bool> {
         self.stack.clear();
-        if self.hdr.root == 0 {
+        if self.hdr.root.is_none() {
             return Ok(false);
         }
         self.descend_edge(self.hdr.root, true)?;
@@ -67,7 +68,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Moves to the last entry. Returns whether there is one.
     pub(crate) fn last(&mut self) -> Result<bool> {
         self.stack.clear();
-        if self.hdr.root == 0 {
+        if self.hdr.root.is_none() {
             return Ok(false);
         }
         self.descend_edge(self.hdr.root, false)?;
@@ -77,7 +78,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Moves to the first entry with a key >= `key`. Returns whether there is one.
     pub(crate) fn seek(&mut self, key: &[u8]) -> Result<bool> {
         self.stack.clear();
-        if self.hdr.root == 0 {
+        if self.hdr.root.is_none() {
             return Ok(false);
         }
         let mut id = self.hdr.root;
@@ -187,7 +188,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         match self.stack.last() {
             Some((n, i)) if *i < n.n => n.key(*i),
             _ => Err(Error::corrupted(
-                self.hdr.root,
+                self.hdr.root.id,
                 "internal: cursor not on an entry",
             )),
         }
@@ -198,7 +199,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         match self.stack.last() {
             Some((n, i)) if *i < n.n => Ok((n.key(*i)?, resolve(self.src, n.value(*i)?)?)),
             _ => Err(Error::corrupted(
-                self.hdr.root,
+                self.hdr.root.id,
                 "internal: cursor not on an entry",
             )),
         }

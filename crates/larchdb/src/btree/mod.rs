@@ -13,8 +13,8 @@ pub(crate) use cursor::Cursor;
 use crate::error::{Error, Result};
 use crate::limits::{inline_cell_bytes_max, TREE_DEPTH_MAX, VALUE_BYTES_MAX};
 use crate::pager::{
-    overflow_pages, page_a, page_b, page_type, PageSource, TableHeader, WritePages, PAGE_BRANCH,
-    PAGE_HEADER_BYTES, PAGE_LEAF, PAGE_OVERFLOW,
+    overflow_pages, page_a, page_b, page_type, PageRef, PageSource, TableHeader, WritePages,
+    PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF, PAGE_OVERFLOW,
 };
 use node::{
     branch_cell, cell_child, cell_key, cells_bytes, edit, leaf_cell_inline, leaf_cell_len,
@@ -28,16 +28,16 @@ pub(crate) fn resolve<'s, S: PageSource + ?Sized>(
 ) -> Result<&'s [u8]> {
     match v {
         LeafValue::Inline(b) => Ok(b),
-        LeafValue::Overflow { page, len } => {
+        LeafValue::Overflow { run: r, len } => {
             if len > VALUE_BYTES_MAX {
                 return Err(Error::corrupted(
-                    page,
+                    r.id,
                     "overflow value longer than the limit",
                 ));
             }
             let pages = overflow_pages(len, src.page_bytes());
-            let run = src.run(page, pages)?;
-            check_run(run, page, pages, len)?;
+            let run = src.run_at(r, pages)?;
+            check_run(run, r.id, pages, len)?;
             Ok(&run[PAGE_HEADER_BYTES..PAGE_HEADER_BYTES + len])
         }
     }
@@ -54,13 +54,19 @@ pub(crate) fn check_run(run: &[u8], page: u64, pages: u64, len: usize) -> Result
     Ok(())
 }
 
-/// Reads and parses node `id`, which must be a leaf exactly when `leaf` says so.
+/// Reads and parses the node `r` refers to.
 #[inline]
-fn node_at<S: PageSource + ?Sized>(src: &S, id: u64, leaf: bool) -> Result<Node<'_>> {
-    let n = Node::parse(src.page(id)?, id)?;
+fn node_ref<S: PageSource + ?Sized>(src: &S, r: PageRef) -> Result<Node<'_>> {
+    Node::parse(src.page_at(r)?, r.id)
+}
+
+/// Reads and parses the node `r` refers to, which must be a leaf exactly when `leaf` says so.
+#[inline]
+fn node_at<S: PageSource + ?Sized>(src: &S, r: PageRef, leaf: bool) -> Result<Node<'_>> {
+    let n = node_ref(src, r)?;
     if n.leaf != leaf {
         return Err(Error::corrupted(
-            id,
+            r.id,
             "node kind does not match the tree depth",
         ));
     }
@@ -73,15 +79,15 @@ pub(crate) fn get<'s, S: PageSource + ?Sized>(
     hdr: &TableHeader,
     key: &[u8],
 ) -> Result<Option<&'s [u8]>> {
-    if hdr.root == 0 {
+    if hdr.root.is_none() {
         return Ok(None);
     }
-    let mut id = hdr.root;
+    let mut r = hdr.root;
     for _ in 1..hdr.depth {
-        let n = node_at(src, id, false)?;
-        id = n.child(n.child_for(key)?)?;
+        let n = node_at(src, r, false)?;
+        r = n.child(n.child_for(key)?)?;
     }
-    let leaf = node_at(src, id, true)?;
+    let leaf = node_at(src, r, true)?;
     match leaf.search(key)? {
         (i, true) => Ok(Some(resolve(src, leaf.value(i)?)?)),
         _ => Ok(None),
@@ -117,23 +123,23 @@ fn descend(
     hdr: &TableHeader,
     key: Option<&[u8]>,
     path: &mut Path,
-) -> Result<(u64, bool)> {
+) -> Result<(PageRef, bool)> {
     if hdr.depth as usize > TREE_DEPTH_MAX {
-        return Err(Error::corrupted(hdr.root, "tree deeper than the limit"));
+        return Err(Error::corrupted(hdr.root.id, "tree deeper than the limit"));
     }
-    let mut id = hdr.root;
+    let mut r = hdr.root;
     let mut rightmost = true;
     for _ in 1..hdr.depth {
-        let n = node_at(w, id, false)?;
+        let n = node_at(w, r, false)?;
         let ci = match key {
             Some(k) => n.child_for(k)?,
             None => n.n,
         };
         rightmost &= ci == n.n;
-        path.push(id, ci);
-        id = n.child(ci)?;
+        path.push(r.id, ci);
+        r = n.child(ci)?;
     }
-    Ok((id, rightmost))
+    Ok((r, rightmost))
 }
 
 fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
@@ -142,7 +148,11 @@ fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
         Ok(leaf_cell_inline(key, value))
     } else {
         let run = w.new_run(value)?;
-        Ok(leaf_cell_overflow(key, value.len(), run))
+        Ok(leaf_cell_overflow(
+            key,
+            value.len(),
+            PageRef::new(run, w.txn),
+        ))
     }
 }
 
@@ -165,14 +175,14 @@ pub(crate) fn put(
     value: &[u8],
     mode: PutMode,
 ) -> Result<bool> {
-    if hdr.root == 0 {
+    if hdr.root.is_none() {
         let cell = make_cell(w, key, value)?;
         let id = w.new_page(PAGE_LEAF)?;
         let p = w.page_mut(id)?;
         edit::reset(p, PAGE_LEAF);
         edit::fill(p, &[cell])?;
         *hdr = TableHeader {
-            root: id,
+            root: PageRef::new(id, w.txn),
             entries: 1,
             depth: 1,
         };
@@ -184,9 +194,10 @@ pub(crate) fn put(
     } else {
         Some(key)
     };
-    let (leaf_id, rightmost) = descend(w, hdr, search_key, &mut path)?;
+    let (leaf_ref, rightmost) = descend(w, hdr, search_key, &mut path)?;
+    let leaf_id = leaf_ref.id;
     let (idx, found, n, old) = {
-        let leaf = node_at(w, leaf_id, true)?;
+        let leaf = node_at(w, leaf_ref, true)?;
         let (idx, found) = match mode {
             PutMode::Upsert => leaf.search(key)?,
             PutMode::Append => {
@@ -198,8 +209,8 @@ pub(crate) fn put(
         };
         let old = if found {
             let run = match leaf.value(idx)? {
-                LeafValue::Overflow { page, len } => {
-                    Some((page, overflow_pages(len, w.page_bytes())))
+                LeafValue::Overflow { run, len } => {
+                    Some((run.id, overflow_pages(len, w.page_bytes())))
                 }
                 LeafValue::Inline(_) => None,
             };
@@ -260,7 +271,11 @@ fn split_node(
         for i in 0..n.n {
             cells.push(n.cell(i)?.to_vec());
         }
-        let child0 = if n.leaf { 0 } else { n.child(0)? };
+        let child0 = if n.leaf {
+            PageRef::default()
+        } else {
+            n.child(0)?
+        };
         (n.leaf, cells, child0)
     };
     cells.insert(idx, cell.to_vec());
@@ -314,10 +329,11 @@ fn propagate(
             return Ok(());
         }
         let np = w.make_dirty(pid)?;
+        let txn = w.txn;
         let p = w.page_mut(np)?;
-        edit::set_child(p, ci, child);
+        edit::set_child(p, ci, PageRef::new(child, txn));
         if let Some((sep, right)) = split.take() {
-            let cell = branch_cell(&sep, right);
+            let cell = branch_cell(&sep, PageRef::new(right, txn));
             if !edit::insert(p, ci, &cell)? {
                 let n = page_count_field_of(w, np)?;
                 split = Some(split_node(w, np, ci, &cell, rightmost && ci == n)?);
@@ -326,14 +342,15 @@ fn propagate(
         old_child = pid;
         child = np;
     }
-    hdr.root = child;
+    let txn = w.txn;
+    hdr.root = PageRef::new(child, txn);
     if let Some((sep, right)) = split {
         let root = w.new_page(PAGE_BRANCH)?;
         let p = w.page_mut(root)?;
         edit::reset(p, PAGE_BRANCH);
-        edit::set_child(p, 0, child);
-        edit::fill(p, &[branch_cell(&sep, right)])?;
-        hdr.root = root;
+        edit::set_child(p, 0, PageRef::new(child, txn));
+        edit::fill(p, &[branch_cell(&sep, PageRef::new(right, txn))])?;
+        hdr.root = PageRef::new(root, txn);
         hdr.depth += 1;
         if hdr.depth as usize > TREE_DEPTH_MAX {
             return Err(Error::corrupted(root, "tree grew past the depth limit"));
@@ -348,19 +365,20 @@ fn page_count_field_of(w: &WritePages, id: u64) -> Result<usize> {
 
 /// Deletes `key`. Returns true if it was present.
 pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> Result<bool> {
-    if hdr.root == 0 {
+    if hdr.root.is_none() {
         return Ok(false);
     }
     let mut path = Path::new();
-    let (leaf_id, _) = descend(w, hdr, Some(key), &mut path)?;
+    let (leaf_ref, _) = descend(w, hdr, Some(key), &mut path)?;
+    let leaf_id = leaf_ref.id;
     let (idx, cell_len, run) = {
-        let leaf = node_at(w, leaf_id, true)?;
+        let leaf = node_at(w, leaf_ref, true)?;
         let (idx, found) = leaf.search(key)?;
         if !found {
             return Ok(false);
         }
         let run = match leaf.value(idx)? {
-            LeafValue::Overflow { page, len } => Some((page, overflow_pages(len, w.page_bytes()))),
+            LeafValue::Overflow { run, len } => Some((run.id, overflow_pages(len, w.page_bytes()))),
             LeafValue::Inline(_) => None,
         };
         (idx, leaf.cell(idx)?.len(), run)
@@ -374,14 +392,15 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
     let mut child = leaf;
     for (pid, ci) in path.iter_up() {
         let np = w.make_dirty(pid)?;
-        edit::set_child(w.page_mut(np)?, ci, child);
+        let txn = w.txn;
+        edit::set_child(w.page_mut(np)?, ci, PageRef::new(child, txn));
         let c = Node::parse(w.page(child)?, child)?;
         if c.used_bytes() < c.capacity() / 4 {
             merge_child(w, np, ci)?;
         }
         child = np;
     }
-    hdr.root = child;
+    hdr.root = PageRef::new(child, w.txn);
     shrink_root(w, hdr)?;
     Ok(true)
 }
@@ -398,10 +417,10 @@ fn merge_child(w: &mut WritePages, parent: u64, ci: usize) -> Result<()> {
         (li, pn.child(li)?, pn.child(li + 1)?, pn.key(li)?.to_vec())
     };
     let (leaf, moved) = {
-        let l = Node::parse(w.page(lid)?, lid)?;
-        let r = Node::parse(w.page(rid)?, rid)?;
+        let l = node_ref(w, lid)?;
+        let r = node_ref(w, rid)?;
         if l.leaf != r.leaf {
-            return Err(Error::corrupted(rid, "siblings of different kinds"));
+            return Err(Error::corrupted(rid.id, "siblings of different kinds"));
         }
         let mut moved: Vec<Vec<u8>> = Vec::with_capacity(r.n + 1);
         if !r.leaf {
@@ -418,35 +437,36 @@ fn merge_child(w: &mut WritePages, parent: u64, ci: usize) -> Result<()> {
         (l.leaf, moved)
     };
     let _ = leaf;
-    let new_lid = w.make_dirty(lid)?;
+    let new_lid = w.make_dirty(lid.id)?;
     edit::fill(w.page_mut(new_lid)?, &moved)?;
     let sep_cell_len = {
         let pn = Node::parse(w.page(parent)?, parent)?;
         pn.cell(li)?.len()
     };
+    let txn = w.txn;
     let p = w.page_mut(parent)?;
     edit::remove(p, li, sep_cell_len);
-    edit::set_child(p, li, new_lid);
-    w.free(rid, 1)?;
+    edit::set_child(p, li, PageRef::new(new_lid, txn));
+    w.free(rid.id, 1)?;
     Ok(())
 }
 
 /// Removes roots that no longer earn their level: a branch with one child, an empty leaf.
 fn shrink_root(w: &mut WritePages, hdr: &mut TableHeader) -> Result<()> {
     for _ in 0..TREE_DEPTH_MAX {
-        if hdr.root == 0 {
+        if hdr.root.is_none() {
             return Ok(());
         }
         let root = hdr.root;
-        let n = Node::parse(w.page(root)?, root)?;
+        let n = node_ref(w, root)?;
         match (n.leaf, n.n) {
             (false, 0) => {
                 hdr.root = n.child(0)?;
                 hdr.depth -= 1;
-                w.free(root, 1)?;
+                w.free(root.id, 1)?;
             }
             (true, 0) => {
-                w.free(root, 1)?;
+                w.free(root.id, 1)?;
                 *hdr = TableHeader::default();
                 return Ok(());
             }
@@ -458,18 +478,18 @@ fn shrink_root(w: &mut WritePages, hdr: &mut TableHeader) -> Result<()> {
 
 /// Frees every page of a tree (for dropping a table).
 pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
-    if hdr.root == 0 {
+    if hdr.root.is_none() {
         return Ok(());
     }
-    let mut stack: Vec<(u64, u32)> = vec![(hdr.root, 1)];
+    let mut stack: Vec<(PageRef, u32)> = vec![(hdr.root, 1)];
     let mut to_free: Vec<(u64, u64)> = Vec::new();
-    while let Some((id, level)) = stack.pop() {
+    while let Some((r, level)) = stack.pop() {
         let leaf = level == hdr.depth;
-        let n = node_at(w, id, leaf)?;
+        let n = node_at(w, r, leaf)?;
         if leaf {
             for i in 0..n.n {
-                if let LeafValue::Overflow { page, len } = n.value(i)? {
-                    to_free.push((page, overflow_pages(len, w.page_bytes())));
+                if let LeafValue::Overflow { run, len } = n.value(i)? {
+                    to_free.push((run.id, overflow_pages(len, w.page_bytes())));
                 }
             }
         } else {
@@ -477,7 +497,7 @@ pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
                 stack.push((n.child(i)?, level + 1));
             }
         }
-        to_free.push((id, 1));
+        to_free.push((r.id, 1));
     }
     for (id, pages) in to_free {
         w.free(id, pages)?;

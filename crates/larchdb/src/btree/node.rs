@@ -1,29 +1,30 @@
 //! Node layout: slotted pages. See docs/design/file-format.md for the byte tables.
 //!
 //! ```text
-//! leaf:   [header 32][slot u16 * n][free][cells ...]            cell = klen u16, vword u32, key, value | overflow page u64
-//! branch: [header 32][child0 u64][slot u16 * n][free][cells ...] cell = klen u16, child u64, key
+//! leaf:   [header 32][slot u16 * n][free][cells ...]     cell = klen u16, vword u32, key, value | overflow ref
+//! branch: [header 32][child0 ref][slot u16 * n][free][cells ...]  cell = klen u16, child ref, key
+//! ref:    page u64, txn u64 (the commit that wrote the page: a stale page is caught on read)
 //! ```
 //! Header field A is the offset where cell content starts (cells grow down from the page end),
 //! field B the bytes of dead cells not yet compacted. Slots are sorted by key. In a branch,
 //! cell i holds separator key i and child i+1; every key in child i+1 is >= key i and every key
 //! in child i is < key i.
 
-use crate::bytes::{get_u16, get_u32, get_u64, put_u16, put_u64};
+use crate::bytes::{get_u16, get_u32, put_u16};
 use crate::error::{Error, Result};
 use crate::pager::{
     page_a, page_b, page_count_field, page_type, set_page_a, set_page_b, set_page_count_field,
-    PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF,
+    PageRef, PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF,
 };
 use std::cmp::Ordering;
 
 /// Offset of the slot array in a leaf, and of child 0 / the slot array in a branch.
 pub(crate) const LEAF_SLOTS_AT: usize = PAGE_HEADER_BYTES;
 pub(crate) const BRANCH_CHILD0_AT: usize = PAGE_HEADER_BYTES;
-pub(crate) const BRANCH_SLOTS_AT: usize = PAGE_HEADER_BYTES + 8;
+pub(crate) const BRANCH_SLOTS_AT: usize = PAGE_HEADER_BYTES + PageRef::BYTES;
 /// Bytes before the key in a leaf cell and in a branch cell.
 pub(crate) const LEAF_CELL_HEADER_BYTES: usize = 6;
-pub(crate) const BRANCH_CELL_HEADER_BYTES: usize = 10;
+pub(crate) const BRANCH_CELL_HEADER_BYTES: usize = 2 + PageRef::BYTES;
 /// Bit of a leaf cell's vword marking an overflow value; the low 31 bits are the value length.
 pub(crate) const VWORD_OVERFLOW: u32 = 1 << 31;
 
@@ -31,7 +32,7 @@ pub(crate) const VWORD_OVERFLOW: u32 = 1 << 31;
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum LeafValue<'a> {
     Inline(&'a [u8]),
-    Overflow { page: u64, len: usize },
+    Overflow { run: PageRef, len: usize },
 }
 
 /// A read-only view of a leaf or branch page, validated enough that every accessor either
@@ -148,10 +149,10 @@ impl<'a> Node<'a> {
         let len = (vword & !VWORD_OVERFLOW) as usize;
         if vword & VWORD_OVERFLOW != 0 {
             let r = p
-                .get(at..at + 8)
+                .get(at..at + PageRef::BYTES)
                 .ok_or_else(|| self.bad("overflow reference out of bounds"))?;
             Ok(LeafValue::Overflow {
-                page: u64::from_le_bytes(r.try_into().expect("8 bytes")),
+                run: PageRef::decode(r),
                 len,
             })
         } else {
@@ -163,15 +164,15 @@ impl<'a> Node<'a> {
 
     /// Child `i` of a branch, `0..=n`.
     #[inline]
-    pub(crate) fn child(&self, i: usize) -> Result<u64> {
+    pub(crate) fn child(&self, i: usize) -> Result<PageRef> {
         if i == 0 {
-            return Ok(get_u64(self.p, BRANCH_CHILD0_AT));
+            return Ok(PageRef::decode(&self.p[BRANCH_CHILD0_AT..BRANCH_SLOTS_AT]));
         }
         let off = self.cell_at(i - 1);
-        if off + BRANCH_CELL_HEADER_BYTES > self.p.len() {
-            return Err(self.bad("cell offset out of bounds"));
+        match self.p.get(off + 2..off + BRANCH_CELL_HEADER_BYTES) {
+            Some(r) => Ok(PageRef::decode(r)),
+            None => Err(self.bad("cell offset out of bounds")),
         }
-        Ok(get_u64(self.p, off + 2))
     }
 
     /// First index whose key is >= `key`, and whether it is equal.
@@ -213,7 +214,7 @@ impl<'a> Node<'a> {
 #[inline]
 pub(crate) fn leaf_cell_len(klen: usize, vword: u32) -> usize {
     let v = if vword & VWORD_OVERFLOW != 0 {
-        8
+        PageRef::BYTES
     } else {
         vword as usize
     };
@@ -230,21 +231,21 @@ pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
     c
 }
 
-/// Encodes a leaf cell whose value lives in the overflow run at `page`.
-pub(crate) fn leaf_cell_overflow(key: &[u8], len: usize, page: u64) -> Vec<u8> {
-    let mut c = Vec::with_capacity(LEAF_CELL_HEADER_BYTES + key.len() + 8);
+/// Encodes a leaf cell whose value lives in the overflow run `run`.
+pub(crate) fn leaf_cell_overflow(key: &[u8], len: usize, run: PageRef) -> Vec<u8> {
+    let mut c = Vec::with_capacity(LEAF_CELL_HEADER_BYTES + key.len() + PageRef::BYTES);
     c.extend_from_slice(&(key.len() as u16).to_le_bytes());
     c.extend_from_slice(&(len as u32 | VWORD_OVERFLOW).to_le_bytes());
     c.extend_from_slice(key);
-    c.extend_from_slice(&page.to_le_bytes());
+    c.extend_from_slice(&run.encode());
     c
 }
 
 /// Encodes a branch cell.
-pub(crate) fn branch_cell(key: &[u8], child: u64) -> Vec<u8> {
+pub(crate) fn branch_cell(key: &[u8], child: PageRef) -> Vec<u8> {
     let mut c = Vec::with_capacity(BRANCH_CELL_HEADER_BYTES + key.len());
     c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.extend_from_slice(&child.to_le_bytes());
+    c.extend_from_slice(&child.encode());
     c.extend_from_slice(key);
     c
 }
@@ -261,8 +262,8 @@ pub(crate) fn cell_key(cell: &[u8], leaf: bool) -> &[u8] {
 }
 
 /// Child of an encoded branch cell.
-pub(crate) fn cell_child(cell: &[u8]) -> u64 {
-    get_u64(cell, 2)
+pub(crate) fn cell_child(cell: &[u8]) -> PageRef {
+    PageRef::decode(&cell[2..BRANCH_CELL_HEADER_BYTES])
 }
 
 /// Mutations of a dirty node page. Requires for all: the page parsed as a node of this kind.
@@ -326,13 +327,13 @@ pub(crate) mod edit {
     }
 
     /// Sets child `i` of a branch.
-    pub(crate) fn set_child(p: &mut [u8], i: usize, child: u64) {
-        if i == 0 {
-            put_u64(p, BRANCH_CHILD0_AT, child);
+    pub(crate) fn set_child(p: &mut [u8], i: usize, child: PageRef) {
+        let at = if i == 0 {
+            BRANCH_CHILD0_AT
         } else {
-            let off = get_u16(p, BRANCH_SLOTS_AT + 2 * (i - 1)) as usize;
-            put_u64(p, off + 2, child);
-        }
+            get_u16(p, BRANCH_SLOTS_AT + 2 * (i - 1)) as usize + 2
+        };
+        p[at..at + PageRef::BYTES].copy_from_slice(&child.encode());
     }
 
     /// Rewrites the page with its live cells packed at the end, removing dead space.

@@ -10,6 +10,7 @@
 //! Persisted at each commit as a chain of freelist pages of extents; see
 //! docs/design/file-format.md.
 
+use super::PageRef;
 use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
@@ -26,9 +27,9 @@ pub(crate) const KIND_DURABLE: u32 = 2;
 
 /// Bytes of one persisted extent.
 pub(crate) const EXTENT_BYTES: usize = 24;
-/// Body offset of the next-page link, and of the first extent, in a freelist page.
+/// Body offset of the next-page reference, and of the first extent, in a freelist page.
 pub(crate) const FREELIST_NEXT_AT: usize = super::PAGE_HEADER_BYTES;
-pub(crate) const FREELIST_EXTENTS_AT: usize = FREELIST_NEXT_AT + 8;
+pub(crate) const FREELIST_EXTENTS_AT: usize = FREELIST_NEXT_AT + PageRef::BYTES;
 
 /// Extents that fit in one freelist page.
 pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
@@ -251,8 +252,8 @@ pub(crate) fn to_extents(pages: &mut [u64]) -> Vec<(u64, u64)> {
 }
 
 /// Writes extents into a freelist page body. Requires: `extents.len() <= extents_per_page`.
-pub(crate) fn encode_page(p: &mut [u8], next: u64, extents: &[Extent]) {
-    put_u64(p, FREELIST_NEXT_AT, next);
+pub(crate) fn encode_page(p: &mut [u8], next: PageRef, extents: &[Extent]) {
+    p[FREELIST_NEXT_AT..FREELIST_EXTENTS_AT].copy_from_slice(&next.encode());
     for (i, &(txn, start, len, kind)) in extents.iter().enumerate() {
         let at = FREELIST_EXTENTS_AT + i * EXTENT_BYTES;
         put_u64(p, at, txn);
@@ -264,7 +265,7 @@ pub(crate) fn encode_page(p: &mut [u8], next: u64, extents: &[Extent]) {
 }
 
 /// Reads a freelist page: the next link and its extents. Validates the count against the page.
-pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(u64, Vec<Extent>)> {
+pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(PageRef, Vec<Extent>)> {
     if super::page_type(p) != super::PAGE_FREELIST {
         return Err(Error::corrupted(id, "expected a freelist page"));
     }
@@ -272,7 +273,7 @@ pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(u64, Vec<Extent>)> {
     if n > extents_per_page(p.len()) {
         return Err(Error::corrupted(id, "freelist page count too large"));
     }
-    let next = get_u64(p, FREELIST_NEXT_AT);
+    let next = PageRef::decode(&p[FREELIST_NEXT_AT..FREELIST_EXTENTS_AT]);
     let extents = (0..n)
         .map(|i| {
             let at = FREELIST_EXTENTS_AT + i * EXTENT_BYTES;
@@ -346,8 +347,8 @@ mod tests {
         let mut p = vec![0u8; 4096];
         let ext = vec![(0, 5, 3, KIND_FREE), (9, 12, 1, KIND_DURABLE)];
         crate::pager::init_page(&mut p, crate::pager::PAGE_FREELIST);
-        encode_page(&mut p, 77, &ext);
-        assert_eq!(decode_page(&p, 3).unwrap(), (77, ext));
+        encode_page(&mut p, PageRef::new(77, 5), &ext);
+        assert_eq!(decode_page(&p, 3).unwrap(), (PageRef::new(77, 5), ext));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! being written. On open the newest slot that is valid and trustworthy wins (see
 //! docs/design/durability.md).
 
-use super::{checksum_ok, init_page, page_txn_field, seal_page, PAGE_HEADER_BYTES, PAGE_META};
+use super::{
+    checksum_ok, init_page, page_txn_field, seal_page, PageRef, PAGE_HEADER_BYTES, PAGE_META,
+};
 use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
 use crate::limits::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PAGE_COUNT_MAX, TREE_DEPTH_MAX};
@@ -22,11 +24,11 @@ const M_FLAGS: usize = 45;
 const M_PAGE_BYTES: usize = 48;
 const M_PAGE_COUNT: usize = 56;
 const M_CATALOG: usize = 64;
-const M_FREELIST_HEAD: usize = 88;
-const M_FREELIST_PAGES: usize = 96;
-const M_LAST_DURABLE: usize = 104;
-const M_BOOT_ID: usize = 112;
-const META_END: usize = 128;
+const M_FREELIST_HEAD: usize = 96;
+const M_FREELIST_PAGES: usize = 112;
+const M_LAST_DURABLE: usize = 120;
+const M_BOOT_ID: usize = 128;
+pub(crate) const META_END: usize = 144;
 const _: () = assert!(META_END <= PAGE_BYTES_MIN as usize);
 
 const FLAG_DURABLE: u8 = 1;
@@ -35,8 +37,8 @@ const FLAG_DURABLE: u8 = 1;
 /// catalog entry for named tables.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TableHeader {
-    /// Root page, 0 for an empty table.
-    pub(crate) root: u64,
+    /// Root page (id 0 for an empty table) and the commit that wrote it.
+    pub(crate) root: PageRef,
     /// Number of entries.
     pub(crate) entries: u64,
     /// Levels: 0 empty, 1 a single leaf, ...
@@ -44,13 +46,13 @@ pub(crate) struct TableHeader {
 }
 
 impl TableHeader {
-    pub(crate) const BYTES: usize = 24;
+    pub(crate) const BYTES: usize = 32;
 
     pub(crate) fn encode(&self) -> [u8; Self::BYTES] {
         let mut b = [0u8; Self::BYTES];
-        put_u64(&mut b, 0, self.root);
-        put_u64(&mut b, 8, self.entries);
-        put_u32(&mut b, 16, self.depth);
+        b[..PageRef::BYTES].copy_from_slice(&self.root.encode());
+        put_u64(&mut b, 16, self.entries);
+        put_u32(&mut b, 24, self.depth);
         b
     }
 
@@ -60,11 +62,11 @@ impl TableHeader {
             return Err(Error::corrupted(page, "table header has the wrong length"));
         }
         let h = TableHeader {
-            root: get_u64(b, 0),
-            entries: get_u64(b, 8),
-            depth: get_u32(b, 16),
+            root: PageRef::decode(&b[..PageRef::BYTES]),
+            entries: get_u64(b, 16),
+            depth: get_u32(b, 24),
         };
-        if h.depth as usize > TREE_DEPTH_MAX || (h.root == 0) != (h.depth == 0) {
+        if h.depth as usize > TREE_DEPTH_MAX || h.root.is_none() != (h.depth == 0) {
             return Err(Error::corrupted(
                 page,
                 "table header has an impossible depth",
@@ -84,8 +86,8 @@ pub(crate) struct Meta {
     pub(crate) page_count: u64,
     /// The catalog tree: table name -> `TableHeader`.
     pub(crate) catalog: TableHeader,
-    /// First page of the freelist chain, 0 if none.
-    pub(crate) freelist_head: u64,
+    /// First page of the freelist chain, id 0 if none.
+    pub(crate) freelist_head: PageRef,
     /// Pages in the freelist chain.
     pub(crate) freelist_pages: u64,
     /// Newest transaction known to be on stable storage when this meta was written.
@@ -119,7 +121,8 @@ impl Meta {
         put_u32(&mut p, M_PAGE_BYTES, self.page_bytes);
         put_u64(&mut p, M_PAGE_COUNT, self.page_count);
         p[M_CATALOG..M_CATALOG + TableHeader::BYTES].copy_from_slice(&self.catalog.encode());
-        put_u64(&mut p, M_FREELIST_HEAD, self.freelist_head);
+        p[M_FREELIST_HEAD..M_FREELIST_HEAD + PageRef::BYTES]
+            .copy_from_slice(&self.freelist_head.encode());
         put_u64(&mut p, M_FREELIST_PAGES, self.freelist_pages);
         put_u64(&mut p, M_LAST_DURABLE, self.last_durable_txn);
         p[M_BOOT_ID..M_BOOT_ID + 16].copy_from_slice(&self.boot_id);
@@ -174,7 +177,7 @@ impl Meta {
             page_bytes,
             page_count: get_u64(p, M_PAGE_COUNT),
             catalog,
-            freelist_head: get_u64(p, M_FREELIST_HEAD),
+            freelist_head: PageRef::decode(&p[M_FREELIST_HEAD..M_FREELIST_HEAD + PageRef::BYTES]),
             freelist_pages: get_u64(p, M_FREELIST_PAGES),
             last_durable_txn: get_u64(p, M_LAST_DURABLE),
             durable: p[M_FLAGS] & FLAG_DURABLE != 0,
@@ -183,8 +186,10 @@ impl Meta {
         let pc = meta.page_count;
         let in_range = |id: u64| id == 0 || (id >= super::META_SLOTS && id < pc);
         if !(super::META_SLOTS..=PAGE_COUNT_MAX).contains(&pc)
-            || !in_range(meta.catalog.root)
-            || !in_range(meta.freelist_head)
+            || !in_range(meta.catalog.root.id)
+            || !in_range(meta.freelist_head.id)
+            || meta.catalog.root.txn > meta.txn
+            || meta.freelist_head.txn > meta.txn
             || meta.freelist_pages > pc
             || meta.last_durable_txn > meta.txn
         {
@@ -195,6 +200,8 @@ impl Meta {
 }
 
 const _: () = assert!(M_BOOT_ID + 16 == META_END);
+const _: () = assert!(M_CATALOG + TableHeader::BYTES == M_FREELIST_HEAD);
+const _: () = assert!(M_FREELIST_HEAD + PageRef::BYTES == M_FREELIST_PAGES);
 const _: () = assert!(M_MAGIC == PAGE_HEADER_BYTES);
 
 #[cfg(test)]
@@ -207,11 +214,11 @@ mod tests {
             page_bytes: 4096,
             page_count: 10,
             catalog: TableHeader {
-                root: 3,
+                root: PageRef::new(3, 6),
                 entries: 2,
                 depth: 1,
             },
-            freelist_head: 4,
+            freelist_head: PageRef::new(4, 7),
             freelist_pages: 1,
             last_durable_txn: 6,
             durable: true,

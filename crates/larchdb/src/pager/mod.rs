@@ -13,7 +13,7 @@ mod write;
 
 pub(crate) use access::Access;
 pub(crate) use freelist::{decode_page as decode_freelist_page, FreeSet};
-pub(crate) use meta::{Meta, MetaDefect, TableHeader, FORMAT_VERSION};
+pub(crate) use meta::{Meta, MetaDefect, TableHeader, FORMAT_VERSION, META_END};
 pub(crate) use write::{Carry, WriteMap, WritePages};
 
 use crate::bytes::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
@@ -103,20 +103,81 @@ pub(crate) fn prefetch(bytes: &[u8], at: usize) {
     let _ = (bytes, at);
 }
 
-/// Starts a fresh page image of type `kind`: zeroes the header.
+/// Starts a fresh page image of type `kind`: zeroes the header, except the page id and txn
+/// fields (see `stamp_page`), which stay as stamped.
 pub(crate) fn init_page(p: &mut [u8], kind: u8) {
-    p[..PAGE_HEADER_BYTES].fill(0);
+    p[..H_PAGE_ID].fill(0);
+    p[H_A..PAGE_HEADER_BYTES].fill(0);
     p[H_TYPE] = kind;
     p[H_FLAGS] = 0;
+}
+
+/// Writes the page id and the id of the transaction writing it. Done when a dirty page is
+/// created, so that references to it check out during the transaction, and again when sealed.
+pub(crate) fn stamp_page(p: &mut [u8], id: u64, txn: u64) {
+    put_u64(p, H_PAGE_ID, id);
+    put_u64(p, H_TXN, txn);
 }
 
 /// Stamps the page id and transaction id and computes the checksum, just before the page (or
 /// overflow run) is written. `p` is the whole page or run.
 pub(crate) fn seal_page(p: &mut [u8], id: u64, txn: u64) {
-    put_u64(p, H_PAGE_ID, id);
-    put_u64(p, H_TXN, txn);
+    stamp_page(p, id, txn);
     let crc = crc32c::crc32c(&p[H_CHECKSUM + 4..]);
     put_u32(p, H_CHECKSUM, crc);
+}
+
+/// A reference to a page as its referrer (a parent branch, a leaf cell, a table header, the
+/// meta page) records it: the page id and the commit that wrote the page. Reading through a
+/// reference checks both, so a write that never reached the disk (the page still holds an
+/// older version, with a valid checksum) or reached the wrong place is caught, not read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PageRef {
+    pub(crate) id: u64,
+    pub(crate) txn: u64,
+}
+
+impl PageRef {
+    pub(crate) const BYTES: usize = 16;
+
+    pub(crate) fn new(id: u64, txn: u64) -> PageRef {
+        PageRef { id, txn }
+    }
+
+    pub(crate) fn is_none(&self) -> bool {
+        self.id == 0
+    }
+
+    pub(crate) fn encode(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        put_u64(&mut b, 0, self.id);
+        put_u64(&mut b, 8, self.txn);
+        b
+    }
+
+    /// Requires: `b` holds at least 16 bytes.
+    pub(crate) fn decode(b: &[u8]) -> PageRef {
+        PageRef {
+            id: get_u64(b, 0),
+            txn: get_u64(b, 8),
+        }
+    }
+
+    /// Checks that page bytes `p`, read at `self.id`, were written by `self.txn`.
+    #[inline]
+    pub(crate) fn check(&self, p: &[u8]) -> Result<()> {
+        let found = page_txn_field(p);
+        if found != self.txn {
+            return Err(Error::corrupted(
+                self.id,
+                format!(
+                    "stale or misplaced page: written by txn {found}, its reference expects txn {}",
+                    self.txn
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Checks a page's checksum. `p` is the whole page or run.
@@ -158,6 +219,21 @@ pub(crate) trait PageSource {
     fn run(&self, id: u64, pages: u64) -> Result<&[u8]>;
     /// Page size in bytes.
     fn page_bytes(&self) -> usize;
+
+    /// The page `r` refers to, checked to be the version the reference expects.
+    #[inline]
+    fn page_at(&self, r: PageRef) -> Result<&[u8]> {
+        let p = self.page(r.id)?;
+        r.check(p)?;
+        Ok(p)
+    }
+
+    /// The overflow run `r` refers to, checked like `page_at`.
+    fn run_at(&self, r: PageRef, pages: u64) -> Result<&[u8]> {
+        let p = self.run(r.id, pages)?;
+        r.check(p)?;
+        Ok(p)
+    }
 }
 
 /// A table's name and header, as cached by a snapshot.
@@ -229,20 +305,23 @@ impl Snapshot {
     pub(crate) fn freelist_chain(&self) -> Result<Vec<(u64, Vec<freelist::Extent>)>> {
         let mut out = Vec::new();
         let mut next = self.meta.freelist_head;
-        while next != 0 {
+        while !next.is_none() {
             if out.len() as u64 >= self.meta.freelist_pages {
                 return Err(Error::corrupted(
-                    next,
+                    next.id,
                     "freelist chain longer than recorded",
                 ));
             }
-            let (link, extents) = decode_freelist_page(self.bytes_verified(next, 1)?, next)?;
-            out.push((next, extents));
+            let p = self.bytes_verified(next.id, 1)?;
+            next.check(p)?;
+            let (link, extents) = decode_freelist_page(p, next.id)?;
+            out.push((next.id, extents));
             next = link;
         }
         if out.len() as u64 != self.meta.freelist_pages {
+            let head = self.meta.freelist_head.id;
             return Err(Error::corrupted(
-                self.meta.freelist_head,
+                head,
                 "freelist chain shorter than recorded",
             ));
         }

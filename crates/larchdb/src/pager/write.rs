@@ -14,8 +14,8 @@ use super::freelist::{
     encode_page, extents_per_page, to_extents, FreeSet, KIND_DURABLE, KIND_READERS,
 };
 use super::{
-    init_page, overflow_pages, page_type, seal_page, Meta, PageSource, Snapshot, TableHeader,
-    PAGE_FREELIST, PAGE_HEADER_BYTES,
+    init_page, overflow_pages, page_type, seal_page, stamp_page, Meta, PageRef, PageSource,
+    Snapshot, TableHeader, PAGE_FREELIST, PAGE_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
@@ -283,7 +283,10 @@ impl WritePages {
     /// Allocates a new dirty page of type `kind` with an empty body.
     pub(crate) fn new_page(&mut self, kind: u8) -> Result<u64> {
         let id = self.place(1)?;
-        init_page(self.page_mut(id)?, kind);
+        let txn = self.txn;
+        let p = self.page_mut(id)?;
+        stamp_page(p, id, txn);
+        init_page(p, kind);
         Ok(id)
     }
 
@@ -291,7 +294,9 @@ impl WritePages {
     pub(crate) fn new_run(&mut self, value: &[u8]) -> Result<u64> {
         let pages = overflow_pages(value.len(), self.page_bytes);
         let id = self.place(pages)?;
+        let txn = self.txn;
         let buf = self.page_mut(id)?;
+        stamp_page(buf, id, txn);
         init_page(buf, super::PAGE_OVERFLOW);
         super::set_page_a(buf, pages as u32);
         super::set_page_b(buf, value.len() as u32);
@@ -314,6 +319,7 @@ impl WritePages {
             _ => self.wmap.bytes_mut(new_id, ps, ps)?,
         };
         dst.copy_from_slice(old);
+        stamp_page(dst, new_id, self.txn);
         self.freed.push((id, 1, born));
         Ok(new_id)
     }
@@ -407,7 +413,7 @@ impl WritePages {
         for (i, &id) in chain.iter().enumerate() {
             let from = (i * per_page).min(entries.len());
             let to = ((i + 1) * per_page).min(entries.len());
-            let next = chain.get(i + 1).copied().unwrap_or(0);
+            let next = PageRef::new(chain.get(i + 1).copied().unwrap_or(0), txn);
             encode_page(self.page_mut(id)?, next, &entries[from..to]);
         }
         Ok(Meta {
@@ -415,7 +421,7 @@ impl WritePages {
             page_bytes: self.page_bytes as u32,
             page_count: self.page_count,
             catalog,
-            freelist_head: chain.first().copied().unwrap_or(0),
+            freelist_head: PageRef::new(chain.first().copied().unwrap_or(0), txn),
             freelist_pages: chain.len() as u64,
             last_durable_txn: self.base.meta.last_durable_txn,
             durable: false,
