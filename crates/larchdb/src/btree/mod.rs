@@ -17,7 +17,7 @@ use crate::pager::{
     PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF, PAGE_OVERFLOW,
 };
 use node::{
-    branch_cell, cell_child, cell_key, cells_bytes, edit, leaf_cell_inline, leaf_cell_len,
+    branch_cell, cell_child, cell_key, cells_bytes, edit, leaf_cell_inline_into, leaf_cell_len,
     leaf_cell_overflow, LeafValue, Node,
 };
 
@@ -142,18 +142,22 @@ fn descend(
     Ok((r, rightmost))
 }
 
-fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8]) -> Result<Vec<u8>> {
+/// Encodes the leaf cell for `key` and `value` into `out`, moving the value to a new overflow
+/// run if it is too large to stay inline.
+fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    out.clear();
     if leaf_cell_len(key.len(), value.len() as u32) <= inline_cell_bytes_max(w.page_bytes() as u32)
     {
-        Ok(leaf_cell_inline(key, value))
+        leaf_cell_inline_into(key, value, out);
     } else {
         let run = w.new_run(value)?;
-        Ok(leaf_cell_overflow(
+        out.extend_from_slice(&leaf_cell_overflow(
             key,
             value.len(),
             PageRef::new(run, w.txn),
-        ))
+        ));
     }
+    Ok(())
 }
 
 /// How `put` treats the key's position.
@@ -176,7 +180,8 @@ pub(crate) fn put(
     mode: PutMode,
 ) -> Result<bool> {
     if hdr.root.is_none() {
-        let cell = make_cell(w, key, value)?;
+        let mut cell = Vec::new();
+        make_cell(w, key, value, &mut cell)?;
         let id = w.new_page(PAGE_LEAF)?;
         let p = w.page_mut(id)?;
         edit::reset(p, PAGE_LEAF);
@@ -220,7 +225,9 @@ pub(crate) fn put(
         };
         (idx, found, leaf.n, old)
     };
-    let cell = make_cell(w, key, value)?;
+    // The cell is built in the transaction's scratch buffer: no allocation per put.
+    let mut cell = std::mem::take(&mut w.scratch);
+    make_cell(w, key, value, &mut cell)?;
     let leaf = w.make_dirty(leaf_id)?;
     if let Some((cell_len, run)) = old {
         edit::remove(w.page_mut(leaf)?, idx, cell_len);
@@ -234,6 +241,7 @@ pub(crate) fn put(
         let at_end = rightmost && idx == n && !found;
         Some(split_node(w, leaf, idx, &cell, at_end)?)
     };
+    w.scratch = cell;
     propagate(w, hdr, &path, leaf_id, leaf, split, rightmost)?;
     if !found {
         hdr.entries += 1;

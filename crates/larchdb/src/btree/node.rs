@@ -222,13 +222,19 @@ pub(crate) fn leaf_cell_len(klen: usize, vword: u32) -> usize {
 }
 
 /// Encodes a leaf cell with an inline value.
+#[cfg(test)]
 pub(crate) fn leaf_cell_inline(key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut c = Vec::with_capacity(LEAF_CELL_HEADER_BYTES + key.len() + value.len());
-    c.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    c.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    c.extend_from_slice(key);
-    c.extend_from_slice(value);
+    leaf_cell_inline_into(key, value, &mut c);
     c
+}
+
+/// Appends a leaf cell with an inline value to `out`.
+pub(crate) fn leaf_cell_inline_into(key: &[u8], value: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
 }
 
 /// Encodes a leaf cell whose value lives in the overflow run `run`.

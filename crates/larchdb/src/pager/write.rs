@@ -180,6 +180,8 @@ pub(crate) struct WritePages {
     last_durable: u64,
     pool: Vec<Box<[u8]>>,
     wmap: WriteMap,
+    /// Scratch space for building a cell, reused across puts.
+    pub(crate) scratch: Vec<u8>,
 }
 
 impl WritePages {
@@ -204,6 +206,7 @@ impl WritePages {
             last_durable,
             pool: carry.pool,
             wmap: carry.wmap,
+            scratch: Vec::new(),
         }
     }
 
