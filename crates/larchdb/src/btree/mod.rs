@@ -250,7 +250,7 @@ pub(crate) fn put(
 }
 
 /// Index at which to split `cells` so both halves hold about half the bytes.
-fn split_point(cells: &[Vec<u8>]) -> usize {
+fn split_point(cells: &[&[u8]]) -> usize {
     let total: usize = cells.iter().map(|c| c.len() + 2).sum();
     let mut acc = 0;
     for (i, c) in cells.iter().enumerate() {
@@ -273,31 +273,60 @@ fn split_node(
     cell: &[u8],
     at_end: bool,
 ) -> Result<(Vec<u8>, u64)> {
-    let (leaf, mut cells, child0) = {
-        let n = Node::parse(w.page(id)?, id)?;
-        let mut cells = Vec::with_capacity(n.n + 1);
-        for i in 0..n.n {
-            cells.push(n.cell(i)?.to_vec());
+    let leaf = Node::parse(w.page(id)?, id)?.leaf;
+    let kind = if leaf { PAGE_LEAF } else { PAGE_BRANCH };
+    if at_end {
+        // The left page stays as it is: only the new cell moves, to a new right page.
+        let right = w.new_page(kind)?;
+        let p = w.page_mut(right)?;
+        edit::reset(p, kind);
+        if leaf {
+            edit::fill(p, &[cell])?;
+        } else {
+            // The new separator moves up; its child becomes the right page's child 0.
+            edit::set_child(p, 0, cell_child(cell));
         }
-        let child0 = if n.leaf {
+        return Ok((cell_key(cell, leaf).to_vec(), right));
+    }
+    // Copy the cells out (one buffer, not one allocation per cell): the page is rebuilt.
+    let (arena, child0) = {
+        let n = Node::parse(w.page(id)?, id)?;
+        let mut arena: Vec<u8> = Vec::with_capacity(w.page_bytes() + cell.len());
+        let mut ends = Vec::with_capacity(n.n + 1);
+        for i in 0..n.n {
+            if i == idx {
+                arena.extend_from_slice(cell);
+                ends.push(arena.len());
+            }
+            arena.extend_from_slice(n.cell(i)?);
+            ends.push(arena.len());
+        }
+        if idx >= n.n {
+            arena.extend_from_slice(cell);
+            ends.push(arena.len());
+        }
+        let child0 = if leaf {
             PageRef::default()
         } else {
             n.child(0)?
         };
-        (n.leaf, cells, child0)
+        ((arena, ends), child0)
     };
-    cells.insert(idx, cell.to_vec());
+    let (bytes, ends) = arena;
+    let cells: Vec<&[u8]> = ends
+        .iter()
+        .scan(0, |start, &end| {
+            let c = &bytes[*start..end];
+            *start = end;
+            Some(c)
+        })
+        .collect();
     if cells.len() < 3 {
         return Err(Error::corrupted(id, "node too full to hold three cells"));
     }
-    let k = if at_end {
-        cells.len() - 1
-    } else {
-        split_point(&cells)
-    };
-    let kind = if leaf { PAGE_LEAF } else { PAGE_BRANCH };
+    let k = split_point(&cells);
     let right = w.new_page(kind)?;
-    let sep = cell_key(&cells[k], leaf).to_vec();
+    let sep = cell_key(cells[k], leaf).to_vec();
     {
         let p = w.page_mut(right)?;
         edit::reset(p, kind);
@@ -305,7 +334,7 @@ fn split_node(
             edit::fill(p, &cells[k..])?;
         } else {
             // The middle separator moves up; its child becomes the right page's child 0.
-            edit::set_child(p, 0, cell_child(&cells[k]));
+            edit::set_child(p, 0, cell_child(cells[k]));
             edit::fill(p, &cells[k + 1..])?;
         }
     }
