@@ -33,6 +33,11 @@ enum Op {
     DropTable {
         table: usize,
     },
+    Append {
+        table: usize,
+        count: u8,
+        value: (u8, u16),
+    },
     Commit {
         durable: bool,
     },
@@ -73,6 +78,8 @@ fn op() -> impl Strategy<Value = Op> {
         12 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, key, width)| Op::Delete { table, key, width }),
         3 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, from, count)| Op::DeleteRange { table, from, count }),
         1 => (0..3usize).prop_map(|table| Op::DropTable { table }),
+        3 => (0..3usize, 1u8..40, (any::<u8>(), 0u16..3000))
+            .prop_map(|(table, count, value)| Op::Append { table, count, value }),
         8 => any::<bool>().prop_map(|durable| Op::Commit { durable }),
         2 => Just(Op::Abort),
         4 => (0..3usize, 0u16..400, 0u16..400, any::<bool>()).prop_map(|(table, from, to, reverse)| Op::CheckScan { table, from, to, reverse }),
@@ -194,6 +201,33 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
                 pending.remove(name).is_some()
             );
         }
+        Op::Append {
+            table,
+            count,
+            value: (seed, len),
+        } => {
+            // Keys that sort after everything in the table: the last key plus a suffix byte.
+            let name = TABLES[table];
+            w.ensure_table(name).unwrap();
+            let m = pending.entry(name.to_string()).or_default();
+            let mut t = w.table(name).unwrap();
+            for n in 0..count {
+                let mut k = m.keys().next_back().cloned().unwrap_or_default();
+                if k.len() >= 900 {
+                    break;
+                }
+                k.push(b'~');
+                let v = value_bytes(seed.wrapping_add(n), len);
+                t.append(&k, &v).unwrap();
+                m.insert(k, v);
+            }
+            if let Some(last) = m.keys().next_back() {
+                assert!(matches!(
+                    t.append(last, b"x"),
+                    Err(larchdb::Error::AppendOutOfOrder)
+                ));
+            }
+        }
         _ => unreachable!("not a write operation"),
     }
 }
@@ -201,7 +235,11 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
 fn is_write(op: &Op) -> bool {
     matches!(
         op,
-        Op::Put { .. } | Op::Delete { .. } | Op::DeleteRange { .. } | Op::DropTable { .. }
+        Op::Put { .. }
+            | Op::Delete { .. }
+            | Op::DeleteRange { .. }
+            | Op::DropTable { .. }
+            | Op::Append { .. }
     )
 }
 
