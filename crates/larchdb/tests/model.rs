@@ -329,7 +329,7 @@ fn run(ops: Vec<Op>) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("LARCH_MODEL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(48),
+        cases: std::env::var("LARCH_MODEL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(128),
         ..ProptestConfig::default()
     })]
     #[test]
