@@ -373,12 +373,15 @@ fn is_tty_stderr() -> bool {
 }
 
 /// Runs `body` on `n` threads that start together; each gets its own session and stats.
+/// `failed`, when given, is set as soon as any thread fails (so that a writer looping until the
+/// readers finish stops even when a reader never started).
 fn run_threads<F>(
     engine: &dyn Engine,
     n: usize,
     name: &str,
     f: &Flags,
     progress_total: Option<u64>,
+    failed: Option<&AtomicBool>,
     body: F,
 ) -> Result<Vec<ThreadStats>>
 where
@@ -393,7 +396,12 @@ where
                     let session = engine.session();
                     // Every thread reaches the barrier, even one whose session failed.
                     barrier.wait();
-                    let mut session = session?;
+                    let mark_failed = || {
+                        if let Some(flag) = failed {
+                            flag.store(true, Ordering::Relaxed);
+                        }
+                    };
+                    let mut session = session.inspect_err(|_| mark_failed())?;
                     let mut st = ThreadStats::new(
                         tid,
                         name,
@@ -403,6 +411,9 @@ where
                     st.start();
                     let r = body(tid, &mut *session, &mut st);
                     st.stop();
+                    if r.is_err() {
+                        mark_failed();
+                    }
                     r.map(|()| st)
                 })
             })
@@ -457,7 +468,7 @@ fn run_write(
 ) -> Result<Outcome> {
     let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
     let budget_s = if w.fresh { 0 } else { f.duration_s };
-    let stats = run_threads(engine, 1, &w.name, f, progress, |_, s, st| {
+    let stats = run_threads(engine, 1, &w.name, f, progress, None, |_, s, st| {
         let mut g = Gen::new(f, 0);
         let perm = Permutation::new(f.num, f.seed);
         let mut budget = Budget::new(w.ops, budget_s);
@@ -526,7 +537,7 @@ fn run_write(
 
 fn run_reads(engine: &dyn Engine, w: &Workload, f: &Flags, threads: usize) -> Result<Outcome> {
     let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
-    let stats = run_threads(engine, threads, &w.name, f, progress, |tid, s, st| {
+    let stats = run_threads(engine, threads, &w.name, f, progress, None, |tid, s, st| {
         let mut g = Gen::new(f, 1000 + tid as u64);
         let mut out = Vec::with_capacity(f.value_size);
         let mut budget = Budget::new(w.ops, f.duration_s);
@@ -594,7 +605,7 @@ fn run_reads(engine: &dyn Engine, w: &Workload, f: &Flags, threads: usize) -> Re
 /// Reads-with-writes benchmarks: readrandomwriterandom and updaterandom on `threads` threads.
 fn run_mixed(engine: &dyn Engine, w: &Workload, f: &Flags, threads: usize) -> Result<Outcome> {
     let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
-    let stats = run_threads(engine, threads, &w.name, f, progress, |tid, s, st| {
+    let stats = run_threads(engine, threads, &w.name, f, progress, None, |tid, s, st| {
         let mut g = Gen::new(f, 1000 + tid as u64);
         let mut out = Vec::with_capacity(f.value_size);
         let mut budget = Budget::new(w.ops, f.duration_s);
@@ -656,48 +667,53 @@ fn run_readwhilewriting(
     let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
     let stop = AtomicBool::new(false);
     let readers_left = AtomicUsize::new(threads);
-    let mut all = run_threads(engine, threads + 1, &w.name, f, progress, |tid, s, st| {
-        let mut g = Gen::new(f, 1000 + tid as u64);
-        if tid == threads {
-            // The writer: updates of existing keys, not counted in the readers' rate.
-            let opts = WriteOpts {
-                sync: w.sync,
-                append: false,
-            };
-            while !stop.load(Ordering::Relaxed) {
-                let k = g.rng.below(g.num);
-                let key = g.keys.key(k).to_vec();
-                let v = g.values.generate(g.value_size);
-                s.write(&[Op::Put(&key, v)], opts)?;
-                st.bytes += (key.len() + v.len()) as u64;
-                st.writes += 1;
-                st.finished(1);
-            }
-            return Ok(());
-        }
-        let mut out = Vec::with_capacity(f.value_size);
-        let mut budget = Budget::new(w.ops, f.duration_s);
-        let r = (|| -> Result<()> {
-            while budget.more(st.ops) {
-                let k = g.rng.below(g.num);
-                let key = g.keys.key(k);
-                if s.get(key, &mut out)? {
-                    st.found += 1;
-                    st.bytes += (key.len() + out.len()) as u64;
+    let mut all = run_threads(
+        engine,
+        threads + 1,
+        &w.name,
+        f,
+        progress,
+        Some(&stop),
+        |tid, s, st| {
+            let mut g = Gen::new(f, 1000 + tid as u64);
+            if tid == threads {
+                // The writer: updates of existing keys, not counted in the readers' rate.
+                let opts = WriteOpts {
+                    sync: w.sync,
+                    append: false,
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    let k = g.rng.below(g.num);
+                    let key = g.keys.key(k).to_vec();
+                    let v = g.values.generate(g.value_size);
+                    s.write(&[Op::Put(&key, v)], opts)?;
+                    st.bytes += (key.len() + v.len()) as u64;
+                    st.writes += 1;
+                    st.finished(1);
                 }
-                st.reads += 1;
-                st.finished(1);
+                return Ok(());
             }
-            Ok(())
-        })();
-        if readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
-            stop.store(true, Ordering::Relaxed);
-        }
-        if r.is_err() {
-            stop.store(true, Ordering::Relaxed);
-        }
-        r
-    })?;
+            let mut out = Vec::with_capacity(f.value_size);
+            let mut budget = Budget::new(w.ops, f.duration_s);
+            let r = (|| -> Result<()> {
+                while budget.more(st.ops) {
+                    let k = g.rng.below(g.num);
+                    let key = g.keys.key(k);
+                    if s.get(key, &mut out)? {
+                        st.found += 1;
+                        st.bytes += (key.len() + out.len()) as u64;
+                    }
+                    st.reads += 1;
+                    st.finished(1);
+                }
+                Ok(())
+            })();
+            if readers_left.fetch_sub(1, Ordering::AcqRel) == 1 {
+                stop.store(true, Ordering::Relaxed);
+            }
+            r
+        },
+    )?;
     let writer = all.pop();
     let m = merge(&all);
     let written = writer.as_ref().map_or(0, |w| w.bytes);

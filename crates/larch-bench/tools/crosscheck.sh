@@ -19,17 +19,37 @@ benches=fillseq,readrandom,readseq,fillrandom
 mkdir -p "$dir"
 out="$dir/results.txt"
 : > "$out"
-for i in $(seq 1 "$runs"); do
+# Each tool run starts after `sync` and a pause, so that no run pays for the write-back of the
+# previous one's dirty pages, and the order alternates between rounds.
+settle() { sync; sleep 2; }
+run_db_bench() {
+  settle
   "$db_bench" --benchmarks=$benches --num="$num" --key_size=16 --value_size=100 \
     --compression_type=none --compression_ratio=0.5 --cache_size=33554432 --bloom_bits=10 \
     --max_background_jobs=2 --sync=0 --threads=1 --seed=42 --db="$dir/db_bench" 2>/dev/null |
     grep -E '^\S+ +:.*micros/op' | sed 's/^/db_bench /' >> "$out"
+}
+run_lb_rocksdb() {
+  settle
   target/release/larch-bench --engine=rocksdb --key_format=rocksdb --benchmarks=$benches \
     --num="$num" --cache_size=33554432 --bloom_bits=10 --seed=42 --progress=0 --db="$dir" 2>/dev/null |
     grep -E '^\S+ +:.*micros/op' | sed 's/^/lb_rocksdb /' >> "$out"
+}
+run_lmdb_c() {
+  settle
   "$lmdb_c" "$dir/lmdb_c" "$num" $benches | sed 's/^/lmdb_c /' >> "$out"
+}
+run_lb_lmdb() {
+  settle
   target/release/larch-bench --engine=lmdb --benchmarks=$benches --num="$num" --seed=42 \
     --progress=0 --db="$dir" 2>/dev/null | grep -E '^\S+ +:.*micros/op' | sed 's/^/lb_lmdb /' >> "$out"
+}
+for i in $(seq 1 "$runs"); do
+  if [ $((i % 2)) -eq 1 ]; then
+    run_db_bench; run_lb_rocksdb; run_lmdb_c; run_lb_lmdb
+  else
+    run_lb_rocksdb; run_db_bench; run_lb_lmdb; run_lmdb_c
+  fi
 done
 python3 - "$out" <<'PY'
 import re, statistics, sys
