@@ -10,7 +10,12 @@ cargo test --workspace
 cargo build --release -p larch-bench
 smoke_dir=$(mktemp -d)
 trap 'rm -rf "$smoke_dir"' EXIT
-./target/release/larch-bench --engine=all --num=20000 --batch_size=100 \
-  --benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq,readreverse,seekrandom,readwhilewriting,deleterandom \
-  --duration=0 --db="$smoke_dir" --json="$smoke_dir/smoke.jsonl"
+./target/release/larch-bench --engine=all --num=10000 \
+  --benchmarks=fillseq,fillrandom,overwrite,readrandom,readseq,readreverse,seekrandom,readwhilewriting,updaterandom,deleterandom \
+  --threads=1,2 --progress=0 --db="$smoke_dir" --json="$smoke_dir/smoke.jsonl"
+# Every available engine ran every benchmark; none failed.
+if grep -q '"status":"error"' "$smoke_dir/smoke.jsonl"; then
+  grep '"status":"error"' "$smoke_dir/smoke.jsonl"
+  exit 1
+fi
 test -s "$smoke_dir/smoke.jsonl"

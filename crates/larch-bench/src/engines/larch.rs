@@ -4,8 +4,9 @@
 //! default page size; one table `bench`; one write transaction per batch committed with
 //! `Durability::Immediate` under --sync=1 and `Durability::None` otherwise (the engine then makes
 //! a commit durable by itself at its default bound on unsynced work); `WriteTable::append`
-//! for sequential fills (as LMDB's MDB_APPEND); one snapshot read transaction per read, so that
-//! each read sees the latest commit. Larch reads through the OS page cache, so --cache_size does
+//! for sequential fills (as LMDB's MDB_APPEND); one read transaction per session, renewed to the
+//! newest snapshot before each read (`ReadTxn::renew`, as LMDB's reset/renew), so that each read
+//! sees the latest commit. Larch reads through the OS page cache, so --cache_size does
 //! not apply.
 
 use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
@@ -58,7 +59,10 @@ fn open(o: &OpenOptions) -> Result<Opened> {
             ),
             kv("page_bytes", page_bytes),
             kv("sequential_fill", "WriteTable::append"),
-            kv("reads", "one snapshot read txn per op"),
+            kv(
+                "reads",
+                "one read txn per session, renewed to the newest snapshot per op",
+            ),
             kv("cache", "OS page cache (no engine cache)"),
         ],
     })
@@ -66,17 +70,33 @@ fn open(o: &OpenOptions) -> Result<Opened> {
 
 impl Engine for Larch {
     fn session(&self) -> Result<Box<dyn Session + '_>> {
-        Ok(Box::new(LarchSession { db: &self.db }))
+        Ok(Box::new(LarchSession {
+            db: &self.db,
+            reader: None,
+        }))
     }
 }
 
 struct LarchSession<'a> {
     db: &'a Database,
+    /// The session's read transaction, moved to the newest snapshot before each read
+    /// (`ReadTxn::renew`, as LMDB's reset/renew), so each read sees the latest commit.
+    reader: Option<larchdb::ReadTxn>,
+}
+
+impl LarchSession<'_> {
+    fn reader(&mut self) -> Result<&larchdb::ReadTxn> {
+        match &mut self.reader {
+            Some(r) => r.renew(),
+            None => self.reader = Some(self.db.begin_read().map_err(|x| e("begin_read", x))?),
+        }
+        Ok(self.reader.as_ref().expect("set above"))
+    }
 }
 
 impl Session for LarchSession<'_> {
     fn get(&mut self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        let r = self.db.begin_read().map_err(|x| e("begin_read", x))?;
+        let r = self.reader()?;
         let t = r.table(TABLE).map_err(|x| e("table", x))?;
         match t.get(key).map_err(|x| e("get", x))? {
             Some(v) => {
@@ -122,7 +142,7 @@ impl Session for LarchSession<'_> {
         if limit == 0 {
             return Ok(0);
         }
-        let r = self.db.begin_read().map_err(|x| e("begin_read", x))?;
+        let r = self.reader()?;
         let t = r.table(TABLE).map_err(|x| e("table", x))?;
         let iter = match (start, reverse) {
             (Some(s), false) => t.range(s..),
