@@ -215,6 +215,7 @@ impl Database {
                     free,
                     pool: Vec::new(),
                     wmap: WriteMap::new(storage.clone(), file_bytes, !options.read_only),
+                    chain: None,
                 }),
                 durable_slot,
                 last_durable_txn,
@@ -312,6 +313,8 @@ fn create(storage: &dyn Storage, page_bytes: u32, boot_id: Option<[u8; 16]>) -> 
         durable: true,
         boot_id: boot_id.unwrap_or([0; 16]),
     };
+    // Both slot pages in full (zero beyond the meta fields), then the fields.
+    storage.write_at(&vec![0u8; 2 * page_bytes as usize], 0)?;
     storage.write_at(&meta.encode(0), 0)?;
     meta.txn = 0;
     meta.last_durable_txn = 0;
@@ -459,16 +462,17 @@ pub(crate) fn commit(
     // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
     //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
     //    writing: fail-stop, as PostgreSQL does after the fsync-gate findings.
-    let publish = (|| -> Result<()> {
+    let mut publish = || -> Result<()> {
         if sync {
             storage.sync()?;
         }
-        storage.write_at(&meta.encode(slot), slot * page_bytes)?;
+        pages.write_meta(&meta.encode(slot), slot * page_bytes, storage)?;
         if sync {
             storage.sync()?;
         }
         Ok(())
-    })();
+    };
+    let publish = publish();
     if let Err(e) = publish {
         return Err(fail_commit(guard, pages, e, true));
     }
@@ -510,6 +514,7 @@ pub(crate) fn commit(
 fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: bool) -> Error {
     let base = pages.base.clone();
     let mut carry = pages.finish();
+    carry.chain = None;
     match freelist_load(&base) {
         Ok(free) => carry.free = free,
         Err(_) => guard.poisoned = true,

@@ -19,9 +19,9 @@ use crate::pager::{
 use std::cmp::Ordering;
 
 /// Offset of the slot array in a leaf, and of child 0 / the slot array in a branch.
-pub(crate) const LEAF_SLOTS_AT: usize = PAGE_HEADER_BYTES;
+pub(crate) use crate::pager::LEAF_SLOTS_AT;
 pub(crate) const BRANCH_CHILD0_AT: usize = PAGE_HEADER_BYTES;
-pub(crate) const BRANCH_SLOTS_AT: usize = PAGE_HEADER_BYTES + PageRef::BYTES;
+pub(crate) use crate::pager::BRANCH_SLOTS_AT;
 /// Bytes before the key in a leaf cell and in a branch cell.
 pub(crate) const LEAF_CELL_HEADER_BYTES: usize = 6;
 pub(crate) const BRANCH_CELL_HEADER_BYTES: usize = 2 + PageRef::BYTES;

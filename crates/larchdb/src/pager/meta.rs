@@ -111,8 +111,11 @@ pub(crate) enum MetaDefect {
 
 impl Meta {
     /// Encodes into a full page image for `slot`.
+    /// Encodes the meta fields for `slot`: the first `META_END` bytes of the slot's page. The
+    /// rest of the page is unused (zero when the file was created) and not checksummed, so a
+    /// commit writes only these bytes, a single sector.
     pub(crate) fn encode(&self, slot: u64) -> Vec<u8> {
-        let mut p = vec![0u8; self.page_bytes as usize];
+        let mut p = vec![0u8; META_END];
         init_page(&mut p, PAGE_META);
         p[M_MAGIC..M_MAGIC + 8].copy_from_slice(&MAGIC);
         put_u32(&mut p, M_VERSION, FORMAT_VERSION);
@@ -226,19 +229,26 @@ mod tests {
         }
     }
 
+    /// A whole meta page as it sits in the file.
+    fn page(m: &Meta, slot: u64) -> Vec<u8> {
+        let mut p = vec![0u8; m.page_bytes as usize];
+        p[..META_END].copy_from_slice(&m.encode(slot));
+        p
+    }
+
     #[test]
     fn round_trip() {
         let m = sample();
-        let p = m.encode(1);
+        let p = page(&m, 1);
         assert_eq!(Meta::decode(&p, 1), Ok(m));
     }
 
     #[test]
     fn wrong_slot_and_bit_flip_are_rejected() {
         let m = sample();
-        let p = m.encode(1);
+        let p = page(&m, 1);
         assert!(matches!(Meta::decode(&p, 0), Err(MetaDefect::Damaged(_))));
-        for byte in [0usize, 5, 60, 100, 4000] {
+        for byte in [0usize, 5, 60, 100, META_END - 1] {
             let mut q = p.clone();
             q[byte] ^= 0x10;
             assert!(Meta::decode(&q, 1).is_err(), "flip at {byte} accepted");
@@ -247,7 +257,7 @@ mod tests {
 
     #[test]
     fn newer_version_is_reported() {
-        let mut p = sample().encode(0);
+        let mut p = page(&sample(), 0);
         put_u32(&mut p, M_VERSION, FORMAT_VERSION + 1);
         assert_eq!(
             Meta::decode(&p, 0),

@@ -123,8 +123,48 @@ pub(crate) fn stamp_page(p: &mut [u8], id: u64, txn: u64) {
 /// overflow run) is written. `p` is the whole page or run.
 pub(crate) fn seal_page(p: &mut [u8], id: u64, txn: u64) {
     stamp_page(p, id, txn);
-    let crc = crc32c::crc32c(&p[H_CHECKSUM + 4..]);
+    let crc = page_checksum(p);
     put_u32(p, H_CHECKSUM, crc);
+}
+
+/// Where the slot array starts in a leaf and in a branch (the B-tree's node layout; the pager
+/// needs it to know a node's unused gap).
+pub(crate) const LEAF_SLOTS_AT: usize = PAGE_HEADER_BYTES;
+pub(crate) const BRANCH_SLOTS_AT: usize = PAGE_HEADER_BYTES + PageRef::BYTES;
+
+/// The unused gap of a page, `[start, end)`, which its checksum skips: between a node's slot
+/// array and its cells, after a freelist page's last extent, after an overflow value, after the
+/// meta fields. The bounds come from header fields that the checksum covers; if they are
+/// impossible the gap is empty, so the whole page is checked (and the checksum fails).
+pub(crate) fn unused_gap(p: &[u8]) -> (usize, usize) {
+    let len = p.len();
+    if len < PAGE_HEADER_BYTES {
+        return (len, len);
+    }
+    let count = page_count_field(p) as usize;
+    let (start, end) = match page_type(p) {
+        PAGE_LEAF => (LEAF_SLOTS_AT + 2 * count, page_a(p) as usize),
+        PAGE_BRANCH => (BRANCH_SLOTS_AT + 2 * count, page_a(p) as usize),
+        PAGE_FREELIST => (
+            freelist::FREELIST_EXTENTS_AT + freelist::EXTENT_BYTES * count,
+            len,
+        ),
+        PAGE_OVERFLOW => (PAGE_HEADER_BYTES + page_b(p) as usize, len),
+        PAGE_META => (META_END, len),
+        _ => (len, len),
+    };
+    if start <= end && end <= len {
+        (start, end)
+    } else {
+        (len, len)
+    }
+}
+
+/// The page's checksum: CRC-32C of bytes 4.. to the end, skipping its unused gap.
+pub(crate) fn page_checksum(p: &[u8]) -> u32 {
+    let (start, end) = unused_gap(p);
+    let head = crc32c::crc32c(&p[H_CHECKSUM + 4..start]);
+    crc32c::crc32c_append(head, &p[end..])
 }
 
 /// A reference to a page as its referrer (a parent branch, a leaf cell, a table header, the
@@ -182,7 +222,7 @@ impl PageRef {
 
 /// Checks a page's checksum. `p` is the whole page or run.
 pub(crate) fn checksum_ok(p: &[u8]) -> bool {
-    p.len() >= PAGE_HEADER_BYTES && crc32c::crc32c(&p[H_CHECKSUM + 4..]) == get_u32(p, H_CHECKSUM)
+    p.len() >= PAGE_HEADER_BYTES && page_checksum(p) == get_u32(p, H_CHECKSUM)
 }
 
 /// The checks made on every page access, cheap enough for the read path: the page says it is

@@ -159,6 +159,8 @@ pub(crate) struct Carry {
     pub(crate) free: FreeSet,
     pub(crate) pool: Vec<Box<[u8]>>,
     pub(crate) wmap: WriteMap,
+    /// Pages of the newest commit's freelist chain, if known (saves reading it back).
+    pub(crate) chain: Option<Vec<u64>>,
 }
 
 pub(crate) struct WritePages {
@@ -182,6 +184,8 @@ pub(crate) struct WritePages {
     wmap: WriteMap,
     /// Scratch space for building a cell, reused across puts.
     pub(crate) scratch: Vec<u8>,
+    /// The base snapshot's freelist chain if known; after `prepare_commit`, the new one.
+    chain: Option<Vec<u64>>,
 }
 
 impl WritePages {
@@ -207,6 +211,7 @@ impl WritePages {
             pool: carry.pool,
             wmap: carry.wmap,
             scratch: Vec::new(),
+            chain: carry.chain,
         }
     }
 
@@ -234,6 +239,7 @@ impl WritePages {
             free: self.free,
             pool: self.pool,
             wmap: self.wmap,
+            chain: self.chain,
         }
     }
 
@@ -321,7 +327,10 @@ impl WritePages {
             Some(Dirty::Owned(b)) => &mut b[..],
             _ => self.wmap.bytes_mut(new_id, ps, ps)?,
         };
-        dst.copy_from_slice(old);
+        // The unused gap is not copied: nothing reads it and the checksum skips it.
+        let (gap_start, gap_end) = super::unused_gap(old);
+        dst[..gap_start].copy_from_slice(&old[..gap_start]);
+        dst[gap_end..].copy_from_slice(&old[gap_end..]);
         stamp_page(dst, new_id, self.txn);
         self.freed.push((id, 1, born));
         Ok(new_id)
@@ -369,11 +378,20 @@ impl WritePages {
     /// Requires: every tree change of the transaction is done (`catalog` is final).
     /// After this, the dirty pages are the complete set of pages the commit writes.
     pub(crate) fn prepare_commit(&mut self, catalog: TableHeader) -> Result<Meta> {
-        // The old chain is replaced by this commit.
-        for (id, _) in self.base.freelist_chain()? {
-            let born = super::page_txn_field(self.base.page(id)?);
-            self.freed.push((id, 1, born));
-        }
+        // The old chain is replaced by this commit. Its pages were all written by the commit
+        // that wrote it, which the meta's reference names.
+        let old_chain: Vec<u64> = match self.chain.take() {
+            Some(chain) => chain,
+            None => self
+                .base
+                .freelist_chain()?
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect(),
+        };
+        let chain_born = self.base.meta.freelist_head.txn;
+        self.freed
+            .extend(old_chain.into_iter().map(|id| (id, 1, chain_born)));
         // Pages written after the last durable commit are not part of it: only readers can
         // still need them. Older pages are also needed by a recovery after a power loss.
         let mut after: Vec<u64> = Vec::new();
@@ -419,6 +437,7 @@ impl WritePages {
             let next = PageRef::new(chain.get(i + 1).copied().unwrap_or(0), txn);
             encode_page(self.page_mut(id)?, next, &entries[from..to]);
         }
+        self.chain = Some(chain.clone());
         Ok(Meta {
             txn,
             page_bytes: self.page_bytes as u32,
@@ -479,6 +498,33 @@ impl WritePages {
             written += batch.len() as u64;
         }
         Ok(written)
+    }
+}
+
+impl WritePages {
+    /// Writes the meta fields at `offset` (a meta slot): through the writable mapping when
+    /// there is one (no syscall), with `write_at` otherwise.
+    pub(crate) fn write_meta(
+        &mut self,
+        bytes: &[u8],
+        offset: u64,
+        storage: &dyn Storage,
+    ) -> Result<()> {
+        let at = offset as usize;
+        let end = offset + bytes.len() as u64;
+        if self.wmap.enabled && self.wmap.file_bytes >= end {
+            if let Some(dst) = self
+                .wmap
+                .map
+                .as_mut()
+                .and_then(|m| m.get_mut(at..at + bytes.len()))
+            {
+                dst.copy_from_slice(bytes);
+                return Ok(());
+            }
+        }
+        storage.write_at(bytes, offset)?;
+        Ok(())
     }
 }
 
