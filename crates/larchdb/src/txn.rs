@@ -284,10 +284,11 @@ impl<'db> WriteTxn<'db> {
         let hdr = self
             .lookup(name)?
             .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
-        let state = self
-            .tables
-            .entry(name.to_string())
-            .or_insert(TableState { hdr, dirty: false });
+        if !self.tables.contains_key(name) {
+            self.tables
+                .insert(name.to_string(), TableState { hdr, dirty: false });
+        }
+        let state = self.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
         if self.failed {
             return Err(Error::TxnFailed);

@@ -182,6 +182,19 @@ impl FreeSet {
         }
     }
 
+    /// Number of extents `entries` returns, without building them.
+    pub(crate) fn entry_count(&self) -> usize {
+        let pieces = |len: u64| len.div_ceil(u32::MAX as u64) as usize;
+        let free: usize = self.free.values().map(|&l| pieces(l)).sum();
+        let pending: usize = [&self.pending_readers, &self.pending_durable]
+            .iter()
+            .flat_map(|m| m.values())
+            .flat_map(|v| v.iter())
+            .map(|&(_, l)| pieces(l))
+            .sum();
+        free + pending
+    }
+
     /// Persisted form: free extents, then pending ones. Extents longer than a u32 are split.
     pub(crate) fn entries(&self) -> Vec<Extent> {
         let mut out = Vec::with_capacity(
@@ -302,6 +315,9 @@ mod tests {
         assert!(!f.insert(15, 1));
         assert!(!f.insert(8, 3));
         assert_eq!(f.free_pages(), 6);
+        f.insert(100, u32::MAX as u64 + 5);
+        assert_eq!(f.entry_count(), 3, "an extent past u32 is split in two");
+        assert_eq!(f.entries().len(), 3);
     }
 
     #[test]
@@ -323,7 +339,9 @@ mod tests {
         f.add_pending(7, KIND_READERS, vec![(21, 1)]);
         f.add_pending(6, KIND_DURABLE, vec![(30, 2)]);
         assert_eq!(f.pinned_pages(), 2);
+        assert_eq!(f.entry_count(), f.entries().len());
         f.release(Some(6), 100).unwrap();
+        assert_eq!(f.entry_count(), f.entries().len());
         assert_eq!(f.free_pages(), 3);
         assert_eq!(f.pending_pages(), 1);
         f.release(None, 5).unwrap();

@@ -425,7 +425,7 @@ impl WritePages {
         // Allocating chain pages from the free set never adds extents (it takes the front of
         // one), so the page count computed first is enough.
         let per_page = extents_per_page(self.page_bytes);
-        let needed = self.free.entries().len().div_ceil(per_page);
+        let needed = self.free.entry_count().div_ceil(per_page);
         let mut chain = Vec::with_capacity(needed);
         for _ in 0..needed {
             chain.push(self.new_page(PAGE_FREELIST)?);
