@@ -295,12 +295,12 @@ impl<'t> WriteTable<'t> {
 
     fn mutate<T>(
         &mut self,
-        f: impl FnOnce(&mut WritePages, &mut TableHeader) -> Result<T>,
+        f: impl FnOnce(&mut WritePages, &mut TableState) -> Result<T>,
     ) -> Result<T> {
         if *self.failed {
             return Err(Error::TxnFailed);
         }
-        let r = f(self.pages, &mut self.state.hdr);
+        let r = f(self.pages, self.state);
         match &r {
             Ok(_) => self.state.dirty = true,
             // Detected before anything changed: the transaction stays usable.
@@ -313,7 +313,11 @@ impl<'t> WriteTable<'t> {
     /// Inserts or replaces. Returns true if it replaced an existing value.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check(key, value)?;
-        self.mutate(|w, h| btree::put(w, h, key, value, PutMode::Upsert))
+        self.mutate(|w, t| {
+            // Any change but an append may reshape the tree's right edge.
+            t.append_hint = None;
+            btree::put(w, &mut t.hdr, key, value, PutMode::Upsert)
+        })
     }
 
     /// Inserts a key that sorts after every key in the table (sequential loads): skips the
@@ -321,7 +325,7 @@ impl<'t> WriteTable<'t> {
     /// [`Error::AppendOutOfOrder`], changing nothing, if the key is not the greatest.
     pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(key, value)?;
-        self.mutate(|w, h| btree::put(w, h, key, value, PutMode::Append).map(|_| ()))
+        self.mutate(|w, t| btree::append(w, &mut t.hdr, key, value, &mut t.append_hint))
     }
 
     /// Deletes `key`. Returns true if it was present.
@@ -329,7 +333,10 @@ impl<'t> WriteTable<'t> {
         if key.len() > key_bytes_max(self.pages.page_bytes() as u32) {
             return Ok(false);
         }
-        self.mutate(|w, h| btree::delete(w, h, key))
+        self.mutate(|w, t| {
+            t.append_hint = None;
+            btree::delete(w, &mut t.hdr, key)
+        })
     }
 
     /// The value of `key`, as this transaction sees it.

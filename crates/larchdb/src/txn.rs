@@ -153,6 +153,8 @@ impl Drop for ReadTxn {
 pub(crate) struct TableState {
     pub(crate) hdr: TableHeader,
     pub(crate) dirty: bool,
+    /// Where the last append landed, for the next one (see `btree::append`).
+    pub(crate) append_hint: Option<btree::AppendHint>,
 }
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
@@ -262,6 +264,7 @@ impl<'db> WriteTxn<'db> {
                 TableState {
                     hdr: TableHeader::default(),
                     dirty: false,
+                    append_hint: None,
                 },
             );
             Ok(())
@@ -285,8 +288,14 @@ impl<'db> WriteTxn<'db> {
             .lookup(name)?
             .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
         if !self.tables.contains_key(name) {
-            self.tables
-                .insert(name.to_string(), TableState { hdr, dirty: false });
+            self.tables.insert(
+                name.to_string(),
+                TableState {
+                    hdr,
+                    dirty: false,
+                    append_hint: None,
+                },
+            );
         }
         let state = self.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;

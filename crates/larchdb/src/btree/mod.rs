@@ -170,6 +170,87 @@ pub(crate) enum PutMode {
     Append,
 }
 
+/// Where the previous append of a write transaction landed: the table's root and rightmost
+/// leaf, both dirty in the transaction. Valid only while nothing but appends changed the table
+/// (the table handle drops it on any other change).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AppendHint {
+    root: u64,
+    leaf: u64,
+}
+
+/// Appends `key`, which must sort after every key in the tree. With a valid hint and room in
+/// the rightmost leaf this is one insert into a dirty page: no descent, no path to update.
+pub(crate) fn append(
+    w: &mut WritePages,
+    hdr: &mut TableHeader,
+    key: &[u8],
+    value: &[u8],
+    hint: &mut Option<AppendHint>,
+) -> Result<()> {
+    if let Some(h) = *hint {
+        if h.root == hdr.root.id
+            && w.is_dirty(h.leaf)
+            && append_in_place(w, hdr, h.leaf, key, value)?
+        {
+            return Ok(());
+        }
+    }
+    let (_, leaf) = put_inner(w, hdr, key, value, PutMode::Append)?;
+    *hint = Some(AppendHint {
+        root: hdr.root.id,
+        leaf,
+    });
+    Ok(())
+}
+
+/// Inserts `key` at the end of dirty rightmost leaf `leaf` if it fits. Returns false, having
+/// changed nothing, if it does not.
+fn append_in_place(
+    w: &mut WritePages,
+    hdr: &mut TableHeader,
+    leaf: u64,
+    key: &[u8],
+    value: &[u8],
+) -> Result<bool> {
+    let inline = leaf_cell_len(key.len(), value.len() as u32)
+        <= inline_cell_bytes_max(w.page_bytes() as u32);
+    let cell_len = if inline {
+        leaf_cell_len(key.len(), value.len() as u32)
+    } else {
+        leaf_cell_len(key.len(), node::VWORD_OVERFLOW)
+    };
+    let n = {
+        let p = w.page(leaf)?;
+        let node = Node::parse(p, leaf)?;
+        if !node.leaf {
+            return Err(Error::corrupted(
+                leaf,
+                "internal: append hint names a branch",
+            ));
+        }
+        if node.n > 0 && node.key(node.n - 1)? >= key {
+            return Err(Error::AppendOutOfOrder);
+        }
+        if !edit::fits(p, cell_len) {
+            return Ok(false);
+        }
+        node.n
+    };
+    let mut cell = std::mem::take(&mut w.scratch);
+    make_cell(w, key, value, &mut cell)?;
+    let inserted = edit::insert(w.page_mut(leaf)?, n, &cell)?;
+    w.scratch = cell;
+    if !inserted {
+        return Err(Error::corrupted(
+            leaf,
+            "internal: cell did not fit after all",
+        ));
+    }
+    hdr.entries += 1;
+    Ok(true)
+}
+
 /// Inserts or replaces `key`. Returns true if it replaced a value.
 /// Requires: key and value lengths are within the limits (checked by the caller).
 pub(crate) fn put(
@@ -179,6 +260,17 @@ pub(crate) fn put(
     value: &[u8],
     mode: PutMode,
 ) -> Result<bool> {
+    put_inner(w, hdr, key, value, mode).map(|(replaced, _)| replaced)
+}
+
+/// `put`, also returning the leaf the key landed in.
+fn put_inner(
+    w: &mut WritePages,
+    hdr: &mut TableHeader,
+    key: &[u8],
+    value: &[u8],
+    mode: PutMode,
+) -> Result<(bool, u64)> {
     if hdr.root.is_none() {
         let mut cell = Vec::new();
         make_cell(w, key, value, &mut cell)?;
@@ -191,7 +283,7 @@ pub(crate) fn put(
             entries: 1,
             depth: 1,
         };
-        return Ok(false);
+        return Ok((false, id));
     }
     let mut path = Path::new();
     let search_key = if mode == PutMode::Append {
@@ -235,18 +327,25 @@ pub(crate) fn put(
             w.free(page, pages)?;
         }
     }
+    // Where the key lands: the leaf, or after a split at the end, the new right page (the only
+    // case `append` asks about).
+    let mut landed = leaf;
     let split = if edit::insert(w.page_mut(leaf)?, idx, &cell)? {
         None
     } else {
         let at_end = rightmost && idx == n && !found;
-        Some(split_node(w, leaf, idx, &cell, at_end)?)
+        let (sep, right) = split_node(w, leaf, idx, &cell, at_end)?;
+        if at_end {
+            landed = right;
+        }
+        Some((sep, right))
     };
     w.scratch = cell;
     propagate(w, hdr, &path, leaf_id, leaf, split, rightmost)?;
     if !found {
         hdr.entries += 1;
     }
-    Ok(found)
+    Ok((found, landed))
 }
 
 /// Index at which to split `cells` so both halves hold about half the bytes.

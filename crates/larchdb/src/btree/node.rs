@@ -317,6 +317,15 @@ pub(crate) mod edit {
         Ok(true)
     }
 
+    /// Whether a cell of `cell_len` bytes fits (after compaction if need be).
+    /// Requires: the page parsed as a valid node.
+    pub(crate) fn fits(p: &[u8], cell_len: usize) -> bool {
+        let n = page_count_field(p) as usize;
+        let used = slots_at(p) + 2 * n;
+        let free = (page_a(p) as usize).saturating_sub(used);
+        free + page_b(p) as usize >= cell_len + 2
+    }
+
     /// Removes slot `i`, leaving its bytes as dead space.
     pub(crate) fn remove(p: &mut [u8], i: usize, cell_len: usize) {
         let n = page_count_field(p) as usize;
