@@ -388,30 +388,29 @@ fn split_node(
         return Ok((cell_key(cell, leaf).to_vec(), right));
     }
     // Copy the cells out (one buffer, not one allocation per cell): the page is rebuilt.
-    let (arena, child0) = {
+    let (bytes, ends, child0) = {
         let n = Node::parse(w.page(id)?, id)?;
-        let mut arena: Vec<u8> = Vec::with_capacity(w.page_bytes() + cell.len());
+        let mut bytes: Vec<u8> = Vec::with_capacity(w.page_bytes() + cell.len());
         let mut ends = Vec::with_capacity(n.n + 1);
         for i in 0..n.n {
             if i == idx {
-                arena.extend_from_slice(cell);
-                ends.push(arena.len());
+                bytes.extend_from_slice(cell);
+                ends.push(bytes.len());
             }
-            arena.extend_from_slice(n.cell(i)?);
-            ends.push(arena.len());
+            bytes.extend_from_slice(n.cell(i)?);
+            ends.push(bytes.len());
         }
         if idx >= n.n {
-            arena.extend_from_slice(cell);
-            ends.push(arena.len());
+            bytes.extend_from_slice(cell);
+            ends.push(bytes.len());
         }
         let child0 = if leaf {
             PageRef::default()
         } else {
             n.child(0)?
         };
-        ((arena, ends), child0)
+        (bytes, ends, child0)
     };
-    let (bytes, ends) = arena;
     let cells: Vec<&[u8]> = ends
         .iter()
         .scan(0, |start, &end| {
