@@ -213,15 +213,15 @@ fn append_in_place(
     key: &[u8],
     value: &[u8],
 ) -> Result<bool> {
-    let inline = leaf_cell_len(key.len(), value.len() as u32)
-        <= inline_cell_bytes_max(w.page_bytes() as u32);
-    let cell_len = if inline {
-        leaf_cell_len(key.len(), value.len() as u32)
-    } else {
-        leaf_cell_len(key.len(), node::VWORD_OVERFLOW)
+    let inline_len = leaf_cell_len(key.len(), value.len() as u32);
+    if inline_len > inline_cell_bytes_max(w.page_bytes() as u32) {
+        // Overflow values take the general path.
+        return Ok(false);
+    }
+    let Some(p) = w.dirty_page_mut(leaf) else {
+        return Ok(false);
     };
     let n = {
-        let p = w.page(leaf)?;
         let node = Node::parse(p, leaf)?;
         if !node.leaf {
             return Err(Error::corrupted(
@@ -232,20 +232,10 @@ fn append_in_place(
         if node.n > 0 && node.key(node.n - 1)? >= key {
             return Err(Error::AppendOutOfOrder);
         }
-        if !edit::fits(p, cell_len) {
-            return Ok(false);
-        }
         node.n
     };
-    let mut cell = std::mem::take(&mut w.scratch);
-    make_cell(w, key, value, &mut cell)?;
-    let inserted = edit::insert(w.page_mut(leaf)?, n, &cell)?;
-    w.scratch = cell;
-    if !inserted {
-        return Err(Error::corrupted(
-            leaf,
-            "internal: cell did not fit after all",
-        ));
+    if !edit::insert_inline(p, n, key, value)? {
+        return Ok(false);
     }
     hdr.entries += 1;
     Ok(true)

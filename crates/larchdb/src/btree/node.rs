@@ -295,11 +295,33 @@ pub(crate) mod edit {
     /// Inserts `cell` at slot `i`. Returns false, changing nothing, if it does not fit even
     /// after compaction. Requires: the page parsed as a valid node and `i <= n`.
     pub(crate) fn insert(p: &mut [u8], i: usize, cell: &[u8]) -> Result<bool> {
+        insert_with(p, i, cell.len(), |dst| dst.copy_from_slice(cell))
+    }
+
+    /// Inserts a leaf cell with an inline value at slot `i`, written in place (no cell buffer).
+    /// Same contract as `insert`.
+    pub(crate) fn insert_inline(p: &mut [u8], i: usize, key: &[u8], value: &[u8]) -> Result<bool> {
+        let len = LEAF_CELL_HEADER_BYTES + key.len() + value.len();
+        insert_with(p, i, len, |dst| {
+            dst[..2].copy_from_slice(&(key.len() as u16).to_le_bytes());
+            dst[2..6].copy_from_slice(&(value.len() as u32).to_le_bytes());
+            dst[6..6 + key.len()].copy_from_slice(key);
+            dst[6 + key.len()..].copy_from_slice(value);
+        })
+    }
+
+    /// Makes room for a cell of `len` bytes at slot `i` and lets `write` fill it.
+    fn insert_with(
+        p: &mut [u8],
+        i: usize,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> Result<bool> {
         let n = page_count_field(p) as usize;
         let sa = slots_at(p);
         let cell_start = page_a(p) as usize;
         let frag = page_b(p) as usize;
-        let need = cell.len() + 2;
+        let need = len + 2;
         let free = cell_start - (sa + 2 * n);
         if free < need {
             if free + frag < need {
@@ -307,23 +329,14 @@ pub(crate) mod edit {
             }
             compact(p)?;
         }
-        let cell_start = page_a(p) as usize - cell.len();
-        p[cell_start..cell_start + cell.len()].copy_from_slice(cell);
+        let cell_start = page_a(p) as usize - len;
+        write(&mut p[cell_start..cell_start + len]);
         set_page_a(p, cell_start as u32);
         let at = sa + 2 * i;
         p.copy_within(at..sa + 2 * n, at + 2);
         put_u16(p, at, cell_start as u16);
         set_page_count_field(p, (n + 1) as u16);
         Ok(true)
-    }
-
-    /// Whether a cell of `cell_len` bytes fits (after compaction if need be).
-    /// Requires: the page parsed as a valid node.
-    pub(crate) fn fits(p: &[u8], cell_len: usize) -> bool {
-        let n = page_count_field(p) as usize;
-        let used = slots_at(p) + 2 * n;
-        let free = (page_a(p) as usize).saturating_sub(used);
-        free + page_b(p) as usize >= cell_len + 2
     }
 
     /// Removes slot `i`, leaving its bytes as dead space.

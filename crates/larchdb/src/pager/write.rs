@@ -336,6 +336,17 @@ impl WritePages {
         Ok(new_id)
     }
 
+    /// The writable bytes of `id` if it is a dirty single page of this transaction.
+    #[inline]
+    pub(crate) fn dirty_page_mut(&mut self, id: u64) -> Option<&mut [u8]> {
+        let ps = self.page_bytes;
+        match self.dirty.get_mut(&id)? {
+            Dirty::Owned(b) if b.len() == ps => Some(&mut b[..]),
+            Dirty::Mapped(1) => self.wmap.bytes_mut(id, ps, ps).ok(),
+            _ => None,
+        }
+    }
+
     /// The writable bytes of dirty page (or run) `id`.
     pub(crate) fn page_mut(&mut self, id: u64) -> Result<&mut [u8]> {
         let ps = self.page_bytes;
