@@ -490,8 +490,9 @@ pub(crate) fn commit(
             Ok(a) => Arc::new(a),
             Err(e) => {
                 // The commit is on disk but cannot be read through a new mapping; stop here
-                // rather than publish a snapshot that cannot be read.
+                // rather than publish a snapshot that cannot be read. Reopening reads it.
                 guard.poisoned = true;
+                guard.carry = Some(carry);
                 return Err(e);
             }
         },

@@ -300,9 +300,11 @@ impl<'t> WriteTable<'t> {
         if *self.failed {
             return Err(Error::TxnFailed);
         }
+        let before = self.state.hdr;
         let r = f(self.pages, self.state);
         match &r {
-            Ok(_) => self.state.dirty = true,
+            // The catalog is rewritten at commit only for tables whose header changed.
+            Ok(_) => self.state.dirty |= self.state.hdr != before,
             // Detected before anything changed: the transaction stays usable.
             Err(Error::AppendOutOfOrder) => {}
             Err(_) => *self.failed = true,
