@@ -82,12 +82,18 @@ impl Error {
 
     /// Maps an I/O error, giving a full disk its own variant.
     pub(crate) fn from_io(e: io::Error) -> Error {
-        match e.raw_os_error() {
-            Some(code) if code == 28 || code == 122 => Error::DiskFull, // ENOSPC, EDQUOT
-            _ if e.kind() == io::ErrorKind::StorageFull => Error::DiskFull,
-            _ => Error::Io(e),
+        if is_disk_full(&e) {
+            Error::DiskFull
+        } else {
+            Error::Io(e)
         }
     }
+}
+
+/// Whether an I/O error means the device (or the user's quota) is full.
+pub(crate) fn is_disk_full(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(28) | Some(122)) // ENOSPC, EDQUOT
+        || e.kind() == io::ErrorKind::StorageFull
 }
 
 impl From<io::Error> for Error {

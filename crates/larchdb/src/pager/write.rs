@@ -91,8 +91,18 @@ impl WriteMap {
             return Ok(false);
         }
         if self.file_bytes < end {
-            let target = end.div_ceil(ALLOCATE_STEP_BYTES) * ALLOCATE_STEP_BYTES;
-            if !self.storage.allocate(target)? {
+            // A whole step if there is room for it, else exactly what is needed, so that a
+            // nearly full disk is used to its last page.
+            let step = end.div_ceil(ALLOCATE_STEP_BYTES) * ALLOCATE_STEP_BYTES;
+            let mut target = step;
+            let allocated = match self.storage.allocate(step) {
+                Err(e) if step > end && crate::error::is_disk_full(&e) => {
+                    target = end;
+                    self.storage.allocate(end)?
+                }
+                other => other?,
+            };
+            if !allocated {
                 self.enabled = false;
                 return Ok(false);
             }

@@ -1,0 +1,139 @@
+//! A full disk on a real file system: a small ext4 image on a loop device, made by the test
+//! (it needs root; without root the fault-injecting backend covers the same paths, see
+//! tests/faults.rs). Filling it must give `Error::DiskFull`, never a SIGBUS from the writable
+//! mapping; earlier commits stay intact, and writes resume once space is freed.
+
+use larchdb::{Database, Durability, Error, Options};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A mounted loop file system, unmounted on drop.
+struct LoopFs {
+    dir: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl LoopFs {
+    fn new(mib: u64) -> Option<LoopFs> {
+        let tmp = tempfile::tempdir().ok()?;
+        let image = tmp.path().join("fs.img");
+        let dir = tmp.path().join("mnt");
+        std::fs::create_dir(&dir).ok()?;
+        std::fs::File::create(&image)
+            .ok()?
+            .set_len(mib << 20)
+            .ok()?;
+        let ok = |cmd: &mut Command| cmd.output().map(|o| o.status.success()).unwrap_or(false);
+        if !ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image)) {
+            return None;
+        }
+        if !ok(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(&dir))
+        {
+            return None;
+        }
+        Some(LoopFs { dir, _tmp: tmp })
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).output();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false)
+}
+
+fn count(db: &Database) -> u64 {
+    db.begin_read()
+        .unwrap()
+        .table("t")
+        .map(|t| t.len())
+        .unwrap_or(0)
+}
+
+fn fill_until_full(db: &Database, first: u32) -> (u32, Error) {
+    let mut i = first;
+    loop {
+        let mut w = db.begin_write().unwrap();
+        w.ensure_table("t").unwrap();
+        let r = (|| {
+            let mut t = w.table("t")?;
+            for j in 0..16u32 {
+                t.put(&(i * 16 + j).to_be_bytes(), &vec![i as u8; 20_000])?;
+            }
+            Ok::<(), Error>(())
+        })();
+        let r = r.and_then(|_| w.commit_with(Durability::Immediate));
+        match r {
+            Ok(()) => i += 1,
+            Err(e) => return (i, e),
+        }
+        assert!(i < 100_000, "the file system never filled up");
+    }
+}
+
+#[test]
+fn a_full_file_system_is_disk_full_and_loses_nothing() {
+    if !is_root() {
+        eprintln!("disk_full: not root, so no loop device; tests/faults.rs covers ENOSPC");
+        return;
+    }
+    let Some(fs) = LoopFs::new(24) else {
+        // Root, but no loop devices (some containers): the fault backend covers ENOSPC.
+        eprintln!("disk_full: SKIPPED: could not make and mount an ext4 loop file system");
+        return;
+    };
+    // Ballast that the "administrator" deletes later to free space.
+    let ballast = fs.dir.join("ballast");
+    std::fs::write(&ballast, vec![0u8; 6 << 20]).unwrap();
+    let path = fs.dir.join("db.larch");
+    let db = Database::open(&path, Options::default()).unwrap();
+
+    let (commits, err) = fill_until_full(&db, 0);
+    assert!(
+        matches!(err, Error::DiskFull),
+        "expected DiskFull, got {err}"
+    );
+    assert!(commits > 10, "only {commits} commits fit");
+    eprintln!("disk_full: {commits} commits before the disk filled");
+    let acknowledged = count(&db);
+    assert_eq!(acknowledged, commits as u64 * 16);
+    db.verify().unwrap();
+
+    // Space is freed outside the database: writes resume on the same handle.
+    std::fs::remove_file(&ballast).unwrap();
+    let (more, err) = fill_until_full(&db, commits);
+    assert!(more > commits, "no commit succeeded after space was freed");
+    assert!(
+        matches!(err, Error::DiskFull),
+        "expected DiskFull again, got {err}"
+    );
+    let total = count(&db);
+    eprintln!("disk_full: {more} commits in all after freeing space");
+    assert_eq!(total, more as u64 * 16);
+    drop(db);
+
+    // Everything acknowledged is there after reopening, and the file is sound.
+    let db = Database::open(&path, Options::default()).unwrap();
+    assert_eq!(count(&db), total);
+    db.verify().unwrap();
+    check_values(&db, more);
+}
+
+fn check_values(db: &Database, commits: u32) {
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    for i in 0..commits {
+        let v = t.get(&(i * 16).to_be_bytes()).unwrap().unwrap();
+        assert_eq!(v, vec![i as u8; 20_000].as_slice());
+    }
+}
