@@ -23,7 +23,7 @@ use std::io::{self, BufRead, Write};
 pub enum Encoding {
     /// Two lowercase hex digits per byte.
     ByteValue,
-    /// Printable ASCII (0x20..=0x7e) as is, a backslash as `\\`, any other byte as `\hh`.
+    /// Printable ASCII (0x20..=0x7e) but backslash as is, any other byte as `\hh`.
     Print,
 }
 
@@ -41,8 +41,10 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends `bytes` encoded with `enc` to `out` (no leading space, no newline).
 ///
-/// Print format doubles a backslash, as BerkeleyDB's db_dump does and as mdb_load expects;
-/// mdb_dump 0.9.24 does not (see docs/design/cli.md).
+/// Print format writes a backslash as `\5c`. Why not `\\` (BerkeleyDB's db_dump): mdb_load
+/// 0.9.24 decodes a `\\` that follows an earlier escape on the same line to a stale byte, while
+/// every reader decodes `\5c` right. mdb_dump 0.9.24 writes a backslash undoubled, which no
+/// reader can decode unambiguously (see docs/design/cli.md). `decode` accepts all three.
 pub fn encode(enc: Encoding, bytes: &[u8], out: &mut Vec<u8>) {
     match enc {
         Encoding::ByteValue => {
@@ -53,9 +55,7 @@ pub fn encode(enc: Encoding, bytes: &[u8], out: &mut Vec<u8>) {
         }
         Encoding::Print => {
             for &b in bytes {
-                if b == b'\\' {
-                    out.extend_from_slice(b"\\\\");
-                } else if (0x20..=0x7e).contains(&b) {
+                if (0x20..=0x7e).contains(&b) && b != b'\\' {
                     out.push(b);
                 } else {
                     out.push(b'\\');
@@ -368,7 +368,7 @@ mod tests {
     fn encodes_like_mdb_dump_except_backslash() {
         assert_eq!(enc(Encoding::ByteValue, b"\x00\xffA"), "00ff41");
         assert_eq!(enc(Encoding::Print, b"\x00\xff A~\x7f"), "\\00\\ff A~\\7f");
-        assert_eq!(enc(Encoding::Print, b"a\\b"), "a\\\\b");
+        assert_eq!(enc(Encoding::Print, b"a\\b"), "a\\5cb");
         assert_eq!(enc(Encoding::Print, b""), "");
     }
 

@@ -17,7 +17,7 @@ Larch has no unnamed main database, so every section carries database=NAME:
 Options:
   -s, --table T   dump only table T
   -a, --all       dump every table, sorted by name (the default)
-  -p, --print     format=print: printable ASCII as is, backslash as \\\\, other bytes as \\hh
+  -p, --print     format=print: printable ASCII as is, other bytes (and backslash) as \\hh
                   (default format=bytevalue: two lowercase hex digits per byte)
   -f, --file F    write to F instead of standard output
 
