@@ -65,6 +65,14 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
                 let _ = std::fs::remove_file(&tmp);
                 Failure::io(&dst_path.display().to_string(), e)
             })?;
+            // Make the rename itself durable: sync the directory that holds DST.
+            let parent = match dst_path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            if let Ok(dir) = std::fs::File::open(parent) {
+                let _ = dir.sync_all();
+            }
             Ok(exit::OK)
         }
         Err(f) => {
