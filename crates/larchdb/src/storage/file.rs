@@ -10,6 +10,10 @@ use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
+/// How often, and how far apart, a busy lock is retried before `DatabaseLocked`: 100 ms in all.
+const LOCK_RETRIES: u32 = 20;
+const LOCK_RETRY_MS: u64 = 5;
+
 /// The database file. Holds an advisory `flock` for its lifetime: exclusive when writable,
 /// shared when read-only, so a second writer (in this process or another) gets
 /// [`Error::DatabaseLocked`]. The kernel drops the lock when the process dies, so a lock left by
@@ -34,15 +38,25 @@ impl FileStorage {
                 "path is a directory",
             )));
         }
-        let locked = if read_only {
-            file.try_lock_shared()
-        } else {
-            file.try_lock()
-        };
-        match locked {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => return Err(Error::DatabaseLocked),
-            Err(TryLockError::Error(e)) => return Err(Error::from_io(e)),
+        // A lock can be held for a moment by a descriptor this process already closed: a child
+        // being spawned by another thread holds copies of all descriptors between fork and
+        // exec. So a busy lock is retried briefly before it is reported.
+        let mut tries = 0;
+        loop {
+            let locked = if read_only {
+                file.try_lock_shared()
+            } else {
+                file.try_lock()
+            };
+            match locked {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) if tries < LOCK_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
+                }
+                Err(TryLockError::WouldBlock) => return Err(Error::DatabaseLocked),
+                Err(TryLockError::Error(e)) => return Err(Error::from_io(e)),
+            }
         }
         Ok(FileStorage {
             file,
