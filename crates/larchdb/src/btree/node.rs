@@ -181,6 +181,12 @@ impl<'a> Node<'a> {
         let (mut lo, mut hi) = (0usize, self.n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
+            // Both possible next probes are misses in a page just read: ask for them now, so
+            // their latency overlaps this comparison.
+            if hi - lo > 2 {
+                self.prefetch_cell(lo + (mid - lo) / 2);
+                self.prefetch_cell(mid + 1 + (hi - mid - 1) / 2);
+            }
             match self.key(mid)?.cmp(key) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Equal => return Ok((mid, true)),
