@@ -197,7 +197,10 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Key and value of the current entry. Requires: `valid()`.
     pub(crate) fn entry(&self) -> Result<(&'s [u8], &'s [u8])> {
         match self.stack.last() {
-            Some((n, i)) if *i < n.n => Ok((n.key(*i)?, resolve(self.src, n.value(*i)?)?)),
+            Some((n, i)) if *i < n.n => {
+                let (k, v) = n.entry(*i)?;
+                Ok((k, resolve(self.src, v)?))
+            }
             _ => Err(Error::corrupted(
                 self.hdr.root.id,
                 "internal: cursor not on an entry",

@@ -138,6 +138,12 @@ impl<'a> Node<'a> {
 
     /// Value of leaf cell `i`.
     pub(crate) fn value(&self, i: usize) -> Result<LeafValue<'a>> {
+        self.entry(i).map(|(_, v)| v)
+    }
+
+    /// Key and value of leaf cell `i`, decoding the cell header once (the scan path).
+    #[inline]
+    pub(crate) fn entry(&self, i: usize) -> Result<(&'a [u8], LeafValue<'a>)> {
         let off = self.cell_at(i);
         let p = self.p;
         if off + LEAF_CELL_HEADER_BYTES > p.len() {
@@ -146,18 +152,24 @@ impl<'a> Node<'a> {
         let klen = get_u16(p, off) as usize;
         let vword = get_u32(p, off + 2);
         let at = off + LEAF_CELL_HEADER_BYTES + klen;
+        let key = p
+            .get(off + LEAF_CELL_HEADER_BYTES..at)
+            .ok_or_else(|| self.bad("key out of bounds"))?;
         let len = (vword & !VWORD_OVERFLOW) as usize;
         if vword & VWORD_OVERFLOW != 0 {
             let r = p
                 .get(at..at + PageRef::BYTES)
                 .ok_or_else(|| self.bad("overflow reference out of bounds"))?;
-            Ok(LeafValue::Overflow {
-                run: PageRef::decode(r),
-                len,
-            })
+            Ok((
+                key,
+                LeafValue::Overflow {
+                    run: PageRef::decode(r),
+                    len,
+                },
+            ))
         } else {
             p.get(at..at + len)
-                .map(LeafValue::Inline)
+                .map(|v| (key, LeafValue::Inline(v)))
                 .ok_or_else(|| self.bad("value out of bounds"))
         }
     }
