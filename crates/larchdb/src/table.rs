@@ -122,6 +122,7 @@ impl<'t> Range<'t> {
     }
 
     /// Whether `key` is still inside the far bound.
+    #[inline]
     fn within(&self, key: &[u8]) -> bool {
         if !self.reverse {
             match &self.end {
@@ -138,6 +139,7 @@ impl<'t> Range<'t> {
         }
     }
 
+    #[inline]
     fn step(&mut self) -> Result<Option<Entry<'t>>> {
         let more = if !self.started {
             self.started = true;
@@ -161,6 +163,7 @@ impl<'t> Range<'t> {
 impl<'t> Iterator for Range<'t> {
     type Item = Result<Entry<'t>>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;

@@ -2,7 +2,7 @@
 //! sibling links (copy-on-write would have to rewrite them), so moving past a leaf edge goes up
 //! to the nearest branch with a next (or previous) child and down again.
 
-use super::node::Node;
+use super::node::{LeafValue, Node};
 use super::resolve;
 use crate::error::{Error, Result};
 use crate::limits::TREE_DEPTH_MAX;
@@ -157,6 +157,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     }
 
     /// Moves to the next entry. Returns whether there is one.
+    #[inline]
     pub(crate) fn next(&mut self) -> Result<bool> {
         match self.stack.last_mut() {
             Some((n, i)) => {
@@ -164,6 +165,9 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
                 // Cells sit in insertion order, not key order: ask for one a few entries on
                 // early, so a scan does not wait on memory for every entry.
                 n.prefetch_cell(*i + 3);
+                if *i < n.n {
+                    return Ok(true);
+                }
             }
             None => return Ok(false),
         }
@@ -195,12 +199,13 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     }
 
     /// Key and value of the current entry. Requires: `valid()`.
+    #[inline]
     pub(crate) fn entry(&self) -> Result<(&'s [u8], &'s [u8])> {
         match self.stack.last() {
-            Some((n, i)) if *i < n.n => {
-                let (k, v) = n.entry(*i)?;
-                Ok((k, resolve(self.src, v)?))
-            }
+            Some((n, i)) if *i < n.n => match n.entry(*i)? {
+                (k, LeafValue::Inline(v)) => Ok((k, v)),
+                (k, v) => Ok((k, resolve(self.src, v)?)),
+            },
             _ => Err(Error::corrupted(
                 self.hdr.root.id,
                 "internal: cursor not on an entry",
