@@ -211,12 +211,10 @@ impl Database {
                 readers: BTreeMap::new(),
             }),
             writer: Mutex::new(WriterState {
-                carry: Some(Carry {
+                carry: Some(Carry::new(
                     free,
-                    pool: Vec::new(),
-                    wmap: WriteMap::new(storage.clone(), file_bytes, !options.read_only),
-                    chain: None,
-                }),
+                    WriteMap::new(storage.clone(), file_bytes, !options.read_only),
+                )),
                 durable_slot,
                 last_durable_txn,
                 poisoned: false,

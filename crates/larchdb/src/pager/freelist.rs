@@ -196,33 +196,25 @@ impl FreeSet {
     }
 
     /// Persisted form: free extents, then pending ones. Extents longer than a u32 are split.
-    pub(crate) fn entries(&self) -> Vec<Extent> {
-        let mut out = Vec::with_capacity(
-            self.free.len() + self.pending_readers.len() + self.pending_durable.len(),
-        );
-        let mut push = |txn: u64, start: u64, len: u64, kind: u32| {
-            let mut at = start;
-            let end = start + len;
-            while at < end {
-                let n = (end - at).min(u32::MAX as u64);
-                out.push((txn, at, n, kind));
-                at += n;
-            }
-        };
-        for (&s, &l) in &self.free {
-            push(0, s, l, KIND_FREE);
-        }
-        for (kind, map) in [
+    /// Yields exactly `entry_count()` items.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = Extent> + '_ {
+        let free = self.free.iter().map(|(&s, &l)| (0, s, l, KIND_FREE));
+        let pending = [
             (KIND_READERS, &self.pending_readers),
             (KIND_DURABLE, &self.pending_durable),
-        ] {
-            for (&txn, extents) in map {
-                for &(s, l) in extents {
-                    push(txn, s, l, kind);
-                }
-            }
-        }
-        out
+        ]
+        .into_iter()
+        .flat_map(|(kind, map)| {
+            map.iter().flat_map(move |(&txn, extents)| {
+                extents.iter().map(move |&(s, l)| (txn, s, l, kind))
+            })
+        });
+        free.chain(pending).flat_map(|(txn, start, len, kind)| {
+            let end = start + len;
+            (start..end)
+                .step_by(u32::MAX as usize)
+                .map(move |at| (txn, at, (end - at).min(u32::MAX as u64), kind))
+        })
     }
 
     /// Adds one persisted entry read from freelist page `page`. Requires: pages are checked
@@ -264,17 +256,20 @@ pub(crate) fn to_extents(pages: &mut [u64]) -> Vec<(u64, u64)> {
     out
 }
 
-/// Writes extents into a freelist page body. Requires: `extents.len() <= extents_per_page`.
-pub(crate) fn encode_page(p: &mut [u8], next: PageRef, extents: &[Extent]) {
+/// Writes up to `extents_per_page` extents taken from `extents` into a freelist page body;
+/// the rest stay in the iterator for the next page.
+pub(crate) fn encode_page(p: &mut [u8], next: PageRef, extents: &mut impl Iterator<Item = Extent>) {
     p[FREELIST_NEXT_AT..FREELIST_EXTENTS_AT].copy_from_slice(&next.encode());
-    for (i, &(txn, start, len, kind)) in extents.iter().enumerate() {
-        let at = FREELIST_EXTENTS_AT + i * EXTENT_BYTES;
+    let mut n = 0;
+    for (txn, start, len, kind) in extents.take(extents_per_page(p.len())) {
+        let at = FREELIST_EXTENTS_AT + n * EXTENT_BYTES;
         put_u64(p, at, txn);
         put_u64(p, at + 8, start);
         put_u32(p, at + 16, len as u32);
         put_u32(p, at + 20, kind);
+        n += 1;
     }
-    super::set_page_count_field(p, extents.len() as u16);
+    super::set_page_count_field(p, n as u16);
 }
 
 /// Reads a freelist page: the next link and its extents. Validates the count against the page.
@@ -311,13 +306,13 @@ mod tests {
         assert!(f.insert(10, 2));
         assert!(f.insert(14, 2));
         assert!(f.insert(12, 2));
-        assert_eq!(f.entries(), vec![(0, 10, 6, KIND_FREE)]);
+        assert_eq!(f.entries().collect::<Vec<_>>(), vec![(0, 10, 6, KIND_FREE)]);
         assert!(!f.insert(15, 1));
         assert!(!f.insert(8, 3));
         assert_eq!(f.free_pages(), 6);
         f.insert(100, u32::MAX as u64 + 5);
         assert_eq!(f.entry_count(), 3, "an extent past u32 is split in two");
-        assert_eq!(f.entries().len(), 3);
+        assert_eq!(f.entries().collect::<Vec<_>>().len(), 3);
     }
 
     #[test]
@@ -339,14 +334,14 @@ mod tests {
         f.add_pending(7, KIND_READERS, vec![(21, 1)]);
         f.add_pending(6, KIND_DURABLE, vec![(30, 2)]);
         assert_eq!(f.pinned_pages(), 2);
-        assert_eq!(f.entry_count(), f.entries().len());
+        assert_eq!(f.entry_count(), f.entries().collect::<Vec<_>>().len());
         f.release(Some(6), 100).unwrap();
-        assert_eq!(f.entry_count(), f.entries().len());
+        assert_eq!(f.entry_count(), f.entries().collect::<Vec<_>>().len());
         assert_eq!(f.free_pages(), 3);
         assert_eq!(f.pending_pages(), 1);
         f.release(None, 5).unwrap();
         assert_eq!(
-            f.entries(),
+            f.entries().collect::<Vec<_>>(),
             vec![(0, 20, 2, KIND_FREE), (0, 30, 2, KIND_FREE)]
         );
         assert_eq!(f.pinned_pages(), 0);
@@ -365,7 +360,7 @@ mod tests {
         let mut p = vec![0u8; 4096];
         let ext = vec![(0, 5, 3, KIND_FREE), (9, 12, 1, KIND_DURABLE)];
         crate::pager::init_page(&mut p, crate::pager::PAGE_FREELIST);
-        encode_page(&mut p, PageRef::new(77, 5), &ext);
+        encode_page(&mut p, PageRef::new(77, 5), &mut ext.iter().copied());
         assert_eq!(decode_page(&p, 3).unwrap(), (PageRef::new(77, 5), ext));
     }
 

@@ -161,10 +161,17 @@ pub(crate) fn unused_gap(p: &[u8]) -> (usize, usize) {
 }
 
 /// The page's checksum: CRC-32C of bytes 4.. to the end, skipping its unused gap.
+///
+/// Computed with `crc-fast`, which folds with carry-less multiplies (VPCLMULQDQ on AVX-512
+/// machines, PCLMULQDQ elsewhere) instead of one `crc32` instruction per 8 bytes: sealing a
+/// 4 KiB page at commit costs about a quarter of the time (docs/design/performance.md). The
+/// value is the same CRC-32C, so the format does not change.
 pub(crate) fn page_checksum(p: &[u8]) -> u32 {
     let (start, end) = unused_gap(p);
-    let head = crc32c::crc32c(&p[H_CHECKSUM + 4..start]);
-    crc32c::crc32c_append(head, &p[end..])
+    let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    crc.update(&p[H_CHECKSUM + 4..start]);
+    crc.update(&p[end..]);
+    crc.finalize() as u32
 }
 
 /// A reference to a page as its referrer (a parent branch, a leaf cell, a table header, the
@@ -411,4 +418,40 @@ impl PageSource for Snapshot {
 /// Pages an overflow run of `value_bytes` needs at `page_bytes`.
 pub(crate) fn overflow_pages(value_bytes: usize, page_bytes: usize) -> u64 {
     (PAGE_HEADER_BYTES + value_bytes).div_ceil(page_bytes) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The format says CRC-32C of the page minus its checksum field and unused gap: checked
+    /// against an independent CRC-32C implementation, for every gap shape and page size.
+    #[test]
+    fn checksum_is_crc32c_skipping_the_gap() {
+        for page_bytes in [4096usize, 65536] {
+            for (kind, count, a) in [
+                (PAGE_LEAF, 3u16, 3000u32),
+                (PAGE_BRANCH, 0, 4096),
+                (PAGE_LEAF, 0, 32),
+            ] {
+                let mut p: Vec<u8> = (0..page_bytes).map(|i| (i * 131 % 251) as u8).collect();
+                init_page(&mut p, kind);
+                set_page_count_field(&mut p, count);
+                set_page_a(&mut p, a.min(page_bytes as u32));
+                let (start, end) = unused_gap(&p);
+                let reference = crc32c::crc32c_append(crc32c::crc32c(&p[4..start]), &p[end..]);
+                assert_eq!(
+                    page_checksum(&p),
+                    reference,
+                    "{kind} {count} {a} {page_bytes}"
+                );
+            }
+        }
+        let whole: Vec<u8> = (0..4096).map(|i| (i % 7) as u8).collect();
+        assert_eq!(
+            page_checksum(&whole),
+            crc32c::crc32c(&whole[4..]),
+            "no gap: all of it"
+        );
+    }
 }

@@ -182,6 +182,34 @@ pub(crate) struct Carry {
     pub(crate) wmap: WriteMap,
     /// Pages of the newest commit's freelist chain, if known (saves reading it back).
     pub(crate) chain: Option<Vec<u64>>,
+    /// The transaction's working collections, empty, with the capacity they grew to.
+    spare_capacity: Buffers,
+}
+
+impl Carry {
+    pub(crate) fn new(free: FreeSet, wmap: WriteMap) -> Carry {
+        Carry {
+            free,
+            pool: Vec::new(),
+            wmap,
+            chain: None,
+            spare_capacity: Buffers::default(),
+        }
+    }
+}
+
+/// The collections a write transaction fills. They are handed from one transaction to the
+/// next, emptied, so that a small commit allocates almost nothing: growing a fresh hash map
+/// and half a dozen vectors for every one-put commit cost more than a quarter of its
+/// instructions (docs/design/performance.md).
+#[derive(Default)]
+struct Buffers {
+    dirty: IdMap<Dirty>,
+    taken: Vec<(u64, u64)>,
+    spare: Vec<(u64, u64)>,
+    freed: Vec<(u64, u64, u64)>,
+    scratch: Vec<u8>,
+    ids: Vec<u64>,
 }
 
 pub(crate) struct WritePages {
@@ -207,6 +235,8 @@ pub(crate) struct WritePages {
     pub(crate) scratch: Vec<u8>,
     /// The base snapshot's freelist chain if known; after `prepare_commit`, the new one.
     chain: Option<Vec<u64>>,
+    /// Page ids, sorted and grouped at commit; kept for the next transaction.
+    ids: Vec<u64>,
 }
 
 impl WritePages {
@@ -218,21 +248,24 @@ impl WritePages {
     ) -> WritePages {
         let page_bytes = base.page_bytes();
         let page_count = base.meta.page_count;
+        let b = carry.spare_capacity;
+        debug_assert!(b.dirty.is_empty() && b.taken.is_empty() && b.freed.is_empty());
         WritePages {
             base,
             txn,
             page_bytes,
-            dirty: IdMap::default(),
+            dirty: b.dirty,
             free: carry.free,
             page_count,
-            taken: Vec::new(),
-            spare: Vec::new(),
-            freed: Vec::new(),
+            taken: b.taken,
+            spare: b.spare,
+            freed: b.freed,
             last_durable,
             pool: carry.pool,
             wmap: carry.wmap,
-            scratch: Vec::new(),
+            scratch: b.scratch,
             chain: carry.chain,
+            ids: b.ids,
         }
     }
 
@@ -256,11 +289,23 @@ impl WritePages {
                 }
             }
         }
+        self.taken.clear();
+        self.spare.clear();
+        self.freed.clear();
+        self.ids.clear();
         Carry {
             free: self.free,
             pool: self.pool,
             wmap: self.wmap,
             chain: self.chain,
+            spare_capacity: Buffers {
+                dirty: self.dirty,
+                taken: self.taken,
+                spare: self.spare,
+                freed: self.freed,
+                scratch: self.scratch,
+                ids: self.ids,
+            },
         }
     }
 
@@ -426,27 +471,23 @@ impl WritePages {
             .extend(old_chain.into_iter().map(|id| (id, 1, chain_born)));
         // Pages written after the last durable commit are not part of it: only readers can
         // still need them. Older pages are also needed by a recovery after a power loss.
-        let mut after: Vec<u64> = Vec::new();
-        let mut durable: Vec<u64> = Vec::new();
-        for &(start, len, born) in &self.freed {
-            let list = if born > self.last_durable {
-                &mut after
-            } else {
-                &mut durable
-            };
-            list.extend(start..start + len);
+        let txn = self.txn;
+        for (kind, after_durable) in [(KIND_READERS, true), (KIND_DURABLE, false)] {
+            self.ids.clear();
+            for &(start, len, born) in &self.freed {
+                if (born > self.last_durable) == after_durable {
+                    self.ids.extend(start..start + len);
+                }
+            }
+            self.free.add_pending(txn, kind, to_extents(&mut self.ids));
         }
         self.freed.clear();
-        let txn = self.txn;
-        self.free
-            .add_pending(txn, KIND_READERS, to_extents(&mut after));
-        self.free
-            .add_pending(txn, KIND_DURABLE, to_extents(&mut durable));
-        for (start, len) in std::mem::take(&mut self.spare) {
+        for &(start, len) in &self.spare {
             if !self.free.insert(start, len) {
                 return Err(Error::corrupted(start, "internal: spare page already free"));
             }
         }
+        self.spare.clear();
         loop {
             let trimmed = self.free.trim_tail(self.page_count);
             if trimmed == self.page_count {
@@ -462,12 +503,28 @@ impl WritePages {
         for _ in 0..needed {
             chain.push(self.new_page(PAGE_FREELIST)?);
         }
-        let entries = self.free.entries();
+        // The free set is not changed from here on, so its entries are encoded straight from
+        // it, without building a list. `encode_page` needs the free set and a dirty page at
+        // once, so the set is moved out for the loop.
+        let free = std::mem::take(&mut self.free);
+        let mut entries = free.entries();
+        let mut encoded = Ok(());
         for (i, &id) in chain.iter().enumerate() {
-            let from = (i * per_page).min(entries.len());
-            let to = ((i + 1) * per_page).min(entries.len());
             let next = PageRef::new(chain.get(i + 1).copied().unwrap_or(0), txn);
-            encode_page(self.page_mut(id)?, next, &entries[from..to]);
+            match self.page_mut(id) {
+                Ok(p) => encode_page(p, next, &mut entries),
+                Err(e) => {
+                    encoded = Err(e);
+                    break;
+                }
+            }
+        }
+        let left = entries.next().is_some();
+        drop(entries);
+        self.free = free;
+        encoded?;
+        if left {
+            return Err(Error::corrupted(0, "internal: freelist chain too short"));
         }
         self.chain = Some(chain.clone());
         Ok(Meta {
@@ -487,13 +544,15 @@ impl WritePages {
     /// in the mapping are sealed in place; owned buffers are written with `write_at`, gathering
     /// consecutive pages into larger writes. Returns the bytes written or sealed.
     pub(crate) fn write_out(&mut self, storage: &dyn Storage) -> Result<u64> {
-        let mut ids: Vec<u64> = self.dirty.keys().copied().collect();
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(self.dirty.keys().copied());
         ids.sort_unstable();
         let ps = self.page_bytes;
         let mut batch: Vec<u8> = Vec::new();
         let mut batch_start = 0u64;
         let mut written = 0u64;
-        for id in ids {
+        for &id in &ids {
             let buf: &mut [u8] = match self.dirty.get_mut(&id) {
                 Some(Dirty::Owned(b)) => b,
                 Some(Dirty::Mapped(n)) => {
