@@ -13,7 +13,9 @@
 use super::PageRef;
 use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
-use std::collections::BTreeMap;
+use crate::limits::PAGE_COUNT_MAX;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 
 /// A persisted extent: (freeing txn, or 0 for free; first page; page count; kind).
 pub(crate) type Extent = (u64, u64, u64, u32);
@@ -38,10 +40,27 @@ pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
 
 type Pending = BTreeMap<u64, Vec<(u64, u64)>>;
 
+/// Single free pages kept in the heap before they are merged into the extent map. Below this,
+/// a commit that frees and reuses about as many pages as it writes (random inserts: a thousand
+/// or more per commit) never changes the map.
+const SINGLES_MAX: usize = 1 << 14;
+
+/// Free space. Single pages, the bulk of what copy-on-write frees, go to a min-heap: freeing and
+/// reusing one is a push and a pop on a flat array, where the ordered extent map costs two
+/// range lookups and an insert or a removal. Runs go to the extent map, which coalesces
+/// neighbours. Either way the lowest free page is reused first, so data gathers at the start
+/// of the file and its end can be given back. A bitmap of every free page catches a double
+/// free, which only a corrupt freelist can cause, in both at once.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FreeSet {
-    /// Free extents: start -> length, coalesced and disjoint.
+    /// Free extents: start -> length, disjoint, coalesced with each other (not with `singles`).
     free: BTreeMap<u64, u64>,
+    /// Free single pages, not in `free`.
+    singles: BinaryHeap<Reverse<u64>>,
+    /// No page in `singles` is larger than this (an upper bound: pops do not lower it).
+    singles_max: u64,
+    /// Bit `p` is set exactly when page `p` is free (in `free` or in `singles`).
+    bits: Bitmap,
     free_pages: u64,
     /// Pending extents of kind `KIND_READERS`, by freeing txn.
     pending_readers: Pending,
@@ -68,49 +87,100 @@ impl FreeSet {
         self.pinned_pages
     }
 
-    /// Adds a free extent, merging with neighbours. Returns false (and changes nothing) if it
-    /// overlaps a free extent: a double free, which only a corrupt freelist can cause.
+    /// Adds a free extent. Returns false (and changes nothing) if it overlaps free space: a
+    /// double free, which only a corrupt freelist can cause.
     pub(crate) fn insert(&mut self, start: u64, len: u64) -> bool {
         if len == 0 {
             return true;
         }
+        let Some(end) = start.checked_add(len).filter(|&e| e <= PAGE_COUNT_MAX) else {
+            return false;
+        };
+        if self.bits.any(start, end) {
+            return false;
+        }
+        self.bits.set(start, end, true);
+        self.free_pages += len;
+        if len == 1 {
+            self.singles.push(Reverse(start));
+            self.singles_max = self.singles_max.max(start);
+            if self.singles.len() > SINGLES_MAX {
+                self.merge_singles();
+            }
+        } else {
+            self.insert_extent(start, len);
+        }
+        true
+    }
+
+    /// Moves every single page into the extent map, coalescing: for runs (`alloc(n > 1)`),
+    /// tail trimming, and to bound the stack.
+    fn merge_singles(&mut self) {
+        let mut singles: Vec<u64> = std::mem::take(&mut self.singles)
+            .into_iter()
+            .map(|Reverse(p)| p)
+            .collect();
+        for (start, len) in to_extents(&mut singles) {
+            self.insert_extent(start, len);
+        }
+        self.singles_max = 0;
+    }
+
+    /// Adds an extent, known to be disjoint from free space, to the map, merging neighbours.
+    fn insert_extent(&mut self, start: u64, len: u64) {
         let end = start + len;
         let mut new_start = start;
         let mut new_len = len;
-        if let Some((&s, &l)) = self.free.range(..=start).next_back() {
-            if s + l > start {
-                return false;
-            }
+        if let Some((&s, &l)) = self.free.range(..start).next_back() {
             if s + l == start {
                 new_start = s;
                 new_len += l;
             }
         }
-        if let Some((&s, &l)) = self.free.range(start..).next() {
-            if s < end {
-                return false;
-            }
+        if let Some((&s, &l)) = self.free.range(end..).next() {
             if s == end {
                 new_len += l;
                 self.free.remove(&s);
             }
         }
         self.free.insert(new_start, new_len);
-        self.free_pages += len;
-        true
     }
 
-    /// Takes `n` contiguous free pages: the lowest page for one, first fit for a run.
+    /// Takes `n` contiguous free pages: the lowest page for one; for a run, the first fit
+    /// (after merging the singles, if nothing fits without).
     pub(crate) fn alloc(&mut self, n: u64) -> Option<u64> {
-        let (&start, &len) = if n == 1 {
-            self.free.iter().next()?
-        } else {
-            self.free.iter().find(|(_, &len)| len >= n)?
+        if n == 1 {
+            if let Some(&Reverse(p)) = self.singles.peek() {
+                if self.free.first_key_value().is_none_or(|(&s, _)| p < s) {
+                    self.singles.pop();
+                    self.bits.set(p, p + 1, false);
+                    self.free_pages -= 1;
+                    return Some(p);
+                }
+            }
+        }
+        let fits = |free: &BTreeMap<u64, u64>| {
+            if n == 1 {
+                free.iter().next().map(|(&s, &l)| (s, l))
+            } else {
+                free.iter()
+                    .find(|(_, &len)| len >= n)
+                    .map(|(&s, &l)| (s, l))
+            }
+        };
+        let (start, len) = match fits(&self.free) {
+            Some(f) => f,
+            None if !self.singles.is_empty() => {
+                self.merge_singles();
+                fits(&self.free)?
+            }
+            None => return None,
         };
         self.free.remove(&start);
         if len > n {
             self.free.insert(start + n, len - n);
         }
+        self.bits.set(start, start + n, false);
         self.free_pages -= n;
         Some(start)
     }
@@ -172,9 +242,13 @@ impl FreeSet {
     /// If the last free extent ends at `page_count`, removes it and returns the new, smaller
     /// page count: space at the end of the file is given back rather than kept free.
     pub(crate) fn trim_tail(&mut self, page_count: u64) -> u64 {
+        if !self.singles.is_empty() && self.singles_max + 1 >= page_count {
+            self.merge_singles();
+        }
         match self.free.iter().next_back() {
             Some((&start, &len)) if start + len == page_count => {
                 self.free.remove(&start);
+                self.bits.set(start, page_count, false);
                 self.free_pages -= len;
                 start
             }
@@ -185,7 +259,8 @@ impl FreeSet {
     /// Number of extents `entries` returns, without building them.
     pub(crate) fn entry_count(&self) -> usize {
         let pieces = |len: u64| len.div_ceil(u32::MAX as u64) as usize;
-        let free: usize = self.free.values().map(|&l| pieces(l)).sum();
+        let free: usize =
+            self.free.values().map(|&l| pieces(l)).sum::<usize>() + self.singles.len();
         let pending: usize = [&self.pending_readers, &self.pending_durable]
             .iter()
             .flat_map(|m| m.values())
@@ -198,7 +273,11 @@ impl FreeSet {
     /// Persisted form: free extents, then pending ones. Extents longer than a u32 are split.
     /// Yields exactly `entry_count()` items.
     pub(crate) fn entries(&self) -> impl Iterator<Item = Extent> + '_ {
-        let free = self.free.iter().map(|(&s, &l)| (0, s, l, KIND_FREE));
+        let free = self
+            .free
+            .iter()
+            .map(|(&s, &l)| (0, s, l, KIND_FREE))
+            .chain(self.singles.iter().map(|&Reverse(p)| (0, p, 1, KIND_FREE)));
         let pending = [
             (KIND_READERS, &self.pending_readers),
             (KIND_DURABLE, &self.pending_durable),
@@ -240,6 +319,56 @@ impl FreeSet {
             }
         }
         Ok(())
+    }
+}
+
+/// One bit per page id, grown on demand (a page count of n costs n/8 bytes).
+#[derive(Clone, Debug, Default)]
+struct Bitmap {
+    words: Vec<u64>,
+}
+
+impl Bitmap {
+    /// The words covering `[start, end)`, each with the mask of its bits in the range.
+    fn spans(start: u64, end: u64) -> impl Iterator<Item = (usize, u64)> {
+        let (first, last) = (start / 64, end.div_ceil(64));
+        (first..last).map(move |w| {
+            let lo = start.max(w * 64) - w * 64;
+            let hi = end.min(w * 64 + 64) - w * 64;
+            let mask = if hi - lo == 64 {
+                u64::MAX
+            } else {
+                ((1u64 << (hi - lo)) - 1) << lo
+            };
+            (w as usize, mask)
+        })
+    }
+
+    /// True if any bit in `[start, end)` is set.
+    fn any(&self, start: u64, end: u64) -> bool {
+        let end = end.min(self.words.len() as u64 * 64);
+        start < end && Self::spans(start, end).any(|(w, mask)| self.words[w] & mask != 0)
+    }
+
+    /// Sets or clears `[start, end)`. Requires: `end <= PAGE_COUNT_MAX`.
+    fn set(&mut self, start: u64, end: u64, on: bool) {
+        if on {
+            let words = end.div_ceil(64) as usize;
+            if self.words.len() < words {
+                self.words.resize(words.max(self.words.len() * 2), 0);
+            }
+        }
+        let end = end.min(self.words.len() as u64 * 64);
+        if start >= end {
+            return;
+        }
+        for (w, mask) in Self::spans(start, end) {
+            if on {
+                self.words[w] |= mask;
+            } else {
+                self.words[w] &= !mask;
+            }
+        }
     }
 }
 
@@ -340,6 +469,18 @@ mod tests {
         assert_eq!(f.free_pages(), 3);
         assert_eq!(f.pending_pages(), 1);
         f.release(None, 5).unwrap();
+        // Released single pages wait in the heap; runs are coalesced in the map at once.
+        let mut entries: Vec<_> = f.entries().collect();
+        entries.sort();
+        assert_eq!(
+            entries,
+            vec![
+                (0, 20, 1, KIND_FREE),
+                (0, 21, 1, KIND_FREE),
+                (0, 30, 2, KIND_FREE)
+            ]
+        );
+        f.merge_singles();
         assert_eq!(
             f.entries().collect::<Vec<_>>(),
             vec![(0, 20, 2, KIND_FREE), (0, 30, 2, KIND_FREE)]
@@ -353,6 +494,60 @@ mod tests {
             1,
             "durable pages wait for the durable point"
         );
+    }
+
+    #[test]
+    fn singles_are_lifo_guarded_and_merged_for_runs_and_the_tail() {
+        let mut f = FreeSet::default();
+        assert!(f.insert(7, 1));
+        assert!(f.insert(9, 1));
+        assert!(f.insert(20, 3));
+        assert!(!f.insert(9, 1), "a single freed twice");
+        assert!(!f.insert(8, 2), "a run over a single");
+        assert!(!f.insert(21, 1), "a single inside a run");
+        assert_eq!(f.free_pages(), 5);
+        assert_eq!(f.alloc(1), Some(7), "the lowest single comes first");
+        assert!(f.insert(7, 1), "and can be freed again");
+        assert!(f.insert(25, 1));
+        assert!(f.insert(3, 2));
+        assert_eq!(
+            f.alloc(1),
+            Some(3),
+            "the lowest page, here in the map, comes first"
+        );
+        assert!(f.insert(3, 1));
+        assert_eq!(f.alloc(1), Some(3));
+        assert_eq!(f.alloc(1), Some(4));
+        assert_eq!(f.alloc(1), Some(7));
+        assert!(f.insert(7, 1));
+        assert_eq!(f.alloc(1), Some(7));
+        assert_eq!(f.alloc(1), Some(9));
+        assert!(f.insert(9, 1));
+        assert!(f.insert(7, 1));
+        assert!(f.insert(8, 1));
+        // A run is taken from the map; only when none fits are the singles 7, 8, 9 merged.
+        assert_eq!(f.alloc(3), Some(20));
+        assert_eq!(f.alloc(3), Some(7));
+        assert_eq!(f.alloc(1), Some(25));
+        assert_eq!(f.free_pages(), 0);
+        assert_eq!(f.alloc(1), None);
+        // A single at the end of the file is trimmed like a run.
+        assert!(f.insert(40, 1));
+        assert!(f.insert(41, 1));
+        assert_eq!(f.trim_tail(42), 40);
+        assert_eq!(f.free_pages(), 0);
+        assert!(f.insert(40, 2), "trimmed pages are no longer free");
+    }
+
+    #[test]
+    fn singles_stack_is_bounded() {
+        let mut f = FreeSet::default();
+        for p in 0..(SINGLES_MAX as u64 + 1) {
+            assert!(f.insert(2 + 2 * p, 1));
+        }
+        assert!(f.singles.len() <= SINGLES_MAX);
+        assert_eq!(f.entry_count(), SINGLES_MAX + 1);
+        assert_eq!(f.entries().count(), SINGLES_MAX + 1);
     }
 
     #[test]
