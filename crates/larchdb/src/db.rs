@@ -117,6 +117,8 @@ pub(crate) struct WriterState {
     pub(crate) last_durable_txn: u64,
     /// Set by a failed sync or meta write: no more writes through this handle.
     pub(crate) poisoned: bool,
+    /// The tables write transactions open (see `TableStates`).
+    pub(crate) tables: crate::txn::TableStates,
 }
 
 pub(crate) struct Inner {
@@ -218,6 +220,7 @@ impl Database {
                 durable_slot,
                 last_durable_txn,
                 poisoned: false,
+                tables: Default::default(),
             }),
             storage,
             options,

@@ -155,6 +155,70 @@ pub(crate) struct TableState {
     pub(crate) dirty: bool,
     /// Where the last append landed, for the next one (see `btree::append`).
     pub(crate) append_hint: Option<btree::AppendHint>,
+    /// The transaction (`TableStates::generation`) this state belongs to.
+    generation: u64,
+}
+
+/// The tables a write transaction has opened, by name. Kept in the writer state from one
+/// transaction to the next, so that opening the same table again allocates nothing: with a
+/// fresh map per transaction, the name's `String` and the map's growth were a measurable part
+/// of a one-put commit. An entry is valid only in the transaction whose generation it carries.
+#[derive(Default)]
+pub(crate) struct TableStates {
+    map: HashMap<String, TableState>,
+    generation: u64,
+}
+
+impl TableStates {
+    /// Starts a transaction: every entry becomes stale.
+    fn begin(&mut self) {
+        self.generation += 1;
+    }
+
+    fn get(&self, name: &str) -> Option<&TableState> {
+        self.map
+            .get(name)
+            .filter(|s| s.generation == self.generation)
+    }
+
+    fn get_mut(&mut self, name: &str) -> Option<&mut TableState> {
+        let generation = self.generation;
+        self.map
+            .get_mut(name)
+            .filter(|s| s.generation == generation)
+    }
+
+    /// Records `name` as opened in this transaction with header `hdr`, unchanged so far.
+    fn open(&mut self, name: &str, hdr: TableHeader) {
+        let state = TableState {
+            hdr,
+            dirty: false,
+            append_hint: None,
+            generation: self.generation,
+        };
+        match self.map.get_mut(name) {
+            Some(s) => *s = state,
+            None => {
+                self.map.insert(name.to_string(), state);
+            }
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.map.remove(name);
+    }
+
+    /// Tables this transaction changed, sorted by name.
+    fn changed(&self) -> Vec<(&str, TableHeader)> {
+        let mut out: Vec<(&str, TableHeader)> = self
+            .map
+            .iter()
+            .filter(|(_, s)| s.generation == self.generation && s.dirty)
+            .map(|(n, s)| (n.as_str(), s.hdr))
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out
+    }
 }
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
@@ -164,7 +228,6 @@ pub struct WriteTxn<'db> {
     guard: MutexGuard<'db, WriterState>,
     pages: Option<WritePages>,
     catalog: TableHeader,
-    tables: HashMap<String, TableState>,
     durability: Durability,
     failed: bool,
 }
@@ -198,12 +261,12 @@ impl<'db> WriteTxn<'db> {
         let txn = base.meta.txn + 1;
         let catalog = base.meta.catalog;
         let pages = WritePages::new(base, txn, guard.last_durable_txn, carry);
+        guard.tables.begin();
         Ok(WriteTxn {
             db,
             guard,
             pages: Some(pages),
             catalog,
-            tables: HashMap::new(),
             durability: inner.options.durability,
             failed: false,
         })
@@ -231,7 +294,7 @@ impl<'db> WriteTxn<'db> {
     }
 
     fn lookup(&mut self, name: &str) -> Result<Option<TableHeader>> {
-        if let Some(t) = self.tables.get(name) {
+        if let Some(t) = self.guard.tables.get(name) {
             return Ok(Some(t.hdr));
         }
         let catalog = self.catalog;
@@ -259,14 +322,7 @@ impl<'db> WriteTxn<'db> {
                 PutMode::Upsert,
             )?;
             t.catalog = catalog;
-            t.tables.insert(
-                name.to_string(),
-                TableState {
-                    hdr: TableHeader::default(),
-                    dirty: false,
-                    append_hint: None,
-                },
-            );
+            t.guard.tables.open(name, TableHeader::default());
             Ok(())
         })
     }
@@ -287,17 +343,10 @@ impl<'db> WriteTxn<'db> {
         let hdr = self
             .lookup(name)?
             .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
-        if !self.tables.contains_key(name) {
-            self.tables.insert(
-                name.to_string(),
-                TableState {
-                    hdr,
-                    dirty: false,
-                    append_hint: None,
-                },
-            );
+        if self.guard.tables.get(name).is_none() {
+            self.guard.tables.open(name, hdr);
         }
-        let state = self.tables.get_mut(name).ok_or(Error::TxnFailed)?;
+        let state = self.guard.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
         if self.failed {
             return Err(Error::TxnFailed);
@@ -317,7 +366,7 @@ impl<'db> WriteTxn<'db> {
             btree::free_tree(pages, &hdr)?;
             btree::delete(pages, &mut catalog, name.as_bytes())?;
             t.catalog = catalog;
-            t.tables.remove(name);
+            t.guard.tables.remove(name);
             Ok(true)
         })
     }
@@ -347,15 +396,8 @@ impl<'db> WriteTxn<'db> {
             return Err(Error::TxnFailed);
         }
         let mut catalog = self.catalog;
-        let mut updates: Vec<(String, TableHeader)> = self
-            .tables
-            .iter()
-            .filter(|(_, s)| s.dirty)
-            .map(|(n, s)| (n.clone(), s.hdr))
-            .collect();
-        updates.sort_by(|a, b| a.0.cmp(&b.0));
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
-        for (name, hdr) in updates {
+        for (name, hdr) in self.guard.tables.changed() {
             btree::put(
                 pages,
                 &mut catalog,

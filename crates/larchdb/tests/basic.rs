@@ -191,6 +191,30 @@ fn abort_changes_nothing() {
     assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(&b"1"[..]));
     assert!(r.table("u").is_err());
     db.verify().unwrap();
+    // The next write transaction sees the committed tables, not what the aborted one opened
+    // (the writer keeps per-table state from one transaction to the next).
+    let mut w = db.begin_write().unwrap();
+    assert!(matches!(w.table("u"), Err(Error::TableNotFound(_))));
+    {
+        let mut t = w.table("t").unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.get(b"k").unwrap(), Some(&b"1"[..]));
+        t.put(b"k2", b"x").unwrap();
+    }
+    assert!(w.delete_table("t").unwrap());
+    w.create_table("t").unwrap();
+    assert_eq!(
+        w.table("t").unwrap().len(),
+        0,
+        "a table created again starts empty"
+    );
+    w.table("t").unwrap().put(b"k3", b"y").unwrap();
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!((t.len(), t.get(b"k").unwrap()), (1, None));
+    assert_eq!(t.get(b"k3").unwrap(), Some(&b"y"[..]));
+    db.verify().unwrap();
 }
 
 #[test]
