@@ -79,12 +79,12 @@ impl<'a> Node<'a> {
     }
 
     /// Offset of cell `i`. Requires: `i < n`.
-    #[inline]
+    #[inline(always)]
     fn cell_at(&self, i: usize) -> usize {
         get_u16(self.p, self.slots_at + 2 * i) as usize
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn key(&self, i: usize) -> Result<&'a [u8]> {
         let off = self.cell_at(i);
         let hdr = if self.leaf {
