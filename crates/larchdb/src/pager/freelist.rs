@@ -45,6 +45,9 @@ type Pending = BTreeMap<u64, Vec<(u64, u64)>>;
 /// or more per commit) never changes the map.
 const SINGLES_MAX: usize = 1 << 14;
 
+/// Fewer single pages than this are persisted as they are (see `FreeSet::settle`).
+const SINGLES_SETTLE_MIN: usize = 64;
+
 /// Free space. Single pages, the bulk of what copy-on-write frees, go to a min-heap: freeing and
 /// reusing one is a push and a pop on a flat array, where the ordered extent map costs two
 /// range lookups and an insert or a removal. Runs go to the extent map, which coalesces
@@ -113,8 +116,17 @@ impl FreeSet {
         true
     }
 
+    /// Before the free set is persisted: if single pages would be most of its entries, merges
+    /// them into the extent map, where neighbours coalesce into fewer entries. A commit writes
+    /// the whole freelist, so its length matters to every later commit.
+    pub(crate) fn settle(&mut self) {
+        if self.singles.len() > SINGLES_SETTLE_MIN && self.singles.len() > self.free.len() {
+            self.merge_singles();
+        }
+    }
+
     /// Moves every single page into the extent map, coalescing: for runs (`alloc(n > 1)`),
-    /// tail trimming, and to bound the stack.
+    /// tail trimming, compact persistence, and to bound the heap.
     fn merge_singles(&mut self) {
         let mut singles: Vec<u64> = std::mem::take(&mut self.singles)
             .into_iter()
@@ -548,6 +560,26 @@ mod tests {
         assert!(f.singles.len() <= SINGLES_MAX);
         assert_eq!(f.entry_count(), SINGLES_MAX + 1);
         assert_eq!(f.entries().count(), SINGLES_MAX + 1);
+    }
+
+    #[test]
+    fn settle_coalesces_singles_before_persisting() {
+        let mut f = FreeSet::default();
+        for p in 10..10 + 2 * SINGLES_SETTLE_MIN as u64 {
+            assert!(f.insert(p, 1));
+        }
+        assert_eq!(f.entry_count(), 2 * SINGLES_SETTLE_MIN);
+        f.settle();
+        assert_eq!(
+            f.entries().collect::<Vec<_>>(),
+            vec![(0, 10, 2 * SINGLES_SETTLE_MIN as u64, KIND_FREE)]
+        );
+        // A few singles beside many extents stay as they are.
+        for p in 0..4 {
+            assert!(f.insert(1000 + 2 * p, 1));
+        }
+        f.settle();
+        assert_eq!(f.singles.len(), 4);
     }
 
     #[test]

@@ -488,6 +488,7 @@ impl WritePages {
             }
         }
         self.spare.clear();
+        self.free.settle();
         loop {
             let trimmed = self.free.trim_tail(self.page_count);
             if trimmed == self.page_count {
