@@ -33,6 +33,16 @@ pub const fn inline_cell_bytes_max(page_bytes: u32) -> usize {
     (page_bytes as usize - crate::pager::PAGE_HEADER_BYTES) / 4 - 2
 }
 
+/// Read-only handles (in all processes together) that can read a database beside its writer:
+/// slots of the shared reader table in the lock file (docs/design/file-format.md). Each
+/// read-only handle takes one slot for its life, whatever the number of its read
+/// transactions; one more is [`crate::Error::ReadersFull`]. LMDB's default `maxreaders` is 126.
+pub const READERS_MAX: usize = 126;
+
+/// Attempts a read-only handle makes to register on the newest snapshot while the writer keeps
+/// publishing newer ones, before it gives up with an error. Each attempt is a few microseconds.
+pub const READER_REGISTER_TRIES_MAX: u32 = 10_000;
+
 /// Bytes of pages that unsynced commits may keep from reuse before a commit is made durable
 /// anyway. A page that the last durable commit can reach cannot be reused until a newer commit
 /// is durable (a power loss falls back to it), so this bounds the file growth an unsynced

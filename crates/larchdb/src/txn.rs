@@ -68,41 +68,37 @@ pub struct ReadTxn {
 }
 
 impl ReadTxn {
-    pub(crate) fn new(inner: Arc<Inner>) -> ReadTxn {
-        let snap = {
-            let mut rs = inner.read_state();
-            let snap = rs.current.clone();
-            *rs.readers.entry(snap.meta.txn).or_insert(0) += 1;
-            snap
-        };
-        ReadTxn { inner, snap }
+    pub(crate) fn new(inner: Arc<Inner>) -> Result<ReadTxn> {
+        let snap = inner.register_reader()?;
+        Ok(ReadTxn { inner, snap })
+    }
+
+    pub(crate) fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.snap
     }
 
     /// Moves this transaction to the newest committed snapshot, like LMDB's
     /// `mdb_txn_reset` + `mdb_txn_renew`. Costs one atomic load when nothing was committed
-    /// since; otherwise the same short registration as `begin_read`.
+    /// since; otherwise the same short registration as `begin_read`. On a read-only handle
+    /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
+    /// error), the transaction stays on its current snapshot, which remains valid.
     pub fn renew(&mut self) {
-        if self
-            .inner
-            .current_txn
-            .load(std::sync::atomic::Ordering::Acquire)
-            == self.snap.meta.txn
-        {
+        if !self.inner.newer_than(self.snap.meta.txn) {
             return;
         }
         let mut rs = self.inner.read_state();
+        if let Some(lock) = self.inner.shared_reader() {
+            // This transaction is still registered, so the slot protects what is found.
+            if self.inner.refresh_shared(&mut rs, lock).is_err() {
+                return;
+            }
+        }
         if rs.current.meta.txn == self.snap.meta.txn {
             return;
         }
-        let old = self.snap.meta.txn;
-        if let Some(n) = rs.readers.get_mut(&old) {
-            *n -= 1;
-            if *n == 0 {
-                rs.readers.remove(&old);
-            }
-        }
         let snap = rs.current.clone();
         *rs.readers.entry(snap.meta.txn).or_insert(0) += 1;
+        self.inner.unregister_reader(&mut rs, self.snap.meta.txn);
         drop(rs);
         // The old snapshot (and possibly its mapping) is released outside the lock.
         let _old = std::mem::replace(&mut self.snap, snap);
@@ -139,13 +135,7 @@ impl ReadTxn {
 impl Drop for ReadTxn {
     fn drop(&mut self) {
         let mut rs = self.inner.read_state();
-        let txn = self.snap.meta.txn;
-        if let Some(n) = rs.readers.get_mut(&txn) {
-            *n -= 1;
-            if *n == 0 {
-                rs.readers.remove(&txn);
-            }
-        }
+        self.inner.unregister_reader(&mut rs, self.snap.meta.txn);
     }
 }
 
@@ -181,10 +171,18 @@ impl<'db> WriteTxn<'db> {
         if guard.poisoned {
             return Err(Error::Poisoned);
         }
-        let (base, oldest) = {
+        let (base, mut oldest) = {
             let rs = inner.read_state();
             (rs.current.clone(), oldest_reader(&rs))
         };
+        // Readers in other processes (and other handles): read after the previous commit was
+        // published, so that a reader that registered too late for this scan has seen that
+        // commit and holds a snapshot no older than `base` (docs/design/concurrency.md).
+        if let Some(lock) = inner.lock.as_ref() {
+            if let Some(foreign) = lock.oldest_reader().0 {
+                oldest = Some(oldest.map_or(foreign, |o| o.min(foreign)));
+            }
+        }
         // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
         // keep are the live readers' and the last durable one (a power loss returns to it).
         let Some(mut carry) = guard.carry.take() else {

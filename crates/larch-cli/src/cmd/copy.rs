@@ -59,6 +59,9 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
     let src = open_read_only(src_path)?;
     let tmp = temp_name(dst_path);
     let r = copy_into(&src, src_path, &tmp);
+    // The temporary database's lock file (closed with it in `copy_into`) is not needed beside
+    // DST: whoever opens DST creates its own.
+    let _ = std::fs::remove_file(larchdb::storage::lock_path(&tmp));
     match r {
         Ok(()) => {
             std::fs::rename(&tmp, dst_path).map_err(|e| {
