@@ -43,6 +43,7 @@ const H_SLOTS: usize = 12;
 const H_SLOT_BYTES: usize = 16;
 const H_HEADER_BYTES: usize = 20;
 const H_PUBLISHED: usize = 24;
+const H_SLOTS_USED: usize = 32;
 const S_TXN: usize = 0;
 const S_PID: usize = 8;
 
@@ -142,6 +143,13 @@ impl LockTable {
         self.word(H_PUBLISHED).store(txn, Ordering::SeqCst)
     }
 
+    /// Slots to scan: one past the highest slot ever claimed since initialisation, never
+    /// more than the table holds (the shared word is not trusted beyond that).
+    fn slots_used(&self) -> usize {
+        let used = self.word(H_SLOTS_USED).load(Ordering::SeqCst);
+        used.min(READERS_MAX as u64) as usize
+    }
+
     /// Claims a free slot for this handle: the first one whose OFD lock is free. A slot left by
     /// a killed process has a free lock, so it is simply taken over.
     pub(crate) fn claim_slot(&mut self) -> Result<()> {
@@ -153,6 +161,8 @@ impl LockTable {
                 self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
                 self.slot_word(slot, S_PID)
                     .store(std::process::id() as u64, Ordering::SeqCst);
+                self.word(H_SLOTS_USED)
+                    .fetch_max(slot as u64 + 1, Ordering::SeqCst);
                 self.own = Some(slot);
                 return Ok(());
             }
@@ -172,7 +182,7 @@ impl LockTable {
     pub(crate) fn oldest_reader(&self) -> (Option<u64>, usize) {
         let mut oldest: Option<u64> = None;
         let mut live = 0;
-        for slot in 0..READERS_MAX {
+        for slot in 0..self.slots_used() {
             if Some(slot) == self.own {
                 continue;
             }
