@@ -6,10 +6,9 @@
 //! compacted file with no free pages. The new file is written under a temporary name beside
 //! DST, synced, then renamed, so DST never holds a partial copy.
 //!
-//! Limits: the engine locks the file with flock, an exclusive lock for a read-write handle, so
-//! this process cannot open SRC while another process holds it for writing; a hot copy while
-//! writers run is possible only in-process (an application calling the same code on its own
-//! `Database` handle).
+//! Hot copy: SRC is opened read-only, which registers in the lock file's shared reader table,
+//! so the copy runs while a writer in another process keeps committing; the snapshot it reads
+//! stays intact until it is done (docs/design/concurrency.md).
 
 use crate::cli::{exit, open_read_only, Args, Failure, Flag, Progress};
 use larchdb::{Database, Durability, Options};
@@ -18,8 +17,9 @@ use std::path::{Path, PathBuf};
 const HELP: &str = "\
 Usage: larch copy SRC DST [--compact]
 
-Copies one consistent snapshot of SRC into the new file DST (which must not exist). The copy
-is written under a temporary name, synced, then renamed to DST.
+Copies one consistent snapshot of SRC into the new file DST (which must not exist), also while
+another process is writing to SRC (a hot backup). The copy is written under a temporary name,
+synced, then renamed to DST.
 
 Options:
   -c, --compact   write the trees densely with no free pages. Both modes currently do this:
