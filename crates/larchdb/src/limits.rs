@@ -13,6 +13,11 @@ pub const VALUE_BYTES_MAX: usize = 1 << 30;
 /// Largest table name, in bytes (UTF-8).
 pub const TABLE_NAME_BYTES_MAX: usize = 255;
 
+/// Largest table properties (`WriteTxn::set_table_properties`), in bytes. Kept small so that a
+/// catalog cell (a 255-byte name, the 32-byte table header, the properties) always fits inline
+/// in a leaf of the smallest page size.
+pub const TABLE_PROPERTIES_BYTES_MAX: usize = 512;
+
 /// Deepest B+tree the engine will follow. A 4 KiB-page tree of 1000-byte keys holds more
 /// than 2^64 entries long before this depth, so a deeper path means a corrupt file.
 pub const TREE_DEPTH_MAX: usize = 32;
@@ -51,3 +56,7 @@ pub const PINNED_BYTES_MAX_DEFAULT: u64 = 64 << 20;
 
 const _: () = assert!(key_bytes_max(PAGE_BYTES_MIN) == 1000);
 const _: () = assert!(PAGE_BYTES_MAX <= 65536, "slot offsets are u16");
+const _: () = assert!(
+    6 + TABLE_NAME_BYTES_MAX + 32 + TABLE_PROPERTIES_BYTES_MAX
+        <= inline_cell_bytes_max(PAGE_BYTES_MIN)
+);

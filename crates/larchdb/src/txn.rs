@@ -4,7 +4,7 @@
 use crate::btree::{self, PutMode};
 use crate::db::{self, oldest_reader, Database, Durability, Inner, WriterState};
 use crate::error::{Error, Result};
-use crate::limits::TABLE_NAME_BYTES_MAX;
+use crate::limits::{TABLE_NAME_BYTES_MAX, TABLE_PROPERTIES_BYTES_MAX};
 use crate::pager::{CatalogEntry, PageSource, Snapshot, TableHeader, WritePages};
 use crate::table::{ReadTable, WriteTable};
 use std::collections::HashMap;
@@ -130,6 +130,20 @@ impl ReadTxn {
     pub fn list_tables(&self) -> Result<Vec<String>> {
         list_catalog(&*self.snap, self.snap.meta.catalog)
     }
+
+    /// The properties of a table, as set by [`WriteTxn::set_table_properties`]: opaque bytes
+    /// of the application's, empty if never set.
+    pub fn table_properties(&self, name: &str) -> Result<&[u8]> {
+        check_name(name)?;
+        let catalog = self.snap.meta.catalog;
+        match btree::get(&*self.snap, &catalog, name.as_bytes())? {
+            Some(bytes) => {
+                decode_header(bytes, &catalog)?;
+                Ok(TableHeader::properties(bytes))
+            }
+            None => Err(Error::TableNotFound(name.to_string())),
+        }
+    }
 }
 
 impl Drop for ReadTxn {
@@ -145,6 +159,8 @@ pub(crate) struct TableState {
     pub(crate) dirty: bool,
     /// Where the last append landed, for the next one (see `btree::append`).
     pub(crate) append_hint: Option<btree::AppendHint>,
+    /// The table's properties, written after the header in its catalog value.
+    pub(crate) props: Vec<u8>,
 }
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
@@ -240,6 +256,55 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
+    /// Makes sure `self.tables` holds the state of existing table `name`.
+    fn load_state(&mut self, name: &str) -> Result<()> {
+        if self.tables.contains_key(name) {
+            return Ok(());
+        }
+        let catalog = self.catalog;
+        let pages = self.pages()?;
+        let (hdr, props) = match btree::get(&*pages, &catalog, name.as_bytes())? {
+            Some(bytes) => (
+                decode_header(bytes, &catalog)?,
+                TableHeader::properties(bytes).to_vec(),
+            ),
+            None => return Err(Error::TableNotFound(name.to_string())),
+        };
+        self.tables.insert(
+            name.to_string(),
+            TableState {
+                hdr,
+                dirty: false,
+                append_hint: None,
+                props,
+            },
+        );
+        Ok(())
+    }
+
+    /// Sets the properties of table `name`: up to
+    /// [`crate::limits::TABLE_PROPERTIES_BYTES_MAX`] bytes the application attaches to the
+    /// table, stored in its catalog entry, kept until set again or the table is deleted, and
+    /// read with [`ReadTxn::table_properties`]. The engine does not interpret them (the
+    /// `larch` tool keeps there the dump header lines it cannot use, to write them back).
+    pub fn set_table_properties(&mut self, name: &str, props: &[u8]) -> Result<()> {
+        check_name(name)?;
+        if props.len() > TABLE_PROPERTIES_BYTES_MAX {
+            return Err(Error::ValueTooLarge {
+                len: props.len(),
+                max: TABLE_PROPERTIES_BYTES_MAX,
+            });
+        }
+        self.pages()?;
+        self.load_state(name)?;
+        let state = self.tables.get_mut(name).ok_or(Error::TxnFailed)?;
+        if state.props != props {
+            state.props = props.to_vec();
+            state.dirty = true;
+        }
+        Ok(())
+    }
+
     /// Creates an empty table. Fails with [`Error::TableExists`] if the name is taken.
     pub fn create_table(&mut self, name: &str) -> Result<()> {
         check_name(name)?;
@@ -263,6 +328,7 @@ impl<'db> WriteTxn<'db> {
                     hdr: TableHeader::default(),
                     dirty: false,
                     append_hint: None,
+                    props: Vec::new(),
                 },
             );
             Ok(())
@@ -282,19 +348,7 @@ impl<'db> WriteTxn<'db> {
     /// Opens a table for reading and writing.
     pub fn table(&mut self, name: &str) -> Result<WriteTable<'_>> {
         check_name(name)?;
-        let hdr = self
-            .lookup(name)?
-            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
-        if !self.tables.contains_key(name) {
-            self.tables.insert(
-                name.to_string(),
-                TableState {
-                    hdr,
-                    dirty: false,
-                    append_hint: None,
-                },
-            );
-        }
+        self.load_state(name)?;
         let state = self.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
         if self.failed {
@@ -345,20 +399,24 @@ impl<'db> WriteTxn<'db> {
             return Err(Error::TxnFailed);
         }
         let mut catalog = self.catalog;
-        let mut updates: Vec<(String, TableHeader)> = self
+        let mut updates: Vec<(String, Vec<u8>)> = self
             .tables
             .iter()
             .filter(|(_, s)| s.dirty)
-            .map(|(n, s)| (n.clone(), s.hdr))
+            .map(|(n, s)| {
+                let mut value = s.hdr.encode().to_vec();
+                value.extend_from_slice(&s.props);
+                (n.clone(), value)
+            })
             .collect();
         updates.sort_by(|a, b| a.0.cmp(&b.0));
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
-        for (name, hdr) in updates {
+        for (name, value) in updates {
             btree::put(
                 pages,
                 &mut catalog,
                 name.as_bytes(),
-                &hdr.encode(),
+                &value,
                 PutMode::Upsert,
             )?;
         }

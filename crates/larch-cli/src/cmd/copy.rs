@@ -110,8 +110,12 @@ fn copy_into(src: &Database, src_path: &Path, tmp: &Path) -> Result<(), Failure>
             .table(&name)
             .map_err(|e| Failure::engine(src_path, e))?;
         let mut entries = table.iter();
+        let props = snap
+            .table_properties(&name)
+            .map_err(|e| Failure::engine(src_path, e))?;
         let mut w = dst.begin_write().map_err(derr)?;
         w.create_table(&name).map_err(derr)?;
+        w.set_table_properties(&name, props).map_err(derr)?;
         loop {
             let mut n = 0;
             {
