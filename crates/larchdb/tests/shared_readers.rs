@@ -268,3 +268,58 @@ fn killed_reader_process_does_not_pin_pages() {
     assert!(pending_dead < pending_alive);
     assert!(db.verify_all().unwrap().is_clean());
 }
+
+/// On a read-only file system the lock file cannot be created: a read-only handle falls back
+/// to a shared lock on the database (which a writer would respect) and still reads. Needs
+/// root for the loop mount; skipped, saying so, otherwise.
+#[test]
+fn read_only_file_system_falls_back_to_a_shared_lock() {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false);
+    if !root {
+        eprintln!("SKIPPED: not root, so no loop file system to mount read-only");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let image = tmp.path().join("fs.img");
+    let mnt = tmp.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    std::fs::File::create(&image)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(args[0])
+            .args(&args[1..])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    let (img, dir) = (image.to_str().unwrap(), mnt.to_str().unwrap());
+    if !run(&["mkfs.ext4", "-q", "-F", img]) || !run(&["mount", "-o", "loop", img, dir]) {
+        eprintln!("SKIPPED: could not make and mount an ext4 loop file system");
+        return;
+    }
+    struct Unmount(String);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).output();
+        }
+    }
+    let _unmount = Unmount(dir.to_string());
+    let path = mnt.join("db.larch");
+    create_accounts(&path);
+    std::fs::remove_file(larchdb::storage::lock_path(&path)).unwrap();
+    assert!(
+        run(&["mount", "-o", "remount,ro", dir]),
+        "remount read-only"
+    );
+    let ro = Database::open(&path, Options::default().read_only(true)).unwrap();
+    let r = ro.begin_read().unwrap();
+    assert_eq!(r.table(TABLE).unwrap().len(), ACCOUNTS as u64);
+    assert!(!larchdb::storage::lock_path(&path).exists());
+    assert_eq!(ro.stats().unwrap().other_readers, 0);
+}
