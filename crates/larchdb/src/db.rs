@@ -281,7 +281,7 @@ impl Database {
                     lock.claim_slot()?;
                     (storage, Some(lock))
                 }
-                Err(Error::Io(e)) if cannot_write(&e) => {
+                Err(e) if cannot_write(&e) => {
                     drop(storage);
                     (FileStorage::open(path, true, false)?, None)
                 }
@@ -736,12 +736,19 @@ fn newest_protected(
     }))
 }
 
-/// Whether an I/O error means the lock file cannot be created or written here (a read-only
-/// directory or file system), so a read-only handle falls back to the v1 shared lock.
-fn cannot_write(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::PermissionDenied
-        || e.kind() == std::io::ErrorKind::ReadOnlyFilesystem
-        || e.raw_os_error() == Some(libc::EROFS)
+/// Whether an error means the lock file cannot be created or written here (a read-only
+/// directory or file system, a full disk), so a read-only handle falls back to the v1 shared
+/// lock.
+fn cannot_write(e: &Error) -> bool {
+    match e {
+        Error::DiskFull => true,
+        Error::Io(e) => {
+            e.kind() == std::io::ErrorKind::PermissionDenied
+                || e.kind() == std::io::ErrorKind::ReadOnlyFilesystem
+                || e.raw_os_error() == Some(libc::EROFS)
+        }
+        _ => false,
+    }
 }
 
 impl PageSource for Arc<Snapshot> {

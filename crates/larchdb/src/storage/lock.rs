@@ -77,8 +77,8 @@ impl std::fmt::Debug for LockTable {
 
 impl LockTable {
     /// Opens (creating if needed) the lock file of the database at `db`, initialising it when
-    /// this handle is its only user. I/O errors are returned as `Error::Io` so that a
-    /// read-only caller can tell a file system it cannot write to.
+    /// this handle is its only user. I/O errors are returned as `Error::Io`, or `DiskFull`, so
+    /// that a read-only caller can tell a file system it cannot write to.
     pub(crate) fn open(db: &Path) -> Result<LockTable> {
         let path = lock_path(db);
         let file = OpenOptions::new()
@@ -87,7 +87,7 @@ impl LockTable {
             .create(true)
             .truncate(false)
             .open(&path)
-            .map_err(Error::Io)?;
+            .map_err(Error::from_io)?;
         match file.try_lock() {
             Ok(()) => {
                 // Alone: nobody maps the file, so resetting it cannot harm a live handle.
@@ -216,17 +216,19 @@ impl Drop for LockTable {
 }
 
 /// Resets the lock file: the header, every slot empty. Requires: the exclusive flock.
+/// The whole image is written, never left to `set_len`: a hole would be allocated only when
+/// a slot is first stored through the mapping, and on a full disk that is a SIGBUS. A write
+/// fails with ENOSPC instead, and rewriting a file that already has its blocks needs no space.
 fn init(file: &File) -> io::Result<()> {
-    file.set_len(0)?;
-    file.set_len(LOCK_FILE_BYTES as u64)?;
-    let mut h = [0u8; LOCK_HEADER_BYTES];
-    h[H_MAGIC..H_MAGIC + 8].copy_from_slice(&LOCK_MAGIC);
-    h[H_VERSION..H_VERSION + 4].copy_from_slice(&LOCK_VERSION.to_le_bytes());
-    h[H_SLOTS..H_SLOTS + 4].copy_from_slice(&(READERS_MAX as u32).to_le_bytes());
-    h[H_SLOT_BYTES..H_SLOT_BYTES + 4].copy_from_slice(&(LOCK_SLOT_BYTES as u32).to_le_bytes());
-    h[H_HEADER_BYTES..H_HEADER_BYTES + 4]
+    let mut image = vec![0u8; LOCK_FILE_BYTES];
+    image[H_MAGIC..H_MAGIC + 8].copy_from_slice(&LOCK_MAGIC);
+    image[H_VERSION..H_VERSION + 4].copy_from_slice(&LOCK_VERSION.to_le_bytes());
+    image[H_SLOTS..H_SLOTS + 4].copy_from_slice(&(READERS_MAX as u32).to_le_bytes());
+    image[H_SLOT_BYTES..H_SLOT_BYTES + 4].copy_from_slice(&(LOCK_SLOT_BYTES as u32).to_le_bytes());
+    image[H_HEADER_BYTES..H_HEADER_BYTES + 4]
         .copy_from_slice(&(LOCK_HEADER_BYTES as u32).to_le_bytes());
-    file.write_all_at(&h, 0)
+    file.write_all_at(&image, 0)?;
+    file.set_len(LOCK_FILE_BYTES as u64)
 }
 
 /// Checks the header of a lock file that other handles use.
