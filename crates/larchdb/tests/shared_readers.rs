@@ -327,3 +327,60 @@ fn read_only_file_system_falls_back_to_a_shared_lock() {
     assert!(!larchdb::storage::lock_path(&path).exists());
     assert_eq!(ro.stats().unwrap().other_readers, 0);
 }
+
+/// A writer process killed at a random moment (between a meta write and its publication
+/// included) blocks nobody: a foreign reader's held snapshot stays intact, a new writer opens
+/// at once, and the reader sees its commits.
+#[test]
+fn killed_writer_process_blocks_no_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kill.larch");
+    create_accounts(&path);
+    let ro = Database::open(&path, Options::default().read_only(true)).unwrap();
+    let held = ro.begin_read().unwrap();
+    let held_values = all_values(&held);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let total = ACCOUNTS as u64 * BALANCE;
+    let points = 10;
+    for point in 0..points {
+        let mut writer = spawn_child(&path, "writer");
+        std::thread::sleep(Duration::from_millis(rng.gen_range(20..200)));
+        writer.kill().unwrap(); // SIGKILL, at any point of a commit
+        writer.wait().unwrap();
+        // The reader goes on, on the newest snapshot it can see.
+        let r = ro.begin_read().unwrap();
+        let sum: u64 = r
+            .table(TABLE)
+            .unwrap()
+            .iter()
+            .map(|e| balance(e.unwrap().1))
+            .sum();
+        assert_eq!(sum, total, "kill point {point}");
+        let seen = r.id();
+        drop(r);
+        // A new writer opens at once (the killed one's flock is gone) and commits; the
+        // reader sees that commit.
+        let db = Database::open(&path, Options::default()).expect("writer after a kill");
+        transfer(&db, &mut rng, Durability::Immediate);
+        let mut w = db.begin_write().unwrap();
+        w.table(TABLE)
+            .unwrap()
+            .put(b"marker", &account_value(0, point))
+            .unwrap();
+        w.commit().unwrap();
+        let newest = db.begin_read().unwrap().id();
+        drop(db);
+        let r = ro.begin_read().unwrap();
+        assert_eq!(
+            r.id(),
+            newest,
+            "kill point {point}: reader saw {seen}, then not the newest"
+        );
+        assert!(all_values(&held) == held_values, "held snapshot changed");
+    }
+    eprintln!(
+        "killed writer: {points} kill points, held snapshot {} intact, newest {}",
+        held.id(),
+        ro.begin_read().unwrap().id()
+    );
+}
