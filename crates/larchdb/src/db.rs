@@ -142,6 +142,7 @@ impl Inner {
     /// The reader table, if this is a read-only handle registered in one: its snapshots come
     /// from the file (a writer in another process may have committed), and the oldest of them
     /// is published in its slot.
+    #[inline]
     pub(crate) fn shared_reader(&self) -> Option<&LockTable> {
         if self.options.read_only {
             self.lock.as_ref()
@@ -151,6 +152,7 @@ impl Inner {
     }
 
     /// Registers a reader on the newest committed snapshot and returns it.
+    #[inline]
     pub(crate) fn register_reader(&self) -> Result<Arc<Snapshot>> {
         let mut rs = self.read_state();
         if let Some(lock) = self.shared_reader() {
@@ -164,6 +166,7 @@ impl Inner {
     /// Removes one reader of snapshot `txn`; in the shared table, the handle's slot follows
     /// its oldest remaining reader (raising it is always safe: every remaining reader is at
     /// least as new).
+    #[inline]
     pub(crate) fn unregister_reader(&self, rs: &mut ReadState, txn: u64) {
         if let Some(n) = rs.readers.get_mut(&txn) {
             *n -= 1;
@@ -177,6 +180,7 @@ impl Inner {
     }
 
     /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.
+    #[inline]
     pub(crate) fn newer_than(&self, txn: u64) -> bool {
         match self.shared_reader() {
             Some(lock) => lock.published() > txn,
