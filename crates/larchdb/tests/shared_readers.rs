@@ -105,6 +105,21 @@ fn child_entry() {
             let last = db.begin_read().unwrap().id();
             println!("writer-commits {n} last {last}");
         }
+        Ok("grow") => {
+            // Values that take the file past the 1 GiB a reader maps at first.
+            let db = Database::open(&path, Options::default()).unwrap();
+            for i in 0..GROW_VALUES {
+                let mut w = db.begin_write().unwrap();
+                w.ensure_table("big").unwrap();
+                w.table("big")
+                    .unwrap()
+                    .put(&[i as u8], &grow_value(i))
+                    .unwrap();
+                w.commit_with(Durability::None).unwrap();
+            }
+            db.sync().unwrap();
+            println!("grown {}", db.begin_read().unwrap().id());
+        }
         Ok("reader") => {
             let db = Database::open(&path, Options::default().read_only(true)).unwrap();
             let r = db.begin_read().unwrap();
@@ -113,6 +128,16 @@ fn child_entry() {
         }
         other => panic!("unknown role {other:?}"),
     }
+}
+
+/// Values of `GROW_VALUE_BYTES` each, `GROW_VALUES` of them: 1.25 GiB in all.
+const GROW_VALUES: u32 = 5;
+const GROW_VALUE_BYTES: usize = 256 << 20;
+
+fn grow_value(i: u32) -> Vec<u8> {
+    let mut v = vec![i as u8; GROW_VALUE_BYTES];
+    v[GROW_VALUE_BYTES - 1] = 0xee;
+    v
 }
 
 fn spawn_child(path: &Path, role: &str) -> Child {
@@ -383,4 +408,38 @@ fn killed_writer_process_blocks_no_one() {
         held.id(),
         ro.begin_read().unwrap().id()
     );
+}
+
+/// The file outgrows the mapping a foreign reader made when it opened (1 GiB): its next read
+/// maps the file anew and reads the new values, while a snapshot it held from before keeps
+/// reading through the old mapping.
+#[test]
+fn foreign_reader_remaps_when_the_file_outgrows_its_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("grow.larch");
+    create_accounts(&path);
+    let ro = Database::open(&path, Options::default().read_only(true)).unwrap();
+    let held = ro.begin_read().unwrap();
+    let held_values = all_values(&held);
+    let mut writer = spawn_child(&path, "grow");
+    let last: u64 = wait_for(&mut writer, "grown ").parse().unwrap();
+    assert!(writer.wait().unwrap().success());
+    let file_bytes = std::fs::metadata(&path).unwrap().len();
+    assert!(
+        file_bytes > 1 << 30,
+        "the file did not outgrow 1 GiB: {file_bytes}"
+    );
+
+    let r = ro.begin_read().unwrap();
+    assert_eq!(r.id(), last);
+    let big = r.table("big").unwrap();
+    assert_eq!(big.len(), GROW_VALUES as u64);
+    for i in 0..GROW_VALUES {
+        let v = big.get(&[i as u8]).unwrap().unwrap();
+        assert_eq!(v.len(), GROW_VALUE_BYTES);
+        assert_eq!((v[0], v[GROW_VALUE_BYTES / 2]), (i as u8, i as u8));
+        assert_eq!(v[GROW_VALUE_BYTES - 1], 0xee);
+    }
+    assert!(all_values(&held) == held_values, "held snapshot changed");
+    eprintln!("remap: file {file_bytes} bytes, foreign reader read snapshot {last} beyond 1 GiB");
 }
