@@ -10,6 +10,7 @@ packages=(
   librocksdb-dev rocksdb-tools    # RocksDB 7.8.3: peer engine, db_bench cross-check
   libleveldb-dev                  # LevelDB 1.23
   libdb-dev                       # BerkeleyDB 5.3
+  db-util                         # BerkeleyDB 5.3 db_dump/db_load: larch-cli interop tests
   libwiredtiger-dev               # WiredTiger 3.2.1
   python3                         # larch-bench tools/crosscheck.sh (medians)
 )

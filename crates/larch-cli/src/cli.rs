@@ -66,6 +66,10 @@ impl Failure {
                      close it or retry later)"
                 ),
             ),
+            Error::ReadersFull { .. } => Failure::new(
+                exit::LOCKED,
+                format!("{p}: {e}; close a reader or retry later"),
+            ),
             Error::DiskFull => Failure::new(
                 exit::DISK_FULL,
                 format!("{p}: disk full; the transaction in progress was not committed"),

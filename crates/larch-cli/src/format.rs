@@ -67,12 +67,15 @@ pub fn encode(enc: Encoding, bytes: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Writes the header of one section. `page_bytes` becomes `db_pagesize=`.
+/// Writes the header of one section. `page_bytes` becomes `db_pagesize=`; `foreign` are the
+/// header lines kept from the dump the table was loaded from (`mapsize=`, `maxreaders=`, ...),
+/// written where mdb_dump writes its environment lines: after `type=`, before `db_pagesize=`.
 pub fn write_header(
     w: &mut dyn Write,
     enc: Encoding,
     table: Option<&str>,
     page_bytes: u32,
+    foreign: &[String],
 ) -> io::Result<()> {
     writeln!(w, "VERSION=3")?;
     writeln!(w, "format={}", enc.header_name())?;
@@ -80,8 +83,73 @@ pub fn write_header(
         writeln!(w, "database={name}")?;
     }
     writeln!(w, "type=btree")?;
+    for line in foreign {
+        writeln!(w, "{line}")?;
+    }
     writeln!(w, "db_pagesize={page_bytes}")?;
     writeln!(w, "HEADER=END")
+}
+
+/// How the header lines of a loaded dump that Larch does not interpret are kept in the table's
+/// properties (`larchdb::WriteTxn::set_table_properties`): this tag line, then one line each.
+pub const HEADER_PROPERTIES_TAG: &str = "larch-dump-header/1";
+
+/// Header keys Larch writes or interprets itself; a kept line never uses one.
+const OWN_KEYS: &[&str] = &[
+    "VERSION",
+    "format",
+    "database",
+    "subdatabase",
+    "type",
+    "db_pagesize",
+    "HEADER",
+    "DATA",
+    "duplicates",
+    "dupsort",
+    "dupfixed",
+    "integerkey",
+    "integerdup",
+    "reversekey",
+    "reversedup",
+];
+
+/// Whether `line` may be kept and written back: `key=value`, printable ASCII, a key Larch
+/// does not write itself. Why so strict: the lines come back out of the database, and a line
+/// that could break the header (a newline, `HEADER=END`) must never be replayed.
+pub fn keepable_header_line(line: &str) -> bool {
+    let Some((key, _)) = line.split_once('=') else {
+        return false;
+    };
+    !key.is_empty() && line.bytes().all(|b| (0x20..=0x7e).contains(&b)) && !OWN_KEYS.contains(&key)
+}
+
+/// The table properties that keep `lines`, or None if they do not fit.
+pub fn header_properties(lines: &[String]) -> Option<Vec<u8>> {
+    if lines.is_empty() {
+        return Some(Vec::new());
+    }
+    let mut out = format!("{HEADER_PROPERTIES_TAG}\n").into_bytes();
+    for line in lines {
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    (out.len() <= larchdb::limits::TABLE_PROPERTIES_BYTES_MAX).then_some(out)
+}
+
+/// The header lines kept in table properties; none if the properties are not ours. Lines that
+/// are not keepable (a damaged or foreign value) are dropped.
+pub fn header_lines_from_properties(props: &[u8]) -> Vec<String> {
+    let Ok(text) = std::str::from_utf8(props) else {
+        return Vec::new();
+    };
+    let mut lines = text.lines();
+    if lines.next() != Some(HEADER_PROPERTIES_TAG) {
+        return Vec::new();
+    }
+    lines
+        .filter(|l| keepable_header_line(l))
+        .map(str::to_string)
+        .collect()
 }
 
 fn hex_value(c: u8) -> Option<u8> {
@@ -160,8 +228,13 @@ pub struct Header {
     pub database: Option<String>,
     /// `db_pagesize=`, if present and a number.
     pub page_bytes: Option<u32>,
-    /// Unrecognised `key=value` lines, ignored (mdb_load warns about them too).
+    /// Unrecognised `key=value` lines (mdb_load warns about them too): kept in `foreign`, but
+    /// reported.
     pub ignored: Vec<(u64, String)>,
+    /// Lines Larch does not interpret (`mapsize=`, `maxreaders=`, `mapaddr=`, unrecognised
+    /// ones), in input order: kept with the table and written back by `larch dump`, so that
+    /// a dump reloaded and dumped again is unchanged.
+    pub foreign: Vec<String>,
 }
 
 /// A malformed input: the 1-based line number and what was wrong.
@@ -257,6 +330,7 @@ impl<R: BufRead> LineReader<R> {
             database: None,
             page_bytes: None,
             ignored: Vec::new(),
+            foreign: Vec::new(),
         };
         loop {
             let line = match self.next_line()? {
@@ -303,7 +377,9 @@ impl<R: BufRead> LineReader<R> {
                 b"db_pagesize" => {
                     header.page_bytes = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok())
                 }
-                b"mapsize" | b"maxreaders" | b"mapaddr" => {}
+                b"mapsize" | b"maxreaders" | b"mapaddr" => header
+                    .foreign
+                    .push(String::from_utf8_lossy(&line).into_owned()),
                 b"duplicates" | b"dupsort" | b"dupfixed" | b"integerkey" | b"integerdup"
                 | b"reversekey" | b"reversedup" => {
                     if value != b"0" {
@@ -314,9 +390,11 @@ impl<R: BufRead> LineReader<R> {
                         )));
                     }
                 }
-                _ => header
-                    .ignored
-                    .push((self.line, String::from_utf8_lossy(&line).into_owned())),
+                _ => {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    header.ignored.push((self.line, text.clone()));
+                    header.foreign.push(text);
+                }
             }
         }
     }
@@ -396,6 +474,20 @@ mod tests {
     }
 
     #[test]
+    fn kept_header_lines_round_trip_through_properties_and_are_checked() {
+        let lines = vec!["mapsize=1048576".to_string(), "maxreaders=126".to_string()];
+        let props = header_properties(&lines).unwrap();
+        assert_eq!(header_lines_from_properties(&props), lines);
+        assert_eq!(header_properties(&[]).unwrap(), b"");
+        assert!(header_lines_from_properties(b"").is_empty());
+        assert!(header_lines_from_properties(b"someone else's\nmapsize=1\n").is_empty());
+        // Lines that could break a header are never replayed.
+        let bad = b"larch-dump-header/1\nHEADER=END\nDATA=END\nno equals\nformat=print\n=x\nk=\x01\nok=1\n";
+        assert_eq!(header_lines_from_properties(bad), vec!["ok=1".to_string()]);
+        assert!(header_properties(&["k=".to_string() + &"v".repeat(600)]).is_none());
+    }
+
+    #[test]
     fn parses_sections_and_names_bad_lines() {
         let input = b"VERSION=3\nformat=print\ndatabase=t\ntype=btree\nmapsize=1\nfoo=bar\n\
 HEADER=END\n a\n b\nDATA=END\n";
@@ -404,6 +496,10 @@ HEADER=END\n a\n b\nDATA=END\n";
         assert_eq!(h.encoding, Encoding::Print);
         assert_eq!(h.database.as_deref(), Some("t"));
         assert_eq!(h.ignored, vec![(6, "foo=bar".to_string())]);
+        assert_eq!(
+            h.foreign,
+            vec!["mapsize=1".to_string(), "foo=bar".to_string()]
+        );
         let mut item = Vec::new();
         assert!(r.read_item(h.encoding, &mut item).unwrap());
         assert_eq!(item, b"a");

@@ -7,7 +7,7 @@ use crate::pager::{
     Access, Carry, Meta, PageRef, PageSource, Snapshot, TableHeader, WriteMap, WritePages,
     MAP_BYTES_MIN,
 };
-use crate::storage::{FileStorage, Storage};
+use crate::storage::{FileLock, FileStorage, LockTable, Storage};
 use crate::txn::{ReadTxn, WriteTxn};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -130,6 +130,9 @@ pub(crate) struct Inner {
     pub(crate) current_txn: AtomicU64,
     pub(crate) writer: Mutex<WriterState>,
     boot_id: Option<[u8; 16]>,
+    /// The lock file's reader table, for handles on a real file (see `storage/lock.rs`).
+    /// A read-only handle owns a slot in it; the writer reads every slot.
+    pub(crate) lock: Option<LockTable>,
 }
 
 impl Inner {
@@ -138,8 +141,101 @@ impl Inner {
         self.read.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(crate) fn current(&self) -> Arc<Snapshot> {
-        self.read_state().current.clone()
+    /// The reader table, if this is a read-only handle registered in one: its snapshots come
+    /// from the file (a writer in another process may have committed), and the oldest of them
+    /// is published in its slot.
+    #[inline]
+    pub(crate) fn shared_reader(&self) -> Option<&LockTable> {
+        if self.options.read_only {
+            self.lock.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// Registers a reader on the newest committed snapshot and returns it.
+    #[inline]
+    pub(crate) fn register_reader(&self) -> Result<Arc<Snapshot>> {
+        let mut rs = self.read_state();
+        if let Some(lock) = self.shared_reader() {
+            self.refresh_shared(&mut rs, lock)?;
+        }
+        let snap = rs.current.clone();
+        *rs.readers.entry(snap.meta.txn).or_insert(0) += 1;
+        Ok(snap)
+    }
+
+    /// Removes one reader of snapshot `txn`; in the shared table, the handle's slot follows
+    /// its oldest remaining reader (raising it is always safe: every remaining reader is at
+    /// least as new).
+    #[inline]
+    pub(crate) fn unregister_reader(&self, rs: &mut ReadState, txn: u64) {
+        if let Some(n) = rs.readers.get_mut(&txn) {
+            *n -= 1;
+            if *n == 0 {
+                rs.readers.remove(&txn);
+                if let Some(lock) = self.shared_reader() {
+                    lock.set_reader(oldest_reader(rs).unwrap_or(0));
+                }
+            }
+        }
+    }
+
+    /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.
+    #[inline]
+    pub(crate) fn newer_than(&self, txn: u64) -> bool {
+        match self.shared_reader() {
+            Some(lock) => lock.published() > txn,
+            None => self.current_txn.load(Ordering::Acquire) != txn,
+        }
+    }
+
+    /// For a read-only handle beside a writer in another process: makes `rs.current` the
+    /// newest committed snapshot and makes sure the handle's slot protects it before any
+    /// reader uses it. The protocol (LMDB's) and why it is enough are in
+    /// docs/design/concurrency.md: publish a txn in the slot, then re-read the writer's
+    /// published txn; if it is not newer than the snapshot chosen, every writer that could
+    /// miss the slot started from that snapshot or an older one, so it releases no page the
+    /// snapshot reaches.
+    /// Requires: `rs` is this handle's read state. While the handle has readers, its slot holds
+    /// the oldest of them, which protects every newer snapshot too.
+    pub(crate) fn refresh_shared(&self, rs: &mut ReadState, lock: &LockTable) -> Result<()> {
+        let current = rs.current.meta.txn;
+        // Fast path: nothing newer was published. No syscall.
+        if lock.published() <= current {
+            if !rs.readers.is_empty() {
+                return Ok(());
+            }
+            lock.set_reader(current);
+            if lock.published() <= current {
+                return Ok(());
+            }
+        }
+        let set_slot = rs.readers.is_empty();
+        let r = newest_protected(&*self.storage, self.boot_id, lock, set_slot, current);
+        let meta = match r {
+            Ok(meta) => meta,
+            Err(e) => {
+                if rs.readers.is_empty() {
+                    lock.set_reader(0);
+                }
+                return Err(e);
+            }
+        };
+        if meta.txn != current {
+            let needed = meta.page_count * meta.page_bytes as u64;
+            let access = match rs.current.access().mapped_bytes() {
+                Some(mapped) if mapped >= needed => rs.current.access().clone(),
+                _ => Arc::new(map_access(
+                    &self.storage,
+                    needed,
+                    Some(rs.current.access()),
+                )?),
+            };
+            rs.current = Arc::new(Snapshot::new(meta, access, self.options.verify_checksums));
+            self.current_txn.store(meta.txn, Ordering::Release);
+        }
+        Ok(())
     }
 }
 
@@ -173,14 +269,48 @@ impl std::fmt::Debug for Database {
 
 impl Database {
     /// Opens the database file at `path`, creating it if `options.create` allows.
+    ///
+    /// Beside the file, a lock file (`<path>-lock`, see [`crate::storage::lock_path`]) holds
+    /// the reader table that processes share: a read-only handle can read while a writer in
+    /// another process commits. One writing handle at a time: a second gets
+    /// [`Error::DatabaseLocked`]. A read-only handle that cannot open the lock file (a
+    /// read-only directory) falls back to a shared lock on the database, which excludes
+    /// writers.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Database> {
         options.validate()?;
-        let storage = FileStorage::open(path.as_ref(), options.read_only, options.create)?;
-        Self::open_storage(Arc::new(storage), options)
+        let path = path.as_ref();
+        let (storage, lock) = if options.read_only {
+            // The database first, so that a missing one creates no lock file.
+            let storage = FileStorage::open_with(path, true, false, FileLock::None)?;
+            match LockTable::open(path) {
+                Ok(mut lock) => {
+                    lock.claim_slot()?;
+                    (storage, Some(lock))
+                }
+                Err(e) if cannot_write(&e) => {
+                    drop(storage);
+                    (FileStorage::open(path, true, false)?, None)
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            let storage = FileStorage::open(path, false, options.create)?;
+            (storage, Some(LockTable::open(path)?))
+        };
+        Self::open_inner(Arc::new(storage), options, lock)
     }
 
     /// Opens a database on any [`Storage`] backend (for example the fault-injecting one).
+    /// There is no lock file: the caller guarantees that no other process writes the storage.
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Database> {
+        Self::open_inner(storage, options, None)
+    }
+
+    fn open_inner(
+        storage: Arc<dyn Storage>,
+        options: Options,
+        lock: Option<LockTable>,
+    ) -> Result<Database> {
         options.validate()?;
         let boot_id = storage.boot_id();
         let file_bytes = storage.len()?;
@@ -191,20 +321,43 @@ impl Database {
             create(&*storage, options.page_bytes, boot_id)?;
         }
         let file_bytes = storage.len()?;
-        let (meta, slot) = choose_meta(&*storage, file_bytes, boot_id)?;
+        let (mut meta, mut slot) = choose_meta(&*storage, file_bytes, boot_id)?;
+        let shared_reader = options.read_only && lock.is_some();
+        if let (true, Some(lock)) = (shared_reader, lock.as_ref()) {
+            // A writer in another process may be committing: choose the snapshot through the
+            // reader protocol, so that the freelist checked below cannot be reused meanwhile.
+            meta = newest_protected(&*storage, boot_id, lock, true, 0)?;
+            slot = 0; // unused by a read-only handle
+        }
         let access = Arc::new(map_access(
             &storage,
             meta.page_count * meta.page_bytes as u64,
             None,
         )?);
         let snap = Snapshot::new(meta, access, options.verify_checksums);
-        let mut free = freelist_load(&snap)?;
+        let loaded = freelist_load(&snap);
+        if let (true, Some(lock)) = (shared_reader, lock.as_ref()) {
+            lock.set_reader(0);
+        }
+        let mut free = loaded?;
         let (durable_slot, last_durable_txn) = if meta.durable {
             (slot, meta.txn)
         } else {
             (1 - slot, meta.last_durable_txn)
         };
-        free.release(None, last_durable_txn)?;
+        if options.read_only {
+            // A read-only handle never writes: its free set is only checked, not used.
+            free = Default::default();
+        } else {
+            // Readers in other processes may hold snapshots: publish this commit as the
+            // newest, then read their slots (in this order; see concurrency.md).
+            let mut oldest = None;
+            if let Some(lock) = lock.as_ref() {
+                lock.publish(meta.txn);
+                oldest = lock.oldest_reader().0;
+            }
+            free.release(oldest, last_durable_txn)?;
+        }
         let inner = Inner {
             page_bytes: meta.page_bytes,
             current_txn: AtomicU64::new(meta.txn),
@@ -225,6 +378,7 @@ impl Database {
             storage,
             options,
             boot_id,
+            lock,
         };
         Ok(Database {
             inner: Arc::new(inner),
@@ -238,8 +392,12 @@ impl Database {
 
     /// Starts a read transaction on the newest committed snapshot. Takes a short lock to
     /// register the reader; reads inside the transaction take none and make no syscall.
+    ///
+    /// On a read-only handle beside a writer in another process, the newest snapshot is found
+    /// through the shared reader table: without a syscall when nothing was committed since the
+    /// last look, with a read of the meta pages when something was.
     pub fn begin_read(&self) -> Result<ReadTxn> {
-        Ok(ReadTxn::new(self.inner.clone()))
+        ReadTxn::new(self.inner.clone())
     }
 
     /// Starts the write transaction, waiting while another one is in progress.
@@ -283,16 +441,20 @@ impl Database {
 
     /// Like [`Database::verify`], but returns every problem found in the report.
     pub fn verify_all(&self) -> Result<crate::verify::VerifyReport> {
-        let snap = self.inner.current();
-        Ok(crate::verify::verify(&snap))
+        // A registered reader: the snapshot stays intact while it is checked, even with a
+        // writer running in another process.
+        let r = self.begin_read()?;
+        Ok(crate::verify::verify(r.snapshot()))
     }
 
     /// Statistics of the newest snapshot: tree shape, pages by type, entries, space.
     pub fn stats(&self) -> Result<crate::verify::Stats> {
-        let snap = self.inner.current();
-        let mut stats = crate::verify::stats(&snap)?;
+        let readers = self.inner.read_state().readers.values().sum();
+        let r = self.begin_read()?;
+        let mut stats = crate::verify::stats(r.snapshot())?;
         stats.file_bytes = self.inner.storage.len()?;
-        stats.readers = self.inner.read_state().readers.values().sum();
+        stats.readers = readers;
+        stats.other_readers = self.inner.lock.as_ref().map_or(0, |l| l.oldest_reader().1);
         Ok(stats)
     }
 
@@ -501,6 +663,11 @@ pub(crate) fn commit(
     rs.current = Arc::new(Snapshot::new(meta, access, inner.options.verify_checksums));
     inner.current_txn.store(meta.txn, Ordering::Release);
     drop(rs);
+    // ... and to readers in other processes. After the meta page is in the file, so that a
+    // reader that sees this id finds the page.
+    if let Some(lock) = inner.lock.as_ref() {
+        lock.publish(meta.txn);
+    }
 
     // 4. Give space at the end of the file back, once it is durably unused.
     if sync {
@@ -528,9 +695,65 @@ fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: boo
     e
 }
 
-/// Oldest snapshot that a live reader holds, if any.
+/// Oldest snapshot that a live reader of this handle holds, if any.
 pub(crate) fn oldest_reader(rs: &ReadState) -> Option<u64> {
     rs.readers.keys().next().copied()
+}
+
+/// Reads the newest committed meta page from the file and, if `set_slot`, publishes it in
+/// this handle's slot, retrying until no newer commit was published meanwhile. Never
+/// returns a snapshot older than `floor`.
+fn newest_protected(
+    storage: &dyn Storage,
+    boot_id: Option<[u8; 16]>,
+    lock: &LockTable,
+    set_slot: bool,
+    floor: u64,
+) -> Result<Meta> {
+    let mut last_err = None;
+    for _ in 0..crate::limits::READER_REGISTER_TRIES_MAX {
+        // The file may have grown since the last look; a meta page whose pages it does not
+        // hold yet is rejected by `choose_meta` and retried.
+        let chosen = storage
+            .len()
+            .map_err(Error::from_io)
+            .and_then(|len| choose_meta(storage, len, boot_id));
+        match chosen {
+            Ok((meta, _)) if meta.txn >= floor => {
+                if set_slot {
+                    lock.set_reader(meta.txn);
+                }
+                if lock.published() <= meta.txn {
+                    return Ok(meta);
+                }
+            }
+            Ok(_) => {}
+            // A meta slot being rewritten reads as damaged for a moment; retry.
+            Err(e @ Error::Corrupted { .. }) => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+        std::thread::yield_now();
+    }
+    Err(last_err.unwrap_or_else(|| {
+        Error::Io(std::io::Error::other(
+            "could not register a reader: the writer kept publishing newer commits",
+        ))
+    }))
+}
+
+/// Whether an error means the lock file cannot be created or written here (a read-only
+/// directory or file system, a full disk), so a read-only handle falls back to the v1 shared
+/// lock.
+fn cannot_write(e: &Error) -> bool {
+    match e {
+        Error::DiskFull => true,
+        Error::Io(e) => {
+            e.kind() == std::io::ErrorKind::PermissionDenied
+                || e.kind() == std::io::ErrorKind::ReadOnlyFilesystem
+                || e.raw_os_error() == Some(libc::EROFS)
+        }
+        _ => false,
+    }
 }
 
 impl PageSource for Arc<Snapshot> {

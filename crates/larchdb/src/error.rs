@@ -70,6 +70,15 @@ pub enum Error {
     TxnFailed,
     /// The database would exceed [`crate::limits::PAGE_COUNT_MAX`] pages.
     DatabaseFull,
+    /// Every slot of the shared reader table is taken by a live read-only handle
+    /// ([`crate::limits::READERS_MAX`]); close one, or retry later.
+    ReadersFull {
+        /// Slots in the table.
+        max: usize,
+    },
+    /// The lock file beside the database (`<db>-lock`) is in use by another process but is not
+    /// a Larch lock file of this layout. It is never reset while another process uses it.
+    LockFileInvalid(String),
 }
 
 impl Error {
@@ -142,6 +151,11 @@ impl fmt::Display for Error {
                 "an earlier operation in this transaction failed; abort it"
             ),
             Error::DatabaseFull => write!(f, "database reached the maximum page count"),
+            Error::ReadersFull { max } => write!(
+                f,
+                "all {max} reader slots of the lock file are taken by live read-only handles"
+            ),
+            Error::LockFileInvalid(why) => write!(f, "invalid lock file: {why}"),
         }
     }
 }

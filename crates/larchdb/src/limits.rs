@@ -13,6 +13,11 @@ pub const VALUE_BYTES_MAX: usize = 1 << 30;
 /// Largest table name, in bytes (UTF-8).
 pub const TABLE_NAME_BYTES_MAX: usize = 255;
 
+/// Largest table properties (`WriteTxn::set_table_properties`), in bytes. Kept small so that a
+/// catalog cell (a 255-byte name, the 32-byte table header, the properties) always fits inline
+/// in a leaf of the smallest page size.
+pub const TABLE_PROPERTIES_BYTES_MAX: usize = 512;
+
 /// Deepest B+tree the engine will follow. A 4 KiB-page tree of 1000-byte keys holds more
 /// than 2^64 entries long before this depth, so a deeper path means a corrupt file.
 pub const TREE_DEPTH_MAX: usize = 32;
@@ -33,6 +38,16 @@ pub const fn inline_cell_bytes_max(page_bytes: u32) -> usize {
     (page_bytes as usize - crate::pager::PAGE_HEADER_BYTES) / 4 - 2
 }
 
+/// Read-only handles (in all processes together) that can read a database beside its writer:
+/// slots of the shared reader table in the lock file (docs/design/file-format.md). Each
+/// read-only handle takes one slot for its life, whatever the number of its read
+/// transactions; one more is [`crate::Error::ReadersFull`]. LMDB's default `maxreaders` is 126.
+pub const READERS_MAX: usize = 126;
+
+/// Attempts a read-only handle makes to register on the newest snapshot while the writer keeps
+/// publishing newer ones, before it gives up with an error. Each attempt is a few microseconds.
+pub const READER_REGISTER_TRIES_MAX: u32 = 10_000;
+
 /// Bytes of pages that unsynced commits may keep from reuse before a commit is made durable
 /// anyway. A page that the last durable commit can reach cannot be reused until a newer commit
 /// is durable (a power loss falls back to it), so this bounds the file growth an unsynced
@@ -41,3 +56,7 @@ pub const PINNED_BYTES_MAX_DEFAULT: u64 = 64 << 20;
 
 const _: () = assert!(key_bytes_max(PAGE_BYTES_MIN) == 1000);
 const _: () = assert!(PAGE_BYTES_MAX <= 65536, "slot offsets are u16");
+const _: () = assert!(
+    6 + TABLE_NAME_BYTES_MAX + 32 + TABLE_PROPERTIES_BYTES_MAX
+        <= inline_cell_bytes_max(PAGE_BYTES_MIN)
+);

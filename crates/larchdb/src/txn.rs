@@ -4,7 +4,7 @@
 use crate::btree::{self, PutMode};
 use crate::db::{self, oldest_reader, Database, Durability, Inner, WriterState};
 use crate::error::{Error, Result};
-use crate::limits::TABLE_NAME_BYTES_MAX;
+use crate::limits::{TABLE_NAME_BYTES_MAX, TABLE_PROPERTIES_BYTES_MAX};
 use crate::pager::{CatalogEntry, PageSource, Snapshot, TableHeader, WritePages};
 use crate::table::{ReadTable, WriteTable};
 use std::collections::HashMap;
@@ -68,41 +68,37 @@ pub struct ReadTxn {
 }
 
 impl ReadTxn {
-    pub(crate) fn new(inner: Arc<Inner>) -> ReadTxn {
-        let snap = {
-            let mut rs = inner.read_state();
-            let snap = rs.current.clone();
-            *rs.readers.entry(snap.meta.txn).or_insert(0) += 1;
-            snap
-        };
-        ReadTxn { inner, snap }
+    pub(crate) fn new(inner: Arc<Inner>) -> Result<ReadTxn> {
+        let snap = inner.register_reader()?;
+        Ok(ReadTxn { inner, snap })
+    }
+
+    pub(crate) fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.snap
     }
 
     /// Moves this transaction to the newest committed snapshot, like LMDB's
     /// `mdb_txn_reset` + `mdb_txn_renew`. Costs one atomic load when nothing was committed
-    /// since; otherwise the same short registration as `begin_read`.
+    /// since; otherwise the same short registration as `begin_read`. On a read-only handle
+    /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
+    /// error), the transaction stays on its current snapshot, which remains valid.
     pub fn renew(&mut self) {
-        if self
-            .inner
-            .current_txn
-            .load(std::sync::atomic::Ordering::Acquire)
-            == self.snap.meta.txn
-        {
+        if !self.inner.newer_than(self.snap.meta.txn) {
             return;
         }
         let mut rs = self.inner.read_state();
+        if let Some(lock) = self.inner.shared_reader() {
+            // This transaction is still registered, so the slot protects what is found.
+            if self.inner.refresh_shared(&mut rs, lock).is_err() {
+                return;
+            }
+        }
         if rs.current.meta.txn == self.snap.meta.txn {
             return;
         }
-        let old = self.snap.meta.txn;
-        if let Some(n) = rs.readers.get_mut(&old) {
-            *n -= 1;
-            if *n == 0 {
-                rs.readers.remove(&old);
-            }
-        }
         let snap = rs.current.clone();
         *rs.readers.entry(snap.meta.txn).or_insert(0) += 1;
+        self.inner.unregister_reader(&mut rs, self.snap.meta.txn);
         drop(rs);
         // The old snapshot (and possibly its mapping) is released outside the lock.
         let _old = std::mem::replace(&mut self.snap, snap);
@@ -134,18 +130,26 @@ impl ReadTxn {
     pub fn list_tables(&self) -> Result<Vec<String>> {
         list_catalog(&*self.snap, self.snap.meta.catalog)
     }
+
+    /// The properties of a table, as set by [`WriteTxn::set_table_properties`]: opaque bytes
+    /// of the application's, empty if never set.
+    pub fn table_properties(&self, name: &str) -> Result<&[u8]> {
+        check_name(name)?;
+        let catalog = self.snap.meta.catalog;
+        match btree::get(&*self.snap, &catalog, name.as_bytes())? {
+            Some(bytes) => {
+                decode_header(bytes, &catalog)?;
+                Ok(TableHeader::properties(bytes))
+            }
+            None => Err(Error::TableNotFound(name.to_string())),
+        }
+    }
 }
 
 impl Drop for ReadTxn {
     fn drop(&mut self) {
         let mut rs = self.inner.read_state();
-        let txn = self.snap.meta.txn;
-        if let Some(n) = rs.readers.get_mut(&txn) {
-            *n -= 1;
-            if *n == 0 {
-                rs.readers.remove(&txn);
-            }
-        }
+        self.inner.unregister_reader(&mut rs, self.snap.meta.txn);
     }
 }
 
@@ -155,6 +159,8 @@ pub(crate) struct TableState {
     pub(crate) dirty: bool,
     /// Where the last append landed, for the next one (see `btree::append`).
     pub(crate) append_hint: Option<btree::AppendHint>,
+    /// The table's properties, written after the header in its catalog value.
+    pub(crate) props: Vec<u8>,
     /// The transaction (`TableStates::generation`) this state belongs to.
     generation: u64,
 }
@@ -188,20 +194,27 @@ impl TableStates {
             .filter(|s| s.generation == generation)
     }
 
-    /// Records `name` as opened in this transaction with header `hdr`, unchanged so far.
-    fn open(&mut self, name: &str, hdr: TableHeader) {
-        let state = TableState {
-            hdr,
-            dirty: false,
-            append_hint: None,
-            generation: self.generation,
+    /// Records `name` as opened in this transaction with header `hdr` and properties
+    /// `props`, unchanged so far. Reuses the entry (and its buffers) left by an earlier
+    /// transaction.
+    fn open(&mut self, name: &str, hdr: TableHeader, props: &[u8]) {
+        let generation = self.generation;
+        let state = match self.map.get_mut(name) {
+            Some(s) => s,
+            None => self.map.entry(name.to_string()).or_insert(TableState {
+                hdr,
+                dirty: false,
+                append_hint: None,
+                props: Vec::new(),
+                generation,
+            }),
         };
-        match self.map.get_mut(name) {
-            Some(s) => *s = state,
-            None => {
-                self.map.insert(name.to_string(), state);
-            }
-        }
+        state.hdr = hdr;
+        state.dirty = false;
+        state.append_hint = None;
+        state.props.clear();
+        state.props.extend_from_slice(props);
+        state.generation = generation;
     }
 
     fn remove(&mut self, name: &str) {
@@ -209,12 +222,12 @@ impl TableStates {
     }
 
     /// Tables this transaction changed, sorted by name.
-    fn changed(&self) -> Vec<(&str, TableHeader)> {
-        let mut out: Vec<(&str, TableHeader)> = self
+    fn changed(&self) -> Vec<(&str, &TableState)> {
+        let mut out: Vec<(&str, &TableState)> = self
             .map
             .iter()
             .filter(|(_, s)| s.generation == self.generation && s.dirty)
-            .map(|(n, s)| (n.as_str(), s.hdr))
+            .map(|(n, s)| (n.as_str(), s))
             .collect();
         out.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out
@@ -244,10 +257,18 @@ impl<'db> WriteTxn<'db> {
         if guard.poisoned {
             return Err(Error::Poisoned);
         }
-        let (base, oldest) = {
+        let (base, mut oldest) = {
             let rs = inner.read_state();
             (rs.current.clone(), oldest_reader(&rs))
         };
+        // Readers in other processes (and other handles): read after the previous commit was
+        // published, so that a reader that registered too late for this scan has seen that
+        // commit and holds a snapshot no older than `base` (docs/design/concurrency.md).
+        if let Some(lock) = inner.lock.as_ref() {
+            if let Some(foreign) = lock.oldest_reader().0 {
+                oldest = Some(oldest.map_or(foreign, |o| o.min(foreign)));
+            }
+        }
         // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
         // keep are the live readers' and the last durable one (a power loss returns to it).
         let Some(mut carry) = guard.carry.take() else {
@@ -305,6 +326,52 @@ impl<'db> WriteTxn<'db> {
         }
     }
 
+    /// Makes sure the writer's table states hold this transaction's state of existing table
+    /// `name`.
+    fn load_state(&mut self, name: &str) -> Result<()> {
+        if self.guard.tables.get(name).is_some() {
+            return Ok(());
+        }
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        let catalog = self.catalog;
+        let pages = self.pages.as_ref().ok_or(Error::TxnFailed)?;
+        match btree::get(pages, &catalog, name.as_bytes())? {
+            Some(bytes) => {
+                let hdr = decode_header(bytes, &catalog)?;
+                self.guard
+                    .tables
+                    .open(name, hdr, TableHeader::properties(bytes));
+                Ok(())
+            }
+            None => Err(Error::TableNotFound(name.to_string())),
+        }
+    }
+
+    /// Sets the properties of table `name`: up to
+    /// [`crate::limits::TABLE_PROPERTIES_BYTES_MAX`] bytes the application attaches to the
+    /// table, stored in its catalog entry, kept until set again or the table is deleted, and
+    /// read with [`ReadTxn::table_properties`]. The engine does not interpret them (the
+    /// `larch` tool keeps there the dump header lines it cannot use, to write them back).
+    pub fn set_table_properties(&mut self, name: &str, props: &[u8]) -> Result<()> {
+        check_name(name)?;
+        if props.len() > TABLE_PROPERTIES_BYTES_MAX {
+            return Err(Error::ValueTooLarge {
+                len: props.len(),
+                max: TABLE_PROPERTIES_BYTES_MAX,
+            });
+        }
+        self.pages()?;
+        self.load_state(name)?;
+        let state = self.guard.tables.get_mut(name).ok_or(Error::TxnFailed)?;
+        if state.props != props {
+            state.props = props.to_vec();
+            state.dirty = true;
+        }
+        Ok(())
+    }
+
     /// Creates an empty table. Fails with [`Error::TableExists`] if the name is taken.
     pub fn create_table(&mut self, name: &str) -> Result<()> {
         check_name(name)?;
@@ -322,7 +389,7 @@ impl<'db> WriteTxn<'db> {
                 PutMode::Upsert,
             )?;
             t.catalog = catalog;
-            t.guard.tables.open(name, TableHeader::default());
+            t.guard.tables.open(name, TableHeader::default(), &[]);
             Ok(())
         })
     }
@@ -340,12 +407,7 @@ impl<'db> WriteTxn<'db> {
     /// Opens a table for reading and writing.
     pub fn table(&mut self, name: &str) -> Result<WriteTable<'_>> {
         check_name(name)?;
-        let hdr = self
-            .lookup(name)?
-            .ok_or_else(|| Error::TableNotFound(name.to_string()))?;
-        if self.guard.tables.get(name).is_none() {
-            self.guard.tables.open(name, hdr);
-        }
+        self.load_state(name)?;
         let state = self.guard.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
         if self.failed {
@@ -397,12 +459,16 @@ impl<'db> WriteTxn<'db> {
         }
         let mut catalog = self.catalog;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
-        for (name, hdr) in self.guard.tables.changed() {
+        let mut value = Vec::new();
+        for (name, state) in self.guard.tables.changed() {
+            value.clear();
+            value.extend_from_slice(&state.hdr.encode());
+            value.extend_from_slice(&state.props);
             btree::put(
                 pages,
                 &mut catalog,
                 name.as_bytes(),
-                &hdr.encode(),
+                &value,
                 PutMode::Upsert,
             )?;
         }

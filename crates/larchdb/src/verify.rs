@@ -87,8 +87,11 @@ pub struct Stats {
     pub pending_pages: u64,
     /// Entries in all tables.
     pub entries: u64,
-    /// Live read transactions in this process.
+    /// Live read transactions of this handle (not counting the one `stats` uses).
     pub readers: usize,
+    /// Other handles, in this process or others, registered in the lock file's reader table
+    /// with a live read transaction.
+    pub other_readers: usize,
     /// Per-table figures, sorted by name.
     pub tables: Vec<TableStats>,
 }

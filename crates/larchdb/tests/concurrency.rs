@@ -182,7 +182,9 @@ fn one_writer_at_a_time() {
 }
 
 #[test]
-fn second_handle_on_the_same_file_is_locked_out() {
+fn second_writer_is_locked_out_but_read_only_handles_are_not() {
+    // One writing handle per file; read-only handles register in the lock file's reader table
+    // and run beside it (tests/shared_readers.rs covers other processes).
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let db = Database::open(&path, Options::default()).unwrap();
@@ -190,19 +192,22 @@ fn second_handle_on_the_same_file_is_locked_out() {
         Database::open(&path, Options::default()),
         Err(Error::DatabaseLocked)
     ));
-    assert!(matches!(
-        Database::open(&path, Options::default().read_only(true)),
-        Err(Error::DatabaseLocked)
-    ));
-    drop(db);
     let ro = Database::open(&path, Options::default().read_only(true)).unwrap();
     assert!(matches!(ro.begin_write(), Err(Error::ReadOnly)));
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    w.table("t").unwrap().put(b"k", b"1").unwrap();
+    w.commit().unwrap();
+    let r = ro.begin_read().unwrap();
+    assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(&b"1"[..]));
+    drop(db);
     let ro2 = Database::open(&path, Options::default().read_only(true)).unwrap();
+    let db = Database::open(&path, Options::default()).unwrap();
     assert!(matches!(
         Database::open(&path, Options::default()),
         Err(Error::DatabaseLocked)
     ));
-    drop((ro, ro2));
+    drop((r, ro, ro2, db));
     Database::open(&path, Options::default()).unwrap();
 }
 

@@ -6,10 +6,9 @@
 //! compacted file with no free pages. The new file is written under a temporary name beside
 //! DST, synced, then renamed, so DST never holds a partial copy.
 //!
-//! Limits: the engine locks the file with flock, an exclusive lock for a read-write handle, so
-//! this process cannot open SRC while another process holds it for writing; a hot copy while
-//! writers run is possible only in-process (an application calling the same code on its own
-//! `Database` handle).
+//! Hot copy: SRC is opened read-only, which registers in the lock file's shared reader table,
+//! so the copy runs while a writer in another process keeps committing; the snapshot it reads
+//! stays intact until it is done (docs/design/concurrency.md).
 
 use crate::cli::{exit, open_read_only, Args, Failure, Flag, Progress};
 use larchdb::{Database, Durability, Options};
@@ -18,8 +17,9 @@ use std::path::{Path, PathBuf};
 const HELP: &str = "\
 Usage: larch copy SRC DST [--compact]
 
-Copies one consistent snapshot of SRC into the new file DST (which must not exist). The copy
-is written under a temporary name, synced, then renamed to DST.
+Copies one consistent snapshot of SRC into the new file DST (which must not exist), also while
+another process is writing to SRC (a hot backup). The copy is written under a temporary name,
+synced, then renamed to DST.
 
 Options:
   -c, --compact   write the trees densely with no free pages. Both modes currently do this:
@@ -59,6 +59,9 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
     let src = open_read_only(src_path)?;
     let tmp = temp_name(dst_path);
     let r = copy_into(&src, src_path, &tmp);
+    // The temporary database's lock file (closed with it in `copy_into`) is not needed beside
+    // DST: whoever opens DST creates its own.
+    let _ = std::fs::remove_file(larchdb::storage::lock_path(&tmp));
     match r {
         Ok(()) => {
             std::fs::rename(&tmp, dst_path).map_err(|e| {
@@ -107,8 +110,12 @@ fn copy_into(src: &Database, src_path: &Path, tmp: &Path) -> Result<(), Failure>
             .table(&name)
             .map_err(|e| Failure::engine(src_path, e))?;
         let mut entries = table.iter();
+        let props = snap
+            .table_properties(&name)
+            .map_err(|e| Failure::engine(src_path, e))?;
         let mut w = dst.begin_write().map_err(derr)?;
         w.create_table(&name).map_err(derr)?;
+        w.set_table_properties(&name, props).map_err(derr)?;
         loop {
             let mut n = 0;
             {

@@ -1,7 +1,7 @@
 //! `larch dump DB [--table T | --all] [--print] [--file F]`: the mdb_dump VERSION=3 format.
 
 use crate::cli::{exit, open_read_only, Args, Failure, Flag};
-use crate::format::{encode, write_header, Encoding};
+use crate::format::{encode, header_lines_from_properties, write_header, Encoding};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -93,7 +93,11 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
         let mut line = Vec::with_capacity(1 << 12);
         for name in &tables {
             let table = txn.table(name).map_err(|e| Failure::engine(path, e))?;
-            write_header(&mut out, enc, Some(name), db.page_bytes())
+            let props = txn
+                .table_properties(name)
+                .map_err(|e| Failure::engine(path, e))?;
+            let foreign = header_lines_from_properties(props);
+            write_header(&mut out, enc, Some(name), db.page_bytes(), &foreign)
                 .map_err(|e| Failure::io(&out_name, e))?;
             for entry in table.iter() {
                 let (k, v) = entry.map_err(|e| Failure::engine(path, e))?;

@@ -6,7 +6,7 @@
 //! mdb_load 0.9.24, by contrast, exits 0 after some malformed inputs and keeps a partial load.
 
 use crate::cli::{exit, Args, Failure, Flag, Progress};
-use crate::format::{Encoding, Header, LineReader, ParseError};
+use crate::format::{header_properties, Encoding, Header, LineReader, ParseError};
 use larchdb::{Database, Options, WriteTable};
 use std::io::{self, BufRead};
 use std::path::Path;
@@ -170,7 +170,7 @@ impl Loader<'_> {
             };
             for (line, text) in &header.ignored {
                 eprintln!(
-                    "larch: {}:{line}: unrecognized header line ignored: {text}",
+                    "larch: {}:{line}: unrecognized header line (kept for larch dump): {text}",
                     self.input_name
                 );
             }
@@ -190,22 +190,37 @@ impl Loader<'_> {
                 }
             };
             self.open(Some(&header))?;
-            self.section(reader, &table, Some(header.encoding))?;
+            self.section(reader, &table, Some(&header))?;
         }
     }
 
-    /// Loads one section (`enc` None: plaintext, to the end of input) into `table`.
+    /// Loads one section (`header` None: plaintext, to the end of input) into `table`.
+    /// The header lines Larch does not interpret become the table's kept header lines
+    /// (replacing earlier ones), so that `larch dump` writes them back.
     fn section<R: BufRead>(
         &mut self,
         reader: &mut LineReader<R>,
         table: &str,
-        enc: Option<Encoding>,
+        header: Option<&Header>,
     ) -> Result<(), Failure> {
+        let enc = header.map(|h| h.encoding);
         let db = self.db.as_ref().expect("opened before a section");
         let path = self.path;
         let mut txn = db.begin_write().map_err(|e| Failure::engine(path, e))?;
         txn.ensure_table(table)
             .map_err(|e| Failure::engine(path, e))?;
+        if let Some(h) = header {
+            let props = header_properties(&h.foreign).unwrap_or_else(|| {
+                eprintln!(
+                    "larch: {}: the section's unused header lines are too long to keep; \
+                     larch dump will not write them",
+                    self.input_name
+                );
+                Vec::new()
+            });
+            txn.set_table_properties(table, &props)
+                .map_err(|e| Failure::engine(path, e))?;
+        }
         let result = {
             let mut t = txn.table(table).map_err(|e| Failure::engine(path, e))?;
             fill(

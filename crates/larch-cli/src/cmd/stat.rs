@@ -7,7 +7,9 @@ const HELP: &str = "\
 Usage: larch stat DB [--all]
 
 Prints the page size, tree depth, pages by type, entries, free and reclaimable pages, file
-size and active readers of the newest snapshot. Opens the database read-only.
+size and active readers of the newest snapshot (other processes' read-only handles with a read
+in progress, from the lock file's reader table). Opens the database read-only, beside a writer
+if one is running.
 
 Options:
   -a, --all   also print the figures of every table
@@ -49,6 +51,11 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
     let _ = writeln!(out, "  Entries: {}", s.entries);
     let _ = writeln!(out, "  Tables: {}", s.tables.len());
     let _ = writeln!(out, "  Readers (this process): {}", s.readers);
+    let _ = writeln!(
+        out,
+        "  Readers (other processes, from the lock file): {}",
+        s.other_readers
+    );
     if args.has("all") {
         for t in &s.tables {
             let _ = writeln!(out, "Status of table {}", t.name);

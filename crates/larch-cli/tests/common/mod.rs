@@ -75,6 +75,23 @@ pub fn require_lmdb_utils() {
     }
 }
 
+/// Fails the test with a clear message when BerkeleyDB's db_dump/db_load are missing.
+pub fn require_bdb_utils() {
+    for tool in ["db_dump", "db_load"] {
+        let found = Command::new(tool)
+            .arg("-V")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        assert!(
+            found,
+            "{tool} not found: the BerkeleyDB interop tests need db_dump and db_load (5.3); \
+             run scripts/setup.sh (it installs the Debian package db-util)"
+        );
+    }
+}
+
 /// Awkward items: empty values, 0x00, 0xff, backslash, space, long keys.
 pub fn awkward_tables() -> Tables {
     let mut a: Vec<(Vec<u8>, Vec<u8>)> = vec![

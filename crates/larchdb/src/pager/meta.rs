@@ -8,7 +8,9 @@ use super::{
 };
 use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
-use crate::limits::{PAGE_BYTES_MAX, PAGE_BYTES_MIN, PAGE_COUNT_MAX, TREE_DEPTH_MAX};
+use crate::limits::{
+    PAGE_BYTES_MAX, PAGE_BYTES_MIN, PAGE_COUNT_MAX, TABLE_PROPERTIES_BYTES_MAX, TREE_DEPTH_MAX,
+};
 
 /// File magic, at byte 32 of each meta page.
 pub(crate) const MAGIC: [u8; 8] = *b"LARCHDB\0";
@@ -56,9 +58,16 @@ impl TableHeader {
         b
     }
 
-    /// Decodes and sanity-checks a header read from `page`.
+    /// The application's properties of a table: the bytes of its catalog value after the
+    /// header (empty if none). Requires: `b` passed `decode`.
+    pub(crate) fn properties(b: &[u8]) -> &[u8] {
+        b.get(Self::BYTES..).unwrap_or(&[])
+    }
+
+    /// Decodes and sanity-checks a header read from `page`: the first `BYTES` of `b`. A
+    /// catalog value may carry the table's properties after it (see `properties`).
     pub(crate) fn decode(b: &[u8], page: u64) -> Result<TableHeader> {
-        if b.len() != Self::BYTES {
+        if b.len() < Self::BYTES || b.len() > Self::BYTES + TABLE_PROPERTIES_BYTES_MAX {
             return Err(Error::corrupted(page, "table header has the wrong length"));
         }
         let h = TableHeader {

@@ -1,6 +1,6 @@
-//! A real file. Reads go through a shared read-only mapping (zero-copy, LMDB-style); writes go
-//! through `pwrite`, never through the mapping, so a full disk is an `ENOSPC` error and never a
-//! SIGBUS.
+//! A real file. Reads go through a shared read-only mapping (zero-copy, LMDB-style); the
+//! writer writes through `pwrite` or through a writable mapping of space it reserved with
+//! `fallocate` first, so a full disk is an `ENOSPC` error and never a SIGBUS.
 
 use super::Storage;
 use crate::error::{Error, Result};
@@ -14,18 +14,47 @@ use std::path::Path;
 const LOCK_RETRIES: u32 = 20;
 const LOCK_RETRY_MS: u64 = 5;
 
-/// The database file. Holds an advisory `flock` for its lifetime: exclusive when writable,
-/// shared when read-only, so a second writer (in this process or another) gets
-/// [`Error::DatabaseLocked`]. The kernel drops the lock when the process dies, so a lock left by
-/// a killed process never blocks the next open.
+/// Which advisory `flock` a [`FileStorage`] holds on the database file for its lifetime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileLock {
+    /// Exclusive: the writing handle. A second writer (in this process or another) gets
+    /// [`Error::DatabaseLocked`].
+    Exclusive,
+    /// Shared: a read-only handle that cannot use the shared reader table (its lock file could
+    /// not be opened); it excludes writers, as in format v1.
+    Shared,
+    /// None: a read-only handle registered in the shared reader table, which may run beside
+    /// a writer in another process.
+    None,
+}
+
+/// The database file. Holds an advisory `flock` for its lifetime (see [`FileLock`]). The
+/// kernel drops the lock when the process dies, so a lock left by a killed process never
+/// blocks the next open.
 pub struct FileStorage {
     file: File,
     boot_id: Option<[u8; 16]>,
 }
 
 impl FileStorage {
-    /// Opens (creating if `create`) the file at `path` and takes its lock.
+    /// Opens (creating if `create`) the file at `path` and takes its lock: exclusive when
+    /// writable, shared when read-only.
     pub fn open(path: &Path, read_only: bool, create: bool) -> Result<FileStorage> {
+        let lock = if read_only {
+            FileLock::Shared
+        } else {
+            FileLock::Exclusive
+        };
+        Self::open_with(path, read_only, create, lock)
+    }
+
+    /// Opens (creating if `create` and writable) the file at `path` with the given lock.
+    pub fn open_with(
+        path: &Path,
+        read_only: bool,
+        create: bool,
+        lock: FileLock,
+    ) -> Result<FileStorage> {
         let file = OpenOptions::new()
             .read(true)
             .write(!read_only)
@@ -43,10 +72,10 @@ impl FileStorage {
         // exec. So a busy lock is retried briefly before it is reported.
         let mut tries = 0;
         loop {
-            let locked = if read_only {
-                file.try_lock_shared()
-            } else {
-                file.try_lock()
+            let locked = match lock {
+                FileLock::Shared => file.try_lock_shared(),
+                FileLock::Exclusive => file.try_lock(),
+                FileLock::None => break,
             };
             match locked {
                 Ok(()) => break,
@@ -113,8 +142,11 @@ impl Storage for FileStorage {
         };
         // SAFETY: the mapping is read-only and shared. The engine never truncates below a page
         // that a live snapshot can reach and never reads past the length it has written, so no
-        // access touches a page beyond end of file. Other processes modifying the file are
-        // excluded by the flock taken in `open`.
+        // access touches a page beyond end of file. The only other process that may modify the
+        // file is the one writer (the exclusive flock admits no second), and it writes only
+        // pages that no registered snapshot, in any process, can reach (the shared reader
+        // table, docs/design/concurrency.md); a reader checks what it reads (header, txn,
+        // checksum where asked) and treats the bytes as untrusted input.
         Some(unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) })
     }
 
@@ -151,7 +183,8 @@ impl Storage for FileStorage {
         // SAFETY: only the engine's single writer writes through this mapping, only to pages
         // no snapshot can reach, and only below a length it has allocated with `allocate`
         // (so no write lands past end of file or meets ENOSPC as a SIGBUS). The exclusive
-        // flock keeps other processes out.
+        // flock keeps other writers out; readers in other processes read only pages that
+        // registered snapshots reach, which this writer never writes.
         Some(unsafe { memmap2::MmapOptions::new().len(len).map_mut(&self.file) })
     }
 

@@ -1,13 +1,17 @@
 //! The storage seam: every byte the engine reads from or writes to its file passes through
 //! [`Storage`]. Backends: [`FileStorage`] (a real file, memory-mapped for reads) and
 //! [`FaultStorage`] (in memory, for tests: simulated crashes drop unsynced writes, and the Nth
-//! write or sync can fail). A raw block device backend comes in stage 3.
+//! write or sync can fail). A raw block device backend comes in stage 3. Beside a file, the
+//! lock file (`lock.rs`) holds the reader table that processes share.
 
 mod fault;
 mod file;
+mod lock;
 
 pub use fault::{CrashMode, FaultKind, FaultStorage};
-pub use file::FileStorage;
+pub use file::{FileLock, FileStorage};
+pub use lock::lock_path;
+pub(crate) use lock::LockTable;
 
 use std::io;
 

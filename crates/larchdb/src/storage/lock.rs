@@ -1,0 +1,367 @@
+//! The reader table that every process opening a database shares: a small lock file beside the
+//! database (`<db>-lock`), mapped by each handle, as LMDB's `lock.mdb`. It holds the id of the
+//! newest commit the writer published and one slot per read-only handle, naming the oldest
+//! snapshot that handle's read transactions use. The writer takes the minimum over these slots
+//! (and over its own process's readers) before it reuses pages; see docs/design/concurrency.md
+//! for the protocol and its argument, docs/design/file-format.md for the layout.
+//!
+//! Promises:
+//! - A slot is owned by whoever holds an OFD byte-range write lock on its bytes. The kernel
+//!   drops that lock when the owner's descriptor is closed, so a killed process's slot is free
+//!   for reuse at once, and a writer that meets a slot with a txn but no lock holder clears it:
+//!   a dead reader never pins pages.
+//! - Every handle holds a shared `flock` on the lock file while it lives. A handle that gets
+//!   the exclusive lock instead is alone, so it may (and does) reinitialise the file: a corrupt,
+//!   foreign or stale file is never trusted, and resetting it harms nobody. A file in use by
+//!   others whose header is wrong is `Error::LockFileInvalid`.
+//! - All shared words are 8-byte aligned `AtomicU64`s accessed `SeqCst`; nothing read from the
+//!   file is used as an index or length.
+
+use crate::error::{Error, Result};
+use crate::limits::READERS_MAX;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Magic at byte 0 of the lock file.
+pub(crate) const LOCK_MAGIC: [u8; 8] = *b"LARCHLCK";
+/// Layout version of the lock file.
+pub(crate) const LOCK_VERSION: u32 = 1;
+/// Bytes of the header, and of each slot (a cache line, so that readers updating their slots
+/// do not share lines).
+pub(crate) const LOCK_HEADER_BYTES: usize = 64;
+pub(crate) const LOCK_SLOT_BYTES: usize = 64;
+/// Length of the lock file.
+pub(crate) const LOCK_FILE_BYTES: usize = LOCK_HEADER_BYTES + READERS_MAX * LOCK_SLOT_BYTES;
+
+const H_MAGIC: usize = 0;
+const H_VERSION: usize = 8;
+const H_SLOTS: usize = 12;
+const H_SLOT_BYTES: usize = 16;
+const H_HEADER_BYTES: usize = 20;
+const H_PUBLISHED: usize = 24;
+const H_SLOTS_USED: usize = 32;
+const S_TXN: usize = 0;
+const S_PID: usize = 8;
+
+const _: () = assert!(H_PUBLISHED.is_multiple_of(8) && LOCK_HEADER_BYTES.is_multiple_of(8));
+const _: () = assert!(LOCK_SLOT_BYTES.is_multiple_of(8) && S_PID + 8 <= LOCK_SLOT_BYTES);
+// The shared words are native-endian atomics; the documented layout is little-endian.
+#[cfg(not(target_endian = "little"))]
+compile_error!("the lock file layout assumes a little-endian target");
+
+/// The path of the lock file of the database at `db`: the same name with `-lock` appended.
+pub fn lock_path(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push("-lock");
+    db.with_file_name(name)
+}
+
+/// One handle's view of the lock file: its descriptor (which carries the handle's flock and,
+/// for a read-only handle, the OFD lock on its slot) and the shared mapping.
+pub(crate) struct LockTable {
+    file: File,
+    map: memmap2::MmapRaw,
+    /// The slot this handle owns (read-only handles), if any.
+    own: Option<usize>,
+}
+
+impl std::fmt::Debug for LockTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockTable").field("own", &self.own).finish()
+    }
+}
+
+impl LockTable {
+    /// Opens (creating if needed) the lock file of the database at `db`, initialising it when
+    /// this handle is its only user. I/O errors are returned as `Error::Io`, or `DiskFull`, so
+    /// that a read-only caller can tell a file system it cannot write to.
+    pub(crate) fn open(db: &Path) -> Result<LockTable> {
+        let path = lock_path(db);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(Error::from_io)?;
+        match file.try_lock() {
+            Ok(()) => {
+                // Alone: nobody maps the file, so resetting it cannot harm a live handle.
+                init(&file).map_err(Error::from_io)?;
+                // Converting to shared is not atomic, but no handle uses the file before it
+                // holds the shared lock, and whoever slips in between re-initialises an unused
+                // file to the same state.
+                file.unlock().map_err(Error::Io)?;
+                file.lock_shared().map_err(Error::Io)?;
+            }
+            Err(TryLockError::WouldBlock) => {
+                // Blocks only while another handle initialises the file (it holds the
+                // exclusive lock for that).
+                file.lock_shared().map_err(Error::Io)?;
+            }
+            Err(TryLockError::Error(e)) => return Err(Error::Io(e)),
+        }
+        validate(&file, &path)?;
+        let map = memmap2::MmapOptions::new()
+            .len(LOCK_FILE_BYTES)
+            .map_raw(&file)
+            .map_err(Error::Io)?;
+        Ok(LockTable {
+            file,
+            map,
+            own: None,
+        })
+    }
+
+    /// The shared word at `offset`. Requires: `offset + 8 <= LOCK_FILE_BYTES`, a multiple of 8.
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.map.len());
+        // SAFETY: the mapping is LOCK_FILE_BYTES long (checked against the file length in
+        // `validate`, and the file is never shortened while any handle holds the shared flock),
+        // page-aligned, and `offset` is in bounds and 8-byte aligned (asserted), so the pointer
+        // is valid and aligned for an AtomicU64 for as long as `self.map` lives, which bounds
+        // the returned reference. Every process accesses these words only atomically.
+        unsafe { &*(self.map.as_ptr().add(offset) as *const AtomicU64) }
+    }
+
+    fn slot_word(&self, slot: usize, field: usize) -> &AtomicU64 {
+        self.word(LOCK_HEADER_BYTES + slot * LOCK_SLOT_BYTES + field)
+    }
+
+    /// Id of the newest commit the writer published (0: none since the file was initialised).
+    pub(crate) fn published(&self) -> u64 {
+        self.word(H_PUBLISHED).load(Ordering::SeqCst)
+    }
+
+    /// Publishes commit `txn` as the newest. Called by the writer after the commit's meta page
+    /// is in the file, and when it opens.
+    pub(crate) fn publish(&self, txn: u64) {
+        self.word(H_PUBLISHED).store(txn, Ordering::SeqCst)
+    }
+
+    /// Slots to scan: one past the highest slot ever claimed since initialisation, never
+    /// more than the table holds (the shared word is not trusted beyond that).
+    fn slots_used(&self) -> usize {
+        let used = self.word(H_SLOTS_USED).load(Ordering::SeqCst);
+        used.min(READERS_MAX as u64) as usize
+    }
+
+    /// Claims a free slot for this handle: the first one whose OFD lock is free. A slot left by
+    /// a killed process has a free lock, so it is simply taken over.
+    pub(crate) fn claim_slot(&mut self) -> Result<()> {
+        if self.own.is_some() {
+            return Ok(());
+        }
+        for slot in 0..READERS_MAX {
+            if ofd_lock(&self.file, slot, true).map_err(Error::Io)? {
+                self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
+                self.slot_word(slot, S_PID)
+                    .store(std::process::id() as u64, Ordering::SeqCst);
+                self.word(H_SLOTS_USED)
+                    .fetch_max(slot as u64 + 1, Ordering::SeqCst);
+                self.own = Some(slot);
+                return Ok(());
+            }
+        }
+        Err(Error::ReadersFull { max: READERS_MAX })
+    }
+
+    /// Sets this handle's slot to `txn`, the oldest snapshot its readers use (0: none).
+    pub(crate) fn set_reader(&self, txn: u64) {
+        if let Some(slot) = self.own {
+            self.slot_word(slot, S_TXN).store(txn, Ordering::SeqCst);
+        }
+    }
+
+    /// The oldest snapshot registered by other handles, and how many handles have one. A slot
+    /// with a txn whose lock nobody holds belongs to a dead process: it is cleared here.
+    pub(crate) fn oldest_reader(&self) -> (Option<u64>, usize) {
+        let mut oldest: Option<u64> = None;
+        let mut live = 0;
+        for slot in 0..self.slots_used() {
+            if Some(slot) == self.own {
+                continue;
+            }
+            let txn = self.slot_word(slot, S_TXN).load(Ordering::SeqCst);
+            if txn == 0 {
+                continue;
+            }
+            // Taking the slot's lock succeeds only if no live handle owns the slot. An error
+            // counts as alive: keeping pages too long is safe, reusing them is not.
+            if let Ok(true) = ofd_lock(&self.file, slot, true) {
+                self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
+                self.slot_word(slot, S_PID).store(0, Ordering::SeqCst);
+                let _ = ofd_lock(&self.file, slot, false);
+                continue;
+            }
+            live += 1;
+            oldest = Some(oldest.map_or(txn, |o| o.min(txn)));
+        }
+        (oldest, live)
+    }
+}
+
+impl Drop for LockTable {
+    fn drop(&mut self) {
+        if let Some(slot) = self.own {
+            self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
+            self.slot_word(slot, S_PID).store(0, Ordering::SeqCst);
+        }
+        // Closing the descriptor drops the slot's OFD lock and the flock.
+    }
+}
+
+/// Resets the lock file: the header, every slot empty. Requires: the exclusive flock.
+/// The whole image is written, never left to `set_len`: a hole would be allocated only when
+/// a slot is first stored through the mapping, and on a full disk that is a SIGBUS. A write
+/// fails with ENOSPC instead, and rewriting a file that already has its blocks needs no space.
+fn init(file: &File) -> io::Result<()> {
+    let mut image = vec![0u8; LOCK_FILE_BYTES];
+    image[H_MAGIC..H_MAGIC + 8].copy_from_slice(&LOCK_MAGIC);
+    image[H_VERSION..H_VERSION + 4].copy_from_slice(&LOCK_VERSION.to_le_bytes());
+    image[H_SLOTS..H_SLOTS + 4].copy_from_slice(&(READERS_MAX as u32).to_le_bytes());
+    image[H_SLOT_BYTES..H_SLOT_BYTES + 4].copy_from_slice(&(LOCK_SLOT_BYTES as u32).to_le_bytes());
+    image[H_HEADER_BYTES..H_HEADER_BYTES + 4]
+        .copy_from_slice(&(LOCK_HEADER_BYTES as u32).to_le_bytes());
+    file.write_all_at(&image, 0)?;
+    file.set_len(LOCK_FILE_BYTES as u64)
+}
+
+/// Checks the header of a lock file that other handles use.
+fn validate(file: &File, path: &Path) -> Result<()> {
+    let bad = |why: String| Error::LockFileInvalid(format!("{}: {why}", path.display()));
+    let len = file.metadata().map_err(Error::Io)?.len();
+    if len != LOCK_FILE_BYTES as u64 {
+        return Err(bad(format!(
+            "length {len}, expected {LOCK_FILE_BYTES} (in use by another process, so it is \
+             not reset)"
+        )));
+    }
+    let mut h = [0u8; LOCK_HEADER_BYTES];
+    file.read_exact_at(&mut h, 0).map_err(Error::Io)?;
+    let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
+    if h[H_MAGIC..H_MAGIC + 8] != LOCK_MAGIC {
+        return Err(bad("no Larch lock file magic".into()));
+    }
+    let fields = (
+        u32_at(H_VERSION),
+        u32_at(H_SLOTS),
+        u32_at(H_SLOT_BYTES),
+        u32_at(H_HEADER_BYTES),
+    );
+    let expected = (
+        LOCK_VERSION,
+        READERS_MAX as u32,
+        LOCK_SLOT_BYTES as u32,
+        LOCK_HEADER_BYTES as u32,
+    );
+    if fields != expected {
+        return Err(bad(format!(
+            "layout (version, slots, slot bytes, header bytes) {fields:?}, this build uses \
+             {expected:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Takes (`lock`) or drops the OFD write lock on `slot`'s bytes without waiting. Returns
+/// false if another open file description holds it.
+fn ofd_lock(file: &File, slot: usize, lock: bool) -> io::Result<bool> {
+    // SAFETY: an all-zero `flock` is a valid value of this plain C struct.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = if lock { libc::F_WRLCK } else { libc::F_UNLCK } as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = (LOCK_HEADER_BYTES + slot * LOCK_SLOT_BYTES) as libc::off_t;
+    fl.l_len = LOCK_SLOT_BYTES as libc::off_t;
+    // OFD locks require l_pid = 0 (it is already zero).
+    // SAFETY: `fl` is a valid, initialised flock that outlives the call; the descriptor is
+    // owned by `file` and open.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_claimed_released_and_reclaimed_from_the_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let writer = LockTable::open(&db).unwrap();
+        let mut a = LockTable::open(&db).unwrap();
+        let mut b = LockTable::open(&db).unwrap();
+        a.claim_slot().unwrap();
+        b.claim_slot().unwrap();
+        assert_ne!(a.own, b.own);
+        assert_eq!(writer.oldest_reader(), (None, 0));
+        a.set_reader(7);
+        b.set_reader(5);
+        assert_eq!(writer.oldest_reader(), (Some(5), 2));
+        assert_eq!(
+            a.oldest_reader(),
+            (Some(5), 1),
+            "a handle skips its own slot"
+        );
+        // A slot whose owner is gone (its descriptor closed without clearing it, as after a
+        // kill) is cleared by the next scan.
+        let slot = b.own.unwrap();
+        b.own = None; // forget it, so Drop does not clear it
+        drop(b);
+        assert_eq!(writer.slot_word(slot, S_TXN).load(Ordering::SeqCst), 5);
+        assert_eq!(writer.oldest_reader(), (Some(7), 1));
+        assert_eq!(writer.slot_word(slot, S_TXN).load(Ordering::SeqCst), 0);
+        writer.publish(9);
+        assert_eq!(a.published(), 9);
+    }
+
+    #[test]
+    fn full_table_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        let mut held = Vec::new();
+        for _ in 0..READERS_MAX {
+            let mut t = LockTable::open(&db).unwrap();
+            t.claim_slot().unwrap();
+            held.push(t);
+        }
+        let mut one_more = LockTable::open(&db).unwrap();
+        assert!(matches!(
+            one_more.claim_slot(),
+            Err(Error::ReadersFull { max: READERS_MAX })
+        ));
+        held.pop();
+        one_more.claim_slot().unwrap();
+    }
+
+    #[test]
+    fn a_damaged_file_is_reset_when_alone_and_refused_when_shared() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db");
+        std::fs::write(lock_path(&db), b"junk").unwrap();
+        let first = LockTable::open(&db).unwrap();
+        assert_eq!(first.published(), 0);
+        first.publish(3);
+        // Damage it while in use: the next opener must refuse, not reset it.
+        let f = OpenOptions::new().write(true).open(lock_path(&db)).unwrap();
+        f.write_all_at(b"X", 0).unwrap();
+        assert!(matches!(
+            LockTable::open(&db),
+            Err(Error::LockFileInvalid(_))
+        ));
+        drop(first);
+        let again = LockTable::open(&db).unwrap();
+        assert_eq!(again.published(), 0, "reset once nobody used it");
+    }
+}
