@@ -647,8 +647,15 @@ pub(crate) fn commit(
 
     // 3. Publish the snapshot to new readers.
     let mut rs = inner.read_state();
-    let access = match rs.current.access().mapped_bytes() {
-        Some(mapped) if mapped >= needed => rs.current.access().clone(),
+    // The writer's mapping, which readers then share, where there is one (it covers every
+    // page this commit wrote); else the current read mapping, grown if needed.
+    let shared = carry
+        .wmap
+        .access()
+        .filter(|a| a.mapped_bytes().is_some_and(|m| m >= needed));
+    let access = match (shared, rs.current.access().mapped_bytes()) {
+        (Some(a), _) => a.clone(),
+        (None, Some(mapped)) if mapped >= needed => rs.current.access().clone(),
         _ => match map_access(&inner.storage, needed, Some(rs.current.access())) {
             Ok(a) => Arc::new(a),
             Err(e) => {

@@ -2,6 +2,11 @@
 //! does not know which is in use:
 //! - `Mapped`: a shared read-only mmap of the file; a page is a slice of the map (zero copy,
 //!   no syscall per read, as in LMDB). Checksums are not verified per access unless asked.
+//!   Read-only handles use it.
+//! - `Shared`: the same, through the writable mapping the writer also writes its dirty pages
+//!   into (LMDB's MDB_WRITEMAP): one mapping per file generation instead of two, so each page
+//!   is mapped (and counted in the process size) once, and a page the writer wrote is read
+//!   without a second page fault. Writable handles use it.
 //! - `Buffered`: pages are read with `read_at` into buffers owned by the snapshot, verified
 //!   once when loaded. Used for storages that cannot be mapped (the fault-injecting backend).
 //!   Stage 3 replaces this with a shared, bounded buffer pool.
@@ -18,6 +23,7 @@ type PageCache = Mutex<HashMap<(u64, u64), Box<[u8]>>>;
 
 pub(crate) enum Access {
     Mapped(memmap2::Mmap),
+    Shared(memmap2::MmapRaw),
     Buffered {
         storage: Arc<dyn Storage>,
         /// Pages and runs loaded so far, keyed by (first page, page count). Entries are never
@@ -35,14 +41,38 @@ impl Access {
     }
 
     pub(crate) fn is_mapped(&self) -> bool {
-        matches!(self, Access::Mapped(_))
+        !matches!(self, Access::Buffered { .. })
     }
 
     /// Bytes covered by the mapping, if mapped.
     pub(crate) fn mapped_bytes(&self) -> Option<u64> {
         match self {
             Access::Mapped(map) => Some(map.len() as u64),
+            Access::Shared(map) => Some(map.len() as u64),
             Access::Buffered { .. } => None,
+        }
+    }
+
+    /// A pointer to bytes `[at, at + len)` of a shared mapping, for the writer to write
+    /// through; `None` if out of range or not a shared mapping. The pointer is valid while
+    /// `self` lives. Turning it into a slice is the writer's business (`WriteMap`), under the
+    /// contract that no snapshot reads what it writes.
+    pub(crate) fn writable(&self, at: usize, len: usize) -> Option<*mut u8> {
+        match self {
+            Access::Shared(map) if at.checked_add(len).is_some_and(|end| end <= map.len()) => {
+                // SAFETY: `at` is within the mapping (checked above), so the offset pointer
+                // stays inside the same allocation.
+                Some(unsafe { map.as_mut_ptr().add(at) })
+            }
+            _ => None,
+        }
+    }
+
+    /// Asks the kernel to map `[at, at + len)` of a shared mapping for writing now, rather than
+    /// one page fault at a time. Only a hint.
+    pub(crate) fn populate_write(&self, at: usize, len: usize) {
+        if let Access::Shared(map) = self {
+            let _ = map.advise_range(memmap2::Advice::PopulateWrite, at, len);
         }
     }
 
@@ -56,6 +86,16 @@ impl Access {
             Access::Mapped(map) => map
                 .get(start..start + len)
                 .ok_or_else(|| Error::corrupted(id, "page beyond the mapped file")),
+            Access::Shared(map) => {
+                if start.checked_add(len).is_none_or(|end| end > map.len()) {
+                    return Err(Error::corrupted(id, "page beyond the mapped file"));
+                }
+                // SAFETY: in bounds of the mapping, which lives as long as `self`. The caller
+                // reads a page of a snapshot: the writer writes only pages that no snapshot
+                // can reach (copy-on-write into free space, docs/design/concurrency.md), so no
+                // mutable reference to these bytes exists while this one lives.
+                Ok(unsafe { std::slice::from_raw_parts(map.as_ptr().add(start), len) })
+            }
             Access::Buffered { storage, cache } => {
                 let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(buf) = cache.get(&(id, pages)) {

@@ -14,7 +14,7 @@ use super::freelist::{
     encode_page, extents_per_page, to_extents, FreeSet, KIND_DURABLE, KIND_READERS,
 };
 use super::{
-    init_page, overflow_pages, page_type, seal_page, stamp_page, Meta, PageRef, PageSource,
+    init_page, overflow_pages, page_type, seal_page, stamp_page, Access, Meta, PageRef, PageSource,
     Snapshot, TableHeader, PAGE_FREELIST, PAGE_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
@@ -64,10 +64,11 @@ enum Dirty {
 }
 
 /// The writable mapping of the file and the length allocated behind it. Owned by the writer
-/// state between transactions and by `WritePages` during one.
+/// state between transactions and by `WritePages` during one. The mapping is an `Access`
+/// that commits also hand to the snapshots they publish, so readers and the writer share it.
 pub(crate) struct WriteMap {
     storage: Arc<dyn Storage>,
-    map: Option<memmap2::MmapMut>,
+    map: Option<Arc<Access>>,
     /// File length, all of it allocated when `enabled`.
     pub(crate) file_bytes: u64,
     /// False where the storage cannot allocate or map: dirty pages are owned buffers then.
@@ -110,14 +111,19 @@ impl WriteMap {
             grown = Some((self.file_bytes, target));
             self.file_bytes = target;
         }
-        let mapped = self.map.as_ref().map_or(0, |m| m.len() as u64);
+        let mapped = self
+            .map
+            .as_ref()
+            .and_then(|m| m.mapped_bytes())
+            .unwrap_or(0);
         if mapped < end {
             let mut len = super::MAP_BYTES_MIN.max(mapped);
             while len < end {
                 len *= 2;
             }
             match self.storage.map_mut(len) {
-                Some(map) => self.map = Some(map?),
+                // Snapshots that hold the smaller mapping keep it alive until they end.
+                Some(map) => self.map = Some(Arc::new(Access::Shared(map?))),
                 None => {
                     self.enabled = false;
                     return Ok(false);
@@ -127,11 +133,7 @@ impl WriteMap {
         if let (Some((from, to)), Some(map)) = (grown, self.map.as_ref()) {
             // Map the new space in one call rather than one page fault per page as the writer
             // reaches it. Only a hint: older kernels refuse it, and that changes nothing.
-            let _ = map.advise_range(
-                memmap2::Advice::PopulateWrite,
-                from as usize,
-                (to - from) as usize,
-            );
+            map.populate_write(from as usize, (to - from) as usize);
         }
         Ok(true)
     }
@@ -154,24 +156,41 @@ impl WriteMap {
         }
     }
 
+    /// The mapping, for the snapshot a commit publishes: it covers every page the commit
+    /// wrote.
+    pub(crate) fn access(&self) -> Option<&Arc<Access>> {
+        self.map.as_ref().filter(|_| self.enabled)
+    }
+
     fn bytes(&self, id: u64, len: usize, page_bytes: usize) -> Result<&[u8]> {
-        let at = id as usize * page_bytes;
-        self.map
-            .as_ref()
-            .and_then(|m| m.get(at..at + len))
+        match self.map.as_ref() {
+            Some(m) => m.bytes(id, (len / page_bytes) as u64, page_bytes),
+            None => Err(Error::corrupted(
+                id,
+                "internal: dirty page outside the writable mapping",
+            )),
+        }
+    }
+
+    /// Requires: `id` is a dirty page (or run) of the current write transaction, or, for
+    /// `write_meta`, a meta slot; either way no snapshot reads it.
+    fn bytes_mut(&mut self, id: u64, len: usize, page_bytes: usize) -> Result<&mut [u8]> {
+        self.slice_mut(id as usize * page_bytes, len)
             .ok_or_else(|| {
                 Error::corrupted(id, "internal: dirty page outside the writable mapping")
             })
     }
 
-    fn bytes_mut(&mut self, id: u64, len: usize, page_bytes: usize) -> Result<&mut [u8]> {
-        let at = id as usize * page_bytes;
-        self.map
-            .as_mut()
-            .and_then(|m| m.get_mut(at..at + len))
-            .ok_or_else(|| {
-                Error::corrupted(id, "internal: dirty page outside the writable mapping")
-            })
+    fn slice_mut(&mut self, at: usize, len: usize) -> Option<&mut [u8]> {
+        let ptr = self.map.as_ref()?.writable(at, len)?;
+        // SAFETY: `ptr..ptr + len` lies in the mapping (checked by `writable`), which `self`
+        // keeps alive for the slice's lifetime. Only the writer holds a `WriteMap` (it moves
+        // between the writer state and the write transaction), and `&mut self` ties the slice
+        // to one borrow of it, so the writer holds one mutable slice at a time. Callers pass
+        // only pages that are dirty in the current transaction (taken from free space: no
+        // snapshot can reach them, so no reader holds a slice of them) or a meta slot
+        // (snapshots keep their meta decoded; no page access reads slots 0 and 1).
+        Some(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
     }
 }
 
@@ -605,12 +624,7 @@ impl WritePages {
         let at = offset as usize;
         let end = offset + bytes.len() as u64;
         if self.wmap.enabled && self.wmap.file_bytes >= end {
-            if let Some(dst) = self
-                .wmap
-                .map
-                .as_mut()
-                .and_then(|m| m.get_mut(at..at + bytes.len()))
-            {
+            if let Some(dst) = self.wmap.slice_mut(at, bytes.len()) {
                 dst.copy_from_slice(bytes);
                 return Ok(());
             }

@@ -170,7 +170,7 @@ impl Storage for FileStorage {
         }
     }
 
-    fn map_mut(&self, len: u64) -> Option<io::Result<memmap2::MmapMut>> {
+    fn map_mut(&self, len: u64) -> Option<io::Result<memmap2::MmapRaw>> {
         let len = match usize::try_from(len) {
             Ok(len) => len,
             Err(_) => {
@@ -180,12 +180,13 @@ impl Storage for FileStorage {
                 )))
             }
         };
-        // SAFETY: only the engine's single writer writes through this mapping, only to pages
-        // no snapshot can reach, and only below a length it has allocated with `allocate`
-        // (so no write lands past end of file or meets ENOSPC as a SIGBUS). The exclusive
-        // flock keeps other writers out; readers in other processes read only pages that
-        // registered snapshots reach, which this writer never writes.
-        Some(unsafe { memmap2::MmapOptions::new().len(len).map_mut(&self.file) })
+        // A raw mapping hands out pointers, not slices: `pager::access` turns them into
+        // slices under its own contract. Only the engine's single writer writes through it,
+        // only to pages no snapshot can reach, and only below a length it has allocated with
+        // `allocate` (so no write lands past end of file or meets ENOSPC as a SIGBUS). The
+        // exclusive flock keeps other writers out; readers in other processes read only pages
+        // that registered snapshots reach, which this writer never writes.
+        Some(memmap2::MmapOptions::new().len(len).map_raw(&self.file))
     }
 
     fn boot_id(&self) -> Option<[u8; 16]> {

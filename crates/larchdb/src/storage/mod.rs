@@ -47,9 +47,10 @@ pub trait Storage: Send + Sync + 'static {
     fn allocate(&self, _len: u64) -> io::Result<bool> {
         Ok(false)
     }
-    /// A writable shared mapping of `len` bytes from offset 0, if the backend supports one.
-    /// The engine writes through it only below a length it has `allocate`d.
-    fn map_mut(&self, _len: u64) -> Option<io::Result<memmap2::MmapMut>> {
+    /// A readable and writable shared mapping of `len` bytes from offset 0, if the backend
+    /// supports one. The engine writes through it only below a length it has `allocate`d, and
+    /// reads snapshots through the same mapping (one mapping, as LMDB's MDB_WRITEMAP).
+    fn map_mut(&self, _len: u64) -> Option<io::Result<memmap2::MmapRaw>> {
         None
     }
     /// Identifies the current boot of the machine holding the data. A commit written without a
