@@ -11,7 +11,7 @@
 //! docs/design/file-format.md.
 
 use super::PageRef;
-use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
+use crate::bytes::{get_u32, get_u64};
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
 use std::cmp::Reverse;
@@ -70,6 +70,8 @@ pub(crate) struct FreeSet {
     /// Pending extents of kind `KIND_DURABLE`, by freeing txn.
     pending_durable: Pending,
     pending_pages: u64,
+    /// Extents in `pending_readers` and `pending_durable`, for `entry_count` in O(1).
+    pending_extents: usize,
     /// Pages in `pending_durable`: what the last durable commit pins.
     pinned_pages: u64,
 }
@@ -204,6 +206,7 @@ impl FreeSet {
         }
         let pages: u64 = extents.iter().map(|e| e.1).sum();
         self.pending_pages += pages;
+        self.pending_extents += extents.len();
         let map = if kind == KIND_DURABLE {
             self.pinned_pages += pages;
             &mut self.pending_durable
@@ -236,6 +239,7 @@ impl FreeSet {
                 return Ok(());
             }
             let (txn, extents) = entry.remove_entry();
+            self.pending_extents -= extents.len();
             for (start, len) in extents {
                 self.pending_pages -= len;
                 if durable {
@@ -269,43 +273,63 @@ impl FreeSet {
     }
 
     /// Number of extents `entries` returns, without building them.
+    ///
+    /// O(1), from counters: a commit calls this over a free set of thousands of extents.
+    /// An extent of more than `u32::MAX` pages is persisted in pieces; their extra pieces are
+    /// counted by an upper bound (pages / `u32::MAX`), exact unless such extents exist, which
+    /// takes a free set of 16 TiB at 4 KiB pages. `entries_into` writes no more than this.
     pub(crate) fn entry_count(&self) -> usize {
-        let pieces = |len: u64| len.div_ceil(u32::MAX as u64) as usize;
-        let free: usize =
-            self.free.values().map(|&l| pieces(l)).sum::<usize>() + self.singles.len();
-        let pending: usize = [&self.pending_readers, &self.pending_durable]
-            .iter()
-            .flat_map(|m| m.values())
-            .flat_map(|v| v.iter())
-            .map(|&(_, l)| pieces(l))
-            .sum();
-        free + pending
+        let extra = |pages: u64| (pages / u32::MAX as u64) as usize;
+        self.free.len()
+            + self.singles.len()
+            + self.pending_extents
+            + extra(self.free_pages)
+            + extra(self.pending_pages)
     }
 
-    /// Persisted form: free extents, then pending ones. Extents longer than a u32 are split.
-    /// Yields exactly `entry_count()` items.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = Extent> + '_ {
-        let free = self
-            .free
-            .iter()
-            .map(|(&s, &l)| (0, s, l, KIND_FREE))
-            .chain(self.singles.iter().map(|&Reverse(p)| (0, p, 1, KIND_FREE)));
-        let pending = [
+    /// Persisted form, appended to `out`: free extents, then pending ones. Extents longer than
+    /// a u32 are split. Appends at most `entry_count()` items (exactly that many unless an
+    /// extent is longer than `u32::MAX` pages). Plain loops into a buffer the
+    /// caller keeps: a commit writes the whole free set, so this runs once per commit over
+    /// every extent (nested iterator adapters cost twice as much here).
+    pub(crate) fn entries_into(&self, out: &mut Vec<Extent>) {
+        fn push(out: &mut Vec<Extent>, txn: u64, start: u64, len: u64, kind: u32) {
+            if len <= u32::MAX as u64 {
+                out.push((txn, start, len, kind));
+                return;
+            }
+            let end = start + len;
+            let mut at = start;
+            while at < end {
+                let n = (end - at).min(u32::MAX as u64);
+                out.push((txn, at, n, kind));
+                at += n;
+            }
+        }
+        out.reserve(self.entry_count());
+        for (&s, &l) in &self.free {
+            push(out, 0, s, l, KIND_FREE);
+        }
+        for &Reverse(p) in self.singles.iter() {
+            out.push((0, p, 1, KIND_FREE));
+        }
+        for (kind, map) in [
             (KIND_READERS, &self.pending_readers),
             (KIND_DURABLE, &self.pending_durable),
-        ]
-        .into_iter()
-        .flat_map(|(kind, map)| {
-            map.iter().flat_map(move |(&txn, extents)| {
-                extents.iter().map(move |&(s, l)| (txn, s, l, kind))
-            })
-        });
-        free.chain(pending).flat_map(|(txn, start, len, kind)| {
-            let end = start + len;
-            (start..end)
-                .step_by(u32::MAX as usize)
-                .map(move |at| (txn, at, (end - at).min(u32::MAX as u64), kind))
-        })
+        ] {
+            for (&txn, extents) in map {
+                for &(s, l) in extents {
+                    push(out, txn, s, l, kind);
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Vec<Extent> {
+        let mut out = Vec::new();
+        self.entries_into(&mut out);
+        out
     }
 
     /// Adds one persisted entry read from freelist page `page`. Requires: pages are checked
@@ -397,20 +421,17 @@ pub(crate) fn to_extents(pages: &mut [u64]) -> Vec<(u64, u64)> {
     out
 }
 
-/// Writes up to `extents_per_page` extents taken from `extents` into a freelist page body;
-/// the rest stay in the iterator for the next page.
-pub(crate) fn encode_page(p: &mut [u8], next: PageRef, extents: &mut impl Iterator<Item = Extent>) {
+/// Writes extents into a freelist page body. Requires: `extents.len() <= extents_per_page`.
+pub(crate) fn encode_page(p: &mut [u8], next: PageRef, extents: &[Extent]) {
     p[FREELIST_NEXT_AT..FREELIST_EXTENTS_AT].copy_from_slice(&next.encode());
-    let mut n = 0;
-    for (txn, start, len, kind) in extents.take(extents_per_page(p.len())) {
-        let at = FREELIST_EXTENTS_AT + n * EXTENT_BYTES;
-        put_u64(p, at, txn);
-        put_u64(p, at + 8, start);
-        put_u32(p, at + 16, len as u32);
-        put_u32(p, at + 20, kind);
-        n += 1;
+    let cells = p[FREELIST_EXTENTS_AT..].chunks_exact_mut(EXTENT_BYTES);
+    for (cell, &(txn, start, len, kind)) in cells.zip(extents) {
+        cell[0..8].copy_from_slice(&txn.to_le_bytes());
+        cell[8..16].copy_from_slice(&start.to_le_bytes());
+        cell[16..20].copy_from_slice(&(len as u32).to_le_bytes());
+        cell[20..24].copy_from_slice(&kind.to_le_bytes());
     }
-    super::set_page_count_field(p, n as u16);
+    super::set_page_count_field(p, extents.len() as u16);
 }
 
 /// Reads a freelist page: the next link and its extents. Validates the count against the page.
@@ -447,13 +468,13 @@ mod tests {
         assert!(f.insert(10, 2));
         assert!(f.insert(14, 2));
         assert!(f.insert(12, 2));
-        assert_eq!(f.entries().collect::<Vec<_>>(), vec![(0, 10, 6, KIND_FREE)]);
+        assert_eq!(f.entries(), vec![(0, 10, 6, KIND_FREE)]);
         assert!(!f.insert(15, 1));
         assert!(!f.insert(8, 3));
         assert_eq!(f.free_pages(), 6);
         f.insert(100, u32::MAX as u64 + 5);
         assert_eq!(f.entry_count(), 3, "an extent past u32 is split in two");
-        assert_eq!(f.entries().collect::<Vec<_>>().len(), 3);
+        assert_eq!(f.entries().len(), 3);
     }
 
     #[test]
@@ -475,14 +496,14 @@ mod tests {
         f.add_pending(7, KIND_READERS, vec![(21, 1)]);
         f.add_pending(6, KIND_DURABLE, vec![(30, 2)]);
         assert_eq!(f.pinned_pages(), 2);
-        assert_eq!(f.entry_count(), f.entries().collect::<Vec<_>>().len());
+        assert_eq!(f.entry_count(), f.entries().len());
         f.release(Some(6), 100).unwrap();
-        assert_eq!(f.entry_count(), f.entries().collect::<Vec<_>>().len());
+        assert_eq!(f.entry_count(), f.entries().len());
         assert_eq!(f.free_pages(), 3);
         assert_eq!(f.pending_pages(), 1);
         f.release(None, 5).unwrap();
         // Released single pages wait in the heap; runs are coalesced in the map at once.
-        let mut entries: Vec<_> = f.entries().collect();
+        let mut entries: Vec<_> = f.entries();
         entries.sort();
         assert_eq!(
             entries,
@@ -494,7 +515,7 @@ mod tests {
         );
         f.merge_singles();
         assert_eq!(
-            f.entries().collect::<Vec<_>>(),
+            f.entries(),
             vec![(0, 20, 2, KIND_FREE), (0, 30, 2, KIND_FREE)]
         );
         assert_eq!(f.pinned_pages(), 0);
@@ -559,7 +580,7 @@ mod tests {
         }
         assert!(f.singles.len() <= SINGLES_MAX);
         assert_eq!(f.entry_count(), SINGLES_MAX + 1);
-        assert_eq!(f.entries().count(), SINGLES_MAX + 1);
+        assert_eq!(f.entries().len(), SINGLES_MAX + 1);
     }
 
     #[test]
@@ -571,7 +592,7 @@ mod tests {
         assert_eq!(f.entry_count(), 2 * SINGLES_SETTLE_MIN);
         f.settle();
         assert_eq!(
-            f.entries().collect::<Vec<_>>(),
+            f.entries(),
             vec![(0, 10, 2 * SINGLES_SETTLE_MIN as u64, KIND_FREE)]
         );
         // A few singles beside many extents stay as they are.
@@ -587,7 +608,7 @@ mod tests {
         let mut p = vec![0u8; 4096];
         let ext = vec![(0, 5, 3, KIND_FREE), (9, 12, 1, KIND_DURABLE)];
         crate::pager::init_page(&mut p, crate::pager::PAGE_FREELIST);
-        encode_page(&mut p, PageRef::new(77, 5), &mut ext.iter().copied());
+        encode_page(&mut p, PageRef::new(77, 5), &ext);
         assert_eq!(decode_page(&p, 3).unwrap(), (PageRef::new(77, 5), ext));
     }
 

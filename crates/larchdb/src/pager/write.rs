@@ -11,7 +11,7 @@
 //! `write_at` at commit.
 
 use super::freelist::{
-    encode_page, extents_per_page, to_extents, FreeSet, KIND_DURABLE, KIND_READERS,
+    encode_page, extents_per_page, to_extents, Extent, FreeSet, KIND_DURABLE, KIND_READERS,
 };
 use super::{
     init_page, overflow_pages, page_type, seal_page, stamp_page, Access, Meta, PageRef, PageSource,
@@ -229,6 +229,7 @@ struct Buffers {
     freed: Vec<(u64, u64, u64)>,
     scratch: Vec<u8>,
     ids: Vec<u64>,
+    extents: Vec<Extent>,
 }
 
 pub(crate) struct WritePages {
@@ -256,6 +257,8 @@ pub(crate) struct WritePages {
     chain: Option<Vec<u64>>,
     /// Page ids, sorted and grouped at commit; kept for the next transaction.
     ids: Vec<u64>,
+    /// The free set's persisted form, built at commit; kept for the next transaction.
+    extents: Vec<Extent>,
 }
 
 impl WritePages {
@@ -285,6 +288,7 @@ impl WritePages {
             scratch: b.scratch,
             chain: carry.chain,
             ids: b.ids,
+            extents: b.extents,
         }
     }
 
@@ -324,6 +328,7 @@ impl WritePages {
                 freed: self.freed,
                 scratch: self.scratch,
                 ids: self.ids,
+                extents: self.extents,
             },
         }
     }
@@ -523,29 +528,19 @@ impl WritePages {
         for _ in 0..needed {
             chain.push(self.new_page(PAGE_FREELIST)?);
         }
-        // The free set is not changed from here on, so its entries are encoded straight from
-        // it, without building a list. `encode_page` needs the free set and a dirty page at
-        // once, so the set is moved out for the loop.
-        let free = std::mem::take(&mut self.free);
-        let mut entries = free.entries();
-        let mut encoded = Ok(());
-        for (i, &id) in chain.iter().enumerate() {
-            let next = PageRef::new(chain.get(i + 1).copied().unwrap_or(0), txn);
-            match self.page_mut(id) {
-                Ok(p) => encode_page(p, next, &mut entries),
-                Err(e) => {
-                    encoded = Err(e);
-                    break;
-                }
-            }
-        }
-        let left = entries.next().is_some();
-        drop(entries);
-        self.free = free;
-        encoded?;
-        if left {
+        let mut entries = std::mem::take(&mut self.extents);
+        entries.clear();
+        self.free.entries_into(&mut entries);
+        if entries.len() > chain.len() * per_page {
             return Err(Error::corrupted(0, "internal: freelist chain too short"));
         }
+        for (i, &id) in chain.iter().enumerate() {
+            let from = (i * per_page).min(entries.len());
+            let to = ((i + 1) * per_page).min(entries.len());
+            let next = PageRef::new(chain.get(i + 1).copied().unwrap_or(0), txn);
+            encode_page(self.page_mut(id)?, next, &entries[from..to]);
+        }
+        self.extents = entries;
         self.chain = Some(chain.clone());
         Ok(Meta {
             txn,
