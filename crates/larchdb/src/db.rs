@@ -47,6 +47,12 @@ pub struct Options {
     /// bound is the larger of this and a quarter of the file); see
     /// [`crate::limits::PINNED_BYTES_MAX_DEFAULT`].
     pub pinned_bytes_max: u64,
+    /// Let the kernel read ahead around each page fault in the memory map. Off by default: a
+    /// B-tree's pages are visited in key order, not file order, so once the file is larger
+    /// than the page cache, readahead turns every random read into megabytes of disk reads
+    /// (`madvise(MADV_RANDOM)`, LMDB's `MDB_NORDAHEAD`). Turn it on for scans of a
+    /// sequentially loaded file that does not fit in memory.
+    pub readahead: bool,
 }
 
 impl Default for Options {
@@ -58,6 +64,7 @@ impl Default for Options {
             create: true,
             verify_checksums: false,
             pinned_bytes_max: PINNED_BYTES_MAX_DEFAULT,
+            readahead: false,
         }
     }
 }
@@ -86,6 +93,11 @@ impl Options {
     /// Verifies checksums on every page read.
     pub fn verify_checksums(mut self, yes: bool) -> Options {
         self.verify_checksums = yes;
+        self
+    }
+    /// Lets the kernel read ahead in the memory map (see [`Options::readahead`]).
+    pub fn readahead(mut self, yes: bool) -> Options {
+        self.readahead = yes;
         self
     }
 
@@ -230,6 +242,7 @@ impl Inner {
                     &self.storage,
                     needed,
                     Some(rs.current.access()),
+                    self.options.readahead,
                 )?),
             };
             rs.current = Arc::new(Snapshot::new(meta, access, self.options.verify_checksums));
@@ -333,6 +346,7 @@ impl Database {
             &storage,
             meta.page_count * meta.page_bytes as u64,
             None,
+            options.readahead,
         )?);
         let snap = Snapshot::new(meta, access, options.verify_checksums);
         let loaded = freelist_load(&snap);
@@ -368,7 +382,12 @@ impl Database {
             writer: Mutex::new(WriterState {
                 carry: Some(Carry::new(
                     free,
-                    WriteMap::new(storage.clone(), file_bytes, !options.read_only),
+                    WriteMap::new(
+                        storage.clone(),
+                        file_bytes,
+                        !options.read_only,
+                        options.readahead,
+                    ),
                 )),
                 durable_slot,
                 last_durable_txn,
@@ -570,6 +589,7 @@ pub(crate) fn map_access(
     storage: &Arc<dyn Storage>,
     needed_bytes: u64,
     current: Option<&Arc<Access>>,
+    readahead: bool,
 ) -> Result<Access> {
     let mut len = MAP_BYTES_MIN;
     if let Some(cur) = current.and_then(|c| c.mapped_bytes()) {
@@ -579,7 +599,11 @@ pub(crate) fn map_access(
         len *= 2;
     }
     match storage.map(len) {
-        Some(map) => Ok(Access::Mapped(map?)),
+        Some(map) => {
+            let access = Access::Mapped(map?);
+            access.advise_readahead(readahead);
+            Ok(access)
+        }
         None => Ok(Access::buffered(storage.clone())),
     }
 }
@@ -656,7 +680,12 @@ pub(crate) fn commit(
     let access = match (shared, rs.current.access().mapped_bytes()) {
         (Some(a), _) => a.clone(),
         (None, Some(mapped)) if mapped >= needed => rs.current.access().clone(),
-        _ => match map_access(&inner.storage, needed, Some(rs.current.access())) {
+        _ => match map_access(
+            &inner.storage,
+            needed,
+            Some(rs.current.access()),
+            inner.options.readahead,
+        ) {
             Ok(a) => Arc::new(a),
             Err(e) => {
                 // The commit is on disk but cannot be read through a new mapping; stop here

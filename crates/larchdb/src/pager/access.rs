@@ -68,6 +68,22 @@ impl Access {
         }
     }
 
+    /// Tells the kernel whether to read ahead around page faults in the mapping
+    /// (`MADV_NORMAL`) or to read only the page faulted on (`MADV_RANDOM`, the default: see
+    /// `Options::readahead`). Only a hint.
+    pub(crate) fn advise_readahead(&self, readahead: bool) {
+        let advice = if readahead {
+            memmap2::Advice::Normal
+        } else {
+            memmap2::Advice::Random
+        };
+        let _ = match self {
+            Access::Mapped(map) => map.advise(advice),
+            Access::Shared(map) => map.advise(advice),
+            Access::Buffered { .. } => Ok(()),
+        };
+    }
+
     /// Asks the kernel to map `[at, at + len)` of a shared mapping for writing now, rather than
     /// one page fault at a time. Only a hint.
     pub(crate) fn populate_write(&self, at: usize, len: usize) {

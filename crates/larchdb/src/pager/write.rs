@@ -73,15 +73,23 @@ pub(crate) struct WriteMap {
     pub(crate) file_bytes: u64,
     /// False where the storage cannot allocate or map: dirty pages are owned buffers then.
     enabled: bool,
+    /// `Options::readahead`, applied to each new mapping.
+    readahead: bool,
 }
 
 impl WriteMap {
-    pub(crate) fn new(storage: Arc<dyn Storage>, file_bytes: u64, enabled: bool) -> WriteMap {
+    pub(crate) fn new(
+        storage: Arc<dyn Storage>,
+        file_bytes: u64,
+        enabled: bool,
+        readahead: bool,
+    ) -> WriteMap {
         WriteMap {
             storage,
             map: None,
             file_bytes,
             enabled,
+            readahead,
         }
     }
 
@@ -123,7 +131,11 @@ impl WriteMap {
             }
             match self.storage.map_mut(len) {
                 // Snapshots that hold the smaller mapping keep it alive until they end.
-                Some(map) => self.map = Some(Arc::new(Access::Shared(map?))),
+                Some(map) => {
+                    let access = Access::Shared(map?);
+                    access.advise_readahead(self.readahead);
+                    self.map = Some(Arc::new(access));
+                }
                 None => {
                     self.enabled = false;
                     return Ok(false);
