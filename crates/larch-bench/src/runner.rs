@@ -1310,6 +1310,59 @@ mod tests {
     }
 
     #[test]
+    fn series_samples_early_then_at_the_interval() {
+        let mut s = Series::new(1000);
+        let mut t = 0.0;
+        let mut ops = 0;
+        while t < 30.0 {
+            t += 0.0001;
+            ops += 1;
+            s.observe(t, ops);
+        }
+        s.finish(30.0, ops);
+        let p = &s.points;
+        assert_eq!(p[0], (0.0, 0));
+        assert!(p[1].0 < 0.002, "first sample at {}", p[1].0);
+        // Gaps grow to the interval and no further.
+        let gaps: Vec<f64> = p.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        assert!(gaps.iter().all(|g| *g <= 1.0 + 1e-3), "{gaps:?}");
+        assert!(gaps.iter().any(|g| *g > 0.99), "{gaps:?}");
+        assert_eq!(*p.last().unwrap(), (30.0, ops));
+        assert!(p.windows(2).all(|w| w[1].1 >= w[0].1));
+    }
+
+    #[test]
+    fn unique_mt_streams_partition_the_range() {
+        let (offset, threads, end) = (5u64, 3usize, 105u64);
+        let mut seen = std::collections::BTreeSet::new();
+        for tid in 0..threads {
+            let n = mt_count_below(offset, tid, threads, end);
+            for k in 0..n {
+                let i = mt_index(offset, tid, threads, k);
+                assert!((offset..end).contains(&i));
+                assert!(seen.insert(i));
+            }
+        }
+        assert_eq!(seen.len() as u64, end - offset);
+        let f = Flags::parse(&[
+            "--benchmarks=fillunique_mt,updateunique_mt,insertunique_mt".to_string(),
+            "--num=100".to_string(),
+            "--writes=80".to_string(),
+        ])
+        .unwrap();
+        let w = Workload::resolve("insertunique_mt", &f).unwrap();
+        assert!(!w.fresh && w.uses_threads());
+        assert!(Workload::resolve("fillunique_mt", &f).unwrap().fresh);
+    }
+
+    #[test]
+    fn a_capped_budget_stops_at_the_count() {
+        let mut b = Budget::capped(3, 60);
+        assert!(b.counted());
+        assert!(b.more(0) && b.more(2) && !b.more(3));
+    }
+
+    #[test]
     fn budget_counts_or_times() {
         let mut b = Budget::new(3, 0);
         assert!(b.more(0) && b.more(2) && !b.more(3));

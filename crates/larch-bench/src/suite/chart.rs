@@ -19,6 +19,8 @@ static FONT_TTF: &[u8] = include_bytes!("../../assets/fonts/DejaVuSans.ttf");
 pub const PANEL_W_PX: u32 = 640;
 pub const PANEL_H_PX: u32 = 440;
 const TITLE_H_PX: u32 = 44;
+/// Wide enough for a title and a legend of all eight engines on one line.
+const FIGURE_W_PX_MIN: u32 = 1040;
 
 fn register_font() -> Result<()> {
     static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -132,15 +134,25 @@ pub struct Figure {
     pub panels: Vec<Panel>,
     /// Panels per row.
     pub cols: usize,
+    /// One legend for the whole figure, under the title (every panel then goes without its
+    /// own): the engines, whose colours are the same in every panel.
+    pub legend: Vec<(String, RGBColor)>,
 }
+
+const LEGEND_H_PX: u32 = 30;
 
 impl Figure {
     fn size_px(&self) -> (u32, u32) {
         let cols = self.cols.clamp(1, self.panels.len().max(1));
         let rows = self.panels.len().div_ceil(cols).max(1);
+        let legend = if self.legend.is_empty() {
+            0
+        } else {
+            LEGEND_H_PX
+        };
         (
-            cols as u32 * PANEL_W_PX,
-            rows as u32 * PANEL_H_PX + TITLE_H_PX,
+            (cols as u32 * PANEL_W_PX).max(FIGURE_W_PX_MIN),
+            rows as u32 * PANEL_H_PX + TITLE_H_PX + legend,
         )
     }
 }
@@ -177,14 +189,58 @@ fn draw_figure<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, fig: &Figure) 
     let body = root
         .titled(&fig.title, ("sans-serif", 24).into_font())
         .map_err(err)?;
+    let body = if fig.legend.is_empty() {
+        body
+    } else {
+        let (strip, rest) = body.split_vertically(LEGEND_H_PX);
+        draw_legend(&strip, &fig.legend)?;
+        rest
+    };
     let cols = fig.cols.clamp(1, fig.panels.len().max(1));
     let rows = fig.panels.len().div_ceil(cols).max(1);
     let areas = body.split_evenly((rows, cols));
+    let own_legend = fig.legend.is_empty();
     for (panel, area) in fig.panels.iter().zip(areas.iter()) {
         match panel {
-            Panel::Lines(p) => draw_line_panel(area, p)?,
+            Panel::Lines(p) => draw_line_panel(area, p, own_legend)?,
             Panel::Bars(p) => draw_bar_panel(area, p)?,
         }
+    }
+    Ok(())
+}
+
+/// A row of colour swatches and names, centred.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    items: &[(String, RGBColor)],
+) -> Draw {
+    let font: TextStyle = ("sans-serif", 14).into_font().color(&BLACK);
+    let widths: Vec<i32> = items
+        .iter()
+        .map(|(name, _)| {
+            let w = area
+                .estimate_text_size(name, &font)
+                .map_or(8 * name.len() as u32, |s| s.0);
+            28 + w as i32 + 18
+        })
+        .collect();
+    let total: i32 = widths.iter().sum();
+    let (w, _) = area.dim_in_pixel();
+    let mut x = ((w as i32 - total) / 2).max(4);
+    let y = (LEGEND_H_PX / 2) as i32;
+    for ((name, color), width) in items.iter().zip(widths) {
+        area.draw(&Rectangle::new(
+            [(x, y - 4), (x + 22, y + 4)],
+            color.filled(),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(
+            name.clone(),
+            (x + 28, y),
+            font.clone().pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(err)?;
+        x += width;
     }
     Ok(())
 }
@@ -251,20 +307,30 @@ fn axis_range(values: impl Iterator<Item = f64>, log: bool, from_zero: bool) -> 
     }
 }
 
-fn draw_line_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &LinePanel) -> Draw {
+fn draw_line_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    p: &LinePanel,
+    legend: bool,
+) -> Draw {
     let xs = p.lines.iter().flat_map(|l| l.points.iter().map(|q| q.0));
     let ys = p.lines.iter().flat_map(|l| l.points.iter().map(|q| q.1));
     let (x0, x1) = axis_range(xs, p.x_log, false);
     let (y0, y1) = axis_range(ys, p.y_log, true);
     match (p.x_log, p.y_log) {
-        (false, false) => line_panel_in(area, p, x0..x1, y0..y1),
-        (true, false) => line_panel_in(area, p, (x0..x1).log_scale(), y0..y1),
-        (false, true) => line_panel_in(area, p, x0..x1, (y0..y1).log_scale()),
-        (true, true) => line_panel_in(area, p, (x0..x1).log_scale(), (y0..y1).log_scale()),
+        (false, false) => line_panel_in(area, p, legend, x0..x1, y0..y1),
+        (true, false) => line_panel_in(area, p, legend, (x0..x1).log_scale(), y0..y1),
+        (false, true) => line_panel_in(area, p, legend, x0..x1, (y0..y1).log_scale()),
+        (true, true) => line_panel_in(area, p, legend, (x0..x1).log_scale(), (y0..y1).log_scale()),
     }
 }
 
-fn line_panel_in<DB, X, Y>(area: &DrawingArea<DB, Shift>, p: &LinePanel, x: X, y: Y) -> Draw
+fn line_panel_in<DB, X, Y>(
+    area: &DrawingArea<DB, Shift>,
+    p: &LinePanel,
+    legend: bool,
+    x: X,
+    y: Y,
+) -> Draw
 where
     DB: DrawingBackend,
     X: AsRangedCoord<Value = f64>,
@@ -346,7 +412,7 @@ where
                 .map_err(err)?;
         }
     }
-    if !p.lines.is_empty() {
+    if legend && !p.lines.is_empty() {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)

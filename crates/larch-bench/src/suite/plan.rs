@@ -29,6 +29,10 @@ pub struct Params {
     /// each reader does `reads` operations.
     pub run_s: u64,
     pub reads: u64,
+    /// Seconds of each memsweep readwhilewriting run and of each pmemkv read/mixed run (0:
+    /// counted as `run_s`).
+    pub sweep_run_s: u64,
+    pub pmemkv_run_s: u64,
     /// Per-thread time-series sampling interval (ms).
     pub series_ms: u64,
     pub inmem_num: u64,
@@ -63,6 +67,8 @@ impl Params {
             scale: "default".into(),
             run_s: 15,
             reads: 0,
+            sweep_run_s: 10,
+            pmemkv_run_s: 3,
             series_ms: 1000,
             inmem_num: 10_000_000,
             inmem_readers: vec![1, 2, 4],
@@ -73,8 +79,8 @@ impl Params {
             tupl_threads: 4,
             tupl_inserts: 24_000_000,
             tupl_more: 6_000_000,
-            tupl_fill_cap_s: 120,
-            tupl_phase_cap_s: 45,
+            tupl_fill_cap_s: 90,
+            tupl_phase_cap_s: 30,
             pmemkv_num: 1_000_000,
             pmemkv_fill_cap_s: 15,
         }
@@ -88,6 +94,8 @@ impl Params {
                 scale: "tiny".into(),
                 run_s: 0,
                 reads: 1000,
+                sweep_run_s: 0,
+                pmemkv_run_s: 0,
                 series_ms: 50,
                 inmem_num: 5000,
                 inmem_readers: vec![1, 2],
@@ -106,6 +114,8 @@ impl Params {
             "small" => Params {
                 scale: "small".into(),
                 run_s: 4,
+                sweep_run_s: 3,
+                pmemkv_run_s: 1,
                 series_ms: 250,
                 inmem_num: 1_000_000,
                 ondisk_memory: MEMORY_LIMIT_MIN_BYTES,
@@ -121,6 +131,9 @@ impl Params {
             "seed" => Params {
                 scale: "seed".into(),
                 run_s: 600,
+                sweep_run_s: 600,
+                pmemkv_run_s: 0,
+                reads: 10_000_000,
                 series_ms: 10_000,
                 inmem_num: 1_000_000_000,
                 inmem_readers: vec![1, 2, 4, 8, 16],
@@ -135,7 +148,6 @@ impl Params {
                 tupl_phase_cap_s: 6 * 3600,
                 pmemkv_num: 10_000_000,
                 pmemkv_fill_cap_s: 0,
-                ..d
             },
             other => {
                 let f: f64 = other.parse().map_err(|_| {
@@ -196,8 +208,16 @@ impl Params {
 
     /// The sizes `suite` uses, for the report.
     pub fn to_json(&self, suite: &str) -> Value {
-        let run = if self.run_s > 0 {
-            json!({"run_s": self.run_s})
+        let secs = match suite {
+            "memsweep" => self.sweep_run_s,
+            "pmemkv" => self.pmemkv_run_s,
+            "tupl" => 0,
+            _ => self.run_s,
+        };
+        let run = if suite == "tupl" {
+            json!({})
+        } else if secs > 0 {
+            json!({"run_s": secs})
         } else {
             json!({"reads_per_reader": self.reads})
         };
@@ -274,6 +294,12 @@ fn set_num(f: &mut Flags, num: u64, p: &Params) {
     f.reads = if p.run_s > 0 { num } else { p.reads.min(num) };
 }
 
+/// Runs the read phases of `f` for `secs` seconds, or counted (`reads` per reader) when 0.
+fn timed(f: &mut Flags, secs: u64, p: &Params) {
+    f.duration_s = secs;
+    f.reads = if secs > 0 { f.num } else { p.reads.min(f.num) };
+}
+
 fn list(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
@@ -335,6 +361,7 @@ pub fn plan(
                     g.memory_limit = Some(m);
                     g.cache_size = m / 4;
                     g.drop_caches = true;
+                    timed(&mut g, p.sweep_run_s, p);
                     steps.push(step(format!("mem={}MiB", m / MIB), g, true));
                 }
             }
@@ -365,6 +392,7 @@ pub fn plan(
                     f.cache_size = inmem_cache(p.pmemkv_num, 8 + v as u64);
                     f.fill_duration_s = p.pmemkv_fill_cap_s;
                     f.series_interval_ms = 0;
+                    timed(&mut f, p.pmemkv_run_s, p);
                     let mut seq = f.clone();
                     seq.benchmarks = list(&["fillseq", "readseq"]);
                     seq.reads = p.pmemkv_num;

@@ -207,6 +207,17 @@ pub fn summed(threads: &[Vec<(f64, f64)>], n: usize) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The figure legend of the engines with results, in their colours.
+fn engine_legend(r: &Results) -> Vec<(String, RGBColor)> {
+    r.engines()
+        .into_iter()
+        .map(|e| {
+            let c = engine_color(&e);
+            (e, c)
+        })
+        .collect()
+}
+
 fn bars(r: &Results, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
     r.engines()
         .iter()
@@ -377,15 +388,15 @@ fn machine_section(md: &mut String, h: &Value) {
         s(st, "device"),
         st.get("model")
             .and_then(Value::as_str)
-            .map(|x| format!(" ({x})"))
+            .map(|x| format!(" (model/vendor {x})"))
             .unwrap_or_default(),
         st.get("size_bytes")
             .and_then(Value::as_u64)
             .map(|b| format!(", {} GiB", b >> 30))
             .unwrap_or_default(),
         match st.get("rotational").and_then(Value::as_bool) {
-            Some(true) => "rotational",
-            Some(false) => "non-rotational (SSD or virtual disk)",
+            Some(true) => "queue/rotational=1 (a spinning disk, or a virtual disk that reports 1)",
+            Some(false) => "queue/rotational=0 (SSD or NVMe)",
             None => "rotational: unknown",
         }
     );
@@ -608,6 +619,7 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
                 marks: vec![],
             })],
             cols: 1,
+            legend: engine_legend(r),
         },
     )?;
     thread_figure(r, o, "inmem_thread_throughput", "readwhilewriting")?;
@@ -649,6 +661,7 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
                 }),
             ],
             cols: 2,
+            legend: engine_legend(r),
         },
     )?;
     let mb = |b: f64| b / 1_048_576.0;
@@ -680,6 +693,7 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
                 }),
             ],
             cols: 3,
+            legend: engine_legend(r),
         },
     )
 }
@@ -736,6 +750,7 @@ fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -> Result<()
             ),
             panels,
             cols: 2,
+            legend: vec![],
         },
     )
 }
@@ -870,6 +885,7 @@ fn ondisk(r: &Results, o: &mut Out) -> Result<()> {
                 }),
             ],
             cols: 2,
+            legend: engine_legend(r),
         },
     )?;
     rww_vs_readers(r, o, "ondisk_readwhilewriting", |_| true, "")
@@ -907,6 +923,7 @@ fn rww_vs_readers(
                 }),
             ],
             cols: 2,
+            legend: engine_legend(r),
         },
     )
 }
@@ -1011,6 +1028,7 @@ fn memsweep(r: &Results, o: &mut Out) -> Result<()> {
                 }),
             ],
             cols: 2,
+            legend: engine_legend(r),
         },
     )?;
     // The seed's per-engine graphs: one line per memory size, against reader count.
@@ -1054,6 +1072,7 @@ fn memsweep(r: &Results, o: &mut Out) -> Result<()> {
                 title: "Each engine at each memory limit (readwhilewriting)".into(),
                 panels,
                 cols: 2,
+                legend: vec![],
             },
         )?;
     }
@@ -1166,6 +1185,7 @@ fn tupl(r: &Results, o: &mut Out) -> Result<()> {
                 .into(),
             panels: rate_panels,
             cols: 2,
+            legend: vec![],
         },
     )?;
     o.figure(
@@ -1182,6 +1202,7 @@ fn tupl(r: &Results, o: &mut Out) -> Result<()> {
                 marks: vec![],
             })],
             cols: 1,
+            legend: engine_legend(r),
         },
     )
 }
@@ -1275,6 +1296,7 @@ fn pmemkv(r: &Results, o: &mut Out) -> Result<()> {
             title: "ops/sec against threads, 8 B keys and 8 B values".into(),
             panels,
             cols: 2,
+            legend: engine_legend(r),
         },
     )?;
     let panels: Vec<Panel> = PMEMKV_BENCHES[..4]
@@ -1316,6 +1338,7 @@ fn pmemkv(r: &Results, o: &mut Out) -> Result<()> {
             title: "ops/sec against value size, 8 B keys, single thread".into(),
             panels,
             cols: 2,
+            legend: engine_legend(r),
         },
     )?;
     let panels: Vec<Panel> = PMEMKV_BENCHES[..4]
@@ -1339,6 +1362,7 @@ fn pmemkv(r: &Results, o: &mut Out) -> Result<()> {
             title: "Latency P99.9 per engine, 8 B keys and values, 1 thread".into(),
             panels,
             cols: 2,
+            legend: engine_legend(r),
         },
     )
 }
