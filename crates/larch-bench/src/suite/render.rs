@@ -120,6 +120,15 @@ fn n2(x: f64) -> String {
     }
 }
 
+/// "1 reader", "4 readers".
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 fn mib(bytes: u64) -> String {
     format!("{} MiB", bytes >> 20)
 }
@@ -555,9 +564,10 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
     let _ = writeln!(
         o.md,
         "The seed's table (load = fillseqbatch of every record, 1000 per transaction; run = \
-         readwhilewriting with one writer updating existing records and {readers} readers, the \
+         readwhilewriting with one writer updating existing records and {}, the \
          largest reader count). Times are HH:MM:SS.ss; Overhead = (User + Sys) / Wall of the \
-         load; sizes are allocated KB on disk; Process Size is the engine process's peak RSS (KB).\n"
+         load; sizes are allocated KB on disk; Process Size is the engine process's peak RSS (KB).\n",
+        plural(readers, "reader")
     );
     o.md.push_str(&table(
         &[
@@ -580,7 +590,8 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
     ));
     let _ = writeln!(
         o.md,
-        "\nContext switches (the seed's second table), loading and running ({readers} readers):\n"
+        "\nContext switches (the seed's second table), loading and running ({}):\n",
+        plural(readers, "reader")
     );
     o.md.push_str(&table(
         &[
@@ -629,15 +640,18 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
     o.figure(
         "inmem_throughput",
         Figure {
-            title: format!("readwhilewriting throughput: 1 writer updating, {readers} readers"),
+            title: format!(
+                "readwhilewriting throughput: 1 writer updating, {}",
+                plural(readers, "reader")
+            ),
             panels: vec![
                 Panel::Bars(BarPanel {
-                    title: format!("Writes/s ({readers} readers)"),
+                    title: format!("Writes/s ({})", plural(readers, "reader")),
                     y_label: "Writes per second (ops/s)".into(),
                     bars: bars(r, wr),
                 }),
                 Panel::Bars(BarPanel {
-                    title: format!("Reads/s ({readers} readers)"),
+                    title: format!("Reads/s ({})", plural(readers, "reader")),
                     y_label: "Reads per second (ops/s)".into(),
                     bars: bars(r, rd),
                 }),
@@ -746,7 +760,8 @@ fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -> Result<()
         stem,
         Figure {
             title: format!(
-                "Per-thread throughput over time, {bench} with {readers} readers and 1 writer"
+                "Per-thread throughput over time, {bench} with {} and 1 writer",
+                plural(readers, "reader")
             ),
             panels,
             cols: 2,
@@ -1006,7 +1021,10 @@ fn memsweep(r: &Results, o: &mut Out) -> Result<()> {
     o.figure(
         "memsweep_memory",
         Figure {
-            title: format!("Throughput against memory ({readers} readers, 1 writer)"),
+            title: format!(
+                "Throughput against memory ({}, 1 writer)",
+                plural(readers, "reader")
+            ),
             panels: vec![
                 Panel::Lines(LinePanel {
                     title: "Write throughput".into(),
