@@ -154,6 +154,30 @@ fn append(out: &mut std::fs::File, v: &Value) -> Result<()> {
     writeln!(out, "{v}").map_err(|e| Error::io("write results.jsonl", e))
 }
 
+/// What the step's own output says about its failure: its error lines, and a hint when the
+/// engine's process was killed (SIGKILL, exit 137) inside a memory cgroup.
+fn failure_reason(log: &Path, from: u64, memory_limited: bool) -> String {
+    let text = std::fs::read(log).unwrap_or_default();
+    let tail = String::from_utf8_lossy(text.get(from as usize..).unwrap_or_default());
+    let mut why: Vec<String> = tail
+        .lines()
+        .filter(|l| l.contains("error:") || l.contains(" failed"))
+        .map(|l| l.trim().to_string())
+        .collect();
+    if memory_limited && tail.contains(" exit 137 ") {
+        why.push(
+            "the engine's process was killed (SIGKILL): most likely the memory cgroup's OOM \
+             killer, the engine needing more memory than --memory_limit"
+                .into(),
+        );
+    }
+    if why.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", why.join("; "))
+    }
+}
+
 /// Runs one step (a driver run for one engine) and returns its JSON rows, or the error.
 fn run_step(exe: &Path, step: &Step, log: &Path, tmp_json: &Path) -> Result<Vec<Value>> {
     let _ = std::fs::remove_file(tmp_json);
@@ -163,6 +187,7 @@ fn run_step(exe: &Path, step: &Step, log: &Path, tmp_json: &Path) -> Result<Vec<
         .open(log)
         .map_err(|e| Error::io(format!("open {}", log.display()), e))?;
     let mut header = logf.try_clone().map_err(|e| Error::io("log handle", e))?;
+    let log_start = std::fs::metadata(log).map_or(0, |m| m.len());
     let args = step.args();
     writeln!(
         header,
@@ -192,10 +217,11 @@ fn run_step(exe: &Path, step: &Step, log: &Path, tmp_json: &Path) -> Result<Vec<
     }
     if !status.success() {
         return Err(Error::Child(format!(
-            "step {} for {} exited with {status} after {} result rows (see {})",
+            "step {} for {} exited with {status} after {} result rows{} (see {})",
             step.label,
             step.engine,
             rows.len(),
+            failure_reason(log, log_start, step.flags.memory_limit.is_some()),
             log.display()
         )));
     }

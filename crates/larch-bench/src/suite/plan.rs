@@ -13,9 +13,17 @@ pub const ONDISK_KEY_BYTES: usize = 16;
 pub const ONDISK_VALUE_BYTES: usize = 4000;
 /// The on-disk database is this many times the memory limit (seed 000: 300 GB over 64 GB).
 pub const ONDISK_DB_OVER_MEMORY: u64 = 5;
-/// Memory limits under which an engine's process is not starved of its own working memory
-/// (RocksDB's 64 MiB memtable alone, for one): scaled-down limits stop here.
-pub const MEMORY_LIMIT_MIN_BYTES: u64 = 128 * MIB;
+/// Memory limits under which an engine's process is not starved of its own working memory:
+/// scaled-down limits stop here. Why: RocksDB with its default options (64 MiB memtables, a
+/// second one being flushed, table readers' filters and indexes outside the cache) plus a
+/// block cache of a quarter of the limit must fit, or the cgroup's OOM killer ends it. Seen:
+/// with 4000-byte values it was killed at 128 MiB during the load and at 256 MiB (RSS 274 MB)
+/// during readwhilewriting.
+pub const ONDISK_MEMORY_MIN_BYTES: u64 = 512 * MIB;
+/// The same for tupl's 8-byte records (small memtable entries, 10-bit filters per key).
+pub const TUPL_MEMORY_MIN_BYTES: u64 = 384 * MIB;
+/// The tiny scale's limit: its databases are a few MB, so no engine comes near it.
+pub const MEMORY_LIMIT_TINY_BYTES: u64 = 128 * MIB;
 /// The memsweep levels, as multiples of the on-disk memory limit: 5x is where the DB fits.
 pub const MEMSWEEP_LEVELS: &[u64] = &[1, 2, 6];
 /// pmemkv's value sizes (seed 004).
@@ -72,13 +80,13 @@ impl Params {
             series_ms: 1000,
             inmem_num: 10_000_000,
             inmem_readers: vec![1, 2, 4],
-            ondisk_memory: 256 * MIB,
+            ondisk_memory: ONDISK_MEMORY_MIN_BYTES,
             ondisk_readers: vec![1, 2, 4],
             memsweep_readers: vec![1, 2, 4],
-            tupl_memory: 256 * MIB,
+            tupl_memory: TUPL_MEMORY_MIN_BYTES,
             tupl_threads: 4,
-            tupl_inserts: 24_000_000,
-            tupl_more: 6_000_000,
+            tupl_inserts: 32_000_000,
+            tupl_more: 8_000_000,
             tupl_fill_cap_s: 90,
             tupl_phase_cap_s: 30,
             pmemkv_num: 1_000_000,
@@ -99,10 +107,10 @@ impl Params {
                 series_ms: 50,
                 inmem_num: 5000,
                 inmem_readers: vec![1, 2],
-                ondisk_memory: MEMORY_LIMIT_MIN_BYTES,
+                ondisk_memory: MEMORY_LIMIT_TINY_BYTES,
                 ondisk_readers: vec![1, 2],
                 memsweep_readers: vec![1],
-                tupl_memory: MEMORY_LIMIT_MIN_BYTES,
+                tupl_memory: MEMORY_LIMIT_TINY_BYTES,
                 tupl_threads: 2,
                 tupl_inserts: 20_000,
                 tupl_more: 5_000,
@@ -118,10 +126,10 @@ impl Params {
                 pmemkv_run_s: 1,
                 series_ms: 250,
                 inmem_num: 1_000_000,
-                ondisk_memory: MEMORY_LIMIT_MIN_BYTES,
-                tupl_memory: MEMORY_LIMIT_MIN_BYTES,
-                tupl_inserts: 3_000_000,
-                tupl_more: 750_000,
+                ondisk_memory: ONDISK_MEMORY_MIN_BYTES,
+                tupl_memory: TUPL_MEMORY_MIN_BYTES,
+                tupl_inserts: 6_000_000,
+                tupl_more: 1_500_000,
                 tupl_fill_cap_s: 30,
                 tupl_phase_cap_s: 12,
                 pmemkv_num: 200_000,
@@ -159,12 +167,12 @@ impl Params {
                     return Err(Error::Usage(format!("--scale={f} must be in (0, 1000]")));
                 }
                 let n = |x: u64| ((x as f64 * f).round() as u64).max(1000);
-                let m = |x: u64| ((x as f64 * f) as u64 / MIB * MIB).max(MEMORY_LIMIT_MIN_BYTES);
+                let m = |x: u64, min: u64| ((x as f64 * f) as u64 / MIB * MIB).max(min);
                 Params {
                     scale: other.to_string(),
                     inmem_num: n(d.inmem_num),
-                    ondisk_memory: m(d.ondisk_memory),
-                    tupl_memory: m(d.tupl_memory),
+                    ondisk_memory: m(d.ondisk_memory, ONDISK_MEMORY_MIN_BYTES),
+                    tupl_memory: m(d.tupl_memory, TUPL_MEMORY_MIN_BYTES),
                     tupl_inserts: n(d.tupl_inserts),
                     tupl_more: n(d.tupl_more),
                     pmemkv_num: n(d.pmemkv_num),
@@ -436,7 +444,8 @@ mod tests {
         assert_eq!(seed.ondisk_num(), 64 * GIB * 5 / 4016);
         let half = Params::for_scale("0.5").unwrap();
         assert_eq!(half.inmem_num, 5_000_000);
-        assert!(half.ondisk_memory >= MEMORY_LIMIT_MIN_BYTES);
+        assert!(half.ondisk_memory >= ONDISK_MEMORY_MIN_BYTES);
+        assert!(half.tupl_memory >= TUPL_MEMORY_MIN_BYTES);
         assert!(Params::for_scale("huge").is_err());
         assert!(Params::for_scale("0").is_err());
     }
