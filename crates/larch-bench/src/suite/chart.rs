@@ -120,6 +120,8 @@ pub struct BarPanel {
     pub title: String,
     pub y_label: String,
     pub bars: Vec<Bar>,
+    /// A log value axis (for values orders of magnitude apart, such as tail latencies).
+    pub y_log: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -426,15 +428,30 @@ where
 }
 
 fn draw_bar_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &BarPanel) -> Draw {
+    if p.y_log {
+        let (y0, y1) = axis_range(p.bars.iter().map(|b| b.value), true, false);
+        bar_panel_in(area, p, (y0..y1).log_scale(), y0)
+    } else {
+        let (_, y1) = axis_range(p.bars.iter().map(|b| b.value), false, true);
+        bar_panel_in(area, p, 0f64..y1, 0.0)
+    }
+}
+
+/// Bars from `base` (the axis' bottom) up to each value.
+fn bar_panel_in<DB, Y>(area: &DrawingArea<DB, Shift>, p: &BarPanel, y: Y, base: f64) -> Draw
+where
+    DB: DrawingBackend,
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
     let n = p.bars.len().max(1);
-    let (_, y1) = axis_range(p.bars.iter().map(|b| b.value), false, true);
     let labels: Vec<String> = p.bars.iter().map(|b| b.label.clone()).collect();
     let mut chart = ChartBuilder::on(area)
         .caption(&p.title, ("sans-serif", 17).into_font())
         .margin(10)
         .x_label_area_size(44)
         .y_label_area_size(64)
-        .build_cartesian_2d((0..n - 1).into_segmented(), 0f64..y1)
+        .build_cartesian_2d((0..n - 1).into_segmented(), y)
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -454,21 +471,23 @@ fn draw_bar_panel<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, p: &BarPane
         .map_err(err)?;
     for (i, b) in p.bars.iter().enumerate() {
         let color = b.color;
-        let v = if b.value.is_finite() { b.value } else { 0.0 };
+        let v = if b.value.is_finite() && b.value > base {
+            b.value
+        } else {
+            base
+        };
         chart
             .draw_series(std::iter::once(Rectangle::new(
                 [
-                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i), base),
                     (SegmentValue::Exact(i + 1), v),
                 ],
                 color.filled(),
             )))
-            .map_err(err)?
-            .label(&b.label)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+            .map_err(err)?;
         chart
             .draw_series(std::iter::once(Text::new(
-                fmt_si(v),
+                fmt_si(b.value),
                 (SegmentValue::CenterOf(i), v),
                 ("sans-serif", 11)
                     .into_font()

@@ -648,11 +648,13 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
                 Panel::Bars(BarPanel {
                     title: format!("Writes/s ({})", plural(readers, "reader")),
                     y_label: "Writes per second (ops/s)".into(),
+                    y_log: false,
                     bars: bars(r, wr),
                 }),
                 Panel::Bars(BarPanel {
                     title: format!("Reads/s ({})", plural(readers, "reader")),
                     y_label: "Reads per second (ops/s)".into(),
+                    y_log: false,
                     bars: bars(r, rd),
                 }),
                 Panel::Lines(LinePanel {
@@ -687,6 +689,7 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
                 Panel::Bars(BarPanel {
                     title: "Load Size (after the load)".into(),
                     y_label: "Size on disk (MiB)".into(),
+                    y_log: false,
                     bars: bars(r, |e| {
                         r.find(e, "fillseqbatch")
                             .first()
@@ -696,6 +699,7 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
                 Panel::Bars(BarPanel {
                     title: "Final Size (after readwhilewriting)".into(),
                     y_label: "Size on disk (MiB)".into(),
+                    y_log: false,
                     bars: bars(r, |e| {
                         max_threads(&r.find(e, "readwhilewriting")).map(|x| mb(f(x, "db_bytes")))
                     }),
@@ -703,6 +707,7 @@ fn inmem(r: &Results, o: &mut Out) -> Result<()> {
                 Panel::Bars(BarPanel {
                     title: "Process Size (peak RSS)".into(),
                     y_label: "Peak resident memory (MiB)".into(),
+                    y_log: false,
                     bars: bars(r, |e| Some(process_kb(r, e) as f64 / 1024.0)),
                 }),
             ],
@@ -885,6 +890,7 @@ fn ondisk(r: &Results, o: &mut Out) -> Result<()> {
                 Panel::Bars(BarPanel {
                     title: "Load wall time".into(),
                     y_label: "Wall time (s)".into(),
+                    y_log: false,
                     bars: bars(r, |e| {
                         r.find(e, "fillseqbatch").first().map(|x| f(x, "wall_s"))
                     }),
@@ -892,6 +898,7 @@ fn ondisk(r: &Results, o: &mut Out) -> Result<()> {
                 Panel::Bars(BarPanel {
                     title: "Write amplification".into(),
                     y_label: "FS blocks out per record (512 B)".into(),
+                    y_log: false,
                     bars: bars(r, |e| {
                         r.find(e, "fillseqbatch")
                             .first()
@@ -1364,7 +1371,8 @@ fn pmemkv(r: &Results, o: &mut Out) -> Result<()> {
         .map(|(b, t)| {
             Panel::Bars(BarPanel {
                 title: (*t).into(),
-                y_label: "P99.9 latency (microseconds)".into(),
+                y_label: "P99.9 latency (microseconds, log scale)".into(),
+                y_log: true,
                 bars: bars(r, |e| {
                     r.find(e, b)
                         .into_iter()
