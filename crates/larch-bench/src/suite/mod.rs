@@ -178,8 +178,14 @@ fn failure_reason(log: &Path, from: u64, memory_limited: bool) -> String {
     }
 }
 
-/// Runs one step (a driver run for one engine) and returns its JSON rows, or the error.
-fn run_step(exe: &Path, step: &Step, log: &Path, tmp_json: &Path) -> Result<Vec<Value>> {
+/// Runs one step (a driver run for one engine): the JSON rows it wrote, and its error if it
+/// failed (rows written before a failure are kept: they are measurements like any other).
+fn run_step(
+    exe: &Path,
+    step: &Step,
+    log: &Path,
+    tmp_json: &Path,
+) -> Result<(Vec<Value>, Option<Error>)> {
     let _ = std::fs::remove_file(tmp_json);
     let logf = std::fs::OpenOptions::new()
         .create(true)
@@ -216,16 +222,17 @@ fn run_step(exe: &Path, step: &Step, log: &Path, tmp_json: &Path) -> Result<Vec<
         rows.push(v);
     }
     if !status.success() {
-        return Err(Error::Child(format!(
+        let e = Error::Child(format!(
             "step {} for {} exited with {status} after {} result rows{} (see {})",
             step.label,
             step.engine,
             rows.len(),
             failure_reason(log, log_start, step.flags.memory_limit.is_some()),
             log.display()
-        )));
+        ));
+        return Ok((rows, Some(e)));
     }
-    Ok(rows)
+    Ok((rows, None))
 }
 
 /// `larch-bench suite NAME ...`
@@ -297,23 +304,28 @@ pub fn suite_main(args: &[String]) -> Result<()> {
             step.label
         );
         std::io::stdout().flush().ok();
-        match run_step(&exe, step, &log, &tmp_json) {
-            Ok(rows) => {
-                for mut r in rows {
-                    if let Value::Object(m) = &mut r {
-                        m.insert("kind".into(), "result".into());
-                        m.insert("suite".into(), a.name.clone().into());
-                        m.insert("step".into(), step.label.clone().into());
-                        m.insert("memory_limit_bytes".into(), json!(step.flags.memory_limit));
-                        m.insert("cache_size_bytes".into(), json!(step.flags.cache_size));
-                    }
-                    append(&mut results, &r)?;
-                }
-                println!("ok {:.1} s", t0.elapsed().as_secs_f64());
+        let (rows, failure) = match run_step(&exe, step, &log, &tmp_json) {
+            Ok(x) => x,
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        for mut r in rows {
+            if let Value::Object(m) = &mut r {
+                m.insert("kind".into(), "result".into());
+                m.insert("suite".into(), a.name.clone().into());
+                m.insert("step".into(), step.label.clone().into());
+                m.insert("memory_limit_bytes".into(), json!(step.flags.memory_limit));
+                m.insert("cache_size_bytes".into(), json!(step.flags.cache_size));
             }
-            Err(e) => {
+            append(&mut results, &r)?;
+        }
+        match failure {
+            None => println!("ok {:.1} s", t0.elapsed().as_secs_f64()),
+            Some(e) => {
                 errors += 1;
-                failed_engines.push(step.engine.clone());
+                if !step.needs_previous {
+                    // The database the engine's later steps need may not exist.
+                    failed_engines.push(step.engine.clone());
+                }
                 println!("FAILED {:.1} s: {e}", t0.elapsed().as_secs_f64());
                 append(
                     &mut results,

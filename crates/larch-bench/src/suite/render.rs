@@ -1059,7 +1059,10 @@ fn memsweep(r: &Results, o: &mut Out) -> Result<()> {
     // The seed's per-engine graphs: one line per memory size, against reader count.
     let mut panels = Vec::new();
     for e in r.engines() {
-        for (key, what) in [("ops_per_sec", "reads"), ("writer_ops_per_sec", "writes")] {
+        if r.find(&e, "readwhilewriting").is_empty() {
+            continue;
+        }
+        for (key, what) in [("ops_per_sec", "Reads"), ("writer_ops_per_sec", "Writes")] {
             let lines: Vec<Line> = levels
                 .iter()
                 .enumerate()
@@ -1078,6 +1081,7 @@ fn memsweep(r: &Results, o: &mut Out) -> Result<()> {
                         markers: true,
                     }
                 })
+                .filter(|l| !l.points.is_empty())
                 .collect();
             panels.push(Panel::Lines(LinePanel {
                 title: format!("{e}: {what}/s"),
