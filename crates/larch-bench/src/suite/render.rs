@@ -417,10 +417,19 @@ fn params_section(md: &mut String, h: &Value) {
         let rows: Vec<Vec<String>> = p
             .iter()
             .map(|(k, v)| {
-                let shown = match v.as_u64() {
-                    Some(b) if k.contains("memory") || k.contains("cache") => {
-                        format!("{b} ({})", mib(b))
-                    }
+                let bytes = k.contains("memory") || k.contains("cache");
+                let shown = match (v.as_u64(), v.as_array()) {
+                    (Some(b), _) if bytes => format!("{b} ({})", mib(b)),
+                    (_, Some(list)) if bytes => list
+                        .iter()
+                        .map(|x| x.as_u64().map_or(x.to_string(), mib))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    (_, Some(list)) => list
+                        .iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     _ => v.to_string(),
                 };
                 vec![k.clone(), shown]
