@@ -132,8 +132,8 @@ pub fn usage() -> String {
     format!(
         "larch-bench: db_bench-compatible driver for Larch and its peers\n\n\
 Usage: larch-bench [--flag=value ...]\n\
-       larch-bench suite NAME [--scale=S] [--out=DIR]   (see larch-bench suite --help)\n\
-       larch-bench report DIR\n\n\
+\x20      larch-bench suite NAME [--scale=S] [--out=DIR]   (see larch-bench suite --help)\n\
+\x20      larch-bench report DIR\n\n\
   --engine=LIST          comma list, run one after another, each in its own process\n\
                          (larch,lmdb,rocksdb,leveldb,bdb,wiredtiger,wiredtiger-lsm,redb; 'all')\n\
   --db=DIR               parent directory; each engine uses DIR/<engine> (/tmp/dbbench-<uid>)\n\
