@@ -50,6 +50,9 @@ pub struct Flags {
     pub series_interval_ms: u64,
     /// Caps fresh fills at this many seconds (0: no cap; they run --writes operations).
     pub fill_duration_s: u64,
+    /// Fills run on --threads threads, each doing --writes puts (db_bench's semantics); with a
+    /// thread list, each pass then loads afresh.
+    pub fill_threads: bool,
 }
 
 pub const NUM_MAX: u64 = 1 << 40;
@@ -124,6 +127,7 @@ impl Default for Flags {
             key_offset: 0,
             series_interval_ms: 0,
             fill_duration_s: 0,
+            fill_threads: false,
         }
     }
 }
@@ -152,6 +156,7 @@ Usage: larch-bench [--flag=value ...]\n\
   --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
+  --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
   --series_interval_ms=N per-thread ops-over-time samples in the JSON `series` (0: off)\n\
   --memory_limit=BYTES   run each engine's process in a memory cgroup (v1 or v2)\n\
   --drop_caches=0|1      sync and drop the page cache before each non-fill benchmark\n\
@@ -228,7 +233,12 @@ impl Flags {
                 None => {
                     let takes_value = !matches!(
                         body,
-                        "histogram" | "sync" | "use_existing_db" | "drop_caches" | "progress"
+                        "histogram"
+                            | "sync"
+                            | "use_existing_db"
+                            | "drop_caches"
+                            | "progress"
+                            | "fill_threads"
                     );
                     if takes_value {
                         i += 1;
@@ -319,6 +329,7 @@ impl Flags {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
                 }
                 "fill_duration" => f.fill_duration_s = parse_size(n, v)?,
+                "fill_threads" => f.fill_threads = parse_bool(n, v)?,
                 _ => return Err(Error::Usage(format!("unknown flag --{n}"))),
             }
             i += 1;
@@ -417,6 +428,7 @@ impl Flags {
             format!("--key_offset={}", self.key_offset),
             format!("--series_interval_ms={}", self.series_interval_ms),
             format!("--fill_duration={}", self.fill_duration_s),
+            format!("--fill_threads={}", self.fill_threads as u8),
         ];
         if let Some(m) = self.memory_limit {
             a.push(format!("--memory_limit={m}"));
@@ -492,6 +504,7 @@ mod tests {
             "--key_offset=100",
             "--series_interval_ms=250",
             "--fill_duration=9",
+            "--fill_threads=1",
         ])
         .unwrap();
         let g = Flags::parse(&f.to_child_args("lmdb")).unwrap();
@@ -503,6 +516,7 @@ mod tests {
         assert_eq!(g.key_offset, 100);
         assert_eq!(g.series_interval_ms, 250);
         assert_eq!(g.fill_duration_s, 9);
+        assert!(g.fill_threads);
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl Params {
             tupl_fill_cap_s: 90,
             tupl_phase_cap_s: 30,
             pmemkv_num: 1_000_000,
-            pmemkv_fill_cap_s: 15,
+            pmemkv_fill_cap_s: 10,
         }
     }
 
@@ -400,6 +400,7 @@ pub fn plan(
                     f.threads = p.pmemkv_threads();
                     f.cache_size = inmem_cache(p.pmemkv_num, 8 + v as u64);
                     f.fill_duration_s = p.pmemkv_fill_cap_s;
+                    f.fill_threads = true;
                     f.series_interval_ms = 0;
                     timed(&mut f, p.pmemkv_run_s, p);
                     let mut seq = f.clone();

@@ -1260,8 +1260,10 @@ fn pmemkv(r: &Results, o: &mut Out) -> Result<()> {
         "pmemkv-bench's CSV table, one row per benchmark, engine, thread count and value size \
          (8-byte keys). micros/op is db_bench's (summed thread time / ops), ops/sec is wall \
          throughput; percentiles in microseconds (pmemkv-bench's P90 is not measured; P99 is \
-         shown in its place). Fills run on one thread (every engine serialises writers); \
-         readwhilewriting's ops/sec counts the readers, its writer rate is in extra_data.\n"
+         shown in its place). As in pmemkv-bench, every thread of a benchmark does the whole \
+         count: fillseq's threads put the same keys in the same order, fillrandom's draw from \
+         their own streams, each thread count loading afresh. readwhilewriting's ops/sec counts \
+         the readers, its writer rate is in extra_data.\n"
     );
     let mut rows = Vec::new();
     for (bench, _) in PMEMKV_BENCHES {
