@@ -400,9 +400,16 @@ where
             .filter(|(a, b)| {
                 a.is_finite() && b.is_finite() && (!p.x_log || *a > 0.0) && (!p.y_log || *b > 0.0)
             })
+            // Kept inside the plotting area: the backends do not clip lines to it.
+            .map(|(a, b)| (a, b.clamp(ylo.min(yhi), yhi.max(ylo))))
             .collect();
         chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            // Dense series (time series) are drawn 1 px wide: plotters joins wider polylines
+            // with mitres, which shoot far past the data at the sharp turns such series have.
+            .draw_series(LineSeries::new(
+                pts.clone(),
+                color.stroke_width(if l.markers { 2 } else { 1 }),
+            ))
             .map_err(err)?
             .label(&l.name)
             .legend(move |(x, y)| {

@@ -1223,7 +1223,14 @@ fn tupl(r: &Results, o: &mut Out) -> Result<()> {
                 .into(),
             panels: rate_panels,
             cols: 2,
-            legend: vec![],
+            // Each panel is one engine: inserts in its colour, updates in one colour for all.
+            legend: vec![
+                (
+                    "inserts/s (in the engine's colour)".into(),
+                    RGBColor(90, 90, 90),
+                ),
+                ("updates/s".into(), series_color(9)),
+            ],
         },
     )?;
     o.figure(
