@@ -187,6 +187,26 @@ pub fn rates(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Rates over windows at least `rel` of the elapsed time (and `abs_s`) long: the samples of a
+/// fresh thread are a millisecond apart, where one batch commit more or less swings the rate
+/// from zero to millions; a window a twentieth of the elapsed time keeps a log time axis
+/// readable and still shows steps.
+pub fn smoothed_rates(points: &[(f64, f64)], rel: f64, abs_s: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let Some(&first) = points.first() else {
+        return out;
+    };
+    let mut from = first;
+    for &p in &points[1..] {
+        let dt = p.0 - from.0;
+        if dt > 0.0 && dt >= abs_s.max(rel * p.0) {
+            out.push((p.0, (p.1 - from.1) / dt));
+            from = p;
+        }
+    }
+    out
+}
+
 /// Cumulative value of a series at `t`, by linear interpolation (flat after the end).
 fn at(points: &[(f64, f64)], t: f64) -> f64 {
     match points.iter().position(|p| p.0 >= t) {
@@ -503,7 +523,7 @@ fn load_lines(r: &Results, bench: &str) -> Vec<Line> {
                 .map(|t| thread_points(t))
                 .collect();
             let pts = match threads.as_slice() {
-                [one] => rates(one),
+                [one] => smoothed_rates(one, 0.05, 0.002),
                 many => rates(&summed(many, 200)),
             };
             (!pts.is_empty()).then(|| Line {
@@ -737,7 +757,7 @@ fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -> Result<()
         readers = u(row, "threads");
         let mut lines = Vec::new();
         for (i, t) in series_threads(row).iter().enumerate() {
-            let pts = rates(&thread_points(t));
+            let pts = smoothed_rates(&thread_points(t), 0.02, 0.01);
             if pts.is_empty() {
                 continue;
             }
@@ -1429,7 +1449,19 @@ mod tests {
     fn rates_and_sums() {
         let a = vec![(0.0, 0.0), (1.0, 100.0), (2.0, 300.0)];
         assert_eq!(rates(&a), vec![(1.0, 100.0), (2.0, 200.0)]);
-        let s = summed(&[a.clone(), a], 2);
+        let s = summed(&[a.clone(), a.clone()], 2);
         assert_eq!(s, vec![(0.0, 0.0), (1.0, 200.0), (2.0, 600.0)]);
+        // Windows of at least half the elapsed time: 0..1 s, then 1..2 s.
+        let b = vec![
+            (0.0, 0.0),
+            (0.2, 10.0),
+            (1.0, 100.0),
+            (1.4, 200.0),
+            (2.0, 300.0),
+        ];
+        assert_eq!(
+            smoothed_rates(&b, 0.5, 0.0),
+            vec![(1.0, 100.0), (2.0, 200.0)]
+        );
     }
 }
