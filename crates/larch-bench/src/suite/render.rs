@@ -1451,7 +1451,7 @@ mod tests {
         assert_eq!(rates(&a), vec![(1.0, 100.0), (2.0, 200.0)]);
         let s = summed(&[a.clone(), a.clone()], 2);
         assert_eq!(s, vec![(0.0, 0.0), (1.0, 200.0), (2.0, 600.0)]);
-        // Windows of at least half the elapsed time: 0..1 s, then 1..2 s.
+        // Windows of at least half the elapsed time: the 1.4 s sample is merged into 1..2 s.
         let b = vec![
             (0.0, 0.0),
             (0.2, 10.0),
@@ -1461,6 +1461,11 @@ mod tests {
         ];
         assert_eq!(
             smoothed_rates(&b, 0.5, 0.0),
+            vec![(0.2, 50.0), (1.0, 112.5), (2.0, 200.0)]
+        );
+        // And at least abs_s long.
+        assert_eq!(
+            smoothed_rates(&b, 0.0, 0.9),
             vec![(1.0, 100.0), (2.0, 200.0)]
         );
     }
