@@ -65,6 +65,10 @@ fn device_facts(source: &str) -> Value {
     let model = read(&format!("/sys/block/{disk}/device/model"))
         .or_else(|| read(&format!("/sys/block/{disk}/device/vendor")));
     let rotational = read(&format!("/sys/block/{disk}/queue/rotational"));
+    // Readahead decides what a page fault in a memory-mapped file reads (about half of it
+    // around the fault, unless the mapping is madvised random): it matters beyond RAM.
+    let read_ahead_kb =
+        read(&format!("/sys/block/{disk}/queue/read_ahead_kb")).and_then(|s| s.parse::<u64>().ok());
     let sectors = read(&format!("/sys/block/{disk}/size")).and_then(|s| s.parse::<u64>().ok());
     let journal = std::fs::read_dir("/proc/fs/jbd2").ok().map(|d| {
         d.filter_map(|e| e.ok()).any(|e| {
@@ -78,6 +82,7 @@ fn device_facts(source: &str) -> Value {
         "model": model,
         "rotational": rotational.map(|r| r == "1"),
         "size_bytes": sectors.map(|s| s * 512),
+        "read_ahead_kb": read_ahead_kb,
         "journal": journal,
     })
 }

@@ -410,7 +410,7 @@ fn machine_section(md: &mut String, h: &Value) {
     };
     let _ = writeln!(
         md,
-        "- Storage: databases in {} on {} ({}{journal}), device {}{}{}, {}\n",
+        "- Storage: databases in {} on {} ({}{journal}), device {}{}{}, {}{}\n",
         s(st, "db_path"),
         s(st, "source"),
         s(st, "fstype"),
@@ -427,7 +427,11 @@ fn machine_section(md: &mut String, h: &Value) {
             Some(true) => "queue/rotational=1 (a spinning disk, or a virtual disk that reports 1)",
             Some(false) => "queue/rotational=0 (SSD or NVMe)",
             None => "rotational: unknown",
-        }
+        },
+        st.get("read_ahead_kb")
+            .and_then(Value::as_u64)
+            .map(|k| format!(", read_ahead_kb={k}"))
+            .unwrap_or_default()
     );
 }
 
