@@ -44,6 +44,15 @@ pub struct Flags {
     pub seek_nexts: u64,
     pub bloom_bits: u32,
     pub progress: bool,
+    /// First index of the key permutation that the *unique_mt benchmarks use (0).
+    pub key_offset: u64,
+    /// Per-thread cumulative-ops samples every this many ms, in the JSON `series` (0: off).
+    pub series_interval_ms: u64,
+    /// Caps fresh fills at this many seconds (0: no cap; they run --writes operations).
+    pub fill_duration_s: u64,
+    /// Fills run on --threads threads, each doing --writes puts (db_bench's semantics); with a
+    /// thread list, each pass then loads afresh.
+    pub fill_threads: bool,
 }
 
 pub const NUM_MAX: u64 = 1 << 40;
@@ -77,6 +86,9 @@ pub const KNOWN_BENCHMARKS: &[&str] = &[
     "updaterandom",
     "deleterandom",
     "deleteseq",
+    "fillunique_mt",
+    "updateunique_mt",
+    "insertunique_mt",
 ];
 
 impl Default for Flags {
@@ -112,6 +124,10 @@ impl Default for Flags {
             seek_nexts: 0,
             bloom_bits: 10,
             progress: true,
+            key_offset: 0,
+            series_interval_ms: 0,
+            fill_duration_s: 0,
+            fill_threads: false,
         }
     }
 }
@@ -119,7 +135,9 @@ impl Default for Flags {
 pub fn usage() -> String {
     format!(
         "larch-bench: db_bench-compatible driver for Larch and its peers\n\n\
-Usage: larch-bench [--flag=value ...]\n\n\
+Usage: larch-bench [--flag=value ...]\n\
+\x20      larch-bench suite NAME [--scale=S] [--out=DIR]   (see larch-bench suite --help)\n\
+\x20      larch-bench report DIR\n\n\
   --engine=LIST          comma list, run one after another, each in its own process\n\
                          (larch,lmdb,rocksdb,leveldb,bdb,wiredtiger,wiredtiger-lsm,redb; 'all')\n\
   --db=DIR               parent directory; each engine uses DIR/<engine> (/tmp/dbbench-<uid>)\n\
@@ -127,6 +145,8 @@ Usage: larch-bench [--flag=value ...]\n\n\
                          also: filluniquerandom fillseqsync fillrandsync fillbatch fillseqbatch\n\
                          fillrandbatch readwhilewriting readrandomwriterandom updaterandom\n\
                          deleterandom deleteseq\n\
+                         fillunique_mt updateunique_mt insertunique_mt (--threads writers\n\
+                         over a seeded permutation of 0..num; see docs/design/bench-method.md)\n\
   --num=N                entries (1000000)      --reads/--writes/--deletes=N (-1 = num)\n\
   --threads=T|T1,T2,..   reader threads; a list runs each count after one load (1)\n\
   --duration=S           run read/mixed benchmarks for S seconds instead of a count (0)\n\
@@ -135,6 +155,9 @@ Usage: larch-bench [--flag=value ...]\n\n\
   --use_existing_db=0|1  --histogram=0|1  --stats_interval=N (per-thread lines every N ops)\n\
   --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
+  --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
+  --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
+  --series_interval_ms=N per-thread ops-over-time samples in the JSON `series` (0: off)\n\
   --memory_limit=BYTES   run each engine's process in a memory cgroup (v1 or v2)\n\
   --drop_caches=0|1      sync and drop the page cache before each non-fill benchmark\n\
   --json=FILE            one JSON object per line per (engine, benchmark, threads)\n\
@@ -210,7 +233,12 @@ impl Flags {
                 None => {
                     let takes_value = !matches!(
                         body,
-                        "histogram" | "sync" | "use_existing_db" | "drop_caches" | "progress"
+                        "histogram"
+                            | "sync"
+                            | "use_existing_db"
+                            | "drop_caches"
+                            | "progress"
+                            | "fill_threads"
                     );
                     if takes_value {
                         i += 1;
@@ -296,6 +324,12 @@ impl Flags {
                 }
                 "seek_nexts" => f.seek_nexts = parse_size(n, v)?,
                 "bloom_bits" => f.bloom_bits = in_range(n, parse_size(n, v)?, 0, 64)? as u32,
+                "key_offset" => f.key_offset = parse_size(n, v)?,
+                "series_interval_ms" => {
+                    f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
+                }
+                "fill_duration" => f.fill_duration_s = parse_size(n, v)?,
+                "fill_threads" => f.fill_threads = parse_bool(n, v)?,
                 _ => return Err(Error::Usage(format!("unknown flag --{n}"))),
             }
             i += 1;
@@ -318,6 +352,16 @@ impl Flags {
                     KNOWN_BENCHMARKS.join(",")
                 )));
             }
+        }
+        let mt = ["fillunique_mt", "updateunique_mt", "insertunique_mt"];
+        if self.benchmarks.iter().any(|b| mt.contains(&b.as_str()))
+            && self.key_offset.saturating_add(self.writes) > self.num
+        {
+            return Err(Error::Usage(format!(
+                "--key_offset={} + --writes={} exceeds --num={}: the *unique_mt benchmarks \
+                 take distinct keys from a permutation of 0..num",
+                self.key_offset, self.writes, self.num
+            )));
         }
         match self.key_format {
             KeyFormat::Decimal => {
@@ -381,6 +425,10 @@ impl Flags {
             format!("--seek_nexts={}", self.seek_nexts),
             format!("--bloom_bits={}", self.bloom_bits),
             format!("--progress={}", self.progress as u8),
+            format!("--key_offset={}", self.key_offset),
+            format!("--series_interval_ms={}", self.series_interval_ms),
+            format!("--fill_duration={}", self.fill_duration_s),
+            format!("--fill_threads={}", self.fill_threads as u8),
         ];
         if let Some(m) = self.memory_limit {
             a.push(format!("--memory_limit={m}"));
@@ -453,6 +501,10 @@ mod tests {
             "--threads=2,8",
             "--memory_limit=1G",
             "--sync=1",
+            "--key_offset=100",
+            "--series_interval_ms=250",
+            "--fill_duration=9",
+            "--fill_threads=1",
         ])
         .unwrap();
         let g = Flags::parse(&f.to_child_args("lmdb")).unwrap();
@@ -461,5 +513,23 @@ mod tests {
         assert_eq!(g.threads, vec![2, 8]);
         assert_eq!(g.memory_limit, Some(1 << 30));
         assert!(g.sync);
+        assert_eq!(g.key_offset, 100);
+        assert_eq!(g.series_interval_ms, 250);
+        assert_eq!(g.fill_duration_s, 9);
+        assert!(g.fill_threads);
+    }
+
+    #[test]
+    fn unique_mt_range_must_fit_in_num() {
+        assert!(p(&["--benchmarks=fillunique_mt", "--num=100", "--writes=100"]).is_ok());
+        match p(&[
+            "--benchmarks=insertunique_mt",
+            "--num=100",
+            "--writes=50",
+            "--key_offset=60",
+        ]) {
+            Err(Error::Usage(_)) => {}
+            other => panic!("{other:?}"),
+        }
     }
 }

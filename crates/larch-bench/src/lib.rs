@@ -8,6 +8,9 @@
 //! `gen`, `hist`, `report`, `sys` (leaf helpers: key/value streams, histograms, output
 //! formats, rusage and /proc accounting).
 //!
+//! `suite` (on top of the driver) runs one seed report's experiment as a plan of driver runs
+//! and renders report.md and the charts from the JSON rows (`larch-bench suite`, `report`).
+//!
 //! `unsafe` lives only in `engines/` (FFI into the peers' C libraries) and `sys` (getrusage,
 //! wait4, fork-time cgroup entry); every block carries a `// SAFETY:` comment.
 
@@ -19,6 +22,7 @@ pub mod hist;
 pub mod parent;
 pub mod report;
 pub mod runner;
+pub mod suite;
 pub mod sys;
 
 pub use error::{Error, Result};
@@ -33,6 +37,8 @@ pub fn main_with_args(args: Vec<String>) -> i32 {
     let result = match args.get(1).map(String::as_str) {
         Some(CHILD_SUBCOMMAND) => runner::child_main(&args[2..]),
         Some(WRITE_PROBE_SUBCOMMAND) => sys::write_probe_main(&args[2..]),
+        Some("suite") => suite::suite_main(&args[2..]),
+        Some("report") => suite::report_main(&args[2..]),
         Some("--help") | Some("-h") | Some("help") => {
             print!("{}", flags::usage());
             Ok(())

@@ -11,7 +11,7 @@ use crate::report::{result_line, BenchResult};
 use crate::sys::{self, ProcIo, Usage};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -37,6 +37,21 @@ pub enum Kind {
     ReadWhileWriting,
     ReadRandomWriteRandom,
     UpdateRandom,
+    /// `--threads` writers over disjoint streams of a key permutation (the Tupl test):
+    /// `Insert` adds keys not yet in the database, `Update` rewrites those inserted before.
+    UniqueMt(MtMode),
+}
+
+/// What a *unique_mt benchmark does with its thread's stream of permutation indices
+/// `key_offset + tid + k * threads`, k = 0, 1, ...
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MtMode {
+    /// fillunique_mt (fresh) and insertunique_mt: k from where the previous insert of this
+    /// process stopped (0 for a fresh fill) while the index stays below the end of the range.
+    Insert,
+    /// updateunique_mt: k over every key the inserts of this process put (or the whole
+    /// `--writes` range when none ran in this process).
+    Update,
 }
 
 /// A benchmark name resolved against the flags.
@@ -114,6 +129,27 @@ impl Workload {
             "readwhilewriting" => (Kind::ReadWhileWriting, false, f.reads, f.sync, 1),
             "readrandomwriterandom" => (Kind::ReadRandomWriteRandom, false, f.reads, f.sync, 1),
             "updaterandom" => (Kind::UpdateRandom, false, f.reads, f.sync, 1),
+            "fillunique_mt" => (
+                Kind::UniqueMt(MtMode::Insert),
+                true,
+                f.writes,
+                f.sync,
+                f.batch_size,
+            ),
+            "insertunique_mt" => (
+                Kind::UniqueMt(MtMode::Insert),
+                false,
+                f.num - f.key_offset.min(f.num),
+                f.sync,
+                f.batch_size,
+            ),
+            "updateunique_mt" => (
+                Kind::UniqueMt(MtMode::Update),
+                false,
+                f.writes,
+                f.sync,
+                f.batch_size,
+            ),
             other => return Err(Error::Usage(format!("unknown benchmark {other:?}"))),
         };
         Ok(Workload {
@@ -153,6 +189,58 @@ pub struct ThreadStats {
     progress_total: Option<u64>,
     next_progress: u64,
     scan_pending: u64,
+    series: Option<Series>,
+}
+
+/// A thread's cumulative operation count sampled over time (`--series_interval_ms`): the data
+/// behind throughput-over-time charts. Samples start 1 ms apart and the gap grows by a tenth of
+/// the elapsed time up to the interval, so that a log time axis has points from the start.
+#[derive(Debug, Clone)]
+pub struct Series {
+    interval_s: f64,
+    next_s: f64,
+    /// (seconds since the thread started, operations done by then).
+    pub points: Vec<(f64, u64)>,
+}
+
+/// Samples kept per thread; past it the series stops growing (the final point is still added).
+pub const SERIES_POINTS_MAX: usize = 20_000;
+
+impl Series {
+    pub fn new(interval_ms: u64) -> Series {
+        Series {
+            interval_s: interval_ms as f64 / 1000.0,
+            next_s: 0.001_f64.min(interval_ms as f64 / 1000.0),
+            points: vec![(0.0, 0)],
+        }
+    }
+
+    /// Records `ops` at `t_s` when a sample is due.
+    #[inline]
+    pub fn observe(&mut self, t_s: f64, ops: u64) {
+        if t_s >= self.next_s && self.points.len() < SERIES_POINTS_MAX {
+            self.points.push((t_s, ops));
+            let gap = (t_s * 0.1).clamp(0.001, self.interval_s.max(0.001));
+            self.next_s = t_s + gap;
+        }
+    }
+
+    /// The last point, at the thread's finish.
+    pub fn finish(&mut self, t_s: f64, ops: u64) {
+        if self.points.last().is_none_or(|&(t, o)| t < t_s || o != ops) {
+            self.points.push((t_s, ops));
+        }
+    }
+
+    pub fn to_json(&self, tid: usize, role: &str) -> serde_json::Value {
+        let r6 = |x: f64| (x * 1e6).round() / 1e6;
+        serde_json::json!({
+            "tid": tid,
+            "role": role,
+            "t_s": self.points.iter().map(|p| r6(p.0)).collect::<Vec<_>>(),
+            "ops": self.points.iter().map(|p| p.1).collect::<Vec<_>>(),
+        })
+    }
 }
 
 /// Iteration steps per latency sample in readseq/readreverse (see finished_scan_step).
@@ -180,6 +268,7 @@ impl ThreadStats {
             progress_total,
             next_progress: 1 << 14,
             scan_pending: 0,
+            series: (f.series_interval_ms > 0).then(|| Series::new(f.series_interval_ms)),
         }
     }
 
@@ -198,6 +287,9 @@ impl ThreadStats {
         self.lat.record_ns((now - self.last).as_nanos() as u64);
         self.last = now;
         self.ops += n;
+        if let Some(s) = self.series.as_mut() {
+            s.observe((now - self.start).as_secs_f64(), self.ops);
+        }
         if self.stats_interval > 0 && self.ops >= self.next_report {
             self.report(now);
             self.next_report = self.ops + self.stats_interval;
@@ -229,6 +321,9 @@ impl ThreadStats {
         self.lat.record_ns_n(ns / n, n);
         self.last = now;
         self.ops += n;
+        if let Some(s) = self.series.as_mut() {
+            s.observe((now - self.start).as_secs_f64(), self.ops);
+        }
         if self.stats_interval > 0 && self.ops >= self.next_report {
             self.report(now);
             self.next_report = self.ops + self.stats_interval;
@@ -283,6 +378,10 @@ impl ThreadStats {
     fn stop(&mut self) {
         self.flush_scan_steps();
         self.finish = Instant::now();
+        let (t, ops) = ((self.finish - self.start).as_secs_f64(), self.ops);
+        if let Some(s) = self.series.as_mut() {
+            s.finish(t, ops);
+        }
         if self.progress_total.is_some() && self.next_progress > 1 << 14 {
             eprint!("\r{}\r", " ".repeat(72));
         }
@@ -338,6 +437,8 @@ struct Budget {
     ops: u64,
     deadline: Option<Instant>,
     calls: u64,
+    /// The count bounds the loop even with a deadline (a cap, not a replacement).
+    count_too: bool,
 }
 
 impl Budget {
@@ -346,13 +447,28 @@ impl Budget {
             ops,
             deadline: (duration_s > 0).then(|| Instant::now() + Duration::from_secs(duration_s)),
             calls: 0,
+            count_too: false,
         }
+    }
+
+    /// `ops` iterations, or fewer when `cap_s` (> 0) seconds pass first.
+    fn capped(ops: u64, cap_s: u64) -> Budget {
+        Budget {
+            count_too: true,
+            ..Budget::new(ops, cap_s)
+        }
+    }
+
+    /// Whether the count alone decides how much work is left.
+    fn counted(&self) -> bool {
+        self.deadline.is_none() || self.count_too
     }
 
     #[inline]
     fn more(&mut self, done: u64) -> bool {
         self.calls += 1;
         match self.deadline {
+            Some(_) if self.count_too && done >= self.ops => false,
             Some(d) => self.calls % 64 != 1 || Instant::now() < d,
             None => done < self.ops,
         }
@@ -365,6 +481,124 @@ struct Outcome {
     user_bytes_written: u64,
     message: String,
     threads: usize,
+}
+
+/// The key streams the *unique_mt benchmarks of one child have inserted so far: for each
+/// thread, how many indices of its stream are in the database (see [`MtMode`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MtState {
+    pub threads: usize,
+    pub inserted: Vec<u64>,
+}
+
+/// Index `k` of thread `tid`'s stream: the threads interleave over the permutation.
+pub fn mt_index(key_offset: u64, tid: usize, threads: usize, k: u64) -> u64 {
+    key_offset + tid as u64 + k * threads as u64
+}
+
+/// Stream positions of thread `tid` below `end` (exclusive) of the permutation index range.
+pub fn mt_count_below(key_offset: u64, tid: usize, threads: usize, end: u64) -> u64 {
+    let first = key_offset + tid as u64;
+    if end <= first {
+        0
+    } else {
+        (end - first).div_ceil(threads as u64)
+    }
+}
+
+/// `threads` writers over disjoint streams of a seeded permutation of 0..num (Tupl's
+/// multi-threaded random inserts of distinct keys, then updates of those keys). Returns the
+/// outcome and the per-thread stream positions reached.
+fn run_unique_mt(
+    engine: &dyn Engine,
+    w: &Workload,
+    f: &Flags,
+    threads: usize,
+    mode: MtMode,
+    state: Option<&MtState>,
+) -> Result<(Outcome, MtState)> {
+    let progress = (f.progress && is_tty_stderr()).then_some(w.ops / threads as u64);
+    let state = state.filter(|s| s.threads == threads && !w.fresh);
+    let cap_s = if w.fresh {
+        f.fill_duration_s
+    } else {
+        f.duration_s
+    };
+    let end = match (w.fresh, mode) {
+        (true, _) | (false, MtMode::Update) => f.key_offset + f.writes,
+        (false, MtMode::Insert) => f.num,
+    };
+    let reached: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+    let stats = run_threads(engine, threads, &w.name, f, progress, None, |tid, s, st| {
+        let mut g = Gen::new(f, 2000 + tid as u64);
+        let perm = Permutation::new(f.num, f.seed);
+        let limit = mt_count_below(f.key_offset, tid, threads, end);
+        let (from, to) = match (mode, state) {
+            (MtMode::Insert, Some(s)) => (s.inserted[tid], limit),
+            (MtMode::Insert, None) => (0, limit),
+            (MtMode::Update, Some(s)) => (0, s.inserted[tid]),
+            (MtMode::Update, None) => (0, limit),
+        };
+        let mut budget = Budget::capped(to.saturating_sub(from), cap_s);
+        let opts = WriteOpts {
+            sync: w.sync,
+            append: false,
+        };
+        let mut buf: Vec<u8> = Vec::with_capacity(w.batch * (f.key_size + f.value_size + 1));
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(w.batch);
+        let mut done = 0u64;
+        let r = (|| -> Result<()> {
+            while budget.more(done) {
+                let n = (w.batch as u64).min(to - from - done);
+                buf.clear();
+                spans.clear();
+                for j in 0..n {
+                    let idx = mt_index(f.key_offset, tid, threads, from + done + j);
+                    let at = buf.len();
+                    buf.extend_from_slice(g.keys.key(perm.get(idx)));
+                    let kl = buf.len() - at;
+                    buf.extend_from_slice(g.values.generate(g.value_size));
+                    spans.push((at, kl));
+                }
+                let vl = g.value_size;
+                let ops: Vec<Op<'_>> = spans
+                    .iter()
+                    .map(|&(at, kl)| Op::Put(&buf[at..at + kl], &buf[at + kl..at + kl + vl]))
+                    .collect();
+                s.write(&ops, opts)?;
+                st.bytes += buf.len() as u64;
+                st.writes += n;
+                done += n;
+                st.finished(n);
+            }
+            Ok(())
+        })();
+        let pos = match mode {
+            MtMode::Insert => from + done,
+            MtMode::Update => state.map_or(from + done, |s| s.inserted[tid]),
+        };
+        reached[tid].store(pos, Ordering::Relaxed);
+        r
+    })?;
+    let m = merge(&stats);
+    let next = MtState {
+        threads,
+        inserted: reached.iter().map(|a| a.load(Ordering::Relaxed)).collect(),
+    };
+    let verb = match mode {
+        MtMode::Insert => "inserts",
+        MtMode::Update => "updates",
+    };
+    Ok((
+        Outcome {
+            user_bytes_written: m.bytes,
+            message: format!("({verb}:{} threads:{threads})", m.writes),
+            stats,
+            writer: None,
+            threads,
+        },
+        next,
+    ))
 }
 
 fn is_tty_stderr() -> bool {
@@ -459,28 +693,43 @@ impl Gen {
     }
 }
 
+/// Write benchmarks. Fills run on `threads` threads with `--fill_threads=1` (db_bench's and
+/// pmemkv-bench's semantics: each thread does `--writes` puts; sequential fills put the same
+/// keys in the same order on every thread, random fills draw from each thread's own stream),
+/// on one thread otherwise.
 fn run_write(
     engine: &dyn Engine,
     w: &Workload,
     f: &Flags,
     order: Order,
     delete: bool,
+    threads: usize,
 ) -> Result<Outcome> {
+    let threads = if delete { 1 } else { threads.max(1) };
     let progress = (f.progress && is_tty_stderr()).then_some(w.ops);
-    let budget_s = if w.fresh { 0 } else { f.duration_s };
-    let stats = run_threads(engine, 1, &w.name, f, progress, None, |_, s, st| {
-        let mut g = Gen::new(f, 0);
+    let budget_s = if w.fresh {
+        f.fill_duration_s
+    } else {
+        f.duration_s
+    };
+    let stats = run_threads(engine, threads, &w.name, f, progress, None, |tid, s, st| {
+        let mut g = Gen::new(f, tid as u64);
         let perm = Permutation::new(f.num, f.seed);
-        let mut budget = Budget::new(w.ops, budget_s);
+        let mut budget = if w.fresh {
+            Budget::capped(w.ops, budget_s)
+        } else {
+            Budget::new(w.ops, budget_s)
+        };
         let mut buf: Vec<u8> = Vec::with_capacity(w.batch * (f.key_size + f.value_size + 1));
         let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(w.batch);
-        let append = order == Order::Seq && w.fresh && !delete;
+        // Appending is only right when this thread's keys follow every key in the database.
+        let append = order == Order::Seq && w.fresh && !delete && threads == 1;
         let mut i = 0u64;
         while budget.more(i) {
-            let n = if budget.deadline.is_some() {
-                w.batch as u64
-            } else {
+            let n = if budget.counted() {
                 (w.batch as u64).min(w.ops - i)
+            } else {
+                w.batch as u64
             };
             buf.clear();
             spans.clear();
@@ -531,7 +780,7 @@ fn run_write(
         writer: None,
         user_bytes_written: written,
         message: String::new(),
-        threads: 1,
+        threads,
     })
 }
 
@@ -737,6 +986,8 @@ struct Child {
     threads_max: usize,
     /// The durability the open engine was configured for.
     open_sync: bool,
+    /// Where the *unique_mt inserts of this process stopped.
+    mt: Option<MtState>,
 }
 
 impl Child {
@@ -747,6 +998,7 @@ impl Child {
     fn open_engine(&mut self, fresh: bool, sync: bool) -> Result<()> {
         self.opened = None; // closes the previous handle first
         if fresh {
+            self.mt = None;
             match std::fs::remove_dir_all(&self.dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -792,8 +1044,8 @@ impl Child {
         let io0 = ProcIo::of_self();
         let t0 = Instant::now();
         let out = match w.kind {
-            Kind::Fill(o) => run_write(engine, w, &f, o, false)?,
-            Kind::Delete(o) => run_write(engine, w, &f, o, true)?,
+            Kind::Fill(o) => run_write(engine, w, &f, o, false, threads)?,
+            Kind::Delete(o) => run_write(engine, w, &f, o, true, 1)?,
             Kind::ReadSeq
             | Kind::ReadReverse
             | Kind::ReadRandom
@@ -801,6 +1053,13 @@ impl Child {
             | Kind::SeekRandom => run_reads(engine, w, &f, threads)?,
             Kind::ReadRandomWriteRandom | Kind::UpdateRandom => run_mixed(engine, w, &f, threads)?,
             Kind::ReadWhileWriting => run_readwhilewriting(engine, w, &f, threads)?,
+            Kind::UniqueMt(mode) => {
+                let (out, next) = run_unique_mt(engine, w, &f, threads, mode, self.mt.as_ref())?;
+                if mode == MtMode::Insert {
+                    self.mt = Some(next);
+                }
+                out
+            }
         };
         let window_s = t0.elapsed().as_secs_f64();
         let usage = Usage::of_self().since(&usage0);
@@ -865,7 +1124,7 @@ impl Child {
         );
         if f.histogram {
             let kind = match w.kind {
-                Kind::Fill(_) | Kind::Delete(_) => "write",
+                Kind::Fill(_) | Kind::Delete(_) | Kind::UniqueMt(_) => "write",
                 Kind::ReadSeq | Kind::ReadReverse => "iterate",
                 Kind::SeekRandom => "seek",
                 _ => "op",
@@ -940,6 +1199,27 @@ impl Child {
         };
         let mut line = r.to_json();
         if let serde_json::Value::Object(map) = &mut line {
+            if f.series_interval_ms > 0 {
+                let role = if w.kind == Kind::ReadWhileWriting {
+                    "reader"
+                } else {
+                    "worker"
+                };
+                let mut threads: Vec<serde_json::Value> = out
+                    .stats
+                    .iter()
+                    .filter_map(|s| s.series.as_ref().map(|x| x.to_json(s.tid, role)))
+                    .collect();
+                if let Some(wr) = &out.writer {
+                    if let Some(x) = &wr.series {
+                        threads.push(x.to_json(wr.tid, "writer"));
+                    }
+                }
+                map.insert(
+                    "series".into(),
+                    serde_json::json!({"interval_ms": f.series_interval_ms, "threads": threads}),
+                );
+            }
             map.insert("status".into(), "ok".into());
             map.insert("seed".into(), f.seed.into());
             map.insert("sync".into(), f.sync.into());
@@ -989,6 +1269,7 @@ pub fn child_main(args: &[String]) -> Result<()> {
         printed_config: false,
         threads_max,
         open_sync: flags.sync,
+        mt: None,
     };
     for (pass, &threads) in flags.threads.iter().enumerate() {
         if flags.threads.len() > 1 {
@@ -999,7 +1280,8 @@ pub fn child_main(args: &[String]) -> Result<()> {
                 println!("{:<12} : skipped (--use_existing_db is true)", w.name);
                 continue;
             }
-            if w.fresh && pass > 0 {
+            let threaded_fill = flags.fill_threads && matches!(w.kind, Kind::Fill(_));
+            if w.fresh && pass > 0 && !threaded_fill {
                 println!("{:<12} : skipped (loaded in the first thread pass)", w.name);
                 continue;
             }
@@ -1007,7 +1289,14 @@ pub fn child_main(args: &[String]) -> Result<()> {
             if w.fresh || child.opened.is_none() || child.open_sync != sync {
                 child.open_engine(w.fresh, sync)?;
             }
-            child.run_one(w, if w.uses_threads() { threads } else { 1 })?;
+            child.run_one(
+                w,
+                if w.uses_threads() || threaded_fill {
+                    threads
+                } else {
+                    1
+                },
+            )?;
         }
     }
     drop(child.opened.take());
@@ -1033,6 +1322,59 @@ mod tests {
             .uses_threads());
         assert!(!Workload::resolve("fillseq", &f).unwrap().uses_threads());
         assert!(Workload::resolve("nope", &f).is_err());
+    }
+
+    #[test]
+    fn series_samples_early_then_at_the_interval() {
+        let mut s = Series::new(1000);
+        let mut t = 0.0;
+        let mut ops = 0;
+        while t < 30.0 {
+            t += 0.0001;
+            ops += 1;
+            s.observe(t, ops);
+        }
+        s.finish(30.0, ops);
+        let p = &s.points;
+        assert_eq!(p[0], (0.0, 0));
+        assert!(p[1].0 < 0.002, "first sample at {}", p[1].0);
+        // Gaps grow to the interval and no further.
+        let gaps: Vec<f64> = p.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        assert!(gaps.iter().all(|g| *g <= 1.0 + 1e-3), "{gaps:?}");
+        assert!(gaps.iter().any(|g| *g > 0.99), "{gaps:?}");
+        assert_eq!(*p.last().unwrap(), (30.0, ops));
+        assert!(p.windows(2).all(|w| w[1].1 >= w[0].1));
+    }
+
+    #[test]
+    fn unique_mt_streams_partition_the_range() {
+        let (offset, threads, end) = (5u64, 3usize, 105u64);
+        let mut seen = std::collections::BTreeSet::new();
+        for tid in 0..threads {
+            let n = mt_count_below(offset, tid, threads, end);
+            for k in 0..n {
+                let i = mt_index(offset, tid, threads, k);
+                assert!((offset..end).contains(&i));
+                assert!(seen.insert(i));
+            }
+        }
+        assert_eq!(seen.len() as u64, end - offset);
+        let f = Flags::parse(&[
+            "--benchmarks=fillunique_mt,updateunique_mt,insertunique_mt".to_string(),
+            "--num=100".to_string(),
+            "--writes=80".to_string(),
+        ])
+        .unwrap();
+        let w = Workload::resolve("insertunique_mt", &f).unwrap();
+        assert!(!w.fresh && w.uses_threads());
+        assert!(Workload::resolve("fillunique_mt", &f).unwrap().fresh);
+    }
+
+    #[test]
+    fn a_capped_budget_stops_at_the_count() {
+        let mut b = Budget::capped(3, 60);
+        assert!(b.counted());
+        assert!(b.more(0) && b.more(2) && !b.more(3));
     }
 
     #[test]

@@ -118,3 +118,59 @@ fn repeated_fresh_fills_on_a_threaded_engine_finish() {
     assert!(status.success());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn fill_threads_loads_afresh_for_each_thread_count() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fill-threads-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
+        .args([
+            "--engine=lmdb,larch",
+            "--num=1000",
+            "--benchmarks=fillseq,readseq,fillrandom",
+            "--threads=1,2",
+            "--fill_threads=1",
+            "--key_size=8",
+            "--key_format=rocksdb",
+            "--value_size=8",
+            "--seed=3",
+            "--progress=0",
+        ])
+        .arg(format!("--db={}", dir.join("db").display()))
+        .arg(format!("--json={}", json.display()))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for e in ["lmdb", "larch"] {
+        let get = |b: &str, t: u64| {
+            rows.iter()
+                .find(|r| r["engine"] == e && r["benchmark"] == b && r["threads"] == t)
+                .unwrap_or_else(|| panic!("{e} {b} {t}: {rows:?}"))
+                .clone()
+        };
+        // Each thread does the whole count; sequential threads put the same keys, so the
+        // database after the 2-thread fillseq still holds 1000 entries.
+        assert_eq!(get("fillseq", 1)["ops"], 1000);
+        assert_eq!(get("fillseq", 2)["ops"], 2000);
+        assert_eq!(
+            get("readseq", 2)["found"],
+            2000,
+            "two readers of 1000 entries"
+        );
+        assert_eq!(get("fillrandom", 2)["ops"], 2000);
+        assert_eq!(get("fillrandom", 2)["status"], "ok");
+    }
+}

@@ -1,0 +1,1476 @@
+//! report.md and the charts of a suite, from its results.jsonl alone.
+
+use super::chart::{
+    self, engine_color, series_color, Bar, BarPanel, Figure, Line, LinePanel, Panel,
+};
+use super::SUITES;
+use crate::engines;
+use crate::error::{Error, Result};
+use plotters::style::RGBColor;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A suite's results as read back from results.jsonl.
+#[derive(Debug, Clone, Default)]
+pub struct Results {
+    pub header: Value,
+    pub footer: Option<Value>,
+    /// Result rows (kind = result), in file order.
+    pub rows: Vec<Value>,
+}
+
+impl Results {
+    pub fn parse(text: &str) -> Result<Results> {
+        let mut r = Results::default();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: Value = serde_json::from_str(line).map_err(|e| {
+                Error::Usage(format!("results.jsonl line {}: not JSON ({e})", i + 1))
+            })?;
+            match v.get("kind").and_then(Value::as_str) {
+                Some("header") => r.header = v,
+                Some("footer") => r.footer = Some(v),
+                _ => r.rows.push(v),
+            }
+        }
+        if r.header.is_null() {
+            return Err(Error::Usage(
+                "results.jsonl has no header row (kind=header): not a suite's output".into(),
+            ));
+        }
+        Ok(r)
+    }
+
+    pub fn suite(&self) -> &str {
+        self.header
+            .get("suite")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    }
+
+    fn ok(&self) -> impl Iterator<Item = &Value> {
+        self.rows.iter().filter(|r| s(r, "status") == "ok")
+    }
+
+    /// Engines with results, in the registry's order (then any others).
+    pub fn engines(&self) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for r in self.ok() {
+            let e = s(r, "engine").to_string();
+            if !seen.contains(&e) {
+                seen.push(e);
+            }
+        }
+        let order = engines::names();
+        seen.sort_by_key(|e| order.iter().position(|o| o == e).unwrap_or(usize::MAX));
+        seen
+    }
+
+    fn find<'a>(&'a self, engine: &str, bench: &str) -> Vec<&'a Value> {
+        self.ok()
+            .filter(|r| s(r, "engine") == engine && s(r, "benchmark") == bench)
+            .collect()
+    }
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v.get(k).and_then(Value::as_str).unwrap_or("")
+}
+
+fn f(v: &Value, k: &str) -> f64 {
+    v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+fn u(v: &Value, k: &str) -> u64 {
+    v.get(k).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Seconds as the seeds print times: HH:MM:SS.ss.
+pub fn hms(secs: f64) -> String {
+    if !secs.is_finite() {
+        return String::new();
+    }
+    let cs = (secs * 100.0).round() as u64;
+    format!(
+        "{:02}:{:02}:{:02}.{:02}",
+        cs / 360_000,
+        cs / 6000 % 60,
+        cs / 100 % 60,
+        cs % 100
+    )
+}
+
+fn n0(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.0}")
+    } else {
+        String::new()
+    }
+}
+
+fn n2(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2}")
+    } else {
+        String::new()
+    }
+}
+
+/// "1 reader", "4 readers".
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes >> 20)
+}
+
+/// A Markdown table.
+pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+    let mut t = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    for r in rows {
+        let _ = writeln!(t, "| {} |", r.join(" | "));
+    }
+    t
+}
+
+/// Largest thread count among `rows`.
+fn max_threads<'a>(rows: &[&'a Value]) -> Option<&'a Value> {
+    rows.iter().copied().max_by_key(|r| u(r, "threads"))
+}
+
+/// The highest process size any step of `engine` reached (KB).
+fn process_kb(r: &Results, engine: &str) -> u64 {
+    r.ok()
+        .filter(|x| s(x, "engine") == engine)
+        .map(|x| u(x, "maxrss_kb"))
+        .max()
+        .unwrap_or(0)
+}
+
+/// A thread's series as (t_s, cumulative ops).
+fn thread_points(t: &Value) -> Vec<(f64, f64)> {
+    let ts = t.get("t_s").and_then(Value::as_array);
+    let ops = t.get("ops").and_then(Value::as_array);
+    match (ts, ops) {
+        (Some(ts), Some(ops)) => ts
+            .iter()
+            .zip(ops)
+            .filter_map(|(a, b)| Some((a.as_f64()?, b.as_f64()?)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn series_threads(row: &Value) -> Vec<&Value> {
+    row.get("series")
+        .and_then(|s| s.get("threads"))
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default()
+}
+
+/// Rate between consecutive samples of a cumulative series: (end time, ops/s).
+pub fn rates(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    points
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0)
+        .map(|w| (w[1].0, (w[1].1 - w[0].1) / (w[1].0 - w[0].0)))
+        .collect()
+}
+
+/// Rates over windows at least `rel` of the elapsed time (and `abs_s`) long: the samples of a
+/// fresh thread are a millisecond apart, where one batch commit more or less swings the rate
+/// from zero to millions; a window a twentieth of the elapsed time keeps a log time axis
+/// readable and still shows steps.
+pub fn smoothed_rates(points: &[(f64, f64)], rel: f64, abs_s: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let Some(&first) = points.first() else {
+        return out;
+    };
+    let mut from = first;
+    for &p in &points[1..] {
+        let dt = p.0 - from.0;
+        if dt > 0.0 && dt >= abs_s.max(rel * p.0) {
+            out.push((p.0, (p.1 - from.1) / dt));
+            from = p;
+        }
+    }
+    out
+}
+
+/// Cumulative value of a series at `t`, by linear interpolation (flat after the end).
+fn at(points: &[(f64, f64)], t: f64) -> f64 {
+    match points.iter().position(|p| p.0 >= t) {
+        None => points.last().map_or(0.0, |p| p.1),
+        Some(0) => points[0].1,
+        Some(i) => {
+            let (a, b) = (points[i - 1], points[i]);
+            a.1 + (b.1 - a.1) * (t - a.0) / (b.0 - a.0).max(1e-12)
+        }
+    }
+}
+
+/// The sum of the threads' cumulative series on a grid of `n` steps over their span.
+pub fn summed(threads: &[Vec<(f64, f64)>], n: usize) -> Vec<(f64, f64)> {
+    let end = threads
+        .iter()
+        .filter_map(|p| p.last().map(|q| q.0))
+        .fold(0.0, f64::max);
+    if end <= 0.0 {
+        return Vec::new();
+    }
+    (0..=n)
+        .map(|i| {
+            let t = end * i as f64 / n as f64;
+            (t, threads.iter().map(|p| at(p, t)).sum())
+        })
+        .collect()
+}
+
+/// The figure legend of the engines with results, in their colours.
+fn engine_legend(r: &Results) -> Vec<(String, RGBColor)> {
+    r.engines()
+        .into_iter()
+        .map(|e| {
+            let c = engine_color(&e);
+            (e, c)
+        })
+        .collect()
+}
+
+fn bars(r: &Results, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
+    r.engines()
+        .iter()
+        .filter_map(|e| {
+            value(e).map(|v| Bar {
+                label: e.clone(),
+                color: engine_color(e),
+                value: v,
+            })
+        })
+        .collect()
+}
+
+fn lines_vs_threads(
+    r: &Results,
+    bench: &str,
+    key: &str,
+    filter: impl Fn(&Value) -> bool,
+) -> Vec<Line> {
+    r.engines()
+        .iter()
+        .filter_map(|e| {
+            let mut pts: Vec<(f64, f64)> = r
+                .find(e, bench)
+                .into_iter()
+                .filter(|x| filter(x))
+                .map(|x| (u(x, "threads") as f64, f(x, key)))
+                .filter(|p| p.1.is_finite())
+                .collect();
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (!pts.is_empty()).then(|| Line {
+                name: e.clone(),
+                color: engine_color(e),
+                points: pts,
+                markers: true,
+            })
+        })
+        .collect()
+}
+
+struct Out<'a> {
+    md: String,
+    dir: &'a Path,
+    charts: Vec<(String, String)>,
+}
+
+impl Out<'_> {
+    fn figure(&mut self, stem: &str, fig: Figure) -> Result<()> {
+        let charts = self.dir.join("charts");
+        std::fs::create_dir_all(&charts)
+            .map_err(|e| Error::io(format!("create {}", charts.display()), e))?;
+        chart::render(&fig, &charts, stem)?;
+        self.charts.push((stem.to_string(), fig.title.clone()));
+        let _ = writeln!(
+            self.md,
+            "\n![{}](charts/{stem}.png)\n\n[{stem}.svg](charts/{stem}.svg)\n",
+            fig.title
+        );
+        Ok(())
+    }
+}
+
+/// Reads DIR/results.jsonl and writes DIR/report.md and DIR/charts/*.{png,svg}.
+pub fn render_dir(dir: &Path) -> Result<()> {
+    let path = dir.join("results.jsonl");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Error::io(format!("read {}", path.display()), e))?;
+    let r = Results::parse(&text)?;
+    let md = render(&r, dir)?;
+    let out = dir.join("report.md");
+    std::fs::write(&out, md).map_err(|e| Error::io(format!("write {}", out.display()), e))
+}
+
+/// The report of `r`, writing its charts under `dir/charts`.
+pub fn render(r: &Results, dir: &Path) -> Result<String> {
+    let suite = r.suite().to_string();
+    let title = SUITES
+        .iter()
+        .find(|(n, _)| *n == suite)
+        .map(|(_, d)| *d)
+        .ok_or_else(|| Error::Usage(format!("unknown suite {suite:?} in results.jsonl")))?;
+    let mut o = Out {
+        md: String::new(),
+        dir,
+        charts: Vec::new(),
+    };
+    let h = &r.header;
+    let _ = writeln!(o.md, "# larch-bench suite `{suite}`: seed {title}\n");
+    let _ = writeln!(
+        o.md,
+        "Scale **{}**; command `{}`; larch-bench {}; seed {}; {}.\n",
+        s(h, "scale"),
+        s(h, "command"),
+        s(h, "larch_bench_version"),
+        u(h, "seed"),
+        match &r.footer {
+            Some(ft) => format!(
+                "the suite ran {} and had {} failed step(s)",
+                hms(f(ft, "elapsed_s")),
+                u(ft, "errors")
+            ),
+            None => "the run did not finish (no footer row)".into(),
+        }
+    );
+    machine_section(&mut o.md, h);
+    params_section(&mut o.md, h);
+    engines_section(&mut o.md, r);
+    let _ = writeln!(o.md, "## Results\n");
+    match suite.as_str() {
+        "inmem" => inmem(r, &mut o)?,
+        "ondisk" => ondisk(r, &mut o)?,
+        "memsweep" => memsweep(r, &mut o)?,
+        "tupl" => tupl(r, &mut o)?,
+        "pmemkv" => pmemkv(r, &mut o)?,
+        _ => {}
+    }
+    let errors: Vec<&Value> = r
+        .rows
+        .iter()
+        .filter(|x| s(x, "status") == "error")
+        .collect();
+    if !errors.is_empty() {
+        let _ = writeln!(o.md, "\n## Failed steps\n");
+        for e in errors {
+            let _ = writeln!(
+                o.md,
+                "- {} `{}`: {}",
+                s(e, "engine"),
+                s(e, "step"),
+                s(e, "message")
+            );
+        }
+    }
+    let _ = writeln!(o.md, "\n## Charts\n");
+    for (stem, t) in &o.charts {
+        let _ = writeln!(
+            o.md,
+            "- {t}: [PNG](charts/{stem}.png), [SVG](charts/{stem}.svg)"
+        );
+    }
+    Ok(o.md)
+}
+
+fn machine_section(md: &mut String, h: &Value) {
+    let m = &h["machine"];
+    let st = &m["storage"];
+    let _ = writeln!(md, "## Machine\n");
+    let _ = writeln!(
+        md,
+        "- CPU: {} cores, {}\n- Memory: {:.1} GiB\n- Kernel: Linux {} ({})",
+        u(m, "cores"),
+        s(m, "cpu"),
+        f(m, "mem_total_bytes") / (1u64 << 30) as f64,
+        s(m, "kernel"),
+        s(m, "os"),
+    );
+    let journal = match st.get("journal").and_then(Value::as_bool) {
+        Some(true) => ", journal on",
+        Some(false) if s(st, "fstype").starts_with("ext") => ", no journal",
+        _ => "",
+    };
+    let _ = writeln!(
+        md,
+        "- Storage: databases in {} on {} ({}{journal}), device {}{}{}, {}{}\n",
+        s(st, "db_path"),
+        s(st, "source"),
+        s(st, "fstype"),
+        s(st, "device"),
+        st.get("model")
+            .and_then(Value::as_str)
+            .map(|x| format!(" (model/vendor {x})"))
+            .unwrap_or_default(),
+        st.get("size_bytes")
+            .and_then(Value::as_u64)
+            .map(|b| format!(", {} GiB", b >> 30))
+            .unwrap_or_default(),
+        match st.get("rotational").and_then(Value::as_bool) {
+            Some(true) => "queue/rotational=1 (a spinning disk, or a virtual disk that reports 1)",
+            Some(false) => "queue/rotational=0 (SSD or NVMe)",
+            None => "rotational: unknown",
+        },
+        st.get("read_ahead_kb")
+            .and_then(Value::as_u64)
+            .map(|k| format!(", read_ahead_kb={k}"))
+            .unwrap_or_default()
+    );
+}
+
+fn params_section(md: &mut String, h: &Value) {
+    let _ = writeln!(md, "## Scale and sizes\n");
+    if let Some(p) = h["params"].as_object() {
+        let rows: Vec<Vec<String>> = p
+            .iter()
+            .map(|(k, v)| {
+                let bytes = k.contains("memory") || k.contains("cache");
+                let shown = match (v.as_u64(), v.as_array()) {
+                    (Some(b), _) if bytes => format!("{b} ({})", mib(b)),
+                    (_, Some(list)) if bytes => list
+                        .iter()
+                        .map(|x| x.as_u64().map_or(x.to_string(), mib))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    (_, Some(list)) => list
+                        .iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    _ => v.to_string(),
+                };
+                vec![k.clone(), shown]
+            })
+            .collect();
+        md.push_str(&table(&["parameter", "value"], &rows));
+    }
+    md.push('\n');
+}
+
+fn engines_section(md: &mut String, r: &Results) {
+    let _ = writeln!(md, "## Engines\n");
+    let mut rows = Vec::new();
+    for e in r.engines() {
+        let mut versions: Vec<String> = Vec::new();
+        let mut configs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for x in r.ok().filter(|x| s(x, "engine") == e) {
+            let v = s(x, "engine_version").to_string();
+            if !versions.contains(&v) {
+                versions.push(v);
+            }
+            let c = x
+                .get("config")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            let step = s(x, "step").to_string();
+            let steps = configs.entry(c).or_default();
+            if !steps.contains(&step) {
+                steps.push(step);
+            }
+        }
+        let many = configs.len() > 1;
+        let cfg = configs
+            .iter()
+            .map(|(c, steps)| {
+                if many {
+                    format!("`{c}` (steps: {})", steps.join(", "))
+                } else {
+                    format!("`{c}`")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("<br>");
+        rows.push(vec![e.clone(), versions.join(", "), cfg]);
+    }
+    for x in r.rows.iter().filter(|x| s(x, "status") == "unavailable") {
+        rows.push(vec![
+            s(x, "engine").to_string(),
+            "unavailable".into(),
+            s(x, "message").to_string(),
+        ]);
+    }
+    md.push_str(&table(&["Engine", "Version", "Configuration"], &rows));
+    md.push('\n');
+}
+
+/// Load-throughput-over-time lines (ops/s against seconds) from each engine's `bench` row.
+fn load_lines(r: &Results, bench: &str) -> Vec<Line> {
+    r.engines()
+        .iter()
+        .filter_map(|e| {
+            let row = *r.find(e, bench).first()?;
+            let threads: Vec<Vec<(f64, f64)>> = series_threads(row)
+                .iter()
+                .map(|t| thread_points(t))
+                .collect();
+            let pts = match threads.as_slice() {
+                [one] => smoothed_rates(one, 0.05, 0.002),
+                many => rates(&summed(many, 200)),
+            };
+            (!pts.is_empty()).then(|| Line {
+                name: e.clone(),
+                color: engine_color(e),
+                points: pts,
+                markers: false,
+            })
+        })
+        .collect()
+}
+
+fn inmem(r: &Results, o: &mut Out) -> Result<()> {
+    let mut main = Vec::new();
+    let mut ctx = Vec::new();
+    let mut per = Vec::new();
+    for e in r.engines() {
+        let Some(load) = r.find(&e, "fillseqbatch").first().copied() else {
+            continue;
+        };
+        let runs = r.find(&e, "readwhilewriting");
+        let run = max_threads(&runs);
+        let g = |k: &str| run.map_or(f64::NAN, |x| f(x, k));
+        main.push(vec![
+            e.clone(),
+            hms(f(load, "wall_s")),
+            hms(f(load, "user_s")),
+            hms(f(load, "sys_s")),
+            n2((f(load, "user_s") + f(load, "sys_s")) / f(load, "wall_s")),
+            n0(f(load, "db_bytes") / 1024.0),
+            n0(g("writer_ops_per_sec")),
+            n0(g("ops_per_sec")),
+            hms(g("wall_s")),
+            hms(g("user_s")),
+            hms(g("sys_s")),
+            n0(g("db_bytes") / 1024.0),
+            n0(g("cpu_pct")),
+            process_kb(r, &e).to_string(),
+        ]);
+        ctx.push(vec![
+            e.clone(),
+            u(load, "vcsw").to_string(),
+            u(load, "ivcsw").to_string(),
+            run.map_or(String::new(), |x| u(x, "vcsw").to_string()),
+            run.map_or(String::new(), |x| u(x, "ivcsw").to_string()),
+        ]);
+        let mut sorted = runs.clone();
+        sorted.sort_by_key(|x| u(x, "threads"));
+        for x in sorted {
+            per.push(vec![
+                e.clone(),
+                u(x, "threads").to_string(),
+                n0(f(x, "writer_ops_per_sec")),
+                n0(f(x, "ops_per_sec")),
+                n2(f(x, "p99_us")),
+                n2(f(x, "writer_p99_us")),
+                n0(f(x, "cpu_pct")),
+            ]);
+        }
+    }
+    let readers = r
+        .ok()
+        .filter(|x| s(x, "benchmark") == "readwhilewriting")
+        .map(|x| u(x, "threads"))
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        o.md,
+        "The seed's table (load = fillseqbatch of every record, 1000 per transaction; run = \
+         readwhilewriting with one writer updating existing records and {}, the \
+         largest reader count). Times are HH:MM:SS.ss; Overhead = (User + Sys) / Wall of the \
+         load; sizes are allocated KB on disk; Process Size is the engine process's peak RSS (KB).\n",
+        plural(readers, "reader")
+    );
+    o.md.push_str(&table(
+        &[
+            "Engine",
+            "Load Wall",
+            "Load User",
+            "Load Sys",
+            "Overhead",
+            "Load Size KB",
+            "Writes/Sec",
+            "Reads/Sec",
+            "Run Wall",
+            "Run User",
+            "Run Sys",
+            "Final Size KB",
+            "CPU%",
+            "Process Size KB",
+        ],
+        &main,
+    ));
+    let _ = writeln!(
+        o.md,
+        "\nContext switches (the seed's second table), loading and running ({}):\n",
+        plural(readers, "reader")
+    );
+    o.md.push_str(&table(
+        &[
+            "Engine",
+            "Loading Voluntary",
+            "Loading Involuntary",
+            "Running Voluntary",
+            "Running Involuntary",
+        ],
+        &ctx,
+    ));
+    let _ = writeln!(o.md, "\nreadwhilewriting at every reader count:\n");
+    o.md.push_str(&table(
+        &[
+            "Engine",
+            "Readers",
+            "Writes/Sec",
+            "Reads/Sec",
+            "Read P99 us",
+            "Write P99 us",
+            "CPU%",
+        ],
+        &per,
+    ));
+    o.figure(
+        "inmem_load_throughput",
+        Figure {
+            title: "Load throughput over time (fillseqbatch, 16 B keys, 100 B values)".into(),
+            panels: vec![Panel::Lines(LinePanel {
+                title: "Records loaded per second (log time axis, as the seed)".into(),
+                x_label: "Time since load start (s, log scale)".into(),
+                y_label: "Load throughput (records/s)".into(),
+                x_log: true,
+                y_log: false,
+                lines: load_lines(r, "fillseqbatch"),
+                marks: vec![],
+            })],
+            cols: 1,
+            legend: engine_legend(r),
+        },
+    )?;
+    thread_figure(r, o, "inmem_thread_throughput", "readwhilewriting")?;
+    let wr =
+        |e: &str| max_threads(&r.find(e, "readwhilewriting")).map(|x| f(x, "writer_ops_per_sec"));
+    let rd = |e: &str| max_threads(&r.find(e, "readwhilewriting")).map(|x| f(x, "ops_per_sec"));
+    o.figure(
+        "inmem_throughput",
+        Figure {
+            title: format!(
+                "readwhilewriting throughput: 1 writer updating, {}",
+                plural(readers, "reader")
+            ),
+            panels: vec![
+                Panel::Bars(BarPanel {
+                    title: format!("Writes/s ({})", plural(readers, "reader")),
+                    y_label: "Writes per second (ops/s)".into(),
+                    y_log: false,
+                    bars: bars(r, wr),
+                }),
+                Panel::Bars(BarPanel {
+                    title: format!("Reads/s ({})", plural(readers, "reader")),
+                    y_label: "Reads per second (ops/s)".into(),
+                    y_log: false,
+                    bars: bars(r, rd),
+                }),
+                Panel::Lines(LinePanel {
+                    title: "Writes/s against reader count".into(),
+                    x_label: "Reader threads".into(),
+                    y_label: "Writes per second (ops/s)".into(),
+                    x_log: false,
+                    y_log: false,
+                    lines: lines_vs_threads(r, "readwhilewriting", "writer_ops_per_sec", |_| true),
+                    marks: vec![],
+                }),
+                Panel::Lines(LinePanel {
+                    title: "Reads/s against reader count".into(),
+                    x_label: "Reader threads".into(),
+                    y_label: "Reads per second (ops/s)".into(),
+                    x_log: false,
+                    y_log: false,
+                    lines: lines_vs_threads(r, "readwhilewriting", "ops_per_sec", |_| true),
+                    marks: vec![],
+                }),
+            ],
+            cols: 2,
+            legend: engine_legend(r),
+        },
+    )?;
+    let mb = |b: f64| b / 1_048_576.0;
+    o.figure(
+        "inmem_space",
+        Figure {
+            title: "Space used".into(),
+            panels: vec![
+                Panel::Bars(BarPanel {
+                    title: "Load Size (after the load)".into(),
+                    y_label: "Size on disk (MiB)".into(),
+                    y_log: false,
+                    bars: bars(r, |e| {
+                        r.find(e, "fillseqbatch")
+                            .first()
+                            .map(|x| mb(f(x, "db_bytes")))
+                    }),
+                }),
+                Panel::Bars(BarPanel {
+                    title: "Final Size (after readwhilewriting)".into(),
+                    y_label: "Size on disk (MiB)".into(),
+                    y_log: false,
+                    bars: bars(r, |e| {
+                        max_threads(&r.find(e, "readwhilewriting")).map(|x| mb(f(x, "db_bytes")))
+                    }),
+                }),
+                Panel::Bars(BarPanel {
+                    title: "Process Size (peak RSS)".into(),
+                    y_label: "Peak resident memory (MiB)".into(),
+                    y_log: false,
+                    bars: bars(r, |e| Some(process_kb(r, e) as f64 / 1024.0)),
+                }),
+            ],
+            cols: 3,
+            legend: engine_legend(r),
+        },
+    )
+}
+
+/// Per-thread ops/s over time, one panel per engine, for the largest thread count of `bench`.
+fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -> Result<()> {
+    let mut panels = Vec::new();
+    let mut readers = 0;
+    for e in r.engines() {
+        let Some(row) = max_threads(&r.find(&e, bench)) else {
+            continue;
+        };
+        readers = u(row, "threads");
+        let mut lines = Vec::new();
+        for (i, t) in series_threads(row).iter().enumerate() {
+            let pts = smoothed_rates(&thread_points(t), 0.02, 0.01);
+            if pts.is_empty() {
+                continue;
+            }
+            let role = s(t, "role");
+            lines.push(Line {
+                name: if role == "writer" {
+                    "writer".into()
+                } else {
+                    format!("{role} {}", u(t, "tid"))
+                },
+                color: if role == "writer" {
+                    RGBColor(0, 0, 0)
+                } else {
+                    series_color(i)
+                },
+                points: pts,
+                markers: false,
+            });
+        }
+        panels.push(Panel::Lines(LinePanel {
+            title: e.to_string(),
+            x_label: "Time (s)".into(),
+            y_label: "Operations per second (ops/s)".into(),
+            x_log: false,
+            y_log: true,
+            lines,
+            marks: vec![],
+        }));
+    }
+    if panels.is_empty() {
+        return Ok(());
+    }
+    o.figure(
+        stem,
+        Figure {
+            title: format!(
+                "Per-thread throughput over time, {bench} with {} and 1 writer",
+                plural(readers, "reader")
+            ),
+            panels,
+            cols: 2,
+            legend: vec![],
+        },
+    )
+}
+
+/// The seed 000/002 load table for `bench`.
+fn load_table(r: &Results, bench: &str, with_storage: bool) -> String {
+    let h = &r.header["machine"]["storage"];
+    let storage = format!("{}/{}", s(h, "device"), s(h, "fstype"));
+    let journal = match h.get("journal").and_then(Value::as_bool) {
+        Some(true) => "Y",
+        Some(false) => "N",
+        None => "-",
+    };
+    let mut rows = Vec::new();
+    for e in r.engines() {
+        let Some(x) = r.find(&e, bench).first().copied() else {
+            continue;
+        };
+        let mut row = vec![e.clone()];
+        if with_storage {
+            row.push(storage.clone());
+            row.push(journal.into());
+        }
+        row.extend([
+            hms(f(x, "wall_s")),
+            hms(f(x, "user_s")),
+            hms(f(x, "sys_s")),
+            n0(f(x, "cpu_pct")),
+            n0(f(x, "db_bytes") / 1024.0),
+            u(x, "vcsw").to_string(),
+            u(x, "ivcsw").to_string(),
+            u(x, "fs_in").to_string(),
+            u(x, "fs_out").to_string(),
+            format!("{:.4}", u(x, "fs_out") as f64 / u(x, "ops").max(1) as f64),
+        ]);
+        rows.push(row);
+    }
+    let mut head = vec!["Engine"];
+    if with_storage {
+        head.extend(["Storage", "Journal"]);
+    }
+    head.extend([
+        "Wall",
+        "User",
+        "Sys",
+        "%",
+        "KB",
+        "Vol",
+        "Invol",
+        "In",
+        "Out",
+        "Write Amp",
+    ]);
+    table(&head, &rows)
+}
+
+const LOAD_NOTE: &str = "Wall/User/Sys are HH:MM:SS.ss; % = (User + Sys) / Wall; KB = database \
+size on disk (allocated); Vol/Invol = context switches; In/Out = file-system blocks read and \
+written by the process (512-byte units, getrusage), counted when pages are dirtied, as in the \
+seed; Write Amp = Out / records written (the seed's definition: blocks per record; a 4016-byte \
+record is 7.84 blocks, so 8 is about 1x in bytes).";
+
+fn ondisk(r: &Results, o: &mut Out) -> Result<()> {
+    let p = &r.header["params"];
+    let _ = writeln!(
+        o.md,
+        "Loading the DB ({} records of 16 B keys and 4000 B values, fillseqbatch with 1000 \
+         records per transaction, memory limit {} for each engine's process, page cache \
+         included):\n",
+        u(p, "num"),
+        mib(u(p, "memory_limit"))
+    );
+    o.md.push_str(&load_table(r, "fillseqbatch", true));
+    let _ = writeln!(o.md, "\n{LOAD_NOTE}\n");
+    let _ = writeln!(
+        o.md,
+        "readwhilewriting (page cache dropped before each run; one writer updating existing \
+         records):\n"
+    );
+    let mut rows = Vec::new();
+    for e in r.engines() {
+        let mut runs = r.find(&e, "readwhilewriting");
+        runs.sort_by_key(|x| u(x, "threads"));
+        for x in runs {
+            rows.push(vec![
+                e.clone(),
+                u(x, "threads").to_string(),
+                n0(f(x, "writer_ops_per_sec")),
+                n0(f(x, "ops_per_sec")),
+                n2(f(x, "p99_us")),
+                n0(f(x, "cpu_pct")),
+                u(x, "fs_in").to_string(),
+                u(x, "fs_out").to_string(),
+                n0(f(x, "db_bytes") / 1024.0),
+            ]);
+        }
+    }
+    o.md.push_str(&table(
+        &[
+            "Engine",
+            "Readers",
+            "Writes/Sec",
+            "Reads/Sec",
+            "Read P99 us",
+            "CPU%",
+            "In",
+            "Out",
+            "Final Size KB",
+        ],
+        &rows,
+    ));
+    o.figure(
+        "ondisk_load",
+        Figure {
+            title: "Loading the DB (5x the memory limit)".into(),
+            panels: vec![
+                Panel::Bars(BarPanel {
+                    title: "Load wall time".into(),
+                    y_label: "Wall time (s)".into(),
+                    y_log: false,
+                    bars: bars(r, |e| {
+                        r.find(e, "fillseqbatch").first().map(|x| f(x, "wall_s"))
+                    }),
+                }),
+                Panel::Bars(BarPanel {
+                    title: "Write amplification".into(),
+                    y_label: "FS blocks out per record (512 B)".into(),
+                    y_log: false,
+                    bars: bars(r, |e| {
+                        r.find(e, "fillseqbatch")
+                            .first()
+                            .map(|x| u(x, "fs_out") as f64 / u(x, "ops").max(1) as f64)
+                    }),
+                }),
+            ],
+            cols: 2,
+            legend: engine_legend(r),
+        },
+    )?;
+    rww_vs_readers(r, o, "ondisk_readwhilewriting", |_| true, "")
+}
+
+fn rww_vs_readers(
+    r: &Results,
+    o: &mut Out,
+    stem: &str,
+    filter: impl Fn(&Value) -> bool + Copy,
+    what: &str,
+) -> Result<()> {
+    o.figure(
+        stem,
+        Figure {
+            title: format!("readwhilewriting: throughput against reader count{what}"),
+            panels: vec![
+                Panel::Lines(LinePanel {
+                    title: "Write throughput (1 writer)".into(),
+                    x_label: "Reader threads".into(),
+                    y_label: "Writes per second (ops/s)".into(),
+                    x_log: false,
+                    y_log: false,
+                    lines: lines_vs_threads(r, "readwhilewriting", "writer_ops_per_sec", filter),
+                    marks: vec![],
+                }),
+                Panel::Lines(LinePanel {
+                    title: "Read throughput (all readers)".into(),
+                    x_label: "Reader threads".into(),
+                    y_label: "Reads per second (ops/s)".into(),
+                    x_log: false,
+                    y_log: false,
+                    lines: lines_vs_threads(r, "readwhilewriting", "ops_per_sec", filter),
+                    marks: vec![],
+                }),
+            ],
+            cols: 2,
+            legend: engine_legend(r),
+        },
+    )
+}
+
+fn memsweep(r: &Results, o: &mut Out) -> Result<()> {
+    let p = &r.header["params"];
+    let _ = writeln!(
+        o.md,
+        "Loading the DB ({} records of 16 B keys and 4000 B values, at the lowest memory \
+         limit), the seed's load table:\n",
+        u(p, "num")
+    );
+    o.md.push_str(&load_table(r, "fillseqbatch", false));
+    let _ = writeln!(o.md, "\n{LOAD_NOTE}\n");
+    let _ = writeln!(
+        o.md,
+        "readwhilewriting at each memory limit (page cache dropped before each run; engine \
+         caches a quarter of the limit):\n"
+    );
+    let mut rows = Vec::new();
+    let mut levels: Vec<u64> = Vec::new();
+    for e in r.engines() {
+        let mut runs = r.find(&e, "readwhilewriting");
+        runs.sort_by_key(|x| (u(x, "memory_limit_bytes"), u(x, "threads")));
+        for x in runs {
+            let m = u(x, "memory_limit_bytes");
+            if !levels.contains(&m) {
+                levels.push(m);
+            }
+            rows.push(vec![
+                e.clone(),
+                mib(m),
+                u(x, "threads").to_string(),
+                n0(f(x, "writer_ops_per_sec")),
+                n0(f(x, "ops_per_sec")),
+                n2(f(x, "p99_us")),
+                u(x, "fs_in").to_string(),
+            ]);
+        }
+    }
+    levels.sort();
+    o.md.push_str(&table(
+        &[
+            "Engine",
+            "Memory",
+            "Readers",
+            "Writes/Sec",
+            "Reads/Sec",
+            "Read P99 us",
+            "In",
+        ],
+        &rows,
+    ));
+    let readers = r
+        .ok()
+        .filter(|x| s(x, "benchmark") == "readwhilewriting")
+        .map(|x| u(x, "threads"))
+        .max()
+        .unwrap_or(0);
+    let vs_mem = |key: &str| -> Vec<Line> {
+        r.engines()
+            .iter()
+            .filter_map(|e| {
+                let mut pts: Vec<(f64, f64)> = r
+                    .find(e, "readwhilewriting")
+                    .into_iter()
+                    .filter(|x| u(x, "threads") == readers)
+                    .map(|x| ((u(x, "memory_limit_bytes") >> 20) as f64, f(x, key)))
+                    .collect();
+                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (!pts.is_empty()).then(|| Line {
+                    name: e.clone(),
+                    color: engine_color(e),
+                    points: pts,
+                    markers: true,
+                })
+            })
+            .collect()
+    };
+    o.figure(
+        "memsweep_memory",
+        Figure {
+            title: format!(
+                "Throughput against memory ({}, 1 writer)",
+                plural(readers, "reader")
+            ),
+            panels: vec![
+                Panel::Lines(LinePanel {
+                    title: "Write throughput".into(),
+                    x_label: "Memory limit (MiB)".into(),
+                    y_label: "Writes per second (ops/s)".into(),
+                    x_log: false,
+                    y_log: false,
+                    lines: vs_mem("writer_ops_per_sec"),
+                    marks: vec![],
+                }),
+                Panel::Lines(LinePanel {
+                    title: "Read throughput".into(),
+                    x_label: "Memory limit (MiB)".into(),
+                    y_label: "Reads per second (ops/s)".into(),
+                    x_log: false,
+                    y_log: true,
+                    lines: vs_mem("ops_per_sec"),
+                    marks: vec![],
+                }),
+            ],
+            cols: 2,
+            legend: engine_legend(r),
+        },
+    )?;
+    // The seed's per-engine graphs: one line per memory size, against reader count.
+    let mut panels = Vec::new();
+    for e in r.engines() {
+        if r.find(&e, "readwhilewriting").is_empty() {
+            continue;
+        }
+        for (key, what) in [("ops_per_sec", "Reads"), ("writer_ops_per_sec", "Writes")] {
+            let lines: Vec<Line> = levels
+                .iter()
+                .enumerate()
+                .map(|(i, &m)| {
+                    let mut pts: Vec<(f64, f64)> = r
+                        .find(&e, "readwhilewriting")
+                        .into_iter()
+                        .filter(|x| u(x, "memory_limit_bytes") == m)
+                        .map(|x| (u(x, "threads") as f64, f(x, key)))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    Line {
+                        name: mib(m),
+                        color: series_color(i),
+                        points: pts,
+                        markers: true,
+                    }
+                })
+                .filter(|l| !l.points.is_empty())
+                .collect();
+            panels.push(Panel::Lines(LinePanel {
+                title: format!("{e}: {what}/s"),
+                x_label: "Reader threads".into(),
+                y_label: format!("{what} per second (ops/s)"),
+                x_log: false,
+                y_log: false,
+                lines,
+                marks: vec![],
+            }));
+        }
+    }
+    if !panels.is_empty() {
+        o.figure(
+            "memsweep_engines",
+            Figure {
+                title: "Each engine at each memory limit (readwhilewriting)".into(),
+                panels,
+                cols: 2,
+                legend: vec![],
+            },
+        )?;
+    }
+    Ok(())
+}
+
+const TUPL_PHASES: &[(&str, &str)] = &[
+    ("fillunique_mt", "inserts"),
+    ("updateunique_mt", "updates"),
+    ("insertunique_mt", "more inserts"),
+];
+
+fn tupl(r: &Results, o: &mut Out) -> Result<()> {
+    let p = &r.header["params"];
+    let _ = writeln!(
+        o.md,
+        "{} threads insert random distinct 8-byte keys with 0-byte values into a new database \
+         (one transaction per insert) until {} records or the time cap, then update every \
+         inserted record, then insert new records; memory limit {} per engine process.\n",
+        u(p, "threads"),
+        u(p, "inserts"),
+        mib(u(p, "memory_limit"))
+    );
+    let mut rows = Vec::new();
+    let mut rate_panels = Vec::new();
+    let mut progress = Vec::new();
+    for e in r.engines() {
+        let mut row = vec![e.clone()];
+        let mut offset = 0.0;
+        let mut rate_lines = Vec::new();
+        let mut marks = Vec::new();
+        let mut cum_pts: Vec<(f64, f64)> = Vec::new();
+        let mut cum = 0.0;
+        let mut last: Option<&Value> = None;
+        for (i, (bench, what)) in TUPL_PHASES.iter().enumerate() {
+            let Some(x) = r.find(&e, bench).first().copied() else {
+                row.extend([String::new(), String::new()]);
+                continue;
+            };
+            row.push(u(x, "ops").to_string());
+            row.push(n0(f(x, "ops_per_sec")));
+            let threads: Vec<Vec<(f64, f64)>> =
+                series_threads(x).iter().map(|t| thread_points(t)).collect();
+            let sum = summed(&threads, 120);
+            if i > 0 {
+                marks.push((offset, (*what).to_string()));
+            }
+            rate_lines.push(Line {
+                name: format!("{what}/s"),
+                color: if i == 1 {
+                    series_color(9)
+                } else {
+                    engine_color(&e)
+                },
+                points: rates(&sum)
+                    .into_iter()
+                    .map(|(t, v)| (t + offset, v))
+                    .collect(),
+                markers: false,
+            });
+            cum_pts.extend(sum.iter().map(|&(t, v)| (t + offset, cum + v)));
+            cum += u(x, "ops") as f64;
+            offset += f(x, "wall_s").max(0.0);
+            last = Some(x);
+        }
+        if let Some(x) = last {
+            row.push(n0(f(x, "db_bytes") / 1024.0));
+            row.push(process_kb(r, &e).to_string());
+            row.push(hms(offset));
+        }
+        rows.push(row);
+        rate_panels.push(Panel::Lines(LinePanel {
+            title: e.clone(),
+            x_label: "Time (s)".into(),
+            y_label: "Records per second (ops/s)".into(),
+            x_log: false,
+            y_log: false,
+            lines: rate_lines,
+            marks,
+        }));
+        progress.push(Line {
+            name: e.clone(),
+            color: engine_color(&e),
+            points: cum_pts,
+            markers: false,
+        });
+    }
+    o.md.push_str(&table(
+        &[
+            "Engine",
+            "Inserts",
+            "Inserts/s",
+            "Updates",
+            "Updates/s",
+            "More inserts",
+            "Inserts/s (more)",
+            "Final Size KB",
+            "Process Size KB",
+            "Total time",
+        ],
+        &rows,
+    ));
+    if rate_panels.is_empty() {
+        return Ok(());
+    }
+    o.figure(
+        "tupl_rates",
+        Figure {
+            title: "Inserts/s, then updates/s, then inserts/s over time (8 B keys, 0 B values)"
+                .into(),
+            panels: rate_panels,
+            cols: 2,
+            // Each panel is one engine: inserts in its colour, updates in one colour for all.
+            legend: vec![
+                (
+                    "inserts/s (in the engine's colour)".into(),
+                    RGBColor(90, 90, 90),
+                ),
+                ("updates/s".into(), series_color(9)),
+            ],
+        },
+    )?;
+    o.figure(
+        "tupl_progress",
+        Figure {
+            title: "Records written over time (inserts, then updates, then inserts)".into(),
+            panels: vec![Panel::Lines(LinePanel {
+                title: "Cumulative records written (the slope is the rate)".into(),
+                x_label: "Time (s)".into(),
+                y_label: "Records written".into(),
+                x_log: false,
+                y_log: false,
+                lines: progress,
+                marks: vec![],
+            })],
+            cols: 1,
+            legend: engine_legend(r),
+        },
+    )
+}
+
+const PMEMKV_BENCHES: &[(&str, &str)] = &[
+    ("fillseq", "fillseq"),
+    ("fillrandom", "fillrandom"),
+    ("readseq", "readseq (after fillseq)"),
+    ("readrandom", "readrandom (after fillrandom)"),
+    ("readrandomwriterandom", "readrandomwriterandom (90/10)"),
+    ("readwhilewriting", "readwhilewriting"),
+];
+
+fn pmemkv(r: &Results, o: &mut Out) -> Result<()> {
+    let _ = writeln!(
+        o.md,
+        "pmemkv-bench's CSV table, one row per benchmark, engine, thread count and value size \
+         (8-byte keys). micros/op is db_bench's (summed thread time / ops), ops/sec is wall \
+         throughput; percentiles in microseconds (pmemkv-bench's P90 is not measured; P99 is \
+         shown in its place). As in pmemkv-bench, every thread of a benchmark does the whole \
+         count: fillseq's threads put the same keys in the same order, fillrandom's draw from \
+         their own streams, each thread count loading afresh. readwhilewriting's ops/sec counts \
+         the readers, its writer rate is in extra_data.\n"
+    );
+    let mut rows = Vec::new();
+    for (bench, _) in PMEMKV_BENCHES {
+        for e in r.engines() {
+            let mut xs = r.find(&e, bench);
+            xs.sort_by_key(|x| (u(x, "value_size"), u(x, "threads")));
+            for x in xs {
+                let mut extra = s(x, "message").to_string();
+                if let Some(w) = x.get("writer_ops_per_sec").and_then(Value::as_f64) {
+                    extra = format!("{extra} writer {w:.0} ops/s").trim().to_string();
+                }
+                rows.push(vec![
+                    bench.to_string(),
+                    e.clone(),
+                    u(x, "threads").to_string(),
+                    u(x, "key_size").to_string(),
+                    u(x, "value_size").to_string(),
+                    u(x, "num").to_string(),
+                    format!("{:.3}", f(x, "micros_per_op")),
+                    n0(f(x, "ops_per_sec")),
+                    n2(f(x, "mb_per_sec")),
+                    extra,
+                    n2(f(x, "p50_us")),
+                    n2(f(x, "p75_us")),
+                    n2(f(x, "p99_us")),
+                    n2(f(x, "p999_us")),
+                    n2(f(x, "p9999_us")),
+                ]);
+            }
+        }
+    }
+    o.md.push_str(&table(
+        &[
+            "Benchmark",
+            "Engine",
+            "Threads",
+            "Keys",
+            "Values",
+            "Entries",
+            "micros/op (average)",
+            "ops/sec",
+            "throughput [MB/s]",
+            "extra_data",
+            "P50 [micros/op]",
+            "P75 [micros/op]",
+            "P99 [micros/op]",
+            "P99.9 [micros/op]",
+            "P99.99 [micros/op]",
+        ],
+        &rows,
+    ));
+    let v8 = |x: &Value| u(x, "value_size") == 8;
+    let panels: Vec<Panel> = PMEMKV_BENCHES
+        .iter()
+        .map(|(b, t)| {
+            Panel::Lines(LinePanel {
+                title: (*t).into(),
+                x_label: "Threads".into(),
+                y_label: "Throughput (ops/s)".into(),
+                x_log: false,
+                y_log: false,
+                lines: lines_vs_threads(r, b, "ops_per_sec", v8),
+                marks: vec![],
+            })
+        })
+        .collect();
+    o.figure(
+        "pmemkv_threads",
+        Figure {
+            title: "ops/sec against threads, 8 B keys and 8 B values".into(),
+            panels,
+            cols: 2,
+            legend: engine_legend(r),
+        },
+    )?;
+    let panels: Vec<Panel> = PMEMKV_BENCHES[..4]
+        .iter()
+        .map(|(b, t)| {
+            let lines = r
+                .engines()
+                .iter()
+                .filter_map(|e| {
+                    let mut pts: Vec<(f64, f64)> = r
+                        .find(e, b)
+                        .into_iter()
+                        .filter(|x| u(x, "threads") == 1)
+                        .map(|x| (u(x, "value_size") as f64, f(x, "ops_per_sec")))
+                        .collect();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    (!pts.is_empty()).then(|| Line {
+                        name: e.clone(),
+                        color: engine_color(e),
+                        points: pts,
+                        markers: true,
+                    })
+                })
+                .collect();
+            Panel::Lines(LinePanel {
+                title: (*t).into(),
+                x_label: "Value size (bytes, log scale)".into(),
+                y_label: "Throughput (ops/s)".into(),
+                x_log: true,
+                y_log: false,
+                lines,
+                marks: vec![],
+            })
+        })
+        .collect();
+    o.figure(
+        "pmemkv_value_size",
+        Figure {
+            title: "ops/sec against value size, 8 B keys, single thread".into(),
+            panels,
+            cols: 2,
+            legend: engine_legend(r),
+        },
+    )?;
+    let panels: Vec<Panel> = PMEMKV_BENCHES[..4]
+        .iter()
+        .map(|(b, t)| {
+            Panel::Bars(BarPanel {
+                title: (*t).into(),
+                y_label: "P99.9 latency (microseconds, log scale)".into(),
+                y_log: true,
+                bars: bars(r, |e| {
+                    r.find(e, b)
+                        .into_iter()
+                        .find(|x| v8(x) && u(x, "threads") == 1)
+                        .map(|x| f(x, "p999_us"))
+                }),
+            })
+        })
+        .collect();
+    o.figure(
+        "pmemkv_p999",
+        Figure {
+            title: "Latency P99.9 per engine, 8 B keys and values, 1 thread".into(),
+            panels,
+            cols: 2,
+            legend: engine_legend(r),
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hms_matches_the_seed_format() {
+        assert_eq!(hms(3545.93), "00:59:05.93");
+        assert_eq!(hms(10837.0), "03:00:37.00");
+    }
+
+    #[test]
+    fn rates_and_sums() {
+        let a = vec![(0.0, 0.0), (1.0, 100.0), (2.0, 300.0)];
+        assert_eq!(rates(&a), vec![(1.0, 100.0), (2.0, 200.0)]);
+        let s = summed(&[a.clone(), a.clone()], 2);
+        assert_eq!(s, vec![(0.0, 0.0), (1.0, 200.0), (2.0, 600.0)]);
+        // Windows of at least half the elapsed time: the 1.4 s sample is merged into 1..2 s.
+        let b = vec![
+            (0.0, 0.0),
+            (0.2, 10.0),
+            (1.0, 100.0),
+            (1.4, 200.0),
+            (2.0, 300.0),
+        ];
+        assert_eq!(
+            smoothed_rates(&b, 0.5, 0.0),
+            vec![(0.2, 50.0), (1.0, 112.5), (2.0, 200.0)]
+        );
+        // And at least abs_s long.
+        assert_eq!(
+            smoothed_rates(&b, 0.0, 0.9),
+            vec![(1.0, 100.0), (2.0, 200.0)]
+        );
+    }
+}
