@@ -28,7 +28,10 @@ fn load(path: &Path, readahead: bool) -> Database {
     let mut w = db.begin_write().unwrap();
     w.ensure_table("t").unwrap();
     for i in 0..2000u32 {
-        w.table("t").unwrap().put(&i.to_be_bytes(), &[7; 100]).unwrap();
+        w.table("t")
+            .unwrap()
+            .put(&i.to_be_bytes(), &[7; 100])
+            .unwrap();
     }
     w.commit_with(Durability::None).unwrap();
     let r = db.begin_read().unwrap();

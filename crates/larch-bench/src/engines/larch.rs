@@ -40,6 +40,7 @@ fn open(o: &OpenOptions) -> Result<Opened> {
         Durability::None
     });
     let page_bytes = options.page_bytes;
+    let readahead = options.readahead;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
     let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
     w.ensure_table(TABLE).map_err(|x| e("ensure_table", x))?;
@@ -64,6 +65,14 @@ fn open(o: &OpenOptions) -> Result<Opened> {
                 "one read txn per session, renewed to the newest snapshot per op",
             ),
             kv("cache", "OS page cache (no engine cache)"),
+            kv(
+                "readahead",
+                if readahead {
+                    "on (MADV_NORMAL)"
+                } else {
+                    "off (MADV_RANDOM, the default)"
+                },
+            ),
         ],
     })
 }
