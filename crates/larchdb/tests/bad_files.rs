@@ -151,18 +151,68 @@ fn not_a_database() {
     assert!(!missing.exists());
 }
 
+/// Writes `version` into a meta slot and reseals its checksum, as a later format would.
+fn set_version(bytes: &mut [u8], slot: usize, version: u32) {
+    let at = slot * 4096;
+    bytes[at + 40..at + 44].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[at + 4..at + 144]);
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
 #[test]
 fn future_format_version_is_refused() {
     let mut bytes = sample();
     for slot in 0..2 {
-        let at = slot * 4096 + 40;
-        bytes[at..at + 4].copy_from_slice(&99u32.to_le_bytes());
+        set_version(&mut bytes, slot, 99);
     }
-    match exercise(bytes) {
+    match exercise(bytes.clone()) {
         Err(Error::UnsupportedVersion {
             found: 99,
             supported: 1,
         }) => {}
         other => panic!("{other:?}"),
+    }
+    // One slot of a newer format is enough: opening the other would roll the file back.
+    let mut one = sample();
+    set_version(&mut one, 1, 2);
+    assert!(matches!(
+        exercise(one),
+        Err(Error::UnsupportedVersion { found: 2, .. })
+    ));
+}
+
+/// Regression (found by tests/bit_rot.rs): a bit flipped in one slot's version field made the
+/// whole file unopenable as `UnsupportedVersion`; a slot whose checksum fails is damaged, and
+/// the other slot opens.
+#[test]
+fn a_flipped_version_bit_is_damage_to_that_slot_not_a_future_format() {
+    let good = sample();
+    let db_state = |bytes: Vec<u8>| -> Result<(u64, Vec<String>), Error> {
+        let s = FaultStorage::new();
+        s.set_contents(bytes);
+        let db = Database::open_storage(Arc::new(s), Options::default())?;
+        db.verify()?;
+        let r = db.begin_read()?;
+        Ok((r.id(), r.list_tables()?))
+    };
+    let (newest, tables) = db_state(good.clone()).unwrap();
+    let slot_txn =
+        |slot: usize| u64::from_le_bytes(good[slot * 4096 + 16..][..8].try_into().unwrap());
+    assert_eq!(slot_txn(0).max(slot_txn(1)), newest);
+    for slot in 0..2 {
+        for bit in 0..32 {
+            let mut bad = good.clone();
+            bad[slot * 4096 + 40 + bit / 8] ^= 1 << (bit % 8);
+            let (txn, found) =
+                db_state(bad).unwrap_or_else(|e| panic!("slot {slot} bit {bit}: {e}"));
+            assert_eq!(found, tables);
+            // The newest commit, or the one before it if its slot was the damaged one.
+            let expected = if slot_txn(slot) == newest {
+                newest - 1
+            } else {
+                newest
+            };
+            assert_eq!(txn, expected, "slot {slot} bit {bit}");
+        }
     }
 }

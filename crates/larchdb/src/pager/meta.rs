@@ -141,6 +141,13 @@ impl Meta {
         }
         let version = get_u32(head, M_VERSION);
         if version > FORMAT_VERSION {
+            // A newer version is believed only from an intact slot: its CRC-32C (over the
+            // fields, which is all a meta checksum covers) verifies, or it names another
+            // checksum algorithm, as a later format may. Why: a flipped bit in one slot's
+            // version field is damage to that slot, and the other slot must still open.
+            if head[M_CHECKSUM_ALGO] == CHECKSUM_CRC32C && !checksum_ok(&head[..META_END]) {
+                return Err(MetaDefect::Damaged("meta checksum mismatch".into()));
+            }
             return Err(MetaDefect::Version(version));
         }
         let page_bytes = get_u32(head, M_PAGE_BYTES);
