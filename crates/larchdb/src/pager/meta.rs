@@ -264,8 +264,20 @@ mod tests {
 
     #[test]
     fn newer_version_is_reported() {
-        let mut p = page(&sample(), 0);
+        let m = sample();
+        let mut p = page(&m, 0);
         put_u32(&mut p, M_VERSION, FORMAT_VERSION + 1);
+        // Without a valid checksum it is a damaged slot (a flipped bit), not a newer format...
+        assert!(matches!(Meta::decode(&p, 0), Err(MetaDefect::Damaged(_))));
+        // ...unless it names another checksum algorithm, as a later format may.
+        let mut q = p.clone();
+        q[M_CHECKSUM_ALGO] = 2;
+        assert_eq!(
+            Meta::decode(&q, 0),
+            Err(MetaDefect::Version(FORMAT_VERSION + 1))
+        );
+        // With its checksum intact, it is a newer format.
+        seal_page(&mut p[..META_END], 0, m.txn);
         assert_eq!(
             Meta::decode(&p, 0),
             Err(MetaDefect::Version(FORMAT_VERSION + 1))
