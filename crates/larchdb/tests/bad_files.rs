@@ -216,3 +216,95 @@ fn a_flipped_version_bit_is_damage_to_that_slot_not_a_future_format() {
         }
     }
 }
+
+/// Regression (found by fuzz/open_mutated): a leaf whose dead-space count (header field `b`) is
+/// wrong but whose checksum is valid (a page read through the memory map is not checksummed)
+/// made an insert that needed compaction write out of bounds (a panic) or over the slot array.
+/// Now a count larger than the cell area is `Corrupted` at that page as soon as the page is
+/// read; a smaller lie is found when compaction frees less than it promised, and is
+/// `Corrupted` at the transaction's copy of the page. Either way the transaction cannot commit.
+#[test]
+fn a_wrong_dead_space_count_fails_the_write_not_the_process() {
+    let good = sample();
+    let roles = {
+        let s = FaultStorage::new();
+        s.set_contents(good.clone());
+        Database::open_storage(Arc::new(s), Options::default())
+            .unwrap()
+            .page_roles()
+            .unwrap()
+    };
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+    let mut leaves = 0;
+    let mut caught_at_compaction = 0;
+    for (id, role) in roles.iter().enumerate() {
+        if *role != larchdb::PageRole::Leaf {
+            continue;
+        }
+        // Beyond the cell area, and just within it (all of it dead).
+        for beyond in [true, false] {
+            let mut bad = good.clone();
+            let p = &mut bad[id * 4096..(id + 1) * 4096];
+            let cell_area = 4096 - u16_at(p, 24);
+            let dead = if beyond { cell_area + 1 } else { cell_area } as u32;
+            p[28..32].copy_from_slice(&dead.to_le_bytes());
+            // Reseal (file-format.md: CRC-32C of bytes 4.., skipping the gap between the slot
+            // array and the cells).
+            let (gap_start, gap_end) = (32 + 2 * u16_at(p, 6), u16_at(p, 24));
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&p[4..gap_start]), &p[gap_end..]);
+            p[..4].copy_from_slice(&crc.to_le_bytes());
+            let cell = u16_at(p, 32);
+            let first_key = p[cell + 6..cell + 6 + u16_at(p, cell)].to_vec();
+
+            let s = FaultStorage::new();
+            s.set_contents(bad);
+            let db = Database::open_storage(Arc::new(s), Options::default()).unwrap();
+            let mut w = db.begin_write().unwrap();
+            let mut failed = None;
+            {
+                let mut t = w.table("t").unwrap();
+                // Keys just after the leaf's first key land in this leaf until it is full.
+                for i in 0..40u8 {
+                    let mut k = first_key.clone();
+                    k.extend_from_slice(&[0xff, i]);
+                    if let Err(e) = t.put(&k, &[i; 200]) {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                Some(Error::Corrupted { page, reason }) if beyond => {
+                    assert_eq!(page, id as u64, "{reason}");
+                    assert_eq!(reason, "dead-space count exceeds the cell area");
+                }
+                Some(Error::Corrupted { reason, .. }) => {
+                    assert_eq!(reason, "dead-space count does not match the cells");
+                    caught_at_compaction += 1;
+                }
+                // Compaction recounts the dead space: if the real free space sufficed, the
+                // lie is gone and the writes are sound.
+                None if !beyond => {
+                    w.commit().unwrap();
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    for i in 0..40u8 {
+                        let mut k = first_key.clone();
+                        k.extend_from_slice(&[0xff, i]);
+                        assert_eq!(t.get(&k).unwrap(), Some(&[i; 200][..]));
+                    }
+                    db.verify().unwrap();
+                    continue;
+                }
+                other => panic!("leaf {id}, beyond {beyond}: {other:?}"),
+            }
+            assert!(matches!(w.commit(), Err(Error::TxnFailed)));
+        }
+        leaves += 1;
+    }
+    assert!(leaves > 5, "only {leaves} leaves");
+    assert!(
+        caught_at_compaction > 0,
+        "no lie within the cell area mattered"
+    );
+}
