@@ -121,39 +121,28 @@ fn exercise(db: &Database, write: bool) {
     if !write {
         return;
     }
-    let Some(mut w) = ok_or_typed(db.begin_write(), "begin_write") else {
-        return;
-    };
-    for name in names.iter().map(String::as_str).chain(["new"]) {
-        let Some(created) = ok_or_typed(w.ensure_table(name), "ensure_table") else {
-            return;
-        };
-        let _ = created;
-        let mut t = match w.table(name) {
-            Ok(t) => t,
-            Err(Error::TxnFailed) => return,
-            Err(e) if typed(&e) => return,
-            Err(e) => panic!("table: {e:?}"),
-        };
-        for i in 0..40u32 {
-            let k = (i * 11).to_be_bytes();
-            let r = if i % 3 == 0 {
-                t.delete(&k).map(|_| ())
-            } else {
-                t.put(&k, &[i as u8; 700]).map(|_| ())
-            };
-            match r {
-                Ok(()) => {}
-                Err(Error::TxnFailed) => break,
-                Err(e) if typed(&e) => break,
-                Err(e) => panic!("write: {e:?}"),
+    // A failed operation leaves the transaction able only to abort: later calls and the commit
+    // give `TxnFailed`.
+    let writes = || -> Result<(), Error> {
+        let mut w = db.begin_write()?;
+        for name in names.iter().map(String::as_str).chain(["new"]) {
+            w.ensure_table(name)?;
+            let mut t = w.table(name)?;
+            for i in 0..40u32 {
+                let k = (i * 11).to_be_bytes();
+                if i % 3 == 0 {
+                    t.delete(&k)?;
+                } else {
+                    t.put(&k, &[i as u8; 700])?;
+                }
             }
         }
-    }
-    match w.commit() {
+        w.commit()
+    };
+    match writes() {
         Ok(()) | Err(Error::TxnFailed) => {}
         Err(e) if typed(&e) => {}
-        Err(e) => panic!("commit: {e:?}"),
+        Err(e) => panic!("write: untyped error {e:?}"),
     }
 }
 
