@@ -407,6 +407,12 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     stats.branch_pages += cat_stats.branch_pages;
     stats.leaf_pages += cat_stats.leaf_pages;
     for (name, value) in tables {
+        if name.is_empty() || name.len() > crate::limits::TABLE_NAME_BYTES_MAX {
+            w.problem(
+                meta.catalog.root.id,
+                format!("table name of {} bytes", name.len()),
+            );
+        }
         let name = String::from_utf8_lossy(&name).into_owned();
         match TableHeader::decode(&value, meta.catalog.root.id) {
             Ok(hdr) => {

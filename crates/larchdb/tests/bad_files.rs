@@ -308,3 +308,55 @@ fn a_wrong_dead_space_count_fails_the_write_not_the_process() {
         "no lie within the cell area mattered"
     );
 }
+
+/// Regression (found by fuzz/open_mutated): a catalog entry whose name is empty (its length
+/// field damaged, the checksum valid) was listed by `list_tables` as a table named "", which
+/// `table("")` then refused as `InvalidTableName`. A name no table can have is damage:
+/// `list_tables` and `verify()` report `Corrupted` at the catalog page.
+#[test]
+fn an_impossible_table_name_in_the_catalog_is_corruption() {
+    let good = sample();
+    let s = FaultStorage::new();
+    s.set_contents(good.clone());
+    let roles = Database::open_storage(Arc::new(s), Options::default())
+        .unwrap()
+        .page_roles()
+        .unwrap();
+    let catalog: Vec<usize> = roles
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| **r == larchdb::PageRole::CatalogLeaf)
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(catalog.len(), 1, "the sample's catalog is one leaf");
+    let id = catalog[0];
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+    let mut bad = good;
+    let p = &mut bad[id * 4096..(id + 1) * 4096];
+    let cell = u16_at(p, 32);
+    p[cell..cell + 2].copy_from_slice(&0u16.to_le_bytes());
+    let (gap_start, gap_end) = (32 + 2 * u16_at(p, 6), u16_at(p, 24));
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&p[4..gap_start]), &p[gap_end..]);
+    p[..4].copy_from_slice(&crc.to_le_bytes());
+
+    let s = FaultStorage::new();
+    s.set_contents(bad);
+    let db = Database::open_storage(Arc::new(s), Options::default()).unwrap();
+    let r = db.begin_read().unwrap();
+    match r.list_tables() {
+        Err(Error::Corrupted { page, reason }) => {
+            assert_eq!(page, id as u64);
+            assert_eq!(reason, "table name of 0 bytes");
+        }
+        other => panic!("list_tables: {other:?}"),
+    }
+    match db.verify() {
+        Err(Error::Corrupted { page, reason }) => {
+            assert_eq!(page, id as u64);
+            assert_eq!(reason, "table name of 0 bytes");
+        }
+        other => panic!("verify: {other:?}"),
+    }
+    let mut w = db.begin_write().unwrap();
+    assert!(matches!(w.list_tables(), Err(Error::Corrupted { .. })));
+}
