@@ -477,6 +477,14 @@ impl Database {
         Ok(stats)
     }
 
+    /// What each page of the newest snapshot is (index = page id), for tests that damage pages
+    /// of each kind. Not a stable API.
+    #[doc(hidden)]
+    pub fn page_roles(&self) -> Result<Vec<crate::verify::PageRole>> {
+        let r = self.begin_read()?;
+        crate::verify::page_roles(r.snapshot())
+    }
+
     pub(crate) fn boot_id(&self) -> [u8; 16] {
         self.inner.boot_id.unwrap_or([0; 16])
     }

@@ -57,4 +57,6 @@ pub use db::{Database, Durability, Options};
 pub use error::{Error, Result};
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, WriteTxn};
+#[doc(hidden)]
+pub use verify::PageRole;
 pub use verify::{Problem, Stats, TableStats, VerifyReport};

@@ -29,6 +29,13 @@ fn list_catalog<S: PageSource + ?Sized>(src: &S, catalog: TableHeader) -> Result
         let key = c.key()?;
         let name = std::str::from_utf8(key)
             .map_err(|_| Error::corrupted(catalog.root.id, "table name is not UTF-8"))?;
+        // A name no table can have is damage, not a name to hand back to the caller.
+        if check_name(name).is_err() {
+            return Err(Error::corrupted(
+                catalog.root.id,
+                format!("table name of {} bytes", name.len()),
+            ));
+        }
         names.push(name.to_string());
         ok = c.next()?;
     }

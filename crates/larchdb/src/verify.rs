@@ -59,6 +59,37 @@ pub struct TableStats {
     pub overflow_pages: u64,
 }
 
+/// What one page of the file is, as the verification walk found it (for tests that damage
+/// pages of each kind; not a stable API).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PageRole {
+    /// Neither reachable nor free (verification reports it).
+    Unaccounted,
+    /// Meta slot 0 or 1.
+    Meta,
+    /// A branch of the catalog tree.
+    CatalogBranch,
+    /// A leaf of the catalog tree.
+    CatalogLeaf,
+    /// The root page of a table (a branch, or a leaf for a one-page table).
+    TableRoot,
+    /// A branch of a table, below its root.
+    Branch,
+    /// A leaf of a table, below its root.
+    Leaf,
+    /// The first page of an overflow run: its header and checksum.
+    OverflowHead,
+    /// A later page of an overflow run, with no header of its own.
+    OverflowContinuation,
+    /// A page of the freelist chain.
+    Freelist,
+    /// A free page (reusable now).
+    Free,
+    /// A freed page not yet reusable.
+    Pending,
+}
+
 /// Statistics of a snapshot.
 #[derive(Clone, Debug, Default)]
 pub struct Stats {
@@ -110,6 +141,8 @@ struct Walk<'s> {
     snap: &'s Snapshot,
     checksums: bool,
     owner: Vec<u8>,
+    /// What each page is, for `page_roles`.
+    roles: Vec<PageRole>,
     problems: Vec<Problem>,
     pages_checked: u64,
 }
@@ -174,6 +207,8 @@ impl<'s> Walk<'s> {
     /// Walks one tree, checking order, bounds, depth and the entry count. Returns the leaf
     /// entries' values when `collect` (for the catalog) and the table's figures.
     fn tree(&mut self, name: &str, hdr: TableHeader, collect: bool) -> (Vec<KeyValue>, TableStats) {
+        // Only the catalog's entries are collected.
+        let catalog = collect;
         let mut st = TableStats {
             name: name.to_string(),
             depth: hdr.depth,
@@ -210,6 +245,13 @@ impl<'s> Walk<'s> {
                     self.note_err(e, id);
                     continue;
                 }
+            };
+            self.roles[id as usize] = match (catalog, level, node.leaf) {
+                (true, _, true) => PageRole::CatalogLeaf,
+                (true, _, false) => PageRole::CatalogBranch,
+                (false, 1, _) => PageRole::TableRoot,
+                (false, _, true) => PageRole::Leaf,
+                (false, _, false) => PageRole::Branch,
             };
             if node.leaf != (level == hdr.depth) {
                 self.problem(
@@ -270,6 +312,10 @@ impl<'s> Walk<'s> {
                             if !self.claim(page, pages, OWNER_OVERFLOW) {
                                 None
                             } else {
+                                self.roles[page as usize] = PageRole::OverflowHead;
+                                for p in page + 1..page + pages {
+                                    self.roles[p as usize] = PageRole::OverflowContinuation;
+                                }
                                 match self.read(run_ref, pages).and_then(|run| {
                                     check_run(run, page, pages, len)?;
                                     Ok(&run[crate::pager::PAGE_HEADER_BYTES
@@ -345,6 +391,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
         snap,
         checksums,
         owner: vec![OWNER_NONE; meta.page_count as usize],
+        roles: vec![PageRole::Unaccounted; meta.page_count as usize],
         problems: Vec::new(),
         pages_checked: 0,
     };
@@ -363,6 +410,12 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     stats.branch_pages += cat_stats.branch_pages;
     stats.leaf_pages += cat_stats.leaf_pages;
     for (name, value) in tables {
+        if name.is_empty() || name.len() > crate::limits::TABLE_NAME_BYTES_MAX {
+            w.problem(
+                meta.catalog.root.id,
+                format!("table name of {} bytes", name.len()),
+            );
+        }
         let name = String::from_utf8_lossy(&name).into_owned();
         match TableHeader::decode(&value, meta.catalog.root.id) {
             Ok(hdr) => {
@@ -382,7 +435,9 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     match snap.freelist_chain() {
         Ok(chain) => {
             for (page, extents) in chain {
-                w.claim(page, 1, OWNER_FREELIST);
+                if w.claim(page, 1, OWNER_FREELIST) {
+                    w.roles[page as usize] = PageRole::Freelist;
+                }
                 w.pages_checked += 1;
                 stats.freelist_pages += 1;
                 for (txn, start, len, kind) in extents {
@@ -397,6 +452,14 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
                         continue;
                     }
                     if w.claim(start, len, OWNER_FREE) {
+                        let role = if txn == 0 {
+                            PageRole::Free
+                        } else {
+                            PageRole::Pending
+                        };
+                        for p in start..start + len {
+                            w.roles[p as usize] = role;
+                        }
                         if txn == 0 {
                             stats.free_pages += len;
                         } else {
@@ -434,6 +497,22 @@ pub(crate) fn verify(snap: &Snapshot) -> VerifyReport {
     report.pages_checked = w.pages_checked;
     report.problems = w.problems;
     report
+}
+
+/// What each page of the file is (index = page id), from a full verification walk; the first
+/// problem, if verification finds any.
+pub(crate) fn page_roles(snap: &Snapshot) -> Result<Vec<PageRole>> {
+    let (mut w, _, _) = walk(snap, true);
+    if let Some(p) = w.problems.into_iter().next() {
+        return Err(Error::Corrupted {
+            page: p.page,
+            reason: p.reason,
+        });
+    }
+    for slot in 0..META_SLOTS.min(w.roles.len() as u64) {
+        w.roles[slot as usize] = PageRole::Meta;
+    }
+    Ok(w.roles)
 }
 
 /// Statistics of a snapshot (a structural walk without checksums).

@@ -151,18 +151,212 @@ fn not_a_database() {
     assert!(!missing.exists());
 }
 
+/// Writes `version` into a meta slot and reseals its checksum, as a later format would.
+fn set_version(bytes: &mut [u8], slot: usize, version: u32) {
+    let at = slot * 4096;
+    bytes[at + 40..at + 44].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[at + 4..at + 144]);
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
 #[test]
 fn future_format_version_is_refused() {
     let mut bytes = sample();
     for slot in 0..2 {
-        let at = slot * 4096 + 40;
-        bytes[at..at + 4].copy_from_slice(&99u32.to_le_bytes());
+        set_version(&mut bytes, slot, 99);
     }
-    match exercise(bytes) {
+    match exercise(bytes.clone()) {
         Err(Error::UnsupportedVersion {
             found: 99,
             supported: 1,
         }) => {}
         other => panic!("{other:?}"),
     }
+    // One slot of a newer format is enough: opening the other would roll the file back.
+    let mut one = sample();
+    set_version(&mut one, 1, 2);
+    assert!(matches!(
+        exercise(one),
+        Err(Error::UnsupportedVersion { found: 2, .. })
+    ));
+}
+
+/// Regression (found by tests/bit_rot.rs): a bit flipped in one slot's version field made the
+/// whole file unopenable as `UnsupportedVersion`; a slot whose checksum fails is damaged, and
+/// the other slot opens.
+#[test]
+fn a_flipped_version_bit_is_damage_to_that_slot_not_a_future_format() {
+    let good = sample();
+    let db_state = |bytes: Vec<u8>| -> Result<(u64, Vec<String>), Error> {
+        let s = FaultStorage::new();
+        s.set_contents(bytes);
+        let db = Database::open_storage(Arc::new(s), Options::default())?;
+        db.verify()?;
+        let r = db.begin_read()?;
+        Ok((r.id(), r.list_tables()?))
+    };
+    let (newest, tables) = db_state(good.clone()).unwrap();
+    let slot_txn =
+        |slot: usize| u64::from_le_bytes(good[slot * 4096 + 16..][..8].try_into().unwrap());
+    assert_eq!(slot_txn(0).max(slot_txn(1)), newest);
+    for slot in 0..2 {
+        for bit in 0..32 {
+            let mut bad = good.clone();
+            bad[slot * 4096 + 40 + bit / 8] ^= 1 << (bit % 8);
+            let (txn, found) =
+                db_state(bad).unwrap_or_else(|e| panic!("slot {slot} bit {bit}: {e}"));
+            assert_eq!(found, tables);
+            // The newest commit, or the one before it if its slot was the damaged one.
+            let expected = if slot_txn(slot) == newest {
+                newest - 1
+            } else {
+                newest
+            };
+            assert_eq!(txn, expected, "slot {slot} bit {bit}");
+        }
+    }
+}
+
+/// Regression (found by fuzz/open_mutated): a leaf whose dead-space count (header field `b`) is
+/// wrong but whose checksum is valid (a page read through the memory map is not checksummed)
+/// made an insert that needed compaction write out of bounds (a panic) or over the slot array.
+/// Now a count larger than the cell area is `Corrupted` at that page as soon as the page is
+/// read; a smaller lie is found when compaction frees less than it promised, and is
+/// `Corrupted` at the transaction's copy of the page. Either way the transaction cannot commit.
+#[test]
+fn a_wrong_dead_space_count_fails_the_write_not_the_process() {
+    let good = sample();
+    let roles = {
+        let s = FaultStorage::new();
+        s.set_contents(good.clone());
+        Database::open_storage(Arc::new(s), Options::default())
+            .unwrap()
+            .page_roles()
+            .unwrap()
+    };
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+    let mut leaves = 0;
+    let mut caught_at_compaction = 0;
+    for (id, role) in roles.iter().enumerate() {
+        if *role != larchdb::PageRole::Leaf {
+            continue;
+        }
+        // Beyond the cell area, and just within it (all of it dead).
+        for beyond in [true, false] {
+            let mut bad = good.clone();
+            let p = &mut bad[id * 4096..(id + 1) * 4096];
+            let cell_area = 4096 - u16_at(p, 24);
+            let dead = if beyond { cell_area + 1 } else { cell_area } as u32;
+            p[28..32].copy_from_slice(&dead.to_le_bytes());
+            // Reseal (file-format.md: CRC-32C of bytes 4.., skipping the gap between the slot
+            // array and the cells).
+            let (gap_start, gap_end) = (32 + 2 * u16_at(p, 6), u16_at(p, 24));
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&p[4..gap_start]), &p[gap_end..]);
+            p[..4].copy_from_slice(&crc.to_le_bytes());
+            let cell = u16_at(p, 32);
+            let first_key = p[cell + 6..cell + 6 + u16_at(p, cell)].to_vec();
+
+            let s = FaultStorage::new();
+            s.set_contents(bad);
+            let db = Database::open_storage(Arc::new(s), Options::default()).unwrap();
+            let mut w = db.begin_write().unwrap();
+            let mut failed = None;
+            {
+                let mut t = w.table("t").unwrap();
+                // Keys just after the leaf's first key land in this leaf until it is full.
+                for i in 0..40u8 {
+                    let mut k = first_key.clone();
+                    k.extend_from_slice(&[0xff, i]);
+                    if let Err(e) = t.put(&k, &[i; 200]) {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
+            match failed {
+                Some(Error::Corrupted { page, reason }) if beyond => {
+                    assert_eq!(page, id as u64, "{reason}");
+                    assert_eq!(reason, "dead-space count exceeds the cell area");
+                }
+                Some(Error::Corrupted { reason, .. }) => {
+                    assert_eq!(reason, "dead-space count does not match the cells");
+                    caught_at_compaction += 1;
+                }
+                // Compaction recounts the dead space: if the real free space sufficed, the
+                // lie is gone and the writes are sound.
+                None if !beyond => {
+                    w.commit().unwrap();
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    for i in 0..40u8 {
+                        let mut k = first_key.clone();
+                        k.extend_from_slice(&[0xff, i]);
+                        assert_eq!(t.get(&k).unwrap(), Some(&[i; 200][..]));
+                    }
+                    db.verify().unwrap();
+                    continue;
+                }
+                other => panic!("leaf {id}, beyond {beyond}: {other:?}"),
+            }
+            assert!(matches!(w.commit(), Err(Error::TxnFailed)));
+        }
+        leaves += 1;
+    }
+    assert!(leaves > 5, "only {leaves} leaves");
+    assert!(
+        caught_at_compaction > 0,
+        "no lie within the cell area mattered"
+    );
+}
+
+/// Regression (found by fuzz/open_mutated): a catalog entry whose name is empty (its length
+/// field damaged, the checksum valid) was listed by `list_tables` as a table named "", which
+/// `table("")` then refused as `InvalidTableName`. A name no table can have is damage:
+/// `list_tables` and `verify()` report `Corrupted` at the catalog page.
+#[test]
+fn an_impossible_table_name_in_the_catalog_is_corruption() {
+    let good = sample();
+    let s = FaultStorage::new();
+    s.set_contents(good.clone());
+    let roles = Database::open_storage(Arc::new(s), Options::default())
+        .unwrap()
+        .page_roles()
+        .unwrap();
+    let catalog: Vec<usize> = roles
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| **r == larchdb::PageRole::CatalogLeaf)
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(catalog.len(), 1, "the sample's catalog is one leaf");
+    let id = catalog[0];
+    let u16_at = |b: &[u8], at: usize| u16::from_le_bytes([b[at], b[at + 1]]) as usize;
+    let mut bad = good;
+    let p = &mut bad[id * 4096..(id + 1) * 4096];
+    let cell = u16_at(p, 32);
+    p[cell..cell + 2].copy_from_slice(&0u16.to_le_bytes());
+    let (gap_start, gap_end) = (32 + 2 * u16_at(p, 6), u16_at(p, 24));
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&p[4..gap_start]), &p[gap_end..]);
+    p[..4].copy_from_slice(&crc.to_le_bytes());
+
+    let s = FaultStorage::new();
+    s.set_contents(bad);
+    let db = Database::open_storage(Arc::new(s), Options::default()).unwrap();
+    let r = db.begin_read().unwrap();
+    match r.list_tables() {
+        Err(Error::Corrupted { page, reason }) => {
+            assert_eq!(page, id as u64);
+            assert_eq!(reason, "table name of 0 bytes");
+        }
+        other => panic!("list_tables: {other:?}"),
+    }
+    match db.verify() {
+        Err(Error::Corrupted { page, reason }) => {
+            assert_eq!(page, id as u64);
+            assert_eq!(reason, "table name of 0 bytes");
+        }
+        other => panic!("verify: {other:?}"),
+    }
+    let mut w = db.begin_write().unwrap();
+    assert!(matches!(w.list_tables(), Err(Error::Corrupted { .. })));
 }

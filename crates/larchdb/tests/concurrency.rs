@@ -145,6 +145,7 @@ fn readers_see_consistent_snapshots_while_the_writer_commits() {
     let checks: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
     let commits = commits.load(Ordering::Relaxed);
     assert!(commits > 100, "writer made only {commits} commits");
+    eprintln!("{commits} commits while the long-lived reader was checked");
     assert!(checks > 10, "readers made only {checks} checks");
     drop(frozen);
     db.verify().unwrap();
@@ -232,4 +233,114 @@ fn renew_moves_a_reader_to_the_newest_snapshot() {
     assert_eq!(r.table("t").unwrap().get(b"k").unwrap(), Some(&b"2"[..]));
     // The old snapshot is no longer registered: its pages are reusable.
     assert_eq!(db.stats().unwrap().readers, 1);
+}
+
+/// A table's entries in order.
+type Contents = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Commits made while the long-lived readers below stay open.
+const LONG_READER_COMMITS: u32 = 2000;
+
+/// A long-lived reader across thousands of commits never sees a changed value: every commit
+/// overwrites, deletes and inserts (small values and overflow runs alike), so the pages the
+/// reader's snapshot reaches are freed early and, without its registration, would be reused
+/// at once; the reader's full contents are compared every 100 commits. A second reader opened
+/// half-way holds its own snapshot the same way.
+#[test]
+fn a_long_lived_reader_sees_one_snapshot_across_thousands_of_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(
+        dir.path().join("db"),
+        Options::default().durability(Durability::None),
+    )
+    .unwrap();
+    let value = |i: u32, commit: u32| -> Vec<u8> {
+        let len = if i.is_multiple_of(17) {
+            5000
+        } else {
+            20 + (i + commit) as usize % 200
+        };
+        vec![(i ^ commit) as u8; len]
+    };
+    {
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        let mut t = w.table("t").unwrap();
+        for i in 0..1000u32 {
+            t.put(&i.to_be_bytes(), &value(i, 0)).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let contents = |r: &larchdb::ReadTxn| -> Contents {
+        let t = r.table("t").unwrap();
+        t.iter()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect()
+    };
+    let first = db.begin_read().unwrap();
+    let first_contents = contents(&first);
+    assert_eq!(first_contents.len(), 1000);
+    let mut second: Option<(larchdb::ReadTxn, Contents)> = None;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut comparisons = 0u32;
+    for commit in 1..=LONG_READER_COMMITS {
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            // The first operation is a put, so every commit changes something.
+            for op in 0..rng.gen_range(1..12) {
+                let i = rng.gen_range(0..1200u32);
+                if op > 0 && rng.gen_bool(0.2) {
+                    t.delete(&i.to_be_bytes()).unwrap();
+                } else {
+                    t.put(&i.to_be_bytes(), &value(i, commit)).unwrap();
+                }
+            }
+        }
+        w.commit().unwrap();
+        if commit == LONG_READER_COMMITS / 2 {
+            let r = db.begin_read().unwrap();
+            let c = contents(&r);
+            assert_ne!(c, first_contents, "the writer changed nothing");
+            second = Some((r, c));
+        }
+        if commit % 100 == 0 {
+            assert_eq!(contents(&first), first_contents, "after commit {commit}");
+            if let Some((r, c)) = &second {
+                assert_eq!(&contents(r), c, "second reader, after commit {commit}");
+            }
+            comparisons += 1;
+        }
+    }
+    assert_eq!(
+        first.id() + u64::from(LONG_READER_COMMITS),
+        db.begin_read().unwrap().id()
+    );
+    assert_eq!(comparisons, LONG_READER_COMMITS / 100);
+    // While the readers live, nothing freed after their snapshots is reused (as in LMDB, the
+    // oldest reader holds back reuse), so the file grows; once they are gone and a commit is
+    // durable, that space is reused and the file stops growing.
+    drop((first, second));
+    db.sync().unwrap();
+    let pages_before = db.stats().unwrap().page_count;
+    for commit in 0..100u32 {
+        let mut w = db.begin_write().unwrap();
+        w.table("t")
+            .unwrap()
+            .put(&commit.to_be_bytes(), &value(commit, 1))
+            .unwrap();
+        w.commit().unwrap();
+    }
+    let stats = db.stats().unwrap();
+    assert!(
+        stats.page_count <= pages_before,
+        "{} -> {} pages",
+        pages_before,
+        stats.page_count
+    );
+    eprintln!(
+        "{LONG_READER_COMMITS} commits under two long-lived readers, {comparisons} full \
+         comparisons each; {pages_before} pages in the file"
+    );
+    db.verify().unwrap();
 }

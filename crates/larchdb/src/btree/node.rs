@@ -65,6 +65,13 @@ impl<'a> Node<'a> {
         if slots_at + 2 * n > cell_start || cell_start > p.len() {
             return Err(Error::corrupted(id, "slot array overlaps cell area"));
         }
+        // Dead bytes lie in the cell area; more would let an insert's compaction overrun it.
+        if page_b(p) as usize > p.len() - cell_start {
+            return Err(Error::corrupted(
+                id,
+                "dead-space count exceeds the cell area",
+            ));
+        }
         Ok(Node {
             p,
             id,
@@ -340,12 +347,21 @@ pub(crate) mod edit {
         let cell_start = page_a(p) as usize;
         let frag = page_b(p) as usize;
         let need = len + 2;
-        let free = cell_start - (sa + 2 * n);
+        let free = cell_start.saturating_sub(sa + 2 * n);
         if free < need {
-            if free + frag < need {
+            if free.saturating_add(frag) < need {
                 return Ok(false);
             }
             compact(p)?;
+            // Compaction frees exactly the dead bytes the header counts, unless the count is
+            // wrong: a damaged page that passed the read checks (which do not checksum pages
+            // read through the memory map).
+            if (page_a(p) as usize) < sa + 2 * n + need {
+                return Err(Error::corrupted(
+                    crate::pager::page_id_field(p),
+                    "dead-space count does not match the cells",
+                ));
+            }
         }
         let cell_start = page_a(p) as usize - len;
         write(&mut p[cell_start..cell_start + len]);
@@ -368,7 +384,8 @@ pub(crate) mod edit {
         if off == page_a(p) as usize {
             set_page_a(p, (off + cell_len) as u32);
         } else {
-            set_page_b(p, page_b(p) + cell_len as u32);
+            // Saturating: a damaged count must not overflow; compaction then reports it.
+            set_page_b(p, page_b(p).saturating_add(cell_len as u32));
         }
     }
 
@@ -391,6 +408,11 @@ pub(crate) mod edit {
         let mut cells = Vec::with_capacity(node.n);
         for i in 0..node.n {
             cells.push(node.cell(i)?);
+        }
+        // Cells that overlap (damaged slots) add up to more than the page holds.
+        let cell_bytes: usize = cells.iter().map(|c| c.len()).sum();
+        if sa + 2 * node.n + cell_bytes > p.len() {
+            return Err(node.bad("cells overlap"));
         }
         let mut top = p.len();
         for (i, c) in cells.iter().enumerate() {

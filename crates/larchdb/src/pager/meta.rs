@@ -150,6 +150,13 @@ impl Meta {
         }
         let version = get_u32(head, M_VERSION);
         if version > FORMAT_VERSION {
+            // A newer version is believed only from an intact slot: its CRC-32C (over the
+            // fields, which is all a meta checksum covers) verifies, or it names another
+            // checksum algorithm, as a later format may. Why: a flipped bit in one slot's
+            // version field is damage to that slot, and the other slot must still open.
+            if head[M_CHECKSUM_ALGO] == CHECKSUM_CRC32C && !checksum_ok(&head[..META_END]) {
+                return Err(MetaDefect::Damaged("meta checksum mismatch".into()));
+            }
             return Err(MetaDefect::Version(version));
         }
         let page_bytes = get_u32(head, M_PAGE_BYTES);
@@ -266,8 +273,20 @@ mod tests {
 
     #[test]
     fn newer_version_is_reported() {
-        let mut p = page(&sample(), 0);
+        let m = sample();
+        let mut p = page(&m, 0);
         put_u32(&mut p, M_VERSION, FORMAT_VERSION + 1);
+        // Without a valid checksum it is a damaged slot (a flipped bit), not a newer format...
+        assert!(matches!(Meta::decode(&p, 0), Err(MetaDefect::Damaged(_))));
+        // ...unless it names another checksum algorithm, as a later format may.
+        let mut q = p.clone();
+        q[M_CHECKSUM_ALGO] = 2;
+        assert_eq!(
+            Meta::decode(&q, 0),
+            Err(MetaDefect::Version(FORMAT_VERSION + 1))
+        );
+        // With its checksum intact, it is a newer format.
+        seal_page(&mut p[..META_END], 0, m.txn);
         assert_eq!(
             Meta::decode(&p, 0),
             Err(MetaDefect::Version(FORMAT_VERSION + 1))
