@@ -11,18 +11,6 @@ use serde_json::{json, Value};
 use std::io::Write;
 use std::process::Command;
 
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 fn print_header(f: &Flags) {
     let kv = (f.key_size + f.value_size) as f64;
     let compressed = (f.value_size as f64 * f.compression_ratio + 0.5) as usize;
@@ -67,7 +55,7 @@ fn print_header(f: &Flags) {
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
-        cpu_model()
+        crate::suite::machine::cpu_model()
     );
 }
 

@@ -10,7 +10,8 @@ fn read(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-fn cpu_model() -> String {
+/// The CPU's model name from /proc/cpuinfo ("unknown" if it cannot be read).
+pub fn cpu_model() -> String {
     read("/proc/cpuinfo")
         .and_then(|t| {
             t.lines()

@@ -58,38 +58,35 @@ pub fn larch_ok(args: &[&str], stdin: &[u8]) -> Vec<u8> {
     r.stdout
 }
 
-/// Fails the test with a clear message when the Debian lmdb-utils are missing.
-pub fn require_lmdb_utils() {
-    for tool in ["mdb_dump", "mdb_load"] {
+/// Fails the test with a clear message when one of `tools` is missing.
+fn require_tools(tools: &[&str], what: &str) {
+    for tool in tools {
         let found = Command::new(tool)
             .arg("-V")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .is_ok();
-        assert!(
-            found,
-            "{tool} not found: the interop tests need LMDB's lmdb-utils (0.9.24); \
-             run scripts/setup.sh (it installs the Debian package lmdb-utils)"
-        );
+        assert!(found, "{tool} not found: {what}");
     }
+}
+
+/// Fails the test with a clear message when the Debian lmdb-utils are missing.
+pub fn require_lmdb_utils() {
+    require_tools(
+        &["mdb_dump", "mdb_load"],
+        "the interop tests need LMDB's lmdb-utils (0.9.24); \
+         run scripts/setup.sh (it installs the Debian package lmdb-utils)",
+    );
 }
 
 /// Fails the test with a clear message when BerkeleyDB's db_dump/db_load are missing.
 pub fn require_bdb_utils() {
-    for tool in ["db_dump", "db_load"] {
-        let found = Command::new(tool)
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        assert!(
-            found,
-            "{tool} not found: the BerkeleyDB interop tests need db_dump and db_load (5.3); \
-             run scripts/setup.sh (it installs the Debian package db-util)"
-        );
-    }
+    require_tools(
+        &["db_dump", "db_load"],
+        "the BerkeleyDB interop tests need db_dump and db_load (5.3); \
+         run scripts/setup.sh (it installs the Debian package db-util)",
+    );
 }
 
 /// Awkward items: empty values, 0x00, 0xff, backslash, space, long keys.
