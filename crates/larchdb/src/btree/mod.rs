@@ -312,6 +312,13 @@ fn put_inner(
     make_cell(w, key, value, &mut cell)?;
     let leaf = w.make_dirty(leaf_id)?;
     if let Some((cell_len, run)) = old {
+        if run.is_none() && edit::replace(w.page_mut(leaf)?, idx, cell_len, &cell) {
+            // Replaced where it stood: nothing moved, so the path above only needs the new
+            // page id.
+            w.scratch = cell;
+            propagate(w, hdr, &path, leaf_id, leaf, None, rightmost)?;
+            return Ok((true, leaf));
+        }
         edit::remove(w.page_mut(leaf)?, idx, cell_len);
         if let Some((page, pages)) = run {
             w.free(page, pages)?;

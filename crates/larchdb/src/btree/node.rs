@@ -373,6 +373,27 @@ pub(crate) mod edit {
         Ok(true)
     }
 
+    /// Overwrites cell `i`, whose length is `old_len`, with `cell` where it stands, if `cell` is
+    /// no longer (an update that keeps the key and the value's size, the common case, moves
+    /// nothing and leaves no dead space). Returns false, changing nothing, if `cell` is longer.
+    /// Requires: the page parsed as a valid node, `i < n`, and `old_len` is cell `i`'s length.
+    pub(crate) fn replace(p: &mut [u8], i: usize, old_len: usize, cell: &[u8]) -> bool {
+        if cell.len() > old_len {
+            return false;
+        }
+        let off = get_u16(p, slots_at(p) + 2 * i) as usize;
+        let Some(dst) = p.get_mut(off..off + cell.len()) else {
+            return false;
+        };
+        dst.copy_from_slice(cell);
+        let shrunk = (old_len - cell.len()) as u32;
+        if shrunk > 0 {
+            // The cell's tail is dead space now; compaction reclaims it.
+            set_page_b(p, page_b(p).saturating_add(shrunk));
+        }
+        true
+    }
+
     /// Removes slot `i`, leaving its bytes as dead space.
     pub(crate) fn remove(p: &mut [u8], i: usize, cell_len: usize) {
         let n = page_count_field(p) as usize;
@@ -478,6 +499,36 @@ mod tests {
         let n = Node::parse(&p, 5).unwrap();
         assert_eq!(n.n, 1);
         assert!(matches!(n.value(0).unwrap(), LeafValue::Inline(b"3")));
+    }
+
+    #[test]
+    fn replace_in_place_keeps_the_slot_and_counts_a_shorter_cell() {
+        let mut p = leaf(&[(b"a", b"111"), (b"b", b"222"), (b"c", b"333")]);
+        let len = Node::parse(&p, 5).unwrap().cell(1).unwrap().len();
+        let a_before = page_a(&p);
+        assert!(edit::replace(
+            &mut p,
+            1,
+            len,
+            &leaf_cell_inline(b"b", b"xyz")
+        ));
+        assert_eq!((page_a(&p), page_b(&p)), (a_before, 0));
+        assert!(edit::replace(&mut p, 1, len, &leaf_cell_inline(b"b", b"q")));
+        assert_eq!(page_b(&p), 2);
+        assert!(!edit::replace(
+            &mut p,
+            1,
+            len,
+            &leaf_cell_inline(b"b", b"toolong")
+        ));
+        let n = Node::parse(&p, 5).unwrap();
+        assert!(matches!(n.value(1).unwrap(), LeafValue::Inline(b"q")));
+        assert!(matches!(n.value(2).unwrap(), LeafValue::Inline(b"333")));
+        edit::compact(&mut p).unwrap();
+        assert_eq!(page_b(&p), 0);
+        assert_eq!(page_a(&p), a_before + 2);
+        let n = Node::parse(&p, 5).unwrap();
+        assert!(matches!(n.value(1).unwrap(), LeafValue::Inline(b"q")));
     }
 
     #[test]
