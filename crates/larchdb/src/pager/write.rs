@@ -15,7 +15,7 @@ use super::freelist::{
 };
 use super::{
     init_page, overflow_pages, page_type, seal_page, stamp_page, Access, Meta, PageRef, PageSource,
-    Snapshot, TableHeader, PAGE_FREELIST, PAGE_HEADER_BYTES,
+    Snapshot, TableHeader, PAGE_BRANCH, PAGE_FREELIST, PAGE_HEADER_BYTES,
 };
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
@@ -81,11 +81,12 @@ impl Dirty {
     }
 }
 
-/// How many pages a transaction dirtied most recently are left unsealed. When a page leaves
-/// this window it is sealed at once, while its bytes are still in the CPU cache, instead of at
-/// commit: a 1000-put random commit dirties about 1,400 pages, 5.6 MB, which is out of the
-/// core's cache by commit time, so sealing them there cost a second trip to memory per page
-/// (docs/design/performance.md). A page written again after its early seal is sealed again.
+/// How many pages a transaction dirtied most recently are left unsealed. When a leaf or
+/// overflow page leaves this window it is sealed at once, while its bytes are still in the
+/// CPU cache, instead of at commit: a 1000-put random commit dirties about 1,400 pages, 5.6 MB,
+/// which is out of the core's cache by commit time, so sealing them there cost a second trip
+/// to memory per page (docs/design/performance.md). A page written again after its early seal
+/// is sealed again at commit.
 const RECENT_PAGES: usize = 16;
 
 /// The writable mapping of the file and the length allocated behind it. Owned by the writer
@@ -454,6 +455,11 @@ impl WritePages {
                 Err(_) => return,
             },
         };
+        if page_type(page) == PAGE_BRANCH {
+            // A branch is written again whenever one of its children is copied: most of the
+            // branches of a random commit are, so they are sealed once, at commit.
+            return;
+        }
         seal_page(page, id, txn);
         d.sealed = true;
     }
@@ -514,37 +520,26 @@ impl WritePages {
     pub(crate) fn dirty_page_mut(&mut self, id: u64) -> Option<&mut [u8]> {
         let ps = self.page_bytes;
         let d = self.dirty.get_mut(&id)?;
-        let single = match &d.place {
-            Place::Owned(b) => b.len() == ps,
-            Place::Mapped(n) => *n == 1,
-        };
-        if !single {
-            return None;
-        }
-        self.unseal(id);
-        match &mut self.dirty.get_mut(&id)?.place {
-            Place::Owned(b) => Some(&mut b[..]),
-            Place::Mapped(_) => self.wmap.bytes_mut(id, ps, ps).ok(),
-        }
-    }
-
-    /// Marks dirty page `id` as about to be written: its early seal, if any, is void, and it
-    /// joins the recent pages again.
-    #[inline]
-    fn unseal(&mut self, id: u64) {
-        if let Some(d) = self.dirty.get_mut(&id) {
-            if d.sealed {
-                d.sealed = false;
-                self.touched(id);
-            }
+        // About to be written: an early seal is void, and the commit seals the page (it is
+        // not pushed back into the window: a page written again after leaving it is typically
+        // a branch on a hot path, which would be sealed over and over).
+        d.sealed = false;
+        match &mut d.place {
+            Place::Owned(b) if b.len() == ps => Some(&mut b[..]),
+            Place::Mapped(1) => self.wmap.bytes_mut(id, ps, ps).ok(),
+            _ => None,
         }
     }
 
     /// The writable bytes of dirty page (or run) `id`.
     pub(crate) fn page_mut(&mut self, id: u64) -> Result<&mut [u8]> {
         let ps = self.page_bytes;
-        self.unseal(id);
-        match self.dirty.get_mut(&id).map(|d| &mut d.place) {
+        let d = self.dirty.get_mut(&id);
+        // As in `dirty_page_mut`.
+        match d.map(|d| {
+            d.sealed = false;
+            &mut d.place
+        }) {
             Some(Place::Owned(b)) => Ok(&mut b[..]),
             Some(Place::Mapped(n)) => {
                 let len = *n as usize * ps;
