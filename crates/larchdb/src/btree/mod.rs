@@ -309,7 +309,8 @@ fn put_inner(
     let (idx, found, n, old) = {
         let leaf = Node::parse(w.page(leaf)?, leaf)?;
         let (idx, found) = match mode {
-            PutMode::Upsert => leaf.search(key)?,
+            // Just copied (`make_dirty` above), so cached.
+            PutMode::Upsert => leaf.search_cached(key)?,
             PutMode::Append => (leaf.n, false),
         };
         let old = if found {
@@ -520,6 +521,7 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
     let leaf_id = leaf_ref.id;
     let (idx, cell_len, run) = {
         let leaf = node_at(w, leaf_ref, true)?;
+        leaf.prefetch_all();
         let (idx, found) = leaf.search(key)?;
         if !found {
             return Ok(false);

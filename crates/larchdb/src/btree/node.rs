@@ -220,6 +220,18 @@ impl<'a> Node<'a> {
     /// inline (`compare_keys`) instead of calling `memcmp`.
     #[inline]
     pub(crate) fn search(&self, key: &[u8]) -> Result<(usize, bool)> {
+        self.search_with::<true>(key)
+    }
+
+    /// `search` on a node known to be in the CPU cache (a page the caller just copied): no
+    /// prefetching.
+    #[inline]
+    pub(crate) fn search_cached(&self, key: &[u8]) -> Result<(usize, bool)> {
+        self.search_with::<false>(key)
+    }
+
+    #[inline(always)]
+    fn search_with<const PREFETCH: bool>(&self, key: &[u8]) -> Result<(usize, bool)> {
         let p = self.p;
         // In bounds: `parse` checked `slots_at + 2 * n <= cell_start <= p.len()`.
         let slots = p[self.slots_at..self.slots_at + 2 * self.n]
@@ -235,7 +247,7 @@ impl<'a> Node<'a> {
             let mid = lo + (hi - lo) / 2;
             // Both possible next probes are misses in a page just read: ask for them now, so
             // their latency overlaps this comparison.
-            if hi - lo > 2 {
+            if PREFETCH && hi - lo > 2 {
                 let a = u16::from_le_bytes(slots[lo + (mid - lo) / 2]) as usize;
                 let b = u16::from_le_bytes(slots[mid + 1 + (hi - mid - 1) / 2]) as usize;
                 crate::pager::prefetch(p, a);

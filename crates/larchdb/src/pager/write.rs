@@ -301,6 +301,8 @@ pub(crate) struct WritePages {
     /// dirty). See `RECENT_PAGES`.
     recent: [u64; RECENT_PAGES],
     recent_at: usize,
+    /// Whether any dirty page of the transaction is an owned buffer (not in the mapping).
+    any_owned: bool,
 }
 
 impl WritePages {
@@ -333,6 +335,7 @@ impl WritePages {
             extents: b.extents,
             recent: [0; RECENT_PAGES],
             recent_at: 0,
+            any_owned: false,
         }
     }
 
@@ -410,12 +413,14 @@ impl WritePages {
                 sealed: false,
             }
         } else if n == 1 {
+            self.any_owned = true;
             Dirty::owned(
                 self.pool
                     .pop()
                     .unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice()),
             )
         } else {
+            self.any_owned = true;
             Dirty::owned(vec![0u8; bytes].into_boxed_slice())
         };
         self.dirty.insert(id, dirty);
@@ -658,11 +663,25 @@ impl WritePages {
     /// in the mapping are sealed in place; owned buffers are written with `write_at`, gathering
     /// consecutive pages into larger writes. Returns the bytes written or sealed.
     pub(crate) fn write_out(&mut self, storage: &dyn Storage) -> Result<u64> {
+        let ps = self.page_bytes;
+        if !self.any_owned {
+            // Every dirty page is in the mapping: seal in place, in any order.
+            let mut written = 0u64;
+            for (&id, d) in self.dirty.iter_mut() {
+                if let Place::Mapped(n) = d.place {
+                    let len = n as usize * ps;
+                    let page = self.wmap.bytes_mut(id, len, ps)?;
+                    seal_or_check(page, id, self.txn, d.sealed);
+                    written += len as u64;
+                }
+            }
+            return Ok(written);
+        }
+        // Owned buffers are written in page order, consecutive ones gathered.
         let mut ids = std::mem::take(&mut self.ids);
         ids.clear();
         ids.extend(self.dirty.keys().copied());
         ids.sort_unstable();
-        let ps = self.page_bytes;
         let mut batch: Vec<u8> = Vec::new();
         let mut batch_start = 0u64;
         let mut written = 0u64;
@@ -746,6 +765,20 @@ impl WritePages {
 }
 
 impl PageSource for WritePages {
+    /// A reference names the commit that wrote its page, and this transaction's dirty pages
+    /// are referenced with its own id: any other reference is to a committed page, read from
+    /// the snapshot without looking in the dirty-page map.
+    #[inline]
+    fn page_at(&self, r: PageRef) -> Result<&[u8]> {
+        let p = if r.txn == self.txn {
+            self.page(r.id)?
+        } else {
+            self.base.page(r.id)?
+        };
+        r.check(p)?;
+        Ok(p)
+    }
+
     #[inline]
     fn page(&self, id: u64) -> Result<&[u8]> {
         match self.dirty.get(&id).map(|d| &d.place) {
