@@ -290,7 +290,7 @@ fn put_inner(
     // searched: the copy streams the whole page in at once (it is almost never in the cache
     // on a random put), so the binary search that follows reads cached bytes instead of
     // waiting for one miss per probe. An append must change nothing when its key is out of
-    // order, so it checks that first.
+    // order, so it checks that first and copies later.
     let n = node_at(w, leaf_ref, true)?;
     if mode == PutMode::Append && n.n > 0 && n.key(n.n - 1)? >= key {
         return Err(Error::AppendOutOfOrder);
@@ -307,9 +307,11 @@ fn put_inner(
         PutMode::Append => leaf_id,
     };
     let (idx, found, n, old) = {
-        let leaf = Node::parse(w.page(leaf)?, leaf)?;
+        // Searched in the page the copy was made from (the same bytes): the copy's loads
+        // brought it into the cache, while the copy's own lines may still be waiting to be
+        // owned by this core; reading them now would wait for that.
+        let leaf = node_at(w, leaf_ref, true)?;
         let (idx, found) = match mode {
-            // Just copied (`make_dirty` above), so cached.
             PutMode::Upsert => leaf.search_cached(key)?,
             PutMode::Append => (leaf.n, false),
         };
