@@ -810,4 +810,8 @@ impl PageSource for Arc<Snapshot> {
     fn page_bytes(&self) -> usize {
         (**self).page_bytes()
     }
+    #[inline]
+    fn prefetch_page(&self, id: u64) {
+        self.prefetch_mapped_page(id);
+    }
 }

@@ -87,11 +87,13 @@ pub(crate) fn get<'s, S: PageSource + ?Sized>(
         let n = node_at(src, r, false)?;
         r = n.child(n.child_for(key)?)?;
     }
-    let leaf = node_at(src, r, true)?;
     // A random lookup's leaf is rarely cached, and its probes would miss one after the
-    // other. (Branches are mostly cached: prefetching them measured slower.)
-    leaf.prefetch_all();
-    match leaf.search(key)? {
+    // other: ask for all of it before its header is read. (Branches are mostly cached:
+    // prefetching them measured slower.)
+    src.prefetch_page(r.id);
+    let leaf = node_at(src, r, true)?;
+    // Its lines are on their way (prefetched above): no per-probe prefetching.
+    match leaf.search_cached(key)? {
         (i, true) => Ok(Some(resolve(src, leaf.value(i)?)?)),
         _ => Ok(None),
     }
@@ -141,6 +143,12 @@ fn descend(
         rightmost &= ci == n.n;
         path.push(r.id, ci);
         r = n.child(ci)?;
+    }
+    if key.is_some() && hdr.depth > 1 && r.txn != w.txn {
+        // The committed leaf of a random put is rarely cached and is about to be copied
+        // whole: ask for all of it now, so its misses overlap instead of following the
+        // header's.
+        w.prefetch_page(r.id);
     }
     Ok((r, rightmost))
 }
@@ -522,8 +530,8 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
     let (leaf_ref, _) = descend(w, hdr, Some(key), &mut path)?;
     let leaf_id = leaf_ref.id;
     let (idx, cell_len, run) = {
+        // `descend` prefetched the leaf.
         let leaf = node_at(w, leaf_ref, true)?;
-        leaf.prefetch_all();
         let (idx, found) = leaf.search(key)?;
         if !found {
             return Ok(false);

@@ -143,25 +143,6 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// Hints the CPU to load every cache line of the node that holds data (header, slots and
-    /// cells; not the unused gap). A binary search otherwise waits for one miss per probe,
-    /// one after the other; asked for together, the misses overlap.
-    #[inline]
-    pub(crate) fn prefetch_all(&self) {
-        const LINE: usize = 64;
-        let slots_end = self.slots_at + 2 * self.n;
-        let mut at = LINE;
-        while at < slots_end {
-            crate::pager::prefetch(self.p, at);
-            at += LINE;
-        }
-        let mut at = page_a(self.p) as usize & !(LINE - 1);
-        while at < self.p.len() {
-            crate::pager::prefetch(self.p, at);
-            at += LINE;
-        }
-    }
-
     /// Value of leaf cell `i`.
     pub(crate) fn value(&self, i: usize) -> Result<LeafValue<'a>> {
         self.entry(i).map(|(_, v)| v)

@@ -275,6 +275,11 @@ pub(crate) trait PageSource {
         Ok(p)
     }
 
+    /// Hints the CPU to load all of page `id`, without reading it (no check; nothing
+    /// happens if it is out of range or not mapped). For a page about to be read whole.
+    #[inline]
+    fn prefetch_page(&self, _id: u64) {}
+
     /// The overflow run `r` refers to, checked like `page_at`.
     fn run_at(&self, r: PageRef, pages: u64) -> Result<&[u8]> {
         let p = self.run(r.id, pages)?;
@@ -339,6 +344,21 @@ impl Snapshot {
 }
 
 impl Snapshot {
+    /// See `PageSource::prefetch_page`.
+    #[inline]
+    pub(crate) fn prefetch_mapped_page(&self, id: u64) {
+        if id < META_SLOTS || id >= self.meta.page_count || !self.access.is_mapped() {
+            return;
+        }
+        if let Ok(p) = self.access.bytes(id, 1, self.page_bytes) {
+            let mut at = 0;
+            while at < p.len() {
+                prefetch(p, at);
+                at += 64;
+            }
+        }
+    }
+
     /// Like `page`/`run`, but always verifies the checksum (for open-time loads and `verify`).
     pub(crate) fn bytes_verified(&self, id: u64, pages: u64) -> Result<&[u8]> {
         let p = self.bytes(id, pages)?;
@@ -412,6 +432,11 @@ impl PageSource for Snapshot {
     #[inline]
     fn page_bytes(&self) -> usize {
         self.page_bytes
+    }
+
+    #[inline]
+    fn prefetch_page(&self, id: u64) {
+        self.prefetch_mapped_page(id);
     }
 }
 

@@ -802,4 +802,9 @@ impl PageSource for WritePages {
     fn page_bytes(&self) -> usize {
         self.page_bytes
     }
+
+    #[inline]
+    fn prefetch_page(&self, id: u64) {
+        self.base.prefetch_mapped_page(id);
+    }
 }
