@@ -434,39 +434,43 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     report.entries = stats.entries;
     match snap.freelist_chain() {
         Ok(chain) => {
-            for (page, extents) in chain {
-                if w.claim(page, 1, OWNER_FREELIST) {
-                    w.roles[page as usize] = PageRole::Freelist;
+            for (page, _, _) in &chain {
+                if w.claim(*page, 1, OWNER_FREELIST) {
+                    w.roles[*page as usize] = PageRole::Freelist;
                 }
                 w.pages_checked += 1;
                 stats.freelist_pages += 1;
-                for (txn, start, len, kind) in extents {
-                    if txn > meta.txn {
-                        w.problem(page, format!("pending extent from future txn {txn}"));
-                    }
-                    if kind > 2 || (kind == 0) != (txn == 0) {
-                        w.problem(page, format!("freelist extent of unknown kind {kind}"));
-                    }
-                    if len == 0 {
-                        w.problem(page, "empty freelist extent");
-                        continue;
-                    }
-                    if w.claim(start, len, OWNER_FREE) {
-                        let role = if txn == 0 {
-                            PageRole::Free
-                        } else {
-                            PageRole::Pending
-                        };
-                        for p in start..start + len {
-                            w.roles[p as usize] = role;
-                        }
-                        if txn == 0 {
-                            stats.free_pages += len;
-                        } else {
-                            stats.pending_pages += len;
+            }
+            // The chain is newest first; its entries apply oldest first. The replay checks
+            // each entry against the ones before it; what it leaves is the free set.
+            let pages: Vec<(u64, Vec<crate::pager::freelist::Extent>)> = chain
+                .into_iter()
+                .rev()
+                .map(|(id, _, entries)| (id, entries))
+                .collect();
+            match crate::pager::freelist::replay(&pages, meta.page_count, meta.txn) {
+                Ok(set) => {
+                    let mut entries = Vec::new();
+                    set.entries_into(&mut entries);
+                    for (txn, start, len, _) in entries {
+                        if w.claim(start, len, OWNER_FREE) {
+                            let role = if txn == 0 {
+                                PageRole::Free
+                            } else {
+                                PageRole::Pending
+                            };
+                            for p in start..start + len {
+                                w.roles[p as usize] = role;
+                            }
+                            if txn == 0 {
+                                stats.free_pages += len;
+                            } else {
+                                stats.pending_pages += len;
+                            }
                         }
                     }
                 }
+                Err(e) => w.note_err(e, meta.freelist_head.id),
             }
         }
         Err(e) => w.note_err(e, meta.freelist_head.id),

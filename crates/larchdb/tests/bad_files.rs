@@ -168,16 +168,16 @@ fn future_format_version_is_refused() {
     match exercise(bytes.clone()) {
         Err(Error::UnsupportedVersion {
             found: 99,
-            supported: 1,
+            supported: 2,
         }) => {}
         other => panic!("{other:?}"),
     }
     // One slot of a newer format is enough: opening the other would roll the file back.
     let mut one = sample();
-    set_version(&mut one, 1, 2);
+    set_version(&mut one, 1, 3);
     assert!(matches!(
         exercise(one),
-        Err(Error::UnsupportedVersion { found: 2, .. })
+        Err(Error::UnsupportedVersion { found: 3, .. })
     ));
 }
 

@@ -7,8 +7,12 @@
 //! - the last durable commit's, D: only if W <= D < T. Pages written after D (the bulk, when
 //!   commits are not synced) are not part of D and are reused as soon as readers allow.
 //!
-//! Persisted at each commit as a chain of freelist pages of extents; see
-//! docs/design/file-format.md.
+//! Persisted as a chain of freelist pages of entries; see docs/design/file-format.md. A commit
+//! either rewrites the whole set (a *base*: free and pending extents) or, when that would be
+//! longer, appends only what changed since the last commit (a *delta*: the same entries plus
+//! removals and releases, replayed in order on load). So a commit's freelist cost follows what
+//! it changed, not the size of the free set, which long-lived readers and unsynced commits can
+//! make large.
 
 use super::PageRef;
 use crate::bytes::{get_u32, get_u64};
@@ -26,6 +30,14 @@ pub(crate) const KIND_FREE: u32 = 0;
 pub(crate) const KIND_READERS: u32 = 1;
 /// Pending also until the freeing txn is durable (the page belongs to the durable snapshot).
 pub(crate) const KIND_DURABLE: u32 = 2;
+/// Delta entry: the free extent is no longer free (allocated, or given back at the file's end).
+pub(crate) const KIND_REMOVE: u32 = 3;
+/// Delta entry: pending extents of kind `len` (1 or 2) freed by a txn no later than `txn`
+/// become free (`FreeSet::release`); `start` is 0.
+pub(crate) const KIND_RELEASE: u32 = 4;
+
+/// Change entries kept before a commit gives up on a delta and rewrites the whole set.
+const LOG_MAX: usize = 1 << 20;
 
 /// Bytes of one persisted extent.
 pub(crate) const EXTENT_BYTES: usize = 24;
@@ -74,6 +86,9 @@ pub(crate) struct FreeSet {
     pending_extents: usize,
     /// Pages in `pending_durable`: what the last durable commit pins.
     pinned_pages: u64,
+    /// Changes since the set was last persisted, as delta entries, in order; `None` when not
+    /// recorded (then the next commit must rewrite the whole set).
+    log: Option<Vec<Extent>>,
 }
 
 impl FreeSet {
@@ -92,9 +107,40 @@ impl FreeSet {
         self.pinned_pages
     }
 
+    /// Starts recording changes (after a load, or once a commit persisted the whole set).
+    pub(crate) fn start_log(&mut self) {
+        match &mut self.log {
+            Some(log) => log.clear(),
+            None => self.log = Some(Vec::new()),
+        }
+    }
+
+    /// The changes recorded since `start_log`, if they were recorded (and not too many).
+    pub(crate) fn log(&self) -> Option<&[Extent]> {
+        self.log.as_deref()
+    }
+
+    fn record(&mut self, txn: u64, start: u64, len: u64, kind: u32) {
+        if let Some(log) = &mut self.log {
+            if log.len() >= LOG_MAX {
+                self.log = None;
+                return;
+            }
+            push_split(log, txn, start, len, kind);
+        }
+    }
+
     /// Adds a free extent. Returns false (and changes nothing) if it overlaps free space: a
     /// double free, which only a corrupt freelist can cause.
     pub(crate) fn insert(&mut self, start: u64, len: u64) -> bool {
+        let ok = self.insert_unlogged(start, len);
+        if ok && len > 0 {
+            self.record(0, start, len, KIND_FREE);
+        }
+        ok
+    }
+
+    fn insert_unlogged(&mut self, start: u64, len: u64) -> bool {
         if len == 0 {
             return true;
         }
@@ -169,6 +215,7 @@ impl FreeSet {
                     self.singles.pop();
                     self.bits.set(p, p + 1, false);
                     self.free_pages -= 1;
+                    self.record(0, p, 1, KIND_REMOVE);
                     return Some(p);
                 }
             }
@@ -196,6 +243,7 @@ impl FreeSet {
         }
         self.bits.set(start, start + n, false);
         self.free_pages -= n;
+        self.record(0, start, n, KIND_REMOVE);
         Some(start)
     }
 
@@ -203,6 +251,9 @@ impl FreeSet {
     pub(crate) fn add_pending(&mut self, txn: u64, kind: u32, extents: Vec<(u64, u64)>) {
         if extents.is_empty() {
             return;
+        }
+        for &(start, len) in &extents {
+            self.record(txn, start, len, kind);
         }
         let pages: u64 = extents.iter().map(|e| e.1).sum();
         self.pending_pages += pages;
@@ -226,6 +277,19 @@ impl FreeSet {
     }
 
     fn release_from(&mut self, durable: bool, horizon: u64) -> Result<()> {
+        let kind = if durable { KIND_DURABLE } else { KIND_READERS };
+        let map = if durable {
+            &self.pending_durable
+        } else {
+            &self.pending_readers
+        };
+        if map
+            .first_key_value()
+            .is_some_and(|(&txn, _)| txn <= horizon)
+        {
+            // Replayed as the same release: no entry per page.
+            self.record(horizon, 0, kind as u64, KIND_RELEASE);
+        }
         loop {
             let map = if durable {
                 &mut self.pending_durable
@@ -245,7 +309,7 @@ impl FreeSet {
                 if durable {
                     self.pinned_pages -= len;
                 }
-                if !self.insert(start, len) {
+                if !self.insert_unlogged(start, len) {
                     return Err(Error::corrupted(
                         start,
                         format!("page freed twice (by txn {txn})"),
@@ -266,6 +330,7 @@ impl FreeSet {
                 self.free.remove(&start);
                 self.bits.set(start, page_count, false);
                 self.free_pages -= len;
+                self.record(0, start, len, KIND_REMOVE);
                 start
             }
             _ => page_count,
@@ -293,19 +358,7 @@ impl FreeSet {
     /// caller keeps: a commit writes the whole free set, so this runs once per commit over
     /// every extent (nested iterator adapters cost twice as much here).
     pub(crate) fn entries_into(&self, out: &mut Vec<Extent>) {
-        fn push(out: &mut Vec<Extent>, txn: u64, start: u64, len: u64, kind: u32) {
-            if len <= u32::MAX as u64 {
-                out.push((txn, start, len, kind));
-                return;
-            }
-            let end = start + len;
-            let mut at = start;
-            while at < end {
-                let n = (end - at).min(u32::MAX as u64);
-                out.push((txn, at, n, kind));
-                at += n;
-            }
-        }
+        let push = push_split;
         out.reserve(self.entry_count());
         for (&s, &l) in &self.free {
             push(out, 0, s, l, KIND_FREE);
@@ -331,31 +384,109 @@ impl FreeSet {
         self.entries_into(&mut out);
         out
     }
+}
 
-    /// Adds one persisted entry read from freelist page `page`. Requires: pages are checked
-    /// against the file's page count by the caller.
-    pub(crate) fn load_entry(&mut self, (txn, start, len, kind): Extent, page: u64) -> Result<()> {
-        match kind {
-            KIND_FREE if txn == 0 => {
-                if !self.insert(start, len) {
-                    return Err(Error::corrupted(
-                        page,
-                        format!("freelist extent {start}+{len} overlaps"),
-                    ));
+/// Appends an entry, split into pieces of at most `u32::MAX` pages (the persisted length is a
+/// u32). Release entries, whose `len` is a kind, are never split.
+fn push_split(out: &mut Vec<Extent>, txn: u64, start: u64, len: u64, kind: u32) {
+    if len <= u32::MAX as u64 || kind == KIND_RELEASE {
+        out.push((txn, start, len, kind));
+        return;
+    }
+    let end = start + len;
+    let mut at = start;
+    while at < end {
+        let n = (end - at).min(u32::MAX as u64);
+        out.push((txn, at, n, kind));
+        at += n;
+    }
+}
+
+/// Rebuilds a free set from a freelist chain's pages in the order they apply (the chain is
+/// stored newest first, so this is the chain reversed), each with its entries in order.
+/// Every entry is checked against `page_count` pages and commit `txn`, and against what the
+/// entries before it left: adding space that is already free or pending, removing space that
+/// is not free, or releasing what is not pending is `Corrupted`, naming the page that says so.
+/// The result records changes from here on (`start_log`).
+pub(crate) fn replay(pages: &[(u64, Vec<Extent>)], page_count: u64, txn: u64) -> Result<FreeSet> {
+    let mut free = Bitmap::default();
+    let mut pending = Bitmap::default();
+    let mut by_kind: [Pending; 2] = [Pending::new(), Pending::new()];
+    for (page, entries) in pages {
+        let page = *page;
+        let bad = |what: String| Error::corrupted(page, what);
+        for &(etxn, start, len, kind) in entries {
+            if kind == KIND_RELEASE {
+                if start != 0 || !(len == KIND_READERS as u64 || len == KIND_DURABLE as u64) {
+                    return Err(bad(format!("freelist release entry {start}+{len} invalid")));
+                }
+                let map = &mut by_kind[len as usize - 1];
+                while let Some(entry) = map.first_entry() {
+                    if *entry.key() > etxn {
+                        break;
+                    }
+                    for (s, l) in entry.remove() {
+                        pending.set(s, s + l, false);
+                        if free.any(s, s + l) {
+                            return Err(bad(format!("released extent {s}+{l} already free")));
+                        }
+                        free.set(s, s + l, true);
+                    }
+                }
+                continue;
+            }
+            let end = start.checked_add(len);
+            if start < super::META_SLOTS
+                || len == 0
+                || end.is_none_or(|e| e > page_count)
+                || etxn > txn
+            {
+                return Err(bad(format!("freelist extent {start}+{len} out of range")));
+            }
+            let end = start + len;
+            match kind {
+                KIND_FREE | KIND_READERS | KIND_DURABLE if (kind == KIND_FREE) == (etxn == 0) => {
+                    if free.any(start, end) || pending.any(start, end) {
+                        return Err(bad(format!("freelist extent {start}+{len} overlaps")));
+                    }
+                    if kind == KIND_FREE {
+                        free.set(start, end, true);
+                    } else {
+                        pending.set(start, end, true);
+                        by_kind[kind as usize - 1]
+                            .entry(etxn)
+                            .or_default()
+                            .push((start, len));
+                    }
+                }
+                KIND_REMOVE if etxn == 0 => {
+                    if !free.all(start, end) {
+                        return Err(bad(format!(
+                            "freelist removes {start}+{len}, which is not free"
+                        )));
+                    }
+                    free.set(start, end, false);
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "freelist extent of unknown kind {kind} (txn {etxn})"
+                    )))
                 }
             }
-            KIND_READERS | KIND_DURABLE if txn != 0 => {
-                self.add_pending(txn, kind, vec![(start, len)])
-            }
-            _ => {
-                return Err(Error::corrupted(
-                    page,
-                    format!("freelist extent of unknown kind {kind} (txn {txn})"),
-                ))
-            }
         }
-        Ok(())
     }
+    let mut set = FreeSet::default();
+    for (start, len) in free.runs() {
+        set.insert_unlogged(start, len);
+    }
+    for (i, map) in by_kind.into_iter().enumerate() {
+        let kind = i as u32 + 1;
+        for (etxn, extents) in map {
+            set.add_pending(etxn, kind, extents);
+        }
+    }
+    set.start_log();
+    Ok(set)
 }
 
 /// One bit per page id, grown on demand (a page count of n costs n/8 bytes).
@@ -384,6 +515,35 @@ impl Bitmap {
     fn any(&self, start: u64, end: u64) -> bool {
         let end = end.min(self.words.len() as u64 * 64);
         start < end && Self::spans(start, end).any(|(w, mask)| self.words[w] & mask != 0)
+    }
+
+    /// True if every bit in `[start, end)` is set.
+    fn all(&self, start: u64, end: u64) -> bool {
+        end <= self.words.len() as u64 * 64
+            && Self::spans(start, end).all(|(w, mask)| self.words[w] & mask == mask)
+    }
+
+    /// The maximal runs of set bits, as (start, length), in order.
+    fn runs(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (w, &word) in self.words.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let lo = bits.trailing_zeros() as u64;
+                let ones = (bits >> lo).trailing_ones() as u64;
+                let start = w as u64 * 64 + lo;
+                match out.last_mut() {
+                    Some((s, l)) if *s + *l == start => *l += ones,
+                    _ => out.push((start, ones)),
+                }
+                bits = if lo + ones >= 64 {
+                    0
+                } else {
+                    bits & !(((1u64 << ones) - 1) << lo)
+                };
+            }
+        }
+        out
     }
 
     /// Sets or clears `[start, end)`. Requires: `end <= PAGE_COUNT_MAX`.

@@ -15,7 +15,7 @@ use crate::limits::{
 /// File magic, at byte 32 of each meta page.
 pub(crate) const MAGIC: [u8; 8] = *b"LARCHDB\0";
 /// Format version this build writes and the newest it reads.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// Checksum algorithm id: 1 = CRC-32C (Castagnoli).
 const CHECKSUM_CRC32C: u8 = 1;
 

@@ -7,7 +7,7 @@
 //! buffer pool behind the same two calls.
 
 mod access;
-mod freelist;
+pub(crate) mod freelist;
 mod meta;
 mod write;
 
@@ -368,8 +368,9 @@ impl Snapshot {
         Ok(p)
     }
 
-    /// Ids of the freelist chain's pages, each checksum-verified, with their extents.
-    pub(crate) fn freelist_chain(&self) -> Result<Vec<(u64, Vec<freelist::Extent>)>> {
+    /// The freelist chain's pages, newest first, each checksum-verified: id, the commit that
+    /// wrote it, and its entries.
+    pub(crate) fn freelist_chain(&self) -> Result<Vec<(u64, u64, Vec<freelist::Extent>)>> {
         let mut out = Vec::new();
         let mut next = self.meta.freelist_head;
         while !next.is_none() {
@@ -382,7 +383,7 @@ impl Snapshot {
             let p = self.bytes_verified(next.id, 1)?;
             next.check(p)?;
             let (link, extents) = decode_freelist_page(p, next.id)?;
-            out.push((next.id, extents));
+            out.push((next.id, next.txn, extents));
             next = link;
         }
         if out.len() as u64 != self.meta.freelist_pages {
@@ -396,27 +397,16 @@ impl Snapshot {
     }
 }
 
-/// Loads the free set a snapshot records, checking every extent against the file.
+/// Loads the free set a snapshot records: its freelist chain replayed oldest page first, every
+/// entry checked against the file (`freelist::replay`).
 pub(crate) fn freelist_load(snap: &Snapshot) -> Result<FreeSet> {
-    let mut free = FreeSet::default();
-    for (page, extents) in snap.freelist_chain()? {
-        for extent in extents {
-            let (txn, start, len, _) = extent;
-            let end = start.checked_add(len);
-            if start < META_SLOTS
-                || len == 0
-                || end.is_none_or(|e| e > snap.meta.page_count)
-                || txn > snap.meta.txn
-            {
-                return Err(Error::corrupted(
-                    page,
-                    format!("freelist extent {start}+{len} out of range"),
-                ));
-            }
-            free.load_entry(extent, page)?;
-        }
-    }
-    Ok(free)
+    let mut pages: Vec<(u64, Vec<freelist::Extent>)> = snap
+        .freelist_chain()?
+        .into_iter()
+        .map(|(id, _, entries)| (id, entries))
+        .collect();
+    pages.reverse();
+    freelist::replay(&pages, snap.meta.page_count, snap.meta.txn)
 }
 
 impl PageSource for Snapshot {

@@ -12,6 +12,7 @@
 
 use super::freelist::{
     encode_page, extents_per_page, to_extents, Extent, FreeSet, KIND_DURABLE, KIND_READERS,
+    KIND_RELEASE,
 };
 use super::{
     init_page, overflow_pages, page_type, seal_page, stamp_page, Access, Meta, PageRef, PageSource,
@@ -50,6 +51,10 @@ const POOL_PAGES_MAX: usize = 4096;
 
 /// Bytes gathered into one `write_at` when consecutive pages are written at commit.
 const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
+
+/// A freelist chain may grow by deltas to twice a base's length plus this many pages before a
+/// commit rewrites it as a base.
+const DELTA_SLACK_PAGES: usize = 8;
 
 /// Granularity of file growth through the writable mapping: fallocate is a journalled metadata
 /// change, so it is not made for every few pages. A durable commit trims what is unused.
@@ -237,8 +242,9 @@ pub(crate) struct Carry {
     pub(crate) free: FreeSet,
     pub(crate) pool: Vec<Box<[u8]>>,
     pub(crate) wmap: WriteMap,
-    /// Pages of the newest commit's freelist chain, if known (saves reading it back).
-    pub(crate) chain: Option<Vec<u64>>,
+    /// Pages of the newest commit's freelist chain, newest first, with the commit that wrote
+    /// each, if known (saves reading it back).
+    pub(crate) chain: Option<Vec<(u64, u64)>>,
     /// The transaction's working collections, empty, with the capacity they grew to.
     spare_capacity: Buffers,
 }
@@ -291,8 +297,9 @@ pub(crate) struct WritePages {
     wmap: WriteMap,
     /// Scratch space for building a cell, reused across puts.
     pub(crate) scratch: Vec<u8>,
-    /// The base snapshot's freelist chain if known; after `prepare_commit`, the new one.
-    chain: Option<Vec<u64>>,
+    /// The base snapshot's freelist chain (page, writing commit), newest first, if known;
+    /// after `prepare_commit`, the new one.
+    chain: Option<Vec<(u64, u64)>>,
     /// Page ids, sorted and grouped at commit; kept for the next transaction.
     ids: Vec<u64>,
     /// The free set's persisted form, built at commit; kept for the next transaction.
@@ -582,23 +589,80 @@ impl WritePages {
     /// Builds the freelist chain for the new commit and returns the meta that names it.
     /// Requires: every tree change of the transaction is done (`catalog` is final).
     /// After this, the dirty pages are the complete set of pages the commit writes.
+    ///
+    /// The chain is either the old one with a delta in front (the free set's changes since the
+    /// last commit, `FreeSet::log`) or a new base (the whole free set), whichever is shorter,
+    /// except that deltas stop once the chain would be more than twice as long as a base plus
+    /// `DELTA_SLACK_PAGES`: then a base replaces the chain. So a commit writes
+    /// O(what it changed) freelist pages, amortised, and loading reads at most about three
+    /// times a base.
     pub(crate) fn prepare_commit(&mut self, catalog: TableHeader) -> Result<Meta> {
-        // The old chain is replaced by this commit. Its pages were all written by the commit
-        // that wrote it, which the meta's reference names.
-        let old_chain: Vec<u64> = match self.chain.take() {
+        let old_chain: Vec<(u64, u64)> = match self.chain.take() {
             Some(chain) => chain,
             None => self
                 .base
                 .freelist_chain()?
                 .into_iter()
-                .map(|(id, _)| id)
+                .map(|(id, born, _)| (id, born))
                 .collect(),
         };
-        let chain_born = self.base.meta.freelist_head.txn;
-        self.freed
-            .extend(old_chain.into_iter().map(|id| (id, 1, chain_born)));
-        // Pages written after the last durable commit are not part of it: only readers can
-        // still need them. Older pages are also needed by a recovery after a power loss.
+        let txn = self.txn;
+        self.pend_freed();
+        for &(start, len) in &self.spare {
+            if !self.free.insert(start, len) {
+                return Err(Error::corrupted(start, "internal: spare page already free"));
+            }
+        }
+        self.spare.clear();
+        self.free.settle();
+        self.trim();
+        let per_page = extents_per_page(self.page_bytes);
+        // A base would hold the free set plus the old chain's pages, which it frees.
+        let base_pages = (self.free.entry_count() + old_chain.len()).div_ceil(per_page);
+        // A delta holds the log plus one removal per page it allocates for itself.
+        let delta_pages = self
+            .free
+            .log()
+            .map(|log| (log.len() + 1).div_ceil(per_page).max(1))
+            .unwrap_or(usize::MAX);
+        // Every entry of a chain must lie below the page count of the commit that names the
+        // chain (loading checks it). A chain built by deltas keeps that only while the page
+        // count does not shrink and the delta's own entries lie below it: otherwise, a base.
+        let use_delta = !old_chain.is_empty()
+            && delta_pages < base_pages
+            && old_chain.len() + delta_pages <= 2 * base_pages + DELTA_SLACK_PAGES
+            && self.page_count >= self.base.meta.page_count
+            && self.free.log().is_some_and(|log| {
+                log.iter().all(|&(_, start, len, kind)| {
+                    kind == KIND_RELEASE || start + len <= self.page_count
+                })
+            });
+        let chain = if use_delta {
+            self.write_delta(old_chain)?
+        } else {
+            self.write_base(old_chain)?
+        };
+        self.free.start_log();
+        let head = chain.first().copied().unwrap_or((0, 0));
+        let pages = chain.len() as u64;
+        self.chain = Some(chain);
+        Ok(Meta {
+            txn,
+            page_bytes: self.page_bytes as u32,
+            page_count: self.page_count,
+            catalog,
+            freelist_head: PageRef::new(head.0, head.1),
+            freelist_pages: pages,
+            last_durable_txn: self.base.meta.last_durable_txn,
+            durable: false,
+            boot_id: [0; 16],
+        })
+    }
+
+    /// Makes the pages this transaction freed pending. Pages written after the last durable
+    /// commit are not part of it: only readers can still need them. Older pages are also
+    /// needed by a recovery after a power loss.
+    fn pend_freed(&mut self) {
         let txn = self.txn;
         for (kind, after_durable) in [(KIND_READERS, true), (KIND_DURABLE, false)] {
             self.ids.clear();
@@ -610,13 +674,10 @@ impl WritePages {
             self.free.add_pending(txn, kind, to_extents(&mut self.ids));
         }
         self.freed.clear();
-        for &(start, len) in &self.spare {
-            if !self.free.insert(start, len) {
-                return Err(Error::corrupted(start, "internal: spare page already free"));
-            }
-        }
-        self.spare.clear();
-        self.free.settle();
+    }
+
+    /// Gives back free space at the end of the file.
+    fn trim(&mut self) {
         loop {
             let trimmed = self.free.trim_tail(self.page_count);
             if trimmed == self.page_count {
@@ -624,13 +685,24 @@ impl WritePages {
             }
             self.page_count = trimmed;
         }
+    }
+
+    /// Writes the whole free set as a new chain, freeing the old chain's pages. Returns the new
+    /// chain, newest (head) first.
+    fn write_base(&mut self, old_chain: Vec<(u64, u64)>) -> Result<Vec<(u64, u64)>> {
+        let txn = self.txn;
+        self.freed
+            .extend(old_chain.into_iter().map(|(id, born)| (id, 1, born)));
+        self.pend_freed();
+        self.free.settle();
+        self.trim();
         // Allocating chain pages from the free set never adds extents (it takes the front of
         // one), so the page count computed first is enough.
         let per_page = extents_per_page(self.page_bytes);
         let needed = self.free.entry_count().div_ceil(per_page);
         let mut chain = Vec::with_capacity(needed);
         for _ in 0..needed {
-            chain.push(self.new_page(PAGE_FREELIST)?);
+            chain.push((self.new_page(PAGE_FREELIST)?, txn));
         }
         let mut entries = std::mem::take(&mut self.extents);
         entries.clear();
@@ -638,25 +710,52 @@ impl WritePages {
         if entries.len() > chain.len() * per_page {
             return Err(Error::corrupted(0, "internal: freelist chain too short"));
         }
-        for (i, &id) in chain.iter().enumerate() {
+        for i in 0..chain.len() {
             let from = (i * per_page).min(entries.len());
             let to = ((i + 1) * per_page).min(entries.len());
-            let next = PageRef::new(chain.get(i + 1).copied().unwrap_or(0), txn);
-            encode_page(self.page_mut(id)?, next, &entries[from..to]);
+            let next = chain
+                .get(i + 1)
+                .map_or(PageRef::default(), |&(id, born)| PageRef::new(id, born));
+            encode_page(self.page_mut(chain[i].0)?, next, &entries[from..to]);
         }
         self.extents = entries;
-        self.chain = Some(chain.clone());
-        Ok(Meta {
-            txn,
-            page_bytes: self.page_bytes as u32,
-            page_count: self.page_count,
-            catalog,
-            freelist_head: PageRef::new(chain.first().copied().unwrap_or(0), txn),
-            freelist_pages: chain.len() as u64,
-            last_durable_txn: self.base.meta.last_durable_txn,
-            durable: false,
-            boot_id: [0; 16],
-        })
+        Ok(chain)
+    }
+
+    /// Puts the free set's changes since the last commit in front of the old chain. Returns
+    /// the new chain, newest (head) first.
+    fn write_delta(&mut self, old_chain: Vec<(u64, u64)>) -> Result<Vec<(u64, u64)>> {
+        let txn = self.txn;
+        let per_page = extents_per_page(self.page_bytes);
+        // Each page allocated here adds at most one removal to the log it records.
+        let mut pages: Vec<u64> = Vec::new();
+        loop {
+            let Some(len) = self.free.log().map(|l| l.len()) else {
+                return Err(Error::corrupted(0, "internal: freelist log lost"));
+            };
+            if pages.len() * per_page >= len {
+                break;
+            }
+            pages.push(self.new_page(PAGE_FREELIST)?);
+        }
+        let mut entries = std::mem::take(&mut self.extents);
+        entries.clear();
+        entries.extend_from_slice(self.free.log().unwrap_or(&[]));
+        // Replay reads the chain from its tail: the delta's first entries go in the page
+        // nearest the old chain, its last ones in the new head.
+        let mut next = old_chain
+            .first()
+            .map_or(PageRef::default(), |&(id, born)| PageRef::new(id, born));
+        for (i, &id) in pages.iter().enumerate() {
+            let from = (i * per_page).min(entries.len());
+            let to = ((i + 1) * per_page).min(entries.len());
+            encode_page(self.page_mut(id)?, next, &entries[from..to]);
+            next = PageRef::new(id, txn);
+        }
+        self.extents = entries;
+        let mut chain: Vec<(u64, u64)> = pages.iter().rev().map(|&id| (id, txn)).collect();
+        chain.extend(old_chain);
+        Ok(chain)
     }
 
     /// Seals every dirty page (page id, txn id, checksum) and makes it reach the file: pages
