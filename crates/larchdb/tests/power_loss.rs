@@ -19,13 +19,19 @@ const TABLES: [&str; 3] = ["a", "b", "c"];
 
 /// Runs the workload until it ends or an operation fails. Returns the states after each
 /// commit attempt (index 0: empty), the number of commits acknowledged, and the index of the
-/// last acknowledged durable commit.
-fn workload(db: &Database) -> (Vec<State>, usize, usize) {
+/// last acknowledged durable commit. With `hold_reader`, a read transaction started after the
+/// first commit lives to the end: every page freed after it stays pending, so the free set
+/// grows to thousands of extents and commits persist it as deltas (the incremental freelist).
+fn workload(db: &Database, hold_reader: bool) -> (Vec<State>, usize, usize) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut states = vec![State::new()];
     let mut acked = 0;
     let mut durable = 0;
+    let mut reader = None;
     for txn in 0..200 {
+        if hold_reader && txn == 1 && reader.is_none() {
+            reader = db.begin_read().ok();
+        }
         let mut next = states.last().unwrap().clone();
         let durability = if rng.gen_bool(0.7) {
             Durability::Immediate
@@ -85,10 +91,22 @@ fn read_state(db: &Database) -> State {
 
 #[test]
 fn power_loss_at_any_io_operation_keeps_a_durable_prefix() {
+    power_loss_run(false);
+}
+
+/// The same with a reader held, so that most commits write their freelist as a delta.
+#[test]
+fn power_loss_with_freelist_deltas_keeps_a_durable_prefix() {
+    power_loss_run(true);
+}
+
+fn power_loss_run(hold_reader: bool) {
     // A dry run counts the operations.
     let probe = FaultStorage::new();
-    let (states, acked, _) =
-        workload(&Database::open_storage(Arc::new(probe.clone()), Options::default()).unwrap());
+    let (states, acked, _) = workload(
+        &Database::open_storage(Arc::new(probe.clone()), Options::default()).unwrap(),
+        hold_reader,
+    );
     assert_eq!(acked, 200);
     let ops = probe.op_count();
     let all = std::env::var("LARCH_POWER_LOSS_ALL").is_ok();
@@ -103,7 +121,7 @@ fn power_loss_at_any_io_operation_keeps_a_durable_prefix() {
         // Creating the file takes a few operations; fail only within the workload.
         let db = Database::open_storage(Arc::new(s.clone()), Options::default()).unwrap();
         s.fail_after(k, FaultKind::Eio, true);
-        let (attempted, acked, durable) = workload(&db);
+        let (attempted, acked, durable) = workload(&db, hold_reader);
         drop(db);
         let s = s.crash(CrashMode::KeepRandom { seed: k });
         let db = Database::open_storage(Arc::new(s), Options::default())
