@@ -21,12 +21,13 @@ fn commits_under_a_held_reader_append_deltas_and_reopen_exactly() {
     {
         let mut w = db.begin_write().unwrap();
         w.create_table("t").unwrap();
-        let mut t = w.table("t").unwrap();
-        for i in 0..20_000u32 {
-            t.put(&key(i), &[i as u8; 60]).unwrap();
-            model.insert(key(i), vec![i as u8; 60]);
+        {
+            let mut t = w.table("t").unwrap();
+            for i in 0..20_000u32 {
+                t.put(&key(i), &[i as u8; 60]).unwrap();
+                model.insert(key(i), vec![i as u8; 60]);
+            }
         }
-        drop(t);
         w.commit().unwrap();
     }
     let held = db.begin_read().unwrap();
@@ -34,12 +35,10 @@ fn commits_under_a_held_reader_append_deltas_and_reopen_exactly() {
     let mut chain = Vec::new();
     for c in 0..600u32 {
         let mut w = db.begin_write().unwrap();
-        let mut t = w.table("t").unwrap();
         let i = rng.gen_range(0..20_000u32);
         let v = vec![(c % 251) as u8; rng.gen_range(40..80)];
-        t.put(&key(i), &v).unwrap();
+        w.table("t").unwrap().put(&key(i), &v).unwrap();
         model.insert(key(i), v);
-        drop(t);
         // Mostly unsynced, as a busy writer would; now and then a durable commit.
         let durability = if c % 97 == 0 {
             Durability::Immediate
