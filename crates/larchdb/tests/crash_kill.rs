@@ -50,7 +50,15 @@ fn child(path: &Path, durability: Durability) {
         .unwrap_or(0)
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(start);
+    // Half of the time a reader holds an old snapshot, so the free set grows large and
+    // commits write their freelist as deltas (the incremental freelist) as well as bases.
+    let mut _held = None;
     for n in start.. {
+        match n % 120 {
+            0 => _held = Some(db.begin_read().unwrap()),
+            60 => _held = None,
+            _ => {}
+        }
         let mut w = db.begin_write().unwrap();
         w.ensure_table(LOG).unwrap();
         w.ensure_table(TABLE).unwrap();
