@@ -173,32 +173,60 @@ pub(crate) struct TableState {
 }
 
 /// The tables a write transaction has opened, by name. Kept in the writer state from one
-/// transaction to the next, so that opening the same table again allocates nothing: with a
-/// fresh map per transaction, the name's `String` and the map's growth were a measurable part
-/// of a one-put commit. An entry is valid only in the transaction whose generation it carries.
+/// transaction to the next, so that opening the same table again allocates nothing and, after
+/// a commit, reads nothing: with a fresh map per transaction, the name's `String` and the
+/// map's growth were a measurable part of a one-put commit, and so was looking the table up in
+/// the catalog again. An entry carries the transaction (generation) that last used it; it is
+/// valid if that generation is at least `valid_from`.
 #[derive(Default)]
 pub(crate) struct TableStates {
     map: HashMap<String, TableState>,
     generation: u64,
+    /// Entries of earlier generations down to this one describe the current transaction's base
+    /// exactly: each transaction since committed, and each commit was the next one's base.
+    valid_from: u64,
+    /// Set when the transaction of `generation` committed (or changed nothing): the commit
+    /// its states describe.
+    committed: Option<(u64, u64)>,
 }
 
 impl TableStates {
-    /// Starts a transaction: every entry becomes stale.
-    fn begin(&mut self) {
+    /// Starts a transaction on commit `base_txn`. The entries stay valid if the previous
+    /// transaction committed and produced that commit (this handle is the only writer, so it
+    /// always did, unless the previous transaction aborted or failed); otherwise all of them
+    /// become stale.
+    fn begin(&mut self, base_txn: u64) {
+        let carried = self.committed.take() == Some((self.generation, base_txn));
         self.generation += 1;
+        if !carried {
+            self.valid_from = self.generation;
+        }
     }
 
-    fn get(&self, name: &str) -> Option<&TableState> {
-        self.map
-            .get(name)
-            .filter(|s| s.generation == self.generation)
+    /// The current transaction ended as commit `txn` (its base, if it changed nothing).
+    fn committed(&mut self, txn: u64) {
+        self.committed = Some((self.generation, txn));
+    }
+
+    fn get(&mut self, name: &str) -> Option<&TableState> {
+        self.get_mut(name).map(|s| &*s)
     }
 
     fn get_mut(&mut self, name: &str) -> Option<&mut TableState> {
-        let generation = self.generation;
-        self.map
-            .get_mut(name)
-            .filter(|s| s.generation == generation)
+        let (generation, valid_from) = (self.generation, self.valid_from);
+        let s = self.map.get_mut(name)?;
+        if s.generation < valid_from {
+            return None;
+        }
+        if s.generation != generation {
+            // Carried over: its header and properties are the base's catalog entry. Nothing
+            // is changed yet in this transaction, and the append hint named a page of an
+            // earlier one.
+            s.generation = generation;
+            s.dirty = false;
+            s.append_hint = None;
+        }
+        Some(s)
     }
 
     /// Records `name` as opened in this transaction with header `hdr` and properties
@@ -286,10 +314,11 @@ impl<'db> WriteTxn<'db> {
             guard.poisoned = true;
             return Err(e);
         }
-        let txn = base.meta.txn + 1;
+        let base_txn = base.meta.txn;
+        let txn = base_txn + 1;
         let catalog = base.meta.catalog;
         let pages = WritePages::new(base, txn, guard.last_durable_txn, carry);
-        guard.tables.begin();
+        guard.tables.begin(base_txn);
         Ok(WriteTxn {
             db,
             guard,
@@ -483,10 +512,13 @@ impl<'db> WriteTxn<'db> {
         // An empty commit writes nothing, unless it must make earlier unsynced commits durable.
         let base_durable = self.guard.last_durable_txn == pages.base.meta.txn;
         if pages.is_clean() && !force && (durability == Durability::None || base_durable) {
+            let base_txn = pages.base.meta.txn;
             self.guard.carry = Some(pages.finish());
+            self.guard.tables.committed(base_txn);
             return Ok(());
         }
         let boot_id = self.db.boot_id();
+        let txn = pages.txn;
         db::commit(
             &self.db.inner,
             boot_id,
@@ -494,7 +526,9 @@ impl<'db> WriteTxn<'db> {
             pages,
             catalog,
             durability,
-        )
+        )?;
+        self.guard.tables.committed(txn);
+        Ok(())
     }
 }
 

@@ -19,7 +19,7 @@ use crate::bytes::{get_u32, get_u64};
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 /// A persisted extent: (freeing txn, or 0 for free; first page; page count; kind).
 pub(crate) type Extent = (u64, u64, u64, u32);
@@ -50,7 +50,9 @@ pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
     (page_bytes - FREELIST_EXTENTS_AT) / EXTENT_BYTES
 }
 
-type Pending = BTreeMap<u64, Vec<(u64, u64)>>;
+/// Pending extents of one kind as (freeing txn, start, length), in txn order: commits add
+/// their own, newer than any before, at the back, and releases take from the front.
+type Pending = VecDeque<(u64, u64, u64)>;
 
 /// Single free pages kept in the heap before they are merged into the extent map. Below this,
 /// a commit that frees and reuses about as many pages as it writes (random inserts: a thousand
@@ -176,13 +178,26 @@ impl FreeSet {
     /// Moves every single page into the extent map, coalescing: for runs (`alloc(n > 1)`),
     /// tail trimming, compact persistence, and to bound the heap.
     fn merge_singles(&mut self) {
-        let mut singles: Vec<u64> = std::mem::take(&mut self.singles)
-            .into_iter()
-            .map(|Reverse(p)| p)
-            .collect();
-        for (start, len) in to_extents(&mut singles) {
-            self.insert_extent(start, len);
+        // The heap's own buffer, sorted in place and handed back empty: no allocation.
+        let mut singles = std::mem::take(&mut self.singles).into_vec();
+        singles.sort_unstable_by_key(|&Reverse(p)| p);
+        let mut run: Option<(u64, u64)> = None;
+        for &Reverse(p) in &singles {
+            match &mut run {
+                Some((s, l)) if *s + *l == p => *l += 1,
+                _ => {
+                    if let Some((s, l)) = run.take() {
+                        self.insert_extent(s, l);
+                    }
+                    run = Some((p, 1));
+                }
+            }
         }
+        if let Some((s, l)) = run {
+            self.insert_extent(s, l);
+        }
+        singles.clear();
+        self.singles = BinaryHeap::from(singles);
         self.singles_max = 0;
     }
 
@@ -248,23 +263,32 @@ impl FreeSet {
     }
 
     /// Records pages freed by commit `txn`, pending with `kind`.
-    pub(crate) fn add_pending(&mut self, txn: u64, kind: u32, extents: Vec<(u64, u64)>) {
+    pub(crate) fn add_pending(&mut self, txn: u64, kind: u32, extents: &[(u64, u64)]) {
         if extents.is_empty() {
             return;
         }
-        for &(start, len) in &extents {
+        for &(start, len) in extents {
             self.record(txn, start, len, kind);
         }
         let pages: u64 = extents.iter().map(|e| e.1).sum();
         self.pending_pages += pages;
         self.pending_extents += extents.len();
-        let map = if kind == KIND_DURABLE {
+        let queue = if kind == KIND_DURABLE {
             self.pinned_pages += pages;
             &mut self.pending_durable
         } else {
             &mut self.pending_readers
         };
-        map.entry(txn).or_default().extend(extents);
+        // In txn order: at the back, except for a txn older than the newest (never from a
+        // commit; kept correct for any caller).
+        let at = if queue.back().is_none_or(|b| b.0 <= txn) {
+            queue.len()
+        } else {
+            queue.partition_point(|e| e.0 <= txn)
+        };
+        for (i, &(start, len)) in extents.iter().enumerate() {
+            queue.insert(at + i, (txn, start, len));
+        }
     }
 
     /// Makes reusable every pending extent that no snapshot to be kept can reach: those freed
@@ -278,43 +302,38 @@ impl FreeSet {
 
     fn release_from(&mut self, durable: bool, horizon: u64) -> Result<()> {
         let kind = if durable { KIND_DURABLE } else { KIND_READERS };
-        let map = if durable {
+        let queue = if durable {
             &self.pending_durable
         } else {
             &self.pending_readers
         };
-        if map
-            .first_key_value()
-            .is_some_and(|(&txn, _)| txn <= horizon)
-        {
+        if queue.front().is_some_and(|e| e.0 <= horizon) {
             // Replayed as the same release: no entry per page.
             self.record(horizon, 0, kind as u64, KIND_RELEASE);
         }
         loop {
-            let map = if durable {
+            let queue = if durable {
                 &mut self.pending_durable
             } else {
                 &mut self.pending_readers
             };
-            let Some(entry) = map.first_entry() else {
+            let Some(&(txn, start, len)) = queue.front() else {
                 return Ok(());
             };
-            if *entry.key() > horizon {
+            if txn > horizon {
                 return Ok(());
             }
-            let (txn, extents) = entry.remove_entry();
-            self.pending_extents -= extents.len();
-            for (start, len) in extents {
-                self.pending_pages -= len;
-                if durable {
-                    self.pinned_pages -= len;
-                }
-                if !self.insert_unlogged(start, len) {
-                    return Err(Error::corrupted(
-                        start,
-                        format!("page freed twice (by txn {txn})"),
-                    ));
-                }
+            queue.pop_front();
+            self.pending_extents -= 1;
+            self.pending_pages -= len;
+            if durable {
+                self.pinned_pages -= len;
+            }
+            if !self.insert_unlogged(start, len) {
+                return Err(Error::corrupted(
+                    start,
+                    format!("page freed twice (by txn {txn})"),
+                ));
             }
         }
     }
@@ -322,6 +341,10 @@ impl FreeSet {
     /// If the last free extent ends at `page_count`, removes it and returns the new, smaller
     /// page count: space at the end of the file is given back rather than kept free.
     pub(crate) fn trim_tail(&mut self, page_count: u64) -> u64 {
+        if page_count == 0 || !self.bits.any(page_count - 1, page_count) {
+            // The last page is in use: nothing to give back.
+            return page_count;
+        }
         if !self.singles.is_empty() && self.singles_max + 1 >= page_count {
             self.merge_singles();
         }
@@ -366,14 +389,12 @@ impl FreeSet {
         for &Reverse(p) in self.singles.iter() {
             out.push((0, p, 1, KIND_FREE));
         }
-        for (kind, map) in [
+        for (kind, queue) in [
             (KIND_READERS, &self.pending_readers),
             (KIND_DURABLE, &self.pending_durable),
         ] {
-            for (&txn, extents) in map {
-                for &(s, l) in extents {
-                    push(out, txn, s, l, kind);
-                }
+            for &(txn, s, l) in queue {
+                push(out, txn, s, l, kind);
             }
         }
     }
@@ -411,7 +432,7 @@ fn push_split(out: &mut Vec<Extent>, txn: u64, start: u64, len: u64, kind: u32) 
 pub(crate) fn replay(pages: &[(u64, Vec<Extent>)], page_count: u64, txn: u64) -> Result<FreeSet> {
     let mut free = Bitmap::default();
     let mut pending = Bitmap::default();
-    let mut by_kind: [Pending; 2] = [Pending::new(), Pending::new()];
+    let mut by_kind: [BTreeMap<u64, Vec<(u64, u64)>>; 2] = [BTreeMap::new(), BTreeMap::new()];
     for (page, entries) in pages {
         let page = *page;
         let bad = |what: String| Error::corrupted(page, what);
@@ -482,7 +503,7 @@ pub(crate) fn replay(pages: &[(u64, Vec<Extent>)], page_count: u64, txn: u64) ->
     for (i, map) in by_kind.into_iter().enumerate() {
         let kind = i as u32 + 1;
         for (etxn, extents) in map {
-            set.add_pending(etxn, kind, extents);
+            set.add_pending(etxn, kind, &extents);
         }
     }
     set.start_log();
@@ -569,16 +590,23 @@ impl Bitmap {
 }
 
 /// Groups page ids into sorted extents.
+#[cfg(test)]
 pub(crate) fn to_extents(pages: &mut [u64]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    to_extents_into(pages, &mut out);
+    out
+}
+
+/// Groups page ids into sorted extents, into `out` (cleared first).
+pub(crate) fn to_extents_into(pages: &mut [u64], out: &mut Vec<(u64, u64)>) {
     pages.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
+    out.clear();
     for &p in pages.iter() {
         match out.last_mut() {
             Some((s, l)) if *s + *l == p => *l += 1,
             _ => out.push((p, 1)),
         }
     }
-    out
 }
 
 /// Writes extents into a freelist page body. Requires: `extents.len() <= extents_per_page`.
@@ -652,9 +680,9 @@ mod tests {
     #[test]
     fn pending_released_by_readers_and_durability() {
         let mut f = FreeSet::default();
-        f.add_pending(5, KIND_READERS, vec![(20, 1)]);
-        f.add_pending(7, KIND_READERS, vec![(21, 1)]);
-        f.add_pending(6, KIND_DURABLE, vec![(30, 2)]);
+        f.add_pending(5, KIND_READERS, &[(20, 1)]);
+        f.add_pending(7, KIND_READERS, &[(21, 1)]);
+        f.add_pending(6, KIND_DURABLE, &[(30, 2)]);
         assert_eq!(f.pinned_pages(), 2);
         assert_eq!(f.entry_count(), f.entries().len());
         f.release(Some(6), 100).unwrap();
@@ -680,7 +708,7 @@ mod tests {
         );
         assert_eq!(f.pinned_pages(), 0);
         let mut g = FreeSet::default();
-        g.add_pending(9, KIND_DURABLE, vec![(3, 1)]);
+        g.add_pending(9, KIND_DURABLE, &[(3, 1)]);
         g.release(None, 8).unwrap();
         assert_eq!(
             g.pending_pages(),
@@ -833,7 +861,7 @@ mod tests {
                         } else {
                             KIND_READERS
                         };
-                        f.add_pending(txn, kind, vec![(p, 1)]);
+                        f.add_pending(txn, kind, &[(p, 1)]);
                     }
                     3 if !used.is_empty() => {
                         // Allocated and freed in one commit: free at once.

@@ -119,12 +119,11 @@ pub(crate) enum MetaDefect {
 }
 
 impl Meta {
-    /// Encodes into a full page image for `slot`.
     /// Encodes the meta fields for `slot`: the first `META_END` bytes of the slot's page. The
     /// rest of the page is unused (zero when the file was created) and not checksummed, so a
     /// commit writes only these bytes, a single sector.
-    pub(crate) fn encode(&self, slot: u64) -> Vec<u8> {
-        let mut p = vec![0u8; META_END];
+    pub(crate) fn encode(&self, slot: u64) -> [u8; META_END] {
+        let mut p = [0u8; META_END];
         init_page(&mut p, PAGE_META);
         p[M_MAGIC..M_MAGIC + 8].copy_from_slice(&MAGIC);
         put_u32(&mut p, M_VERSION, FORMAT_VERSION);

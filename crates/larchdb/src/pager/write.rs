@@ -11,7 +11,7 @@
 //! `write_at` at commit.
 
 use super::freelist::{
-    encode_page, extents_per_page, to_extents, Extent, FreeSet, KIND_DURABLE, KIND_READERS,
+    encode_page, extents_per_page, to_extents_into, Extent, FreeSet, KIND_DURABLE, KIND_READERS,
     KIND_RELEASE,
 };
 use super::{
@@ -274,6 +274,7 @@ struct Buffers {
     scratch: Vec<u8>,
     ids: Vec<u64>,
     extents: Vec<Extent>,
+    runs: Vec<(u64, u64)>,
 }
 
 pub(crate) struct WritePages {
@@ -304,6 +305,8 @@ pub(crate) struct WritePages {
     ids: Vec<u64>,
     /// The free set's persisted form, built at commit; kept for the next transaction.
     extents: Vec<Extent>,
+    /// Freed pages grouped into extents at commit; kept for the next transaction.
+    runs: Vec<(u64, u64)>,
     /// The pages written most recently, a ring (0: no page; slot 0 is a meta page, never
     /// dirty). See `RECENT_PAGES`.
     recent: [u64; RECENT_PAGES],
@@ -340,6 +343,7 @@ impl WritePages {
             chain: carry.chain,
             ids: b.ids,
             extents: b.extents,
+            runs: b.runs,
             recent: [0; RECENT_PAGES],
             recent_at: 0,
             any_owned: false,
@@ -383,6 +387,7 @@ impl WritePages {
                 scratch: self.scratch,
                 ids: self.ids,
                 extents: self.extents,
+                runs: self.runs,
             },
         }
     }
@@ -671,7 +676,8 @@ impl WritePages {
                     self.ids.extend(start..start + len);
                 }
             }
-            self.free.add_pending(txn, kind, to_extents(&mut self.ids));
+            to_extents_into(&mut self.ids, &mut self.runs);
+            self.free.add_pending(txn, kind, &self.runs);
         }
         self.freed.clear();
     }
