@@ -7,7 +7,8 @@ pub const PAGE_BYTES_MAX: u32 = 65536;
 /// Page size used when `Options::page_bytes` is not set.
 pub const PAGE_BYTES_DEFAULT: u32 = 4096;
 
-/// Largest value, in bytes. Values larger than a quarter page live on overflow pages.
+/// Largest value, in bytes. Values whose leaf cell would exceed `inline_cell_bytes_max` (about
+/// half a page) live on overflow pages.
 pub const VALUE_BYTES_MAX: usize = 1 << 30;
 
 /// Largest table name, in bytes (UTF-8).
@@ -32,10 +33,13 @@ pub const fn key_bytes_max(page_bytes: u32) -> usize {
     page_bytes as usize / 4 - 24
 }
 
-/// Largest leaf cell stored inline, for a page size. A value whose cell would be larger goes to
-/// an overflow run and the cell keeps only a reference.
+/// Largest leaf cell stored inline, for a page size: two of them, with their slots, fill a
+/// leaf exactly (2030 bytes at 4 KiB pages, as LMDB's node limit of about half a page). A
+/// value whose cell would be larger goes to an overflow run and the cell keeps only a
+/// reference. A leaf split then needs a split point chosen so that both halves fit, which
+/// cells of at most half a leaf always allow (`btree::split_point`).
 pub const fn inline_cell_bytes_max(page_bytes: u32) -> usize {
-    (page_bytes as usize - crate::pager::PAGE_HEADER_BYTES) / 4 - 2
+    (page_bytes as usize - crate::pager::PAGE_HEADER_BYTES) / 2 - 2
 }
 
 /// Read-only handles (in all processes together) that can read a database beside its writer:
@@ -55,6 +59,7 @@ pub const READER_REGISTER_TRIES_MAX: u32 = 10_000;
 pub const PINNED_BYTES_MAX_DEFAULT: u64 = 64 << 20;
 
 const _: () = assert!(key_bytes_max(PAGE_BYTES_MIN) == 1000);
+const _: () = assert!(inline_cell_bytes_max(PAGE_BYTES_MIN) == 2030);
 const _: () = assert!(PAGE_BYTES_MAX <= 65536, "slot offsets are u16");
 const _: () = assert!(
     6 + TABLE_NAME_BYTES_MAX + 32 + TABLE_PROPERTIES_BYTES_MAX

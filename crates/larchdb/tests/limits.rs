@@ -157,3 +157,60 @@ fn page_sizes_and_table_names() {
         vec!["n".repeat(TABLE_NAME_BYTES_MAX)]
     );
 }
+
+/// Inline cells reach half a leaf: leaves holding two or three of them, mixed with small
+/// cells, must split into pages that fit wherever the new cell lands, and survive updates that
+/// grow a small value to the largest inline size, deletes and merges.
+#[test]
+fn half_page_inline_values_split_grow_and_merge() {
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+    for page_bytes in [4096u32, 16384] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = db(&dir, page_bytes);
+        let inline = inline_cell_bytes_max(page_bytes);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(page_bytes as u64);
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for round in 0..30 {
+            let mut w = db.begin_write().unwrap();
+            w.ensure_table("t").unwrap();
+            {
+                let mut t = w.table("t").unwrap();
+                for _ in 0..60 {
+                    let key = format!("{:06}", rng.gen_range(0..400)).into_bytes();
+                    if rng.gen_bool(0.2) {
+                        t.delete(&key).unwrap();
+                        model.remove(&key);
+                        continue;
+                    }
+                    // Cells of exactly the inline maximum, just under and over it, and small.
+                    let max_value = inline - 6 - key.len();
+                    let len = match rng.gen_range(0..5) {
+                        0 => max_value,
+                        1 => max_value - rng.gen_range(1..200),
+                        2 => max_value + 1,
+                        3 => rng.gen_range(page_bytes as usize / 3..max_value),
+                        _ => rng.gen_range(0..100),
+                    };
+                    let v: Vec<u8> = (0..len).map(|i| (i + round) as u8).collect();
+                    t.put(&key, &v).unwrap();
+                    model.insert(key, v);
+                }
+            }
+            w.commit().unwrap();
+            assert!(db.verify().unwrap().is_clean(), "round {round}");
+        }
+        let r = db.begin_read().unwrap();
+        let t = r.table("t").unwrap();
+        let found: BTreeMap<Vec<u8>, Vec<u8>> = t
+            .iter()
+            .map(|e| {
+                let (k, v) = e.unwrap();
+                (k.to_vec(), v.to_vec())
+            })
+            .collect();
+        assert_eq!(found, model);
+        let stats = db.stats().unwrap();
+        assert!(stats.leaf_pages > 10, "{stats:?}");
+    }
+}

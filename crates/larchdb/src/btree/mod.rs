@@ -18,7 +18,7 @@ use crate::pager::{
 };
 use node::{
     branch_cell, cell_child, cell_key, cells_bytes, edit, leaf_cell_inline_into, leaf_cell_len,
-    leaf_cell_overflow, LeafValue, Node,
+    leaf_cell_overflow, LeafValue, Node, BRANCH_SLOTS_AT, LEAF_SLOTS_AT,
 };
 
 /// The value bytes of a leaf value, following an overflow reference if there is one.
@@ -371,17 +371,38 @@ fn put_inner(
     Ok((found, landed))
 }
 
-/// Index at which to split `cells` so both halves hold about half the bytes.
-fn split_point(cells: &[&[u8]]) -> usize {
-    let total: usize = cells.iter().map(|c| c.len() + 2).sum();
+/// Index at which to split `cells` (at least 3) so both halves hold about half the bytes and
+/// each fits in `capacity` bytes (cells and slots). Leaf cells may reach half a leaf
+/// (`inline_cell_bytes_max`), so the balanced point can leave one side over capacity; it then
+/// moves toward the other side. A point where both fit exists whenever the cells came from one
+/// full node plus one new cell of at most half its capacity: take the largest left side that
+/// fits; the next cell would not, so the left holds more than half, and the right less than
+/// the rest. `None` only for cells that no node could have held. In a branch the cell at the
+/// split point moves up to the parent; branch cells are at most a third of a node, so the
+/// balanced point always fits.
+fn split_point(cells: &[&[u8]], leaf: bool, capacity: usize) -> Option<usize> {
+    let size = |c: &&[u8]| c.len() + 2;
+    let total: usize = cells.iter().map(size).sum();
+    let mut k = cells.len() - 1;
     let mut acc = 0;
     for (i, c) in cells.iter().enumerate() {
-        acc += c.len() + 2;
+        acc += size(c);
         if acc >= total / 2 {
-            return (i + 1).clamp(1, cells.len() - 1);
+            k = (i + 1).clamp(1, cells.len() - 1);
+            break;
         }
     }
-    cells.len() - 1
+    if !leaf {
+        return Some(k);
+    }
+    let left = |k: usize| cells[..k].iter().map(size).sum::<usize>();
+    while k > 1 && left(k) > capacity {
+        k -= 1;
+    }
+    while k < cells.len() - 1 && total - left(k) > capacity {
+        k += 1;
+    }
+    (left(k) <= capacity && total - left(k) <= capacity).then_some(k)
 }
 
 /// Splits dirty node `id`, which has no room for `cell` at `idx`, into itself and a new right
@@ -445,7 +466,13 @@ fn split_node(
     if cells.len() < 3 {
         return Err(Error::corrupted(id, "node too full to hold three cells"));
     }
-    let k = split_point(&cells);
+    let capacity = w.page_bytes() - if leaf { LEAF_SLOTS_AT } else { BRANCH_SLOTS_AT };
+    let Some(k) = split_point(&cells, leaf, capacity) else {
+        return Err(Error::corrupted(
+            id,
+            "cells too large to split into two pages",
+        ));
+    };
     let right = w.new_page(kind)?;
     let sep = cell_key(cells[k], leaf).to_vec();
     {
