@@ -17,8 +17,8 @@ use crate::pager::{
     PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF, PAGE_OVERFLOW,
 };
 use node::{
-    branch_cell, cell_child, cell_key, cells_bytes, edit, leaf_cell_inline_into, leaf_cell_len,
-    leaf_cell_overflow, LeafValue, Node, BRANCH_SLOTS_AT, LEAF_SLOTS_AT,
+    branch_cell, cell_child, cell_key, cells_bytes, compare_keys, edit, leaf_cell_inline_into,
+    leaf_cell_len, leaf_cell_overflow, LeafValue, Node, BRANCH_SLOTS_AT, LEAF_SLOTS_AT,
 };
 
 /// The value bytes of a leaf value, following an overflow reference if there is one.
@@ -200,10 +200,8 @@ pub(crate) fn append(
     hint: &mut Option<AppendHint>,
 ) -> Result<()> {
     if let Some(h) = *hint {
-        if h.root == hdr.root.id
-            && w.is_dirty(h.leaf)
-            && append_in_place(w, hdr, h.leaf, key, value)?
-        {
+        // `append_in_place` declines a leaf that is no longer dirty.
+        if h.root == hdr.root.id && append_in_place(w, hdr, h.leaf, key, value)? {
             return Ok(());
         }
     }
@@ -240,7 +238,7 @@ fn append_in_place(
                 "internal: append hint names a branch",
             ));
         }
-        if node.n > 0 && node.key(node.n - 1)? >= key {
+        if node.n > 0 && compare_keys(node.key(node.n - 1)?, key) != std::cmp::Ordering::Less {
             return Err(Error::AppendOutOfOrder);
         }
         node.n
@@ -300,7 +298,10 @@ fn put_inner(
     // waiting for one miss per probe. An append must change nothing when its key is out of
     // order, so it checks that first and copies later.
     let n = node_at(w, leaf_ref, true)?;
-    if mode == PutMode::Append && n.n > 0 && n.key(n.n - 1)? >= key {
+    if mode == PutMode::Append
+        && n.n > 0
+        && compare_keys(n.key(n.n - 1)?, key) != std::cmp::Ordering::Less
+    {
         return Err(Error::AppendOutOfOrder);
     }
     // The cell is built in the transaction's scratch buffer: no allocation per put. (Built
