@@ -85,20 +85,13 @@ impl Access {
     }
 
     /// Asks the kernel to map `[at, at + len)` of a shared mapping for writing now, rather than
-    /// one page fault at a time. Only a hint. Without `readahead` the mapping is advised
-    /// `MADV_RANDOM`, under which the kernel creates this new space's page cache one 4 KiB
-    /// folio per fault; the range is advised `MADV_NORMAL` while it is populated, so that it
-    /// gets large folios (about 40% less system time to populate a fill's new space; fillseq
-    /// +4-5%, docs/design/performance.md), then `MADV_RANDOM` again.
-    pub(crate) fn populate_write(&self, at: usize, len: usize, readahead: bool) {
+    /// one page fault at a time. Only a hint. (Populating under `MADV_NORMAL` instead of the
+    /// map's `MADV_RANDOM`, for large folios, cut a 3M-record fillseq's system time by a third
+    /// but more than doubled a 10M-record load's inside the suite's cgroup: not kept; see
+    /// docs/design/performance.md.)
+    pub(crate) fn populate_write(&self, at: usize, len: usize) {
         if let Access::Shared(map) = self {
-            if !readahead {
-                let _ = map.advise_range(memmap2::Advice::Normal, at, len);
-            }
             let _ = map.advise_range(memmap2::Advice::PopulateWrite, at, len);
-            if !readahead {
-                let _ = map.advise_range(memmap2::Advice::Random, at, len);
-            }
         }
     }
 

@@ -176,7 +176,7 @@ impl WriteMap {
         if let (Some((from, to)), Some(map)) = (grown, self.map.as_ref()) {
             // Map the new space in one call rather than one page fault per page as the writer
             // reaches it. Only a hint: older kernels refuse it, and that changes nothing.
-            map.populate_write(from as usize, (to - from) as usize, self.readahead);
+            map.populate_write(from as usize, (to - from) as usize);
         }
         Ok(true)
     }
