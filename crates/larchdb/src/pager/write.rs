@@ -56,6 +56,10 @@ const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
 /// commit rewrites it as a base.
 const DELTA_SLACK_PAGES: usize = 8;
 
+/// Largest number of allocations `WriteMap::is_cold` lets pass unchecked while it finds only
+/// resident pages.
+const COLD_CHECK_BACKOFF_MAX: u32 = 255;
+
 /// Granularity of file growth through the writable mapping: fallocate is a journalled metadata
 /// change, so it is not made for every few pages. A durable commit trims what is unused.
 const ALLOCATE_STEP_BYTES: u64 = 4 << 20;
@@ -106,6 +110,9 @@ pub(crate) struct WriteMap {
     enabled: bool,
     /// `Options::readahead`, applied to each new mapping.
     readahead: bool,
+    /// Allocations left before `is_cold` checks again, and the current gap between checks.
+    cold_skip: u32,
+    cold_backoff: u32,
 }
 
 impl WriteMap {
@@ -121,6 +128,8 @@ impl WriteMap {
             file_bytes,
             enabled,
             readahead,
+            cold_skip: 0,
+            cold_backoff: 0,
         }
     }
 
@@ -197,6 +206,47 @@ impl WriteMap {
         if current > target && self.storage.set_len(target).is_ok() {
             self.file_bytes = target;
         }
+    }
+
+    /// True if page `id` is reused space whose bytes are not in memory: writing it through the
+    /// mapping would make the kernel read it from the disk first, only for the copy to
+    /// overwrite it (a write fault on a non-resident page of a shared file mapping). Such a
+    /// page is written with `write_at` instead, which needs no read. Found by the memsweep
+    /// suite: with a database larger than memory, reused free pages are mostly cold, and the
+    /// writer ran at half speed (docs/design/performance.md). The check is a `mincore` call;
+    /// while it keeps finding resident pages (a database in memory), it is made for one
+    /// allocation in up to `COLD_CHECK_BACKOFF_MAX + 1`, so it costs nothing measurable there.
+    #[inline]
+    fn is_cold(&mut self, id: u64, page_bytes: usize) -> bool {
+        if self.cold_skip > 0 {
+            self.cold_skip -= 1;
+            return false;
+        }
+        self.check_cold(id, page_bytes)
+    }
+
+    #[inline(never)]
+    fn check_cold(&mut self, id: u64, page_bytes: usize) -> bool {
+        let Some(ptr) = self
+            .map
+            .as_ref()
+            .and_then(|m| m.writable(id as usize * page_bytes, page_bytes))
+        else {
+            return false;
+        };
+        let mut resident = [0u8; 1];
+        // SAFETY: `ptr` is page-aligned (the mapping is, and database pages are multiples of
+        // the 4 KiB system page) and `[ptr, ptr + 1)` lies in the mapping (checked by
+        // `writable`); mincore writes one byte per system page of the range into `resident`.
+        let r = unsafe { libc::mincore(ptr as *mut libc::c_void, 1, resident.as_mut_ptr()) };
+        let cold = r == 0 && resident[0] & 1 == 0;
+        self.cold_backoff = if cold {
+            0
+        } else {
+            (self.cold_backoff + 1).min(COLD_CHECK_BACKOFF_MAX)
+        };
+        self.cold_skip = self.cold_backoff;
+        cold
     }
 
     /// The mapping, for the snapshot a commit publishes: it covers every page the commit
@@ -419,7 +469,8 @@ impl WritePages {
     fn place(&mut self, n: u64) -> Result<u64> {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
-        let dirty = if self.wmap.ensure((id + n) * self.page_bytes as u64)? {
+        let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
+        let dirty = if mapped && !(n == 1 && self.wmap.is_cold(id, self.page_bytes)) {
             Dirty {
                 place: Place::Mapped(n),
                 sealed: false,
