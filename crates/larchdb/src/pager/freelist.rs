@@ -84,8 +84,6 @@ pub(crate) struct FreeSet {
     /// Pending extents of kind `KIND_DURABLE`, by freeing txn.
     pending_durable: Pending,
     pending_pages: u64,
-    /// Extents in `pending_readers` and `pending_durable`, for `entry_count` in O(1).
-    pending_extents: usize,
     /// Pages in `pending_durable`: what the last durable commit pins.
     pinned_pages: u64,
     /// Changes since the set was last persisted, as delta entries, in order; `None` when not
@@ -272,7 +270,6 @@ impl FreeSet {
         }
         let pages: u64 = extents.iter().map(|e| e.1).sum();
         self.pending_pages += pages;
-        self.pending_extents += extents.len();
         let queue = if kind == KIND_DURABLE {
             self.pinned_pages += pages;
             &mut self.pending_durable
@@ -324,7 +321,6 @@ impl FreeSet {
                 return Ok(());
             }
             queue.pop_front();
-            self.pending_extents -= 1;
             self.pending_pages -= len;
             if durable {
                 self.pinned_pages -= len;
@@ -370,7 +366,8 @@ impl FreeSet {
         let extra = |pages: u64| (pages / u32::MAX as u64) as usize;
         self.free.len()
             + self.singles.len()
-            + self.pending_extents
+            + self.pending_readers.len()
+            + self.pending_durable.len()
             + extra(self.free_pages)
             + extra(self.pending_pages)
     }
