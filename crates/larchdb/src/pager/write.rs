@@ -79,6 +79,9 @@ struct Dirty {
     /// written to since. Every write access goes through `page_mut` or `dirty_page_mut`,
     /// which clear it.
     sealed: bool,
+    /// A branch that left the window of recent pages and has not been written since (see
+    /// `BranchSealing`).
+    out: bool,
 }
 
 impl Dirty {
@@ -86,6 +89,7 @@ impl Dirty {
         Dirty {
             place: Place::Owned(buf),
             sealed: false,
+            out: false,
         }
     }
 }
@@ -97,6 +101,44 @@ impl Dirty {
 /// to memory per page (docs/design/performance.md). A page written again after its early seal
 /// is sealed again at commit.
 const RECENT_PAGES: usize = 16;
+
+/// Fewer branches than this leaving the window in one transaction say too little about the
+/// workload: the next transaction keeps the current `BranchSealing` decision.
+const BRANCH_SEAL_SAMPLE_MIN: u64 = 64;
+
+/// Whether branches are sealed early, as leaves are, decided from what the last transaction
+/// saw. Most of a random commit's branches are written again after they leave the window of
+/// recent pages when the commit's puts outnumber the branches above the leaves (1000 puts
+/// over the 550 such branches of a 1M-record tree): sealing them early would be wasted, so
+/// they are sealed at commit. When the branches outnumber the puts (5,500 of them at 10M
+/// records), most are written once: sealing them at commit reads each back from memory, and
+/// sealing them early is the cheaper one (docs/design/performance.md). The writer counts the
+/// branches that leave the window and those written again afterwards, and seals branches
+/// early in the next transaction if fewer than half came back.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct BranchSealing {
+    early: bool,
+    /// Branches that left the window in this transaction.
+    out: u64,
+    /// Of those, branches written again afterwards.
+    back: u64,
+}
+
+impl BranchSealing {
+    /// The decision for the next transaction.
+    fn next(self) -> BranchSealing {
+        let early = if self.out < BRANCH_SEAL_SAMPLE_MIN {
+            self.early
+        } else {
+            self.back * 2 < self.out
+        };
+        BranchSealing {
+            early,
+            out: 0,
+            back: 0,
+        }
+    }
+}
 
 /// The writable mapping of the file and the length allocated behind it. Owned by the writer
 /// state between transactions and by `WritePages` during one. The mapping is an `Access`
@@ -297,6 +339,7 @@ pub(crate) struct Carry {
     pub(crate) chain: Option<Vec<(u64, u64)>>,
     /// The transaction's working collections, empty, with the capacity they grew to.
     spare_capacity: Buffers,
+    branch_sealing: BranchSealing,
 }
 
 impl Carry {
@@ -307,6 +350,7 @@ impl Carry {
             wmap,
             chain: None,
             spare_capacity: Buffers::default(),
+            branch_sealing: BranchSealing::default(),
         }
     }
 }
@@ -363,6 +407,7 @@ pub(crate) struct WritePages {
     recent_at: usize,
     /// Whether any dirty page of the transaction is an owned buffer (not in the mapping).
     any_owned: bool,
+    branch_sealing: BranchSealing,
 }
 
 impl WritePages {
@@ -397,6 +442,7 @@ impl WritePages {
             recent: [0; RECENT_PAGES],
             recent_at: 0,
             any_owned: false,
+            branch_sealing: carry.branch_sealing,
         }
     }
 
@@ -429,6 +475,7 @@ impl WritePages {
             pool: self.pool,
             wmap: self.wmap,
             chain: self.chain,
+            branch_sealing: self.branch_sealing.next(),
             spare_capacity: Buffers {
                 dirty: self.dirty,
                 taken: self.taken,
@@ -474,6 +521,7 @@ impl WritePages {
             Dirty {
                 place: Place::Mapped(n),
                 sealed: false,
+                out: false,
             }
         } else if n == 1 {
             self.any_owned = true;
@@ -524,9 +572,13 @@ impl WritePages {
             },
         };
         if page_type(page) == PAGE_BRANCH {
-            // A branch is written again whenever one of its children is copied: most of the
-            // branches of a random commit are, so they are sealed once, at commit.
-            return;
+            // A branch is written again whenever one of its children is copied: sealed early
+            // only while most branches are not (`BranchSealing`).
+            d.out = true;
+            self.branch_sealing.out += 1;
+            if !self.branch_sealing.early {
+                return;
+            }
         }
         seal_page(page, id, txn);
         d.sealed = true;
@@ -592,6 +644,10 @@ impl WritePages {
         // not pushed back into the window: a page written again after leaving it is typically
         // a branch on a hot path, which would be sealed over and over).
         d.sealed = false;
+        if d.out {
+            d.out = false;
+            self.branch_sealing.back += 1;
+        }
         match &mut d.place {
             Place::Owned(b) if b.len() == ps => Some(&mut b[..]),
             Place::Mapped(1) => self.wmap.bytes_mut(id, ps, ps).ok(),
@@ -606,6 +662,10 @@ impl WritePages {
         // As in `dirty_page_mut`.
         match d.map(|d| {
             d.sealed = false;
+            if d.out {
+                d.out = false;
+                self.branch_sealing.back += 1;
+            }
             &mut d.place
         }) {
             Some(Place::Owned(b)) => Ok(&mut b[..]),
