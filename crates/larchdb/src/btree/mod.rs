@@ -337,7 +337,11 @@ fn put_inner(
         };
         (idx, found, leaf.n, old)
     };
-    let leaf = w.make_dirty(leaf)?;
+    let leaf = match mode {
+        // Copied above.
+        PutMode::Upsert => leaf,
+        PutMode::Append => w.make_dirty(leaf)?,
+    };
     if let Some((cell_len, run)) = old {
         if run.is_none() && edit::replace(w.page_mut(leaf)?, idx, cell_len, &cell) {
             // Replaced where it stood: nothing moved, so the path above only needs the new
@@ -432,38 +436,42 @@ fn split_node(
         }
         return Ok((cell_key(cell, leaf).to_vec(), right));
     }
-    // Copy the cells out (one buffer, not one allocation per cell): the page is rebuilt.
-    let (bytes, ends, child0) = {
-        let n = Node::parse(w.page(id)?, id)?;
-        let mut bytes: Vec<u8> = Vec::with_capacity(w.page_bytes() + cell.len());
-        let mut ends = Vec::with_capacity(n.n + 1);
-        for i in 0..n.n {
-            if i == idx {
-                bytes.extend_from_slice(cell);
-                ends.push(bytes.len());
-            }
-            bytes.extend_from_slice(n.cell(i)?);
-            ends.push(bytes.len());
+    // The page is rebuilt from a copy of it (one copy into a buffer kept across splits, not
+    // one per cell).
+    let mut copy = std::mem::take(&mut w.split_copy);
+    copy.clear();
+    copy.extend_from_slice(w.page(id)?);
+    let r = split_rebuild(w, id, idx, cell, leaf, &copy);
+    w.split_copy = copy;
+    r
+}
+
+/// The body of `split_node` (not at the end): `copy` holds node `id` as it was.
+fn split_rebuild(
+    w: &mut WritePages,
+    id: u64,
+    idx: usize,
+    cell: &[u8],
+    leaf: bool,
+    copy: &[u8],
+) -> Result<(Vec<u8>, u64)> {
+    let kind = if leaf { PAGE_LEAF } else { PAGE_BRANCH };
+    let n = Node::parse(copy, id)?;
+    let mut cells: Vec<&[u8]> = Vec::with_capacity(n.n + 1);
+    for i in 0..n.n {
+        if i == idx {
+            cells.push(cell);
         }
-        if idx >= n.n {
-            bytes.extend_from_slice(cell);
-            ends.push(bytes.len());
-        }
-        let child0 = if leaf {
-            PageRef::default()
-        } else {
-            n.child(0)?
-        };
-        (bytes, ends, child0)
+        cells.push(n.cell(i)?);
+    }
+    if idx >= n.n {
+        cells.push(cell);
+    }
+    let child0 = if leaf {
+        PageRef::default()
+    } else {
+        n.child(0)?
     };
-    let cells: Vec<&[u8]> = ends
-        .iter()
-        .scan(0, |start, &end| {
-            let c = &bytes[*start..end];
-            *start = end;
-            Some(c)
-        })
-        .collect();
     if cells.len() < 3 {
         return Err(Error::corrupted(id, "node too full to hold three cells"));
     }

@@ -366,6 +366,7 @@ struct Buffers {
     spare: Vec<(u64, u64)>,
     freed: Vec<(u64, u64, u64)>,
     scratch: Vec<u8>,
+    split_copy: Vec<u8>,
     ids: Vec<u64>,
     extents: Vec<Extent>,
     runs: Vec<(u64, u64)>,
@@ -392,6 +393,8 @@ pub(crate) struct WritePages {
     wmap: WriteMap,
     /// Scratch space for building a cell, reused across puts.
     pub(crate) scratch: Vec<u8>,
+    /// Scratch space for the copy of a node being split, reused across splits.
+    pub(crate) split_copy: Vec<u8>,
     /// The base snapshot's freelist chain (page, writing commit), newest first, if known;
     /// after `prepare_commit`, the new one.
     chain: Option<Vec<(u64, u64)>>,
@@ -435,6 +438,7 @@ impl WritePages {
             pool: carry.pool,
             wmap: carry.wmap,
             scratch: b.scratch,
+            split_copy: b.split_copy,
             chain: carry.chain,
             ids: b.ids,
             extents: b.extents,
@@ -482,6 +486,7 @@ impl WritePages {
                 spare: self.spare,
                 freed: self.freed,
                 scratch: self.scratch,
+                split_copy: self.split_copy,
                 ids: self.ids,
                 extents: self.extents,
                 runs: self.runs,
@@ -512,12 +517,13 @@ impl WritePages {
     }
 
     /// Allocates `n` pages and makes room for them: in place in the mapping if possible,
-    /// otherwise in an owned buffer. Returns the id and where the bytes are.
-    fn place(&mut self, n: u64) -> Result<u64> {
+    /// otherwise in an owned buffer. Returns the id and whether the bytes are in the mapping.
+    fn place(&mut self, n: u64) -> Result<(u64, bool)> {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
         let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
-        let dirty = if mapped && !(n == 1 && self.wmap.is_cold(id, self.page_bytes)) {
+        let in_map = mapped && !(n == 1 && self.wmap.is_cold(id, self.page_bytes));
+        let dirty = if in_map {
             Dirty {
                 place: Place::Mapped(n),
                 sealed: false,
@@ -536,7 +542,7 @@ impl WritePages {
         };
         self.dirty.insert(id, dirty);
         self.touched(id);
-        Ok(id)
+        Ok((id, in_map))
     }
 
     /// Records that dirty page `id` was just written, and seals the page this pushes out of the
@@ -590,7 +596,7 @@ impl WritePages {
 
     /// Allocates a new dirty page of type `kind` with an empty body.
     pub(crate) fn new_page(&mut self, kind: u8) -> Result<u64> {
-        let id = self.place(1)?;
+        let (id, _) = self.place(1)?;
         let txn = self.txn;
         let p = self.page_mut(id)?;
         stamp_page(p, id, txn);
@@ -601,7 +607,7 @@ impl WritePages {
     /// Allocates an overflow run for `value`, copies the value in, and returns its first page.
     pub(crate) fn new_run(&mut self, value: &[u8]) -> Result<u64> {
         let pages = overflow_pages(value.len(), self.page_bytes);
-        let id = self.place(pages)?;
+        let (id, _) = self.place(pages)?;
         let txn = self.txn;
         let buf = self.page_mut(id)?;
         stamp_page(buf, id, txn);
@@ -619,12 +625,16 @@ impl WritePages {
             return Ok(id);
         }
         let born = super::page_txn_field(self.base.page(id)?);
-        let new_id = self.place(1)?;
+        let (new_id, in_map) = self.place(1)?;
         let ps = self.page_bytes;
         let old = self.base.page(id)?;
-        let dst = match self.dirty.get_mut(&new_id).map(|d| &mut d.place) {
-            Some(Place::Owned(b)) => &mut b[..],
-            _ => self.wmap.bytes_mut(new_id, ps, ps)?,
+        let dst = if in_map {
+            self.wmap.bytes_mut(new_id, ps, ps)?
+        } else {
+            match self.dirty.get_mut(&new_id).map(|d| &mut d.place) {
+                Some(Place::Owned(b)) => &mut b[..],
+                _ => self.wmap.bytes_mut(new_id, ps, ps)?,
+            }
         };
         // The unused gap is not copied: nothing reads it and the checksum skips it.
         let (gap_start, gap_end) = super::unused_gap(old);
@@ -1022,5 +1032,35 @@ impl PageSource for WritePages {
     #[inline]
     fn prefetch_page(&self, id: u64) {
         self.base.prefetch_mapped_page(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branches_are_sealed_early_after_a_transaction_where_most_did_not_come_back() {
+        let start = BranchSealing::default();
+        assert!(!start.early);
+        let seen = |early, out, back| BranchSealing { early, out, back }.next().early;
+        // Most came back (1M records, 1000-put commits): sealed at commit.
+        assert!(!seen(false, 330, 264));
+        assert!(!seen(true, 330, 264));
+        // Most did not (10M records): sealed early.
+        assert!(seen(false, 946, 163));
+        // Exactly half came back: at commit.
+        assert!(!seen(true, 200, 100));
+        // Too few to judge: the decision stands.
+        assert!(seen(true, BRANCH_SEAL_SAMPLE_MIN - 1, 0));
+        assert!(!seen(false, BRANCH_SEAL_SAMPLE_MIN - 1, 0));
+        // The counters start again.
+        let next = BranchSealing {
+            early: false,
+            out: 500,
+            back: 10,
+        }
+        .next();
+        assert_eq!((next.out, next.back), (0, 0));
     }
 }
