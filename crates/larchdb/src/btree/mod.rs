@@ -343,7 +343,11 @@ fn put_inner(
         PutMode::Append => w.make_dirty(leaf)?,
     };
     if let Some((cell_len, run)) = old {
-        if run.is_none() && edit::replace(w.page_mut(leaf)?, idx, cell_len, &cell) {
+        let replaced = run.is_none() && {
+            let (p, mut crc) = w.node_mut(leaf)?;
+            edit::replace_tracked(p, idx, cell_len, &cell, &mut crc)
+        };
+        if replaced {
             // Replaced where it stood: nothing moved, so the path above only needs the new
             // page id.
             w.scratch = cell;
@@ -358,7 +362,11 @@ fn put_inner(
     // Where the key lands: the leaf, or after a split at the end, the new right page (the only
     // case `append` asks about).
     let mut landed = leaf;
-    let split = if edit::insert(w.page_mut(leaf)?, idx, &cell)? {
+    let inserted = {
+        let (p, mut crc) = w.node_mut(leaf)?;
+        edit::insert_tracked(p, idx, &cell, &mut crc)?
+    };
+    let split = if inserted {
         None
     } else {
         let at_end = rightmost && idx == n && !found;
@@ -524,11 +532,11 @@ fn propagate(
         }
         let np = w.make_dirty(pid)?;
         let txn = w.txn;
-        let p = w.page_mut(np)?;
-        edit::set_child(p, ci, PageRef::new(child, txn));
+        let (p, mut crc) = w.node_mut(np)?;
+        edit::set_child_tracked(p, ci, PageRef::new(child, txn), &mut crc);
         if let Some((sep, right)) = split.take() {
             let cell = branch_cell(&sep, PageRef::new(right, txn));
-            if !edit::insert(p, ci, &cell)? {
+            if !edit::insert_tracked(p, ci, &cell, &mut crc)? {
                 let n = page_count_field_of(w, np)?;
                 split = Some(split_node(w, np, ci, &cell, rightmost && ci == n)?);
             }

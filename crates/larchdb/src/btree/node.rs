@@ -12,6 +12,7 @@
 
 use crate::bytes::{get_u16, get_u32, put_u16};
 use crate::error::{Error, Result};
+use crate::pager::shift::CellsCrc;
 use crate::pager::{
     page_a, page_b, page_count_field, page_type, set_page_a, set_page_b, set_page_count_field,
     PageRef, PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF,
@@ -455,6 +456,68 @@ pub(crate) mod edit {
             set_page_b(p, page_b(p).saturating_add(shrunk));
         }
         true
+    }
+
+    /// `insert`, reporting the new cell to `crc` (or invalidating it if the page was
+    /// compacted to make room).
+    pub(crate) fn insert_tracked(
+        p: &mut [u8],
+        i: usize,
+        cell: &[u8],
+        crc: &mut CellsCrc<'_>,
+    ) -> Result<bool> {
+        let (a, b) = (page_a(p) as usize, page_b(p));
+        let inserted = insert(p, i, cell)?;
+        if inserted {
+            if page_b(p) == b && page_a(p) as usize + cell.len() == a {
+                crc.prepended(cell, p.len() - a);
+            } else {
+                crc.invalidate();
+            }
+        }
+        Ok(inserted)
+    }
+
+    /// `replace`, reporting the overwritten bytes to `crc`.
+    pub(crate) fn replace_tracked(
+        p: &mut [u8],
+        i: usize,
+        old_len: usize,
+        cell: &[u8],
+        crc: &mut CellsCrc<'_>,
+    ) -> bool {
+        let off = get_u16(p, slots_at(p) + 2 * i) as usize;
+        let Some(old) = p.get(off..off + cell.len()) else {
+            return false;
+        };
+        let old = crc.crc0(old);
+        if !replace(p, i, old_len, cell) {
+            return false;
+        }
+        crc.overwritten(old, cell, p.len() - off - cell.len());
+        true
+    }
+
+    /// `set_child`, reporting the overwritten reference to `crc` (child 0 lies in the page's
+    /// head, not in the cell area).
+    pub(crate) fn set_child_tracked(
+        p: &mut [u8],
+        i: usize,
+        child: PageRef,
+        crc: &mut CellsCrc<'_>,
+    ) {
+        if i == 0 || !crc.is_tracked() {
+            set_child(p, i, child);
+            return;
+        }
+        let at = get_u16(p, BRANCH_SLOTS_AT + 2 * (i - 1)) as usize + 2;
+        let new = child.encode();
+        let mut delta = [0u8; PageRef::BYTES];
+        for ((d, o), n) in delta.iter_mut().zip(&p[at..at + PageRef::BYTES]).zip(&new) {
+            *d = o ^ n;
+        }
+        p[at..at + PageRef::BYTES].copy_from_slice(&new);
+        crc.changed(&delta, p.len() - at - PageRef::BYTES);
     }
 
     /// Removes slot `i`, leaving its bytes as dead space.

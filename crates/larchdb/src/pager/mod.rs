@@ -9,6 +9,7 @@
 mod access;
 pub(crate) mod freelist;
 mod meta;
+pub(crate) mod shift;
 mod write;
 
 pub(crate) use access::Access;
@@ -39,7 +40,7 @@ pub(crate) const PAGE_FREELIST: u8 = 5;
 pub(crate) const META_SLOTS: u64 = 2;
 
 // Header field offsets. See docs/design/file-format.md.
-const H_CHECKSUM: usize = 0;
+pub(crate) const H_CHECKSUM: usize = 0;
 const H_TYPE: usize = 4;
 const H_FLAGS: usize = 5;
 const H_COUNT: usize = 6;
@@ -117,6 +118,17 @@ pub(crate) fn init_page(p: &mut [u8], kind: u8) {
 pub(crate) fn stamp_page(p: &mut [u8], id: u64, txn: u64) {
     put_u64(p, H_PAGE_ID, id);
     put_u64(p, H_TXN, txn);
+}
+
+/// The checksum stored in a page's header.
+#[inline]
+pub(crate) fn page_checksum_field(p: &[u8]) -> u32 {
+    get_u32(p, H_CHECKSUM)
+}
+
+#[inline]
+pub(crate) fn set_page_checksum_field(p: &mut [u8], crc: u32) {
+    put_u32(p, H_CHECKSUM, crc);
 }
 
 /// Stamps the page id and transaction id and computes the checksum, just before the page (or

@@ -14,9 +14,10 @@ use super::freelist::{
     encode_page, extents_per_page, to_extents_into, Extent, FreeSet, KIND_DURABLE, KIND_READERS,
     KIND_RELEASE,
 };
+use super::shift::{CellsCrc, Shifts};
 use super::{
     init_page, overflow_pages, page_type, seal_page, stamp_page, Access, Meta, PageRef, PageSource,
-    Snapshot, TableHeader, PAGE_BRANCH, PAGE_FREELIST, PAGE_HEADER_BYTES,
+    Snapshot, TableHeader, H_CHECKSUM, PAGE_BRANCH, PAGE_FREELIST, PAGE_HEADER_BYTES, PAGE_LEAF,
 };
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
@@ -82,6 +83,12 @@ struct Dirty {
     /// A branch that left the window of recent pages and has not been written since (see
     /// `BranchSealing`).
     out: bool,
+    /// For a node copied from a committed page: the `crc0` of its cell area (from its unused
+    /// gap to the end), derived from the copied page's checksum and kept current by the
+    /// tracked edits (`insert_cell`, `replace_cell`, `set_child`); `None` once anything else
+    /// writes the page. Sealing then derives the checksum instead of reading the whole page
+    /// (see `shift`).
+    cells: Option<u32>,
 }
 
 impl Dirty {
@@ -90,6 +97,7 @@ impl Dirty {
             place: Place::Owned(buf),
             sealed: false,
             out: false,
+            cells: None,
         }
     }
 }
@@ -340,6 +348,8 @@ pub(crate) struct Carry {
     /// The transaction's working collections, empty, with the capacity they grew to.
     spare_capacity: Buffers,
     branch_sealing: BranchSealing,
+    /// CRC tables for the database's page size, built by the first write transaction.
+    shifts: Option<Arc<Shifts>>,
 }
 
 impl Carry {
@@ -351,6 +361,7 @@ impl Carry {
             chain: None,
             spare_capacity: Buffers::default(),
             branch_sealing: BranchSealing::default(),
+            shifts: None,
         }
     }
 }
@@ -411,6 +422,7 @@ pub(crate) struct WritePages {
     /// Whether any dirty page of the transaction is an owned buffer (not in the mapping).
     any_owned: bool,
     branch_sealing: BranchSealing,
+    shifts: Arc<Shifts>,
 }
 
 impl WritePages {
@@ -447,6 +459,10 @@ impl WritePages {
             recent_at: 0,
             any_owned: false,
             branch_sealing: carry.branch_sealing,
+            shifts: carry
+                .shifts
+                .filter(|s| s.page_bytes() == page_bytes)
+                .unwrap_or_else(|| Arc::new(Shifts::new(page_bytes))),
         }
     }
 
@@ -480,6 +496,7 @@ impl WritePages {
             wmap: self.wmap,
             chain: self.chain,
             branch_sealing: self.branch_sealing.next(),
+            shifts: Some(self.shifts),
             spare_capacity: Buffers {
                 dirty: self.dirty,
                 taken: self.taken,
@@ -518,7 +535,8 @@ impl WritePages {
 
     /// Allocates `n` pages and makes room for them: in place in the mapping if possible,
     /// otherwise in an owned buffer. Returns the id and whether the bytes are in the mapping.
-    fn place(&mut self, n: u64) -> Result<(u64, bool)> {
+    /// `cells` is the new page's derived cell-area CRC, if it is a copied node.
+    fn place(&mut self, n: u64, cells: Option<u32>) -> Result<(u64, bool)> {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
         let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
@@ -528,20 +546,27 @@ impl WritePages {
                 place: Place::Mapped(n),
                 sealed: false,
                 out: false,
+                cells,
             }
         } else if n == 1 {
             self.any_owned = true;
-            Dirty::owned(
-                self.pool
-                    .pop()
-                    .unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice()),
-            )
+            Dirty {
+                cells,
+                ..Dirty::owned(
+                    self.pool
+                        .pop()
+                        .unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice()),
+                )
+            }
         } else {
             self.any_owned = true;
             Dirty::owned(vec![0u8; bytes].into_boxed_slice())
         };
-        self.dirty.insert(id, dirty);
+        // Before the page is entered: the page the window pushes out may be this very id,
+        // freed and reused within the transaction, and must not be sealed before its bytes
+        // are written.
         self.touched(id);
+        self.dirty.insert(id, dirty);
         Ok((id, in_map))
     }
 
@@ -586,7 +611,7 @@ impl WritePages {
                 return;
             }
         }
-        seal_page(page, id, txn);
+        seal(page, id, txn, d.cells, &self.shifts);
         d.sealed = true;
     }
 
@@ -596,7 +621,7 @@ impl WritePages {
 
     /// Allocates a new dirty page of type `kind` with an empty body.
     pub(crate) fn new_page(&mut self, kind: u8) -> Result<u64> {
-        let (id, _) = self.place(1)?;
+        let (id, _) = self.place(1, None)?;
         let txn = self.txn;
         let p = self.page_mut(id)?;
         stamp_page(p, id, txn);
@@ -607,7 +632,7 @@ impl WritePages {
     /// Allocates an overflow run for `value`, copies the value in, and returns its first page.
     pub(crate) fn new_run(&mut self, value: &[u8]) -> Result<u64> {
         let pages = overflow_pages(value.len(), self.page_bytes);
-        let (id, _) = self.place(pages)?;
+        let (id, _) = self.place(pages, None)?;
         let txn = self.txn;
         let buf = self.page_mut(id)?;
         stamp_page(buf, id, txn);
@@ -624,8 +649,15 @@ impl WritePages {
         if self.dirty.contains_key(&id) {
             return Ok(id);
         }
-        let born = super::page_txn_field(self.base.page(id)?);
-        let (new_id, in_map) = self.place(1)?;
+        let (born, cells) = {
+            let old = self.base.page(id)?;
+            let cells = match page_type(old) {
+                PAGE_LEAF | PAGE_BRANCH => cells_crc(&self.shifts, old),
+                _ => None,
+            };
+            (super::page_txn_field(old), cells)
+        };
+        let (new_id, in_map) = self.place(1, cells)?;
         let ps = self.page_bytes;
         let old = self.base.page(id)?;
         let dst = if in_map {
@@ -654,6 +686,7 @@ impl WritePages {
         // not pushed back into the window: a page written again after leaving it is typically
         // a branch on a hot path, which would be sealed over and over).
         d.sealed = false;
+        d.cells = None;
         if d.out {
             d.out = false;
             self.branch_sealing.back += 1;
@@ -665,6 +698,30 @@ impl WritePages {
         }
     }
 
+    /// The writable bytes of dirty node `id` with its derived cell-area CRC, which the caller
+    /// keeps current (`CellsCrc`): every change to the cell area is reported there.
+    pub(crate) fn node_mut(&mut self, id: u64) -> Result<(&mut [u8], CellsCrc<'_>)> {
+        let ps = self.page_bytes;
+        let Some(d) = self.dirty.get_mut(&id) else {
+            return Err(Error::corrupted(
+                id,
+                "internal: writing a page that is not dirty",
+            ));
+        };
+        // As in `dirty_page_mut`.
+        d.sealed = false;
+        if d.out {
+            d.out = false;
+            self.branch_sealing.back += 1;
+        }
+        let Dirty { place, cells, .. } = d;
+        let p: &mut [u8] = match place {
+            Place::Owned(b) => &mut b[..],
+            Place::Mapped(n) => self.wmap.bytes_mut(id, *n as usize * ps, ps)?,
+        };
+        Ok((p, CellsCrc::new(cells, &self.shifts)))
+    }
+
     /// The writable bytes of dirty page (or run) `id`.
     pub(crate) fn page_mut(&mut self, id: u64) -> Result<&mut [u8]> {
         let ps = self.page_bytes;
@@ -672,6 +729,7 @@ impl WritePages {
         // As in `dirty_page_mut`.
         match d.map(|d| {
             d.sealed = false;
+            d.cells = None;
             if d.out {
                 d.out = false;
                 self.branch_sealing.back += 1;
@@ -897,7 +955,7 @@ impl WritePages {
                 if let Place::Mapped(n) = d.place {
                     let len = n as usize * ps;
                     let page = self.wmap.bytes_mut(id, len, ps)?;
-                    seal_or_check(page, id, self.txn, d.sealed);
+                    seal_or_check(page, id, self.txn, d.sealed, d.cells, &self.shifts);
                     written += len as u64;
                 }
             }
@@ -915,19 +973,19 @@ impl WritePages {
             let Some(d) = self.dirty.get_mut(&id) else {
                 continue;
             };
-            let sealed = d.sealed;
+            let (sealed, cells) = (d.sealed, d.cells);
             let buf: &mut [u8] = match &mut d.place {
                 Place::Owned(b) => b,
                 Place::Mapped(n) => {
                     let len = *n as usize * ps;
                     let page = self.wmap.bytes_mut(id, len, ps)?;
-                    seal_or_check(page, id, self.txn, sealed);
+                    seal_or_check(page, id, self.txn, sealed, cells, &self.shifts);
                     written += len as u64;
                     continue;
                 }
             };
             debug_assert!(page_type(buf) != 0);
-            seal_or_check(buf, id, self.txn, sealed);
+            seal_or_check(buf, id, self.txn, sealed, cells, &self.shifts);
             let at = id * ps as u64;
             let contiguous = !batch.is_empty() && batch_start + batch.len() as u64 == at;
             if !contiguous || batch.len() + buf.len() > WRITE_BATCH_BYTES_MAX {
@@ -957,15 +1015,58 @@ impl WritePages {
 /// Seals a dirty page at commit, unless it was sealed early and not written since (debug
 /// builds check that claim: a write that bypassed `page_mut` would show here).
 #[inline]
-fn seal_or_check(page: &mut [u8], id: u64, txn: u64, sealed: bool) {
+fn seal_or_check(
+    page: &mut [u8],
+    id: u64,
+    txn: u64,
+    sealed: bool,
+    cells: Option<u32>,
+    shifts: &Shifts,
+) {
     if sealed {
         debug_assert!(
             super::checksum_ok(page) && super::page_id_field(page) == id,
             "page {id} written after its early seal"
         );
     } else {
-        seal_page(page, id, txn);
+        seal(page, id, txn, cells, shifts);
     }
+}
+
+/// `crc0` of the cell area of committed node page `old` (from its unused gap to the end),
+/// derived from its checksum: `crc0(P ++ C) = shift(crc0(P), |C|) ^ crc0(C)`, where `P` is the
+/// page from after the checksum field to the gap. `None` if the page's layout gives no gap.
+fn cells_crc(shifts: &Shifts, old: &[u8]) -> Option<u32> {
+    let (start, end) = super::unused_gap(old);
+    let len = old.len();
+    if start < H_CHECKSUM + 4 || start > end || end > len || len > shifts.page_bytes() {
+        return None;
+    }
+    let head = &old[H_CHECKSUM + 4..start];
+    let whole = super::page_checksum_field(old) ^ shifts.zeros(head.len() + (len - end));
+    Some(whole ^ shifts.shift(shifts.crc0(head), len - end))
+}
+
+/// Stamps and checksums a dirty page: from its derived cell-area CRC when there is one (the
+/// same checksum, without reading the cell area), otherwise over the whole page.
+#[inline]
+fn seal(page: &mut [u8], id: u64, txn: u64, cells: Option<u32>, shifts: &Shifts) {
+    let Some(cells) = cells else {
+        seal_page(page, id, txn);
+        return;
+    };
+    stamp_page(page, id, txn);
+    let (start, end) = super::unused_gap(page);
+    let len = page.len();
+    let head = &page[H_CHECKSUM + 4..start];
+    let crc =
+        shifts.shift(shifts.crc0(head), len - end) ^ cells ^ shifts.zeros(head.len() + (len - end));
+    debug_assert_eq!(
+        crc,
+        super::page_checksum(page),
+        "derived checksum of page {id} differs"
+    );
+    super::set_page_checksum_field(page, crc);
 }
 
 impl WritePages {
