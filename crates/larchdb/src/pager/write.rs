@@ -549,7 +549,10 @@ impl WritePages {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
         let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
-        let in_map = mapped && !(n == 1 && self.wmap.is_cold(id, self.page_bytes));
+        // Only reused space can be cold: a page past the base snapshot's end was allocated
+        // and populated when the file grew (`WriteMap::ensure`).
+        let reused = id < self.base.meta.page_count;
+        let in_map = mapped && !(n == 1 && reused && self.wmap.is_cold(id, self.page_bytes));
         let dirty = if in_map {
             Dirty {
                 place: Place::Mapped(n),
