@@ -433,7 +433,7 @@ fn split_node(
     let kind = if leaf { PAGE_LEAF } else { PAGE_BRANCH };
     if at_end {
         // The left page stays as it is: only the new cell moves, to a new right page.
-        let right = w.new_page(kind)?;
+        let right = w.new_page_appended(kind)?;
         let p = w.page_mut(right)?;
         edit::reset(p, kind);
         if leaf {
