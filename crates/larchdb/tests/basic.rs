@@ -12,6 +12,21 @@ fn key(i: u32) -> Vec<u8> {
     format!("{i:016}").into_bytes()
 }
 
+/// Reopens the database at `path`, verifies it and checks that table "t" holds exactly `model`.
+fn reopen_and_compare(
+    path: &std::path::Path,
+    model: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+) {
+    let db = Database::open(path, Options::default()).unwrap();
+    db.verify().unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(t.len(), model.len() as u64);
+    let got = collect(t.iter());
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    assert!(got == want, "contents differ after reopen");
+}
+
 #[test]
 fn tables_points_scans_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
@@ -356,14 +371,7 @@ fn random_puts_over_many_branches_seal_and_reopen_exactly() {
         }
         assert!(db.stats().unwrap().depth >= 3);
     }
-    let db = Database::open(&path, Options::default()).unwrap();
-    db.verify().unwrap();
-    let r = db.begin_read().unwrap();
-    let t = r.table("t").unwrap();
-    assert_eq!(t.len(), model.len() as u64);
-    let got = collect(t.iter());
-    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
-    assert!(got == want, "contents differ after reopen");
+    reopen_and_compare(&path, model);
 }
 
 /// Sequential loads write their new pages from owned buffers (not through the mapping), up to
@@ -417,12 +425,5 @@ fn sequential_loads_over_and_under_the_owned_page_cap_reopen_exactly() {
         assert_eq!(t.len(), 20_000);
         assert_eq!(t.get(&key(19_999)).unwrap(), Some(&value(19_999, 100)[..]));
     }
-    let db = Database::open(&path, Options::default()).unwrap();
-    db.verify().unwrap();
-    let r = db.begin_read().unwrap();
-    let t = r.table("t").unwrap();
-    assert_eq!(t.len(), model.len() as u64);
-    let got = collect(t.iter());
-    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
-    assert!(got == want, "contents differ after reopen");
+    reopen_and_compare(&path, model);
 }
