@@ -13,10 +13,7 @@ fn key(i: u32) -> Vec<u8> {
 }
 
 /// Reopens the database at `path`, verifies it and checks that table "t" holds exactly `model`.
-fn reopen_and_compare(
-    path: &std::path::Path,
-    model: std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
-) {
+fn reopen_and_compare(path: &std::path::Path, model: std::collections::BTreeMap<Vec<u8>, Vec<u8>>) {
     let db = Database::open(path, Options::default()).unwrap();
     db.verify().unwrap();
     let r = db.begin_read().unwrap();

@@ -89,9 +89,10 @@ struct Dirty {
     /// `BranchSealing`).
     out: bool,
     /// For a node copied from a committed page: the `crc0` of its cell area (from its unused
-    /// gap to the end), derived from the copied page's checksum and kept current by the
-    /// tracked edits (`insert_cell`, `replace_cell`, `set_child`); `None` once anything else
-    /// writes the page. Sealing then derives the checksum instead of reading the whole page
+    /// gap to the end), derived from the copied page's checksum and kept current by the edits
+    /// made through `node_mut` (`edit::insert_tracked`, `replace_tracked`,
+    /// `set_child_tracked`); `None` once anything writes the page through `page_mut` or
+    /// `dirty_page_mut`. Sealing then derives the checksum instead of reading the whole page
     /// (see `shift`).
     cells: Option<u32>,
     /// Debug builds: compare a derived checksum with one computed over the page when sealing.
