@@ -136,7 +136,7 @@ pub(crate) fn set_page_checksum_field(p: &mut [u8], crc: u32) {
 pub(crate) fn seal_page(p: &mut [u8], id: u64, txn: u64) {
     stamp_page(p, id, txn);
     let crc = page_checksum(p);
-    put_u32(p, H_CHECKSUM, crc);
+    set_page_checksum_field(p, crc);
 }
 
 /// Where the slot array starts in a leaf and in a branch (the B-tree's node layout; the pager
@@ -241,7 +241,7 @@ impl PageRef {
 
 /// Checks a page's checksum. `p` is the whole page or run.
 pub(crate) fn checksum_ok(p: &[u8]) -> bool {
-    p.len() >= PAGE_HEADER_BYTES && page_checksum(p) == get_u32(p, H_CHECKSUM)
+    p.len() >= PAGE_HEADER_BYTES && page_checksum(p) == page_checksum_field(p)
 }
 
 /// The checks made on every page access, cheap enough for the read path: the page says it is

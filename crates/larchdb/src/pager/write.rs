@@ -102,6 +102,20 @@ struct Dirty {
 }
 
 impl Dirty {
+    /// The page is about to be written: an early seal is void, and the commit seals the page
+    /// (it is not pushed back into the window: a page written again after leaving it is
+    /// typically a branch on a hot path, which would be sealed over and over). The derived
+    /// cell-area CRC survives only a write that reports its changes (`node_mut`). Returns true
+    /// if this is a branch written again after it left the window (`BranchSealing`).
+    #[inline]
+    fn begin_write(&mut self, keep_cells: bool) -> bool {
+        self.sealed = false;
+        if !keep_cells {
+            self.cells = None;
+        }
+        std::mem::take(&mut self.out)
+    }
+
     fn owned(buf: Box<[u8]>) -> Dirty {
         Dirty {
             place: Place::Owned(buf),
@@ -759,13 +773,7 @@ impl WritePages {
     pub(crate) fn dirty_page_mut(&mut self, id: u64) -> Option<&mut [u8]> {
         let ps = self.page_bytes;
         let d = self.dirty.get_mut(&id)?;
-        // About to be written: an early seal is void, and the commit seals the page (it is
-        // not pushed back into the window: a page written again after leaving it is typically
-        // a branch on a hot path, which would be sealed over and over).
-        d.sealed = false;
-        d.cells = None;
-        if d.out {
-            d.out = false;
+        if d.begin_write(false) {
             self.branch_sealing.back += 1;
         }
         match &mut d.place {
@@ -785,10 +793,7 @@ impl WritePages {
                 "internal: writing a page that is not dirty",
             ));
         };
-        // As in `dirty_page_mut`.
-        d.sealed = false;
-        if d.out {
-            d.out = false;
+        if d.begin_write(true) {
             self.branch_sealing.back += 1;
         }
         let Dirty { place, cells, .. } = d;
@@ -803,12 +808,8 @@ impl WritePages {
     pub(crate) fn page_mut(&mut self, id: u64) -> Result<&mut [u8]> {
         let ps = self.page_bytes;
         let d = self.dirty.get_mut(&id);
-        // As in `dirty_page_mut`.
         match d.map(|d| {
-            d.sealed = false;
-            d.cells = None;
-            if d.out {
-                d.out = false;
+            if d.begin_write(false) {
                 self.branch_sealing.back += 1;
             }
             &mut d.place
@@ -1032,7 +1033,8 @@ impl WritePages {
                 if let Place::Mapped(n) = d.place {
                     let len = n as usize * ps;
                     let page = self.wmap.bytes_mut(id, len, ps)?;
-                    seal_or_check(page, id, self.txn, d, &self.shifts);
+                    let state = (d.sealed, d.cells, d.check_derived);
+                    seal_or_check(page, id, self.txn, state, &self.shifts);
                     written += len as u64;
                 }
             }
@@ -1056,13 +1058,13 @@ impl WritePages {
                 Place::Mapped(n) => {
                     let len = *n as usize * ps;
                     let page = self.wmap.bytes_mut(id, len, ps)?;
-                    seal_or_check_parts(page, id, self.txn, (sealed, cells, check), &self.shifts);
+                    seal_or_check(page, id, self.txn, (sealed, cells, check), &self.shifts);
                     written += len as u64;
                     continue;
                 }
             };
             debug_assert!(page_type(buf) != 0);
-            seal_or_check_parts(buf, id, self.txn, (sealed, cells, check), &self.shifts);
+            seal_or_check(buf, id, self.txn, (sealed, cells, check), &self.shifts);
             let at = id * ps as u64;
             let contiguous = !batch.is_empty() && batch_start + batch.len() as u64 == at;
             if !contiguous || batch.len() + buf.len() > WRITE_BATCH_BYTES_MAX {
@@ -1090,15 +1092,10 @@ impl WritePages {
 }
 
 /// Seals a dirty page at commit, unless it was sealed early and not written since (debug
-/// builds check that claim: a write that bypassed `page_mut` would show here).
+/// builds check that claim: a write that bypassed `page_mut` would show here). The page's
+/// state is (sealed, cells, check_derived) of its `Dirty`.
 #[inline]
-fn seal_or_check(page: &mut [u8], id: u64, txn: u64, d: &Dirty, shifts: &Shifts) {
-    seal_or_check_parts(page, id, txn, (d.sealed, d.cells, d.check_derived), shifts);
-}
-
-/// `seal_or_check` with the dirty page's state as (sealed, cells, check_derived).
-#[inline]
-fn seal_or_check_parts(
+fn seal_or_check(
     page: &mut [u8],
     id: u64,
     txn: u64,
