@@ -384,6 +384,7 @@ impl Database {
                     free,
                     WriteMap::new(
                         storage.clone(),
+                        meta.page_bytes as usize,
                         file_bytes,
                         !options.read_only,
                         options.readahead,

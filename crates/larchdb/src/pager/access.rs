@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::storage::Storage;
 use std::collections::HashMap;
 use std::io;
+use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
 /// Pages and runs a buffered access has loaded, keyed by (first page, page count).
@@ -32,7 +33,60 @@ pub(crate) enum Access {
     },
 }
 
+/// The pages of a mapping, for the lookups on the hot path: a bounds check and an address, no
+/// dispatch on the kind of `Access`. Made by `Access::view` and held beside the `Arc<Access>`
+/// it came from (a `Snapshot`, a `WriteMap`), which keeps the mapping alive as long as the view;
+/// neither `Clone` nor `Copy`, so it cannot be taken away from its holder.
+pub(crate) struct MapView {
+    ptr: NonNull<u8>,
+    /// Whole pages covered, at most the mapping's length.
+    pages: u64,
+    page_bytes: usize,
+}
+
+// SAFETY: the view only reads the mapping (shared bytes, like `&[u8]`), and the mapping lives
+// as long as the `Arc<Access>` held beside the view. Moving or sharing it across threads is as
+// safe as sharing `&[u8]` into the mapping.
+unsafe impl Send for MapView {}
+unsafe impl Sync for MapView {}
+
+impl MapView {
+    /// Page `id`, if the view covers it. The caller checks what the page says (`check_header`).
+    #[inline(always)]
+    pub(crate) fn page(&self, id: u64) -> Option<&[u8]> {
+        if id >= self.pages {
+            return None;
+        }
+        // SAFETY: `id < pages` and `pages * page_bytes` is within the mapping (`Access::view`),
+        // which lives as long as `self` (see the type's comment). Pages read through a view
+        // are never written while the slice lives: snapshots read committed pages only, and the
+        // writer reads its own dirty pages through its `&self` (`WriteMap`), never while it
+        // holds a mutable slice of them.
+        Some(unsafe {
+            std::slice::from_raw_parts(
+                self.ptr.as_ptr().add(id as usize * self.page_bytes),
+                self.page_bytes,
+            )
+        })
+    }
+}
+
 impl Access {
+    /// A view of the first `pages_max` pages of a mapping (fewer if the mapping is shorter);
+    /// `None` for a buffered access. The caller holds it beside `self` (see `MapView`).
+    pub(crate) fn view(&self, page_bytes: usize, pages_max: u64) -> Option<MapView> {
+        let (ptr, len) = match self {
+            Access::Mapped(map) => (map.as_ptr(), map.len()),
+            Access::Shared(map) => (map.as_ptr(), map.len()),
+            Access::Buffered { .. } => return None,
+        };
+        Some(MapView {
+            ptr: NonNull::new(ptr as *mut u8)?,
+            pages: pages_max.min((len / page_bytes) as u64),
+            page_bytes,
+        })
+    }
+
     pub(crate) fn buffered(storage: Arc<dyn Storage>) -> Access {
         Access::Buffered {
             storage,

@@ -12,7 +12,7 @@ mod meta;
 pub(crate) mod shift;
 mod write;
 
-pub(crate) use access::Access;
+pub(crate) use access::{Access, MapView};
 pub(crate) use freelist::{decode_page as decode_freelist_page, FreeSet};
 pub(crate) use meta::{Meta, MetaDefect, TableHeader, FORMAT_VERSION, META_END};
 pub(crate) use write::{Carry, WriteMap, WritePages};
@@ -310,6 +310,10 @@ pub(crate) struct Snapshot {
     access: Arc<Access>,
     page_bytes: usize,
     verify_checksums: bool,
+    /// The pages of the mapping up to `meta.page_count`, for single-page reads without the
+    /// `Access` dispatch; `None` for a buffered access, or when checksums are verified on
+    /// every read (that path stays in `bytes`).
+    view: Option<MapView>,
     /// The catalog, decoded once on first use when it is small (a snapshot never changes, so
     /// neither does this): opening a table is then a short scan, not a tree lookup.
     pub(crate) tables: std::sync::OnceLock<Option<Vec<CatalogEntry>>>,
@@ -320,11 +324,17 @@ impl Snapshot {
         let page_bytes = meta.page_bytes as usize;
         // A buffered access verifies each page once, when it loads it.
         let verify_checksums = verify_checksums && access.is_mapped();
+        let view = if verify_checksums {
+            None
+        } else {
+            access.view(page_bytes, meta.page_count)
+        };
         Snapshot {
             meta,
             access,
             page_bytes,
             verify_checksums,
+            view,
             tables: std::sync::OnceLock::new(),
         }
     }
@@ -359,10 +369,10 @@ impl Snapshot {
     /// See `PageSource::prefetch_page`.
     #[inline]
     pub(crate) fn prefetch_mapped_page(&self, id: u64) {
-        if id < META_SLOTS || id >= self.meta.page_count || !self.access.is_mapped() {
+        if id < META_SLOTS {
             return;
         }
-        if let Ok(p) = self.access.bytes(id, 1, self.page_bytes) {
+        if let Some(p) = self.view.as_ref().and_then(|v| v.page(id)) {
             let mut at = 0;
             while at < p.len() {
                 prefetch(p, at);
@@ -424,6 +434,16 @@ pub(crate) fn freelist_load(snap: &Snapshot) -> Result<FreeSet> {
 impl PageSource for Snapshot {
     #[inline]
     fn page(&self, id: u64) -> Result<&[u8]> {
+        // Meta slots are never tree or freelist pages: they take the slow path's error.
+        if let Some(p) = self
+            .view
+            .as_ref()
+            .filter(|_| id >= META_SLOTS)
+            .and_then(|v| v.page(id))
+        {
+            check_header(p, id, self.meta.txn)?;
+            return Ok(p);
+        }
         self.bytes(id, 1)
     }
 

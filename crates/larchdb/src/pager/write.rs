@@ -16,8 +16,9 @@ use super::freelist::{
 };
 use super::shift::{CellsCrc, Shifts};
 use super::{
-    init_page, overflow_pages, page_type, seal_page, stamp_page, Access, Meta, PageRef, PageSource,
-    Snapshot, TableHeader, H_CHECKSUM, PAGE_BRANCH, PAGE_FREELIST, PAGE_HEADER_BYTES, PAGE_LEAF,
+    init_page, overflow_pages, page_id_field, page_type, seal_page, stamp_page, Access, MapView,
+    Meta, PageRef, PageSource, Snapshot, TableHeader, H_CHECKSUM, META_SLOTS, PAGE_BRANCH,
+    PAGE_FREELIST, PAGE_HEADER_BYTES, PAGE_LEAF,
 };
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
@@ -178,7 +179,10 @@ impl BranchSealing {
 /// that commits also hand to the snapshots they publish, so readers and the writer share it.
 pub(crate) struct WriteMap {
     storage: Arc<dyn Storage>,
+    page_bytes: usize,
     map: Option<Arc<Access>>,
+    /// The pages of `map`, for reading dirty pages without the `Access` dispatch.
+    view: Option<MapView>,
     /// File length, all of it allocated when `enabled`.
     pub(crate) file_bytes: u64,
     /// False where the storage cannot allocate or map: dirty pages are owned buffers then.
@@ -199,13 +203,16 @@ pub(crate) struct WriteMap {
 impl WriteMap {
     pub(crate) fn new(
         storage: Arc<dyn Storage>,
+        page_bytes: usize,
         file_bytes: u64,
         enabled: bool,
         readahead: bool,
     ) -> WriteMap {
         WriteMap {
             storage,
+            page_bytes,
             map: None,
+            view: None,
             file_bytes,
             enabled,
             readahead,
@@ -257,6 +264,9 @@ impl WriteMap {
                 Some(map) => {
                     let access = Access::Shared(map?);
                     access.advise_readahead(self.readahead);
+                    // The new view before the new map: the old map stays alive (held by
+                    // `self.map`) until the view that points into it is gone.
+                    self.view = access.view(self.page_bytes, u64::MAX);
                     self.map = Some(Arc::new(access));
                 }
                 None => {
@@ -1171,16 +1181,37 @@ impl WritePages {
     }
 }
 
+impl WritePages {
+    /// Dirty page `id` read straight from the mapping, without a dirty-map lookup, while every
+    /// dirty page of the transaction lives there (no owned buffers): for a reference naming
+    /// this transaction, which only a dirty page can answer. The caller checks the reference
+    /// (`PageRef::check`); the page id is checked here.
+    #[inline]
+    fn mapped_dirty_page(&self, id: u64) -> Option<&[u8]> {
+        // Within the file, not only the mapping: a page past the file's end would fault.
+        if self.any_owned
+            || id < META_SLOTS
+            || (id + 1).saturating_mul(self.page_bytes as u64) > self.wmap.file_bytes
+        {
+            return None;
+        }
+        let p = self.wmap.view.as_ref()?.page(id)?;
+        (page_id_field(p) == id).then_some(p)
+    }
+}
+
 impl PageSource for WritePages {
     /// A reference names the commit that wrote its page, and this transaction's dirty pages
     /// are referenced with its own id: any other reference is to a committed page, read from
     /// the snapshot without looking in the dirty-page map.
     #[inline]
     fn page_at(&self, r: PageRef) -> Result<&[u8]> {
-        let p = if r.txn == self.txn {
-            self.page(r.id)?
-        } else {
+        let p = if r.txn != self.txn {
             self.base.page(r.id)?
+        } else if let Some(p) = self.mapped_dirty_page(r.id) {
+            p
+        } else {
+            self.page(r.id)?
         };
         r.check(p)?;
         Ok(p)
