@@ -145,10 +145,10 @@ fn descend(
         r = n.child(ci)?;
     }
     if key.is_some() && hdr.depth > 1 && r.txn != w.txn {
-        // The committed leaf of a random put is rarely cached and is about to be copied
-        // whole: ask for all of it now, so its misses overlap instead of following the
-        // header's.
-        w.prefetch_page(r.id);
+        // The committed leaf of a random put is rarely cached: ask for its head now, and
+        // for the rest once the path above is updated (`put_inner`). Its 64 lines at once
+        // would fill the core's line fill buffers, and the work behind them would wait.
+        w.prefetch_head(r.id);
     }
     Ok((r, rightmost))
 }
@@ -292,17 +292,19 @@ fn put_inner(
     };
     let (leaf_ref, rightmost) = descend(w, hdr, search_key, &mut path)?;
     let leaf_id = leaf_ref.id;
-    // The leaf is checked through its reference, then, for an upsert, copied before it is
-    // searched: the copy streams the whole page in at once (it is almost never in the cache
-    // on a random put), so the binary search that follows reads cached bytes instead of
-    // waiting for one miss per probe. An append must change nothing when its key is out of
-    // order, so it checks that first and copies later.
-    let n = node_at(w, leaf_ref, true)?;
-    if mode == PutMode::Append
-        && n.n > 0
-        && compare_keys(n.key(n.n - 1)?, key) != std::cmp::Ordering::Less
-    {
-        return Err(Error::AppendOutOfOrder);
+    // An upsert's leaf is copied before it is searched: the copy streams the whole page in
+    // at once (it is almost never in the cache on a random put), so the binary search that
+    // follows reads cached bytes instead of waiting for one miss per probe; and before the
+    // copy, while the leaf's first lines are on their way, the path above is pointed at the
+    // page the copy will take (`reserve_copy`). The leaf is checked through its reference
+    // when it is searched: a failed check fails the put, which poisons the transaction, so a
+    // bad copy never commits. An append must change nothing when its key is out of order, so
+    // it checks that first and copies later.
+    if mode == PutMode::Append {
+        let n = node_at(w, leaf_ref, true)?;
+        if n.n > 0 && compare_keys(n.key(n.n - 1)?, key) != std::cmp::Ordering::Less {
+            return Err(Error::AppendOutOfOrder);
+        }
     }
     // The cell is built in the transaction's scratch buffer: no allocation per put. (Built
     // before the copy, so a large value's overflow run is allocated before the leaf's page.)
@@ -312,7 +314,18 @@ fn put_inner(
         return Err(e);
     }
     let leaf = match mode {
-        PutMode::Upsert => w.make_dirty(leaf_id)?,
+        // Dirty already (a reference naming this transaction): the path points at it.
+        PutMode::Upsert if leaf_ref.txn == w.txn => leaf_id,
+        PutMode::Upsert => {
+            // The leaf's lines are still arriving (prefetched at the end of the descent):
+            // meanwhile, take the page its copy goes to and point the path above at it.
+            let new = w.reserve_copy()?;
+            propagate(w, hdr, &mut path, leaf_id, new, None, rightmost)?;
+            // Now the rest of it: copied next.
+            w.prefetch_page(leaf_id);
+            w.copy_reserved(leaf_id, new)?;
+            new
+        }
         PutMode::Append => leaf_id,
     };
     let (idx, found, n, old) = {
@@ -349,9 +362,11 @@ fn put_inner(
         };
         if replaced {
             // Replaced where it stood: nothing moved, so the path above only needs the new
-            // page id.
+            // page id (already set for an upsert).
             w.scratch = cell;
-            propagate(w, hdr, &path, leaf_id, leaf, None, rightmost)?;
+            if mode == PutMode::Append {
+                propagate(w, hdr, &mut path, leaf_id, leaf, None, rightmost)?;
+            }
             return Ok((true, leaf));
         }
         edit::remove(w.page_mut(leaf)?, idx, cell_len);
@@ -377,7 +392,15 @@ fn put_inner(
         Some((sep, right))
     };
     w.scratch = cell;
-    propagate(w, hdr, &path, leaf_id, leaf, split, rightmost)?;
+    if mode == PutMode::Append || split.is_some() {
+        // For an upsert the path points at the copy already: only a split changes it again.
+        let old = if mode == PutMode::Append {
+            leaf_id
+        } else {
+            leaf
+        };
+        propagate(w, hdr, &mut path, old, leaf, split, rightmost)?;
+    }
     if !found {
         hdr.entries += 1;
     }
@@ -518,19 +541,23 @@ fn split_rebuild(
 fn propagate(
     w: &mut WritePages,
     hdr: &mut TableHeader,
-    path: &Path,
+    path: &mut Path,
     old_child: u64,
     mut child: u64,
     mut split: Option<(Vec<u8>, u64)>,
     rightmost: bool,
 ) -> Result<()> {
     let mut old_child = old_child;
-    for (pid, ci) in path.iter_up() {
+    for step in (0..path.len).rev() {
+        let (pid, ci) = path.steps[step];
         if split.is_none() && old_child == child && w.is_dirty(pid) {
             // The path above is dirty already and points here: nothing changes upward.
             return Ok(());
         }
         let np = w.make_dirty(pid)?;
+        // A second call (a put's leaf split after the path was pointed at its copy) finds
+        // the copies.
+        path.steps[step].0 = np;
         let txn = w.txn;
         let (p, mut crc) = w.node_mut(np)?;
         edit::set_child_tracked(p, ci, PageRef::new(child, txn), &mut crc);
@@ -574,7 +601,7 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
     let (leaf_ref, _) = descend(w, hdr, Some(key), &mut path)?;
     let leaf_id = leaf_ref.id;
     let (idx, cell_len, run) = {
-        // `descend` prefetched the leaf.
+        // `descend` prefetched the leaf's head; the search prefetches its probes.
         let leaf = node_at(w, leaf_ref, true)?;
         let (idx, found) = leaf.search(key)?;
         if !found {

@@ -23,6 +23,10 @@ use std::sync::Arc;
 
 /// Initial size of a mapping of the file; it doubles when the file outgrows it. This is
 /// address space, not memory.
+/// Cache lines `Snapshot::prefetch_mapped_head` asks for: a random put's leaf header and slot
+/// array, with room left in the line fill buffers for the work done while they arrive.
+const HEAD_LINES: usize = 8;
+
 pub(crate) const MAP_BYTES_MIN: u64 = 1 << 30;
 
 /// Bytes of the header at the start of every page (and of every overflow run).
@@ -375,6 +379,23 @@ impl Snapshot {
         if let Some(p) = self.view.as_ref().and_then(|v| v.page(id)) {
             let mut at = 0;
             while at < p.len() {
+                prefetch(p, at);
+                at += 64;
+            }
+        }
+    }
+
+    /// Like `prefetch_mapped_page`, for the first `HEAD_LINES` cache lines of the page only
+    /// (its header, slots and first cells): a page's 64 lines at once fill the core's line
+    /// fill buffers, and the instructions behind the prefetches wait for them.
+    #[inline]
+    pub(crate) fn prefetch_mapped_head(&self, id: u64) {
+        if id < META_SLOTS {
+            return;
+        }
+        if let Some(p) = self.view.as_ref().and_then(|v| v.page(id)) {
+            let mut at = 0;
+            while at < HEAD_LINES * 64 {
                 prefetch(p, at);
                 at += 64;
             }

@@ -778,6 +778,55 @@ impl WritePages {
         Ok(new_id)
     }
 
+    /// The first half of `make_dirty` for committed node `id`, split so that work which does
+    /// not need the node's bytes (pointing the path above at the copy) can run while they
+    /// are still on their way from memory: allocates the page the copy goes to and enters it
+    /// as dirty, without reading `id`. `copy_reserved(id, new)` must follow before anything
+    /// reads or writes the new page. Requires: `id` is not dirty (a reference to it names an
+    /// earlier commit).
+    /// Hints the CPU to load the head of committed page `id` (`Snapshot::prefetch_mapped_head`).
+    #[inline]
+    pub(crate) fn prefetch_head(&self, id: u64) {
+        self.base.prefetch_mapped_head(id);
+    }
+
+    pub(crate) fn reserve_copy(&mut self) -> Result<u64> {
+        Ok(self.place(1, None, false)?.0)
+    }
+
+    /// The second half of `reserve_copy`: copies committed node `id` into `new`, stamps it,
+    /// and frees `id` when the transaction commits.
+    pub(crate) fn copy_reserved(&mut self, id: u64, new: u64) -> Result<()> {
+        let ps = self.page_bytes;
+        let old = self.base.page(id)?;
+        let born = super::page_txn_field(old);
+        let cells = match page_type(old) {
+            PAGE_LEAF | PAGE_BRANCH => cells_crc(&self.shifts, old),
+            _ => None,
+        };
+        let check = cells.is_some() && cfg!(debug_assertions) && super::checksum_ok(old);
+        let Some(d) = self.dirty.get_mut(&new) else {
+            return Err(Error::corrupted(
+                new,
+                "internal: reserved page is not dirty",
+            ));
+        };
+        // Whatever the window did to the empty page meanwhile (an early seal) is void.
+        d.begin_write(false);
+        d.cells = cells;
+        d.check_derived = check;
+        let dst: &mut [u8] = match &mut d.place {
+            Place::Owned(b) => &mut b[..],
+            Place::Mapped(_) => self.wmap.bytes_mut(new, ps, ps)?,
+        };
+        let (gap_start, gap_end) = super::unused_gap(old);
+        dst[..gap_start].copy_from_slice(&old[..gap_start]);
+        dst[gap_end..].copy_from_slice(&old[gap_end..]);
+        stamp_page(dst, new, self.txn);
+        self.freed.push((id, 1, born));
+        Ok(())
+    }
+
     /// The writable bytes of `id` if it is a dirty single page of this transaction.
     #[inline]
     pub(crate) fn dirty_page_mut(&mut self, id: u64) -> Option<&mut [u8]> {
