@@ -108,6 +108,25 @@ pub(crate) fn prefetch(bytes: &[u8], at: usize) {
     let _ = (bytes, at);
 }
 
+/// Like `prefetch`, asking for the line in a state this core can write (`PREFETCHW`): for a
+/// page about to be written, so that its stores do not each wait for ownership. Only a hint:
+/// `bytes` is not written (a CPU without the instruction treats it as a no-op).
+#[inline]
+pub(crate) fn prefetch_write(bytes: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = bytes.get(at) {
+        // SAFETY: as in `prefetch`: a hint that reads and writes nothing architecturally and
+        // cannot fault.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
+                b as *const u8 as *const i8,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, at);
+}
+
 /// Starts a fresh page image of type `kind`: zeroes the header, except the page id and txn
 /// fields (see `stamp_page`), which stay as stamped.
 pub(crate) fn init_page(p: &mut [u8], kind: u8) {
