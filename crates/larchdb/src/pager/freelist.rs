@@ -18,8 +18,7 @@ use super::PageRef;
 use crate::bytes::{get_u32, get_u64};
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// A persisted extent: (freeing txn, or 0 for free; first page; page count; kind).
 pub(crate) type Extent = (u64, u64, u64, u32);
@@ -54,27 +53,41 @@ pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
 /// their own, newer than any before, at the back, and releases take from the front.
 type Pending = VecDeque<(u64, u64, u64)>;
 
-/// Single free pages kept in the heap before they are merged into the extent map. Below this,
+/// Single free pages kept apart before they are merged into the extent map. Below this,
 /// a commit that frees and reuses about as many pages as it writes (random inserts: a thousand
 /// or more per commit) never changes the map.
 const SINGLES_MAX: usize = 1 << 14;
 
+/// Freed runs up to this long are kept as single pages: most allocations take one page, and a
+/// single is reused with a pop where an extent costs map updates. (Runs for `alloc(n > 1)` are
+/// rebuilt by merging the singles when no extent fits.)
+const SINGLES_RUN_MAX: u64 = 16;
+
+/// Most pages of the lowest free extent moved to the singles at once when a single page is
+/// taken from it (`FreeSet::alloc`): one map update per this many allocations, not two per page.
+const SINGLES_CHUNK: u64 = 64;
+
 /// Fewer single pages than this are persisted as they are (see `FreeSet::settle`).
 const SINGLES_SETTLE_MIN: usize = 64;
 
-/// Free space. Single pages, the bulk of what copy-on-write frees, go to a min-heap: freeing and
-/// reusing one is a push and a pop on a flat array, where the ordered extent map costs two
-/// range lookups and an insert or a removal. Runs go to the extent map, which coalesces
-/// neighbours. Either way the lowest free page is reused first, so data gathers at the start
-/// of the file and its end can be given back. A bitmap of every free page catches a double
-/// free, which only a corrupt freelist can cause, in both at once.
+/// Free space. Single pages, the bulk of what copy-on-write frees, go to a sorted array: freed
+/// pages are appended unsorted and merged into it in one sorted pass before the next
+/// allocation (a commit's worth at a time), and reusing one is a pop from its end, where the
+/// ordered extent map costs two range lookups and an insert or a removal per page (and a
+/// binary heap, used before, a sift per push and per pop). Runs go to the extent map, which
+/// coalesces neighbours. Either way the lowest free page is reused first, so data gathers at
+/// the start of the file and its end can be given back. A bitmap of every free page catches a
+/// double free, which only a corrupt freelist can cause, in both at once.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FreeSet {
     /// Free extents: start -> length, disjoint, coalesced with each other (not with `singles`).
     free: BTreeMap<u64, u64>,
-    /// Free single pages, not in `free`.
-    singles: BinaryHeap<Reverse<u64>>,
-    /// No page in `singles` is larger than this (an upper bound: pops do not lower it).
+    /// Free single pages, not in `free`, in descending order: the lowest is popped from the end.
+    singles: Vec<u64>,
+    /// Free single pages not yet merged into `singles` (`absorb`), in the order freed.
+    incoming: Vec<u64>,
+    /// No page in `singles` or `incoming` is larger than this (an upper bound: pops do not
+    /// lower it).
     singles_max: u64,
     /// Bit `p` is set exactly when page `p` is free (in `free` or in `singles`).
     bits: Bitmap,
@@ -152,10 +165,10 @@ impl FreeSet {
         }
         self.bits.set(start, end, true);
         self.free_pages += len;
-        if len == 1 {
-            self.singles.push(Reverse(start));
-            self.singles_max = self.singles_max.max(start);
-            if self.singles.len() > SINGLES_MAX {
+        if len <= SINGLES_RUN_MAX {
+            self.incoming.extend(start..end);
+            self.singles_max = self.singles_max.max(end - 1);
+            if self.singles_len() > SINGLES_MAX {
                 self.merge_singles();
             }
         } else {
@@ -168,19 +181,50 @@ impl FreeSet {
     /// them into the extent map, where neighbours coalesce into fewer entries. A commit writes
     /// the whole freelist, so its length matters to every later commit.
     pub(crate) fn settle(&mut self) {
-        if self.singles.len() > SINGLES_SETTLE_MIN && self.singles.len() > self.free.len() {
+        let singles = self.singles_len();
+        if singles > SINGLES_SETTLE_MIN && singles > self.free.len() {
             self.merge_singles();
         }
+    }
+
+    fn singles_len(&self) -> usize {
+        self.singles.len() + self.incoming.len()
+    }
+
+    /// Merges `incoming` into `singles`, keeping it in descending order: one sort of the new
+    /// pages and one pass from the back of both (no allocation once the arrays have grown).
+    fn absorb(&mut self) {
+        if self.incoming.is_empty() {
+            return;
+        }
+        self.incoming.sort_unstable_by(|a, b| b.cmp(a));
+        let (old, new) = (self.singles.len(), self.incoming.len());
+        self.singles.resize(old + new, 0);
+        // Fill from the back with the smaller of the two smallest not yet placed: position
+        // `k` never overtakes `i`, the unplaced part of `singles`, since `k = i + j + 1`
+        // while incoming pages remain.
+        let (mut i, mut j) = (old, new);
+        while j > 0 {
+            let k = i + j - 1;
+            if i > 0 && self.singles[i - 1] < self.incoming[j - 1] {
+                self.singles[k] = self.singles[i - 1];
+                i -= 1;
+            } else {
+                self.singles[k] = self.incoming[j - 1];
+                j -= 1;
+            }
+        }
+        self.incoming.clear();
     }
 
     /// Moves every single page into the extent map, coalescing: for runs (`alloc(n > 1)`),
     /// tail trimming, compact persistence, and to bound the heap.
     fn merge_singles(&mut self) {
-        // The heap's own buffer, sorted in place and handed back empty: no allocation.
-        let mut singles = std::mem::take(&mut self.singles).into_vec();
-        singles.sort_unstable_by_key(|&Reverse(p)| p);
+        self.absorb();
+        // The array's own buffer, handed back empty: no allocation.
+        let mut singles = std::mem::take(&mut self.singles);
         let mut run: Option<(u64, u64)> = None;
-        for &Reverse(p) in &singles {
+        for &p in singles.iter().rev() {
             match &mut run {
                 Some((s, l)) if *s + *l == p => *l += 1,
                 _ => {
@@ -195,7 +239,7 @@ impl FreeSet {
             self.insert_extent(s, l);
         }
         singles.clear();
-        self.singles = BinaryHeap::from(singles);
+        self.singles = singles;
         self.singles_max = 0;
     }
 
@@ -223,7 +267,25 @@ impl FreeSet {
     /// (after merging the singles, if nothing fits without).
     pub(crate) fn alloc(&mut self, n: u64) -> Option<u64> {
         if n == 1 {
-            if let Some(&Reverse(p)) = self.singles.peek() {
+            self.absorb();
+            // The lowest free page is at the front of the lowest extent: move a chunk of it,
+            // below every single, to the singles.
+            if let Some((&s, &l)) = self.free.first_key_value() {
+                let below = self
+                    .singles
+                    .last()
+                    .map_or(u64::MAX, |&p| p.saturating_sub(s));
+                if below > 0 {
+                    let k = l.min(SINGLES_CHUNK).min(below);
+                    self.free.remove(&s);
+                    if l > k {
+                        self.free.insert(s + k, l - k);
+                    }
+                    self.singles.extend((s..s + k).rev());
+                    self.singles_max = self.singles_max.max(s + k - 1);
+                }
+            }
+            if let Some(&p) = self.singles.last() {
                 if self.free.first_key_value().is_none_or(|(&s, _)| p < s) {
                     self.singles.pop();
                     self.bits.set(p, p + 1, false);
@@ -244,7 +306,7 @@ impl FreeSet {
         };
         let (start, len) = match fits(&self.free) {
             Some(f) => f,
-            None if !self.singles.is_empty() => {
+            None if self.singles_len() > 0 => {
                 self.merge_singles();
                 fits(&self.free)?
             }
@@ -341,7 +403,7 @@ impl FreeSet {
             // The last page is in use: nothing to give back.
             return page_count;
         }
-        if !self.singles.is_empty() && self.singles_max + 1 >= page_count {
+        if self.singles_len() > 0 && self.singles_max + 1 >= page_count {
             self.merge_singles();
         }
         match self.free.iter().next_back() {
@@ -365,7 +427,7 @@ impl FreeSet {
     pub(crate) fn entry_count(&self) -> usize {
         let extra = |pages: u64| (pages / u32::MAX as u64) as usize;
         self.free.len()
-            + self.singles.len()
+            + self.singles_len()
             + self.pending_readers.len()
             + self.pending_durable.len()
             + extra(self.free_pages)
@@ -383,7 +445,7 @@ impl FreeSet {
         for (&s, &l) in &self.free {
             push(out, 0, s, l, KIND_FREE);
         }
-        for &Reverse(p) in self.singles.iter() {
+        for &p in self.singles.iter().chain(&self.incoming) {
             out.push((0, p, 1, KIND_FREE));
         }
         for (kind, queue) in [
@@ -650,16 +712,54 @@ mod tests {
     #[test]
     fn insert_coalesces_and_rejects_overlap() {
         let mut f = FreeSet::default();
+        // Runs longer than SINGLES_RUN_MAX go to the map, which coalesces them.
+        let r = SINGLES_RUN_MAX + 1;
+        assert!(f.insert(100, r));
+        assert!(f.insert(100 + 2 * r, r));
+        assert!(f.insert(100 + r, r));
+        assert_eq!(f.entries(), vec![(0, 100, 3 * r, KIND_FREE)]);
+        assert!(!f.insert(100 + r + 5, 1));
+        assert!(!f.insert(90, 11));
+        assert_eq!(f.free_pages(), 3 * r);
+        // Short runs are kept as single pages, coalesced when the singles are merged.
         assert!(f.insert(10, 2));
         assert!(f.insert(14, 2));
         assert!(f.insert(12, 2));
-        assert_eq!(f.entries(), vec![(0, 10, 6, KIND_FREE)]);
         assert!(!f.insert(15, 1));
         assert!(!f.insert(8, 3));
-        assert_eq!(f.free_pages(), 6);
-        f.insert(100, u32::MAX as u64 + 5);
-        assert_eq!(f.entry_count(), 3, "an extent past u32 is split in two");
-        assert_eq!(f.entries().len(), 3);
+        assert_eq!(f.entry_count(), 7);
+        f.merge_singles();
+        assert_eq!(
+            f.entries(),
+            vec![(0, 10, 6, KIND_FREE), (0, 100, 3 * r, KIND_FREE)]
+        );
+        assert_eq!(f.free_pages(), 6 + 3 * r);
+        f.insert(1000, u32::MAX as u64 + 5);
+        assert_eq!(f.entry_count(), 4, "an extent past u32 is split in two");
+        assert_eq!(f.entries().len(), 4);
+    }
+
+    #[test]
+    fn singles_are_taken_from_the_lowest_extent_in_chunks() {
+        let mut f = FreeSet::default();
+        assert!(f.insert(1000, 1000));
+        assert!(f.insert(1500 + 1000, 1));
+        for p in 1000..1100 {
+            assert_eq!(f.alloc(1), Some(p));
+        }
+        // At most SINGLES_CHUNK pages moved at a time, never past a lower single.
+        assert!(f.singles_len() as u64 <= SINGLES_CHUNK);
+        assert!(f.insert(1050, 1));
+        assert_eq!(f.alloc(1), Some(1050));
+        assert_eq!(f.alloc(1), Some(1100));
+        assert_eq!(f.free_pages(), 1000 - 101 + 1);
+        assert_eq!(f.entry_count(), f.entries().len());
+        let mut pages = 0;
+        while let Some(p) = f.alloc(1) {
+            assert!(p > 1100);
+            pages += 1;
+        }
+        assert_eq!(pages, 1000 - 101 + 1);
     }
 
     #[test]
@@ -687,7 +787,7 @@ mod tests {
         assert_eq!(f.free_pages(), 3);
         assert_eq!(f.pending_pages(), 1);
         f.release(None, 5).unwrap();
-        // Released single pages wait in the heap; runs are coalesced in the map at once.
+        // Released pages of short runs are kept as single pages until merged.
         let mut entries: Vec<_> = f.entries();
         entries.sort();
         assert_eq!(
@@ -695,7 +795,8 @@ mod tests {
             vec![
                 (0, 20, 1, KIND_FREE),
                 (0, 21, 1, KIND_FREE),
-                (0, 30, 2, KIND_FREE)
+                (0, 30, 1, KIND_FREE),
+                (0, 31, 1, KIND_FREE)
             ]
         );
         f.merge_singles();
@@ -717,22 +818,19 @@ mod tests {
     #[test]
     fn singles_are_lifo_guarded_and_merged_for_runs_and_the_tail() {
         let mut f = FreeSet::default();
+        let r = SINGLES_RUN_MAX + 3;
         assert!(f.insert(7, 1));
         assert!(f.insert(9, 1));
-        assert!(f.insert(20, 3));
+        assert!(f.insert(40, r));
         assert!(!f.insert(9, 1), "a single freed twice");
         assert!(!f.insert(8, 2), "a run over a single");
-        assert!(!f.insert(21, 1), "a single inside a run");
-        assert_eq!(f.free_pages(), 5);
+        assert!(!f.insert(41, 1), "a single inside a run");
+        assert_eq!(f.free_pages(), 2 + r);
         assert_eq!(f.alloc(1), Some(7), "the lowest single comes first");
         assert!(f.insert(7, 1), "and can be freed again");
         assert!(f.insert(25, 1));
         assert!(f.insert(3, 2));
-        assert_eq!(
-            f.alloc(1),
-            Some(3),
-            "the lowest page, here in the map, comes first"
-        );
+        assert_eq!(f.alloc(1), Some(3), "a short run is kept as singles");
         assert!(f.insert(3, 1));
         assert_eq!(f.alloc(1), Some(3));
         assert_eq!(f.alloc(1), Some(4));
@@ -744,17 +842,18 @@ mod tests {
         assert!(f.insert(7, 1));
         assert!(f.insert(8, 1));
         // A run is taken from the map; only when none fits are the singles 7, 8, 9 merged.
-        assert_eq!(f.alloc(3), Some(20));
+        assert_eq!(f.alloc(3), Some(40));
+        assert_eq!(f.alloc(r - 3), Some(43));
         assert_eq!(f.alloc(3), Some(7));
         assert_eq!(f.alloc(1), Some(25));
         assert_eq!(f.free_pages(), 0);
         assert_eq!(f.alloc(1), None);
         // A single at the end of the file is trimmed like a run.
-        assert!(f.insert(40, 1));
-        assert!(f.insert(41, 1));
-        assert_eq!(f.trim_tail(42), 40);
+        assert!(f.insert(80, 1));
+        assert!(f.insert(81, 1));
+        assert_eq!(f.trim_tail(82), 80);
         assert_eq!(f.free_pages(), 0);
-        assert!(f.insert(40, 2), "trimmed pages are no longer free");
+        assert!(f.insert(80, 2), "trimmed pages are no longer free");
     }
 
     #[test]
@@ -763,7 +862,7 @@ mod tests {
         for p in 0..(SINGLES_MAX as u64 + 1) {
             assert!(f.insert(2 + 2 * p, 1));
         }
-        assert!(f.singles.len() <= SINGLES_MAX);
+        assert!(f.singles_len() <= SINGLES_MAX);
         assert_eq!(f.entry_count(), SINGLES_MAX + 1);
         assert_eq!(f.entries().len(), SINGLES_MAX + 1);
     }
@@ -785,7 +884,7 @@ mod tests {
             assert!(f.insert(1000 + 2 * p, 1));
         }
         f.settle();
-        assert_eq!(f.singles.len(), 4);
+        assert_eq!(f.singles_len(), 4);
     }
 
     #[test]
