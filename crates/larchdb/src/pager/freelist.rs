@@ -63,10 +63,6 @@ const SINGLES_MAX: usize = 1 << 14;
 /// rebuilt by merging the singles when no extent fits.)
 const SINGLES_RUN_MAX: u64 = 16;
 
-/// Most pages of the lowest free extent moved to the singles at once when a single page is
-/// taken from it (`FreeSet::alloc`): one map update per this many allocations, not two per page.
-const SINGLES_CHUNK: u64 = 64;
-
 /// Fewer single pages than this are persisted as they are (see `FreeSet::settle`).
 const SINGLES_SETTLE_MIN: usize = 64;
 
@@ -86,6 +82,9 @@ pub(crate) struct FreeSet {
     singles: Vec<u64>,
     /// Free single pages not yet merged into `singles` (`absorb`), in the order freed.
     incoming: Vec<u64>,
+    /// A free extent taken out of `free` because single pages are being taken from its front
+    /// (`alloc_one`): one map update per extent, not two per page. Disjoint from `free`.
+    front: Option<(u64, u64)>,
     /// No page in `singles` or `incoming` is larger than this (an upper bound: pops do not
     /// lower it).
     singles_max: u64,
@@ -172,6 +171,8 @@ impl FreeSet {
                 self.merge_singles();
             }
         } else {
+            // Back into the map first, so that the new extent coalesces with it.
+            self.unfront();
             self.insert_extent(start, len);
         }
         true
@@ -267,42 +268,13 @@ impl FreeSet {
     /// (after merging the singles, if nothing fits without).
     pub(crate) fn alloc(&mut self, n: u64) -> Option<u64> {
         if n == 1 {
-            self.absorb();
-            // The lowest free page is at the front of the lowest extent: move a chunk of it,
-            // below every single, to the singles.
-            if let Some((&s, &l)) = self.free.first_key_value() {
-                let below = self
-                    .singles
-                    .last()
-                    .map_or(u64::MAX, |&p| p.saturating_sub(s));
-                if below > 0 {
-                    let k = l.min(SINGLES_CHUNK).min(below);
-                    self.free.remove(&s);
-                    if l > k {
-                        self.free.insert(s + k, l - k);
-                    }
-                    self.singles.extend((s..s + k).rev());
-                    self.singles_max = self.singles_max.max(s + k - 1);
-                }
-            }
-            if let Some(&p) = self.singles.last() {
-                if self.free.first_key_value().is_none_or(|(&s, _)| p < s) {
-                    self.singles.pop();
-                    self.bits.set(p, p + 1, false);
-                    self.free_pages -= 1;
-                    self.record(0, p, 1, KIND_REMOVE);
-                    return Some(p);
-                }
-            }
+            return self.alloc_one();
         }
+        self.unfront();
         let fits = |free: &BTreeMap<u64, u64>| {
-            if n == 1 {
-                free.iter().next().map(|(&s, &l)| (s, l))
-            } else {
-                free.iter()
-                    .find(|(_, &len)| len >= n)
-                    .map(|(&s, &l)| (s, l))
-            }
+            free.iter()
+                .find(|(_, &len)| len >= n)
+                .map(|(&s, &l)| (s, l))
         };
         let (start, len) = match fits(&self.free) {
             Some(f) => f,
@@ -316,10 +288,46 @@ impl FreeSet {
         if len > n {
             self.free.insert(start + n, len - n);
         }
+        self.took(start, n);
+        Some(start)
+    }
+
+    /// The lowest free page: the last single, the front extent's first page, or the first page
+    /// of the map's lowest extent, which then becomes the front (and the old front goes back
+    /// to the map). Taking pages from the front changes no map entry.
+    fn alloc_one(&mut self) -> Option<u64> {
+        self.absorb();
+        let single = self.singles.last().copied();
+        let mapped = self.free.first_key_value().map(|(&s, _)| s);
+        let front = self.front.map(|(s, _)| s);
+        let lowest = [single, mapped, front].into_iter().flatten().min()?;
+        if Some(lowest) == single {
+            self.singles.pop();
+        } else if Some(lowest) == front {
+            self.front = self
+                .front
+                .and_then(|(s, l)| (l > 1).then_some((s + 1, l - 1)));
+        } else {
+            let len = self.free.remove(&lowest)?;
+            self.unfront();
+            self.front = (len > 1).then_some((lowest + 1, len - 1));
+        }
+        self.took(lowest, 1);
+        Some(lowest)
+    }
+
+    /// Puts the front extent back into the map.
+    fn unfront(&mut self) {
+        if let Some((s, l)) = self.front.take() {
+            self.insert_extent(s, l);
+        }
+    }
+
+    /// Accounts for `[start, start + n)`, just taken out of the free set.
+    fn took(&mut self, start: u64, n: u64) {
         self.bits.set(start, start + n, false);
         self.free_pages -= n;
         self.record(0, start, n, KIND_REMOVE);
-        Some(start)
     }
 
     /// Records pages freed by commit `txn`, pending with `kind`.
@@ -403,6 +411,7 @@ impl FreeSet {
             // The last page is in use: nothing to give back.
             return page_count;
         }
+        self.unfront();
         if self.singles_len() > 0 && self.singles_max + 1 >= page_count {
             self.merge_singles();
         }
@@ -427,6 +436,7 @@ impl FreeSet {
     pub(crate) fn entry_count(&self) -> usize {
         let extra = |pages: u64| (pages / u32::MAX as u64) as usize;
         self.free.len()
+            + usize::from(self.front.is_some())
             + self.singles_len()
             + self.pending_readers.len()
             + self.pending_durable.len()
@@ -442,7 +452,11 @@ impl FreeSet {
     pub(crate) fn entries_into(&self, out: &mut Vec<Extent>) {
         let push = push_split;
         out.reserve(self.entry_count());
-        for (&s, &l) in &self.free {
+        for (&s, &l) in self
+            .free
+            .iter()
+            .chain(self.front.as_ref().map(|(s, l)| (s, l)))
+        {
             push(out, 0, s, l, KIND_FREE);
         }
         for &p in self.singles.iter().chain(&self.incoming) {
@@ -740,26 +754,46 @@ mod tests {
     }
 
     #[test]
-    fn singles_are_taken_from_the_lowest_extent_in_chunks() {
+    fn single_pages_are_taken_from_the_front_of_the_lowest_extent() {
         let mut f = FreeSet::default();
         assert!(f.insert(1000, 1000));
-        assert!(f.insert(1500 + 1000, 1));
+        assert!(f.insert(2500, 1));
+        let entries = f.entry_count();
         for p in 1000..1100 {
             assert_eq!(f.alloc(1), Some(p));
+            assert_eq!(f.entry_count(), entries, "taking a page adds no entry");
         }
-        // At most SINGLES_CHUNK pages moved at a time, never past a lower single.
-        assert!(f.singles_len() as u64 <= SINGLES_CHUNK);
+        assert_eq!(
+            f.entries(),
+            vec![(0, 1100, 900, KIND_FREE), (0, 2500, 1, KIND_FREE)]
+        );
+        // A lower page freed meanwhile comes first; a lower extent becomes the front.
         assert!(f.insert(1050, 1));
         assert_eq!(f.alloc(1), Some(1050));
-        assert_eq!(f.alloc(1), Some(1100));
-        assert_eq!(f.free_pages(), 1000 - 101 + 1);
-        assert_eq!(f.entry_count(), f.entries().len());
+        assert!(f.insert(500, 100));
+        assert_eq!(f.alloc(1), Some(500));
+        assert_eq!(f.alloc(1), Some(501));
+        // A run that touches the front coalesces with it.
+        assert!(f.insert(1080, 20));
+        let mut entries = f.entries();
+        entries.sort();
+        assert_eq!(
+            entries,
+            vec![
+                (0, 502, 98, KIND_FREE),
+                (0, 1080, 920, KIND_FREE),
+                (0, 2500, 1, KIND_FREE)
+            ]
+        );
+        assert_eq!(f.alloc(200), Some(1080), "runs see the front extent too");
+        assert_eq!(f.trim_tail(2501), 2500);
         let mut pages = 0;
         while let Some(p) = f.alloc(1) {
-            assert!(p > 1100);
+            assert!(p >= 502);
             pages += 1;
         }
-        assert_eq!(pages, 1000 - 101 + 1);
+        assert_eq!(pages, 98 + 720);
+        assert_eq!(f.free_pages(), 0);
     }
 
     #[test]
