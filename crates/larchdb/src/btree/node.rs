@@ -14,8 +14,8 @@ use crate::bytes::{get_u16, get_u32, put_u16};
 use crate::error::{Error, Result};
 use crate::pager::shift::CellsCrc;
 use crate::pager::{
-    page_a, page_b, page_count_field, page_type, set_page_a, set_page_b, set_page_count_field,
-    PageRef, PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF,
+    page_a, page_b, page_count_field, page_txn_field, page_type, set_page_a, set_page_b,
+    set_page_count_field, PageRef, PAGE_BRANCH, PAGE_HEADER_BYTES, PAGE_LEAF,
 };
 use std::cmp::Ordering;
 
@@ -182,17 +182,25 @@ impl<'a> Node<'a> {
         }
     }
 
-    /// Child `i` of a branch, `0..=n`.
+    /// Child `i` of a branch, `0..=n`. Checked to be no newer than the branch: a commit that
+    /// writes a page rewrites the path above it, so a child is never written after its
+    /// parent. (This is what lets a reference naming the writer's own transaction be read
+    /// as a dirty page: only a dirty branch can hold one.)
     #[inline]
     pub(crate) fn child(&self, i: usize) -> Result<PageRef> {
-        if i == 0 {
-            return Ok(PageRef::decode(&self.p[BRANCH_CHILD0_AT..BRANCH_SLOTS_AT]));
+        let r = if i == 0 {
+            PageRef::decode(&self.p[BRANCH_CHILD0_AT..BRANCH_SLOTS_AT])
+        } else {
+            let off = self.cell_at(i - 1);
+            match self.p.get(off + 2..off + BRANCH_CELL_HEADER_BYTES) {
+                Some(r) => PageRef::decode(r),
+                None => return Err(self.bad("cell offset out of bounds")),
+            }
+        };
+        if r.txn > page_txn_field(self.p) {
+            return Err(self.bad("child written after its parent"));
         }
-        let off = self.cell_at(i - 1);
-        match self.p.get(off + 2..off + BRANCH_CELL_HEADER_BYTES) {
-            Some(r) => Ok(PageRef::decode(r)),
-            None => Err(self.bad("cell offset out of bounds")),
-        }
+        Ok(r)
     }
 
     /// First index whose key is >= `key`, and whether it is equal.
