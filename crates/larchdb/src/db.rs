@@ -815,4 +815,8 @@ impl PageSource for Arc<Snapshot> {
     fn prefetch_page(&self, id: u64) {
         self.prefetch_mapped_page(id);
     }
+    #[inline]
+    fn prefetch_head(&self, id: u64, lines: usize) {
+        self.prefetch_mapped_head(id, lines);
+    }
 }

@@ -21,6 +21,11 @@ use node::{
     leaf_cell_len, leaf_cell_overflow, LeafValue, Node, BRANCH_SLOTS_AT, LEAF_SLOTS_AT,
 };
 
+/// Cache lines of a random put's committed leaf prefetched at the end of its descent: its
+/// header and slot array, with room left in the core's line fill buffers for the work done
+/// while they arrive (`put_inner`).
+const LEAF_HEAD_LINES: usize = 8;
+
 /// The value bytes of a leaf value, following an overflow reference if there is one.
 pub(crate) fn resolve<'s, S: PageSource + ?Sized>(
     src: &'s S,
@@ -148,7 +153,7 @@ fn descend(
         // The committed leaf of a random put is rarely cached: ask for its head now, and
         // for the rest once the path above is updated (`put_inner`). Its 64 lines at once
         // would fill the core's line fill buffers, and the work behind them would wait.
-        w.prefetch_head(r.id);
+        w.prefetch_head(r.id, LEAF_HEAD_LINES);
     }
     Ok((r, rightmost))
 }

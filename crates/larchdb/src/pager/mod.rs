@@ -23,10 +23,6 @@ use std::sync::Arc;
 
 /// Initial size of a mapping of the file; it doubles when the file outgrows it. This is
 /// address space, not memory.
-/// Cache lines `Snapshot::prefetch_mapped_head` asks for: a random put's leaf header and slot
-/// array, with room left in the line fill buffers for the work done while they arrive.
-const HEAD_LINES: usize = 8;
-
 pub(crate) const MAP_BYTES_MIN: u64 = 1 << 30;
 
 /// Bytes of the header at the start of every page (and of every overflow run).
@@ -315,6 +311,10 @@ pub(crate) trait PageSource {
     #[inline]
     fn prefetch_page(&self, _id: u64) {}
 
+    /// Like `prefetch_page`, for the first `lines` cache lines of the page only.
+    #[inline]
+    fn prefetch_head(&self, _id: u64, _lines: usize) {}
+
     /// The overflow run `r` refers to, checked like `page_at`.
     fn run_at(&self, r: PageRef, pages: u64) -> Result<&[u8]> {
         let p = self.run(r.id, pages)?;
@@ -404,17 +404,17 @@ impl Snapshot {
         }
     }
 
-    /// Like `prefetch_mapped_page`, for the first `HEAD_LINES` cache lines of the page only
+    /// Like `prefetch_mapped_page`, for the first `lines` cache lines of the page only
     /// (its header, slots and first cells): a page's 64 lines at once fill the core's line
     /// fill buffers, and the instructions behind the prefetches wait for them.
     #[inline]
-    pub(crate) fn prefetch_mapped_head(&self, id: u64) {
+    pub(crate) fn prefetch_mapped_head(&self, id: u64, lines: usize) {
         if id < META_SLOTS {
             return;
         }
         if let Some(p) = self.view.as_ref().and_then(|v| v.page(id)) {
             let mut at = 0;
-            while at < HEAD_LINES * 64 {
+            while at < lines * 64 {
                 prefetch(p, at);
                 at += 64;
             }
@@ -499,6 +499,11 @@ impl PageSource for Snapshot {
     #[inline]
     fn prefetch_page(&self, id: u64) {
         self.prefetch_mapped_page(id);
+    }
+
+    #[inline]
+    fn prefetch_head(&self, id: u64, lines: usize) {
+        self.prefetch_mapped_head(id, lines);
     }
 }
 

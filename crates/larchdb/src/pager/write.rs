@@ -791,9 +791,6 @@ impl WritePages {
     /// earlier commit).
     /// Hints the CPU to load the head of committed page `id` (`Snapshot::prefetch_mapped_head`).
     #[inline]
-    pub(crate) fn prefetch_head(&self, id: u64) {
-        self.base.prefetch_mapped_head(id);
-    }
 
     pub(crate) fn reserve_copy(&mut self) -> Result<u64> {
         let (id, in_map) = self.place(1, None, false)?;
@@ -1311,6 +1308,11 @@ impl PageSource for WritePages {
     #[inline]
     fn prefetch_page(&self, id: u64) {
         self.base.prefetch_mapped_page(id);
+    }
+
+    #[inline]
+    fn prefetch_head(&self, id: u64, lines: usize) {
+        self.base.prefetch_mapped_head(id, lines);
     }
 }
 
