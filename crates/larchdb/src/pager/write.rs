@@ -783,15 +783,13 @@ impl WritePages {
         Ok(new_id)
     }
 
-    /// The first half of `make_dirty` for committed node `id`, split so that work which does
-    /// not need the node's bytes (pointing the path above at the copy) can run while they
-    /// are still on their way from memory: allocates the page the copy goes to and enters it
-    /// as dirty, without reading `id`. `copy_reserved(id, new)` must follow before anything
-    /// reads or writes the new page. Requires: `id` is not dirty (a reference to it names an
+    /// The first half of `make_dirty` for a committed node, split so that work which does not
+    /// need the node's bytes (pointing the path above at the copy) can run while they are
+    /// still on their way from memory: allocates the page the copy goes to and enters it as
+    /// dirty, without reading the node, and asks for the new page's head for writing
+    /// (`RESERVE_PREFETCH_LINES`). `copy_reserved(node, new)` must follow before anything
+    /// reads or writes the new page; the node must not be dirty (a reference to it names an
     /// earlier commit).
-    /// Hints the CPU to load the head of committed page `id` (`Snapshot::prefetch_mapped_head`).
-    #[inline]
-
     pub(crate) fn reserve_copy(&mut self) -> Result<u64> {
         let (id, in_map) = self.place(1, None, false)?;
         if let Some(p) = self.mapped_page(id).filter(|_| in_map) {
