@@ -91,15 +91,7 @@ pub(crate) fn set_page_b(p: &mut [u8], v: u32) {
 #[inline]
 pub(crate) fn prefetch(bytes: &[u8], at: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(b) = bytes.get(at) {
-        // SAFETY: `_mm_prefetch` is a hint: it reads nothing architecturally and cannot fault;
-        // the pointer is in bounds anyway. SSE is part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                b as *const u8 as *const i8,
-            )
-        };
-    }
+    prefetch_hint::<{ std::arch::x86_64::_MM_HINT_T0 }>(bytes, at);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, at);
 }
@@ -110,17 +102,19 @@ pub(crate) fn prefetch(bytes: &[u8], at: usize) {
 #[inline]
 pub(crate) fn prefetch_write(bytes: &[u8], at: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(b) = bytes.get(at) {
-        // SAFETY: as in `prefetch`: a hint that reads and writes nothing architecturally and
-        // cannot fault.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(
-                b as *const u8 as *const i8,
-            )
-        };
-    }
+    prefetch_hint::<{ std::arch::x86_64::_MM_HINT_ET0 }>(bytes, at);
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, at);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn prefetch_hint<const HINT: i32>(bytes: &[u8], at: usize) {
+    if let Some(b) = bytes.get(at) {
+        // SAFETY: `_mm_prefetch` is a hint: it reads and writes nothing architecturally and
+        // cannot fault; the pointer is in bounds anyway. SSE is part of the x86_64 baseline.
+        unsafe { std::arch::x86_64::_mm_prefetch::<HINT>(b as *const u8 as *const i8) };
+    }
 }
 
 /// Starts a fresh page image of type `kind`: zeroes the header, except the page id and txn
