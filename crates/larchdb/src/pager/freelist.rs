@@ -201,9 +201,9 @@ impl FreeSet {
         self.incoming.sort_unstable_by(|a, b| b.cmp(a));
         let (old, new) = (self.singles.len(), self.incoming.len());
         self.singles.resize(old + new, 0);
-        // Fill from the back with the smaller of the two smallest not yet placed: position
-        // `k` never overtakes `i`, the unplaced part of `singles`, since `k = i + j + 1`
-        // while incoming pages remain.
+        // Fill from the back with the smaller of the two smallest not yet placed (`i` and `j`
+        // count the unplaced pages of each): the slot written, `i + j - 1`, lies past the
+        // unplaced part of `singles` (`..i`) while incoming pages remain.
         let (mut i, mut j) = (old, new);
         while j > 0 {
             let k = i + j - 1;
@@ -219,7 +219,7 @@ impl FreeSet {
     }
 
     /// Moves every single page into the extent map, coalescing: for runs (`alloc(n > 1)`),
-    /// tail trimming, compact persistence, and to bound the heap.
+    /// tail trimming, compact persistence, and to bound the array.
     fn merge_singles(&mut self) {
         self.absorb();
         // The array's own buffer, handed back empty: no allocation.

@@ -327,9 +327,9 @@ pub(crate) struct Snapshot {
     access: Arc<Access>,
     page_bytes: usize,
     verify_checksums: bool,
-    /// The pages of the mapping up to `meta.page_count`, for single-page reads without the
-    /// `Access` dispatch; `None` for a buffered access, or when checksums are verified on
-    /// every read (that path stays in `bytes`).
+    /// The pages of the mapping up to `meta.page_count`, for single-page reads (and
+    /// prefetches) without the `Access` dispatch; `None` for a buffered access. Reads that
+    /// verify checksums take `bytes`.
     view: Option<MapView>,
     /// The catalog, decoded once on first use when it is small (a snapshot never changes, so
     /// neither does this): opening a table is then a short scan, not a tree lookup.
@@ -341,11 +341,7 @@ impl Snapshot {
         let page_bytes = meta.page_bytes as usize;
         // A buffered access verifies each page once, when it loads it.
         let verify_checksums = verify_checksums && access.is_mapped();
-        let view = if verify_checksums {
-            None
-        } else {
-            access.view(page_bytes, meta.page_count)
-        };
+        let view = access.view(page_bytes, meta.page_count);
         Snapshot {
             meta,
             access,
@@ -472,7 +468,7 @@ impl PageSource for Snapshot {
         if let Some(p) = self
             .view
             .as_ref()
-            .filter(|_| id >= META_SLOTS)
+            .filter(|_| id >= META_SLOTS && !self.verify_checksums)
             .and_then(|v| v.page(id))
         {
             check_header(p, id, self.meta.txn)?;
