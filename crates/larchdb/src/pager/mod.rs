@@ -382,16 +382,7 @@ impl Snapshot {
     /// See `PageSource::prefetch_page`.
     #[inline]
     pub(crate) fn prefetch_mapped_page(&self, id: u64) {
-        if id < META_SLOTS {
-            return;
-        }
-        if let Some(p) = self.view.as_ref().and_then(|v| v.page(id)) {
-            let mut at = 0;
-            while at < p.len() {
-                prefetch(p, at);
-                at += 64;
-            }
-        }
+        self.prefetch_mapped_head(id, self.page_bytes.div_ceil(64));
     }
 
     /// Like `prefetch_mapped_page`, for the first `lines` cache lines of the page only

@@ -601,13 +601,9 @@ impl WritePages {
 
     /// Allocates `n` pages and makes room for them: in place in the mapping if possible,
     /// otherwise in an owned buffer. Returns the id and whether the bytes are in the mapping.
-    /// `cells` is the new page's derived cell-area CRC, if it is a copied node. `appended`: the
-    /// page is a new node of a sequential load (see `new_page_appended`).
-    fn place(&mut self, n: u64, cells: Option<(u32, bool)>, appended: bool) -> Result<(u64, bool)> {
-        let (cells, check_derived) = match cells {
-            Some((c, check)) => (Some(c), check),
-            None => (None, false),
-        };
+    /// `appended`: the page is a new node of a sequential load (see `new_page_appended`). A
+    /// copied node's derived cell-area CRC is set when it is copied (`copy_reserved`).
+    fn place(&mut self, n: u64, appended: bool) -> Result<(u64, bool)> {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
         let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
@@ -630,20 +626,16 @@ impl WritePages {
                 place: Place::Mapped(n),
                 sealed: false,
                 out: false,
-                cells,
-                check_derived,
+                cells: None,
+                check_derived: false,
             }
         } else if n == 1 {
             self.any_owned = true;
-            Dirty {
-                cells,
-                check_derived,
-                ..Dirty::owned(
-                    self.pool
-                        .pop()
-                        .unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice()),
-                )
-            }
+            Dirty::owned(
+                self.pool
+                    .pop()
+                    .unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice()),
+            )
         } else {
             self.any_owned = true;
             Dirty::owned(vec![0u8; bytes].into_boxed_slice())
@@ -726,7 +718,7 @@ impl WritePages {
     }
 
     fn new_page_placed(&mut self, kind: u8, appended: bool) -> Result<u64> {
-        let (id, _) = self.place(1, None, appended)?;
+        let (id, _) = self.place(1, appended)?;
         let txn = self.txn;
         let p = self.page_mut(id)?;
         stamp_page(p, id, txn);
@@ -737,7 +729,7 @@ impl WritePages {
     /// Allocates an overflow run for `value`, copies the value in, and returns its first page.
     pub(crate) fn new_run(&mut self, value: &[u8]) -> Result<u64> {
         let pages = overflow_pages(value.len(), self.page_bytes);
-        let (id, _) = self.place(pages, None, false)?;
+        let (id, _) = self.place(pages, false)?;
         let txn = self.txn;
         let buf = self.page_mut(id)?;
         stamp_page(buf, id, txn);
@@ -754,32 +746,8 @@ impl WritePages {
         if self.dirty.contains_key(&id) {
             return Ok(id);
         }
-        let (born, cells) = {
-            let old = self.base.page(id)?;
-            let cells = match page_type(old) {
-                PAGE_LEAF | PAGE_BRANCH => cells_crc(&self.shifts, old)
-                    .map(|c| (c, cfg!(debug_assertions) && super::checksum_ok(old))),
-                _ => None,
-            };
-            (super::page_txn_field(old), cells)
-        };
-        let (new_id, in_map) = self.place(1, cells, false)?;
-        let ps = self.page_bytes;
-        let old = self.base.page(id)?;
-        let dst = if in_map {
-            self.wmap.bytes_mut(new_id, ps, ps)?
-        } else {
-            match self.dirty.get_mut(&new_id).map(|d| &mut d.place) {
-                Some(Place::Owned(b)) => &mut b[..],
-                _ => self.wmap.bytes_mut(new_id, ps, ps)?,
-            }
-        };
-        // The unused gap is not copied: nothing reads it and the checksum skips it.
-        let (gap_start, gap_end) = super::unused_gap(old);
-        dst[..gap_start].copy_from_slice(&old[..gap_start]);
-        dst[gap_end..].copy_from_slice(&old[gap_end..]);
-        stamp_page(dst, new_id, self.txn);
-        self.freed.push((id, 1, born));
+        let (new_id, _) = self.place(1, false)?;
+        self.copy_reserved(id, new_id)?;
         Ok(new_id)
     }
 
@@ -791,7 +759,7 @@ impl WritePages {
     /// reads or writes the new page; the node must not be dirty (a reference to it names an
     /// earlier commit).
     pub(crate) fn reserve_copy(&mut self) -> Result<u64> {
-        let (id, in_map) = self.place(1, None, false)?;
+        let (id, in_map) = self.place(1, false)?;
         if let Some(p) = self.mapped_page(id).filter(|_| in_map) {
             for line in 0..RESERVE_PREFETCH_LINES {
                 super::prefetch_write(p, line * 64);
@@ -800,8 +768,8 @@ impl WritePages {
         Ok(id)
     }
 
-    /// The second half of `reserve_copy`: copies committed node `id` into `new`, stamps it,
-    /// and frees `id` when the transaction commits.
+    /// The second half of `reserve_copy` (and of `make_dirty`): copies committed node `id` into
+    /// `new`, stamps it, and frees `id` when the transaction commits.
     pub(crate) fn copy_reserved(&mut self, id: u64, new: u64) -> Result<()> {
         let ps = self.page_bytes;
         let old = self.base.page(id)?;
@@ -825,6 +793,7 @@ impl WritePages {
             Place::Owned(b) => &mut b[..],
             Place::Mapped(_) => self.wmap.bytes_mut(new, ps, ps)?,
         };
+        // The unused gap is not copied: nothing reads it and the checksum skips it.
         let (gap_start, gap_end) = super::unused_gap(old);
         dst[..gap_start].copy_from_slice(&old[..gap_start]);
         dst[gap_end..].copy_from_slice(&old[gap_end..]);
