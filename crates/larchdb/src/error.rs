@@ -79,6 +79,10 @@ pub enum Error {
     /// The lock file beside the database (`<db>-lock`) is in use by another process but is not
     /// a Larch lock file of this layout. It is never reset while another process uses it.
     LockFileInvalid(String),
+    /// The engine broke one of its own invariants: a bug in Larch, not damage to the file (that
+    /// is [`Error::Corrupted`]). The operation that met it fails, a write transaction can only
+    /// be aborted, and nothing it did becomes visible. Please report it with the message.
+    Internal(String),
 }
 
 impl Error {
@@ -87,6 +91,11 @@ impl Error {
             page,
             reason: reason.into(),
         }
+    }
+
+    /// An engine bug found at run time (see [`Error::Internal`]).
+    pub(crate) fn internal(reason: impl Into<String>) -> Error {
+        Error::Internal(reason.into())
     }
 
     /// Maps an I/O error, giving a full disk its own variant.
@@ -156,6 +165,7 @@ impl fmt::Display for Error {
                 "all {max} reader slots of the lock file are taken by live read-only handles"
             ),
             Error::LockFileInvalid(why) => write!(f, "invalid lock file: {why}"),
+            Error::Internal(why) => write!(f, "internal error (a bug in Larch): {why}"),
         }
     }
 }

@@ -45,15 +45,19 @@
 mod btree;
 mod bytes;
 mod db;
+mod engine;
 mod error;
+mod layout;
 pub mod limits;
+mod options;
 mod pager;
 pub mod storage;
 mod table;
 mod txn;
 mod verify;
 
-pub use db::{Database, Durability, Options};
+pub use db::Database;
+pub use options::{Durability, Options};
 pub use error::{Error, Result};
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, WriteTxn};

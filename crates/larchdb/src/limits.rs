@@ -39,7 +39,7 @@ pub const fn key_bytes_max(page_bytes: u32) -> usize {
 /// reference. A leaf split then needs a split point chosen so that both halves fit, which
 /// cells of at most half a leaf always allow (`btree::split_point`).
 pub const fn inline_cell_bytes_max(page_bytes: u32) -> usize {
-    (page_bytes as usize - crate::pager::PAGE_HEADER_BYTES) / 2 - 2
+    (page_bytes as usize - crate::layout::header::BYTES) / 2 - crate::layout::node::SLOT_BYTES
 }
 
 /// Read-only handles (in all processes together) that can read a database beside its writer:

@@ -1,10 +1,10 @@
 //! Tables: the read and write handles, and range iteration.
 
-use crate::btree::{self, Cursor, PutMode};
+use crate::btree::{self, Cursor, PutMode, Scratch};
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
 use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
-use crate::txn::TableState;
+use crate::engine::catalog::TableState;
 use std::ops::{Bound, RangeBounds};
 
 /// A key and its value, borrowed from the transaction.
@@ -263,6 +263,7 @@ impl<'t> ReadTable<'t> {
 pub struct WriteTable<'t> {
     pages: &'t mut WritePages,
     state: &'t mut TableState,
+    scratch: &'t mut Scratch,
     failed: &'t mut bool,
 }
 
@@ -270,11 +271,13 @@ impl<'t> WriteTable<'t> {
     pub(crate) fn new(
         pages: &'t mut WritePages,
         state: &'t mut TableState,
+        scratch: &'t mut Scratch,
         failed: &'t mut bool,
     ) -> WriteTable<'t> {
         WriteTable {
             pages,
             state,
+            scratch,
             failed,
         }
     }
@@ -298,13 +301,13 @@ impl<'t> WriteTable<'t> {
 
     fn mutate<T>(
         &mut self,
-        f: impl FnOnce(&mut WritePages, &mut TableState) -> Result<T>,
+        f: impl FnOnce(&mut WritePages, &mut Scratch, &mut TableState) -> Result<T>,
     ) -> Result<T> {
         if *self.failed {
             return Err(Error::TxnFailed);
         }
         let before = self.state.hdr;
-        let r = f(self.pages, self.state);
+        let r = f(self.pages, self.scratch, self.state);
         match &r {
             // The catalog is rewritten at commit only for tables whose header changed.
             Ok(_) => self.state.dirty |= self.state.hdr != before,
@@ -318,10 +321,10 @@ impl<'t> WriteTable<'t> {
     /// Inserts or replaces. Returns true if it replaced an existing value.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check(key, value)?;
-        self.mutate(|w, t| {
+        self.mutate(|w, s, t| {
             // Any change but an append may reshape the tree's right edge.
             t.append_hint = None;
-            btree::put(w, &mut t.hdr, key, value, PutMode::Upsert)
+            btree::put(w, s, &mut t.hdr, key, value, PutMode::Upsert)
         })
     }
 
@@ -330,7 +333,7 @@ impl<'t> WriteTable<'t> {
     /// [`Error::AppendOutOfOrder`], changing nothing, if the key is not the greatest.
     pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(key, value)?;
-        self.mutate(|w, t| btree::append(w, &mut t.hdr, key, value, &mut t.append_hint))
+        self.mutate(|w, s, t| btree::append(w, s, &mut t.hdr, key, value, &mut t.append_hint))
     }
 
     /// Deletes `key`. Returns true if it was present.
@@ -338,7 +341,7 @@ impl<'t> WriteTable<'t> {
         if key.len() > key_bytes_max(self.pages.page_bytes() as u32) {
             return Ok(false);
         }
-        self.mutate(|w, t| {
+        self.mutate(|w, _, t| {
             t.append_hint = None;
             btree::delete(w, &mut t.hdr, key)
         })

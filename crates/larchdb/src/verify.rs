@@ -3,7 +3,9 @@
 
 use crate::btree::{check_run, node::LeafValue, node::Node};
 use crate::error::{Error, Result};
-use crate::pager::{overflow_pages, PageRef, PageSource, Snapshot, TableHeader, META_SLOTS};
+use crate::layout::{overflow, META_SLOTS};
+use crate::pager::freelist::{self, Extent};
+use crate::pager::{PageRef, PageSource, Snapshot, TableHeader};
 
 /// One problem found by verification.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,16 +133,33 @@ type KeyValue = (Vec<u8>, Vec<u8>);
 /// A page to visit: (reference, level, lower bound inclusive, upper bound exclusive).
 type Visit = (PageRef, u32, Option<Vec<u8>>, Option<Vec<u8>>);
 
-const OWNER_NONE: u8 = 0;
-const OWNER_TREE: u8 = 1;
-const OWNER_OVERFLOW: u8 = 2;
-const OWNER_FREELIST: u8 = 3;
-const OWNER_FREE: u8 = 4;
+/// What claimed a page during the walk: each page may be claimed once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    None,
+    Tree,
+    Overflow,
+    Freelist,
+    /// Free or pending space.
+    Free,
+}
+
+impl Owner {
+    fn name(self) -> &'static str {
+        match self {
+            Owner::Tree => "tree page",
+            Owner::Overflow => "overflow page",
+            Owner::Freelist => "freelist page",
+            Owner::Free => "free page",
+            Owner::None => "nothing",
+        }
+    }
+}
 
 struct Walk<'s> {
     snap: &'s Snapshot,
     checksums: bool,
-    owner: Vec<u8>,
+    owner: Vec<Owner>,
     /// What each page is, for `page_roles`.
     roles: Vec<PageRole>,
     problems: Vec<Problem>,
@@ -164,7 +183,7 @@ impl<'s> Walk<'s> {
 
     /// Claims `pages` pages from `id` for `owner`. Returns false if any was already claimed
     /// (the caller must not descend again) or is out of range.
-    fn claim(&mut self, id: u64, pages: u64, owner: u8) -> bool {
+    fn claim(&mut self, id: u64, pages: u64, owner: Owner) -> bool {
         let end = id.saturating_add(pages);
         if id < META_SLOTS || end > self.owner.len() as u64 {
             self.problem(id, format!("page range {id}+{pages} outside the file"));
@@ -173,13 +192,13 @@ impl<'s> Walk<'s> {
         let mut ok = true;
         for p in id..end {
             let prev = self.owner[p as usize];
-            if prev != OWNER_NONE {
+            if prev != Owner::None {
                 self.problem(
                     p,
                     format!(
                         "page claimed twice (as {} and {})",
-                        owner_name(prev),
-                        owner_name(owner)
+                        prev.name(),
+                        owner.name()
                     ),
                 );
                 ok = false;
@@ -229,7 +248,7 @@ impl<'s> Walk<'s> {
         let mut stack: Vec<Visit> = vec![(hdr.root, 1, None, None)];
         while let Some((r, level, lo, hi)) = stack.pop() {
             let id = r.id;
-            if !self.claim(id, 1, OWNER_TREE) {
+            if !self.claim(id, 1, Owner::Tree) {
                 continue;
             }
             let p = match self.read(r, 1) {
@@ -307,9 +326,9 @@ impl<'s> Walk<'s> {
                         LeafValue::Inline(b) => Some(b),
                         LeafValue::Overflow { run: run_ref, len } => {
                             let page = run_ref.id;
-                            let pages = overflow_pages(len, self.snap.page_bytes());
+                            let pages = overflow::pages_for(len, self.snap.page_bytes());
                             st.overflow_pages += pages;
-                            if !self.claim(page, pages, OWNER_OVERFLOW) {
+                            if !self.claim(page, pages, Owner::Overflow) {
                                 None
                             } else {
                                 self.roles[page as usize] = PageRole::OverflowHead;
@@ -318,8 +337,7 @@ impl<'s> Walk<'s> {
                                 }
                                 match self.read(run_ref, pages).and_then(|run| {
                                     check_run(run, page, pages, len)?;
-                                    Ok(&run[crate::pager::PAGE_HEADER_BYTES
-                                        ..crate::pager::PAGE_HEADER_BYTES + len])
+                                    Ok(&run[overflow::VALUE_AT..overflow::VALUE_AT + len])
                                 }) {
                                     Ok(b) => Some(b),
                                     Err(e) => {
@@ -374,15 +392,6 @@ impl<'s> Walk<'s> {
     }
 }
 
-fn owner_name(o: u8) -> &'static str {
-    match o {
-        OWNER_TREE => "tree page",
-        OWNER_OVERFLOW => "overflow page",
-        OWNER_FREELIST => "freelist page",
-        OWNER_FREE => "free page",
-        _ => "nothing",
-    }
-}
 
 /// Walks everything; with `checksums` it verifies every page read and accounts for all pages.
 fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
@@ -390,7 +399,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     let mut w = Walk {
         snap,
         checksums,
-        owner: vec![OWNER_NONE; meta.page_count as usize],
+        owner: vec![Owner::None; meta.page_count as usize],
         roles: vec![PageRole::Unaccounted; meta.page_count as usize],
         problems: Vec::new(),
         pages_checked: 0,
@@ -434,26 +443,32 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     report.entries = stats.entries;
     match snap.freelist_chain() {
         Ok(chain) => {
-            for (page, _, _) in &chain {
-                if w.claim(*page, 1, OWNER_FREELIST) {
-                    w.roles[*page as usize] = PageRole::Freelist;
+            for page in &chain {
+                if w.claim(page.id, 1, Owner::Freelist) {
+                    w.roles[page.id as usize] = PageRole::Freelist;
                 }
                 w.pages_checked += 1;
                 stats.freelist_pages += 1;
             }
             // The chain is newest first; its entries apply oldest first. The replay checks
             // each entry against the ones before it; what it leaves is the free set.
-            let pages: Vec<(u64, Vec<crate::pager::freelist::Extent>)> = chain
+            let pages: Vec<(u64, Vec<Extent>)> = chain
                 .into_iter()
                 .rev()
-                .map(|(id, _, entries)| (id, entries))
+                .map(|c| (c.id, c.extents))
                 .collect();
-            match crate::pager::freelist::replay(&pages, meta.page_count, meta.txn) {
+            match freelist::replay(&pages, meta.page_count, meta.txn) {
                 Ok(set) => {
                     let mut entries = Vec::new();
                     set.entries_into(&mut entries);
-                    for (txn, start, len, _) in entries {
-                        if w.claim(start, len, OWNER_FREE) {
+                    for Extent {
+                        txn,
+                        start,
+                        pages: len,
+                        ..
+                    } in entries
+                    {
+                        if w.claim(start, len, Owner::Free) {
                             let role = if txn == 0 {
                                 PageRole::Free
                             } else {
@@ -484,7 +499,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
 pub(crate) fn verify(snap: &Snapshot) -> VerifyReport {
     let (mut w, _, mut report) = walk(snap, true);
     let leaked: Vec<u64> = (META_SLOTS..snap.meta.page_count)
-        .filter(|&p| w.owner[p as usize] == OWNER_NONE)
+        .filter(|&p| w.owner[p as usize] == Owner::None)
         .collect();
     for p in leaked.iter().take(100) {
         w.problem(*p, "page neither reachable nor free");

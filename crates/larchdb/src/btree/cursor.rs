@@ -187,18 +187,15 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         self.settle_backward()
     }
 
-    /// Key of the current entry. Requires: `valid()`.
+    /// Key of the current entry. Requires: the last move returned true.
     pub(crate) fn key(&self) -> Result<&'s [u8]> {
         match self.stack.last() {
             Some((n, i)) if *i < n.n => n.key(*i),
-            _ => Err(Error::corrupted(
-                self.hdr.root.id,
-                "internal: cursor not on an entry",
-            )),
+            _ => Err(Error::internal("cursor not on an entry")),
         }
     }
 
-    /// Key and value of the current entry. Requires: `valid()`.
+    /// Key and value of the current entry. Requires: the last move returned true.
     #[inline]
     pub(crate) fn entry(&self) -> Result<(&'s [u8], &'s [u8])> {
         match self.stack.last() {
@@ -206,10 +203,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
                 (k, LeafValue::Inline(v)) => Ok((k, v)),
                 (k, v) => Ok((k, resolve(self.src, v)?)),
             },
-            _ => Err(Error::corrupted(
-                self.hdr.root.id,
-                "internal: cursor not on an entry",
-            )),
+            _ => Err(Error::internal("cursor not on an entry")),
         }
     }
 }

@@ -1,4 +1,4 @@
-//! How a snapshot's pages reach memory. Two implementations behind one call, so the B-tree
+//! How a snapshot's pages reach memory. Three implementations behind one call, so the B-tree
 //! does not know which is in use:
 //! - `Mapped`: a shared read-only mmap of the file; a page is a slice of the map (zero copy,
 //!   no syscall per read, as in LMDB). Checksums are not verified per access unless asked.
@@ -11,7 +11,8 @@
 //!   once when loaded. Used for storages that cannot be mapped (the fault-injecting backend).
 //!   Stage 3 replaces this with a shared, bounded buffer pool.
 
-use super::checksum_ok;
+use super::page::checksum_ok;
+use super::MAP_BYTES_MIN;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use std::collections::HashMap;
@@ -85,6 +86,32 @@ impl Access {
             pages: pages_max.min((len / page_bytes) as u64),
             page_bytes,
         })
+    }
+
+    /// A page access for a snapshot whose pages end at `needed_bytes`: a mapping at least as
+    /// large as `current`'s (doubling from `MAP_BYTES_MIN` until it covers them), or buffered
+    /// reads where the storage cannot be mapped.
+    pub(crate) fn for_pages(
+        storage: &Arc<dyn Storage>,
+        needed_bytes: u64,
+        current: Option<&Arc<Access>>,
+        readahead: bool,
+    ) -> Result<Access> {
+        let mut len = MAP_BYTES_MIN;
+        if let Some(cur) = current.and_then(|c| c.mapped_bytes()) {
+            len = len.max(cur);
+        }
+        while len < needed_bytes {
+            len *= 2;
+        }
+        match storage.map(len) {
+            Some(map) => {
+                let access = Access::Mapped(map?);
+                access.advise_readahead(readahead);
+                Ok(access)
+            }
+            None => Ok(Access::buffered(storage.clone())),
+        }
     }
 
     pub(crate) fn buffered(storage: Arc<dyn Storage>) -> Access {

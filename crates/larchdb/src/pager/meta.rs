@@ -3,11 +3,17 @@
 //! being written. On open the newest slot that is valid and trustworthy wins (see
 //! docs/design/durability.md).
 
-use super::{
-    checksum_ok, init_page, page_txn_field, seal_page, PageRef, PAGE_HEADER_BYTES, PAGE_META,
-};
+use super::page::{checksum_ok, init_page, seal_page, PageRef};
 use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
+use crate::layout::meta::{
+    BOOT_ID_AT as M_BOOT_ID, CATALOG_AT as M_CATALOG, CHECKSUM_ALGO_AT as M_CHECKSUM_ALGO,
+    END as META_END, FLAGS_AT as M_FLAGS, FLAG_DURABLE, FREELIST_HEAD_AT as M_FREELIST_HEAD,
+    FREELIST_PAGES_AT as M_FREELIST_PAGES, LAST_DURABLE_AT as M_LAST_DURABLE,
+    MAGIC_AT as M_MAGIC, PAGE_BYTES_AT as M_PAGE_BYTES, PAGE_COUNT_AT as M_PAGE_COUNT,
+    VERSION_AT as M_VERSION,
+};
+use crate::layout::{header, kind, table_header, META_SLOTS};
 use crate::limits::{
     PAGE_BYTES_MAX, PAGE_BYTES_MIN, PAGE_COUNT_MAX, TABLE_PROPERTIES_BYTES_MAX, TREE_DEPTH_MAX,
 };
@@ -19,21 +25,7 @@ pub(crate) const FORMAT_VERSION: u32 = 2;
 /// Checksum algorithm id: 1 = CRC-32C (Castagnoli).
 const CHECKSUM_CRC32C: u8 = 1;
 
-const M_MAGIC: usize = 32;
-const M_VERSION: usize = 40;
-const M_CHECKSUM_ALGO: usize = 44;
-const M_FLAGS: usize = 45;
-const M_PAGE_BYTES: usize = 48;
-const M_PAGE_COUNT: usize = 56;
-const M_CATALOG: usize = 64;
-const M_FREELIST_HEAD: usize = 96;
-const M_FREELIST_PAGES: usize = 112;
-const M_LAST_DURABLE: usize = 120;
-const M_BOOT_ID: usize = 128;
-pub(crate) const META_END: usize = 144;
 const _: () = assert!(META_END <= PAGE_BYTES_MIN as usize);
-
-const FLAG_DURABLE: u8 = 1;
 
 /// Where a table's tree is: stored in the meta page for the catalog, and as the value of each
 /// catalog entry for named tables.
@@ -48,19 +40,21 @@ pub(crate) struct TableHeader {
 }
 
 impl TableHeader {
-    pub(crate) const BYTES: usize = 32;
+    pub(crate) const BYTES: usize = table_header::BYTES;
 
     pub(crate) fn encode(&self) -> [u8; Self::BYTES] {
         let mut b = [0u8; Self::BYTES];
-        b[..PageRef::BYTES].copy_from_slice(&self.root.encode());
-        put_u64(&mut b, 16, self.entries);
-        put_u32(&mut b, 24, self.depth);
+        b[table_header::ROOT_AT..table_header::ROOT_AT + PageRef::BYTES]
+            .copy_from_slice(&self.root.encode());
+        put_u64(&mut b, table_header::ENTRIES_AT, self.entries);
+        put_u32(&mut b, table_header::DEPTH_AT, self.depth);
         b
     }
 
     /// The application's properties of a table: the bytes of its catalog value after the
     /// header (empty if none). Requires: `b` passed `decode`.
     pub(crate) fn properties(b: &[u8]) -> &[u8] {
+        debug_assert!(b.len() >= Self::BYTES);
         b.get(Self::BYTES..).unwrap_or(&[])
     }
 
@@ -71,9 +65,9 @@ impl TableHeader {
             return Err(Error::corrupted(page, "table header has the wrong length"));
         }
         let h = TableHeader {
-            root: PageRef::decode(&b[..PageRef::BYTES]),
-            entries: get_u64(b, 16),
-            depth: get_u32(b, 24),
+            root: PageRef::decode(&b[table_header::ROOT_AT..]),
+            entries: get_u64(b, table_header::ENTRIES_AT),
+            depth: get_u32(b, table_header::DEPTH_AT),
         };
         if h.depth as usize > TREE_DEPTH_MAX || h.root.is_none() != (h.depth == 0) {
             return Err(Error::corrupted(
@@ -124,7 +118,7 @@ impl Meta {
     /// commit writes only these bytes, a single sector.
     pub(crate) fn encode(&self, slot: u64) -> [u8; META_END] {
         let mut p = [0u8; META_END];
-        init_page(&mut p, PAGE_META);
+        init_page(&mut p, kind::META);
         p[M_MAGIC..M_MAGIC + 8].copy_from_slice(&MAGIC);
         put_u32(&mut p, M_VERSION, FORMAT_VERSION);
         p[M_CHECKSUM_ALGO] = CHECKSUM_CRC32C;
@@ -177,7 +171,7 @@ impl Meta {
         if !checksum_ok(p) {
             return Err(MetaDefect::Damaged("meta checksum mismatch".into()));
         }
-        if p[4] != PAGE_META || super::page_id_field(p) != slot {
+        if header::kind(p) != kind::META || header::page_id(p) != slot {
             return Err(MetaDefect::Damaged("meta header names another page".into()));
         }
         if p[M_CHECKSUM_ALGO] != CHECKSUM_CRC32C {
@@ -191,7 +185,7 @@ impl Meta {
         let mut boot_id = [0u8; 16];
         boot_id.copy_from_slice(&p[M_BOOT_ID..M_BOOT_ID + 16]);
         let meta = Meta {
-            txn: page_txn_field(p),
+            txn: header::txn(p),
             page_bytes,
             page_count: get_u64(p, M_PAGE_COUNT),
             catalog,
@@ -202,8 +196,8 @@ impl Meta {
             boot_id,
         };
         let pc = meta.page_count;
-        let in_range = |id: u64| id == 0 || (id >= super::META_SLOTS && id < pc);
-        if !(super::META_SLOTS..=PAGE_COUNT_MAX).contains(&pc)
+        let in_range = |id: u64| id == 0 || (id >= META_SLOTS && id < pc);
+        if !(META_SLOTS..=PAGE_COUNT_MAX).contains(&pc)
             || !in_range(meta.catalog.root.id)
             || !in_range(meta.freelist_head.id)
             || meta.catalog.root.txn > meta.txn
@@ -216,11 +210,6 @@ impl Meta {
         Ok(meta)
     }
 }
-
-const _: () = assert!(M_BOOT_ID + 16 == META_END);
-const _: () = assert!(M_CATALOG + TableHeader::BYTES == M_FREELIST_HEAD);
-const _: () = assert!(M_FREELIST_HEAD + PageRef::BYTES == M_FREELIST_PAGES);
-const _: () = assert!(M_MAGIC == PAGE_HEADER_BYTES);
 
 #[cfg(test)]
 mod tests {

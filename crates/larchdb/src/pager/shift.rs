@@ -128,18 +128,21 @@ impl Shifts {
     /// Requires: `n <= page_bytes`.
     #[inline]
     pub(crate) fn shift(&self, c: u32, n: usize) -> u32 {
+        debug_assert!(n <= self.page_bytes());
         self.mul(c, self.x8[n])
     }
 
     /// The standard CRC of `n` zero bytes. Requires: `n <= page_bytes`.
     #[inline]
     pub(crate) fn zeros(&self, n: usize) -> u32 {
+        debug_assert!(n <= self.page_bytes());
         self.zeros[n]
     }
 
     /// `crc0` of `bytes`. Requires: `bytes.len() <= page_bytes`.
     #[inline]
     pub(crate) fn crc0(&self, bytes: &[u8]) -> u32 {
+        debug_assert!(bytes.len() <= self.page_bytes());
         #[cfg(target_arch = "x86_64")]
         if self.hw {
             // SAFETY: `hw` is set only where the CPU has SSE4.2.

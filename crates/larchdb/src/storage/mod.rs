@@ -1,13 +1,16 @@
 //! The storage seam: every byte the engine reads from or writes to its file passes through
-//! [`Storage`]. Backends: [`FileStorage`] (a real file, memory-mapped for reads) and
-//! [`FaultStorage`] (in memory, for tests: simulated crashes drop unsynced writes, and the Nth
-//! write or sync can fail). A raw block device backend comes in stage 3. Beside a file, the
-//! lock file (`lock.rs`) holds the reader table that processes share.
+//! [`Storage`]. Backends: [`FileStorage`] (a real file, memory-mapped for reads) and, with the
+//! `test-support` feature, `FaultStorage` (in memory, for tests: simulated crashes drop
+//! unsynced writes, and the Nth write or sync can fail). A raw block device backend comes in
+//! stage 3. Beside a file, the lock file (`lock.rs`) holds the reader table that processes
+//! share.
 
+#[cfg(any(test, feature = "test-support"))]
 mod fault;
 mod file;
 mod lock;
 
+#[cfg(any(test, feature = "test-support"))]
 pub use fault::{CrashMode, FaultKind, FaultStorage};
 pub use file::{FileLock, FileStorage};
 pub use lock::lock_path;

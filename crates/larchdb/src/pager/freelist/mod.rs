@@ -14,14 +14,42 @@
 //! it changed, not the size of the free set, which long-lived readers and unsynced commits can
 //! make large.
 
-use super::PageRef;
-use crate::bytes::{get_u32, get_u64};
+mod bitmap;
+mod codec;
+mod replay;
+
+pub(crate) use codec::{decode_page, encode_page};
+pub(crate) use replay::replay;
+
 use crate::error::{Error, Result};
 use crate::limits::PAGE_COUNT_MAX;
+use bitmap::Bitmap;
 use std::collections::{BTreeMap, VecDeque};
 
-/// A persisted extent: (freeing txn, or 0 for free; first page; page count; kind).
-pub(crate) type Extent = (u64, u64, u64, u32);
+/// A persisted entry of the free set or of its change log (see the kinds below). One extent is
+/// 24 bytes on a freelist page (`layout::freelist`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Extent {
+    /// The commit that freed the pages, or 0 for free space and removals.
+    pub(crate) txn: u64,
+    /// First page (0 for a release).
+    pub(crate) start: u64,
+    /// Pages (for a release: the kind of pending extents released).
+    pub(crate) pages: u64,
+    /// One of the `KIND_` constants.
+    pub(crate) kind: u32,
+}
+
+impl Extent {
+    pub(crate) const fn new(txn: u64, start: u64, pages: u64, kind: u32) -> Extent {
+        Extent {
+            txn,
+            start,
+            pages,
+            kind,
+        }
+    }
+}
 
 /// Extent kinds.
 pub(crate) const KIND_FREE: u32 = 0;
@@ -31,22 +59,16 @@ pub(crate) const KIND_READERS: u32 = 1;
 pub(crate) const KIND_DURABLE: u32 = 2;
 /// Delta entry: the free extent is no longer free (allocated, or given back at the file's end).
 pub(crate) const KIND_REMOVE: u32 = 3;
-/// Delta entry: pending extents of kind `len` (1 or 2) freed by a txn no later than `txn`
+/// Delta entry: pending extents of kind `pages` (1 or 2) freed by a txn no later than `txn`
 /// become free (`FreeSet::release`); `start` is 0.
 pub(crate) const KIND_RELEASE: u32 = 4;
 
 /// Change entries kept before a commit gives up on a delta and rewrites the whole set.
 const LOG_MAX: usize = 1 << 20;
 
-/// Bytes of one persisted extent.
-pub(crate) const EXTENT_BYTES: usize = 24;
-/// Body offset of the next-page reference, and of the first extent, in a freelist page.
-pub(crate) const FREELIST_NEXT_AT: usize = super::PAGE_HEADER_BYTES;
-pub(crate) const FREELIST_EXTENTS_AT: usize = FREELIST_NEXT_AT + PageRef::BYTES;
-
 /// Extents that fit in one freelist page.
 pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
-    (page_bytes - FREELIST_EXTENTS_AT) / EXTENT_BYTES
+    crate::layout::freelist::extents_per_page(page_bytes)
 }
 
 /// Pending extents of one kind as (freeing txn, start, length), in txn order: commits add
@@ -460,7 +482,7 @@ impl FreeSet {
             push(out, 0, s, l, KIND_FREE);
         }
         for &p in self.singles.iter().chain(&self.incoming) {
-            out.push((0, p, 1, KIND_FREE));
+            out.push(Extent::new(0, p, 1, KIND_FREE));
         }
         for (kind, queue) in [
             (KIND_READERS, &self.pending_readers),
@@ -472,11 +494,21 @@ impl FreeSet {
         }
     }
 
+    /// The persisted form, as a new vector.
     #[cfg(test)]
-    pub(crate) fn entries(&self) -> Vec<Extent> {
+    pub(crate) fn extents(&self) -> Vec<Extent> {
         let mut out = Vec::new();
         self.entries_into(&mut out);
         out
+    }
+
+    /// The persisted form as (txn, start, pages, kind) tuples, for tests to compare.
+    #[cfg(test)]
+    pub(crate) fn entries(&self) -> Vec<(u64, u64, u64, u32)> {
+        self.extents()
+            .into_iter()
+            .map(|e| (e.txn, e.start, e.pages, e.kind))
+            .collect()
     }
 }
 
@@ -484,181 +516,15 @@ impl FreeSet {
 /// u32). Release entries, whose `len` is a kind, are never split.
 fn push_split(out: &mut Vec<Extent>, txn: u64, start: u64, len: u64, kind: u32) {
     if len <= u32::MAX as u64 || kind == KIND_RELEASE {
-        out.push((txn, start, len, kind));
+        out.push(Extent::new(txn, start, len, kind));
         return;
     }
     let end = start + len;
     let mut at = start;
     while at < end {
         let n = (end - at).min(u32::MAX as u64);
-        out.push((txn, at, n, kind));
+        out.push(Extent::new(txn, at, n, kind));
         at += n;
-    }
-}
-
-/// Rebuilds a free set from a freelist chain's pages in the order they apply (the chain is
-/// stored newest first, so this is the chain reversed), each with its entries in order.
-/// Every entry is checked against `page_count` pages and commit `txn`, and against what the
-/// entries before it left: adding space that is already free or pending, removing space that
-/// is not free, or releasing what is not pending is `Corrupted`, naming the page that says so.
-/// The result records changes from here on (`start_log`).
-pub(crate) fn replay(pages: &[(u64, Vec<Extent>)], page_count: u64, txn: u64) -> Result<FreeSet> {
-    let mut free = Bitmap::default();
-    let mut pending = Bitmap::default();
-    let mut by_kind: [BTreeMap<u64, Vec<(u64, u64)>>; 2] = [BTreeMap::new(), BTreeMap::new()];
-    for (page, entries) in pages {
-        let page = *page;
-        let bad = |what: String| Error::corrupted(page, what);
-        for &(etxn, start, len, kind) in entries {
-            if kind == KIND_RELEASE {
-                if start != 0 || !(len == KIND_READERS as u64 || len == KIND_DURABLE as u64) {
-                    return Err(bad(format!("freelist release entry {start}+{len} invalid")));
-                }
-                let map = &mut by_kind[len as usize - 1];
-                while let Some(entry) = map.first_entry() {
-                    if *entry.key() > etxn {
-                        break;
-                    }
-                    for (s, l) in entry.remove() {
-                        pending.set(s, s + l, false);
-                        if free.any(s, s + l) {
-                            return Err(bad(format!("released extent {s}+{l} already free")));
-                        }
-                        free.set(s, s + l, true);
-                    }
-                }
-                continue;
-            }
-            let end = start.checked_add(len);
-            if start < super::META_SLOTS
-                || len == 0
-                || end.is_none_or(|e| e > page_count)
-                || etxn > txn
-            {
-                return Err(bad(format!("freelist extent {start}+{len} out of range")));
-            }
-            let end = start + len;
-            match kind {
-                KIND_FREE | KIND_READERS | KIND_DURABLE if (kind == KIND_FREE) == (etxn == 0) => {
-                    if free.any(start, end) || pending.any(start, end) {
-                        return Err(bad(format!("freelist extent {start}+{len} overlaps")));
-                    }
-                    if kind == KIND_FREE {
-                        free.set(start, end, true);
-                    } else {
-                        pending.set(start, end, true);
-                        by_kind[kind as usize - 1]
-                            .entry(etxn)
-                            .or_default()
-                            .push((start, len));
-                    }
-                }
-                KIND_REMOVE if etxn == 0 => {
-                    if !free.all(start, end) {
-                        return Err(bad(format!(
-                            "freelist removes {start}+{len}, which is not free"
-                        )));
-                    }
-                    free.set(start, end, false);
-                }
-                _ => {
-                    return Err(bad(format!(
-                        "freelist extent of unknown kind {kind} (txn {etxn})"
-                    )))
-                }
-            }
-        }
-    }
-    let mut set = FreeSet::default();
-    for (start, len) in free.runs() {
-        set.insert_unlogged(start, len);
-    }
-    for (i, map) in by_kind.into_iter().enumerate() {
-        let kind = i as u32 + 1;
-        for (etxn, extents) in map {
-            set.add_pending(etxn, kind, &extents);
-        }
-    }
-    set.start_log();
-    Ok(set)
-}
-
-/// One bit per page id, grown on demand (a page count of n costs n/8 bytes).
-#[derive(Clone, Debug, Default)]
-struct Bitmap {
-    words: Vec<u64>,
-}
-
-impl Bitmap {
-    /// The words covering `[start, end)`, each with the mask of its bits in the range.
-    fn spans(start: u64, end: u64) -> impl Iterator<Item = (usize, u64)> {
-        let (first, last) = (start / 64, end.div_ceil(64));
-        (first..last).map(move |w| {
-            let lo = start.max(w * 64) - w * 64;
-            let hi = end.min(w * 64 + 64) - w * 64;
-            let mask = if hi - lo == 64 {
-                u64::MAX
-            } else {
-                ((1u64 << (hi - lo)) - 1) << lo
-            };
-            (w as usize, mask)
-        })
-    }
-
-    /// True if any bit in `[start, end)` is set.
-    fn any(&self, start: u64, end: u64) -> bool {
-        let end = end.min(self.words.len() as u64 * 64);
-        start < end && Self::spans(start, end).any(|(w, mask)| self.words[w] & mask != 0)
-    }
-
-    /// True if every bit in `[start, end)` is set.
-    fn all(&self, start: u64, end: u64) -> bool {
-        end <= self.words.len() as u64 * 64
-            && Self::spans(start, end).all(|(w, mask)| self.words[w] & mask == mask)
-    }
-
-    /// The maximal runs of set bits, as (start, length), in order.
-    fn runs(&self) -> Vec<(u64, u64)> {
-        let mut out: Vec<(u64, u64)> = Vec::new();
-        for (w, &word) in self.words.iter().enumerate() {
-            let mut bits = word;
-            while bits != 0 {
-                let lo = bits.trailing_zeros() as u64;
-                let ones = (bits >> lo).trailing_ones() as u64;
-                let start = w as u64 * 64 + lo;
-                match out.last_mut() {
-                    Some((s, l)) if *s + *l == start => *l += ones,
-                    _ => out.push((start, ones)),
-                }
-                bits = if lo + ones >= 64 {
-                    0
-                } else {
-                    bits & !(((1u64 << ones) - 1) << lo)
-                };
-            }
-        }
-        out
-    }
-
-    /// Sets or clears `[start, end)`. Requires: `end <= PAGE_COUNT_MAX`.
-    fn set(&mut self, start: u64, end: u64, on: bool) {
-        if on {
-            let words = end.div_ceil(64) as usize;
-            if self.words.len() < words {
-                self.words.resize(words.max(self.words.len() * 2), 0);
-            }
-        }
-        let end = end.min(self.words.len() as u64 * 64);
-        if start >= end {
-            return;
-        }
-        for (w, mask) in Self::spans(start, end) {
-            if on {
-                self.words[w] |= mask;
-            } else {
-                self.words[w] &= !mask;
-            }
-        }
     }
 }
 
@@ -682,46 +548,10 @@ pub(crate) fn to_extents_into(pages: &mut [u64], out: &mut Vec<(u64, u64)>) {
     }
 }
 
-/// Writes extents into a freelist page body. Requires: `extents.len() <= extents_per_page`.
-pub(crate) fn encode_page(p: &mut [u8], next: PageRef, extents: &[Extent]) {
-    p[FREELIST_NEXT_AT..FREELIST_EXTENTS_AT].copy_from_slice(&next.encode());
-    let cells = p[FREELIST_EXTENTS_AT..].chunks_exact_mut(EXTENT_BYTES);
-    for (cell, &(txn, start, len, kind)) in cells.zip(extents) {
-        cell[0..8].copy_from_slice(&txn.to_le_bytes());
-        cell[8..16].copy_from_slice(&start.to_le_bytes());
-        cell[16..20].copy_from_slice(&(len as u32).to_le_bytes());
-        cell[20..24].copy_from_slice(&kind.to_le_bytes());
-    }
-    super::set_page_count_field(p, extents.len() as u16);
-}
-
-/// Reads a freelist page: the next link and its extents. Validates the count against the page.
-pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(PageRef, Vec<Extent>)> {
-    if super::page_type(p) != super::PAGE_FREELIST {
-        return Err(Error::corrupted(id, "expected a freelist page"));
-    }
-    let n = super::page_count_field(p) as usize;
-    if n > extents_per_page(p.len()) {
-        return Err(Error::corrupted(id, "freelist page count too large"));
-    }
-    let next = PageRef::decode(&p[FREELIST_NEXT_AT..FREELIST_EXTENTS_AT]);
-    let extents = (0..n)
-        .map(|i| {
-            let at = FREELIST_EXTENTS_AT + i * EXTENT_BYTES;
-            (
-                get_u64(p, at),
-                get_u64(p, at + 8),
-                get_u32(p, at + 16) as u64,
-                get_u32(p, at + 20),
-            )
-        })
-        .collect();
-    Ok((next, extents))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pager::page::PageRef;
 
     #[test]
     fn insert_coalesces_and_rejects_overlap() {
@@ -924,8 +754,11 @@ mod tests {
     #[test]
     fn page_round_trip() {
         let mut p = vec![0u8; 4096];
-        let ext = vec![(0, 5, 3, KIND_FREE), (9, 12, 1, KIND_DURABLE)];
-        crate::pager::init_page(&mut p, crate::pager::PAGE_FREELIST);
+        let ext = vec![
+            Extent::new(0, 5, 3, KIND_FREE),
+            Extent::new(9, 12, 1, KIND_DURABLE),
+        ];
+        crate::pager::page::init_page(&mut p, crate::layout::kind::FREELIST);
         encode_page(&mut p, PageRef::new(77, 5), &ext);
         assert_eq!(decode_page(&p, 3).unwrap(), (PageRef::new(77, 5), ext));
     }
@@ -1016,13 +849,13 @@ mod tests {
             let log_ok = page_count >= persisted_count
                 && f.log().is_some_and(|log| {
                     log.iter()
-                        .all(|&(_, s, l, k)| k == KIND_RELEASE || s + l <= page_count)
+                        .all(|e| e.kind == KIND_RELEASE || e.start + e.pages <= page_count)
                 });
             if !chain.is_empty() && log_ok && rnd(4) != 0 {
                 chain.push((txn, f.log().unwrap().to_vec()));
                 deltas += 1;
             } else {
-                chain = vec![(txn, f.entries())];
+                chain = vec![(txn, f.extents())];
             }
             f.start_log();
             persisted_count = page_count;
@@ -1033,11 +866,11 @@ mod tests {
         assert!(deltas > 200, "only {deltas} deltas");
         // A removal of space that is not free is caught, naming the page.
         let mut bad = chain.clone();
-        bad.push((999, vec![(0, page_count + 5, 1, KIND_REMOVE)]));
+        bad.push((999, vec![Extent::new(0, page_count + 5, 1, KIND_REMOVE)]));
         assert!(replay(&bad, page_count, 999).is_err());
         let mut bad = chain.clone();
         let used_page = *used.first().unwrap();
-        bad.push((998, vec![(0, used_page, 1, KIND_REMOVE)]));
+        bad.push((998, vec![Extent::new(0, used_page, 1, KIND_REMOVE)]));
         match replay(&bad, page_count, 999) {
             Err(Error::Corrupted { page, .. }) => assert_eq!(page, 998),
             other => panic!("{other:?}"),

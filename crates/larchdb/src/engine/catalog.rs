@@ -1,0 +1,213 @@
+//! The catalog: the tree of table names to table headers whose root the meta page holds.
+//! Names are checked here, headers decoded here, a small catalog is decoded once per snapshot
+//! (`CatalogCache`), and a write transaction's view of the tables it opened is kept here
+//! (`TableStates`).
+
+use crate::btree::{self, AppendHint, Cursor};
+use crate::error::{Error, Result};
+use crate::limits::TABLE_NAME_BYTES_MAX;
+use crate::pager::{PageSource, Snapshot, TableHeader};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Checks a table name given by the caller.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > TABLE_NAME_BYTES_MAX {
+        return Err(Error::InvalidTableName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// Decodes a table's header from its catalog value (checked against the catalog's root).
+pub(crate) fn decode_header(bytes: &[u8], catalog: &TableHeader) -> Result<TableHeader> {
+    TableHeader::decode(bytes, catalog.root.id)
+}
+
+/// The header of table `name` and its catalog value (header and properties), if it exists.
+pub(crate) fn lookup<'s, S: PageSource + ?Sized>(
+    src: &'s S,
+    catalog: &TableHeader,
+    name: &str,
+) -> Result<Option<(TableHeader, &'s [u8])>> {
+    match btree::get(src, catalog, name.as_bytes())? {
+        Some(bytes) => Ok(Some((decode_header(bytes, catalog)?, bytes))),
+        None => Ok(None),
+    }
+}
+
+/// Names of all tables, sorted.
+pub(crate) fn list<S: PageSource + ?Sized>(src: &S, catalog: TableHeader) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    let mut c = Cursor::new(src, catalog);
+    let mut ok = c.first()?;
+    while ok {
+        let key = c.key()?;
+        let name = std::str::from_utf8(key)
+            .map_err(|_| Error::corrupted(catalog.root.id, "table name is not UTF-8"))?;
+        // A name no table can have is damage, not a name to hand back to the caller.
+        if check_name(name).is_err() {
+            return Err(Error::corrupted(
+                catalog.root.id,
+                format!("table name of {} bytes", name.len()),
+            ));
+        }
+        names.push(name.to_string());
+        ok = c.next()?;
+    }
+    Ok(names)
+}
+
+/// A table's name and header, as cached for a snapshot.
+pub(crate) type CatalogEntry = (Box<[u8]>, TableHeader);
+
+/// Catalogs up to this many tables are decoded once per snapshot and searched linearly.
+const SMALL_CATALOG_TABLES_MAX: u64 = 32;
+
+/// The catalog of one snapshot, decoded once on first use when it is small (a snapshot never
+/// changes, so neither does this): opening a table is then a short scan, not a tree lookup.
+#[derive(Default)]
+pub(crate) struct CatalogCache(OnceLock<Option<Vec<CatalogEntry>>>);
+
+impl CatalogCache {
+    /// The header of table `name` in `snap` (whose cache this is): `Ok(None)` if there is no
+    /// such table.
+    pub(crate) fn find(&self, snap: &Snapshot, name: &str) -> Result<Option<TableHeader>> {
+        if let Some(list) = self.0.get_or_init(|| small_catalog(snap)) {
+            return Ok(list
+                .iter()
+                .find(|(n, _)| &n[..] == name.as_bytes())
+                .map(|(_, hdr)| *hdr));
+        }
+        Ok(lookup(snap, &snap.meta.catalog, name)?.map(|(hdr, _)| hdr))
+    }
+}
+
+/// The whole catalog of a snapshot, if it is small and sound; `None` sends lookups to the tree
+/// (which then reports any damage where it is met).
+fn small_catalog(snap: &Snapshot) -> Option<Vec<CatalogEntry>> {
+    let catalog = snap.meta.catalog;
+    if catalog.entries > SMALL_CATALOG_TABLES_MAX {
+        return None;
+    }
+    let mut out = Vec::with_capacity(catalog.entries as usize);
+    let mut c = Cursor::new(snap, catalog);
+    let mut more = c.first().ok()?;
+    while more {
+        let (name, value) = c.entry().ok()?;
+        out.push((name.into(), decode_header(value, &catalog).ok()?));
+        if out.len() as u64 > SMALL_CATALOG_TABLES_MAX {
+            return None;
+        }
+        more = c.next().ok()?;
+    }
+    Some(out)
+}
+
+/// Per-table state inside a write transaction.
+pub(crate) struct TableState {
+    pub(crate) hdr: TableHeader,
+    pub(crate) dirty: bool,
+    /// Where the last append landed, for the next one (see `btree::append`).
+    pub(crate) append_hint: Option<AppendHint>,
+    /// The table's properties, written after the header in its catalog value.
+    pub(crate) props: Vec<u8>,
+    /// The transaction (`TableStates::generation`) this state belongs to.
+    generation: u64,
+}
+
+/// The tables a write transaction has opened, by name. Kept in the writer state from one
+/// transaction to the next, so that opening the same table again allocates nothing and, after
+/// a commit, reads nothing: with a fresh map per transaction, the name's `String` and the
+/// map's growth were a measurable part of a one-put commit, and so was looking the table up in
+/// the catalog again. An entry carries the transaction (generation) that last used it; it is
+/// valid if that generation is at least `valid_from`.
+#[derive(Default)]
+pub(crate) struct TableStates {
+    map: HashMap<String, TableState>,
+    generation: u64,
+    /// Entries of earlier generations down to this one describe the current transaction's base
+    /// exactly: each transaction since committed, and each commit was the next one's base.
+    valid_from: u64,
+    /// Set when the transaction of `generation` committed (or changed nothing): the commit
+    /// its states describe.
+    committed: Option<(u64, u64)>,
+}
+
+impl TableStates {
+    /// Starts a transaction on commit `base_txn`. The entries stay valid if the previous
+    /// transaction committed and produced that commit (this handle is the only writer, so it
+    /// always did, unless the previous transaction aborted or failed); otherwise all of them
+    /// become stale.
+    pub(crate) fn begin(&mut self, base_txn: u64) {
+        let carried = self.committed.take() == Some((self.generation, base_txn));
+        self.generation += 1;
+        if !carried {
+            self.valid_from = self.generation;
+        }
+    }
+
+    /// The current transaction ended as commit `txn` (its base, if it changed nothing).
+    pub(crate) fn committed(&mut self, txn: u64) {
+        self.committed = Some((self.generation, txn));
+    }
+
+    pub(crate) fn get(&mut self, name: &str) -> Option<&TableState> {
+        self.get_mut(name).map(|s| &*s)
+    }
+
+    pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut TableState> {
+        let (generation, valid_from) = (self.generation, self.valid_from);
+        let s = self.map.get_mut(name)?;
+        if s.generation < valid_from {
+            return None;
+        }
+        if s.generation != generation {
+            // Carried over: its header and properties are the base's catalog entry. Nothing
+            // is changed yet in this transaction, and the append hint named a page of an
+            // earlier one.
+            s.generation = generation;
+            s.dirty = false;
+            s.append_hint = None;
+        }
+        Some(s)
+    }
+
+    /// Records `name` as opened in this transaction with header `hdr` and properties
+    /// `props`, unchanged so far. Reuses the entry (and its buffers) left by an earlier
+    /// transaction.
+    pub(crate) fn open(&mut self, name: &str, hdr: TableHeader, props: &[u8]) {
+        let generation = self.generation;
+        let state = match self.map.get_mut(name) {
+            Some(s) => s,
+            None => self.map.entry(name.to_string()).or_insert(TableState {
+                hdr,
+                dirty: false,
+                append_hint: None,
+                props: Vec::new(),
+                generation,
+            }),
+        };
+        state.hdr = hdr;
+        state.dirty = false;
+        state.append_hint = None;
+        state.props.clear();
+        state.props.extend_from_slice(props);
+        state.generation = generation;
+    }
+
+    pub(crate) fn remove(&mut self, name: &str) {
+        self.map.remove(name);
+    }
+
+    /// Tables this transaction changed, sorted by name.
+    pub(crate) fn changed(&self) -> Vec<(&str, &TableState)> {
+        let mut out: Vec<(&str, &TableState)> = self
+            .map
+            .iter()
+            .filter(|(_, s)| s.generation == self.generation && s.dirty)
+            .map(|(n, s)| (n.as_str(), s))
+            .collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out
+    }
+}

@@ -1,0 +1,162 @@
+//! The commit protocol: a write transaction's pages become the newest committed snapshot.
+//!
+//! 1. Prepare: the freelist chain is built, and the meta page that names everything.
+//! 2. Write the pages (into space no preserved snapshot can reach); sync if durable.
+//! 3. Write the meta page to the slot that does not hold the last durable commit; sync if
+//!    durable.
+//! 4. Publish the snapshot to readers in this process, then in others (the lock file).
+//!
+//! Stage 2 turns 2 and 3 into "append to a log, group sync", with pages checkpointed later;
+//! the B-tree and the page access do not change (docs/design/durability.md, ARCHITECTURE.md).
+
+use super::readers::Published;
+use super::{Shared, WriterState};
+use crate::error::{Error, Result};
+use crate::options::Durability;
+use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Commits `pages` with `catalog` as the new catalog root. On failure the transaction leaves
+/// nothing visible; a failure after the pages started reaching the disk poisons the handle.
+pub(crate) fn commit(
+    shared: &Shared,
+    guard: &mut WriterState,
+    mut pages: WritePages,
+    catalog: TableHeader,
+    durability: Durability,
+) -> Result<()> {
+    let meta = match pages.prepare_commit(catalog) {
+        Ok(m) => m,
+        Err(e) => return Err(fail_commit(guard, pages, e, false)),
+    };
+    let meta = seal_meta(shared, guard, &pages, meta, durability);
+    let slot = 1 - guard.durable_slot;
+    // Invariant 3 (ARCHITECTURE.md): never the slot of the last durable commit.
+    debug_assert!(slot < 2 && slot != guard.durable_slot);
+    let page_bytes = shared.page_bytes as u64;
+    let storage = &*shared.storage;
+
+    // 1. The commit's pages, to space no preserved snapshot can reach. A failure here leaves
+    //    nothing visible, so the transaction is simply rolled back.
+    let needed = meta.page_count * page_bytes;
+    if let Err(e) = pages.write_out(storage) {
+        return Err(fail_commit(guard, pages, e, false));
+    }
+    // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
+    //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
+    //    writing: fail-stop, as PostgreSQL does after the fsync-gate findings.
+    let sync = meta.durable;
+    let mut publish = || -> Result<()> {
+        if sync {
+            storage.sync()?;
+        }
+        pages.write_meta(&meta.encode(slot), slot * page_bytes, storage)?;
+        if sync {
+            storage.sync()?;
+        }
+        Ok(())
+    };
+    if let Err(e) = publish() {
+        return Err(fail_commit(guard, pages, e, true));
+    }
+    if sync {
+        guard.durable_slot = slot;
+        guard.last_durable_txn = meta.txn;
+    }
+    let mut carry = pages.finish();
+
+    // 3. Publish the snapshot to new readers...
+    if let Err(e) = publish_snapshot(shared, &carry, meta, needed) {
+        // The commit is on disk but cannot be read through a new mapping; stop here rather
+        // than publish a snapshot that cannot be read. Reopening reads it.
+        guard.poisoned = true;
+        guard.carry = Some(carry);
+        return Err(e);
+    }
+    // ... and to readers in other processes. After the meta page is in the file, so that a
+    // reader that sees this id finds the page.
+    if let Some(lock) = shared.lock.as_ref() {
+        lock.publish(meta.txn);
+    }
+
+    // 4. Give space at the end of the file back, once it is durably unused.
+    if sync {
+        carry.wmap.trim(needed);
+    }
+    guard.carry = Some(carry);
+    Ok(())
+}
+
+/// Completes the meta page `prepare_commit` built: whether the commit is synced, and what it
+/// records as durable. Unsynced commits cannot reuse pages the last durable commit reaches;
+/// once those add up, this commit is made durable so that they can be released.
+fn seal_meta(
+    shared: &Shared,
+    guard: &WriterState,
+    pages: &WritePages,
+    mut meta: Meta,
+    durability: Durability,
+) -> Meta {
+    let page_bytes = shared.page_bytes as u64;
+    let pinned_bytes = pages.free.pinned_pages() * page_bytes;
+    let pinned_bytes_max = shared
+        .options
+        .pinned_bytes_max
+        .max(meta.page_count * page_bytes / 4);
+    let sync = durability == Durability::Immediate || pinned_bytes > pinned_bytes_max;
+    meta.durable = sync;
+    meta.boot_id = shared.boot_id_or_zero();
+    meta.last_durable_txn = if sync {
+        meta.txn
+    } else {
+        guard.last_durable_txn
+    };
+    debug_assert!(meta.last_durable_txn <= meta.txn);
+    meta
+}
+
+/// Makes `meta` the snapshot new read transactions of this handle start from, read through
+/// the writer's mapping where there is one (it covers every page this commit wrote), else the
+/// current read mapping, grown if needed.
+fn publish_snapshot(shared: &Shared, carry: &Carry, meta: Meta, needed: u64) -> Result<()> {
+    let mut rs = shared.read_state();
+    debug_assert!(meta.txn > rs.current.txn(), "commits publish in order");
+    let held = rs.current.snap.access();
+    let writer_map = carry
+        .wmap
+        .access()
+        .filter(|a| a.mapped_bytes().is_some_and(|m| m >= needed));
+    let access = match (writer_map, held.mapped_bytes()) {
+        (Some(a), _) => a.clone(),
+        (None, Some(mapped)) if mapped >= needed => held.clone(),
+        _ => Arc::new(Access::for_pages(
+            &shared.storage,
+            needed,
+            Some(held),
+            shared.options.readahead,
+        )?),
+    };
+    let snap = Snapshot::new(meta, access, shared.options.verify_checksums);
+    rs.current = Published::new(snap);
+    shared.current_txn.store(meta.txn, Ordering::Release);
+    Ok(())
+}
+
+/// Cleans up after a commit that failed: the free set is reloaded from the last committed
+/// snapshot (which it equals by construction: each commit persists exactly its free set), so
+/// the half-prepared commit leaves no trace. With `poison`, the handle refuses further writes.
+fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: bool) -> Error {
+    let base = pages.base.clone();
+    let mut carry = pages.finish();
+    carry.chain = None;
+    match base.load_free_set() {
+        Ok(free) => carry.free = free,
+        Err(_) => guard.poisoned = true,
+    }
+    guard.carry = Some(carry);
+    if poison {
+        guard.poisoned = true;
+    }
+    e
+}

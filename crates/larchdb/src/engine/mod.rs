@@ -1,0 +1,72 @@
+//! The state behind a database handle, shared by the handle and its transactions: the storage,
+//! the options, the reader registry with the newest published snapshot, and the writer's state.
+//! Transactions depend on this, not on `Database`, which sits above them.
+//!
+//! ```text
+//! mod.rs       Shared, WriterState
+//! open.rs      opening: the file and its lock file, the meta slot to start from, the free set
+//! readers.rs   the reader registry: the published snapshot, live readers, the shared table
+//! commit.rs    the commit protocol: write pages, sync, write meta, sync, publish
+//! catalog.rs   the catalog: table names and headers, the per-snapshot cache, table states
+//! ```
+//!
+//! Stage 2's write-ahead log and checkpoints belong here too (a `log.rs` the commit protocol
+//! appends to, a `checkpoint.rs` that writes pages back); see ARCHITECTURE.md.
+
+pub(crate) mod catalog;
+pub(crate) mod commit;
+pub(crate) mod open;
+pub(crate) mod readers;
+
+use crate::btree::Scratch;
+use crate::options::Options;
+use crate::pager::Carry;
+use crate::storage::{LockTable, Storage};
+use catalog::TableStates;
+use readers::ReadState;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// State owned by whoever holds the write lock.
+pub(crate) struct WriterState {
+    /// Free set, page-buffer pool and writable mapping, lent to each write transaction.
+    /// `None` only while a transaction holds them.
+    pub(crate) carry: Option<Carry>,
+    /// Meta slot holding the last durable commit; commits write the other one.
+    pub(crate) durable_slot: u64,
+    pub(crate) last_durable_txn: u64,
+    /// Set by a failed sync or meta write: no more writes through this handle.
+    pub(crate) poisoned: bool,
+    /// The tables write transactions open (see `TableStates`).
+    pub(crate) tables: TableStates,
+    /// The B-tree's working buffers, kept from one transaction to the next.
+    pub(crate) scratch: Scratch,
+}
+
+/// Everything a handle and its transactions share. One per `Database`, behind an `Arc`
+/// (read transactions keep it alive).
+pub(crate) struct Shared {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) options: Options,
+    pub(crate) page_bytes: u32,
+    pub(crate) read: Mutex<ReadState>,
+    /// Txn id of `read.current`, readable without the lock (for `ReadTxn::renew`).
+    pub(crate) current_txn: AtomicU64,
+    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) boot_id: Option<[u8; 16]>,
+    /// The lock file's reader table, for handles on a real file (see `storage/lock.rs`).
+    /// A read-only handle owns a slot in it; the writer reads every slot.
+    pub(crate) lock: Option<LockTable>,
+}
+
+impl Shared {
+    pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {
+        // No code panics while holding this lock; recover the state if a panic ever did.
+        self.read.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The boot id commits record (zero if unknown).
+    pub(crate) fn boot_id_or_zero(&self) -> [u8; 16] {
+        self.boot_id.unwrap_or([0; 16])
+    }
+}

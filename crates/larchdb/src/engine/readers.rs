@@ -1,0 +1,224 @@
+//! The reader registry: the snapshot new readers start from, the live readers of this handle
+//! by snapshot, and, for a read-only handle beside a writer in another process, its slot in
+//! the lock file's shared reader table (LMDB's protocol; docs/design/concurrency.md). The
+//! writer asks it for the oldest snapshot any reader holds before it reuses a page.
+
+use super::catalog::CatalogCache;
+use super::Shared;
+use crate::error::{Error, Result};
+use crate::pager::{choose_meta, Access, Meta, Snapshot};
+use crate::storage::{LockTable, Storage};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A committed snapshot as published to readers: its pages, and its catalog decoded once on
+/// first use.
+pub(crate) struct Published {
+    pub(crate) snap: Arc<Snapshot>,
+    pub(crate) catalog: CatalogCache,
+}
+
+impl Published {
+    pub(crate) fn new(snap: Snapshot) -> Arc<Published> {
+        Arc::new(Published {
+            snap: Arc::new(snap),
+            catalog: CatalogCache::default(),
+        })
+    }
+
+    /// The commit this snapshot is.
+    #[inline]
+    pub(crate) fn txn(&self) -> u64 {
+        self.snap.meta.txn
+    }
+}
+
+/// Readers and the snapshot they start from.
+pub(crate) struct ReadState {
+    pub(crate) current: Arc<Published>,
+    /// Snapshot txn -> number of live read transactions on it.
+    pub(crate) readers: BTreeMap<u64, usize>,
+}
+
+impl ReadState {
+    pub(crate) fn new(current: Snapshot) -> ReadState {
+        ReadState {
+            current: Published::new(current),
+            readers: BTreeMap::new(),
+        }
+    }
+
+    /// Oldest snapshot that a live reader of this handle holds, if any.
+    pub(crate) fn oldest_reader(&self) -> Option<u64> {
+        self.readers.keys().next().copied()
+    }
+}
+
+impl Shared {
+    /// The reader table, if this is a read-only handle registered in one: its snapshots come
+    /// from the file (a writer in another process may have committed), and the oldest of them
+    /// is published in its slot.
+    #[inline]
+    pub(crate) fn shared_reader(&self) -> Option<&LockTable> {
+        if self.options.read_only {
+            self.lock.as_ref()
+        } else {
+            None
+        }
+    }
+
+    /// Registers a reader on the newest committed snapshot and returns it.
+    #[inline]
+    pub(crate) fn register_reader(&self) -> Result<Arc<Published>> {
+        let mut rs = self.read_state();
+        if let Some(lock) = self.shared_reader() {
+            self.refresh_shared(&mut rs, lock)?;
+        }
+        let snap = rs.current.clone();
+        *rs.readers.entry(snap.txn()).or_insert(0) += 1;
+        Ok(snap)
+    }
+
+    /// Removes one reader of snapshot `txn`; in the shared table, the handle's slot follows
+    /// its oldest remaining reader (raising it is always safe: every remaining reader is at
+    /// least as new).
+    #[inline]
+    pub(crate) fn unregister_reader(&self, rs: &mut ReadState, txn: u64) {
+        if let Some(n) = rs.readers.get_mut(&txn) {
+            *n -= 1;
+            if *n == 0 {
+                rs.readers.remove(&txn);
+                if let Some(lock) = self.shared_reader() {
+                    lock.set_reader(rs.oldest_reader().unwrap_or(0));
+                }
+            }
+        }
+    }
+
+    /// Moves a reader registered on `held` to the newest committed snapshot, if there is a
+    /// newer one: returns it, or `None` to stay. Costs one atomic load when nothing was
+    /// committed since. On a read-only handle beside a writer in another process, if the
+    /// newest snapshot cannot be read (an I/O error), the reader stays on `held`, which
+    /// remains valid.
+    pub(crate) fn renew_reader(&self, held: &Published) -> Option<Arc<Published>> {
+        if !self.newer_than(held.txn()) {
+            return None;
+        }
+        let mut rs = self.read_state();
+        if let Some(lock) = self.shared_reader() {
+            // The reader is still registered, so the slot protects what is found.
+            if self.refresh_shared(&mut rs, lock).is_err() {
+                return None;
+            }
+        }
+        if rs.current.txn() == held.txn() {
+            return None;
+        }
+        let snap = rs.current.clone();
+        *rs.readers.entry(snap.txn()).or_insert(0) += 1;
+        self.unregister_reader(&mut rs, held.txn());
+        Some(snap)
+    }
+
+    /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.
+    #[inline]
+    fn newer_than(&self, txn: u64) -> bool {
+        match self.shared_reader() {
+            Some(lock) => lock.published() > txn,
+            None => self.current_txn.load(Ordering::Acquire) != txn,
+        }
+    }
+
+    /// For a read-only handle beside a writer in another process: makes `rs.current` the
+    /// newest committed snapshot and makes sure the handle's slot protects it before any
+    /// reader uses it. The protocol (LMDB's) and why it is enough are in
+    /// docs/design/concurrency.md: publish a txn in the slot, then re-read the writer's
+    /// published txn; if it is not newer than the snapshot chosen, every writer that could
+    /// miss the slot started from that snapshot or an older one, so it releases no page the
+    /// snapshot reaches.
+    /// Requires: `rs` is this handle's read state. While the handle has readers, its slot holds
+    /// the oldest of them, which protects every newer snapshot too.
+    fn refresh_shared(&self, rs: &mut ReadState, lock: &LockTable) -> Result<()> {
+        let current = rs.current.txn();
+        // Fast path: nothing newer was published. No syscall.
+        if lock.published() <= current {
+            if !rs.readers.is_empty() {
+                return Ok(());
+            }
+            lock.set_reader(current);
+            if lock.published() <= current {
+                return Ok(());
+            }
+        }
+        let set_slot = rs.readers.is_empty();
+        let r = newest_protected(&*self.storage, self.boot_id, lock, set_slot, current);
+        let meta = match r {
+            Ok(meta) => meta,
+            Err(e) => {
+                if rs.readers.is_empty() {
+                    lock.set_reader(0);
+                }
+                return Err(e);
+            }
+        };
+        if meta.txn != current {
+            let needed = meta.page_count * meta.page_bytes as u64;
+            let held = rs.current.snap.access();
+            let access = match held.mapped_bytes() {
+                Some(mapped) if mapped >= needed => held.clone(),
+                _ => Arc::new(Access::for_pages(
+                    &self.storage,
+                    needed,
+                    Some(held),
+                    self.options.readahead,
+                )?),
+            };
+            let snap = Snapshot::new(meta, access, self.options.verify_checksums);
+            rs.current = Published::new(snap);
+            self.current_txn.store(meta.txn, Ordering::Release);
+        }
+        Ok(())
+    }
+}
+
+/// Reads the newest committed meta page from the file and, if `set_slot`, publishes it in
+/// this handle's slot, retrying until no newer commit was published meanwhile. Never
+/// returns a snapshot older than `floor`.
+pub(crate) fn newest_protected(
+    storage: &dyn Storage,
+    boot_id: Option<[u8; 16]>,
+    lock: &LockTable,
+    set_slot: bool,
+    floor: u64,
+) -> Result<Meta> {
+    let mut last_err = None;
+    for _ in 0..crate::limits::READER_REGISTER_TRIES_MAX {
+        // The file may have grown since the last look; a meta page whose pages it does not
+        // hold yet is rejected by `choose_meta` and retried.
+        let chosen = storage
+            .len()
+            .map_err(Error::from_io)
+            .and_then(|len| choose_meta(storage, len, boot_id));
+        match chosen {
+            Ok(c) if c.meta.txn >= floor => {
+                if set_slot {
+                    lock.set_reader(c.meta.txn);
+                }
+                if lock.published() <= c.meta.txn {
+                    return Ok(c.meta);
+                }
+            }
+            Ok(_) => {}
+            // A meta slot being rewritten reads as damaged for a moment; retry.
+            Err(e @ Error::Corrupted { .. }) => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+        std::thread::yield_now();
+    }
+    Err(last_err.unwrap_or_else(|| {
+        Error::Io(std::io::Error::other(
+            "could not register a reader: the writer kept publishing newer commits",
+        ))
+    }))
+}

@@ -1,0 +1,317 @@
+//! The on-disk layout, byte by byte: every offset, field width and kind tag of the file format,
+//! and the one rule that depends on them all (which bytes a page's checksum skips). The ground
+//! floor of the engine: it depends on nothing but `bytes`, and every layer that reads or writes
+//! a page takes its positions from here, as SQLite's btree code takes them from btreeInt.h.
+//! docs/design/file-format.md is the prose for the same tables.
+//!
+//! ```text
+//! every page   [0..4) checksum  [4] kind  [5] flags  [6..8) count  [8..16) page id
+//!              [16..24) txn (the commit that wrote it)  [24..28) field A  [28..32) field B
+//! leaf         header, slot u16 * keys, gap, cells          A = cells start  B = dead bytes
+//! branch       header, child 0 ref, slot u16 * keys, gap, cells          (as a leaf)
+//! overflow run header, value, gap (to the end of the run)   A = run pages    B = value bytes
+//! freelist     header, next ref, extent * count, gap
+//! meta slot    header, magic, version, ... (`meta`), gap (to the end of the page)
+//! ```
+//!
+//! Fields A and B mean different things for each kind of page, so they have no generic
+//! accessor: each kind's module names them for what they hold.
+
+use crate::bytes::{get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+
+/// Meta slots occupy pages 0 and 1; page 0 is never a tree page, so page id 0 means "no page".
+pub(crate) const META_SLOTS: u64 = 2;
+
+/// A reference to a page: page id u64, then the id of the commit that wrote the page, u64.
+pub(crate) const PAGE_REF_BYTES: usize = 16;
+
+/// A table header (the catalog's in the meta page, each table's as its catalog value): root
+/// reference, entries u64, depth u32, 4 bytes reserved (zero).
+pub(crate) mod table_header {
+    pub(crate) const ROOT_AT: usize = 0;
+    pub(crate) const ENTRIES_AT: usize = 16;
+    pub(crate) const DEPTH_AT: usize = 24;
+    pub(crate) const BYTES: usize = 32;
+    const _: () = assert!(ROOT_AT + super::PAGE_REF_BYTES == ENTRIES_AT);
+}
+
+/// Kind tags (byte 4 of the header).
+pub(crate) mod kind {
+    pub(crate) const META: u8 = 1;
+    pub(crate) const BRANCH: u8 = 2;
+    pub(crate) const LEAF: u8 = 3;
+    pub(crate) const OVERFLOW: u8 = 4;
+    pub(crate) const FREELIST: u8 = 5;
+}
+
+/// The header at the start of every page (and of every overflow run).
+pub(crate) mod header {
+    use super::*;
+
+    pub(crate) const CHECKSUM_AT: usize = 0;
+    pub(crate) const KIND_AT: usize = 4;
+    pub(crate) const FLAGS_AT: usize = 5;
+    /// Keys of a node, extents of a freelist page; unused (zero) elsewhere.
+    pub(crate) const COUNT_AT: usize = 6;
+    pub(crate) const PAGE_ID_AT: usize = 8;
+    pub(crate) const TXN_AT: usize = 16;
+    /// Kind-specific fields A and B (see each kind's module).
+    pub(crate) const FIELD_A_AT: usize = 24;
+    pub(crate) const FIELD_B_AT: usize = 28;
+    /// Bytes of the header.
+    pub(crate) const BYTES: usize = 32;
+
+    /// Where the checksum starts covering: everything after its own field.
+    pub(crate) const CHECKED_FROM: usize = CHECKSUM_AT + 4;
+
+    #[inline]
+    pub(crate) fn kind(p: &[u8]) -> u8 {
+        p[KIND_AT]
+    }
+    #[inline]
+    pub(crate) fn checksum(p: &[u8]) -> u32 {
+        get_u32(p, CHECKSUM_AT)
+    }
+    #[inline]
+    pub(crate) fn set_checksum(p: &mut [u8], crc: u32) {
+        put_u32(p, CHECKSUM_AT, crc)
+    }
+    /// The page id the page says it is.
+    #[inline]
+    pub(crate) fn page_id(p: &[u8]) -> u64 {
+        get_u64(p, PAGE_ID_AT)
+    }
+    /// The commit that wrote the page.
+    #[inline]
+    pub(crate) fn txn(p: &[u8]) -> u64 {
+        get_u64(p, TXN_AT)
+    }
+    #[inline]
+    pub(crate) fn set_page_id_and_txn(p: &mut [u8], id: u64, txn: u64) {
+        put_u64(p, PAGE_ID_AT, id);
+        put_u64(p, TXN_AT, txn);
+    }
+    #[inline]
+    pub(crate) fn count(p: &[u8]) -> u16 {
+        get_u16(p, COUNT_AT)
+    }
+    #[inline]
+    pub(crate) fn set_count(p: &mut [u8], n: u16) {
+        put_u16(p, COUNT_AT, n)
+    }
+    #[inline]
+    pub(crate) fn field_a(p: &[u8]) -> u32 {
+        get_u32(p, FIELD_A_AT)
+    }
+    #[inline]
+    pub(crate) fn field_b(p: &[u8]) -> u32 {
+        get_u32(p, FIELD_B_AT)
+    }
+    #[inline]
+    pub(crate) fn set_field_a(p: &mut [u8], v: u32) {
+        put_u32(p, FIELD_A_AT, v)
+    }
+    #[inline]
+    pub(crate) fn set_field_b(p: &mut [u8], v: u32) {
+        put_u32(p, FIELD_B_AT, v)
+    }
+}
+
+/// Leaf and branch pages (the B-tree's nodes): slotted pages whose cells grow down from the end
+/// of the page and whose slot array (one u16 cell offset per key, sorted by key) grows up after
+/// the header.
+///
+/// ```text
+/// leaf cell:    klen u16, vword u32, key, value | overflow ref (vword: length, top bit = overflow)
+/// branch cell:  klen u16, child ref, key   (cell i: separator key i and child i + 1)
+/// ```
+pub(crate) mod node {
+    use super::*;
+
+    /// Offset of the slot array in a leaf.
+    pub(crate) const LEAF_SLOTS_AT: usize = header::BYTES;
+    /// Offset of child 0's reference in a branch, and of its slot array after it.
+    pub(crate) const BRANCH_CHILD0_AT: usize = header::BYTES;
+    pub(crate) const BRANCH_SLOTS_AT: usize = BRANCH_CHILD0_AT + PAGE_REF_BYTES;
+    /// Bytes of a slot.
+    pub(crate) const SLOT_BYTES: usize = 2;
+    /// Bytes before the key in a leaf cell (klen, vword) and in a branch cell (klen, child).
+    pub(crate) const LEAF_CELL_HEADER_BYTES: usize = 2 + 4;
+    pub(crate) const BRANCH_CELL_HEADER_BYTES: usize = 2 + PAGE_REF_BYTES;
+    /// Offset of the vword in a leaf cell, and of the child reference in a branch cell.
+    pub(crate) const LEAF_CELL_VWORD_AT: usize = 2;
+    pub(crate) const BRANCH_CELL_CHILD_AT: usize = 2;
+    /// Bit of a leaf cell's vword marking an overflow value; the low 31 bits are its length.
+    pub(crate) const VWORD_OVERFLOW: u32 = 1 << 31;
+
+    /// Where the slot array starts in a node of kind `leaf`.
+    #[inline(always)]
+    pub(crate) const fn slots_at(leaf: bool) -> usize {
+        if leaf {
+            LEAF_SLOTS_AT
+        } else {
+            BRANCH_SLOTS_AT
+        }
+    }
+
+    /// Bytes before the key in a cell of a node of kind `leaf`.
+    #[inline(always)]
+    pub(crate) const fn cell_header_bytes(leaf: bool) -> usize {
+        if leaf {
+            LEAF_CELL_HEADER_BYTES
+        } else {
+            BRANCH_CELL_HEADER_BYTES
+        }
+    }
+
+    /// Number of keys (slots).
+    #[inline]
+    pub(crate) fn keys(p: &[u8]) -> u16 {
+        header::count(p)
+    }
+    #[inline]
+    pub(crate) fn set_keys(p: &mut [u8], n: u16) {
+        header::set_count(p, n)
+    }
+    /// Offset where the cell area starts (field A): cells lie in `[cells_start, page end)`.
+    #[inline]
+    pub(crate) fn cells_start(p: &[u8]) -> u32 {
+        header::field_a(p)
+    }
+    #[inline]
+    pub(crate) fn set_cells_start(p: &mut [u8], at: u32) {
+        header::set_field_a(p, at)
+    }
+    /// Bytes of dead cells in the cell area, not yet compacted (field B).
+    #[inline]
+    pub(crate) fn dead_bytes(p: &[u8]) -> u32 {
+        header::field_b(p)
+    }
+    #[inline]
+    pub(crate) fn set_dead_bytes(p: &mut [u8], n: u32) {
+        header::set_field_b(p, n)
+    }
+}
+
+/// Overflow runs: consecutive pages holding one value, with one header (on the first page).
+pub(crate) mod overflow {
+    use super::*;
+
+    /// Offset of the value in the run.
+    pub(crate) const VALUE_AT: usize = header::BYTES;
+
+    /// Pages in the run (field A).
+    #[inline]
+    pub(crate) fn run_pages(p: &[u8]) -> u32 {
+        header::field_a(p)
+    }
+    /// Bytes of the value (field B).
+    #[inline]
+    pub(crate) fn value_bytes(p: &[u8]) -> u32 {
+        header::field_b(p)
+    }
+    #[inline]
+    pub(crate) fn set_run(p: &mut [u8], pages: u32, value_bytes: u32) {
+        header::set_field_a(p, pages);
+        header::set_field_b(p, value_bytes);
+    }
+    /// Pages a run of a `value_bytes`-byte value takes at `page_bytes`.
+    pub(crate) fn pages_for(value_bytes: usize, page_bytes: usize) -> u64 {
+        (VALUE_AT + value_bytes).div_ceil(page_bytes) as u64
+    }
+}
+
+/// Freelist pages: a chain, newest first, each holding extents (free or pending space, or
+/// changes to it; see `pager::freelist`).
+///
+/// ```text
+/// extent: txn u64 (freeing commit, 0 if free), start page u64, pages u32, kind u32
+/// ```
+pub(crate) mod freelist {
+    use super::*;
+
+    /// Offset of the reference to the next (older) page of the chain.
+    pub(crate) const NEXT_AT: usize = header::BYTES;
+    /// Offset of the first extent.
+    pub(crate) const EXTENTS_AT: usize = NEXT_AT + PAGE_REF_BYTES;
+    /// Bytes of one extent, and its fields.
+    pub(crate) const EXTENT_BYTES: usize = 24;
+    pub(crate) const EXTENT_TXN_AT: usize = 0;
+    pub(crate) const EXTENT_START_AT: usize = 8;
+    pub(crate) const EXTENT_PAGES_AT: usize = 16;
+    pub(crate) const EXTENT_KIND_AT: usize = 20;
+
+    /// Extents that fit in one page.
+    pub(crate) const fn extents_per_page(page_bytes: usize) -> usize {
+        (page_bytes - EXTENTS_AT) / EXTENT_BYTES
+    }
+    /// Number of extents on the page.
+    #[inline]
+    pub(crate) fn extents(p: &[u8]) -> u16 {
+        header::count(p)
+    }
+    #[inline]
+    pub(crate) fn set_extents(p: &mut [u8], n: u16) {
+        header::set_count(p, n)
+    }
+}
+
+/// The meta slots (pages 0 and 1): the header, then these fields; the rest of the page is not
+/// checksummed.
+pub(crate) mod meta {
+    pub(crate) const MAGIC_AT: usize = 32;
+    pub(crate) const VERSION_AT: usize = 40;
+    pub(crate) const CHECKSUM_ALGO_AT: usize = 44;
+    pub(crate) const FLAGS_AT: usize = 45;
+    pub(crate) const PAGE_BYTES_AT: usize = 48;
+    pub(crate) const PAGE_COUNT_AT: usize = 56;
+    pub(crate) const CATALOG_AT: usize = 64;
+    pub(crate) const FREELIST_HEAD_AT: usize = 96;
+    pub(crate) const FREELIST_PAGES_AT: usize = 112;
+    pub(crate) const LAST_DURABLE_AT: usize = 120;
+    pub(crate) const BOOT_ID_AT: usize = 128;
+    /// End of the meta fields: a commit writes only these bytes of its slot.
+    pub(crate) const END: usize = 144;
+
+    /// Bit of the flags byte: the commit was written with a sync.
+    pub(crate) const FLAG_DURABLE: u8 = 1;
+
+    const _: () = assert!(MAGIC_AT == super::header::BYTES);
+    const _: () = assert!(CATALOG_AT + super::table_header::BYTES == FREELIST_HEAD_AT);
+    const _: () = assert!(FREELIST_HEAD_AT + super::PAGE_REF_BYTES == FREELIST_PAGES_AT);
+    const _: () = assert!(BOOT_ID_AT + 16 == END);
+}
+
+/// The unused gap of a page, `[start, end)`, which its checksum skips: between a node's slot
+/// array and its cells, after a freelist page's last extent, after an overflow value, after the
+/// meta fields. The bounds come from header fields that the checksum covers; if they are
+/// impossible the gap is empty, so the whole page is checked (and the checksum fails).
+pub(crate) fn unused_gap(p: &[u8]) -> (usize, usize) {
+    let len = p.len();
+    if len < header::BYTES {
+        return (len, len);
+    }
+    let count = header::count(p) as usize;
+    let (start, end) = match header::kind(p) {
+        kind::LEAF => (
+            node::LEAF_SLOTS_AT + node::SLOT_BYTES * count,
+            node::cells_start(p) as usize,
+        ),
+        kind::BRANCH => (
+            node::BRANCH_SLOTS_AT + node::SLOT_BYTES * count,
+            node::cells_start(p) as usize,
+        ),
+        kind::FREELIST => (
+            freelist::EXTENTS_AT + freelist::EXTENT_BYTES * count,
+            len,
+        ),
+        kind::OVERFLOW => (overflow::VALUE_AT + overflow::value_bytes(p) as usize, len),
+        kind::META => (meta::END, len),
+        _ => (len, len),
+    };
+    if start <= end && end <= len {
+        (start, end)
+    } else {
+        (len, len)
+    }
+}

@@ -1,0 +1,105 @@
+//! Options of a database handle and the durability of commits.
+
+use crate::error::{Error, Result};
+use crate::limits::{PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PINNED_BYTES_MAX_DEFAULT};
+
+/// How durable a commit is when `commit` returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Durable when `commit` returns: the commit's pages, then its meta page, are synced.
+    #[default]
+    Immediate,
+    /// Not synced. A process crash loses nothing; a power loss or OS crash loses the commits
+    /// since the last durable one, and never corrupts: their pages never overwrite anything
+    /// the last durable commit can reach.
+    None,
+}
+
+/// Options for [`Database::open`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Page size for a new database: a power of two from 4 KiB to 64 KiB. Ignored when the
+    /// file exists (its own page size is used).
+    pub page_bytes: u32,
+    /// Durability of `WriteTxn::commit`; `commit_with` overrides it per commit.
+    pub durability: Durability,
+    /// Open without writing anything. The handle registers in the lock file's reader table
+    /// and reads beside a writer in another process; where the lock file cannot be opened (a
+    /// read-only directory) it takes a shared lock on the database instead, which excludes
+    /// writers.
+    pub read_only: bool,
+    /// Create the file if it does not exist (default true; ignored when read-only).
+    pub create: bool,
+    /// Verify the checksum of every page on every read, even through the memory map. Off by
+    /// default: checksums are always verified by `verify()`, when the file is opened (meta and
+    /// freelist), and by the buffered page access (once per page per snapshot).
+    pub verify_checksums: bool,
+    /// Bytes of pages that `Durability::None` commits may keep from reuse, because the last
+    /// durable commit still needs them, before a commit is made durable anyway (the effective
+    /// bound is the larger of this and a quarter of the file); see
+    /// [`crate::limits::PINNED_BYTES_MAX_DEFAULT`].
+    pub pinned_bytes_max: u64,
+    /// Let the kernel read ahead around each page fault in the memory map. Off by default: a
+    /// B-tree's pages are visited in key order, not file order, so once the file is larger
+    /// than the page cache, readahead turns every random read into megabytes of disk reads
+    /// (`madvise(MADV_RANDOM)`, LMDB's `MDB_NORDAHEAD`). Turn it on for scans of a
+    /// sequentially loaded file that does not fit in memory.
+    pub readahead: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            page_bytes: PAGE_BYTES_DEFAULT,
+            durability: Durability::Immediate,
+            read_only: false,
+            create: true,
+            verify_checksums: false,
+            pinned_bytes_max: PINNED_BYTES_MAX_DEFAULT,
+            readahead: false,
+        }
+    }
+}
+
+impl Options {
+    /// Sets the page size for a new database.
+    pub fn page_bytes(mut self, bytes: u32) -> Options {
+        self.page_bytes = bytes;
+        self
+    }
+    /// Sets the default durability of commits.
+    pub fn durability(mut self, d: Durability) -> Options {
+        self.durability = d;
+        self
+    }
+    /// Opens read-only.
+    pub fn read_only(mut self, yes: bool) -> Options {
+        self.read_only = yes;
+        self
+    }
+    /// Creates the file if missing.
+    pub fn create(mut self, yes: bool) -> Options {
+        self.create = yes;
+        self
+    }
+    /// Verifies checksums on every page read.
+    pub fn verify_checksums(mut self, yes: bool) -> Options {
+        self.verify_checksums = yes;
+        self
+    }
+    /// Lets the kernel read ahead in the memory map (see [`Options::readahead`]).
+    pub fn readahead(mut self, yes: bool) -> Options {
+        self.readahead = yes;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let p = self.page_bytes;
+        if !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&p) || !p.is_power_of_two() {
+            return Err(Error::InvalidOptions(format!(
+                "page_bytes must be a power of two from {PAGE_BYTES_MIN} to {PAGE_BYTES_MAX}, got {p}"
+            )));
+        }
+        Ok(())
+    }
+}

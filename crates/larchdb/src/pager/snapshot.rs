@@ -1,0 +1,203 @@
+//! `Snapshot`: one committed state of the database, read through the page access it was
+//! published with.
+
+use super::access::{Access, MapView};
+use super::freelist::{self, decode_page as decode_freelist_page, Extent, FreeSet};
+use super::meta::Meta;
+use super::page::{check_header, checksum_ok, prefetch};
+use super::PageSource;
+use crate::error::{Error, Result};
+use crate::layout::META_SLOTS;
+use std::sync::Arc;
+
+/// One committed state of the database: a meta page and the means to read the pages it
+/// reaches. Immutable; shared by every read transaction that began while it was current.
+pub(crate) struct Snapshot {
+    pub(crate) meta: Meta,
+    access: Arc<Access>,
+    page_bytes: usize,
+    verify_checksums: bool,
+    /// The pages of the mapping up to `meta.page_count`, for single-page reads (and
+    /// prefetches) without the `Access` dispatch; `None` for a buffered access. Reads that
+    /// verify checksums take `bytes`.
+    view: Option<MapView>,
+}
+
+/// One page of a freelist chain, as read back: its id, the commit that wrote it, its entries.
+pub(crate) struct ChainPage {
+    pub(crate) id: u64,
+    pub(crate) txn: u64,
+    pub(crate) extents: Vec<Extent>,
+}
+
+impl Snapshot {
+    pub(crate) fn new(meta: Meta, access: Arc<Access>, verify_checksums: bool) -> Snapshot {
+        let page_bytes = meta.page_bytes as usize;
+        // A buffered access verifies each page once, when it loads it.
+        let verify_checksums = verify_checksums && access.is_mapped();
+        let view = access.view(page_bytes, meta.page_count);
+        Snapshot {
+            meta,
+            access,
+            page_bytes,
+            verify_checksums,
+            view,
+        }
+    }
+
+    pub(crate) fn access(&self) -> &Arc<Access> {
+        &self.access
+    }
+
+    fn bytes(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        let end = id
+            .checked_add(pages)
+            .ok_or_else(|| Error::corrupted(id, "page id overflow"))?;
+        if id < META_SLOTS || end > self.meta.page_count {
+            return Err(Error::corrupted(
+                id,
+                format!(
+                    "page reference out of range (file has {} pages)",
+                    self.meta.page_count
+                ),
+            ));
+        }
+        let p = self.access.bytes(id, pages, self.page_bytes)?;
+        if self.verify_checksums && !checksum_ok(p) {
+            return Err(Error::corrupted(id, "checksum mismatch"));
+        }
+        check_header(p, id, self.meta.txn)?;
+        Ok(p)
+    }
+
+    /// See `PageSource::prefetch_page`.
+    #[inline]
+    pub(crate) fn prefetch_mapped_page(&self, id: u64) {
+        self.prefetch_mapped_head(id, self.page_bytes.div_ceil(64));
+    }
+
+    /// Like `prefetch_mapped_page`, for the first `lines` cache lines of the page only
+    /// (its header, slots and first cells): a page's 64 lines at once fill the core's line
+    /// fill buffers, and the instructions behind the prefetches wait for them.
+    #[inline]
+    pub(crate) fn prefetch_mapped_head(&self, id: u64, lines: usize) {
+        if id < META_SLOTS {
+            return;
+        }
+        if let Some(p) = self.view.as_ref().and_then(|v| v.page(id)) {
+            let mut at = 0;
+            while at < lines * 64 {
+                prefetch(p, at);
+                at += 64;
+            }
+        }
+    }
+
+    /// Like `page`/`run`, but always verifies the checksum (for open-time loads and `verify`).
+    pub(crate) fn bytes_verified(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        let p = self.bytes(id, pages)?;
+        if !self.verify_checksums && !checksum_ok(p) {
+            return Err(Error::corrupted(id, "checksum mismatch"));
+        }
+        Ok(p)
+    }
+
+    /// The freelist chain's pages, newest first, each checksum-verified.
+    pub(crate) fn freelist_chain(&self) -> Result<Vec<ChainPage>> {
+        let mut out = Vec::new();
+        let mut next = self.meta.freelist_head;
+        while !next.is_none() {
+            if out.len() as u64 >= self.meta.freelist_pages {
+                return Err(Error::corrupted(
+                    next.id,
+                    "freelist chain longer than recorded",
+                ));
+            }
+            let p = self.bytes_verified(next.id, 1)?;
+            next.check(p)?;
+            let (link, extents) = decode_freelist_page(p, next.id)?;
+            out.push(ChainPage {
+                id: next.id,
+                txn: next.txn,
+                extents,
+            });
+            next = link;
+        }
+        if out.len() as u64 != self.meta.freelist_pages {
+            let head = self.meta.freelist_head.id;
+            return Err(Error::corrupted(
+                head,
+                "freelist chain shorter than recorded",
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The free set this snapshot records: its freelist chain replayed oldest page first,
+    /// every entry checked against the file (`freelist::replay`).
+    pub(crate) fn load_free_set(&self) -> Result<FreeSet> {
+        let mut pages: Vec<(u64, Vec<Extent>)> = self
+            .freelist_chain()?
+            .into_iter()
+            .map(|c| (c.id, c.extents))
+            .collect();
+        pages.reverse();
+        freelist::replay(&pages, self.meta.page_count, self.meta.txn)
+    }
+}
+
+impl PageSource for Snapshot {
+    #[inline]
+    fn page(&self, id: u64) -> Result<&[u8]> {
+        // Meta slots are never tree or freelist pages: they take the slow path's error.
+        if let Some(p) = self
+            .view
+            .as_ref()
+            .filter(|_| id >= META_SLOTS && !self.verify_checksums)
+            .and_then(|v| v.page(id))
+        {
+            check_header(p, id, self.meta.txn)?;
+            return Ok(p);
+        }
+        self.bytes(id, 1)
+    }
+
+    fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        self.bytes(id, pages)
+    }
+
+    #[inline]
+    fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    #[inline]
+    fn prefetch_page(&self, id: u64) {
+        self.prefetch_mapped_page(id);
+    }
+
+    #[inline]
+    fn prefetch_head(&self, id: u64, lines: usize) {
+        self.prefetch_mapped_head(id, lines);
+    }
+}
+
+impl PageSource for Arc<Snapshot> {
+    fn page(&self, id: u64) -> Result<&[u8]> {
+        (**self).page(id)
+    }
+    fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        (**self).run(id, pages)
+    }
+    fn page_bytes(&self) -> usize {
+        (**self).page_bytes()
+    }
+    #[inline]
+    fn prefetch_page(&self, id: u64) {
+        self.prefetch_mapped_page(id);
+    }
+    #[inline]
+    fn prefetch_head(&self, id: u64, lines: usize) {
+        self.prefetch_mapped_head(id, lines);
+    }
+}

@@ -1,0 +1,340 @@
+//! Dirty pages: where they live (in place in the writable mapping, or in owned buffers), how
+//! they are allocated and copied on write, and the write access to them.
+
+use super::seal::cells_crc;
+use super::{FreedRun, WritePages};
+use crate::error::{Error, Result};
+use crate::layout::{header, kind, overflow, unused_gap};
+use crate::limits::PAGE_COUNT_MAX;
+use crate::pager::page::{checksum_ok, init_page, prefetch_write, stamp_page};
+use crate::pager::shift::CellsCrc;
+use crate::pager::PageSource;
+use super::POOL_PAGES_MAX;
+
+/// Most bytes of new pages a transaction keeps in owned buffers because an append filled them
+/// (`WritePages::new_page_appended`); past this, they live in the mapping like other pages, so
+/// a huge load in one transaction does not hold its pages twice in memory.
+const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
+
+/// Cache lines of a reserved copy's page (`WritePages::reserve_copy`) asked for, for writing,
+/// when it is allocated: its header and slot array, which the put then edits. The lines arrive
+/// while the path above is updated (more measured slower: they compete with the original's).
+const RESERVE_PREFETCH_LINES: usize = 8;
+
+/// Where a dirty page's bytes are.
+pub(super) enum Place {
+    /// In a buffer owned by the transaction.
+    Owned(Box<[u8]>),
+    /// In place in the writable mapping; the value is the length in pages.
+    Mapped(u64),
+}
+
+/// A dirty page (or overflow run) of the transaction.
+pub(super) struct Dirty {
+    pub(super) place: Place,
+    /// True while the page's checksum is current: sealed early (see `RECENT_PAGES`) and not
+    /// written to since. Every write access goes through `page_mut` or `dirty_page_mut`,
+    /// which clear it.
+    pub(super) sealed: bool,
+    /// A branch that left the window of recent pages and has not been written since (see
+    /// `BranchSealing`).
+    pub(super) out: bool,
+    /// For a node copied from a committed page: the `crc0` of its cell area (from its unused
+    /// gap to the end), derived from the copied page's checksum and kept current by the edits
+    /// made through `node_mut` (`edit::insert_tracked`, `replace_tracked`,
+    /// `set_child_tracked`); `None` once anything writes the page through `page_mut` or
+    /// `dirty_page_mut`. Sealing then derives the checksum instead of reading the whole page
+    /// (see `shift`).
+    pub(super) cells: Option<u32>,
+    /// Debug builds: compare a derived checksum with one computed over the page when sealing.
+    /// False where the copied page's own checksum did not match its bytes (the derived one
+    /// then rightly differs: the damage stays detectable) and in release builds.
+    pub(super) check_derived: bool,
+}
+
+impl Dirty {
+    /// The page is about to be written: an early seal is void, and the commit seals the page
+    /// (it is not pushed back into the window: a page written again after leaving it is
+    /// typically a branch on a hot path, which would be sealed over and over). The derived
+    /// cell-area CRC survives only a write that reports its changes (`node_mut`). Returns true
+    /// if this is a branch written again after it left the window (`BranchSealing`).
+    #[inline]
+    pub(super) fn begin_write(&mut self, keep_cells: bool) -> bool {
+        self.sealed = false;
+        if !keep_cells {
+            self.cells = None;
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    pub(super) fn owned(buf: Box<[u8]>) -> Dirty {
+        Dirty {
+            place: Place::Owned(buf),
+            sealed: false,
+            out: false,
+            cells: None,
+            check_derived: false,
+        }
+    }
+}
+
+impl WritePages {
+    fn alloc(&mut self, n: u64) -> Result<u64> {
+        if let Some(i) = self.spare.iter().position(|&(_, len)| len >= n) {
+            let (start, len) = self.spare[i];
+            if len == n {
+                self.spare.swap_remove(i);
+            } else {
+                self.spare[i] = (start + n, len - n);
+            }
+            return Ok(start);
+        }
+        if let Some(start) = self.free.alloc(n) {
+            self.taken.push((start, n));
+            return Ok(start);
+        }
+        let start = self.page_count;
+        if start + n > PAGE_COUNT_MAX {
+            return Err(Error::DatabaseFull);
+        }
+        self.page_count += n;
+        Ok(start)
+    }
+
+    /// Allocates `n` pages and makes room for them: in place in the mapping if possible,
+    /// otherwise in an owned buffer. Returns the id and whether the bytes are in the mapping.
+    /// `appended`: the page is a new node of a sequential load (see `new_page_appended`). A
+    /// copied node's derived cell-area CRC is set when it is copied (`copy_reserved`).
+    fn place(&mut self, n: u64, appended: bool) -> Result<(u64, bool)> {
+        let id = self.alloc(n)?;
+        let bytes = n as usize * self.page_bytes;
+        let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
+        // Only reused space can be cold: a page past the base snapshot's end is new space.
+        let reused = id < self.base.meta.page_count;
+        let owned_new = mapped
+            && n == 1
+            && !reused
+            && (appended || self.wmap.appending)
+            && self.appended_owned_bytes + bytes <= APPENDED_OWNED_BYTES_MAX;
+        let in_map =
+            mapped && !owned_new && !(n == 1 && reused && self.wmap.is_cold(id, self.page_bytes));
+        if owned_new {
+            self.appended_owned_bytes += bytes;
+        } else if in_map && !reused {
+            self.wmap.populate_to((id + n) * self.page_bytes as u64);
+        }
+        let dirty = if in_map {
+            Dirty {
+                place: Place::Mapped(n),
+                sealed: false,
+                out: false,
+                cells: None,
+                check_derived: false,
+            }
+        } else if n == 1 {
+            self.any_owned = true;
+            Dirty::owned(
+                self.pool
+                    .pop()
+                    .unwrap_or_else(|| vec![0u8; bytes].into_boxed_slice()),
+            )
+        } else {
+            self.any_owned = true;
+            Dirty::owned(vec![0u8; bytes].into_boxed_slice())
+        };
+        // Before the page is entered: the page the window pushes out may be this very id,
+        // freed and reused within the transaction, and must not be sealed before its bytes
+        // are written.
+        self.touched(id);
+        self.dirty.insert(id, dirty);
+        Ok((id, in_map))
+    }
+
+
+    pub(crate) fn is_dirty(&self, id: u64) -> bool {
+        self.dirty.contains_key(&id)
+    }
+
+    /// Allocates a new dirty page of type `kind` with an empty body.
+    pub(crate) fn new_page(&mut self, kind: u8) -> Result<u64> {
+        self.new_page_placed(kind, false)
+    }
+
+    /// `new_page` for a node a sequential load fills (the new right page of a split at the
+    /// end): kept in an owned buffer and written with `write_at` at commit instead of placed
+    /// in the mapping, as are all new single pages of the transaction after one that appended
+    /// (`WriteMap::appending`: a load's copies of the right edge, its catalog and freelist
+    /// pages), up to `APPENDED_OWNED_BYTES_MAX` per transaction. Such pages are written in
+    /// full and rarely read again by the writer; writing one costs the kernel a copy into the
+    /// page cache, where placing it in the mapping costs a zeroed page mapped in first (the
+    /// populate): 1M- and 10M-record sequential loads ran 7.4M -> 11.0M and 7.5M -> 10.9M
+    /// records/s (docs/design/performance.md). Random inserts keep the mapping: their new pages
+    /// are read and copied again soon, which through the mapping costs no page fault (10M
+    /// random inserts with every new page owned: 416K -> 394K puts/s).
+    pub(crate) fn new_page_appended(&mut self, kind: u8) -> Result<u64> {
+        self.new_page_placed(kind, true)
+    }
+
+    fn new_page_placed(&mut self, kind: u8, appended: bool) -> Result<u64> {
+        let (id, _) = self.place(1, appended)?;
+        let txn = self.txn;
+        let p = self.page_mut(id)?;
+        stamp_page(p, id, txn);
+        init_page(p, kind);
+        Ok(id)
+    }
+
+    /// Allocates an overflow run for `value`, copies the value in, and returns its first page.
+    pub(crate) fn new_run(&mut self, value: &[u8]) -> Result<u64> {
+        let pages = overflow::pages_for(value.len(), self.page_bytes);
+        let (id, _) = self.place(pages, false)?;
+        let txn = self.txn;
+        let buf = self.page_mut(id)?;
+        stamp_page(buf, id, txn);
+        init_page(buf, kind::OVERFLOW);
+        overflow::set_run(buf, pages as u32, value.len() as u32);
+        buf[overflow::VALUE_AT..overflow::VALUE_AT + value.len()].copy_from_slice(value);
+        Ok(id)
+    }
+
+    /// Returns a dirty, writable copy of page `id`: the page itself if this transaction already
+    /// copied it, otherwise a copy at a newly allocated id. Returns the id to use from now on.
+    pub(crate) fn make_dirty(&mut self, id: u64) -> Result<u64> {
+        if self.dirty.contains_key(&id) {
+            return Ok(id);
+        }
+        let (new_id, _) = self.place(1, false)?;
+        self.copy_reserved(id, new_id)?;
+        Ok(new_id)
+    }
+
+    /// The first half of `make_dirty` for a committed node, split so that work which does not
+    /// need the node's bytes (pointing the path above at the copy) can run while they are
+    /// still on their way from memory: allocates the page the copy goes to and enters it as
+    /// dirty, without reading the node, and asks for the new page's head for writing
+    /// (`RESERVE_PREFETCH_LINES`). `copy_reserved(node, new)` must follow before anything
+    /// reads or writes the new page; the node must not be dirty (a reference to it names an
+    /// earlier commit).
+    pub(crate) fn reserve_copy(&mut self) -> Result<u64> {
+        let (id, in_map) = self.place(1, false)?;
+        if let Some(p) = self.mapped_page(id).filter(|_| in_map) {
+            for line in 0..RESERVE_PREFETCH_LINES {
+                prefetch_write(p, line * 64);
+            }
+        }
+        Ok(id)
+    }
+
+    /// The second half of `reserve_copy` (and of `make_dirty`): copies committed node `id` into
+    /// `new`, stamps it, and frees `id` when the transaction commits.
+    pub(crate) fn copy_reserved(&mut self, id: u64, new: u64) -> Result<()> {
+        let ps = self.page_bytes;
+        let old = self.base.page(id)?;
+        let born = header::txn(old);
+        let cells = match header::kind(old) {
+            kind::LEAF | kind::BRANCH => cells_crc(&self.shifts, old),
+            _ => None,
+        };
+        let check = cells.is_some() && cfg!(debug_assertions) && checksum_ok(old);
+        let Some(d) = self.dirty.get_mut(&new) else {
+            return Err(Error::internal(format!("page {new}: reserved page is not dirty")));
+        };
+        // Whatever the window did to the empty page meanwhile (an early seal) is void.
+        d.begin_write(false);
+        d.cells = cells;
+        d.check_derived = check;
+        let dst: &mut [u8] = match &mut d.place {
+            Place::Owned(b) => &mut b[..],
+            Place::Mapped(_) => self.wmap.bytes_mut(new, ps, ps)?,
+        };
+        // The unused gap is not copied: nothing reads it and the checksum skips it.
+        let (gap_start, gap_end) = unused_gap(old);
+        dst[..gap_start].copy_from_slice(&old[..gap_start]);
+        dst[gap_end..].copy_from_slice(&old[gap_end..]);
+        stamp_page(dst, new, self.txn);
+        self.freed.push(FreedRun {
+            start: id,
+            pages: 1,
+            born,
+        });
+        Ok(())
+    }
+
+    /// The writable bytes of `id` if it is a dirty single page of this transaction.
+    #[inline]
+    pub(crate) fn dirty_page_mut(&mut self, id: u64) -> Option<&mut [u8]> {
+        let ps = self.page_bytes;
+        let d = self.dirty.get_mut(&id)?;
+        if d.begin_write(false) {
+            self.branch_sealing.back += 1;
+        }
+        match &mut d.place {
+            Place::Owned(b) if b.len() == ps => Some(&mut b[..]),
+            Place::Mapped(1) => self.wmap.bytes_mut(id, ps, ps).ok(),
+            _ => None,
+        }
+    }
+
+    /// The writable bytes of dirty node `id` with its derived cell-area CRC, which the caller
+    /// keeps current (`CellsCrc`): every change to the cell area is reported there.
+    pub(crate) fn node_mut(&mut self, id: u64) -> Result<(&mut [u8], CellsCrc<'_>)> {
+        let ps = self.page_bytes;
+        let Some(d) = self.dirty.get_mut(&id) else {
+            return Err(Error::internal(format!("page {id}: writing a page that is not dirty")));
+        };
+        if d.begin_write(true) {
+            self.branch_sealing.back += 1;
+        }
+        let Dirty { place, cells, .. } = d;
+        let p: &mut [u8] = match place {
+            Place::Owned(b) => &mut b[..],
+            Place::Mapped(n) => self.wmap.bytes_mut(id, *n as usize * ps, ps)?,
+        };
+        Ok((p, CellsCrc::new(cells, &self.shifts)))
+    }
+
+    /// The writable bytes of dirty page (or run) `id`.
+    pub(crate) fn page_mut(&mut self, id: u64) -> Result<&mut [u8]> {
+        let ps = self.page_bytes;
+        let d = self.dirty.get_mut(&id);
+        match d.map(|d| {
+            if d.begin_write(false) {
+                self.branch_sealing.back += 1;
+            }
+            &mut d.place
+        }) {
+            Some(Place::Owned(b)) => Ok(&mut b[..]),
+            Some(Place::Mapped(n)) => {
+                let len = *n as usize * ps;
+                self.wmap.bytes_mut(id, len, ps)
+            }
+            None => Err(Error::internal(format!("page {id}: writing a page that is not dirty"))),
+        }
+    }
+
+    /// Frees `pages` pages at `id`: at once if this transaction allocated them, otherwise as
+    /// pending once the transaction commits.
+    pub(crate) fn free(&mut self, id: u64, pages: u64) -> Result<()> {
+        if let Some(d) = self.dirty.remove(&id) {
+            if let Place::Owned(buf) = d.place {
+                if buf.len() == self.page_bytes && self.pool.len() < POOL_PAGES_MAX {
+                    self.pool.push(buf);
+                }
+            }
+            self.spare.push((id, pages));
+        } else {
+            let born = header::txn(self.base.run(id, pages)?);
+            self.freed.push(FreedRun {
+                start: id,
+                pages,
+                born,
+            });
+        }
+        Ok(())
+    }
+
+    /// True if the transaction changed nothing.
+    pub(crate) fn is_clean(&self) -> bool {
+        self.dirty.is_empty() && self.freed.is_empty() && self.spare.is_empty()
+    }
+}

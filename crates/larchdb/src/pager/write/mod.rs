@@ -1,0 +1,338 @@
+//! The writer's view of pages: dirty copies made in this transaction, on top of the snapshot the
+//! transaction started from. Copy-on-write: a committed page is never modified; `make_dirty`
+//! copies it to a newly allocated page and records the old one as freed by this transaction.
+//!
+//! Where the storage offers a writable mapping (real files), a dirty page lives in place, in the
+//! mapping, at its new page id, as with LMDB's MDB_WRITEMAP: the copy-on-write copy is the only
+//! copy, and a commit seals pages where they are instead of writing them. That space is free
+//! (no snapshot to keep can reach it) and allocated with `fallocate` first, so neither an abort
+//! nor a crash can harm a snapshot, and a full disk is a `DiskFull` error, never a SIGBUS.
+//! Elsewhere (the fault-injecting storage) dirty pages are owned buffers written with
+//! `write_at` at commit.
+//!
+//! ```text
+//! mod.rs      WritePages: the transaction's page state; what it borrows and hands back (Carry);
+//!             reading pages as the transaction sees them (PageSource)
+//! map.rs      WriteMap: the writable mapping of the file and the space allocated behind it
+//! dirty.rs    dirty pages: allocation, placement (mapping or owned buffer), copy-on-write,
+//!             write access, freeing
+//! seal.rs     sealing: the window of recent pages sealed early, branch sealing, checksums
+//!             derived from the copied page's
+//! persist.rs  commit preparation: pending frees, the freelist chain as a base or a delta
+//! out.rs      the page write-out and the meta write
+//! ```
+
+mod dirty;
+mod map;
+mod out;
+mod persist;
+mod seal;
+
+pub(crate) use map::WriteMap;
+
+use super::freelist::{Extent, FreeSet};
+use super::page::PageRef;
+use super::shift::Shifts;
+use super::{PageSource, Snapshot};
+use crate::error::{Error, Result};
+use crate::layout::{header, META_SLOTS};
+use dirty::{Dirty, Place};
+use seal::{BranchSealing, RECENT_PAGES};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+/// Hasher for page ids: one multiply. Page ids are dense integers, so this spreads them well.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+/// Page buffers kept for reuse between transactions, so a commit-heavy workload does not
+/// allocate and zero a page per copy.
+pub(super) const POOL_PAGES_MAX: usize = 4096;
+
+/// What a write transaction hands back to the writer state when it ends.
+pub(crate) struct Carry {
+    pub(crate) free: FreeSet,
+    pub(crate) pool: Vec<Box<[u8]>>,
+    pub(crate) wmap: WriteMap,
+    /// Pages of the newest commit's freelist chain, newest first, with the commit that wrote
+    /// each, if known (saves reading it back).
+    pub(crate) chain: Option<Vec<PageRef>>,
+    /// The transaction's working collections, empty, with the capacity they grew to.
+    spare_capacity: Buffers,
+    branch_sealing: BranchSealing,
+    /// CRC tables for the database's page size, built by the first write transaction.
+    shifts: Option<Arc<Shifts>>,
+}
+
+impl Carry {
+    pub(crate) fn new(free: FreeSet, wmap: WriteMap) -> Carry {
+        Carry {
+            free,
+            pool: Vec::new(),
+            wmap,
+            chain: None,
+            spare_capacity: Buffers::default(),
+            branch_sealing: BranchSealing::default(),
+            shifts: None,
+        }
+    }
+}
+
+/// The collections a write transaction fills. They are handed from one transaction to the
+/// next, emptied, so that a small commit allocates almost nothing: growing a fresh hash map
+/// and half a dozen vectors for every one-put commit cost more than a quarter of its
+/// instructions (docs/design/performance.md).
+#[derive(Default)]
+struct Buffers {
+    dirty: IdMap<Dirty>,
+    taken: Vec<(u64, u64)>,
+    spare: Vec<(u64, u64)>,
+    freed: Vec<FreedRun>,
+    ids: Vec<u64>,
+    extents: Vec<Extent>,
+    runs: Vec<(u64, u64)>,
+}
+
+/// Committed pages a transaction frees (replaced by a copy, or deleted): pending once it
+/// commits.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FreedRun {
+    pub(crate) start: u64,
+    pub(crate) pages: u64,
+    /// The commit that wrote them (pages written after the last durable commit are not part
+    /// of it, so only readers can still need them).
+    pub(crate) born: u64,
+}
+
+/// The writer's view of pages for one write transaction: its dirty pages over the snapshot it
+/// started from, the free space it allocates from, and what it freed.
+pub(crate) struct WritePages {
+    pub(crate) base: Arc<Snapshot>,
+    pub(crate) txn: u64,
+    page_bytes: usize,
+    dirty: IdMap<Dirty>,
+    /// Free space; moved here from the writer state for the transaction's life.
+    pub(crate) free: FreeSet,
+    pub(crate) page_count: u64,
+    /// Extents taken from `free`, given back on abort.
+    taken: Vec<(u64, u64)>,
+    /// Pages allocated and then freed in this transaction: reusable at once.
+    spare: Vec<(u64, u64)>,
+    /// Committed pages this transaction replaced or deleted: pending after commit.
+    freed: Vec<FreedRun>,
+    /// The last durable commit when the transaction began.
+    last_durable: u64,
+    pool: Vec<Box<[u8]>>,
+    wmap: WriteMap,
+    /// The base snapshot's freelist chain, newest first, if known; after `prepare_commit`,
+    /// the new one.
+    chain: Option<Vec<PageRef>>,
+    /// Page ids, sorted and grouped at commit; kept for the next transaction.
+    ids: Vec<u64>,
+    /// The free set's persisted form, built at commit; kept for the next transaction.
+    extents: Vec<Extent>,
+    /// Freed pages grouped into extents at commit; kept for the next transaction.
+    runs: Vec<(u64, u64)>,
+    /// The pages written most recently, a ring (0: no page; slot 0 is a meta page, never
+    /// dirty). See `RECENT_PAGES`.
+    recent: [u64; RECENT_PAGES],
+    recent_at: usize,
+    /// Whether any dirty page of the transaction is an owned buffer (not in the mapping).
+    any_owned: bool,
+    /// Bytes of appended pages in owned buffers (see `APPENDED_OWNED_BYTES_MAX`).
+    appended_owned_bytes: usize,
+    branch_sealing: BranchSealing,
+    shifts: Arc<Shifts>,
+    /// The node check debug builds run on every dirty leaf and branch before the commit
+    /// seals and writes it (`write_out`).
+    check_node: NodeCheck,
+}
+
+/// A structural check of a node page, supplied by the layer that owns the node layout (the
+/// B-tree): the reason it fails, if it does.
+pub(crate) type NodeCheck = fn(&[u8]) -> std::result::Result<(), String>;
+
+impl WritePages {
+    /// The page state of write transaction `txn`, on `base`, with what the writer state lent
+    /// (`carry`). `last_durable` is the last durable commit (its pages are pinned).
+    pub(crate) fn new(
+        base: Arc<Snapshot>,
+        txn: u64,
+        last_durable: u64,
+        carry: Carry,
+        check_node: NodeCheck,
+    ) -> WritePages {
+        debug_assert!(txn > base.meta.txn && last_durable <= base.meta.txn);
+        let page_bytes = base.page_bytes();
+        let page_count = base.meta.page_count;
+        let b = carry.spare_capacity;
+        debug_assert!(b.dirty.is_empty() && b.taken.is_empty() && b.freed.is_empty());
+        WritePages {
+            base,
+            txn,
+            page_bytes,
+            dirty: b.dirty,
+            free: carry.free,
+            page_count,
+            taken: b.taken,
+            spare: b.spare,
+            freed: b.freed,
+            last_durable,
+            pool: carry.pool,
+            wmap: carry.wmap,
+            chain: carry.chain,
+            ids: b.ids,
+            extents: b.extents,
+            runs: b.runs,
+            recent: [0; RECENT_PAGES],
+            recent_at: 0,
+            any_owned: false,
+            appended_owned_bytes: 0,
+            branch_sealing: carry.branch_sealing,
+            shifts: carry
+                .shifts
+                .filter(|s| s.page_bytes() == page_bytes)
+                .unwrap_or_else(|| Arc::new(Shifts::new(page_bytes))),
+            check_node,
+        }
+    }
+
+    /// Undoes this transaction's allocations and hands back what it borrowed. Pages it wrote
+    /// in place are free space and stay as garbage.
+    pub(crate) fn abort(mut self) -> Carry {
+        for (start, len) in std::mem::take(&mut self.taken) {
+            // Cannot overlap: these pages were removed from this very set.
+            let _ = self.free.insert(start, len);
+        }
+        self.finish()
+    }
+
+    /// Hands back what the transaction borrowed (after a commit, or via `abort`).
+    pub(crate) fn finish(mut self) -> Carry {
+        let page_bytes = self.page_bytes;
+        for (_, d) in self.dirty.drain() {
+            if let Place::Owned(buf) = d.place {
+                if buf.len() == page_bytes && self.pool.len() < POOL_PAGES_MAX {
+                    self.pool.push(buf);
+                }
+            }
+        }
+        self.taken.clear();
+        self.spare.clear();
+        self.freed.clear();
+        self.ids.clear();
+        self.wmap.appending = self.appended_owned_bytes > 0;
+        Carry {
+            free: self.free,
+            pool: self.pool,
+            wmap: self.wmap,
+            chain: self.chain,
+            branch_sealing: self.branch_sealing.next(),
+            shifts: Some(self.shifts),
+            spare_capacity: Buffers {
+                dirty: self.dirty,
+                taken: self.taken,
+                spare: self.spare,
+                freed: self.freed,
+                ids: self.ids,
+                extents: self.extents,
+                runs: self.runs,
+            },
+        }
+    }
+}
+
+impl WritePages {
+    /// Dirty page `id` read straight from the mapping, without a dirty-map lookup, while every
+    /// dirty page of the transaction lives there (no owned buffers): for a reference naming
+    /// this transaction, which only a dirty page can answer. The caller checks the reference
+    /// (`PageRef::check`); the page id is checked here.
+    #[inline]
+    fn mapped_dirty_page(&self, id: u64) -> Option<&[u8]> {
+        if self.any_owned {
+            return None;
+        }
+        let p = self.mapped_page(id)?;
+        (header::page_id(p) == id).then_some(p)
+    }
+
+    /// The bytes of page `id` in the writable mapping, whatever they hold, if the file covers
+    /// it (a page past the file's end would fault).
+    #[inline]
+    fn mapped_page(&self, id: u64) -> Option<&[u8]> {
+        if id < META_SLOTS || (id + 1).saturating_mul(self.page_bytes as u64) > self.wmap.file_bytes
+        {
+            return None;
+        }
+        self.wmap.view.as_ref()?.page(id)
+    }
+}
+
+impl PageSource for WritePages {
+    /// A reference names the commit that wrote its page, and this transaction's dirty pages
+    /// are referenced with its own id: any other reference is to a committed page, read from
+    /// the snapshot without looking in the dirty-page map.
+    #[inline]
+    fn page_at(&self, r: PageRef) -> Result<&[u8]> {
+        let p = if r.txn != self.txn {
+            self.base.page(r.id)?
+        } else if let Some(p) = self.mapped_dirty_page(r.id) {
+            p
+        } else {
+            self.page(r.id)?
+        };
+        r.check(p)?;
+        Ok(p)
+    }
+
+    #[inline]
+    fn page(&self, id: u64) -> Result<&[u8]> {
+        match self.dirty.get(&id).map(|d| &d.place) {
+            Some(Place::Owned(b)) => Ok(b),
+            Some(Place::Mapped(_)) => self.wmap.bytes(id, self.page_bytes, self.page_bytes),
+            None => self.base.page(id),
+        }
+    }
+
+    fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        let ps = self.page_bytes;
+        match self.dirty.get(&id).map(|d| &d.place) {
+            Some(Place::Owned(b)) if b.len() as u64 == pages * ps as u64 => Ok(b),
+            Some(Place::Mapped(n)) if *n == pages => self.wmap.bytes(id, pages as usize * ps, ps),
+            Some(_) => Err(Error::corrupted(id, "overflow run length mismatch")),
+            None => self.base.run(id, pages),
+        }
+    }
+
+    #[inline]
+    fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    #[inline]
+    fn prefetch_page(&self, id: u64) {
+        self.base.prefetch_mapped_page(id);
+    }
+
+    #[inline]
+    fn prefetch_head(&self, id: u64, lines: usize) {
+        self.base.prefetch_mapped_head(id, lines);
+    }
+}

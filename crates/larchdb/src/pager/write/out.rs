@@ -1,0 +1,129 @@
+//! The write-out at commit: every dirty page sealed and made to reach the file, and the meta
+//! fields written to their slot.
+
+use super::dirty::Place;
+use super::seal::seal_or_check;
+use super::WritePages;
+use crate::error::{Error, Result};
+use crate::layout::{header, kind};
+use crate::pager::PageSource;
+use crate::storage::Storage;
+
+/// Bytes gathered into one `write_at` when consecutive pages are written at commit.
+const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
+
+impl WritePages {
+    /// Seals every dirty page (page id, txn id, checksum) and makes it reach the file: pages
+    /// in the mapping are sealed in place; owned buffers are written with `write_at`, gathering
+    /// consecutive pages into larger writes. Returns the bytes written or sealed.
+    pub(crate) fn write_out(&mut self, storage: &dyn Storage) -> Result<u64> {
+        if cfg!(debug_assertions) {
+            self.check_dirty_nodes()?;
+        }
+        let ps = self.page_bytes;
+        if !self.any_owned {
+            // Every dirty page is in the mapping: seal in place, in any order.
+            let mut written = 0u64;
+            for (&id, d) in self.dirty.iter_mut() {
+                if let Place::Mapped(n) = d.place {
+                    let len = n as usize * ps;
+                    let page = self.wmap.bytes_mut(id, len, ps)?;
+                    let state = (d.sealed, d.cells, d.check_derived);
+                    seal_or_check(page, id, self.txn, state, &self.shifts);
+                    written += len as u64;
+                }
+            }
+            return Ok(written);
+        }
+        // Owned buffers are written in page order, consecutive ones gathered.
+        let mut ids = std::mem::take(&mut self.ids);
+        ids.clear();
+        ids.extend(self.dirty.keys().copied());
+        ids.sort_unstable();
+        let mut batch: Vec<u8> = Vec::new();
+        let mut batch_start = 0u64;
+        let mut written = 0u64;
+        for &id in &ids {
+            let Some(d) = self.dirty.get_mut(&id) else {
+                continue;
+            };
+            let (sealed, cells, check) = (d.sealed, d.cells, d.check_derived);
+            let buf: &mut [u8] = match &mut d.place {
+                Place::Owned(b) => b,
+                Place::Mapped(n) => {
+                    let len = *n as usize * ps;
+                    let page = self.wmap.bytes_mut(id, len, ps)?;
+                    seal_or_check(page, id, self.txn, (sealed, cells, check), &self.shifts);
+                    written += len as u64;
+                    continue;
+                }
+            };
+            debug_assert!(header::kind(buf) != 0);
+            seal_or_check(buf, id, self.txn, (sealed, cells, check), &self.shifts);
+            let at = id * ps as u64;
+            let contiguous = !batch.is_empty() && batch_start + batch.len() as u64 == at;
+            if !contiguous || batch.len() + buf.len() > WRITE_BATCH_BYTES_MAX {
+                if !batch.is_empty() {
+                    storage.write_at(&batch, batch_start)?;
+                    written += batch.len() as u64;
+                    batch.clear();
+                }
+                batch_start = at;
+            }
+            if buf.len() > WRITE_BATCH_BYTES_MAX {
+                storage.write_at(buf, at)?;
+                written += buf.len() as u64;
+                batch_start = at + buf.len() as u64;
+                continue;
+            }
+            batch.extend_from_slice(buf);
+        }
+        if !batch.is_empty() {
+            storage.write_at(&batch, batch_start)?;
+            written += batch.len() as u64;
+        }
+        Ok(written)
+    }
+}
+
+impl WritePages {
+    /// Debug builds: parses and checks every dirty leaf and branch (`NodeCheck`) before the
+    /// commit seals and writes it. A node that fails is an engine bug (or damage that the
+    /// read path's checks let through, as a key flipped on disk and then copied): the commit
+    /// fails with `Error::Internal` and nothing of it becomes visible.
+    fn check_dirty_nodes(&self) -> Result<()> {
+        for &id in self.dirty.keys() {
+            let Ok(p) = self.page(id) else {
+                continue;
+            };
+            if matches!(header::kind(p), kind::LEAF | kind::BRANCH) {
+                if let Err(why) = (self.check_node)(p) {
+                    return Err(Error::internal(format!(
+                        "page {id}: a dirty node fails its check before sealing: {why}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the meta fields at `offset` (a meta slot): through the writable mapping when
+    /// there is one (no syscall), with `write_at` otherwise.
+    pub(crate) fn write_meta(
+        &mut self,
+        bytes: &[u8],
+        offset: u64,
+        storage: &dyn Storage,
+    ) -> Result<()> {
+        let at = offset as usize;
+        let end = offset + bytes.len() as u64;
+        if self.wmap.enabled && self.wmap.file_bytes >= end {
+            if let Some(dst) = self.wmap.slice_mut(at, bytes.len()) {
+                dst.copy_from_slice(bytes);
+                return Ok(());
+            }
+        }
+        storage.write_at(bytes, offset)?;
+        Ok(())
+    }
+}

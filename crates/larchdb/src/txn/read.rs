@@ -1,0 +1,76 @@
+//! The read transaction.
+
+use crate::engine::catalog::{self, check_name};
+use crate::engine::readers::Published;
+use crate::engine::Shared;
+use crate::error::{Error, Result};
+use crate::pager::{Snapshot, TableHeader};
+use crate::table::ReadTable;
+use std::sync::Arc;
+
+/// A read transaction: a consistent snapshot of the whole database, as of the newest commit
+/// when it began. `Send + Sync`: it can be moved to, kept on, and shared between threads.
+/// While it lives, no page it can reach is reused. Values it returns are borrowed from it.
+pub struct ReadTxn {
+    shared: Arc<Shared>,
+    snap: Arc<Published>,
+}
+
+impl ReadTxn {
+    pub(crate) fn new(shared: Arc<Shared>) -> Result<ReadTxn> {
+        let snap = shared.register_reader()?;
+        Ok(ReadTxn { shared, snap })
+    }
+
+    pub(crate) fn snapshot(&self) -> &Snapshot {
+        &self.snap.snap
+    }
+
+    /// Moves this transaction to the newest committed snapshot, like LMDB's
+    /// `mdb_txn_reset` + `mdb_txn_renew`. Costs one atomic load when nothing was committed
+    /// since; otherwise the same short registration as `begin_read`. On a read-only handle
+    /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
+    /// error), the transaction stays on its current snapshot, which remains valid.
+    pub fn renew(&mut self) {
+        if let Some(snap) = self.shared.renew_reader(&self.snap) {
+            // The old snapshot (and possibly its mapping) is released outside the lock.
+            let _old = std::mem::replace(&mut self.snap, snap);
+        }
+    }
+
+    /// Id of the commit this transaction sees.
+    pub fn id(&self) -> u64 {
+        self.snap.txn()
+    }
+
+    /// Opens a table for reading.
+    pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
+        check_name(name)?;
+        match self.snap.catalog.find(&self.snap.snap, name)? {
+            Some(hdr) => Ok(ReadTable::new(&self.snap.snap, hdr)),
+            None => Err(Error::TableNotFound(name.to_string())),
+        }
+    }
+
+    /// Names of all tables, sorted.
+    pub fn list_tables(&self) -> Result<Vec<String>> {
+        catalog::list(&*self.snap.snap, self.snap.snap.meta.catalog)
+    }
+
+    /// The properties of a table, as set by [`crate::WriteTxn::set_table_properties`]: opaque
+    /// bytes of the application's, empty if never set.
+    pub fn table_properties(&self, name: &str) -> Result<&[u8]> {
+        check_name(name)?;
+        match catalog::lookup(&*self.snap.snap, &self.snap.snap.meta.catalog, name)? {
+            Some((_, value)) => Ok(TableHeader::properties(value)),
+            None => Err(Error::TableNotFound(name.to_string())),
+        }
+    }
+}
+
+impl Drop for ReadTxn {
+    fn drop(&mut self) {
+        let mut rs = self.shared.read_state();
+        self.shared.unregister_reader(&mut rs, self.snap.txn());
+    }
+}
