@@ -39,7 +39,6 @@ impl std::fmt::Debug for Database {
     }
 }
 
-
 impl Database {
     /// Opens the database file at `path`, creating it if `options.create` allows.
     ///
@@ -66,7 +65,6 @@ impl Database {
             shared: Arc::new(shared),
         })
     }
-
 
     /// Page size of this database.
     pub fn page_bytes(&self) -> u32 {
@@ -148,5 +146,4 @@ impl Database {
         let r = self.begin_read()?;
         verify::page_roles(r.snapshot())
     }
-
 }

@@ -301,10 +301,7 @@ pub(crate) fn unused_gap(p: &[u8]) -> (usize, usize) {
             node::BRANCH_SLOTS_AT + node::SLOT_BYTES * count,
             node::cells_start(p) as usize,
         ),
-        kind::FREELIST => (
-            freelist::EXTENTS_AT + freelist::EXTENT_BYTES * count,
-            len,
-        ),
+        kind::FREELIST => (freelist::EXTENTS_AT + freelist::EXTENT_BYTES * count, len),
         kind::OVERFLOW => (overflow::VALUE_AT + overflow::value_bytes(p) as usize, len),
         kind::META => (meta::END, len),
         _ => (len, len),

@@ -57,8 +57,8 @@ mod txn;
 mod verify;
 
 pub use db::Database;
-pub use options::{Durability, Options};
 pub use error::{Error, Result};
+pub use options::{Durability, Options};
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, WriteTxn};
 #[doc(hidden)]

@@ -1,10 +1,10 @@
 //! Tables: the read and write handles, and range iteration.
 
 use crate::btree::{self, Cursor, PutMode, Scratch};
+use crate::engine::catalog::TableState;
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
 use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
-use crate::engine::catalog::TableState;
 use std::ops::{Bound, RangeBounds};
 
 /// A key and its value, borrowed from the transaction.

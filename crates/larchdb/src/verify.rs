@@ -223,6 +223,71 @@ impl<'s> Walk<'s> {
         Ok(p)
     }
 
+    /// The keys of `node`, checked to ascend and to lie in `[lo, hi)`; `None` (with the
+    /// problems noted) if they do not.
+    fn node_keys(
+        &mut self,
+        node: &Node<'s>,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+    ) -> Option<Vec<&'s [u8]>> {
+        let id = node.id;
+        let mut prev: Option<&[u8]> = None;
+        let mut keys = Vec::with_capacity(node.n);
+        let mut bad = false;
+        for i in 0..node.n {
+            match node.key(i) {
+                Ok(k) => {
+                    if prev.is_some_and(|q| q >= k) {
+                        self.problem(id, "keys out of order");
+                        bad = true;
+                    }
+                    if lo.is_some_and(|l| k < l) || hi.is_some_and(|h| k >= h) {
+                        self.problem(id, "key outside the bounds set by its parent");
+                        bad = true;
+                    }
+                    prev = Some(k);
+                    keys.push(k);
+                }
+                Err(e) => {
+                    self.note_err(e, id);
+                    return None;
+                }
+            }
+        }
+        (!bad).then_some(keys)
+    }
+
+    /// The bytes of a leaf value: inline, or its overflow run, claimed, read and checked.
+    /// `None` (with the problem noted) if the run cannot be read.
+    fn value_bytes(&mut self, value: LeafValue<'s>, st: &mut TableStats) -> Option<&'s [u8]> {
+        let (run_ref, len) = match value {
+            LeafValue::Inline(b) => return Some(b),
+            LeafValue::Overflow { run, len } => (run, len),
+        };
+        let page = run_ref.id;
+        let pages = overflow::pages_for(len, self.snap.page_bytes());
+        st.overflow_pages += pages;
+        if !self.claim(page, pages, Owner::Overflow) {
+            return None;
+        }
+        self.roles[page as usize] = PageRole::OverflowHead;
+        for p in page + 1..page + pages {
+            self.roles[p as usize] = PageRole::OverflowContinuation;
+        }
+        let read = self.read(run_ref, pages).and_then(|run| {
+            check_run(run, page, pages, len)?;
+            Ok(&run[overflow::VALUE_AT..overflow::VALUE_AT + len])
+        });
+        match read {
+            Ok(b) => Some(b),
+            Err(e) => {
+                self.note_err(e, page);
+                None
+            }
+        }
+    }
+
     /// Walks one tree, checking order, bounds, depth and the entry count. Returns the leaf
     /// entries' values when `collect` (for the catalog) and the table's figures.
     fn tree(&mut self, name: &str, hdr: TableHeader, collect: bool) -> (Vec<KeyValue>, TableStats) {
@@ -282,35 +347,9 @@ impl<'s> Walk<'s> {
                 );
                 continue;
             }
-            let mut prev: Option<&[u8]> = None;
-            let mut keys = Vec::with_capacity(node.n);
-            let mut bad = false;
-            for i in 0..node.n {
-                match node.key(i) {
-                    Ok(k) => {
-                        if prev.is_some_and(|q| q >= k) {
-                            self.problem(id, "keys out of order");
-                            bad = true;
-                        }
-                        if lo.as_deref().is_some_and(|l| k < l)
-                            || hi.as_deref().is_some_and(|h| k >= h)
-                        {
-                            self.problem(id, "key outside the bounds set by its parent");
-                            bad = true;
-                        }
-                        prev = Some(k);
-                        keys.push(k);
-                    }
-                    Err(e) => {
-                        self.note_err(e, id);
-                        bad = true;
-                        break;
-                    }
-                }
-            }
-            if bad {
+            let Some(keys) = self.node_keys(&node, lo.as_deref(), hi.as_deref()) else {
                 continue;
-            }
+            };
             if node.leaf {
                 st.leaf_pages += 1;
                 entries += node.n as u64;
@@ -322,32 +361,7 @@ impl<'s> Walk<'s> {
                             continue;
                         }
                     };
-                    let bytes: Option<&[u8]> = match value {
-                        LeafValue::Inline(b) => Some(b),
-                        LeafValue::Overflow { run: run_ref, len } => {
-                            let page = run_ref.id;
-                            let pages = overflow::pages_for(len, self.snap.page_bytes());
-                            st.overflow_pages += pages;
-                            if !self.claim(page, pages, Owner::Overflow) {
-                                None
-                            } else {
-                                self.roles[page as usize] = PageRole::OverflowHead;
-                                for p in page + 1..page + pages {
-                                    self.roles[p as usize] = PageRole::OverflowContinuation;
-                                }
-                                match self.read(run_ref, pages).and_then(|run| {
-                                    check_run(run, page, pages, len)?;
-                                    Ok(&run[overflow::VALUE_AT..overflow::VALUE_AT + len])
-                                }) {
-                                    Ok(b) => Some(b),
-                                    Err(e) => {
-                                        self.note_err(e, page);
-                                        None
-                                    }
-                                }
-                            }
-                        }
-                    };
+                    let bytes = self.value_bytes(value, &mut st);
                     if collect {
                         if let Some(b) = bytes {
                             collected.push((key.to_vec(), b.to_vec()));
@@ -391,7 +405,6 @@ impl<'s> Walk<'s> {
         (collected, st)
     }
 }
-
 
 /// Walks everything; with `checksums` it verifies every page read and accounts for all pages.
 fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
@@ -452,11 +465,8 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
             }
             // The chain is newest first; its entries apply oldest first. The replay checks
             // each entry against the ones before it; what it leaves is the free set.
-            let pages: Vec<(u64, Vec<Extent>)> = chain
-                .into_iter()
-                .rev()
-                .map(|c| (c.id, c.extents))
-                .collect();
+            let pages: Vec<(u64, Vec<Extent>)> =
+                chain.into_iter().rev().map(|c| (c.id, c.extents)).collect();
             match freelist::replay(&pages, meta.page_count, meta.txn) {
                 Ok(set) => {
                     let mut entries = Vec::new();

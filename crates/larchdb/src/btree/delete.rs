@@ -25,7 +25,9 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
             return Ok(false);
         }
         let run = match leaf.value(idx)? {
-            LeafValue::Overflow { run, len } => Some((run.id, overflow::pages_for(len, w.page_bytes()))),
+            LeafValue::Overflow { run, len } => {
+                Some((run.id, overflow::pages_for(len, w.page_bytes())))
+            }
             LeafValue::Inline(_) => None,
         };
         (idx, leaf.cell(idx)?.len(), run)
@@ -151,4 +153,3 @@ pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
     }
     Ok(())
 }
-

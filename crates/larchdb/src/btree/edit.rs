@@ -7,13 +7,13 @@ use super::node::Node;
 use crate::bytes::{get_u16, put_u16};
 use crate::error::{Error, Result};
 use crate::layout::node::{
-    self as layout, BRANCH_CELL_CHILD_AT, LEAF_CELL_HEADER_BYTES, BRANCH_CHILD0_AT, BRANCH_SLOTS_AT, SLOT_BYTES,
+    self as layout, BRANCH_CELL_CHILD_AT, BRANCH_CHILD0_AT, BRANCH_SLOTS_AT,
+    LEAF_CELL_HEADER_BYTES, SLOT_BYTES,
 };
 use crate::layout::{header, kind};
 use crate::pager::page::init_page;
 use crate::pager::shift::CellsCrc;
 use crate::pager::PageRef;
-
 
 fn slots_at(p: &[u8]) -> usize {
     layout::slots_at(header::kind(p) == kind::LEAF)
@@ -46,12 +46,7 @@ pub(crate) fn insert_inline(p: &mut [u8], i: usize, key: &[u8], value: &[u8]) ->
 }
 
 /// Makes room for a cell of `len` bytes at slot `i` and lets `write` fill it.
-fn insert_with(
-    p: &mut [u8],
-    i: usize,
-    len: usize,
-    write: impl FnOnce(&mut [u8]),
-) -> Result<bool> {
+fn insert_with(p: &mut [u8], i: usize, len: usize, write: impl FnOnce(&mut [u8])) -> Result<bool> {
     let n = layout::keys(p) as usize;
     debug_assert!(i <= n, "insert at slot {i} of {n}");
     let sa = slots_at(p);
@@ -148,12 +143,7 @@ pub(crate) fn replace_tracked(
 
 /// `set_child`, reporting the overwritten reference to `crc` (child 0 lies in the page's
 /// head, not in the cell area).
-pub(crate) fn set_child_tracked(
-    p: &mut [u8],
-    i: usize,
-    child: PageRef,
-    crc: &mut CellsCrc<'_>,
-) {
+pub(crate) fn set_child_tracked(p: &mut [u8], i: usize, child: PageRef, crc: &mut CellsCrc<'_>) {
     if i == 0 || !crc.is_tracked() {
         set_child(p, i, child);
         return;
@@ -235,7 +225,9 @@ pub(crate) fn fill<C: AsRef<[u8]>>(p: &mut [u8], cells: &[C]) -> Result<()> {
         return Err(does_not_fit());
     }
     if (layout::cells_start(p) as usize) < slots_end + need {
-        if (layout::cells_start(p) as usize).saturating_add(layout::dead_bytes(p) as usize) < slots_end + need {
+        if (layout::cells_start(p) as usize).saturating_add(layout::dead_bytes(p) as usize)
+            < slots_end + need
+        {
             return Err(does_not_fit());
         }
         compact(p)?;
@@ -339,7 +331,10 @@ mod tests {
             len,
             &leaf_cell_inline(b"b", b"xyz")
         ));
-        assert_eq!((layout::cells_start(&p), layout::dead_bytes(&p)), (a_before, 0));
+        assert_eq!(
+            (layout::cells_start(&p), layout::dead_bytes(&p)),
+            (a_before, 0)
+        );
         assert!(edit::replace(&mut p, 1, len, &leaf_cell_inline(b"b", b"q")));
         assert_eq!(layout::dead_bytes(&p), 2);
         assert!(!edit::replace(

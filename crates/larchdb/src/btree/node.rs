@@ -172,7 +172,10 @@ impl<'a> Node<'a> {
             PageRef::decode(&self.p[BRANCH_CHILD0_AT..BRANCH_SLOTS_AT])
         } else {
             let off = self.cell_at(i - 1);
-            match self.p.get(off + BRANCH_CELL_CHILD_AT..off + BRANCH_CELL_HEADER_BYTES) {
+            match self
+                .p
+                .get(off + BRANCH_CELL_CHILD_AT..off + BRANCH_CELL_HEADER_BYTES)
+            {
                 Some(r) => PageRef::decode(r),
                 None => return Err(self.bad("cell offset out of bounds")),
             }
@@ -258,7 +261,9 @@ impl<'a> Node<'a> {
         for i in 0..self.n {
             let off = self.cell_at(i);
             if off < cells_start {
-                return Err(format!("cell {i} at {off} lies before the cell area ({cells_start})"));
+                return Err(format!(
+                    "cell {i} at {off} lies before the cell area ({cells_start})"
+                ));
             }
             let cell = self.cell(i).map_err(|e| e.to_string())?;
             live += cell.len();
@@ -383,4 +388,3 @@ pub(crate) fn cell_child(cell: &[u8]) -> PageRef {
 pub(crate) fn cells_bytes(cells: &[&[u8]]) -> usize {
     cells.iter().map(|c| c.len() + SLOT_BYTES).sum()
 }
-

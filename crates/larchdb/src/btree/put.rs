@@ -197,7 +197,10 @@ struct Slot {
     old: Option<(usize, Option<(u64, u64)>)>,
 }
 
-/// `put`, also returning the leaf the key landed in.
+/// `put`, also returning the leaf the key landed in. About a hundred lines, kept whole on
+/// purpose: its steps are ordered for the memory system (prefetch the leaf, point the path at
+/// its copy while it arrives, copy, then search the cached original), and each step's comment
+/// says why it stands where it does; split apart, that order would be spread over functions.
 fn put_inner(
     w: &mut WritePages,
     scratch: &mut Scratch,
@@ -344,9 +347,12 @@ fn find_slot(w: &WritePages, leaf_ref: PageRef, key: &[u8], mode: PutMode) -> Re
     } else {
         None
     };
-    Ok(Slot { idx, n: leaf.n, old })
+    Ok(Slot {
+        idx,
+        n: leaf.n,
+        old,
+    })
 }
-
 
 /// Index at which to split `cells` (at least 3) so both halves hold about half the bytes and
 /// each fits in `capacity` bytes (cells and slots). Leaf cells may reach half a leaf
@@ -505,7 +511,14 @@ fn propagate(
             let cell = branch_cell(&sep, PageRef::new(right, txn));
             if !edit::insert_tracked(p, ci, &cell, &mut crc)? {
                 let n = node_keys_of(w, np)?;
-                split = Some(split_node(w, split_copy, np, ci, &cell, rightmost && ci == n)?);
+                split = Some(split_node(
+                    w,
+                    split_copy,
+                    np,
+                    ci,
+                    &cell,
+                    rightmost && ci == n,
+                )?);
             }
         }
         old_child = pid;

@@ -17,6 +17,8 @@
 //! standard CRC of `m` zero bytes. Polynomials are 32-bit values in the CRC's reflected form
 //! (bit 31 is the coefficient of `x^0`).
 
+use crate::layout::{header, unused_gap};
+
 /// CRC-32C's polynomial, reflected.
 const POLY: u32 = 0x82F6_3B78;
 
@@ -213,6 +215,20 @@ impl<'a> CellsCrc<'a> {
     pub(crate) fn invalidate(&mut self) {
         *self.cells = None;
     }
+}
+
+/// `crc0` of the cell area of committed node page `old` (from its unused gap to the end),
+/// derived from its checksum: `crc0(P ++ C) = shift(crc0(P), |C|) ^ crc0(C)`, where `P` is the
+/// page from after the checksum field to the gap. `None` if the page's layout gives no gap.
+pub(crate) fn cells_crc(shifts: &Shifts, old: &[u8]) -> Option<u32> {
+    let (start, end) = unused_gap(old);
+    let len = old.len();
+    if start < header::CHECKED_FROM || start > end || end > len || len > shifts.page_bytes() {
+        return None;
+    }
+    let head = &old[header::CHECKED_FROM..start];
+    let whole = header::checksum(old) ^ shifts.zeros(head.len() + (len - end));
+    Some(whole ^ shifts.shift(shifts.crc0(head), len - end))
 }
 
 /// The standard CRC-32C of `bytes`.

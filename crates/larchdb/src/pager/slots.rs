@@ -11,7 +11,11 @@ use crate::limits::{PAGE_BYTES_MAX, PAGE_BYTES_MIN};
 use crate::storage::Storage;
 
 /// Writes the two meta slots of an empty database and syncs.
-pub(crate) fn create(storage: &dyn Storage, page_bytes: u32, boot_id: Option<[u8; 16]>) -> Result<()> {
+pub(crate) fn create(
+    storage: &dyn Storage,
+    page_bytes: u32,
+    boot_id: Option<[u8; 16]>,
+) -> Result<()> {
     let mut meta = Meta {
         txn: 1,
         page_bytes,

@@ -58,13 +58,7 @@ impl<'db> WriteTxn<'db> {
         let base_txn = base.meta.txn;
         let txn = base_txn + 1;
         let catalog = base.meta.catalog;
-        let pages = WritePages::new(
-            base,
-            txn,
-            guard.last_durable_txn,
-            carry,
-            btree::check_node,
-        );
+        let pages = WritePages::new(base, txn, guard.last_durable_txn, carry, btree::check_node);
         guard.tables.begin(base_txn);
         Ok(WriteTxn {
             shared,

@@ -46,11 +46,7 @@ pub(crate) fn replay(pages: &[(u64, Vec<Extent>)], page_count: u64, txn: u64) ->
                 continue;
             }
             let end = start.checked_add(len);
-            if start < META_SLOTS
-                || len == 0
-                || end.is_none_or(|e| e > page_count)
-                || etxn > txn
-            {
+            if start < META_SLOTS || len == 0 || end.is_none_or(|e| e > page_count) || etxn > txn {
                 return Err(bad(format!("freelist extent {start}+{len} out of range")));
             }
             let end = start + len;

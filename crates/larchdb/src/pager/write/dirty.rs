@@ -1,15 +1,14 @@
 //! Dirty pages: where they live (in place in the writable mapping, or in owned buffers), how
 //! they are allocated and copied on write, and the write access to them.
 
-use super::seal::cells_crc;
+use super::POOL_PAGES_MAX;
 use super::{FreedRun, WritePages};
 use crate::error::{Error, Result};
 use crate::layout::{header, kind, overflow, unused_gap};
 use crate::limits::PAGE_COUNT_MAX;
 use crate::pager::page::{checksum_ok, init_page, prefetch_write, stamp_page};
-use crate::pager::shift::CellsCrc;
+use crate::pager::shift::{cells_crc, CellsCrc};
 use crate::pager::PageSource;
-use super::POOL_PAGES_MAX;
 
 /// Most bytes of new pages a transaction keeps in owned buffers because an append filled them
 /// (`WritePages::new_page_appended`); past this, they live in the mapping like other pages, so
@@ -150,7 +149,6 @@ impl WritePages {
         Ok((id, in_map))
     }
 
-
     pub(crate) fn is_dirty(&self, id: u64) -> bool {
         self.dirty.contains_key(&id)
     }
@@ -237,7 +235,9 @@ impl WritePages {
         };
         let check = cells.is_some() && cfg!(debug_assertions) && checksum_ok(old);
         let Some(d) = self.dirty.get_mut(&new) else {
-            return Err(Error::internal(format!("page {new}: reserved page is not dirty")));
+            return Err(Error::internal(format!(
+                "page {new}: reserved page is not dirty"
+            )));
         };
         // Whatever the window did to the empty page meanwhile (an early seal) is void.
         d.begin_write(false);
@@ -280,7 +280,9 @@ impl WritePages {
     pub(crate) fn node_mut(&mut self, id: u64) -> Result<(&mut [u8], CellsCrc<'_>)> {
         let ps = self.page_bytes;
         let Some(d) = self.dirty.get_mut(&id) else {
-            return Err(Error::internal(format!("page {id}: writing a page that is not dirty")));
+            return Err(Error::internal(format!(
+                "page {id}: writing a page that is not dirty"
+            )));
         };
         if d.begin_write(true) {
             self.branch_sealing.back += 1;
@@ -308,7 +310,9 @@ impl WritePages {
                 let len = *n as usize * ps;
                 self.wmap.bytes_mut(id, len, ps)
             }
-            None => Err(Error::internal(format!("page {id}: writing a page that is not dirty"))),
+            None => Err(Error::internal(format!(
+                "page {id}: writing a page that is not dirty"
+            ))),
         }
     }
 

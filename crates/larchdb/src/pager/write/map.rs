@@ -204,16 +204,25 @@ impl WriteMap {
     pub(super) fn bytes(&self, id: u64, len: usize, page_bytes: usize) -> Result<&[u8]> {
         match self.map.as_ref() {
             Some(m) => m.bytes(id, (len / page_bytes) as u64, page_bytes),
-            None => Err(Error::internal(format!("page {id}: dirty page outside the writable mapping"))),
+            None => Err(Error::internal(format!(
+                "page {id}: dirty page outside the writable mapping"
+            ))),
         }
     }
 
     /// Requires: `id` is a dirty page (or run) of the current write transaction, or, for
     /// `write_meta`, a meta slot; either way no snapshot reads it.
-    pub(super) fn bytes_mut(&mut self, id: u64, len: usize, page_bytes: usize) -> Result<&mut [u8]> {
+    pub(super) fn bytes_mut(
+        &mut self,
+        id: u64,
+        len: usize,
+        page_bytes: usize,
+    ) -> Result<&mut [u8]> {
         self.slice_mut(id as usize * page_bytes, len)
             .ok_or_else(|| {
-                Error::internal(format!("page {id}: dirty page outside the writable mapping"))
+                Error::internal(format!(
+                    "page {id}: dirty page outside the writable mapping"
+                ))
             })
     }
 

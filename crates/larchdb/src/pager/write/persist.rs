@@ -187,7 +187,11 @@ impl WritePages {
             next = PageRef::new(id, txn);
         }
         self.extents = entries;
-        let mut chain: Vec<PageRef> = pages.iter().rev().map(|&id| PageRef::new(id, txn)).collect();
+        let mut chain: Vec<PageRef> = pages
+            .iter()
+            .rev()
+            .map(|&id| PageRef::new(id, txn))
+            .collect();
         chain.extend(old_chain);
         Ok(chain)
     }

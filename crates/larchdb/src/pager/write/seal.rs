@@ -115,8 +115,7 @@ pub(super) fn seal_or_check(
     if sealed {
         // A derived checksum of a copy of a damaged page rightly does not match.
         debug_assert!(
-            (cells.is_some() && !check)
-                || (checksum_ok(page) && header::page_id(page) == id),
+            (cells.is_some() && !check) || (checksum_ok(page) && header::page_id(page) == id),
             "page {id} written after its early seal"
         );
     } else {
@@ -124,24 +123,17 @@ pub(super) fn seal_or_check(
     }
 }
 
-/// `crc0` of the cell area of committed node page `old` (from its unused gap to the end),
-/// derived from its checksum: `crc0(P ++ C) = shift(crc0(P), |C|) ^ crc0(C)`, where `P` is the
-/// page from after the checksum field to the gap. `None` if the page's layout gives no gap.
-pub(super) fn cells_crc(shifts: &Shifts, old: &[u8]) -> Option<u32> {
-    let (start, end) = unused_gap(old);
-    let len = old.len();
-    if start < header::CHECKED_FROM || start > end || end > len || len > shifts.page_bytes() {
-        return None;
-    }
-    let head = &old[header::CHECKED_FROM..start];
-    let whole = header::checksum(old) ^ shifts.zeros(head.len() + (len - end));
-    Some(whole ^ shifts.shift(shifts.crc0(head), len - end))
-}
-
 /// Stamps and checksums a dirty page: from its derived cell-area CRC when there is one (the
 /// same checksum, without reading the cell area), otherwise over the whole page.
 #[inline]
-pub(super) fn seal(page: &mut [u8], id: u64, txn: u64, cells: Option<u32>, check: bool, shifts: &Shifts) {
+pub(super) fn seal(
+    page: &mut [u8],
+    id: u64,
+    txn: u64,
+    cells: Option<u32>,
+    check: bool,
+    shifts: &Shifts,
+) {
     let Some(cells) = cells else {
         seal_page(page, id, txn);
         return;
@@ -188,4 +180,3 @@ mod tests {
         assert_eq!((next.out, next.back), (0, 0));
     }
 }
-
