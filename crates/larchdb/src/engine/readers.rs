@@ -121,6 +121,24 @@ impl Shared {
         Some(snap)
     }
 
+    /// For the writer starting a transaction: the snapshot it starts from, and the oldest
+    /// snapshot any reader holds, in this handle or registered in the lock file by another.
+    /// The lock file is read after the previous commit was published, so that a reader that
+    /// registered too late for this scan has seen that commit and holds a snapshot no older
+    /// than the base (docs/design/concurrency.md).
+    pub(crate) fn writer_base(&self) -> (Arc<Snapshot>, Option<u64>) {
+        let (base, mut oldest) = {
+            let rs = self.read_state();
+            (rs.current.snap.clone(), rs.oldest_reader())
+        };
+        if let Some(lock) = self.lock.as_ref() {
+            if let Some(foreign) = lock.oldest_reader().0 {
+                oldest = Some(oldest.map_or(foreign, |o| o.min(foreign)));
+            }
+        }
+        (base, oldest)
+    }
+
     /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.
     #[inline]
     fn newer_than(&self, txn: u64) -> bool {

@@ -33,18 +33,7 @@ impl<'db> WriteTxn<'db> {
         if guard.poisoned {
             return Err(Error::Poisoned);
         }
-        let (base, mut oldest) = {
-            let rs = shared.read_state();
-            (rs.current.snap.clone(), rs.oldest_reader())
-        };
-        // Readers in other processes (and other handles): read after the previous commit was
-        // published, so that a reader that registered too late for this scan has seen that
-        // commit and holds a snapshot no older than `base` (docs/design/concurrency.md).
-        if let Some(lock) = shared.lock.as_ref() {
-            if let Some(foreign) = lock.oldest_reader().0 {
-                oldest = Some(oldest.map_or(foreign, |o| o.min(foreign)));
-            }
-        }
+        let (base, oldest) = shared.writer_base();
         // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
         // keep are the live readers' and the last durable one (a power loss returns to it).
         let Some(mut carry) = guard.carry.take() else {
