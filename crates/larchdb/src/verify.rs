@@ -258,6 +258,37 @@ impl<'s> Walk<'s> {
         (!bad).then_some(keys)
     }
 
+    /// Pushes the children of branch `node` (at `level`, its keys bounded by `[lo, hi)`) to
+    /// visit, each with the bounds its separators set.
+    fn push_children(
+        &mut self,
+        node: &Node<'s>,
+        keys: &[&[u8]],
+        (level, lo, hi): (u32, Option<Vec<u8>>, Option<Vec<u8>>),
+        stack: &mut Vec<Visit>,
+    ) {
+        for ci in 0..=node.n {
+            let child = match node.child(ci) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.note_err(e, node.id);
+                    continue;
+                }
+            };
+            let clo = if ci == 0 {
+                lo.clone()
+            } else {
+                Some(keys[ci - 1].to_vec())
+            };
+            let chi = if ci == node.n {
+                hi.clone()
+            } else {
+                Some(keys[ci].to_vec())
+            };
+            stack.push((child, level + 1, clo, chi));
+        }
+    }
+
     /// The bytes of a leaf value: inline, or its overflow run, claimed, read and checked.
     /// `None` (with the problem noted) if the run cannot be read.
     fn value_bytes(&mut self, value: LeafValue<'s>, st: &mut TableStats) -> Option<&'s [u8]> {
@@ -370,26 +401,7 @@ impl<'s> Walk<'s> {
                 }
             } else {
                 st.branch_pages += 1;
-                for ci in 0..=node.n {
-                    let child = match node.child(ci) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            self.note_err(e, id);
-                            continue;
-                        }
-                    };
-                    let clo = if ci == 0 {
-                        lo.clone()
-                    } else {
-                        Some(keys[ci - 1].to_vec())
-                    };
-                    let chi = if ci == node.n {
-                        hi.clone()
-                    } else {
-                        Some(keys[ci].to_vec())
-                    };
-                    stack.push((child, level + 1, clo, chi));
-                }
+                self.push_children(&node, &keys, (level, lo, hi), &mut stack);
             }
         }
         if entries != hdr.entries {

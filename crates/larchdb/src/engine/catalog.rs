@@ -69,16 +69,11 @@ const SMALL_CATALOG_TABLES_MAX: u64 = 32;
 pub(crate) struct CatalogCache(OnceLock<Option<Vec<CatalogEntry>>>);
 
 impl CatalogCache {
-    /// The header of table `name` in `snap` (whose cache this is): `Ok(None)` if there is no
-    /// such table.
-    pub(crate) fn find(&self, snap: &Snapshot, name: &str) -> Result<Option<TableHeader>> {
-        if let Some(list) = self.0.get_or_init(|| small_catalog(snap)) {
-            return Ok(list
-                .iter()
-                .find(|(n, _)| &n[..] == name.as_bytes())
-                .map(|(_, hdr)| *hdr));
-        }
-        Ok(lookup(snap, &snap.meta.catalog, name)?.map(|(hdr, _)| hdr))
+    /// The whole catalog of `snap` (whose cache this is), decoded on the first call, if it is
+    /// small and sound; `None` sends lookups to the tree (`lookup`).
+    #[inline]
+    pub(crate) fn entries(&self, snap: &Snapshot) -> Option<&[CatalogEntry]> {
+        self.0.get_or_init(|| small_catalog(snap)).as_deref()
     }
 }
 

@@ -141,7 +141,7 @@ impl Shared {
 
     /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.
     #[inline]
-    fn newer_than(&self, txn: u64) -> bool {
+    pub(crate) fn newer_than(&self, txn: u64) -> bool {
         match self.shared_reader() {
             Some(lock) => lock.published() > txn,
             None => self.current_txn.load(Ordering::Acquire) != txn,

@@ -32,6 +32,9 @@ impl ReadTxn {
     /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
     /// error), the transaction stays on its current snapshot, which remains valid.
     pub fn renew(&mut self) {
+        if !self.shared.newer_than(self.snap.txn()) {
+            return;
+        }
         if let Some(snap) = self.shared.renew_reader(&self.snap) {
             // The old snapshot (and possibly its mapping) is released outside the lock.
             let _old = std::mem::replace(&mut self.snap, snap);
@@ -46,8 +49,16 @@ impl ReadTxn {
     /// Opens a table for reading.
     pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
         check_name(name)?;
-        match self.snap.catalog.find(&self.snap.snap, name)? {
-            Some(hdr) => Ok(ReadTable::new(&self.snap.snap, hdr)),
+        let snap = &self.snap.snap;
+        let found = match self.snap.catalog.entries(snap) {
+            Some(list) => list
+                .iter()
+                .find(|(n, _)| &n[..] == name.as_bytes())
+                .map(|(_, hdr)| *hdr),
+            None => catalog::lookup(&**snap, &snap.meta.catalog, name)?.map(|(hdr, _)| hdr),
+        };
+        match found {
+            Some(hdr) => Ok(ReadTable::new(snap, hdr)),
             None => Err(Error::TableNotFound(name.to_string())),
         }
     }

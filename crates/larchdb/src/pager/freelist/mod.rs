@@ -71,9 +71,18 @@ pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
     crate::layout::freelist::extents_per_page(page_bytes)
 }
 
-/// Pending extents of one kind as (freeing txn, start, length), in txn order: commits add
-/// their own, newer than any before, at the back, and releases take from the front.
-type Pending = VecDeque<(u64, u64, u64)>;
+/// Pages freed by a commit and not yet reusable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PendingRun {
+    /// The commit that freed them.
+    txn: u64,
+    start: u64,
+    pages: u64,
+}
+
+/// Pending runs of one kind, in txn order: commits add their own, newer than any before, at
+/// the back, and releases take from the front.
+type Pending = VecDeque<PendingRun>;
 
 /// Single free pages kept apart before they are merged into the extent map. Below this,
 /// a commit that frees and reuses about as many pages as it writes (random inserts: a thousand
@@ -370,13 +379,20 @@ impl FreeSet {
         };
         // In txn order: at the back, except for a txn older than the newest (never from a
         // commit; kept correct for any caller).
-        let at = if queue.back().is_none_or(|b| b.0 <= txn) {
+        let at = if queue.back().is_none_or(|b| b.txn <= txn) {
             queue.len()
         } else {
-            queue.partition_point(|e| e.0 <= txn)
+            queue.partition_point(|e| e.txn <= txn)
         };
         for (i, &(start, len)) in extents.iter().enumerate() {
-            queue.insert(at + i, (txn, start, len));
+            queue.insert(
+                at + i,
+                PendingRun {
+                    txn,
+                    start,
+                    pages: len,
+                },
+            );
         }
     }
 
@@ -396,7 +412,7 @@ impl FreeSet {
         } else {
             &self.pending_readers
         };
-        if queue.front().is_some_and(|e| e.0 <= horizon) {
+        if queue.front().is_some_and(|e| e.txn <= horizon) {
             // Replayed as the same release: no entry per page.
             self.record(horizon, 0, kind as u64, KIND_RELEASE);
         }
@@ -406,7 +422,12 @@ impl FreeSet {
             } else {
                 &mut self.pending_readers
             };
-            let Some(&(txn, start, len)) = queue.front() else {
+            let Some(&PendingRun {
+                txn,
+                start,
+                pages: len,
+            }) = queue.front()
+            else {
                 return Ok(());
             };
             if txn > horizon {
@@ -488,8 +509,8 @@ impl FreeSet {
             (KIND_READERS, &self.pending_readers),
             (KIND_DURABLE, &self.pending_durable),
         ] {
-            for &(txn, s, l) in queue {
-                push(out, txn, s, l, kind);
+            for r in queue {
+                push(out, r.txn, r.start, r.pages, kind);
             }
         }
     }
