@@ -13,7 +13,7 @@ static double now(){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t
 // 2 = O_DSYNC pwrite over preallocated; 3 = fallocate'd but unwritten (unwritten extents)
 int main(int argc,char**argv){
   int mode=atoi(argv[1]); int bytes=atoi(argv[2]); int n=atoi(argv[3]);
-  const char*path="/tmp/m/log.bin"; unlink(path);
+  const char*path="fsync-test.bin"; unlink(path);
   long total=(long)bytes*n+(1<<20);
   int fd=open(path,O_RDWR|O_CREAT|(mode==2?O_DSYNC:0),0644);
   char*buf=aligned_alloc(4096,bytes<4096?4096:bytes); memset(buf,7,bytes);

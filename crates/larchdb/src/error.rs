@@ -22,6 +22,14 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// The write-ahead log is damaged: a record that was synced (a later record says so) does
+    /// not check out, or the log's own header is wrong.
+    CorruptedLog {
+        /// Log position (bytes from the log's creation) where the damage was found.
+        position: u64,
+        /// What was wrong.
+        reason: String,
+    },
     /// The file is not a Larch database (no magic in either meta slot).
     NotADatabase,
     /// The file was written by a newer format version.
@@ -127,6 +135,12 @@ impl fmt::Display for Error {
             Error::DiskFull => write!(f, "disk full"),
             Error::Corrupted { page, reason } => {
                 write!(f, "database corrupted at page {page}: {reason}")
+            }
+            Error::CorruptedLog { position, reason } => {
+                write!(
+                    f,
+                    "write-ahead log corrupted at position {position}: {reason}"
+                )
             }
             Error::NotADatabase => write!(f, "not a Larch database"),
             Error::UnsupportedVersion { found, supported } => {

@@ -282,6 +282,65 @@ pub(crate) mod meta {
     const _: () = assert!(BOOT_ID_AT + 16 == END);
 }
 
+/// The write-ahead log (`engine::log`), a file beside the database: a file header, then equal
+/// segments used round robin, each a segment header and then records, 8-byte aligned. A
+/// position (log sequence number) counts bytes from the log's creation; position `p` lies in
+/// segment slot `(p / segment_bytes) % segments`, at offset `p % segment_bytes` in it, and the
+/// slot starts at byte `FILE_HEADER_BYTES + slot * segment_bytes` of the file.
+///
+/// ```text
+/// file header     magic "LARCHWAL", version u32, 0 u32, segment bytes u64, segments u64,
+///                 crc u32 (of 0..32); written once, when the log is created
+/// segment header  magic "LARCHSEG", base u64 (the position of the segment's first byte),
+///                 crc u32 (of 0..16), 0 u32
+/// record          crc u32, body bytes u32, kind u8, reserved 7 bytes (0), txn u64,
+///                 synced u64 (the log was synced up to this position when the record was
+///                 appended), body, zeros to the next multiple of 8
+/// ```
+///
+/// A record's CRC-32C covers its position (u64, little-endian), then its header from byte 4,
+/// then its body: a record left by an earlier cycle of a reused segment, intact but at another
+/// position, does not check out.
+// Used by `engine::log` only, which commits do not use yet (docs/design/write-path.md, Plan).
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod log {
+    pub(crate) const FILE_MAGIC: [u8; 8] = *b"LARCHWAL";
+    pub(crate) const FILE_VERSION: u32 = 1;
+    pub(crate) const FILE_MAGIC_AT: usize = 0;
+    pub(crate) const FILE_VERSION_AT: usize = 8;
+    pub(crate) const FILE_SEGMENT_BYTES_AT: usize = 16;
+    pub(crate) const FILE_SEGMENTS_AT: usize = 24;
+    pub(crate) const FILE_CRC_AT: usize = 32;
+    /// Bytes reserved for the file header (one block, so that segments stay aligned).
+    pub(crate) const FILE_HEADER_BYTES: u64 = 4096;
+
+    pub(crate) const SEGMENT_MAGIC: [u8; 8] = *b"LARCHSEG";
+    pub(crate) const SEG_MAGIC_AT: usize = 0;
+    pub(crate) const SEG_BASE_AT: usize = 8;
+    pub(crate) const SEG_CRC_AT: usize = 16;
+    /// Bytes of the segment header; the first record of a segment starts after it.
+    pub(crate) const SEGMENT_HEADER_BYTES: usize = 24;
+
+    pub(crate) const REC_CRC_AT: usize = 0;
+    pub(crate) const REC_LEN_AT: usize = 4;
+    pub(crate) const REC_KIND_AT: usize = 8;
+    pub(crate) const REC_TXN_AT: usize = 16;
+    pub(crate) const REC_SYNCED_AT: usize = 24;
+    /// Bytes of a record header.
+    pub(crate) const RECORD_HEADER_BYTES: usize = 32;
+    /// Records start at multiples of this.
+    pub(crate) const RECORD_ALIGN: usize = 8;
+
+    /// Record kinds.
+    pub(crate) const KIND_COMMIT: u8 = 1;
+    /// Fills the rest of a segment that the next record does not fit in.
+    pub(crate) const KIND_PAD: u8 = 2;
+
+    const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(RECORD_ALIGN));
+    const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(RECORD_ALIGN));
+    const _: () = assert!(FILE_CRC_AT + 4 <= FILE_HEADER_BYTES as usize);
+}
+
 /// The unused gap of a page, `[start, end)`, which its checksum skips: between a node's slot
 /// array and its cells, after a freelist page's last extent, after an overflow value, after the
 /// meta fields. The bounds come from header fields that the checksum covers; if they are

@@ -8,13 +8,16 @@
 //! readers.rs   the reader registry: the published snapshot, live readers, the shared table
 //! commit.rs    the commit protocol: write pages, sync, write meta, sync, publish
 //! catalog.rs   the catalog: table names and headers, the per-snapshot cache, table states
+//! log.rs       the write-ahead log of stage 2: records in segments, sync, read back at
+//!              open (not yet wired into commits; docs/design/write-path.md, Plan)
 //! ```
 //!
-//! Stage 2's write-ahead log and checkpoints belong here too (a `log.rs` the commit protocol
-//! appends to, a `checkpoint.rs` that writes pages back); see ARCHITECTURE.md.
+//! Stage 2's overlay and checkpoints belong here too (`overlay.rs`, `checkpoint.rs`); see
+//! docs/design/write-path.md.
 
 pub(crate) mod catalog;
 pub(crate) mod commit;
+pub(crate) mod log;
 pub(crate) mod open;
 pub(crate) mod readers;
 

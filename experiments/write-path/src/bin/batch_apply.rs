@@ -5,6 +5,8 @@
 //! db_bench's fillrandom; the database file under $TMPDIR.
 //!
 //!   cargo run --release --manifest-path experiments/write-path/Cargo.toml --bin batch_apply [NUM]
+//!
+//! `ONLY=100000s` (or `1000`, ...) runs one cell of the table: the batch size, `s` for sorted.
 
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
@@ -46,9 +48,16 @@ fn main() {
     println!("tree of {num} random records; ns per key applied, median of 5 batches");
     println!("| batch | arrival order | sorted |");
     println!("|---|---|---|");
+    let only: Option<(usize, bool)> = std::env::var("ONLY")
+        .ok()
+        .map(|v| (v.trim_end_matches('s').parse().unwrap(), v.ends_with('s')));
     for batch in [1usize, 100, 1_000, 10_000, 100_000] {
         let mut row = Vec::new();
         for sorted in [false, true] {
+            if only.is_some_and(|o| o != (batch, sorted)) {
+                row.push(0.0);
+                continue;
+            }
             let mut times = Vec::new();
             let rounds = if batch == 1 { 5 * 2000 } else { 5 };
             let per = if batch == 1 { 2000 } else { 1 };

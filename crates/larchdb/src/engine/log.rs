@@ -1,0 +1,817 @@
+//! The write-ahead log of stage 2 (docs/design/write-path.md): records appended in order to a
+//! file of equal segments used round robin, synced on demand, read back at open from the last
+//! checkpoint's position. The byte layout is `layout::log`.
+//!
+//! Appending only buffers; `write` hands the buffered bytes to the storage and `sync` makes them
+//! durable. Every record carries the position up to which the log was synced when it was
+//! appended, so that reading back can tell a tail that was never synced (a torn or missing
+//! record followed only by records that do not vouch for it: the end of the log) from damage
+//! (a bad record that a later record says was synced before it: `Error::CorruptedLog`). One
+//! case cannot be told apart: damage inside the last group synced, with nothing appended after
+//! that sync. It reads as the end of the log.
+//!
+//! Not wired into commits yet: the overlay and checkpoints of the design's plan (step 2) use it.
+#![cfg_attr(not(test), allow(dead_code))]
+
+use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
+use crate::error::{Error, Result};
+use crate::layout::log::*;
+use crate::storage::Storage;
+use std::sync::Arc;
+
+/// Smallest segment: a few records' worth.
+pub(crate) const SEGMENT_BYTES_MIN: u64 = 64 << 10;
+/// Bytes of zeros written at a time when a log is created.
+const ZERO_CHUNK_BYTES: usize = 1 << 20;
+
+/// A record read back from the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Record {
+    /// Where it starts.
+    pub(crate) position: u64,
+    pub(crate) kind: u8,
+    pub(crate) txn: u64,
+    pub(crate) body: Vec<u8>,
+}
+
+/// Why `append` took nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum NoRoom {
+    /// The next segment still holds records newer than the last checkpoint: checkpoint first.
+    Full,
+    /// The record is larger than a segment can hold; such a transaction is committed by
+    /// writing its pages instead.
+    TooLarge,
+}
+
+/// The log of one database, open for appending.
+pub(crate) struct Log {
+    storage: Arc<dyn Storage>,
+    segment_bytes: u64,
+    segments: u64,
+    /// Position of the next byte to append.
+    end: u64,
+    /// Bytes from `written` to `end`, not yet handed to the storage.
+    buf: Vec<u8>,
+    written: u64,
+    /// Position up to which the log is durable.
+    synced: u64,
+    /// The oldest position still needed (the last checkpoint's): a segment slot can be reused
+    /// once every position it holds is older.
+    keep_from: u64,
+}
+
+/// The CRC-32C of a record at `position`: its position, its header from byte 4, its body.
+fn record_crc(position: u64, header: &[u8], body: &[u8]) -> u32 {
+    let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    crc.update(&position.to_le_bytes());
+    crc.update(&header[REC_CRC_AT + 4..RECORD_HEADER_BYTES]);
+    crc.update(body);
+    crc.finalize() as u32
+}
+
+fn crc32c(bytes: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
+}
+
+/// `n` rounded up to the record alignment.
+fn aligned(n: u64) -> u64 {
+    n.div_ceil(RECORD_ALIGN as u64) * RECORD_ALIGN as u64
+}
+
+fn segment_header(base: u64) -> [u8; SEGMENT_HEADER_BYTES] {
+    let mut h = [0u8; SEGMENT_HEADER_BYTES];
+    h[SEG_MAGIC_AT..SEG_MAGIC_AT + 8].copy_from_slice(&SEGMENT_MAGIC);
+    put_u64(&mut h, SEG_BASE_AT, base);
+    let crc = crc32c(&h[..SEG_CRC_AT]);
+    put_u32(&mut h, SEG_CRC_AT, crc);
+    h
+}
+
+impl Log {
+    /// Creates a log of `segments` segments of `segment_bytes` on an empty `storage`, every byte
+    /// written (zeros) and synced, so that no later sync changes the file's size or extents
+    /// (write-path.md, "The device"). The first record goes at position `start`, a multiple
+    /// of `segment_bytes`.
+    pub(crate) fn create(
+        storage: Arc<dyn Storage>,
+        segment_bytes: u64,
+        segments: u64,
+        start: u64,
+    ) -> Result<Log> {
+        if segment_bytes < SEGMENT_BYTES_MIN
+            || !segment_bytes.is_multiple_of(RECORD_ALIGN as u64)
+            || segments < 2
+            || !start.is_multiple_of(segment_bytes)
+        {
+            return Err(Error::InvalidOptions(format!(
+                "log of {segments} segments of {segment_bytes} bytes from {start}: at least 2 \
+                 segments of at least {SEGMENT_BYTES_MIN} bytes, starting at a segment"
+            )));
+        }
+        let total = segments
+            .checked_mul(segment_bytes)
+            .and_then(|b| b.checked_add(FILE_HEADER_BYTES))
+            .ok_or_else(|| Error::InvalidOptions("log too large".into()))?;
+        let zeros = vec![0u8; ZERO_CHUNK_BYTES];
+        let mut at = 0;
+        while at < total {
+            let n = (total - at).min(ZERO_CHUNK_BYTES as u64) as usize;
+            storage.write_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        let mut h = [0u8; FILE_CRC_AT + 4];
+        h[FILE_MAGIC_AT..FILE_MAGIC_AT + 8].copy_from_slice(&FILE_MAGIC);
+        put_u32(&mut h, FILE_VERSION_AT, FILE_VERSION);
+        put_u64(&mut h, FILE_SEGMENT_BYTES_AT, segment_bytes);
+        put_u64(&mut h, FILE_SEGMENTS_AT, segments);
+        let crc = crc32c(&h[..FILE_CRC_AT]);
+        put_u32(&mut h, FILE_CRC_AT, crc);
+        storage.write_at(&h, 0)?;
+        storage.sync()?;
+        Ok(Log {
+            storage,
+            segment_bytes,
+            segments,
+            end: start,
+            buf: Vec::new(),
+            written: start,
+            synced: start,
+            keep_from: start,
+        })
+    }
+
+    /// Opens the log on `storage` and reads back every record from position `from` (the last
+    /// checkpoint's) to the end of the log. Appending continues after the last record.
+    pub(crate) fn open(storage: Arc<dyn Storage>, from: u64) -> Result<(Log, Vec<Record>)> {
+        let mut h = [0u8; FILE_CRC_AT + 4];
+        storage.read_at(&mut h, 0).map_err(|e| read_error(e, 0))?;
+        if h[FILE_MAGIC_AT..FILE_MAGIC_AT + 8] != FILE_MAGIC {
+            return Err(corrupted(0, "no log file header"));
+        }
+        if get_u32(&h, FILE_CRC_AT) != crc32c(&h[..FILE_CRC_AT]) {
+            return Err(corrupted(0, "log file header checksum mismatch"));
+        }
+        let version = get_u32(&h, FILE_VERSION_AT);
+        if version != FILE_VERSION {
+            return Err(Error::UnsupportedVersion {
+                found: version,
+                supported: FILE_VERSION,
+            });
+        }
+        let segment_bytes = get_u64(&h, FILE_SEGMENT_BYTES_AT);
+        let segments = get_u64(&h, FILE_SEGMENTS_AT);
+        let expected = segments
+            .checked_mul(segment_bytes)
+            .and_then(|b| b.checked_add(FILE_HEADER_BYTES));
+        if segment_bytes < SEGMENT_BYTES_MIN
+            || !segment_bytes.is_multiple_of(RECORD_ALIGN as u64)
+            || segments < 2
+            || expected != Some(storage.len()?)
+        {
+            return Err(corrupted(0, "log geometry does not match the file"));
+        }
+        if !from.is_multiple_of(RECORD_ALIGN as u64) {
+            return Err(corrupted(
+                from,
+                "checkpoint position is not a record boundary",
+            ));
+        }
+        let mut log = Log {
+            storage,
+            segment_bytes,
+            segments,
+            end: from,
+            buf: Vec::new(),
+            written: from,
+            synced: from,
+            keep_from: from,
+        };
+        let records = log.read_back(from)?;
+        log.close_tail()?;
+        Ok((log, records))
+    }
+
+    /// Position of the next byte to append: the end of the log.
+    pub(crate) fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Position up to which the log is durable.
+    pub(crate) fn synced(&self) -> u64 {
+        self.synced
+    }
+
+    /// Appends a record of `kind` for commit `txn`; returns the log's end after it. Buffers
+    /// only: `write` and `sync` make it reach the storage.
+    pub(crate) fn append(
+        &mut self,
+        kind: u8,
+        txn: u64,
+        body: &[u8],
+    ) -> std::result::Result<u64, NoRoom> {
+        let size = aligned((RECORD_HEADER_BYTES + body.len()) as u64);
+        let room_max = self.segment_bytes - SEGMENT_HEADER_BYTES as u64;
+        if size > room_max || body.len() > u32::MAX as usize {
+            return Err(NoRoom::TooLarge);
+        }
+        // Where the record goes: here, or at the start of the next segment.
+        let mut at = self.end;
+        let rest = self.segment_bytes - at % self.segment_bytes;
+        let skip = !at.is_multiple_of(self.segment_bytes) && size > rest;
+        if skip {
+            at += rest;
+        }
+        let new_segment = at.is_multiple_of(self.segment_bytes);
+        if new_segment && !self.reusable(at) {
+            return Err(NoRoom::Full);
+        }
+        if skip {
+            self.pad(rest);
+        }
+        if new_segment {
+            self.buf.extend_from_slice(&segment_header(at));
+            self.end = at + SEGMENT_HEADER_BYTES as u64;
+        }
+        let position = self.end;
+        let start = self.buf.len();
+        self.buf.resize(start + RECORD_HEADER_BYTES, 0);
+        self.buf.extend_from_slice(body);
+        self.buf.resize(start + size as usize, 0);
+        let rec = &mut self.buf[start..];
+        put_u32(rec, REC_LEN_AT, body.len() as u32);
+        rec[REC_KIND_AT] = kind;
+        put_u64(rec, REC_TXN_AT, txn);
+        put_u64(rec, REC_SYNCED_AT, self.synced);
+        let crc = record_crc(position, rec, body);
+        put_u32(rec, REC_CRC_AT, crc);
+        self.end = position + size;
+        Ok(self.end)
+    }
+
+    /// Fills the `rest` bytes left in the current segment: a pad record where one fits, zeros
+    /// otherwise (reading back skips a remainder too small for a record header).
+    fn pad(&mut self, rest: u64) {
+        let position = self.end;
+        let start = self.buf.len();
+        self.buf.resize(start + rest as usize, 0);
+        if rest >= RECORD_HEADER_BYTES as u64 {
+            let body_len = rest as usize - RECORD_HEADER_BYTES;
+            let rec = &mut self.buf[start..];
+            put_u32(rec, REC_LEN_AT, body_len as u32);
+            rec[REC_KIND_AT] = KIND_PAD;
+            put_u64(rec, REC_SYNCED_AT, self.synced);
+            let crc = record_crc(
+                position,
+                &rec[..RECORD_HEADER_BYTES],
+                &rec[RECORD_HEADER_BYTES..],
+            );
+            put_u32(rec, REC_CRC_AT, crc);
+        }
+        self.end = position + rest;
+    }
+
+    /// Whether the segment starting at `at` may be written: its slot's previous segment holds
+    /// only positions older than `keep_from`.
+    fn reusable(&self, at: u64) -> bool {
+        let cycle = self.segments * self.segment_bytes;
+        at < cycle || at - cycle + self.segment_bytes <= self.keep_from
+    }
+
+    /// Records before `position` are no longer needed (a checkpoint covers them): their
+    /// segments may be reused.
+    pub(crate) fn release_to(&mut self, position: u64) {
+        debug_assert!(position <= self.end);
+        self.keep_from = self.keep_from.max(position.min(self.end));
+    }
+
+    /// Hands every appended byte to the storage (not synced).
+    pub(crate) fn write(&mut self) -> Result<()> {
+        let mut done = 0usize;
+        while done < self.buf.len() {
+            let position = self.written + done as u64;
+            let in_segment = position % self.segment_bytes;
+            let n = ((self.segment_bytes - in_segment) as usize).min(self.buf.len() - done);
+            self.storage
+                .write_at(&self.buf[done..done + n], self.offset(position))?;
+            done += n;
+        }
+        self.buf.clear();
+        self.written = self.end;
+        Ok(())
+    }
+
+    /// Makes every appended record durable: `write`, then one sync of the storage.
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        self.write()?;
+        if self.synced < self.written {
+            self.storage.sync()?;
+            self.synced = self.written;
+        }
+        Ok(())
+    }
+
+    /// The file offset of `position`.
+    fn offset(&self, position: u64) -> u64 {
+        let slot = (position / self.segment_bytes) % self.segments;
+        FILE_HEADER_BYTES + slot * self.segment_bytes + position % self.segment_bytes
+    }
+
+    /// The next segment's first position after `position`.
+    fn next_segment(&self, position: u64) -> u64 {
+        (position / self.segment_bytes + 1) * self.segment_bytes
+    }
+
+    /// Reads `len` bytes at `position` (within one segment).
+    fn read(&self, position: u64, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        let at = self.offset(position);
+        self.storage
+            .read_at(&mut buf, at)
+            .map_err(|e| read_error(e, position))?;
+        Ok(buf)
+    }
+
+    /// Whether the segment starting at `position` was entered in this cycle of its slot.
+    fn segment_valid(&self, position: u64) -> Result<bool> {
+        let h = self.read(position, SEGMENT_HEADER_BYTES)?;
+        Ok(h[SEG_MAGIC_AT..SEG_MAGIC_AT + 8] == SEGMENT_MAGIC
+            && get_u64(&h, SEG_BASE_AT) == position
+            && get_u32(&h, SEG_CRC_AT) == crc32c(&h[..SEG_CRC_AT]))
+    }
+
+    /// The record at `position`, if a valid one starts there: (kind, txn, synced, body, size).
+    fn record_at(&self, position: u64) -> Result<Option<(Record, u64, u64)>> {
+        let room = self.segment_bytes - position % self.segment_bytes;
+        if room < RECORD_HEADER_BYTES as u64 {
+            return Ok(None);
+        }
+        let h = self.read(position, RECORD_HEADER_BYTES)?;
+        let len = get_u32(&h, REC_LEN_AT) as u64;
+        let kind = h[REC_KIND_AT];
+        let size = aligned(RECORD_HEADER_BYTES as u64 + len);
+        // Cheap rejections first (zeros, garbage): the body is read only for a plausible header.
+        if !matches!(kind, KIND_COMMIT | KIND_PAD)
+            || h[REC_KIND_AT + 1..REC_TXN_AT].iter().any(|&b| b != 0)
+            || size > room
+        {
+            return Ok(None);
+        }
+        let body = self.read(position + RECORD_HEADER_BYTES as u64, len as usize)?;
+        if get_u32(&h, REC_CRC_AT) != record_crc(position, &h, &body) {
+            return Ok(None);
+        }
+        let record = Record {
+            position,
+            kind,
+            txn: get_u64(&h, REC_TXN_AT),
+            body,
+        };
+        Ok(Some((record, get_u64(&h, REC_SYNCED_AT), size)))
+    }
+
+    /// Reads every record from `from` to the end of the log and leaves `end` after the last.
+    fn read_back(&mut self, from: u64) -> Result<Vec<Record>> {
+        let mut records = Vec::new();
+        let mut pos = from;
+        loop {
+            if pos.is_multiple_of(self.segment_bytes) {
+                if !self.segment_valid(pos)? {
+                    break;
+                }
+                pos += SEGMENT_HEADER_BYTES as u64;
+            }
+            match self.record_at(pos)? {
+                Some((rec, _, size)) => {
+                    if rec.kind == KIND_PAD {
+                        pos = self.next_segment(pos);
+                    } else {
+                        pos += size;
+                        records.push(rec);
+                    }
+                }
+                // A remainder too small for a record: the writer went on to the next segment.
+                None if self.segment_bytes - pos % self.segment_bytes
+                    < RECORD_HEADER_BYTES as u64 =>
+                {
+                    pos = self.next_segment(pos);
+                }
+                None => break,
+            }
+        }
+        if let Some(synced) = self.vouched_after(pos)? {
+            return Err(corrupted(
+                pos,
+                format!("bad record, but a later record says the log was synced to {synced}"),
+            ));
+        }
+        // Appending resumes at the end; a new segment after a partial one starts cleanly.
+        self.end = pos;
+        self.written = pos;
+        self.synced = pos;
+        Ok(records)
+    }
+
+    /// After reading back: if the log ended inside a segment, fills the rest of that segment
+    /// with a pad record (zeros where one does not fit) and syncs, so that appending resumes in
+    /// a fresh segment and no record of the lost tail, intact but never vouched for, can ever
+    /// be read back as part of the log.
+    fn close_tail(&mut self) -> Result<()> {
+        let rest = self.segment_bytes - self.end % self.segment_bytes;
+        if rest == self.segment_bytes {
+            return Ok(());
+        }
+        self.pad(rest);
+        self.write()?;
+        self.storage.sync()?;
+        self.synced = self.written;
+        Ok(())
+    }
+
+    /// After the log ends at `end`: the highest position a valid later record says was synced,
+    /// if it is past `end` (then the bad record at `end` was durable: damage, not a torn tail).
+    /// Looks at the rest of `end`'s segment, every record boundary, and at the segments the
+    /// writer entered after it in this cycle.
+    fn vouched_after(&self, end: u64) -> Result<Option<u64>> {
+        let mut best = None;
+        let mut note = |synced: u64| {
+            if synced > end {
+                best = Some(best.map_or(synced, |b: u64| b.max(synced)));
+            }
+        };
+        let mut pos = aligned(end + 1);
+        let segment_end = self.next_segment(end);
+        while pos < segment_end {
+            if let Some((_, synced, _)) = self.record_at(pos)? {
+                note(synced);
+            }
+            pos += RECORD_ALIGN as u64;
+        }
+        // Later segments of this cycle: at most the other slots.
+        let mut seg = segment_end;
+        for _ in 1..self.segments {
+            if !self.segment_valid(seg)? {
+                break;
+            }
+            let mut pos = seg + SEGMENT_HEADER_BYTES as u64;
+            while let Some((rec, synced, size)) = self.record_at(pos)? {
+                note(synced);
+                if rec.kind == KIND_PAD {
+                    break;
+                }
+                pos += size;
+            }
+            seg += self.segment_bytes;
+        }
+        Ok(best)
+    }
+}
+
+fn corrupted(position: u64, reason: impl Into<String>) -> Error {
+    Error::CorruptedLog {
+        position,
+        reason: reason.into(),
+    }
+}
+
+fn read_error(e: std::io::Error, position: u64) -> Error {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        corrupted(position, "log shorter than its geometry")
+    } else {
+        Error::from_io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{CrashMode, FaultKind, FaultStorage};
+    use rand::{Rng, SeedableRng};
+
+    const SEG: u64 = SEGMENT_BYTES_MIN;
+
+    fn body(i: u64, len: usize) -> Vec<u8> {
+        (0..len).map(|j| (i as usize * 31 + j) as u8).collect()
+    }
+
+    fn storage() -> (FaultStorage, Arc<dyn Storage>) {
+        let s = FaultStorage::new();
+        let a: Arc<dyn Storage> = Arc::new(s.clone());
+        (s, a)
+    }
+
+    fn reopen(contents: Vec<u8>, from: u64) -> Result<(Log, Vec<Record>)> {
+        let s = FaultStorage::new();
+        s.set_contents(contents);
+        Log::open(Arc::new(s), from)
+    }
+
+    /// Appends `n` commit records of random sizes; returns them as they must read back.
+    fn append_some(log: &mut Log, rng: &mut impl Rng, txn: &mut u64, n: usize) -> Vec<Record> {
+        let mut out = Vec::new();
+        for _ in 0..n {
+            *txn += 1;
+            let len = if rng.gen_bool(0.1) {
+                rng.gen_range(2000..20_000)
+            } else {
+                rng.gen_range(0..300)
+            };
+            let b = body(*txn, len);
+            let before = log.end();
+            let end = log.append(KIND_COMMIT, *txn, &b).expect("room");
+            let size = aligned((RECORD_HEADER_BYTES + len) as u64);
+            out.push(Record {
+                position: end - size,
+                kind: KIND_COMMIT,
+                txn: *txn,
+                body: b,
+            });
+            assert!(end - size >= before);
+        }
+        out
+    }
+
+    /// Records come back in order from any checkpoint position, across segment boundaries and
+    /// wrap-arounds of the file, and appending goes on after a reopen.
+    #[test]
+    fn records_come_back_in_order_across_segments_and_wraps() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 3, 0).unwrap();
+        let mut txn = 0;
+        let mut all: Vec<Record> = Vec::new();
+        let mut checkpoint = 0u64;
+        for round in 0..60 {
+            all.extend(append_some(&mut log, &mut rng, &mut txn, 25));
+            log.sync().unwrap();
+            let (_, back) = reopen(s.contents(), checkpoint).unwrap();
+            let expected: Vec<Record> = all
+                .iter()
+                .filter(|r| r.position >= checkpoint)
+                .cloned()
+                .collect();
+            assert_eq!(back, expected, "round {round}, from {checkpoint}");
+            // A checkpoint covers everything but the last few records.
+            checkpoint = all[all.len().saturating_sub(5)].position;
+            log.release_to(checkpoint);
+        }
+        assert!(
+            log.end() > 4 * 3 * SEG,
+            "the log wrapped around several times"
+        );
+        // Reopened, the log appends after its end and reads back the old and the new.
+        let (mut log, back) = reopen(s.contents(), checkpoint).unwrap();
+        assert_eq!(back.len(), 5);
+        let more = append_some(&mut log, &mut rng, &mut txn, 3);
+        log.sync().unwrap();
+        assert!(more[0].position > back.last().unwrap().position);
+    }
+
+    #[test]
+    fn a_full_log_and_a_record_larger_than_a_segment_are_refused() {
+        let (_, a) = storage();
+        let mut log = Log::create(a, SEG, 2, 0).unwrap();
+        assert_eq!(
+            log.append(KIND_COMMIT, 1, &vec![0u8; SEG as usize]),
+            Err(NoRoom::TooLarge)
+        );
+        let mut txn = 0;
+        let mut refused = false;
+        for _ in 0..1000 {
+            txn += 1;
+            match log.append(KIND_COMMIT, txn, &[7u8; 1000]) {
+                Ok(_) => {}
+                Err(NoRoom::Full) => {
+                    refused = true;
+                    break;
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert!(refused, "two segments hold fewer than 1000 records of 1 KB");
+        assert!(log.end() <= 2 * SEG);
+        // Once a checkpoint covers the first segment, its slot is reused.
+        log.release_to(SEG);
+        assert!(log.append(KIND_COMMIT, txn, &[7u8; 1000]).is_ok());
+    }
+
+    /// A crash while unsynced records were being written, torn at every 512-byte boundary:
+    /// the log reads back the synced records and the complete unsynced ones before the tear,
+    /// never an error, and a reopened log appends after them.
+    #[test]
+    fn a_torn_tail_is_the_end_of_the_log_at_every_sector() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 8, 0).unwrap();
+        let mut txn = 0;
+        // Start near the end of a segment, so the tail crosses into the next one.
+        let mut synced = append_some(&mut log, &mut rng, &mut txn, 50);
+        while log.end() % SEG < SEG - 3000 {
+            synced.extend(append_some(&mut log, &mut rng, &mut txn, 1));
+        }
+        log.sync().unwrap();
+        let before = s.contents();
+        let tail_from = log.end();
+        let tail = append_some(&mut log, &mut rng, &mut txn, 12);
+        log.write().unwrap();
+        let after = s.contents();
+        let (lo, hi) = (log.offset(tail_from), log.offset(log.end()));
+        let mut cut = lo - lo % 512;
+        let mut cases = 0;
+        while cut <= hi.max(lo) + 512 {
+            let mut torn = before.clone();
+            // The unsynced bytes reached the disk up to `cut` (in file order; the tail may
+            // wrap into a lower slot, which then stays as it was).
+            for off in lo..cut.min(after.len() as u64) {
+                torn[off as usize] = after[off as usize];
+            }
+            let (_, back) = reopen(torn, 0).unwrap_or_else(|e| panic!("cut {cut}: {e}"));
+            let complete = tail
+                .iter()
+                .take_while(|r| {
+                    let end = r.position + aligned((RECORD_HEADER_BYTES + r.body.len()) as u64);
+                    let (a, b) = (log.offset(r.position), log.offset(end - 1));
+                    a >= lo && b < cut
+                })
+                .count();
+            let expected: Vec<Record> = synced.iter().chain(&tail[..complete]).cloned().collect();
+            assert_eq!(back, expected, "cut at {cut}");
+            cases += 1;
+            cut += 512;
+        }
+        assert!(cases > 8);
+    }
+
+    /// Unsynced writes that reach the disk in any order, any subset, the last one torn
+    /// (`CrashMode::KeepRandom`): the synced records always come back, then a prefix of the
+    /// unsynced ones, never an error.
+    #[test]
+    fn a_power_loss_keeps_the_synced_records_whatever_reached_the_disk() {
+        for seed in 0..40u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let (s, a) = storage();
+            let mut log = Log::create(a, SEG, 8, 0).unwrap();
+            let mut txn = 0;
+            let mut synced: Vec<Record> = Vec::new();
+            let mut unsynced: Vec<Record> = Vec::new();
+            let rounds = rng.gen_range(1..6);
+            for _ in 0..rounds {
+                let n = rng.gen_range(1..30);
+                unsynced.extend(append_some(&mut log, &mut rng, &mut txn, n));
+                if rng.gen_bool(0.7) {
+                    log.sync().unwrap();
+                    synced.append(&mut unsynced);
+                } else {
+                    log.write().unwrap();
+                }
+            }
+            let crashed = s.crash(CrashMode::KeepRandom { seed });
+            let (mut log, back) = Log::open(Arc::new(crashed.clone()), 0)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert!(
+                back.len() >= synced.len(),
+                "seed {seed}: synced records lost"
+            );
+            assert_eq!(&back[..synced.len()], &synced[..], "seed {seed}");
+            assert_eq!(
+                &back[synced.len()..],
+                &unsynced[..back.len() - synced.len()]
+            );
+            // Appending after the recovered end: what reads back is the recovered log and the
+            // new records, never a record of the lost tail that happened to reach the disk.
+            let more = append_some(&mut log, &mut rng, &mut txn, 4);
+            log.sync().unwrap();
+            let (_, again) = Log::open(Arc::new(crashed), 0).unwrap();
+            let expected: Vec<Record> = back.iter().chain(&more).cloned().collect();
+            assert_eq!(again, expected, "seed {seed}: after appending");
+        }
+    }
+
+    /// A crash kept two unsynced records but not the one before them. The recovered log ends
+    /// before the missing one; a record appended after recovery, even one that lands exactly
+    /// where the missing one was, never brings the two back.
+    #[test]
+    fn records_of_a_lost_tail_are_never_read_back_after_new_appends() {
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 4, 0).unwrap();
+        for txn in 1..=3 {
+            log.append(KIND_COMMIT, txn, &[txn as u8; 100]).unwrap();
+        }
+        log.sync().unwrap();
+        let synced = s.contents();
+        let b1 = log.end();
+        for txn in 4..=6 {
+            log.append(KIND_COMMIT, txn, &[txn as u8; 100]).unwrap();
+        }
+        log.write().unwrap();
+        let all = s.contents();
+        // B2 and B3 reached the disk, B1 did not.
+        let size = aligned((RECORD_HEADER_BYTES + 100) as u64);
+        let mut crashed = synced.clone();
+        let (from, to) = (
+            log.offset(b1 + size) as usize,
+            log.offset(b1 + 3 * size) as usize,
+        );
+        crashed[from..to].copy_from_slice(&all[from..to]);
+        let c = FaultStorage::new();
+        c.set_contents(crashed);
+        let (mut log, back) = Log::open(Arc::new(c.clone()), 0).unwrap();
+        assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), [1, 2, 3]);
+        log.append(KIND_COMMIT, 4, &[9u8; 100]).unwrap();
+        log.sync().unwrap();
+        let (_, again) = Log::open(Arc::new(c), 0).unwrap();
+        let txns: Vec<(u64, u8)> = again.iter().map(|r| (r.txn, r.body[0])).collect();
+        assert_eq!(txns, [(1, 1), (2, 2), (3, 3), (4, 9)]);
+    }
+
+    /// A bit flipped in a synced record that a later record vouches for is `CorruptedLog` at
+    /// that record, never a shorter log; in the last group synced, with nothing after it, it
+    /// reads as the end of the log (the one case the format cannot tell apart).
+    #[test]
+    fn a_bit_flip_in_a_synced_record_is_corruption() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 3, 0).unwrap();
+        let mut txn = 0;
+        let early = append_some(&mut log, &mut rng, &mut txn, 40);
+        log.sync().unwrap();
+        let last = append_some(&mut log, &mut rng, &mut txn, 1);
+        log.sync().unwrap();
+        let good = s.contents();
+        for r in &early {
+            let size = aligned((RECORD_HEADER_BYTES + r.body.len()) as u64);
+            for _ in 0..3 {
+                let at = log.offset(r.position + rng.gen_range(0..size));
+                let bit = rng.gen_range(0..8);
+                let mut bad = good.clone();
+                bad[at as usize] ^= 1 << bit;
+                match reopen(bad, 0) {
+                    Err(Error::CorruptedLog { position, .. }) => {
+                        assert_eq!(position, r.position)
+                    }
+                    Ok((_, back))
+                        if at
+                            >= log.offset(r.position)
+                                + RECORD_HEADER_BYTES as u64
+                                + r.body.len() as u64 =>
+                    {
+                        // The flip hit the record's padding, which nothing covers.
+                        assert_eq!(back.len(), 41);
+                    }
+                    other => panic!("flip at {at}: {:?}", other.map(|(_, b)| b.len())),
+                }
+            }
+        }
+        let r = &last[0];
+        let mut bad = good.clone();
+        bad[log.offset(r.position + 20) as usize] ^= 4;
+        let (_, back) = reopen(bad, 0).unwrap();
+        assert_eq!(back, early, "the last synced group reads as the end");
+    }
+
+    #[test]
+    fn io_errors_on_write_and_sync_are_reported() {
+        for (kind, nth) in [
+            (FaultKind::Eio, 1),
+            (FaultKind::Enospc, 1),
+            (FaultKind::Eio, 2),
+        ] {
+            let (s, a) = storage();
+            let mut log = Log::create(a, SEG, 2, 0).unwrap();
+            log.append(KIND_COMMIT, 1, b"one").unwrap();
+            s.fail_after(nth, kind, false);
+            let e = log.sync().unwrap_err();
+            match kind {
+                FaultKind::Eio => assert!(matches!(e, Error::Io(_)), "{e}"),
+                FaultKind::Enospc => assert!(matches!(e, Error::DiskFull), "{e}"),
+            }
+            assert_eq!(
+                log.synced(),
+                0,
+                "nothing is claimed durable after a failure"
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_log_file_is_refused() {
+        let (s, a) = storage();
+        Log::create(a, SEG, 2, 0).unwrap();
+        let good = s.contents();
+        let mut bad = good.clone();
+        bad[20] ^= 1;
+        assert!(matches!(reopen(bad, 0), Err(Error::CorruptedLog { .. })));
+        let mut short = good.clone();
+        short.truncate(good.len() - 4096);
+        assert!(matches!(reopen(short, 0), Err(Error::CorruptedLog { .. })));
+        assert!(matches!(
+            reopen(vec![0u8; 8192], 0),
+            Err(Error::CorruptedLog { .. })
+        ));
+        let (_, a) = storage();
+        assert!(matches!(
+            Log::create(a, 1000, 2, 0),
+            Err(Error::InvalidOptions(_))
+        ));
+    }
+}
