@@ -1,6 +1,6 @@
 //! Tables: the read and write handles, and range iteration.
 
-use crate::btree::{self, Cursor, PutMode, Scratch};
+use crate::btree::{self, Cursor, Scratch};
 use crate::engine::catalog::TableState;
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
@@ -324,7 +324,7 @@ impl<'t> WriteTable<'t> {
         self.mutate(|w, s, t| {
             // Any change but an append may reshape the tree's right edge.
             t.append_hint = None;
-            btree::put(w, s, &mut t.hdr, key, value, PutMode::Upsert)
+            btree::put(w, s, &mut t.hdr, key, value, Some(&mut t.put_hint))
         })
     }
 
@@ -333,7 +333,10 @@ impl<'t> WriteTable<'t> {
     /// [`Error::AppendOutOfOrder`], changing nothing, if the key is not the greatest.
     pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(key, value)?;
-        self.mutate(|w, s, t| btree::append(w, s, &mut t.hdr, key, value, &mut t.append_hint))
+        self.mutate(|w, s, t| {
+            t.put_hint.reset();
+            btree::append(w, s, &mut t.hdr, key, value, &mut t.append_hint)
+        })
     }
 
     /// Deletes `key`. Returns true if it was present.
@@ -343,6 +346,7 @@ impl<'t> WriteTable<'t> {
         }
         self.mutate(|w, _, t| {
             t.append_hint = None;
+            t.put_hint.reset();
             btree::delete(w, &mut t.hdr, key)
         })
     }

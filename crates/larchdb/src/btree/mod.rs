@@ -21,7 +21,7 @@ mod put;
 
 pub(crate) use cursor::Cursor;
 pub(crate) use delete::{delete, free_tree};
-pub(crate) use put::{append, put, AppendHint, PutMode};
+pub(crate) use put::{append, put, AppendHint, PutHint};
 
 use crate::error::{Error, Result};
 use crate::layout::{header, kind, overflow};

@@ -33,6 +33,10 @@ impl Path {
             rightmost: true,
         }
     }
+    fn clear(&mut self) {
+        self.len = 0;
+        self.rightmost = true;
+    }
     fn push(&mut self, id: u64, child: usize) {
         debug_assert!(self.len < TREE_DEPTH_MAX);
         self.steps[self.len] = (id, child);
@@ -111,6 +115,72 @@ pub(crate) struct AppendHint {
     leaf: u64,
 }
 
+/// Where the previous upsert of a write transaction landed, for the next one: the dirty leaf
+/// and the path of dirty branches above it. Keys that arrive in order (a sorted batch, as a
+/// checkpoint applies; docs/design/write-path.md) land in the same leaf many times in a row:
+/// the hint lets them skip the descent. It is consulted only while the last two puts landed
+/// in the same leaf (`armed`), so random puts pay a comparison of two page ids and nothing
+/// else, and it is dropped by any split (the path changed) and by every other kind of change
+/// to the table (the table handle resets it).
+pub(crate) struct PutHint {
+    valid: bool,
+    armed: bool,
+    root: u64,
+    leaf: u64,
+    /// Also the path buffer of every upsert that has a hint to fill.
+    path: Path,
+}
+
+impl Default for PutHint {
+    fn default() -> PutHint {
+        PutHint {
+            valid: false,
+            armed: false,
+            root: 0,
+            leaf: 0,
+            path: Path::new(),
+        }
+    }
+}
+
+impl PutHint {
+    /// Forgets the hint (after any change to the table other than an upsert).
+    pub(crate) fn reset(&mut self) {
+        self.valid = false;
+        self.armed = false;
+    }
+
+    /// Whether the hinted leaf is the one `key` belongs in: the hint is valid and armed, the
+    /// tree is the same, the leaf is still dirty, and `key` lies within the bounds the path's
+    /// separators set (child `i` of a branch holds the keys from separator `i - 1` up to, not
+    /// including, separator `i`).
+    fn covers(&self, w: &WritePages, hdr: &TableHeader, key: &[u8]) -> Result<bool> {
+        if !(self.valid && self.armed && self.root == hdr.root.id && w.is_dirty(self.leaf)) {
+            return Ok(false);
+        }
+        let (mut lo_done, mut hi_done) = (false, false);
+        for (page, ci) in self.path.iter_up() {
+            let node = Node::parse(w.page(page)?, page)?;
+            if !lo_done && ci > 0 {
+                if compare_keys(key, node.key(ci - 1)?) == std::cmp::Ordering::Less {
+                    return Ok(false);
+                }
+                lo_done = true;
+            }
+            if !hi_done && ci < node.n {
+                if compare_keys(key, node.key(ci)?) != std::cmp::Ordering::Less {
+                    return Ok(false);
+                }
+                hi_done = true;
+            }
+            if lo_done && hi_done {
+                break;
+            }
+        }
+        Ok(true)
+    }
+}
+
 /// Appends `key`, which must sort after every key in the tree. With a valid hint and room in
 /// the rightmost leaf this is one insert into a dirty page: no descent, no path to update.
 pub(crate) fn append(
@@ -127,7 +197,7 @@ pub(crate) fn append(
             return Ok(());
         }
     }
-    let (_, leaf) = put_inner(w, scratch, hdr, key, value, PutMode::Append)?;
+    let (_, leaf, _) = put_inner(w, scratch, hdr, key, value, PutMode::Append, None)?;
     *hint = Some(AppendHint {
         root: hdr.root.id,
         leaf,
@@ -171,7 +241,8 @@ fn append_in_place(
     Ok(true)
 }
 
-/// Inserts or replaces `key`. Returns true if it replaced a value.
+/// Inserts or replaces `key`. Returns true if it replaced a value. `hint` is the table's
+/// `PutHint`, where the caller keeps one (a table handle does; the catalog does not).
 /// Requires: key and value lengths are within the limits (checked by the caller).
 pub(crate) fn put(
     w: &mut WritePages,
@@ -179,11 +250,28 @@ pub(crate) fn put(
     hdr: &mut TableHeader,
     key: &[u8],
     value: &[u8],
-    mode: PutMode,
+    hint: Option<&mut PutHint>,
 ) -> Result<bool> {
     debug_assert!(key.len() <= crate::limits::key_bytes_max(w.page_bytes() as u32));
     debug_assert!(value.len() <= crate::limits::VALUE_BYTES_MAX);
-    put_inner(w, scratch, hdr, key, value, mode).map(|(replaced, _)| replaced)
+    let Some(hint) = hint else {
+        return put_inner(w, scratch, hdr, key, value, PutMode::Upsert, None).map(|r| r.0);
+    };
+    let before = hint.leaf;
+    let (replaced, landed, split) = put_inner(
+        w,
+        scratch,
+        hdr,
+        key,
+        value,
+        PutMode::Upsert,
+        Some(&mut *hint),
+    )?;
+    hint.valid = !split;
+    hint.armed = !split && landed == before;
+    hint.root = hdr.root.id;
+    hint.leaf = landed;
+    Ok(replaced)
 }
 
 /// Where a put's key stands in its leaf, found before the leaf is changed.
@@ -197,7 +285,9 @@ struct Slot {
     old: Option<(usize, Option<(u64, u64)>)>,
 }
 
-/// `put`, also returning the leaf the key landed in. About a hundred lines, kept whole on
+/// `put`, also returning the leaf the key landed in and whether a node split. With `hint`, the
+/// descent is skipped when the hint covers the key, and the path is kept in the hint. About a
+/// hundred lines, kept whole on
 /// purpose: its steps are ordered for the memory system (prefetch the leaf, point the path at
 /// its copy while it arrives, copy, then search the cached original), and each step's comment
 /// says why it stands where it does; split apart, that order would be spread over functions.
@@ -208,14 +298,33 @@ fn put_inner(
     key: &[u8],
     value: &[u8],
     mode: PutMode,
-) -> Result<(bool, u64)> {
+    mut hint: Option<&mut PutHint>,
+) -> Result<(bool, u64, bool)> {
     let Scratch { cell, split_copy } = scratch;
     if hdr.root.is_none() {
-        return put_first(w, cell, hdr, key, value);
+        // A root leaf: no branch above it.
+        if let Some(h) = hint.as_deref_mut() {
+            h.path.clear();
+        }
+        return put_first(w, cell, hdr, key, value).map(|(r, leaf)| (r, leaf, false));
     }
-    let mut path = Path::new();
-    let search_key = (mode == PutMode::Upsert).then_some(key);
-    let leaf_ref = descend(w, hdr, search_key, &mut path)?;
+    let mut local = None;
+    let (path, hinted) = match hint {
+        Some(h) => {
+            let leaf = h.covers(w, hdr, key)?.then_some(h.leaf);
+            (&mut h.path, leaf)
+        }
+        None => (local.insert(Path::new()), None),
+    };
+    let leaf_ref = match hinted {
+        // Dirty in this transaction: referenced with its id.
+        Some(leaf) => PageRef::new(leaf, w.txn),
+        None => {
+            path.clear();
+            let search_key = (mode == PutMode::Upsert).then_some(key);
+            descend(w, hdr, search_key, path)?
+        }
+    };
     let leaf_id = leaf_ref.id;
     // An upsert's leaf is copied before it is searched: the copy streams the whole page in
     // at once (it is almost never in the cache on a random put), so the binary search that
@@ -241,7 +350,7 @@ fn put_inner(
             // The leaf's lines are still arriving (prefetched at the end of the descent):
             // meanwhile, take the page its copy goes to and point the path above at it.
             let new = w.reserve_copy()?;
-            propagate(w, split_copy, hdr, &mut path, leaf_id, new, None)?;
+            propagate(w, split_copy, hdr, path, leaf_id, new, None)?;
             // Now the rest of it: copied next.
             w.prefetch_page(leaf_id);
             w.copy_reserved(leaf_id, new)?;
@@ -265,9 +374,9 @@ fn put_inner(
             // Replaced where it stood: nothing moved, so the path above only needs the new
             // page id (already set for an upsert).
             if mode == PutMode::Append {
-                propagate(w, split_copy, hdr, &mut path, leaf_id, leaf, None)?;
+                propagate(w, split_copy, hdr, path, leaf_id, leaf, None)?;
             }
-            return Ok((true, leaf));
+            return Ok((true, leaf, false));
         }
         edit::remove(w.page_mut(leaf)?, slot.idx, cell_len);
         if let Some((page, pages)) = run {
@@ -291,19 +400,20 @@ fn put_inner(
         }
         Some((sep, right))
     };
-    if mode == PutMode::Append || split.is_some() {
+    let split_happened = split.is_some();
+    if mode == PutMode::Append || split_happened {
         // For an upsert the path points at the copy already: only a split changes it again.
         let old = if mode == PutMode::Append {
             leaf_id
         } else {
             leaf
         };
-        propagate(w, split_copy, hdr, &mut path, old, leaf, split)?;
+        propagate(w, split_copy, hdr, path, old, leaf, split)?;
     }
     if !found {
         hdr.entries += 1;
     }
-    Ok((found, landed))
+    Ok((found, landed, split_happened))
 }
 
 /// The first put into an empty tree: a root leaf holding one cell.

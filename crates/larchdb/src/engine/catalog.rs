@@ -3,7 +3,7 @@
 //! (`CatalogCache`), and a write transaction's view of the tables it opened is kept here
 //! (`TableStates`).
 
-use crate::btree::{self, AppendHint, Cursor};
+use crate::btree::{self, AppendHint, Cursor, PutHint};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_NAME_BYTES_MAX;
 use crate::pager::{PageSource, Snapshot, TableHeader};
@@ -104,6 +104,8 @@ pub(crate) struct TableState {
     pub(crate) dirty: bool,
     /// Where the last append landed, for the next one (see `btree::append`).
     pub(crate) append_hint: Option<AppendHint>,
+    /// Where the last upsert landed, for the next one (see `btree::PutHint`).
+    pub(crate) put_hint: PutHint,
     /// The table's properties, written after the header in its catalog value.
     pub(crate) props: Vec<u8>,
     /// The transaction (`TableStates::generation`) this state belongs to.
@@ -163,6 +165,7 @@ impl TableStates {
             s.generation = generation;
             s.dirty = false;
             s.append_hint = None;
+            s.put_hint.reset();
         }
         Some(s)
     }
@@ -178,6 +181,7 @@ impl TableStates {
                 hdr,
                 dirty: false,
                 append_hint: None,
+                put_hint: PutHint::default(),
                 props: Vec::new(),
                 generation,
             }),
@@ -185,6 +189,7 @@ impl TableStates {
         state.hdr = hdr;
         state.dirty = false;
         state.append_hint = None;
+        state.put_hint.reset();
         state.props.clear();
         state.props.extend_from_slice(props);
         state.generation = generation;

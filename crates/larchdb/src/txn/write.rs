@@ -1,6 +1,6 @@
 //! The write transaction.
 
-use crate::btree::{self, PutMode};
+use crate::btree;
 use crate::engine::catalog::{self, check_name};
 use crate::engine::commit::commit;
 use crate::engine::{Shared, WriterState};
@@ -158,7 +158,7 @@ impl<'db> WriteTxn<'db> {
                 &mut catalog,
                 name.as_bytes(),
                 &TableHeader::default().encode(),
-                PutMode::Upsert,
+                None,
             )?;
             ws.tables.open(name, TableHeader::default(), &[]);
             t.catalog = catalog;
@@ -245,14 +245,7 @@ impl<'db> WriteTxn<'db> {
             value.clear();
             value.extend_from_slice(&state.hdr.encode());
             value.extend_from_slice(&state.props);
-            btree::put(
-                pages,
-                scratch,
-                &mut catalog,
-                name.as_bytes(),
-                &value,
-                PutMode::Upsert,
-            )?;
+            btree::put(pages, scratch, &mut catalog, name.as_bytes(), &value, None)?;
         }
         let pages = self.pages.take().ok_or(Error::TxnFailed)?;
         // An empty commit writes nothing, unless it must make earlier unsynced commits durable.
