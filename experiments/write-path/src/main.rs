@@ -80,6 +80,69 @@ impl Overlay for Hash {
     }
 }
 
+/// A persistent (copy-on-write, structurally shared) ordered map (`im::OrdMap`): every
+/// insert makes a new version that readers can hold with an `Arc` clone of its root, so a
+/// commit can publish the overlay with no lock and readers see a fixed version, in order.
+struct PersistentOrd(im::OrdMap<[u8; 16], (u64, std::sync::Arc<[u8]>)>);
+impl Overlay for PersistentOrd {
+    fn name() -> &'static str {
+        "im OrdMap (persistent)"
+    }
+    fn new() -> Self {
+        PersistentOrd(im::OrdMap::new())
+    }
+    fn insert(&mut self, k: [u8; 16], txn: u64, v: &[u8]) {
+        self.0.insert(k, (txn, v.into()));
+    }
+    fn get(&self, k: &[u8; 16]) -> Option<usize> {
+        self.0.get(k).map(|(_, v)| v.len())
+    }
+}
+
+/// The same, keeping every version: each insert is followed by a clone of the map (what
+/// publishing every commit to readers costs: an `Arc` clone of the root).
+struct PersistentOrdPublished(
+    im::OrdMap<[u8; 16], (u64, std::sync::Arc<[u8]>)>,
+    Vec<im::OrdMap<[u8; 16], (u64, std::sync::Arc<[u8]>)>>,
+);
+impl Overlay for PersistentOrdPublished {
+    fn name() -> &'static str {
+        "im OrdMap, published per insert"
+    }
+    fn new() -> Self {
+        PersistentOrdPublished(im::OrdMap::new(), Vec::new())
+    }
+    fn insert(&mut self, k: [u8; 16], txn: u64, v: &[u8]) {
+        self.0.insert(k, (txn, v.into()));
+        // A reader holds the last published version; older ones are dropped as readers move on.
+        let published = self.0.clone();
+        if self.1.len() == 1 {
+            self.1.pop();
+        }
+        self.1.push(published);
+    }
+    fn get(&self, k: &[u8; 16]) -> Option<usize> {
+        self.0.get(k).map(|(_, v)| v.len())
+    }
+}
+
+/// A persistent hash trie (`im::HashMap`): point lookups only, versions as above.
+struct PersistentHash(im::HashMap<[u8; 16], (u64, std::sync::Arc<[u8]>)>);
+impl Overlay for PersistentHash {
+    fn name() -> &'static str {
+        "im HashMap (persistent)"
+    }
+    fn new() -> Self {
+        PersistentHash(im::HashMap::new())
+    }
+    fn insert(&mut self, k: [u8; 16], txn: u64, v: &[u8]) {
+        self.0.insert(k, (txn, v.into()));
+    }
+    fn get(&self, k: &[u8; 16]) -> Option<usize> {
+        self.0.get(k).map(|(_, v)| v.len())
+    }
+}
+
 /// An append-only log buffer of records (what a commit must write in any design): the floor.
 fn log_append(n: usize, value: &[u8]) -> f64 {
     let keys: Vec<[u8; 16]> = (0..n as u64).map(key).collect();
@@ -139,6 +202,12 @@ fn main() {
             (Btm::name(), run::<Btm>(n)),
             (Skip::name(), run::<Skip>(n)),
             (Hash::name(), run::<Hash>(n)),
+            (PersistentOrd::name(), run::<PersistentOrd>(n)),
+            (
+                PersistentOrdPublished::name(),
+                run::<PersistentOrdPublished>(n),
+            ),
+            (PersistentHash::name(), run::<PersistentHash>(n)),
         ] {
             println!("| {name} | {n} | {i:.0} | {h:.0} | {m:.0} |");
         }
