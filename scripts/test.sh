@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 
 cargo test --workspace
 
+# The engine's examples (crates/larchdb/examples), run as a user would run them.
+for example in quickstart readers; do
+  cargo run --release --quiet -p larchdb --example "$example"
+done
+
 # Smoke comparison: tiny, so that it checks that every adapter works, not how fast it is.
 cargo build --release -p larch-bench
 smoke_dir=$(mktemp -d)

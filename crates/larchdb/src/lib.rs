@@ -42,6 +42,15 @@
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// The engine relies on Linux: open file description locks (`F_OFD_SETLK`) for the shared
+// reader table, `fallocate`, `MADV_POPULATE_WRITE`, and the boot id in /proc. A build
+// elsewhere stops here with the reason, not deep inside a system call it does not have.
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "larchdb supports Linux only (OFD locks, fallocate, MADV_POPULATE_WRITE, \
+     /proc/sys/kernel/random/boot_id); see \"Platforms\" in the README"
+);
+
 mod btree;
 mod bytes;
 mod db;

@@ -394,6 +394,31 @@ impl<'t> WriteTable<'t> {
         )
     }
 
+    /// All entries, descending.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for k in [b"a", b"b", b"c"] {
+    ///     t.put(k, b"")?;
+    /// }
+    /// let keys: Vec<&[u8]> = t.iter_rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"c"[..], b"b", b"a"]);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn iter_rev(&self) -> Range<'_> {
+        Range::new(
+            &*self.pages,
+            self.state.hdr,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            true,
+        )
+    }
+
     /// Number of entries.
     pub fn len(&self) -> u64 {
         self.state.hdr.entries
