@@ -48,12 +48,29 @@ impl Database {
     /// [`Error::DatabaseLocked`]. A read-only handle that cannot open the lock file (a
     /// read-only directory) falls back to a shared lock on the database, which excludes
     /// writers.
+    ///
+    /// An existing empty file is made a database only if `options.create` allows; a file that
+    /// is not a database is refused ([`Error::NotADatabase`]) and the open leaves nothing
+    /// behind (no lock file it would have created).
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Database> {
-        let (storage, lock) = open_file(path.as_ref(), &options)?;
-        let shared = Shared::open(storage, options, lock)?;
-        Ok(Database {
-            shared: Arc::new(shared),
-        })
+        let path = path.as_ref();
+        let lock_existed = crate::storage::lock_path(path).exists();
+        let (storage, lock) = open_file(path, &options)?;
+        match Shared::open(storage, options, lock) {
+            Ok(shared) => Ok(Database {
+                shared: Arc::new(shared),
+            }),
+            Err(e) => {
+                // A file that is not a database has no readers: a lock file this open created
+                // for it is removed (the storage and the lock table are closed by now, dropped
+                // with the failed state). After any other failure the lock file stays, since
+                // a reader of a real database may have found it meanwhile.
+                if !lock_existed && matches!(e, Error::NotADatabase) {
+                    let _ = std::fs::remove_file(crate::storage::lock_path(path));
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Opens a database on any [`Storage`] backend (for example the fault-injecting one of

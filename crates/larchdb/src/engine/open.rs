@@ -69,7 +69,8 @@ impl Shared {
         options.validate()?;
         let boot_id = storage.boot_id();
         if storage.len()? == 0 {
-            if options.read_only {
+            // An empty file becomes a database only when creating one was asked for.
+            if options.read_only || !options.create {
                 return Err(Error::NotADatabase);
             }
             create(&*storage, options.page_bytes, boot_id)?;
