@@ -9,15 +9,18 @@
 //! commit.rs    the commit protocol: write pages, sync, write meta, sync, publish
 //! catalog.rs   the catalog: table names and headers, the per-snapshot cache, table states
 //! log.rs       the write-ahead log of stage 2: records in segments, sync, read back at
-//!              open (not yet wired into commits; docs/design/write-path.md, Plan)
+//!              open
+//! overlay.rs   stage 2's overlay: commits' writes since the last checkpoint, versioned,
+//!              read without locks before the tree
 //! ```
 //!
-//! Stage 2's overlay and checkpoints belong here too (`overlay.rs`, `checkpoint.rs`); see
-//! docs/design/write-path.md.
+//! The log and the overlay are not wired into commits yet; with `checkpoint.rs` they make
+//! stage 2 (docs/design/write-path.md, Plan).
 
 pub(crate) mod catalog;
 pub(crate) mod commit;
 pub(crate) mod log;
+pub(crate) mod overlay;
 pub(crate) mod open;
 pub(crate) mod readers;
 
