@@ -20,8 +20,8 @@
 pub(crate) mod catalog;
 pub(crate) mod commit;
 pub(crate) mod log;
-pub(crate) mod overlay;
 pub(crate) mod open;
+pub(crate) mod overlay;
 pub(crate) mod readers;
 
 use crate::btree::Scratch;

@@ -64,6 +64,9 @@ impl Slots {
 
 /// What the overlay owns, and the writer's lock: entries, versions and tables, each boxed so
 /// that its address does not change while the vectors grow, dropped with the overlay.
+// The boxes are the point: readers hold pointers to the elements, which a `Vec<T>` would move
+// when it grows.
+#[allow(clippy::vec_box)]
 #[derive(Default)]
 struct Owned {
     entries: Vec<Box<Entry>>,
@@ -251,13 +254,17 @@ mod tests {
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
+    /// (table, key) -> [(txn, value)] in commit order.
+    type Model = BTreeMap<(u64, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>>;
+    /// A record as `Overlay::insert` takes it.
+    type Record<'a> = (u64, &'a [u8], Option<&'a [u8]>);
+
     /// Every key's versions, compared with a model at every snapshot, across many growths.
     #[test]
     fn lookups_at_every_snapshot_match_a_model() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
         let o = Overlay::new();
-        // (table, key) -> [(txn, value)] in commit order.
-        let mut model: BTreeMap<(u64, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>> = BTreeMap::new();
+        let mut model = Model::new();
         for txn in 1..=300u64 {
             let mut batch: Vec<(u64, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
             for _ in 0..rng.gen_range(1..40) {
@@ -290,7 +297,10 @@ mod tests {
         }
         assert_eq!(o.get(7, b"000001", 300), Lookup::Absent);
         // The same key in another table is another entry.
-        o.insert(301, [(0, &b"k"[..], Some(&b"zero"[..])), (1, b"k", Some(b"one"))]);
+        o.insert(
+            301,
+            [(0, &b"k"[..], Some(&b"zero"[..])), (1, b"k", Some(b"one"))],
+        );
         assert_eq!(o.get(0, b"k", 301), Lookup::Value(b"zero"));
         assert_eq!(o.get(1, b"k", 301), Lookup::Value(b"one"));
         assert_eq!(o.get(1, b"k", 300), Lookup::Absent);
@@ -336,7 +346,7 @@ mod tests {
             let value = txn.to_le_bytes();
             let keys: Vec<[u8; 8]> = (0..COUNTERS).map(|c| c.to_be_bytes()).collect();
             let new_key = txn.to_be_bytes();
-            let mut records: Vec<(u64, &[u8], Option<&[u8]>)> = keys
+            let mut records: Vec<Record> = keys
                 .iter()
                 .map(|k| (0u64, &k[..], Some(&value[..])))
                 .collect();
