@@ -8,8 +8,8 @@
 //! readers.rs   the reader registry: the published snapshot, live readers, the shared table
 //! commit.rs    the commit protocol: write pages, sync, write meta, sync, publish
 //! catalog.rs   the catalog: table names and headers, the per-snapshot cache, table states
-//! log.rs       the write-ahead log of stage 2: records in segments, sync, read back at
-//!              open
+//! log.rs       the write-ahead log of stage 2: records in segments, sync and group commit,
+//!              read back at open
 //! overlay.rs   stage 2's overlay: commits' writes since the last checkpoint, versioned,
 //!              read without locks before the tree
 //! ```

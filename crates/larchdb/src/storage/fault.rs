@@ -133,6 +133,11 @@ impl FaultStorage {
         self.lock().data.clone()
     }
 
+    /// A copy of what a power loss would keep now: the contents as of the last sync.
+    pub fn durable_contents(&self) -> Vec<u8> {
+        self.lock().durable.clone()
+    }
+
     /// Replaces the contents, as if synced (for corruption tests).
     pub fn set_contents(&self, bytes: Vec<u8>) {
         let mut s = self.lock();
