@@ -15,7 +15,6 @@ use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 /// Commits `pages` with `catalog` as the new catalog root. On failure the transaction leaves
 /// nothing visible; a failure after the pages started reaching the disk poisons the handle.
@@ -127,15 +126,9 @@ fn publish_snapshot(shared: &Shared, carry: &Carry, meta: Meta, needed: u64) -> 
         .wmap
         .access()
         .filter(|a| a.mapped_bytes().is_some_and(|m| m >= needed));
-    let access = match (writer_map, held.mapped_bytes()) {
-        (Some(a), _) => a.clone(),
-        (None, Some(mapped)) if mapped >= needed => held.clone(),
-        _ => Arc::new(Access::for_pages(
-            &shared.storage,
-            needed,
-            Some(held),
-            shared.options.readahead,
-        )?),
+    let access = match writer_map {
+        Some(a) => a.clone(),
+        None => Access::covering(held, &shared.storage, needed, shared.options.readahead)?,
     };
     let snap = Snapshot::new(meta, access, shared.options.verify_checksums);
     rs.current = Published::new(snap);

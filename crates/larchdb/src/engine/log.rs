@@ -16,6 +16,7 @@
 use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
 use crate::layout::log::*;
+use crate::pager::shift::crc32c;
 use crate::storage::Storage;
 use std::sync::Arc;
 
@@ -108,10 +109,6 @@ fn record_crc(position: u64, header: &[u8], body: &[u8]) -> u32 {
     crc.update(&header[REC_CRC_AT + 4..RECORD_HEADER_BYTES]);
     crc.update(body);
     crc.finalize() as u32
-}
-
-fn crc32c(bytes: &[u8]) -> u32 {
-    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, bytes) as u32
 }
 
 /// `n` rounded up to the record alignment.

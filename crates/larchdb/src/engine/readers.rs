@@ -97,14 +97,11 @@ impl Shared {
     }
 
     /// Moves a reader registered on `held` to the newest committed snapshot, if there is a
-    /// newer one: returns it, or `None` to stay. Costs one atomic load when nothing was
-    /// committed since. On a read-only handle beside a writer in another process, if the
-    /// newest snapshot cannot be read (an I/O error), the reader stays on `held`, which
-    /// remains valid.
+    /// newer one: returns it, or `None` to stay. Callers check `newer_than` first (one atomic
+    /// load, no lock) and call this only when it is true. On a read-only handle beside a
+    /// writer in another process, if the newest snapshot cannot be read (an I/O error), the
+    /// reader stays on `held`, which remains valid.
     pub(crate) fn renew_reader(&self, held: &Published) -> Option<Arc<Published>> {
-        if !self.newer_than(held.txn()) {
-            return None;
-        }
         let mut rs = self.read_state();
         if let Some(lock) = self.shared_reader() {
             // The reader is still registered, so the slot protects what is found.
@@ -183,15 +180,7 @@ impl Shared {
         if meta.txn != current {
             let needed = meta.page_count * meta.page_bytes as u64;
             let held = rs.current.snap.access();
-            let access = match held.mapped_bytes() {
-                Some(mapped) if mapped >= needed => held.clone(),
-                _ => Arc::new(Access::for_pages(
-                    &self.storage,
-                    needed,
-                    Some(held),
-                    self.options.readahead,
-                )?),
-            };
+            let access = Access::covering(held, &self.storage, needed, self.options.readahead)?;
             let snap = Snapshot::new(meta, access, self.options.verify_checksums);
             rs.current = Published::new(snap);
             self.current_txn.store(meta.txn, Ordering::Release);

@@ -114,6 +114,25 @@ impl Access {
         }
     }
 
+    /// `held` if it covers pages ending at `needed_bytes`, else a larger access from
+    /// `for_pages`: what a newly published snapshot reads through.
+    pub(crate) fn covering(
+        held: &Arc<Access>,
+        storage: &Arc<dyn Storage>,
+        needed_bytes: u64,
+        readahead: bool,
+    ) -> Result<Arc<Access>> {
+        match held.mapped_bytes() {
+            Some(mapped) if mapped >= needed_bytes => Ok(held.clone()),
+            _ => Ok(Arc::new(Access::for_pages(
+                storage,
+                needed_bytes,
+                Some(held),
+                readahead,
+            )?)),
+        }
+    }
+
     pub(crate) fn buffered(storage: Arc<dyn Storage>) -> Access {
         Access::Buffered {
             storage,

@@ -181,23 +181,3 @@ impl PageSource for Snapshot {
         self.prefetch_mapped_head(id, lines);
     }
 }
-
-impl PageSource for Arc<Snapshot> {
-    fn page(&self, id: u64) -> Result<&[u8]> {
-        (**self).page(id)
-    }
-    fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {
-        (**self).run(id, pages)
-    }
-    fn page_bytes(&self) -> usize {
-        (**self).page_bytes()
-    }
-    #[inline]
-    fn prefetch_page(&self, id: u64) {
-        self.prefetch_mapped_page(id);
-    }
-    #[inline]
-    fn prefetch_head(&self, id: u64, lines: usize) {
-        self.prefetch_mapped_head(id, lines);
-    }
-}

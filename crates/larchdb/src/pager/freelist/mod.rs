@@ -66,11 +66,6 @@ pub(crate) const KIND_RELEASE: u32 = 4;
 /// Change entries kept before a commit gives up on a delta and rewrites the whole set.
 const LOG_MAX: usize = 1 << 20;
 
-/// Extents that fit in one freelist page.
-pub(crate) fn extents_per_page(page_bytes: usize) -> usize {
-    crate::layout::freelist::extents_per_page(page_bytes)
-}
-
 /// Pages freed by a commit and not yet reusable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PendingRun {

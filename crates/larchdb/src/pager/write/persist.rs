@@ -3,9 +3,10 @@
 
 use super::{FreedRun, WritePages};
 use crate::error::{Error, Result};
+use crate::layout::freelist::extents_per_page;
 use crate::layout::kind;
 use crate::pager::freelist::{
-    encode_page, extents_per_page, to_extents_into, KIND_DURABLE, KIND_READERS, KIND_RELEASE,
+    encode_page, to_extents_into, KIND_DURABLE, KIND_READERS, KIND_RELEASE,
 };
 use crate::pager::page::PageRef;
 use crate::pager::{Meta, TableHeader};
