@@ -1,7 +1,7 @@
 //! `Database`: the handle an application holds. It opens the file and starts transactions;
 //! the state it shares with them is `engine::Shared`.
 
-use crate::engine::open::open_file;
+use crate::engine::open::{open_file, LogSource};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
@@ -56,7 +56,8 @@ impl Database {
         let path = path.as_ref();
         let lock_existed = crate::storage::lock_path(path).exists();
         let (storage, lock) = open_file(path, &options)?;
-        match Shared::open(storage, options, lock) {
+        let log = LogSource::File(crate::storage::log_path(path));
+        match Shared::open(storage, options, lock, log) {
             Ok(shared) => Ok(Database {
                 shared: Arc::new(shared),
             }),
@@ -77,7 +78,20 @@ impl Database {
     /// the `test-support` feature). There is no lock file: the caller guarantees that no other
     /// process writes the storage.
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Database> {
-        let shared = Shared::open(storage, options, None)?;
+        let shared = Shared::open(storage, options, None, LogSource::None)?;
+        Ok(Database {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// Like [`Database::open_storage`], with `log` as the write-ahead log's storage (used when
+    /// `options.log` is set, or when the database's last commit says its log holds commits).
+    pub fn open_storage_with_log(
+        storage: Arc<dyn Storage>,
+        log: Arc<dyn Storage>,
+        options: Options,
+    ) -> Result<Database> {
+        let shared = Shared::open(storage, options, None, LogSource::Storage(log))?;
         Ok(Database {
             shared: Arc::new(shared),
         })
@@ -99,9 +113,24 @@ impl Database {
     }
 
     /// Starts the write transaction, waiting while another one is in progress.
+    ///
+    /// On a handle that writes the log, a checkpoint that is due (the log grew by
+    /// `Options::checkpoint_bytes` since the last) is made first.
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        loop {
+            let guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+            if !WriteTxn::checkpoint_due(&self.shared, &guard) {
+                return WriteTxn::new(&self.shared, guard);
+            }
+            WriteTxn::new(&self.shared, guard)?.checkpoint()?;
+        }
+    }
+
+    /// Writes every commit in the log to the tree, durably, and lets the log's space be
+    /// reused: a checkpoint (`Options::log`). Without a log, the same as [`Database::sync`].
+    pub fn checkpoint(&self) -> Result<()> {
         let guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-        WriteTxn::new(&self.shared, guard)
+        WriteTxn::new(&self.shared, guard)?.checkpoint()
     }
 
     /// Starts the write transaction, or fails with [`Error::WriteBusy`] if another is in
@@ -112,6 +141,10 @@ impl Database {
             Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
         };
+        if WriteTxn::checkpoint_due(&self.shared, &guard) {
+            drop(guard);
+            return self.begin_write();
+        }
         WriteTxn::new(&self.shared, guard)
     }
 

@@ -270,16 +270,34 @@ pub(crate) mod meta {
     pub(crate) const FREELIST_PAGES_AT: usize = 112;
     pub(crate) const LAST_DURABLE_AT: usize = 120;
     pub(crate) const BOOT_ID_AT: usize = 128;
+    /// Format 3: where the log (`super::log`) continues after this commit; with
+    /// `FLAG_LOG`, open replays the log's records from here.
+    pub(crate) const LOG_POSITION_AT: usize = 144;
     /// End of the meta fields: a commit writes only these bytes of its slot.
-    pub(crate) const END: usize = 144;
+    pub(crate) const END: usize = 152;
+    /// End of the meta fields in format 2 (no log position).
+    pub(crate) const END_V2: usize = 144;
 
     /// Bit of the flags byte: the commit was written with a sync.
     pub(crate) const FLAG_DURABLE: u8 = 1;
+    /// Bit of the flags byte: commits after this one may be in the log, from the log position.
+    pub(crate) const FLAG_LOG: u8 = 2;
+
+    /// End of the meta fields of the meta page `p`, by its format version (covered by the
+    /// checksum, like every field before the end).
+    pub(crate) fn end(p: &[u8]) -> usize {
+        if p.len() >= VERSION_AT + 4 && crate::bytes::get_u32(p, VERSION_AT) == 2 {
+            END_V2
+        } else {
+            END
+        }
+    }
 
     const _: () = assert!(MAGIC_AT == super::header::BYTES);
     const _: () = assert!(CATALOG_AT + super::table_header::BYTES == FREELIST_HEAD_AT);
     const _: () = assert!(FREELIST_HEAD_AT + super::PAGE_REF_BYTES == FREELIST_PAGES_AT);
-    const _: () = assert!(BOOT_ID_AT + 16 == END);
+    const _: () = assert!(BOOT_ID_AT + 16 == LOG_POSITION_AT && LOG_POSITION_AT + 8 == END);
+    const _: () = assert!(BOOT_ID_AT + 16 == END_V2);
 }
 
 /// The write-ahead log (`engine::log`), a file beside the database: a file header, then equal
@@ -362,7 +380,7 @@ pub(crate) fn unused_gap(p: &[u8]) -> (usize, usize) {
         ),
         kind::FREELIST => (freelist::EXTENTS_AT + freelist::EXTENT_BYTES * count, len),
         kind::OVERFLOW => (overflow::VALUE_AT + overflow::value_bytes(p) as usize, len),
-        kind::META => (meta::END, len),
+        kind::META => (meta::end(p), len),
         _ => (len, len),
     };
     if start <= end && end <= len {

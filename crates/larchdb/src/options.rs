@@ -45,6 +45,20 @@ pub struct Options {
     /// (`madvise(MADV_RANDOM)`, LMDB's `MDB_NORDAHEAD`). Turn it on for scans of a
     /// sequentially loaded file that does not fit in memory.
     pub readahead: bool,
+    /// Commit through a write-ahead log (stage 2, being built; off by default until it meets
+    /// its targets, docs/design/write-path.md): a commit appends its writes to the log file
+    /// beside the database (`<path>-log`) and keeps them in memory, and the tree's pages are
+    /// written at checkpoints, when the log has grown by `checkpoint_bytes`. A database whose
+    /// last commit was made this way replays its log when opened, whatever this option says.
+    pub log: bool,
+    /// Bytes of one segment of a new log (the log is `log_segments` of them, written with
+    /// zeros when it is created, so that syncing it never changes the file's size).
+    pub log_segment_bytes: u64,
+    /// Segments of a new log (at least 2).
+    pub log_segments: u64,
+    /// Bytes the log may grow by before a checkpoint: the bound on replay at open and on the
+    /// memory the overlay holds. At most `log_segments - 1` segments.
+    pub checkpoint_bytes: u64,
 }
 
 impl Default for Options {
@@ -57,9 +71,20 @@ impl Default for Options {
             verify_checksums: false,
             pinned_bytes_max: PINNED_BYTES_MAX_DEFAULT,
             readahead: false,
+            log: false,
+            log_segment_bytes: LOG_SEGMENT_BYTES_DEFAULT,
+            log_segments: LOG_SEGMENTS_DEFAULT,
+            checkpoint_bytes: CHECKPOINT_BYTES_DEFAULT,
         }
     }
 }
+
+/// Default `Options::log_segment_bytes`.
+pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
+/// Default `Options::log_segments`.
+pub const LOG_SEGMENTS_DEFAULT: u64 = 4;
+/// Default `Options::checkpoint_bytes`.
+pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 
 impl Options {
     /// Sets the page size for a new database.
@@ -93,11 +118,31 @@ impl Options {
         self
     }
 
+    /// Commits through a write-ahead log (see [`Options::log`]).
+    pub fn log(mut self, yes: bool) -> Options {
+        self.log = yes;
+        self
+    }
+
+    /// The largest batch a logged transaction commits through the log: half a segment.
+    /// Larger ones write pages.
+    pub(crate) fn log_batch_bytes_max(&self) -> usize {
+        (self.log_segment_bytes / 2) as usize
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         let p = self.page_bytes;
         if !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&p) || !p.is_power_of_two() {
             return Err(Error::InvalidOptions(format!(
                 "page_bytes must be a power of two from {PAGE_BYTES_MIN} to {PAGE_BYTES_MAX}, got {p}"
+            )));
+        }
+        let room = self.log_segments.saturating_sub(1) * self.log_segment_bytes;
+        if self.log_segments < 2 || self.checkpoint_bytes == 0 || self.checkpoint_bytes > room {
+            return Err(Error::InvalidOptions(format!(
+                "checkpoint_bytes ({}) must be from 1 to (log_segments - 1) x log_segment_bytes \
+                 ({room}), with at least 2 segments",
+                self.checkpoint_bytes
             )));
         }
         Ok(())

@@ -1,7 +1,9 @@
 //! Tables: the read and write handles, and range iteration.
 
 use crate::btree::{self, Cursor, Scratch};
+use crate::engine::batch::Batch;
 use crate::engine::catalog::TableState;
+use crate::engine::overlay::{Lookup, Overlay, Visible};
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
 use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
@@ -23,36 +25,133 @@ fn bounds<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(r: &R) -> (Bound<Vec<u8>>,
     (map(r.start_bound()), map(r.end_bound()))
 }
 
-/// Read operations shared by both table handles.
-fn get<'t>(src: &'t dyn PageSource, hdr: &TableHeader, key: &[u8]) -> Result<Option<&'t [u8]>> {
+/// What a table handle reads before the tree: the overlay at the snapshot's commit and, in a
+/// write transaction that commits through the log, the transaction's own writes (which win).
+/// Empty when the tree is everything (no overlay, a transaction that writes pages).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Upper<'t> {
+    overlay: Option<&'t Overlay>,
+    batch: Option<&'t Batch>,
+    /// The table's number in the overlay and the batch.
+    table: u64,
+    /// The snapshot's commit: the newest overlay version visible.
+    txn: u64,
+}
+
+impl<'t> Upper<'t> {
+    pub(crate) fn new(
+        overlay: Option<&'t Overlay>,
+        batch: Option<&'t Batch>,
+        table: u64,
+        txn: u64,
+    ) -> Upper<'t> {
+        Upper {
+            overlay,
+            batch,
+            table,
+            txn,
+        }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.overlay.is_none() && self.batch.is_none()
+    }
+
+    /// What the layers above the tree say about `key`.
+    #[inline]
+    fn get(&self, key: &[u8]) -> Lookup<'t> {
+        if let Some(found) = self.batch.and_then(|b| b.get(self.table, key)) {
+            return match found {
+                Some(v) => Lookup::Value(v),
+                None => Lookup::Deleted,
+            };
+        }
+        match self.overlay {
+            Some(o) => o.get(self.table, key, self.txn),
+            None => Lookup::Absent,
+        }
+    }
+
+    /// The keys of the layers above the tree within the bounds, ascending, each with what the
+    /// newest layer holds for it.
+    fn sorted(&self, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Vec<Visible<'t>> {
+        let mut over = match self.overlay {
+            Some(o) => o.sorted(self.table, self.txn),
+            None => Vec::new(),
+        };
+        over.retain(|(k, _)| after_start(k, start) && before_end(k, end));
+        let Some(batch) = self.batch else {
+            return over;
+        };
+        let mine = batch.range(self.table, as_ref(start), as_ref(end));
+        let mut out = Vec::with_capacity(over.len());
+        let mut over = over.into_iter().peekable();
+        for (k, v) in mine {
+            while let Some(&(ok, ov)) = over.peek() {
+                if ok >= k {
+                    break;
+                }
+                out.push((ok, ov));
+                over.next();
+            }
+            if over.peek().is_some_and(|(ok, _)| *ok == k) {
+                over.next();
+            }
+            out.push((k, v));
+        }
+        out.extend(over);
+        out
+    }
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+#[inline]
+fn after_start(key: &[u8], start: &Bound<Vec<u8>>) -> bool {
+    match start {
+        Bound::Unbounded => true,
+        Bound::Included(s) => key >= s.as_slice(),
+        Bound::Excluded(s) => key > s.as_slice(),
+    }
+}
+
+#[inline]
+fn before_end(key: &[u8], end: &Bound<Vec<u8>>) -> bool {
+    match end {
+        Bound::Unbounded => true,
+        Bound::Included(e) => key <= e.as_slice(),
+        Bound::Excluded(e) => key < e.as_slice(),
+    }
+}
+
+/// The value of `key`: the layers above the tree, then the tree.
+#[inline]
+fn get_layered<'t, S: PageSource + ?Sized>(
+    src: &'t S,
+    hdr: &TableHeader,
+    upper: &Upper<'t>,
+    key: &[u8],
+) -> Result<Option<&'t [u8]>> {
+    if !upper.is_empty() {
+        match upper.get(key) {
+            Lookup::Value(v) => return Ok(Some(v)),
+            Lookup::Deleted => return Ok(None),
+            Lookup::Absent => {}
+        }
+    }
     btree::get(src, hdr, key)
 }
 
-fn first<'t>(src: &'t dyn PageSource, hdr: TableHeader) -> Result<Option<Entry<'t>>> {
-    let mut c = Cursor::new(src, hdr);
-    if c.first()? {
-        Ok(Some(c.entry()?))
-    } else {
-        Ok(None)
-    }
-}
-
-fn last<'t>(src: &'t dyn PageSource, hdr: TableHeader) -> Result<Option<Entry<'t>>> {
-    let mut c = Cursor::new(src, hdr);
-    if c.last()? {
-        Ok(Some(c.entry()?))
-    } else {
-        Ok(None)
-    }
-}
-
-fn seek<'t>(src: &'t dyn PageSource, hdr: TableHeader, key: &[u8]) -> Result<Option<Entry<'t>>> {
-    let mut c = Cursor::new(src, hdr);
-    if c.seek(key)? {
-        Ok(Some(c.entry()?))
-    } else {
-        Ok(None)
-    }
+/// The first entry of a range (forward) or its last (reverse).
+fn first_of(mut r: Range<'_>) -> Result<Option<Entry<'_>>> {
+    r.next().transpose()
 }
 
 /// Iterator over a key range, forward or reverse. Yields `Result` because a damaged page is
@@ -64,6 +163,14 @@ pub struct Range<'t> {
     reverse: bool,
     started: bool,
     done: bool,
+    /// The keys above the tree in the range, ascending (empty when the tree is everything),
+    /// and how many of them were consumed (from the end when reverse).
+    upper: Vec<Visible<'t>>,
+    taken: usize,
+    /// The tree's next entry, read ahead while merging with `upper`; `tree_done` once the
+    /// tree has no more.
+    tree: Option<Entry<'t>>,
+    tree_done: bool,
 }
 
 impl<'t> Range<'t> {
@@ -73,7 +180,13 @@ impl<'t> Range<'t> {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
         reverse: bool,
+        upper: Upper<'t>,
     ) -> Range<'t> {
+        let upper = if upper.is_empty() {
+            Vec::new()
+        } else {
+            upper.sorted(&start, &end)
+        };
         Range {
             cursor: Cursor::new(src, hdr),
             start,
@@ -81,6 +194,10 @@ impl<'t> Range<'t> {
             reverse,
             started: false,
             done: false,
+            upper,
+            taken: 0,
+            tree: None,
+            tree_done: false,
         }
     }
 
@@ -139,8 +256,52 @@ impl<'t> Range<'t> {
         }
     }
 
+    /// The next entry: the tree's alone, or merged with the layers above it, whose version
+    /// of a key wins and whose deletions hide the tree's.
     #[inline]
     fn step(&mut self) -> Result<Option<Entry<'t>>> {
+        if self.upper.is_empty() {
+            return self.tree_step();
+        }
+        loop {
+            if self.tree.is_none() && !self.tree_done {
+                self.tree = self.tree_step()?;
+                self.tree_done = self.tree.is_none();
+            }
+            let up = if self.taken == self.upper.len() {
+                None
+            } else if self.reverse {
+                Some(self.upper[self.upper.len() - 1 - self.taken])
+            } else {
+                Some(self.upper[self.taken])
+            };
+            let (uk, uv) = match (self.tree, up) {
+                (None, None) => return Ok(None),
+                (Some(t), None) => {
+                    self.tree = None;
+                    return Ok(Some(t));
+                }
+                (Some(t), Some((uk, _))) if (t.0 < uk) != self.reverse && t.0 != uk => {
+                    self.tree = None;
+                    return Ok(Some(t));
+                }
+                (t, Some(u)) => {
+                    if t.is_some_and(|t| t.0 == u.0) {
+                        self.tree = None;
+                    }
+                    u
+                }
+            };
+            self.taken += 1;
+            if let Some(v) = uv {
+                return Ok(Some((uk, v)));
+            }
+        }
+    }
+
+    /// The tree's next entry within the range.
+    #[inline]
+    fn tree_step(&mut self) -> Result<Option<Entry<'t>>> {
         let more = if !self.started {
             self.started = true;
             self.position()?
@@ -186,77 +347,107 @@ impl<'t> Iterator for Range<'t> {
 pub struct ReadTable<'t> {
     src: &'t Snapshot,
     hdr: TableHeader,
+    upper: Upper<'t>,
+    entries: u64,
 }
 
 impl<'t> ReadTable<'t> {
     pub(crate) fn new(src: &'t Snapshot, hdr: TableHeader) -> ReadTable<'t> {
-        ReadTable { src, hdr }
+        ReadTable {
+            src,
+            hdr,
+            upper: Upper::default(),
+            entries: hdr.entries,
+        }
+    }
+
+    /// A table whose commits since the tree's are in `upper` (the overlay), holding `entries`.
+    pub(crate) fn layered(
+        src: &'t Snapshot,
+        hdr: TableHeader,
+        upper: Upper<'t>,
+        entries: u64,
+    ) -> ReadTable<'t> {
+        ReadTable {
+            src,
+            hdr,
+            upper,
+            entries,
+        }
+    }
+
+    fn range_of(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool) -> Range<'t> {
+        Range::new(self.src, self.hdr, start, end, reverse, self.upper)
     }
 
     /// The value of `key`, if present.
     #[inline]
     pub fn get(&self, key: &[u8]) -> Result<Option<&'t [u8]>> {
         // Monomorphised on the snapshot type: the page accesses of a lookup inline.
-        btree::get(self.src, &self.hdr, key)
+        get_layered(self.src, &self.hdr, &self.upper, key)
     }
 
     /// The first entry.
     pub fn first(&self) -> Result<Option<Entry<'t>>> {
-        first(self.src, self.hdr)
+        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, false))
     }
 
     /// The last entry.
     pub fn last(&self) -> Result<Option<Entry<'t>>> {
-        last(self.src, self.hdr)
+        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, true))
     }
 
     /// The first entry whose key is >= `key`.
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'t>>> {
-        seek(self.src, self.hdr, key)
+        first_of(self.range_of(Bound::Included(key.to_vec()), Bound::Unbounded, false))
     }
 
     /// Entries with keys in `range`, in ascending order.
     pub fn range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'t> {
         let (s, e) = bounds(&range);
-        Range::new(self.src, self.hdr, s, e, false)
+        self.range_of(s, e, false)
     }
 
     /// Entries with keys in `range`, in descending order.
     pub fn range_rev<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'t> {
         let (s, e) = bounds(&range);
-        Range::new(self.src, self.hdr, s, e, true)
+        self.range_of(s, e, true)
     }
 
     /// All entries, ascending.
     pub fn iter(&self) -> Range<'t> {
-        Range::new(
-            self.src,
-            self.hdr,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            false,
-        )
+        self.range_of(Bound::Unbounded, Bound::Unbounded, false)
     }
 
     /// All entries, descending.
     pub fn iter_rev(&self) -> Range<'t> {
-        Range::new(self.src, self.hdr, Bound::Unbounded, Bound::Unbounded, true)
+        self.range_of(Bound::Unbounded, Bound::Unbounded, true)
     }
 
-    /// Number of entries (kept in the table header: O(1)).
+    /// Number of entries (kept in the table header and the overlay: O(1)).
     pub fn len(&self) -> u64 {
-        self.hdr.entries
+        self.entries
     }
 
     /// True if the table has no entries.
     pub fn is_empty(&self) -> bool {
-        self.hdr.entries == 0
+        self.entries == 0
     }
 
-    /// Levels of the table's tree (0 when empty).
+    /// Levels of the table's tree (0 when empty), as of the last commit that wrote pages.
     pub fn depth(&self) -> u32 {
         self.hdr.depth
     }
+}
+
+/// A write transaction that commits through the log: where a table's writes go.
+pub(crate) struct Logged<'t> {
+    pub(crate) batch: &'t mut Batch,
+    pub(crate) overlay: Option<&'t Overlay>,
+    /// The table's number in the overlay and the batch.
+    pub(crate) table: u64,
+    /// The transaction's base commit.
+    pub(crate) txn: u64,
 }
 
 /// A table opened in a write transaction.
@@ -265,6 +456,10 @@ pub struct WriteTable<'t> {
     state: &'t mut TableState,
     scratch: &'t mut Scratch,
     failed: &'t mut bool,
+    /// `Some` when the transaction commits through the log: the tree (read through `pages`)
+    /// is not changed, the writes are kept in the batch. `state.hdr` is then the tree's
+    /// header with the table's entry count as this transaction sees it.
+    logged: Option<Logged<'t>>,
 }
 
 impl<'t> WriteTable<'t> {
@@ -273,12 +468,21 @@ impl<'t> WriteTable<'t> {
         state: &'t mut TableState,
         scratch: &'t mut Scratch,
         failed: &'t mut bool,
+        logged: Option<Logged<'t>>,
     ) -> WriteTable<'t> {
         WriteTable {
             pages,
             state,
             scratch,
             failed,
+            logged,
+        }
+    }
+
+    fn upper(&self) -> Upper<'_> {
+        match &self.logged {
+            Some(l) => Upper::new(l.overlay, Some(&*l.batch), l.table, l.txn),
+            None => Upper::default(),
         }
     }
 
@@ -318,12 +522,45 @@ impl<'t> WriteTable<'t> {
         r
     }
 
+    /// Whether `key` is present, as this transaction sees it (logged transactions).
+    fn exists(&self, key: &[u8]) -> Result<bool> {
+        Ok(get_layered(&*self.pages, &self.state.hdr, &self.upper(), key)?.is_some())
+    }
+
+    /// Records a logged write of `key` (a value, or a deletion) that changes the table's
+    /// entry count by `grow` (+1 a new key, -1 a deleted one, 0 a replacement).
+    fn log_write(&mut self, key: &[u8], value: Option<&[u8]>, grow: i64) {
+        if let Some(l) = self.logged.as_mut() {
+            l.batch.put(l.table, key, value);
+        }
+        if grow != 0 {
+            self.state.hdr.entries = self.state.hdr.entries.wrapping_add_signed(grow);
+            self.state.dirty = true;
+        }
+        match (&self.state.last_key, value) {
+            (Some(last), Some(_)) if key > last.as_slice() => {
+                self.state.last_key = Some(key.to_vec());
+            }
+            (Some(last), None) if key == last.as_slice() => self.state.last_key = None,
+            _ => {}
+        }
+    }
+
     /// Inserts or replaces. Returns true if it replaced an existing value.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check(key, value)?;
+        if self.logged.is_some() {
+            if *self.failed {
+                return Err(Error::TxnFailed);
+            }
+            let existed = self.exists(key)?;
+            self.log_write(key, Some(value), if existed { 0 } else { 1 });
+            return Ok(existed);
+        }
         self.mutate(|w, s, t| {
             // Any change but an append may reshape the tree's right edge.
             t.append_hint = None;
+            t.last_key = None;
             btree::put(w, s, &mut t.hdr, key, value, Some(&mut t.put_hint))
         })
     }
@@ -333,8 +570,28 @@ impl<'t> WriteTable<'t> {
     /// [`Error::AppendOutOfOrder`], changing nothing, if the key is not the greatest.
     pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(key, value)?;
+        if self.logged.is_some() {
+            if *self.failed {
+                return Err(Error::TxnFailed);
+            }
+            if self.state.last_key.is_none() {
+                let last = self.last()?.map(|(k, _)| k.to_vec());
+                self.state.last_key = Some(last.unwrap_or_default());
+            }
+            let in_order = match &self.state.last_key {
+                Some(last) => key > last.as_slice() || (last.is_empty() && self.is_empty()),
+                None => false,
+            };
+            if !in_order {
+                return Err(Error::AppendOutOfOrder);
+            }
+            self.log_write(key, Some(value), 1);
+            self.state.last_key = Some(key.to_vec());
+            return Ok(());
+        }
         self.mutate(|w, s, t| {
             t.put_hint.reset();
+            t.last_key = None;
             btree::append(w, s, &mut t.hdr, key, value, &mut t.append_hint)
         })
     }
@@ -344,54 +601,70 @@ impl<'t> WriteTable<'t> {
         if key.len() > key_bytes_max(self.pages.page_bytes() as u32) {
             return Ok(false);
         }
+        if self.logged.is_some() {
+            if *self.failed {
+                return Err(Error::TxnFailed);
+            }
+            let existed = self.exists(key)?;
+            if existed {
+                self.log_write(key, None, -1);
+            }
+            return Ok(existed);
+        }
         self.mutate(|w, _, t| {
             t.append_hint = None;
             t.put_hint.reset();
+            t.last_key = None;
             btree::delete(w, &mut t.hdr, key)
         })
     }
 
+    fn range_of(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool) -> Range<'_> {
+        Range::new(
+            &*self.pages,
+            self.state.hdr,
+            start,
+            end,
+            reverse,
+            self.upper(),
+        )
+    }
+
     /// The value of `key`, as this transaction sees it.
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
-        get(&*self.pages, &self.state.hdr, key)
+        get_layered(&*self.pages, &self.state.hdr, &self.upper(), key)
     }
 
     /// The first entry.
     pub fn first(&self) -> Result<Option<Entry<'_>>> {
-        first(&*self.pages, self.state.hdr)
+        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, false))
     }
 
     /// The last entry.
     pub fn last(&self) -> Result<Option<Entry<'_>>> {
-        last(&*self.pages, self.state.hdr)
+        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, true))
     }
 
     /// The first entry whose key is >= `key`.
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'_>>> {
-        seek(&*self.pages, self.state.hdr, key)
+        first_of(self.range_of(Bound::Included(key.to_vec()), Bound::Unbounded, false))
     }
 
     /// Entries with keys in `range`, ascending.
     pub fn range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'_> {
         let (s, e) = bounds(&range);
-        Range::new(&*self.pages, self.state.hdr, s, e, false)
+        self.range_of(s, e, false)
     }
 
     /// Entries with keys in `range`, descending.
     pub fn range_rev<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'_> {
         let (s, e) = bounds(&range);
-        Range::new(&*self.pages, self.state.hdr, s, e, true)
+        self.range_of(s, e, true)
     }
 
     /// All entries, ascending.
     pub fn iter(&self) -> Range<'_> {
-        Range::new(
-            &*self.pages,
-            self.state.hdr,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            false,
-        )
+        self.range_of(Bound::Unbounded, Bound::Unbounded, false)
     }
 
     /// All entries, descending.
@@ -410,13 +683,7 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn iter_rev(&self) -> Range<'_> {
-        Range::new(
-            &*self.pages,
-            self.state.hdr,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            true,
-        )
+        self.range_of(Bound::Unbounded, Bound::Unbounded, true)
     }
 
     /// Number of entries.

@@ -151,12 +151,53 @@ fn not_a_database() {
     assert!(!missing.exists());
 }
 
-/// Writes `version` into a meta slot and reseals its checksum, as a later format would.
+/// Writes `version` into a meta slot and reseals its checksum, as a later format would (its
+/// fields end at byte 152; format 2's at 144).
 fn set_version(bytes: &mut [u8], slot: usize, version: u32) {
     let at = slot * 4096;
     bytes[at + 40..at + 44].copy_from_slice(&version.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[at + 4..at + 144]);
+    let end = if version == 2 { 144 } else { 152 };
+    let crc = crc32c::crc32c(&bytes[at + 4..at + end]);
     bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A file of format 2 (before the log position was added to the meta page) opens, reads and
+/// takes commits; they are written in format 3.
+#[test]
+fn a_format_2_file_opens_and_is_upgraded_by_the_next_commit() {
+    let mut bytes = sample();
+    for slot in 0..2 {
+        // Format 2 had no log: its log position bytes were never written.
+        assert!(bytes[slot * 4096 + 144..slot * 4096 + 152]
+            .iter()
+            .all(|&b| b == 0));
+        set_version(&mut bytes, slot, 2);
+    }
+    let s = FaultStorage::new();
+    s.set_contents(bytes.clone());
+    let db = Database::open_storage(Arc::new(s.clone()), Options::default()).unwrap();
+    db.verify().unwrap();
+    let tables = db.begin_read().unwrap().list_tables().unwrap();
+    assert!(!tables.is_empty());
+    let mut w = db.begin_write().unwrap();
+    w.table(&tables[0]).unwrap().put(b"new", b"value").unwrap();
+    w.commit().unwrap();
+    drop(db);
+    let after = s.contents();
+    let versions: Vec<u32> = (0..2)
+        .map(|slot| u32::from_le_bytes(after[slot * 4096 + 40..][..4].try_into().unwrap()))
+        .collect();
+    assert!(
+        versions.contains(&2) && versions.contains(&3),
+        "{versions:?}"
+    );
+    let db = Database::open_storage(Arc::new(s), Options::default()).unwrap();
+    db.verify().unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(
+        r.table(&tables[0]).unwrap().get(b"new").unwrap(),
+        Some(&b"value"[..])
+    );
 }
 
 #[test]
@@ -168,16 +209,16 @@ fn future_format_version_is_refused() {
     match exercise(bytes.clone()) {
         Err(Error::UnsupportedVersion {
             found: 99,
-            supported: 2,
+            supported: 3,
         }) => {}
         other => panic!("{other:?}"),
     }
     // One slot of a newer format is enough: opening the other would roll the file back.
     let mut one = sample();
-    set_version(&mut one, 1, 3);
+    set_version(&mut one, 1, 4);
     assert!(matches!(
         exercise(one),
-        Err(Error::UnsupportedVersion { found: 3, .. })
+        Err(Error::UnsupportedVersion { found: 4, .. })
     ));
 }
 

@@ -53,6 +53,7 @@ enum Op {
         seed: u64,
         keep_some: bool,
     },
+    Checkpoint,
 }
 
 fn key_bytes(key: u16, width: u8) -> Vec<u8> {
@@ -85,11 +86,65 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (0..3usize, 0u16..400, 0u16..400, any::<bool>()).prop_map(|(table, from, to, reverse)| Op::CheckScan { table, from, to, reverse }),
         2 => Just(Op::Reopen),
         2 => (any::<u64>(), any::<bool>()).prop_map(|(seed, keep_some)| Op::PowerLoss { seed, keep_some }),
+        1 => Just(Op::Checkpoint),
     ]
 }
 
-fn open(storage: &FaultStorage) -> Database {
-    Database::open_storage(Arc::new(storage.clone()), Options::default()).expect("open")
+/// The database's storage, and its log's when it commits through one.
+struct Files {
+    data: FaultStorage,
+    log: Option<FaultStorage>,
+}
+
+impl Files {
+    fn crash(&self, mode: CrashMode) -> Files {
+        let log_mode = match mode {
+            CrashMode::KeepRandom { seed } => CrashMode::KeepRandom {
+                seed: seed.rotate_left(17) ^ 0x5eed,
+            },
+            m => m,
+        };
+        Files {
+            data: self.data.crash(mode),
+            log: self.log.as_ref().map(|l| l.crash(log_mode)),
+        }
+    }
+}
+
+fn open(files: &Files) -> Database {
+    let data = Arc::new(files.data.clone());
+    match &files.log {
+        None => Database::open_storage(data, Options::default()).expect("open"),
+        Some(log) => {
+            // A small log, so that checkpoints come often and the log wraps around.
+            let options = Options {
+                log: true,
+                log_segment_bytes: 1 << 20,
+                log_segments: 3,
+                checkpoint_bytes: 2 << 20,
+                ..Options::default()
+            };
+            Database::open_storage_with_log(data, Arc::new(log.clone()), options).expect("open")
+        }
+    }
+}
+
+/// Whether every table of `db` holds exactly `expected`.
+fn holds(db: &Database, expected: &Model) -> bool {
+    let r = db.begin_read().unwrap();
+    let want: Vec<String> = expected.keys().cloned().collect();
+    if r.list_tables().unwrap() != want {
+        return false;
+    }
+    expected.iter().all(|(name, map)| {
+        let t = r.table(name).unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = t
+            .iter()
+            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        t.len() == map.len() as u64 && got.iter().map(|(k, v)| (k, v)).eq(map.iter())
+    })
 }
 
 /// Checks every table of `db` against `expected`, both scan directions, and verifies the file.
@@ -243,12 +298,19 @@ fn is_write(op: &Op) -> bool {
     )
 }
 
-fn run(ops: Vec<Op>) {
-    let mut storage = FaultStorage::new();
+fn run(ops: Vec<Op>, log: bool) {
+    let mut storage = Files {
+        data: FaultStorage::new(),
+        log: log.then(FaultStorage::new),
+    };
     let mut db = open(&storage);
     // State of the newest commit, and of the newest durable commit.
     let mut latest = Model::new();
     let mut durable = Model::new();
+    // With a log, commits may also become durable on their own (a checkpoint, a commit that
+    // writes pages): after a power loss the database holds the newest durable state or one
+    // of the states committed after it, in order (`since_durable`).
+    let mut since_durable: Vec<Model> = Vec::new();
     let mut i = 0;
     while i < ops.len() {
         let op = &ops[i];
@@ -275,6 +337,9 @@ fn run(ops: Vec<Op>) {
                         latest = pending;
                         if *d {
                             durable = latest.clone();
+                            since_durable.clear();
+                        } else {
+                            since_durable.push(latest.clone());
                         }
                         let report = db.verify_all().unwrap();
                         assert!(
@@ -313,11 +378,21 @@ fn run(ops: Vec<Op>) {
                     } => storage.crash(CrashMode::KeepRandom { seed }),
                     _ => storage.crash(CrashMode::DropUnsynced),
                 };
-                if !matches!(op, Op::Reopen) {
-                    // A power loss returns to the last durable commit, exactly.
-                    latest = durable.clone();
-                }
                 db = open(&storage);
+                if !matches!(op, Op::Reopen) {
+                    // A power loss returns to the last durable commit, exactly (without a
+                    // log), or to it or a later commit (with one).
+                    let later = since_durable.iter().rev().find(|m| log && holds(&db, m));
+                    latest = later.cloned().unwrap_or_else(|| durable.clone());
+                    durable = latest.clone();
+                    since_durable.clear();
+                }
+                check(&db, &latest);
+            }
+            Op::Checkpoint => {
+                db.checkpoint().unwrap();
+                durable = latest.clone();
+                since_durable.clear();
                 check(&db, &latest);
             }
             _ => {}
@@ -334,6 +409,13 @@ proptest! {
     })]
     #[test]
     fn behaves_like_a_btreemap(ops in proptest::collection::vec(op(), 1..250)) {
-        run(ops);
+        run(ops, false);
+    }
+
+    /// The same, committing through the write-ahead log: checkpoints, explicit and due, and
+    /// replays after every reopen and power loss.
+    #[test]
+    fn behaves_like_a_btreemap_with_a_log(ops in proptest::collection::vec(op(), 1..250)) {
+        run(ops, true);
     }
 }

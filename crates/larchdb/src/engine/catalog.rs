@@ -65,15 +65,57 @@ const SMALL_CATALOG_TABLES_MAX: u64 = 32;
 
 /// The catalog of one snapshot, decoded once on first use when it is small (a snapshot never
 /// changes, so neither does this): opening a table is then a short scan, not a tree lookup.
+/// It also numbers the tables for the overlay (`table_id`).
 #[derive(Default)]
-pub(crate) struct CatalogCache(OnceLock<Option<Vec<CatalogEntry>>>);
+pub(crate) struct CatalogCache {
+    small: OnceLock<Option<Vec<CatalogEntry>>>,
+    /// Every table name, sorted, for catalogs too large for `small`.
+    names: OnceLock<Vec<Box<[u8]>>>,
+}
 
 impl CatalogCache {
     /// The whole catalog of `snap` (whose cache this is), decoded on the first call, if it is
     /// small and sound; `None` sends lookups to the tree (`lookup`).
     #[inline]
     pub(crate) fn entries(&self, snap: &Snapshot) -> Option<&[CatalogEntry]> {
-        self.0.get_or_init(|| small_catalog(snap)).as_deref()
+        self.small.get_or_init(|| small_catalog(snap)).as_deref()
+    }
+
+    /// The number of table `name` in `snap`'s catalog: its rank among the names. The overlay
+    /// keys records by it; it stays the same for every commit built on this snapshot's tree,
+    /// since tables are created and deleted only by commits that write pages.
+    pub(crate) fn table_id(&self, snap: &Snapshot, name: &[u8]) -> Result<Option<u64>> {
+        if let Some(list) = self.entries(snap) {
+            return Ok(list
+                .iter()
+                .position(|(n, _)| **n == *name)
+                .map(|i| i as u64));
+        }
+        let names = match self.names.get() {
+            Some(names) => names,
+            None => {
+                let all = list(snap, snap.meta.catalog)?;
+                self.names
+                    .get_or_init(|| all.into_iter().map(|n| n.into_bytes().into()).collect())
+            }
+        };
+        Ok(names
+            .binary_search_by(|n| (**n).cmp(name))
+            .ok()
+            .map(|i| i as u64))
+    }
+
+    /// The name of the table numbered `id` by `table_id`.
+    pub(crate) fn name(&self, snap: &Snapshot, id: u64) -> Result<Option<&[u8]>> {
+        if let Some(list) = self.entries(snap) {
+            return Ok(list.get(id as usize).map(|(n, _)| &**n));
+        }
+        self.table_id(snap, b"")?;
+        Ok(self
+            .names
+            .get()
+            .and_then(|names| names.get(id as usize))
+            .map(|n| &**n))
     }
 }
 
@@ -108,6 +150,9 @@ pub(crate) struct TableState {
     pub(crate) put_hint: PutHint,
     /// The table's properties, written after the header in its catalog value.
     pub(crate) props: Vec<u8>,
+    /// The table's greatest key, if known (transactions that commit through the log keep it
+    /// for `append`; `Some(empty)` for an empty table). Valid across commits like `hdr`.
+    pub(crate) last_key: Option<Vec<u8>>,
     /// The transaction (`TableStates::generation`) this state belongs to.
     generation: u64,
 }
@@ -183,6 +228,7 @@ impl TableStates {
                 append_hint: None,
                 put_hint: PutHint::default(),
                 props: Vec::new(),
+                last_key: None,
                 generation,
             }),
         };
@@ -192,11 +238,17 @@ impl TableStates {
         state.put_hint.reset();
         state.props.clear();
         state.props.extend_from_slice(props);
+        state.last_key = None;
         state.generation = generation;
     }
 
     pub(crate) fn remove(&mut self, name: &str) {
         self.map.remove(name);
+    }
+
+    /// Forgets every table's state (the tree changed under them: a checkpoint began).
+    pub(crate) fn clear(&mut self) {
+        self.map.clear();
     }
 
     /// Tables this transaction changed, sorted by name.

@@ -9,12 +9,102 @@
 //! Stage 2 turns 2 and 3 into "append to a log, group sync", with pages checkpointed later;
 //! the B-tree and the page access do not change (docs/design/durability.md, ARCHITECTURE.md).
 
+use super::overlay::{Overlay, COUNTS};
 use super::readers::Published;
 use super::{Shared, WriterState};
 use crate::error::{Error, Result};
+use crate::layout::log::KIND_COMMIT;
 use crate::options::Durability;
 use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Commits the writer's batch (`WriterState::batch`) and the entry counts of the tables it
+/// changed through the log, on top of commit `base`: one log record, written to the log file
+/// (and synced, for `Durability::Immediate`), inserted into the overlay, then published.
+/// Returns the commit's id (the base's when there was nothing to commit), or `None`, with
+/// nothing done, when the log has no room for the record: the caller then commits by writing
+/// pages. A failed write or sync of the log poisons the handle (fail-stop).
+pub(crate) fn commit_logged(
+    shared: &Shared,
+    guard: &mut WriterState,
+    base: &Published,
+    durability: Durability,
+    force: bool,
+) -> Result<Option<u64>> {
+    let log = shared
+        .log
+        .as_ref()
+        .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
+    let WriterState {
+        tables,
+        batch,
+        record,
+        poisoned,
+        ..
+    } = guard;
+    let mut counts = Vec::new();
+    for (name, state) in tables.changed() {
+        let id = base.catalog.table_id(&base.snap, name.as_bytes())?;
+        let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
+        counts.push((id.to_be_bytes(), state.hdr.entries.to_le_bytes()));
+    }
+    if batch.is_empty() && counts.is_empty() {
+        // Nothing to commit; a durable commit still makes the earlier ones durable.
+        if durability == Durability::Immediate || force {
+            if let Err(e) = log.sync_to(log.end()) {
+                *poisoned = true;
+                return Err(e);
+            }
+        }
+        return Ok(Some(base.txn()));
+    }
+    let txn = base.txn() + 1;
+    let mut missing = None;
+    batch.encode(
+        |id| match base.catalog.name(&base.snap, id) {
+            Ok(Some(name)) => name,
+            _ => {
+                missing = Some(id);
+                b""
+            }
+        },
+        record,
+    );
+    if let Some(id) = missing {
+        return Err(Error::Internal(format!("no table numbered {id}")));
+    }
+    let Ok(end) = log.append(KIND_COMMIT, txn, record) else {
+        return Ok(None);
+    };
+    let written = if durability == Durability::Immediate {
+        log.sync_to(end)
+    } else {
+        log.write()
+    };
+    if let Err(e) = written {
+        *poisoned = true;
+        return Err(e);
+    }
+    let overlay = match &base.overlay {
+        Some(o) => o.clone(),
+        None => Arc::new(Overlay::new()),
+    };
+    let records = batch
+        .tables()
+        .flat_map(|(t, w)| w.iter().map(move |(k, v)| (t, &**k, v.as_deref())));
+    let count_records = counts.iter().map(|(k, v)| (COUNTS, &k[..], Some(&v[..])));
+    overlay.insert(txn, records.chain(count_records));
+    let mut rs = shared.read_state();
+    debug_assert_eq!(
+        rs.current.txn(),
+        base.txn(),
+        "the writer is the only publisher"
+    );
+    rs.current = Published::logged(base, overlay, txn);
+    shared.current_txn.store(txn, Ordering::Release);
+    Ok(Some(txn))
+}
 
 /// Commits `pages` with `catalog` as the new catalog root. On failure the transaction leaves
 /// nothing visible; a failure after the pages started reaching the disk poisons the handle.
@@ -63,6 +153,11 @@ pub(crate) fn commit(
         guard.durable_slot = slot;
         guard.last_durable_txn = meta.txn;
     }
+    if let Some(log) = shared.log.as_ref() {
+        // Everything in the log before the checkpoint's position is in the tree now.
+        log.release_to(meta.log_position);
+        guard.checkpoint_position = meta.log_position;
+    }
     let mut carry = pages.finish();
 
     // 3. Publish the snapshot to new readers...
@@ -103,8 +198,18 @@ fn seal_meta(
         .options
         .pinned_bytes_max
         .max(meta.page_count * page_bytes / 4);
-    let sync = durability == Durability::Immediate || pinned_bytes > pinned_bytes_max;
+    // A handle that writes the log syncs every commit that writes pages: it is a checkpoint,
+    // and the log before it is released only once the checkpoint is durable.
+    let sync = durability == Durability::Immediate
+        || pinned_bytes > pinned_bytes_max
+        || shared.log.is_some();
     meta.durable = sync;
+    if let Some(log) = shared.log.as_ref() {
+        meta.log = true;
+        meta.log_position = log.end();
+    } else {
+        meta.log = false;
+    }
     meta.boot_id = shared.boot_id_or_zero();
     meta.last_durable_txn = if sync {
         meta.txn

@@ -10,8 +10,7 @@
 //! case cannot be told apart: damage inside the last group synced, with nothing appended after
 //! that sync. It reads as the end of the log.
 //!
-//! Not wired into commits yet: the overlay and checkpoints of the design's plan (step 2) use it.
-#![cfg_attr(not(test), allow(dead_code))]
+//! A handle opened with `Options::log` commits through it (`engine::commit::commit_logged`).
 
 use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
@@ -182,6 +181,14 @@ impl Log {
     /// Opens the log on `storage` and reads back every record from position `from` (the last
     /// checkpoint's) to the end of the log. Appending continues after the last record.
     pub(crate) fn open(storage: Arc<dyn Storage>, from: u64) -> Result<(Log, Vec<Record>)> {
+        Log::open_inner(storage, from, true)
+    }
+
+    fn open_inner(
+        storage: Arc<dyn Storage>,
+        from: u64,
+        close_tail: bool,
+    ) -> Result<(Log, Vec<Record>)> {
         let mut h = [0u8; FILE_CRC_AT + 4];
         storage.read_at(&mut h, 0).map_err(|e| read_error(e, 0))?;
         if h[FILE_MAGIC_AT..FILE_MAGIC_AT + 8] != FILE_MAGIC {
@@ -227,8 +234,17 @@ impl Log {
             failed: false,
         };
         let records = log.read_back(from)?;
-        log.close_tail()?;
+        if close_tail {
+            log.close_tail()?;
+        }
         Ok((log, records))
+    }
+
+    /// Reads back every record from position `from` like `open`, writing nothing (for a
+    /// read-only handle).
+    pub(crate) fn read_records(storage: Arc<dyn Storage>, from: u64) -> Result<Vec<Record>> {
+        let (_, records) = Log::open_inner(storage, from, false)?;
+        Ok(records)
     }
 
     /// Position of the next byte to append: the end of the log.
@@ -237,6 +253,7 @@ impl Log {
     }
 
     /// Position up to which the log is durable.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn synced(&self) -> u64 {
         self.synced
     }
@@ -355,6 +372,7 @@ impl Log {
     }
 
     /// Makes every appended record durable: `write`, then one sync of the storage.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.write()?;
         if self.synced < self.written {
@@ -616,8 +634,25 @@ impl GroupLog {
     }
 
     /// Syncs made so far.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn syncs(&self) -> u64 {
         self.lock().syncs
+    }
+
+    /// `Log::end`.
+    pub(crate) fn end(&self) -> u64 {
+        self.lock().log.end()
+    }
+
+    /// `Log::write`: hands every appended record to the storage, without a sync (a process
+    /// crash then loses none of them).
+    pub(crate) fn write(&self) -> Result<()> {
+        self.lock().log.write()
+    }
+
+    /// `Log::release_to`.
+    pub(crate) fn release_to(&self, position: u64) {
+        self.lock().log.release_to(position)
     }
 }
 

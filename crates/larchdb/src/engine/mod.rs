@@ -14,9 +14,12 @@
 //!              read without locks before the tree
 //! ```
 //!
-//! The log and the overlay are not wired into commits yet; with `checkpoint.rs` they make
-//! stage 2 (docs/design/write-path.md, Plan).
+//! batch.rs    a logged write transaction's own writes, and their log record's body
+//!
+//! A handle opened with `Options::log` commits small transactions through the log and the
+//! overlay, and writes pages at checkpoints (docs/design/write-path.md).
 
+pub(crate) mod batch;
 pub(crate) mod catalog;
 pub(crate) mod commit;
 pub(crate) mod log;
@@ -28,7 +31,9 @@ use crate::btree::Scratch;
 use crate::options::Options;
 use crate::pager::Carry;
 use crate::storage::{LockTable, Storage};
+use batch::Batch;
 use catalog::TableStates;
+use log::GroupLog;
 use readers::ReadState;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,6 +52,12 @@ pub(crate) struct WriterState {
     pub(crate) tables: TableStates,
     /// The B-tree's working buffers, kept from one transaction to the next.
     pub(crate) scratch: Scratch,
+    /// A logged transaction's writes (see `WriteTxn`), and the buffer its log record is
+    /// encoded into; kept from one transaction to the next.
+    pub(crate) batch: Batch,
+    pub(crate) record: Vec<u8>,
+    /// The log position of the last checkpoint: the log since is replayed at open.
+    pub(crate) checkpoint_position: u64,
 }
 
 /// Everything a handle and its transactions share. One per `Database`, behind an `Arc`
@@ -63,6 +74,8 @@ pub(crate) struct Shared {
     /// The lock file's reader table, for handles on a real file (see `storage/lock.rs`).
     /// A read-only handle owns a slot in it; the writer reads every slot.
     pub(crate) lock: Option<LockTable>,
+    /// The write-ahead log, for a writing handle opened with `Options::log`.
+    pub(crate) log: Option<GroupLog>,
 }
 
 impl Shared {

@@ -1,17 +1,51 @@
 //! Opening: the database file and its lock file, the meta slot to start from, and the free set
-//! that commit records, checked as it is loaded. Nothing is replayed: the chosen meta slot is
-//! a complete committed state (docs/design/durability.md).
+//! that commit records, checked as it is loaded. The chosen meta slot is a complete committed
+//! state (docs/design/durability.md); if it says commits after it are in the log
+//! (`Options::log`), the log's records from its position are replayed into the overlay.
 
-use super::catalog::TableStates;
-use super::readers::{newest_protected, ReadState};
+use super::batch;
+use super::catalog::{self, CatalogCache, TableStates};
+use super::log::{GroupLog, Log, Record};
+use super::overlay::{Lookup, Overlay, COUNTS};
+use super::readers::{newest_protected, Published, ReadState};
 use super::{Shared, WriterState};
+use crate::btree;
 use crate::error::{Error, Result};
+use crate::layout::log::KIND_COMMIT;
 use crate::options::Options;
 use crate::pager::{choose_meta, create, Access, Carry, Chosen, FreeSet, Meta, Snapshot, WriteMap};
 use crate::storage::{FileLock, FileStorage, LockTable, Storage};
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
+
+/// Where a handle's log is.
+pub(crate) enum LogSource {
+    /// Nowhere: a storage opened without one.
+    None,
+    /// A file beside the database (`storage::log_path`), opened when needed.
+    File(PathBuf),
+    /// A storage the caller gave.
+    Storage(Arc<dyn Storage>),
+}
+
+impl LogSource {
+    /// The log's storage, if there is one (or, for a file, if it exists or may be created).
+    fn open(&self, read_only: bool, create: bool) -> Result<Option<Arc<dyn Storage>>> {
+        match self {
+            LogSource::None => Ok(None),
+            LogSource::Storage(s) => Ok(Some(s.clone())),
+            LogSource::File(path) => {
+                if !create && !path.exists() {
+                    return Ok(None);
+                }
+                let file = FileStorage::open_with(path, read_only, create, FileLock::None)?;
+                Ok(Some(Arc::new(file)))
+            }
+        }
+    }
+}
 
 /// Opens the database file at `path` and, beside it, its lock file, as `options` ask: a
 /// writing handle locks the database exclusively; a read-only handle claims a slot of the lock
@@ -65,6 +99,7 @@ impl Shared {
         storage: Arc<dyn Storage>,
         options: Options,
         lock: Option<LockTable>,
+        log_source: LogSource,
     ) -> Result<Shared> {
         options.validate()?;
         let boot_id = storage.boot_id();
@@ -84,6 +119,7 @@ impl Shared {
             options.readahead,
         )?);
         let snap = Snapshot::new(meta, access, options.verify_checksums);
+        let (log, records) = open_log(&log_source, &meta, &options)?;
         let loaded = snap.load_free_set();
         if let Some(lock) = lock.as_ref().filter(|_| options.read_only) {
             lock.set_reader(0);
@@ -111,18 +147,127 @@ impl Shared {
             poisoned: false,
             tables: TableStates::default(),
             scratch: Default::default(),
+            batch: Default::default(),
+            record: Vec::new(),
+            checkpoint_position: log.as_ref().map_or(0, |l| l.end()),
         };
+        let tree = Published::new(snap);
+        let current = replay(&tree, records)?;
         Ok(Shared {
             page_bytes: meta.page_bytes,
-            current_txn: AtomicU64::new(meta.txn),
-            read: Mutex::new(ReadState::new(snap)),
+            current_txn: AtomicU64::new(current.txn()),
+            read: Mutex::new(ReadState::new(current)),
             writer: Mutex::new(writer),
             storage,
             options,
             boot_id,
             lock,
+            log: log.map(GroupLog::new),
         })
     }
+}
+
+/// The log a handle opens with, and the records to replay from it: those after the meta
+/// page's position if it says the log is in use, whatever `options.log` says. A writing handle
+/// opened with `options.log` keeps the log for its commits; it starts a new one if the meta
+/// page does not name one (any file there is stale). A read-only handle only reads.
+fn open_log(
+    source: &LogSource,
+    meta: &Meta,
+    options: &Options,
+) -> Result<(Option<Log>, Vec<Record>)> {
+    let writes_log = options.log && !options.read_only;
+    if !meta.log && !writes_log {
+        return Ok((None, Vec::new()));
+    }
+    let storage = source.open(options.read_only, writes_log)?;
+    let Some(storage) = storage else {
+        if meta.log {
+            return Err(Error::CorruptedLog {
+                position: meta.log_position,
+                reason: "the last commit says commits after it are in the log, and there is no log"
+                    .into(),
+            });
+        }
+        return Err(Error::InvalidOptions(
+            "Options::log on a storage opened without a log".into(),
+        ));
+    };
+    if !meta.log {
+        // A new log: whatever the file held belongs to no commit the database has.
+        storage.set_len(0)?;
+        let log = Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?;
+        return Ok((Some(log), Vec::new()));
+    }
+    if options.read_only {
+        return Ok((None, Log::read_records(storage, meta.log_position)?));
+    }
+    let (log, records) = Log::open(storage, meta.log_position)?;
+    Ok((writes_log.then_some(log), records))
+}
+
+/// The snapshot a handle starts from: `tree`, with the log's records after it replayed into
+/// an overlay. Each record is one commit; the tables it names must be in the tree's catalog
+/// (tables are created and deleted only by commits that write pages), and the entry counts
+/// are rebuilt as the commits were made.
+fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
+    let snap = &*tree.snap;
+    let catalog: &CatalogCache = &tree.catalog;
+    let overlay = Arc::new(Overlay::new());
+    let mut txn = snap.meta.txn;
+    let mut counts: HashMap<u64, u64> = HashMap::new();
+    for rec in records.iter().filter(|r| r.kind == KIND_COMMIT) {
+        if rec.txn <= txn {
+            return Err(Error::CorruptedLog {
+                position: rec.position,
+                reason: format!("commit {} after commit {txn}", rec.txn),
+            });
+        }
+        let mut writes = Vec::new();
+        let mut changed = Vec::new();
+        for t in batch::decode(&rec.body, rec.position)? {
+            let name = std::str::from_utf8(t.name).ok();
+            let found = match name {
+                Some(n) => catalog::lookup(snap, &snap.meta.catalog, n)?,
+                None => None,
+            };
+            let (Some((hdr, _)), Some(id)) = (found, catalog.table_id(snap, t.name)?) else {
+                return Err(Error::CorruptedLog {
+                    position: rec.position,
+                    reason: format!(
+                        "commit {} writes table {:?}, which the checkpoint does not have",
+                        rec.txn,
+                        String::from_utf8_lossy(t.name)
+                    ),
+                });
+            };
+            let n = counts.entry(id).or_insert(hdr.entries);
+            let before = *n;
+            for &(key, value) in &t.records {
+                let existed = match overlay.get(id, key, txn) {
+                    Lookup::Value(_) => true,
+                    Lookup::Deleted => false,
+                    Lookup::Absent => btree::get(snap, &hdr, key)?.is_some(),
+                };
+                match (existed, value) {
+                    (false, Some(_)) => *n += 1,
+                    (true, None) => *n = n.saturating_sub(1),
+                    _ => {}
+                }
+                writes.push((id, key, value));
+            }
+            if *n != before {
+                changed.push((id.to_be_bytes(), n.to_le_bytes()));
+            }
+        }
+        let count_records = changed.iter().map(|(k, v)| (COUNTS, &k[..], Some(&v[..])));
+        overlay.insert(rec.txn, writes.into_iter().chain(count_records));
+        txn = rec.txn;
+    }
+    if txn == snap.meta.txn {
+        return Ok(tree.clone());
+    }
+    Ok(Published::logged(tree, overlay, txn))
 }
 
 /// The commit to open from. A read-only handle registered in the reader table chooses it

@@ -11,9 +11,10 @@
 //! it). So a reader holding `&Overlay` may keep any pointer it loaded, and values are returned
 //! without a copy.
 //!
-//! Point lookups only, for now; scans take the overlay in key order through sorted runs
-//! (write-path.md). Not wired into commits yet.
-#![cfg_attr(not(test), allow(dead_code))]
+//! Point lookups through the hash table; scans take a table's entries in key order from
+//! `sorted`, which walks the whole table (to be replaced by sorted runs, write-path.md, Plan).
+//! Tables are numbered by the checkpoint's catalog (`CatalogCache::table_id`); the entry
+//! counts of the tables a commit changed are versions of `COUNTS`, keyed by table number.
 
 use std::hash::{BuildHasher, Hasher};
 use std::ptr;
@@ -22,6 +23,16 @@ use std::sync::Mutex;
 
 /// Slots in a new overlay's table; it doubles when half full.
 const SLOTS_MIN: usize = 1024;
+
+/// The table number under which the entry counts of tables are kept: key = the table's number
+/// (u64 big-endian), value = its entries (u64 little-endian) after the commit.
+pub(crate) const COUNTS: u64 = u64::MAX;
+
+/// A key and what the overlay holds for it at a snapshot (`None`: deleted).
+pub(crate) type Visible<'o> = (&'o [u8], Option<&'o [u8]>);
+
+/// A table's number, a key, and a value or a deletion (`None`).
+pub(crate) type TableRecord<'o> = (u64, &'o [u8], Option<&'o [u8]>);
 
 /// What the overlay says about a key at a snapshot.
 #[derive(Debug, PartialEq, Eq)]
@@ -152,20 +163,83 @@ impl Overlay {
         let Some(entry) = self.find(slots, table, key) else {
             return Lookup::Absent;
         };
-        let mut v = entry.head.load(Ordering::Acquire) as *const Version;
+        match Self::visible(entry, txn) {
+            None => Lookup::Absent,
+            Some(None) => Lookup::Deleted,
+            Some(Some(value)) => Lookup::Value(value),
+        }
+    }
+
+    /// The number of entries of table `table` at snapshot `txn`, if a commit in the overlay
+    /// changed it.
+    pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
+        match self.get(COUNTS, &table.to_be_bytes(), txn) {
+            Lookup::Value(v) if v.len() == 8 => Some(u64::from_le_bytes(v.try_into().ok()?)),
+            _ => None,
+        }
+    }
+
+    /// Every key of `table` with a version visible at snapshot `txn`, in key order, with that
+    /// version. Walks the whole hash table: O(overlay) per call.
+    pub(crate) fn sorted(&self, table: u64, txn: u64) -> Vec<Visible<'_>> {
+        // SAFETY: as in `get`.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        let mut out = Vec::new();
+        for slot in slots.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: as in `find`.
+            let e = unsafe { &*p };
+            if e.table != table {
+                continue;
+            }
+            if let Some(v) = Self::visible(e, txn) {
+                out.push((&*e.key, v));
+            }
+        }
+        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out
+    }
+
+    /// Every record visible at snapshot `txn`, tables' entry counts left out, sorted by table
+    /// and key: what a checkpoint applies to the tree.
+    pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
+        // SAFETY: as in `get`.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        let mut out = Vec::with_capacity(self.len());
+        for slot in slots.slots.iter() {
+            let p = slot.load(Ordering::Acquire);
+            if p.is_null() {
+                continue;
+            }
+            // SAFETY: as in `find`.
+            let e = unsafe { &*p };
+            if e.table == COUNTS {
+                continue;
+            }
+            if let Some(v) = Self::visible(e, txn) {
+                out.push((e.table, &*e.key, v));
+            }
+        }
+        out.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        out
+    }
+
+    /// The version of entry `e` visible at `txn`: `Some(None)` for a deletion, `None` if none.
+    fn visible(e: &Entry, txn: u64) -> Option<Option<&[u8]>> {
+        let mut v = e.head.load(Ordering::Acquire) as *const Version;
         while !v.is_null() {
-            // SAFETY: versions are boxed in `owned`, alive as long as `self`, immutable once
-            // linked (the release store of `head` published them and their `older` links).
+            // SAFETY: versions are boxed in `owned`, alive as long as the overlay, immutable
+            // once linked (the release store of `head` published them and their `older` links).
             let version = unsafe { &*v };
             if version.txn <= txn {
-                return match &version.value {
-                    Some(value) => Lookup::Value(value),
-                    None => Lookup::Deleted,
-                };
+                return Some(version.value.as_deref());
             }
             v = version.older;
         }
-        Lookup::Absent
+        None
     }
 
     /// Adds the records of commit `txn`: for each, a value or a deletion (`None`) of

@@ -4,6 +4,7 @@
 //! writer asks it for the oldest snapshot any reader holds before it reuses a page.
 
 use super::catalog::CatalogCache;
+use super::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::pager::{choose_meta, Access, Meta, Snapshot};
@@ -12,24 +13,48 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// A committed snapshot as published to readers: its pages, and its catalog decoded once on
-/// first use.
+/// A committed snapshot as published to readers: the tree of the last commit that wrote
+/// pages (a checkpoint), its catalog decoded once on first use, and, for a handle that writes
+/// the log, the overlay holding the commits since, up to commit `txn`.
 pub(crate) struct Published {
     pub(crate) snap: Arc<Snapshot>,
-    pub(crate) catalog: CatalogCache,
+    pub(crate) catalog: Arc<CatalogCache>,
+    pub(crate) overlay: Option<Arc<Overlay>>,
+    txn: u64,
 }
 
 impl Published {
+    /// The snapshot of a commit that wrote pages: the tree is everything.
     pub(crate) fn new(snap: Snapshot) -> Arc<Published> {
         Arc::new(Published {
+            txn: snap.meta.txn,
             snap: Arc::new(snap),
-            catalog: CatalogCache::default(),
+            catalog: Arc::default(),
+            overlay: None,
+        })
+    }
+
+    /// Commit `txn`, in `overlay` on top of `tree`'s tree.
+    pub(crate) fn logged(tree: &Published, overlay: Arc<Overlay>, txn: u64) -> Arc<Published> {
+        debug_assert!(txn >= tree.snap.meta.txn);
+        Arc::new(Published {
+            snap: tree.snap.clone(),
+            catalog: tree.catalog.clone(),
+            overlay: Some(overlay),
+            txn,
         })
     }
 
     /// The commit this snapshot is.
     #[inline]
     pub(crate) fn txn(&self) -> u64 {
+        self.txn
+    }
+
+    /// The commit that wrote its tree: readers are registered by it, since it names the pages
+    /// they need (no commit between it and `txn` freed any).
+    #[inline]
+    pub(crate) fn tree_txn(&self) -> u64 {
         self.snap.meta.txn
     }
 }
@@ -42,9 +67,9 @@ pub(crate) struct ReadState {
 }
 
 impl ReadState {
-    pub(crate) fn new(current: Snapshot) -> ReadState {
+    pub(crate) fn new(current: Arc<Published>) -> ReadState {
         ReadState {
-            current: Published::new(current),
+            current,
             readers: BTreeMap::new(),
         }
     }
@@ -76,11 +101,11 @@ impl Shared {
             self.refresh_shared(&mut rs, lock)?;
         }
         let snap = rs.current.clone();
-        *rs.readers.entry(snap.txn()).or_insert(0) += 1;
+        *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
         Ok(snap)
     }
 
-    /// Removes one reader of snapshot `txn`; in the shared table, the handle's slot follows
+    /// Removes one reader of a snapshot whose tree is commit `txn`; in the shared table, the handle's slot follows
     /// its oldest remaining reader (raising it is always safe: every remaining reader is at
     /// least as new).
     #[inline]
@@ -113,8 +138,8 @@ impl Shared {
             return None;
         }
         let snap = rs.current.clone();
-        *rs.readers.entry(snap.txn()).or_insert(0) += 1;
-        self.unregister_reader(&mut rs, held.txn());
+        *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
+        self.unregister_reader(&mut rs, held.tree_txn());
         Some(snap)
     }
 
@@ -123,10 +148,10 @@ impl Shared {
     /// The lock file is read after the previous commit was published, so that a reader that
     /// registered too late for this scan has seen that commit and holds a snapshot no older
     /// than the base (docs/design/concurrency.md).
-    pub(crate) fn writer_base(&self) -> (Arc<Snapshot>, Option<u64>) {
+    pub(crate) fn writer_base(&self) -> (Arc<Published>, Option<u64>) {
         let (base, mut oldest) = {
             let rs = self.read_state();
-            (rs.current.snap.clone(), rs.oldest_reader())
+            (rs.current.clone(), rs.oldest_reader())
         };
         if let Some(lock) = self.lock.as_ref() {
             if let Some(foreign) = lock.oldest_reader().0 {
@@ -161,7 +186,8 @@ impl Shared {
             if !rs.readers.is_empty() {
                 return Ok(());
             }
-            lock.set_reader(current);
+            // The slot protects the tree's pages (the overlay, if any, is this handle's).
+            lock.set_reader(rs.current.tree_txn());
             if lock.published() <= current {
                 return Ok(());
             }

@@ -8,8 +8,9 @@ use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
 use crate::layout::meta::{
     BOOT_ID_AT as M_BOOT_ID, CATALOG_AT as M_CATALOG, CHECKSUM_ALGO_AT as M_CHECKSUM_ALGO,
-    END as META_END, FLAGS_AT as M_FLAGS, FLAG_DURABLE, FREELIST_HEAD_AT as M_FREELIST_HEAD,
-    FREELIST_PAGES_AT as M_FREELIST_PAGES, LAST_DURABLE_AT as M_LAST_DURABLE, MAGIC_AT as M_MAGIC,
+    END as META_END, FLAGS_AT as M_FLAGS, FLAG_DURABLE, FLAG_LOG,
+    FREELIST_HEAD_AT as M_FREELIST_HEAD, FREELIST_PAGES_AT as M_FREELIST_PAGES,
+    LAST_DURABLE_AT as M_LAST_DURABLE, LOG_POSITION_AT as M_LOG_POSITION, MAGIC_AT as M_MAGIC,
     PAGE_BYTES_AT as M_PAGE_BYTES, PAGE_COUNT_AT as M_PAGE_COUNT, VERSION_AT as M_VERSION,
 };
 use crate::layout::{header, kind, table_header, META_SLOTS};
@@ -19,8 +20,9 @@ use crate::limits::{
 
 /// File magic, at byte 32 of each meta page.
 pub(crate) const MAGIC: [u8; 8] = *b"LARCHDB\0";
-/// Format version this build writes and the newest it reads.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+/// Format version this build writes and the newest it reads. Format 2 (no log position) is
+/// read as a commit with no log.
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// Checksum algorithm id: 1 = CRC-32C (Castagnoli).
 const CHECKSUM_CRC32C: u8 = 1;
 
@@ -98,6 +100,11 @@ pub(crate) struct Meta {
     pub(crate) durable: bool,
     /// Boot id of the machine when written (zero if unknown).
     pub(crate) boot_id: [u8; 16],
+    /// Commits after this one may be in the log (`engine::log`), from `log_position`: open
+    /// replays them. Set by every commit of a handle that writes the log.
+    pub(crate) log: bool,
+    /// The log position this commit covers everything before (its checkpoint position).
+    pub(crate) log_position: u64,
 }
 
 /// Why a meta slot could not be used.
@@ -121,7 +128,8 @@ impl Meta {
         p[M_MAGIC..M_MAGIC + 8].copy_from_slice(&MAGIC);
         put_u32(&mut p, M_VERSION, FORMAT_VERSION);
         p[M_CHECKSUM_ALGO] = CHECKSUM_CRC32C;
-        p[M_FLAGS] = if self.durable { FLAG_DURABLE } else { 0 };
+        p[M_FLAGS] =
+            if self.durable { FLAG_DURABLE } else { 0 } | if self.log { FLAG_LOG } else { 0 };
         put_u32(&mut p, M_PAGE_BYTES, self.page_bytes);
         put_u64(&mut p, M_PAGE_COUNT, self.page_count);
         p[M_CATALOG..M_CATALOG + TableHeader::BYTES].copy_from_slice(&self.catalog.encode());
@@ -130,6 +138,7 @@ impl Meta {
         put_u64(&mut p, M_FREELIST_PAGES, self.freelist_pages);
         put_u64(&mut p, M_LAST_DURABLE, self.last_durable_txn);
         p[M_BOOT_ID..M_BOOT_ID + 16].copy_from_slice(&self.boot_id);
+        put_u64(&mut p, M_LOG_POSITION, self.log_position);
         seal_page(&mut p, slot, self.txn);
         p
     }
@@ -193,6 +202,12 @@ impl Meta {
             last_durable_txn: get_u64(p, M_LAST_DURABLE),
             durable: p[M_FLAGS] & FLAG_DURABLE != 0,
             boot_id,
+            log: p[M_FLAGS] & FLAG_LOG != 0,
+            log_position: if crate::layout::meta::end(p) >= M_LOG_POSITION + 8 {
+                get_u64(p, M_LOG_POSITION)
+            } else {
+                0
+            },
         };
         let pc = meta.page_count;
         let in_range = |id: u64| id == 0 || (id >= META_SLOTS && id < pc);
@@ -229,6 +244,8 @@ mod tests {
             last_durable_txn: 6,
             durable: true,
             boot_id: [9; 16],
+            log: true,
+            log_position: 1 << 40,
         }
     }
 

@@ -26,6 +26,8 @@ pub(crate) fn create(
         last_durable_txn: 1,
         durable: true,
         boot_id: boot_id.unwrap_or([0; 16]),
+        log: false,
+        log_position: 0,
     };
     // Both slot pages in full (zero beyond the meta fields), then the fields.
     storage.write_at(&vec![0u8; 2 * page_bytes as usize], 0)?;

@@ -54,6 +54,14 @@ const _: () = assert!(LOCK_SLOT_BYTES.is_multiple_of(8) && S_PID + 8 <= LOCK_SLO
 compile_error!("the lock file layout assumes a little-endian target");
 
 /// The path of the lock file of the database at `db`: the same name with `-lock` appended.
+/// The write-ahead log of the database at `db` (`Options::log`): `<db>-log`, beside it.
+pub fn log_path(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push("-log");
+    db.with_file_name(name)
+}
+
+/// The lock file of the database at `db`: `<db>-lock`, beside it.
 pub fn lock_path(db: &Path) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
     name.push("-lock");

@@ -13,8 +13,8 @@ mod lock;
 #[cfg(any(test, feature = "test-support"))]
 pub use fault::{CrashMode, FaultKind, FaultStorage};
 pub use file::{FileLock, FileStorage};
-pub use lock::lock_path;
 pub(crate) use lock::LockTable;
+pub use lock::{lock_path, log_path};
 
 use std::io;
 

@@ -5,7 +5,7 @@ use crate::engine::readers::Published;
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::pager::{Snapshot, TableHeader};
-use crate::table::ReadTable;
+use crate::table::{ReadTable, Upper};
 use std::sync::Arc;
 
 /// A read transaction: a consistent snapshot of the whole database, as of the newest commit
@@ -57,10 +57,20 @@ impl ReadTxn {
                 .map(|(_, hdr)| *hdr),
             None => catalog::lookup(&**snap, &snap.meta.catalog, name)?.map(|(hdr, _)| hdr),
         };
-        match found {
-            Some(hdr) => Ok(ReadTable::new(snap, hdr)),
-            None => Err(Error::TableNotFound(name.to_string())),
-        }
+        let Some(hdr) = found else {
+            return Err(Error::TableNotFound(name.to_string()));
+        };
+        let Some(overlay) = self.snap.overlay.as_deref() else {
+            return Ok(ReadTable::new(snap, hdr));
+        };
+        // Commits since the tree's are in the overlay: the table's number there, and its
+        // entry count at this snapshot.
+        let txn = self.snap.txn();
+        let id = self.snap.catalog.table_id(snap, name.as_bytes())?;
+        let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
+        let entries = overlay.count(id, txn).unwrap_or(hdr.entries);
+        let upper = Upper::new(Some(overlay), None, id, txn);
+        Ok(ReadTable::layered(snap, hdr, upper, entries))
     }
 
     /// Names of all tables, sorted.
@@ -82,6 +92,6 @@ impl ReadTxn {
 impl Drop for ReadTxn {
     fn drop(&mut self) {
         let mut rs = self.shared.read_state();
-        self.shared.unregister_reader(&mut rs, self.snap.txn());
+        self.shared.unregister_reader(&mut rs, self.snap.tree_txn());
     }
 }

@@ -2,17 +2,25 @@
 
 use crate::btree;
 use crate::engine::catalog::{self, check_name};
-use crate::engine::commit::commit;
+use crate::engine::commit::{commit, commit_logged};
+use crate::engine::readers::Published;
 use crate::engine::{Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
 use crate::pager::{TableHeader, WritePages};
-use crate::table::WriteTable;
-use std::sync::MutexGuard;
+use crate::table::{Logged, WriteTable};
+use std::sync::{Arc, MutexGuard};
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
 /// Dropping it without `commit` aborts it: nothing it did becomes visible.
+///
+/// On a handle that writes the log (`Options::log`), a transaction starts *logged*: its writes
+/// are kept in the writer's batch and its commit appends them to the log and the overlay,
+/// leaving the tree alone. A change of the catalog (creating or deleting a table, setting its
+/// properties) or a batch too large for the log turns it into a transaction that writes pages:
+/// it first applies the overlay's records and its own batch to the tree (a checkpoint), and
+/// its commit writes pages and a meta page as without a log (docs/design/write-path.md).
 pub struct WriteTxn<'db> {
     shared: &'db Shared,
     guard: MutexGuard<'db, WriterState>,
@@ -20,6 +28,12 @@ pub struct WriteTxn<'db> {
     catalog: TableHeader,
     durability: Durability,
     failed: bool,
+    /// The commit this transaction starts from: the tree, and the overlay above it.
+    base: Arc<Published>,
+    /// Writes go to the batch (`WriterState::batch`), not the pages.
+    logged: bool,
+    /// The base's overlay was applied to the pages (`switch_to_pages`).
+    applied: bool,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -33,7 +47,8 @@ impl<'db> WriteTxn<'db> {
         if guard.poisoned {
             return Err(Error::Poisoned);
         }
-        let (base, oldest) = shared.writer_base();
+        let (published, oldest) = shared.writer_base();
+        let base = published.snap.clone();
         // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
         // keep are the live readers' and the last durable one (a power loss returns to it).
         let Some(mut carry) = guard.carry.take() else {
@@ -44,19 +59,112 @@ impl<'db> WriteTxn<'db> {
             guard.poisoned = true;
             return Err(e);
         }
-        let base_txn = base.meta.txn;
+        let base_txn = published.txn();
         let txn = base_txn + 1;
         let catalog = base.meta.catalog;
         let pages = WritePages::new(base, txn, guard.last_durable_txn, carry, btree::check_node);
         guard.tables.begin(base_txn);
-        Ok(WriteTxn {
+        guard.batch.clear();
+        let logged = shared.log.is_some();
+        let mut w = WriteTxn {
             shared,
             guard,
             pages: Some(pages),
             catalog,
             durability: shared.options.durability,
             failed: false,
+            base: published,
+            logged,
+            applied: false,
+        };
+        if !logged && w.base.overlay.is_some() {
+            // Records replayed from the log by a handle that does not write it: this
+            // transaction writes pages, so it starts by applying them.
+            w.switch_to_pages()?;
+        }
+        Ok(w)
+    }
+
+    /// Whether the log has grown enough since the last checkpoint that one is due.
+    pub(crate) fn checkpoint_due(shared: &Shared, guard: &WriterState) -> bool {
+        shared.log.as_ref().is_some_and(|log| {
+            log.end().saturating_sub(guard.checkpoint_position) >= shared.options.checkpoint_bytes
         })
+    }
+
+    /// Turns a logged transaction into one that writes pages: the overlay's records up to the
+    /// base commit, then this transaction's own, are applied to the tree, table by table in key
+    /// order. Its commit is then a checkpoint. Does nothing for a transaction that writes pages
+    /// already (unless records replayed from the log are still to be applied).
+    pub(crate) fn switch_to_pages(&mut self) -> Result<()> {
+        if !self.logged && (self.applied || self.base.overlay.is_none()) {
+            return Ok(());
+        }
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        self.logged = false;
+        self.applied = true;
+        // The states describe the tree plus the overlay; from here on, the tree alone.
+        self.guard.tables.clear();
+        let overlay = self.base.overlay.clone();
+        self.guarded(|t| {
+            let pages = t.pages.as_ref().ok_or(Error::TxnFailed)?;
+            let names = catalog::list(pages, t.catalog)?;
+            let name = |table: u64| -> Result<&str> {
+                names
+                    .get(table as usize)
+                    .map(|n| n.as_str())
+                    .ok_or_else(|| {
+                        Error::Internal(format!("overlay names table {table}, not in the catalog"))
+                    })
+            };
+            if let Some(o) = overlay.as_deref() {
+                for (table, key, value) in o.all(t.base.txn()) {
+                    t.apply(name(table)?, key, value)?;
+                }
+            }
+            let batch = std::mem::take(&mut t.guard.batch);
+            let r = (|| {
+                for (table, writes) in batch.tables() {
+                    let name = name(table)?;
+                    for (key, value) in writes {
+                        t.apply(name, key, value.as_deref())?;
+                    }
+                }
+                Ok(())
+            })();
+            t.guard.batch = batch;
+            t.guard.batch.clear();
+            r
+        })
+    }
+
+    /// Writes one record to table `name`'s tree (a transaction that writes pages).
+    fn apply(&mut self, name: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.load_state(name)?;
+        let ws = &mut *self.guard;
+        let state = ws.tables.get_mut(name).ok_or(Error::TxnFailed)?;
+        let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
+        let before = state.hdr;
+        match value {
+            Some(v) => {
+                btree::put(
+                    pages,
+                    &mut ws.scratch,
+                    &mut state.hdr,
+                    key,
+                    v,
+                    Some(&mut state.put_hint),
+                )?;
+            }
+            None => {
+                state.put_hint.reset();
+                btree::delete(pages, &mut state.hdr, key)?;
+            }
+        }
+        state.dirty |= state.hdr != before;
+        Ok(())
     }
 
     /// Id this transaction's commit will have.
@@ -110,7 +218,13 @@ impl<'db> WriteTxn<'db> {
         let catalog = self.catalog;
         let pages = self.pages.as_ref().ok_or(Error::TxnFailed)?;
         match catalog::lookup(pages, &catalog, name)? {
-            Some((hdr, value)) => {
+            Some((mut hdr, value)) => {
+                if self.logged {
+                    // The entry count as of the base commit: the overlay's, if it changed.
+                    if let Some(count) = self.overlay_count(name)? {
+                        hdr.entries = count;
+                    }
+                }
                 self.guard
                     .tables
                     .open(name, hdr, TableHeader::properties(value));
@@ -118,6 +232,19 @@ impl<'db> WriteTxn<'db> {
             }
             None => Err(Error::TableNotFound(name.to_string())),
         }
+    }
+
+    /// Table `name`'s entry count in the overlay at the base commit, if a commit there
+    /// changed it.
+    fn overlay_count(&self, name: &str) -> Result<Option<u64>> {
+        let Some(o) = self.base.overlay.as_deref() else {
+            return Ok(None);
+        };
+        let b = &self.base;
+        Ok(match b.catalog.table_id(&b.snap, name.as_bytes())? {
+            Some(id) => o.count(id, b.txn()),
+            None => None,
+        })
     }
 
     /// Sets the properties of table `name`: up to
@@ -135,6 +262,16 @@ impl<'db> WriteTxn<'db> {
         }
         self.pages()?;
         self.load_state(name)?;
+        let unchanged = self
+            .guard
+            .tables
+            .get(name)
+            .is_some_and(|s| s.props == props);
+        if unchanged {
+            return Ok(());
+        }
+        self.switch_to_pages()?;
+        self.load_state(name)?;
         let state = self.guard.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         if state.props != props {
             state.props = props.to_vec();
@@ -149,6 +286,7 @@ impl<'db> WriteTxn<'db> {
         if self.lookup(name)?.is_some() {
             return Err(Error::TableExists(name.to_string()));
         }
+        self.switch_to_pages()?;
         self.guarded(|t| {
             let mut catalog = t.catalog;
             let (pages, ws) = t.parts()?;
@@ -183,20 +321,38 @@ impl<'db> WriteTxn<'db> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
+        let logged = if self.logged {
+            let b = &self.base;
+            let id = b.catalog.table_id(&b.snap, name.as_bytes())?;
+            Some(id.ok_or_else(|| Error::TableNotFound(name.to_string()))?)
+        } else {
+            None
+        };
         let ws = &mut *self.guard;
         let state = ws.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
+        let logged = logged.map(|table| Logged {
+            batch: &mut ws.batch,
+            overlay: self.base.overlay.as_deref(),
+            table,
+            txn: self.base.txn(),
+        });
         Ok(WriteTable::new(
             pages,
             state,
             &mut ws.scratch,
             &mut self.failed,
+            logged,
         ))
     }
 
     /// Deletes a table and frees its pages. Returns false if it did not exist.
     pub fn delete_table(&mut self, name: &str) -> Result<bool> {
         check_name(name)?;
+        if self.lookup(name)?.is_none() {
+            return Ok(false);
+        }
+        self.switch_to_pages()?;
         let Some(hdr) = self.lookup(name)? else {
             return Ok(false);
         };
@@ -228,6 +384,13 @@ impl<'db> WriteTxn<'db> {
         self.commit_forced(durability, false)
     }
 
+    /// Commits as a checkpoint: everything in the overlay and this transaction's writes go to
+    /// the tree, durably, and the log before it may be reused.
+    pub(crate) fn checkpoint(mut self) -> Result<()> {
+        self.switch_to_pages()?;
+        self.commit_forced(Durability::Immediate, true)
+    }
+
     /// Aborts: nothing this transaction did becomes visible. Same as dropping it.
     pub fn abort(self) {}
 
@@ -235,6 +398,43 @@ impl<'db> WriteTxn<'db> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
+        if self.logged {
+            if self.guard.batch.bytes() <= self.shared.options.log_batch_bytes_max() {
+                let base = self.base.clone();
+                let pages = self.pages.take().ok_or(Error::TxnFailed)?;
+                // The pages were only read: hand the writer's buffers back untouched.
+                self.guard.carry = Some(pages.abort());
+                match commit_logged(self.shared, &mut self.guard, &base, durability, force)? {
+                    Some(txn) => {
+                        self.guard.tables.committed(txn);
+                        return Ok(());
+                    }
+                    // No room in the log: commit by writing pages (a checkpoint).
+                    None => {
+                        let base_snap = base.snap.clone();
+                        let txn = base.txn() + 1;
+                        let carry = self.guard.carry.take().ok_or(Error::Poisoned)?;
+                        let last_durable = self.guard.last_durable_txn;
+                        self.pages = Some(WritePages::new(
+                            base_snap,
+                            txn,
+                            last_durable,
+                            carry,
+                            btree::check_node,
+                        ));
+                    }
+                }
+            }
+            // The changed tables' counts were kept for the overlay; the tree's are rebuilt.
+            self.switch_to_pages()?;
+        }
+        // A commit that applies records of the log must be durable before anything relies on
+        // it: a power loss would otherwise return to a commit whose log may be gone.
+        let durability = if self.base.overlay.is_some() {
+            Durability::Immediate
+        } else {
+            durability
+        };
         let mut catalog = self.catalog;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
         let WriterState {
@@ -249,9 +449,14 @@ impl<'db> WriteTxn<'db> {
         }
         let pages = self.pages.take().ok_or(Error::TxnFailed)?;
         // An empty commit writes nothing, unless it must make earlier unsynced commits durable.
-        let base_durable = self.guard.last_durable_txn == pages.base.meta.txn;
-        if pages.is_clean() && !force && (durability == Durability::None || base_durable) {
-            let base_txn = pages.base.meta.txn;
+        let base_durable = self.guard.last_durable_txn == self.base.txn();
+        let log_checkpoint = self.shared.log.is_some() && self.base.overlay.is_some();
+        if pages.is_clean()
+            && !force
+            && !log_checkpoint
+            && (durability == Durability::None || base_durable)
+        {
+            let base_txn = self.base.txn();
             self.guard.carry = Some(pages.finish());
             self.guard.tables.committed(base_txn);
             return Ok(());

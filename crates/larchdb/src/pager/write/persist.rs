@@ -87,6 +87,9 @@ impl WritePages {
             last_durable_txn: self.base.meta.last_durable_txn,
             durable: false,
             boot_id: [0; 16],
+            // Carried forward; a commit of a handle that writes the log sets them.
+            log: self.base.meta.log,
+            log_position: self.base.meta.log_position,
         })
     }
 
