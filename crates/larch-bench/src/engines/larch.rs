@@ -8,6 +8,9 @@
 //! newest snapshot before each read (`ReadTxn::renew`, as LMDB's reset/renew), so that each read
 //! sees the latest commit. Larch reads through the OS page cache, so --cache_size does
 //! not apply.
+//!
+//! `larch-log` is the same with `Options::log` (stage 2, opt-in while it is built): commits go
+//! through the write-ahead log beside the file, the tree is written at checkpoints.
 
 use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
 use crate::error::{Error, Result};
@@ -21,7 +24,17 @@ pub fn spec() -> EngineSpec {
         name: "larch",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open,
+        open: |o| open_with(o, false),
+    }
+}
+
+/// Larch committing through its write-ahead log (`Options::log`).
+pub fn spec_log() -> EngineSpec {
+    EngineSpec {
+        name: "larch-log",
+        install_hint: "none: larchdb is built from this workspace",
+        probe: || Ok(VERSION.into()),
+        open: |o| open_with(o, true),
     }
 }
 
@@ -33,12 +46,24 @@ struct Larch {
     db: Database,
 }
 
-fn open(o: &OpenOptions) -> Result<Opened> {
-    let options = Options::default().durability(if o.sync {
-        Durability::Immediate
+fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
+    let options = Options::default()
+        .durability(if o.sync {
+            Durability::Immediate
+        } else {
+            Durability::None
+        })
+        .log(log);
+    let log_config = if log {
+        format!(
+            "on: {} segments of {} MiB, checkpoint every {} MiB of log",
+            options.log_segments,
+            options.log_segment_bytes >> 20,
+            options.checkpoint_bytes >> 20
+        )
     } else {
-        Durability::None
-    });
+        "off (every commit writes pages)".to_string()
+    };
     let page_bytes = options.page_bytes;
     let readahead = options.readahead;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
@@ -59,6 +84,7 @@ fn open(o: &OpenOptions) -> Result<Opened> {
                 },
             ),
             kv("page_bytes", page_bytes),
+            kv("log", log_config),
             kv("sequential_fill", "WriteTable::append"),
             kv(
                 "reads",

@@ -103,6 +103,7 @@ pub struct EngineSpec {
 pub fn registry() -> Vec<EngineSpec> {
     vec![
         larch::spec(),
+        larch::spec_log(),
         lmdb::spec(),
         rocksdb::spec(),
         leveldb::spec(),

@@ -62,6 +62,8 @@ pub(crate) struct Log {
     /// A write or sync failed: what reached the disk is unknown, so nothing more is claimed
     /// durable (fail-stop, as the page file's commits).
     failed: bool,
+    /// See `Sink::map`.
+    map: Option<Arc<LogMap>>,
 }
 
 /// Appended bytes taken from the log to be written: positions `[position, end)`.
@@ -78,7 +80,52 @@ struct Sink {
     storage: Arc<dyn Storage>,
     segment_bytes: u64,
     segments: u64,
+    /// The whole log file mapped for writing, where the storage offers a mapping: records are
+    /// copied into the page cache through it instead of a `pwrite` each (a one-put commit's
+    /// `pwrite` cost more than the rest of its commit). The file's every block was written
+    /// when the log was created, so a store through the map never allocates (no SIGBUS on a
+    /// full disk), and a sync of the file makes what was stored durable like a written page.
+    map: Option<Arc<LogMap>>,
 }
+
+/// A writable mapping of the log file.
+struct LogMap(memmap2::MmapRaw);
+
+impl LogMap {
+    /// Maps `storage`, `len` bytes long and written in full, if it can be mapped.
+    fn of(storage: &dyn Storage, len: u64) -> Option<Arc<LogMap>> {
+        if !storage.allocate(len).ok()? {
+            return None;
+        }
+        let map = storage.map_mut(len)?.ok()?;
+        (map.len() as u64 >= len).then(|| Arc::new(LogMap(map)))
+    }
+
+    /// Copies `bytes` to file offset `at`. Requires: within the mapping (checked).
+    fn store(&self, bytes: &[u8], at: u64) -> Result<()> {
+        let end = at.checked_add(bytes.len() as u64);
+        if end.is_none_or(|e| e > self.0.len() as u64) {
+            return Err(Error::Internal(format!("log store past the map at {at}")));
+        }
+        // SAFETY: the range is inside the mapping (checked above). Only the log's writer
+        // stores into it, one flush at a time (the `GroupLog` leader, or `Log::write` under
+        // the group's lock), into positions no reader of this process reads; other processes
+        // read the log only through `read_at` at open, when no writer exists.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.0.as_mut_ptr().add(at as usize),
+                bytes.len(),
+            );
+        }
+        Ok(())
+    }
+}
+
+// SAFETY: the mapping is plain memory shared with the kernel's page cache; access is
+// serialised as `store` describes.
+unsafe impl Send for LogMap {}
+unsafe impl Sync for LogMap {}
 
 impl Sink {
     /// The file offset of `position`.
@@ -93,8 +140,11 @@ impl Sink {
             let position = f.position + done as u64;
             let in_segment = position % self.segment_bytes;
             let n = ((self.segment_bytes - in_segment) as usize).min(f.bytes.len() - done);
-            self.storage
-                .write_at(&f.bytes[done..done + n], self.offset(position))?;
+            let bytes = &f.bytes[done..done + n];
+            match &self.map {
+                Some(map) => map.store(bytes, self.offset(position))?,
+                None => self.storage.write_at(bytes, self.offset(position))?,
+            }
             done += n;
         }
         Ok(())
@@ -166,6 +216,7 @@ impl Log {
         storage.write_at(&h, 0)?;
         storage.sync()?;
         Ok(Log {
+            map: LogMap::of(&*storage, total),
             storage,
             segment_bytes,
             segments,
@@ -223,6 +274,11 @@ impl Log {
             ));
         }
         let mut log = Log {
+            map: if close_tail {
+                LogMap::of(&*storage, expected.unwrap_or(0))
+            } else {
+                None
+            },
             storage,
             segment_bytes,
             segments,
@@ -346,6 +402,7 @@ impl Log {
             storage: self.storage.clone(),
             segment_bytes: self.segment_bytes,
             segments: self.segments,
+            map: self.map.clone(),
         }
     }
 
@@ -365,9 +422,12 @@ impl Log {
         if self.failed {
             return Err(Error::Poisoned);
         }
-        let f = self.take();
+        let mut f = self.take();
         let r = self.sink().write(&f);
         self.failed = r.is_err();
+        // Keep the buffer's allocation for the next appends.
+        f.bytes.clear();
+        self.buf = f.bytes;
         r
     }
 

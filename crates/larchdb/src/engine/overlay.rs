@@ -91,7 +91,7 @@ pub(crate) struct Overlay {
     table: AtomicPtr<Slots>,
     /// Entries in the table.
     len: AtomicUsize,
-    hasher: std::collections::hash_map::RandomState,
+    hasher: foldhash::fast::RandomState,
     owned: Mutex<Owned>,
 }
 
@@ -115,7 +115,7 @@ impl Overlay {
         Overlay {
             table: AtomicPtr::new(table),
             len: AtomicUsize::new(0),
-            hasher: std::collections::hash_map::RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             owned: Mutex::new(Owned {
                 tables: vec![first],
                 ..Owned::default()
