@@ -15,6 +15,8 @@ use std::time::Duration;
 const CHILD_ENV: &str = "LARCH_CRASH_CHILD_DB";
 /// Set to "none" to make the child commit with `Durability::None`.
 const DURABILITY_ENV: &str = "LARCH_CRASH_CHILD_DURABILITY";
+/// Set to "1" to make the child (and the parent's reopen) commit through the write-ahead log.
+const LOG_ENV: &str = "LARCH_CRASH_CHILD_LOG";
 const TABLE: &str = "data";
 const LOG: &str = "commits";
 
@@ -32,9 +34,24 @@ fn commit_value(n: u64) -> Vec<u8> {
     (0..len).map(|i| (n as usize + i) as u8).collect()
 }
 
+/// The options of both processes: with a log, a small one, so that checkpoints come every few
+/// hundred commits and the log's segments are reused.
+fn options(log: bool) -> Options {
+    if !log {
+        return Options::default();
+    }
+    Options {
+        log: true,
+        log_segment_bytes: 1 << 20,
+        log_segments: 3,
+        checkpoint_bytes: 2 << 20,
+        ..Options::default()
+    }
+}
+
 /// The child: continues the commit sequence found in the database, forever.
-fn child(path: &Path, durability: Durability) {
-    let db = Database::open(path, Options::default()).expect("child open");
+fn child(path: &Path, durability: Durability, log: bool) {
+    let db = Database::open(path, options(log)).expect("child open");
     let start = {
         let r = db.begin_read().unwrap();
         match r.table(LOG) {
@@ -94,7 +111,8 @@ fn child_entry() {
             Ok("none") => Durability::None,
             _ => Durability::Immediate,
         };
-        child(Path::new(&path), durability);
+        let log = std::env::var(LOG_ENV).as_deref() == Ok("1");
+        child(Path::new(&path), durability, log);
     }
 }
 
@@ -107,17 +125,29 @@ fn kill_points() -> usize {
 
 #[test]
 fn kill_nine_loses_no_acknowledged_commit() {
-    sweep(kill_points(), "immediate");
+    sweep(kill_points(), "immediate", false);
 }
 
 /// Unsynced commits survive a process crash: the kernel's page cache keeps them, and the meta
 /// page's boot id tells the opener it can trust them.
 #[test]
 fn kill_nine_keeps_unsynced_commits_of_the_same_boot() {
-    sweep(kill_points() / 2, "none");
+    sweep(kill_points() / 2, "none", false);
 }
 
-fn sweep(points: usize, durability: &str) {
+/// The same through the write-ahead log: acknowledged commits are in the log (synced, or in
+/// the page cache through its mapping), replayed at every reopen, across checkpoints.
+#[test]
+fn kill_nine_with_a_log_loses_no_acknowledged_commit() {
+    sweep(kill_points(), "immediate", true);
+}
+
+#[test]
+fn kill_nine_with_a_log_keeps_unsynced_commits() {
+    sweep(kill_points() / 2, "none", true);
+}
+
+fn sweep(points: usize, durability: &str, log: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.larch");
     let exe = std::env::current_exe().unwrap();
@@ -130,6 +160,7 @@ fn sweep(points: usize, durability: &str) {
             .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, &path)
             .env(DURABILITY_ENV, durability)
+            .env(LOG_ENV, if log { "1" } else { "0" })
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -157,7 +188,7 @@ fn sweep(points: usize, durability: &str) {
             acked_max = Some(last);
         }
 
-        let db = Database::open(&path, Options::default()).expect("reopen after kill");
+        let db = Database::open(&path, options(log)).expect("reopen after kill");
         let report = db.verify_all().unwrap();
         assert!(
             report.is_clean(),
@@ -213,5 +244,5 @@ fn sweep(points: usize, durability: &str) {
         total_acks > points as u64,
         "children made too little progress: {total_acks} acks"
     );
-    eprintln!("{durability}: {points} kill points, {total_acks} acknowledged commits, all present, verify clean");
+    eprintln!("{durability} (log: {log}): {points} kill points, {total_acks} acknowledged commits, all present, verify clean");
 }
