@@ -136,15 +136,19 @@ impl Sink {
         file_offset(self.segment_bytes, self.segments, position)
     }
 
-    /// Writes the flush's bytes where their positions lie, one write per segment they cover.
-    fn write(&self, f: &Flush) -> Result<()> {
+    /// Writes the flush's bytes where their positions lie, one write per segment they cover:
+    /// through the map if `mapped` and there is one, else with `write_at`. Writes that are
+    /// synced next go through `write_at`: a sync write-protects the pages stored through a
+    /// map, and the next store to each faults (measured: durable one-put commits at 1,500/s
+    /// through the map against 3,500/s with `pwrite`).
+    fn write(&self, f: &Flush, mapped: bool) -> Result<()> {
         let mut done = 0usize;
         while done < f.bytes.len() {
             let position = f.position + done as u64;
             let in_segment = position % self.segment_bytes;
             let n = ((self.segment_bytes - in_segment) as usize).min(f.bytes.len() - done);
             let bytes = &f.bytes[done..done + n];
-            match &self.map {
+            match self.map.as_ref().filter(|_| mapped) {
                 Some(map) => map.store(bytes, self.offset(position))?,
                 None => self.storage.write_at(bytes, self.offset(position))?,
             }
@@ -429,7 +433,7 @@ impl Log {
             return Err(Error::Poisoned);
         }
         let mut f = self.take();
-        let r = self.sink().write(&f);
+        let r = self.sink().write(&f, true);
         self.failed = r.is_err();
         // Keep the buffer's allocation for the next appends.
         f.bytes.clear();
@@ -695,7 +699,7 @@ impl GroupLog {
             let sink = st.log.sink();
             drop(st);
             let r = sink
-                .write(&flush)
+                .write(&flush, false)
                 .and_then(|()| sink.storage.sync().map_err(Error::from_io));
             st = self.lock();
             st.leading = false;
