@@ -149,9 +149,44 @@ fn get_layered<'t, S: PageSource + ?Sized>(
     btree::get(src, hdr, key)
 }
 
-/// The first entry of a range (forward) or its last (reverse).
-fn first_of(mut r: Range<'_>) -> Result<Option<Entry<'_>>> {
-    r.next().transpose()
+/// Where `edge` looks.
+#[derive(Clone, Copy)]
+enum Edge<'k> {
+    First,
+    Last,
+    /// The first key at or after this one.
+    Seek(&'k [u8]),
+}
+
+/// The entry at `at`: straight from the tree's cursor when nothing lies above the tree, else
+/// the first of a range merged with the layers above it.
+fn edge<'t>(
+    src: &'t dyn PageSource,
+    hdr: TableHeader,
+    upper: Upper<'t>,
+    at: Edge<'_>,
+) -> Result<Option<Entry<'t>>> {
+    if upper.is_empty() {
+        let mut c = Cursor::new(src, hdr);
+        let found = match at {
+            Edge::First => c.first()?,
+            Edge::Last => c.last()?,
+            Edge::Seek(k) => c.seek(k)?,
+        };
+        return if found {
+            Ok(Some(c.entry()?))
+        } else {
+            Ok(None)
+        };
+    }
+    let (start, reverse) = match at {
+        Edge::First => (Bound::Unbounded, false),
+        Edge::Last => (Bound::Unbounded, true),
+        Edge::Seek(k) => (Bound::Included(k.to_vec()), false),
+    };
+    Range::new(src, hdr, start, Bound::Unbounded, reverse, upper)
+        .next()
+        .transpose()
 }
 
 /// Iterator over a key range, forward or reverse. Yields `Result` because a damaged page is
@@ -389,17 +424,17 @@ impl<'t> ReadTable<'t> {
 
     /// The first entry.
     pub fn first(&self) -> Result<Option<Entry<'t>>> {
-        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, false))
+        edge(self.src, self.hdr, self.upper, Edge::First)
     }
 
     /// The last entry.
     pub fn last(&self) -> Result<Option<Entry<'t>>> {
-        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, true))
+        edge(self.src, self.hdr, self.upper, Edge::Last)
     }
 
     /// The first entry whose key is >= `key`.
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'t>>> {
-        first_of(self.range_of(Bound::Included(key.to_vec()), Bound::Unbounded, false))
+        edge(self.src, self.hdr, self.upper, Edge::Seek(key))
     }
 
     /// Entries with keys in `range`, in ascending order.
@@ -637,17 +672,17 @@ impl<'t> WriteTable<'t> {
 
     /// The first entry.
     pub fn first(&self) -> Result<Option<Entry<'_>>> {
-        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, false))
+        edge(&*self.pages, self.state.hdr, self.upper(), Edge::First)
     }
 
     /// The last entry.
     pub fn last(&self) -> Result<Option<Entry<'_>>> {
-        first_of(self.range_of(Bound::Unbounded, Bound::Unbounded, true))
+        edge(&*self.pages, self.state.hdr, self.upper(), Edge::Last)
     }
 
     /// The first entry whose key is >= `key`.
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'_>>> {
-        first_of(self.range_of(Bound::Included(key.to_vec()), Bound::Unbounded, false))
+        edge(&*self.pages, self.state.hdr, self.upper(), Edge::Seek(key))
     }
 
     /// Entries with keys in `range`, ascending.

@@ -82,12 +82,16 @@ impl Batch {
     /// tables u32, then per table: name bytes u16, name, records u32, then per record:
     ///   op u8 (1 put, 2 delete), key bytes u32, [value bytes u32, if a put], key, [value]
     /// ```
-    pub(crate) fn encode<'n>(&self, mut name: impl FnMut(u64) -> &'n [u8], out: &mut Vec<u8>) {
+    pub(crate) fn encode<'n>(
+        &self,
+        mut name: impl FnMut(u64) -> Result<&'n [u8]>,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
         out.clear();
         out.reserve(self.bytes + 16 * self.tables.len() + 16);
         out.extend_from_slice(&(self.tables.len() as u32).to_le_bytes());
         for (table, writes) in &self.tables {
-            let name = name(*table);
+            let name = name(*table)?;
             out.extend_from_slice(&(name.len() as u16).to_le_bytes());
             out.extend_from_slice(name);
             out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
@@ -103,6 +107,7 @@ impl Batch {
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -157,12 +162,6 @@ pub(crate) fn decode(body: &[u8], position: u64) -> Result<Vec<DecodedTable<'_>>
     Ok(out)
 }
 
-/// Appends `n` as little-endian u32 (for callers building bodies in tests).
-#[cfg(test)]
-pub(crate) fn put_len(out: &mut Vec<u8>, n: usize) {
-    out.extend_from_slice(&(n as u32).to_le_bytes());
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -176,7 +175,7 @@ mod tests {
         b.put(0, b"k1", Some(b"v2"));
         let names = [&b"alpha"[..], b"beta", b"gamma"];
         let mut body = Vec::new();
-        b.encode(|t| names[t as usize], &mut body);
+        b.encode(|t| Ok(names[t as usize]), &mut body).unwrap();
         let d = decode(&body, 64).unwrap();
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].name, b"alpha");
@@ -191,7 +190,7 @@ mod tests {
             assert!(decode(&body[..cut], 64).is_err(), "cut at {cut}");
         }
         let mut long = body.clone();
-        put_len(&mut long, 0);
+        long.extend_from_slice(&0u32.to_le_bytes());
         assert!(matches!(
             decode(&long, 64),
             Err(Error::CorruptedLog { position: 64, .. })

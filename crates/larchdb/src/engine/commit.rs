@@ -60,20 +60,14 @@ pub(crate) fn commit_logged(
         return Ok(Some(base.txn()));
     }
     let txn = base.txn() + 1;
-    let mut missing = None;
     batch.encode(
-        |id| match base.catalog.name(&base.snap, id) {
-            Ok(Some(name)) => name,
-            _ => {
-                missing = Some(id);
-                b""
-            }
+        |id| {
+            base.catalog
+                .name(&base.snap, id)?
+                .ok_or_else(|| Error::Internal(format!("no table numbered {id}")))
         },
         record,
-    );
-    if let Some(id) = missing {
-        return Err(Error::Internal(format!("no table numbered {id}")));
-    }
+    )?;
     let Ok(end) = log.append(KIND_COMMIT, txn, record) else {
         return Ok(None);
     };

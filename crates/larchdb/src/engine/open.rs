@@ -13,9 +13,11 @@ use crate::btree;
 use crate::error::{Error, Result};
 use crate::layout::log::KIND_COMMIT;
 use crate::options::Options;
-use crate::pager::{choose_meta, create, Access, Carry, Chosen, FreeSet, Meta, Snapshot, WriteMap};
+use crate::pager::{
+    choose_meta, create, Access, Carry, Chosen, FreeSet, Meta, Snapshot, TableHeader, WriteMap,
+};
 use crate::storage::{FileLock, FileStorage, LockTable, Storage};
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -215,7 +217,8 @@ fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>>
     let catalog: &CatalogCache = &tree.catalog;
     let overlay = Arc::new(Overlay::new());
     let mut txn = snap.meta.txn;
-    let mut counts: HashMap<u64, u64> = HashMap::new();
+    // By table name: its number, its tree's header, and its entry count so far.
+    let mut tables: HashMap<&[u8], (u64, TableHeader, u64)> = HashMap::new();
     for rec in records.iter().filter(|r| r.kind == KIND_COMMIT) {
         if rec.txn <= txn {
             return Err(Error::CorruptedLog {
@@ -226,22 +229,29 @@ fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>>
         let mut writes = Vec::new();
         let mut changed = Vec::new();
         for t in batch::decode(&rec.body, rec.position)? {
-            let name = std::str::from_utf8(t.name).ok();
-            let found = match name {
-                Some(n) => catalog::lookup(snap, &snap.meta.catalog, n)?,
-                None => None,
+            let table = match tables.entry(t.name) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let name = std::str::from_utf8(t.name).ok();
+                    let found = match name {
+                        Some(n) => catalog::lookup(snap, &snap.meta.catalog, n)?,
+                        None => None,
+                    };
+                    let (Some((hdr, _)), Some(id)) = (found, catalog.table_id(snap, t.name)?)
+                    else {
+                        return Err(Error::CorruptedLog {
+                            position: rec.position,
+                            reason: format!(
+                                "commit {} writes table {:?}, which the checkpoint does not have",
+                                rec.txn,
+                                String::from_utf8_lossy(t.name)
+                            ),
+                        });
+                    };
+                    e.insert((id, hdr, hdr.entries))
+                }
             };
-            let (Some((hdr, _)), Some(id)) = (found, catalog.table_id(snap, t.name)?) else {
-                return Err(Error::CorruptedLog {
-                    position: rec.position,
-                    reason: format!(
-                        "commit {} writes table {:?}, which the checkpoint does not have",
-                        rec.txn,
-                        String::from_utf8_lossy(t.name)
-                    ),
-                });
-            };
-            let n = counts.entry(id).or_insert(hdr.entries);
+            let (id, hdr, n) = (table.0, table.1, &mut table.2);
             let before = *n;
             for &(key, value) in &t.records {
                 let existed = match overlay.get(id, key, txn) {

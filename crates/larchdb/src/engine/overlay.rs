@@ -179,26 +179,30 @@ impl Overlay {
         }
     }
 
-    /// Every key of `table` with a version visible at snapshot `txn`, in key order, with that
-    /// version. Walks the whole hash table: O(overlay) per call.
-    pub(crate) fn sorted(&self, table: u64, txn: u64) -> Vec<Visible<'_>> {
+    /// Every record visible at snapshot `txn`, in no order: each key with the newest version
+    /// no later than `txn`. Walks the whole hash table.
+    fn visible_records(&self, txn: u64) -> impl Iterator<Item = TableRecord<'_>> {
         // SAFETY: as in `get`.
         let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        let mut out = Vec::new();
-        for slot in slots.slots.iter() {
+        slots.slots.iter().filter_map(move |slot| {
             let p = slot.load(Ordering::Acquire);
             if p.is_null() {
-                continue;
+                return None;
             }
             // SAFETY: as in `find`.
             let e = unsafe { &*p };
-            if e.table != table {
-                continue;
-            }
-            if let Some(v) = Self::visible(e, txn) {
-                out.push((&*e.key, v));
-            }
-        }
+            Self::visible(e, txn).map(|v| (e.table, &*e.key, v))
+        })
+    }
+
+    /// Every key of `table` with a version visible at snapshot `txn`, in key order, with that
+    /// version. Walks the whole hash table: O(overlay) per call.
+    pub(crate) fn sorted(&self, table: u64, txn: u64) -> Vec<Visible<'_>> {
+        let mut out: Vec<Visible<'_>> = self
+            .visible_records(txn)
+            .filter(|r| r.0 == table)
+            .map(|(_, k, v)| (k, v))
+            .collect();
         out.sort_unstable_by(|a, b| a.0.cmp(b.0));
         out
     }
@@ -206,23 +210,8 @@ impl Overlay {
     /// Every record visible at snapshot `txn`, tables' entry counts left out, sorted by table
     /// and key: what a checkpoint applies to the tree.
     pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
-        // SAFETY: as in `get`.
-        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
         let mut out = Vec::with_capacity(self.len());
-        for slot in slots.slots.iter() {
-            let p = slot.load(Ordering::Acquire);
-            if p.is_null() {
-                continue;
-            }
-            // SAFETY: as in `find`.
-            let e = unsafe { &*p };
-            if e.table == COUNTS {
-                continue;
-            }
-            if let Some(v) = Self::visible(e, txn) {
-                out.push((e.table, &*e.key, v));
-            }
-        }
+        out.extend(self.visible_records(txn).filter(|r| r.0 != COUNTS));
         out.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
         out
     }

@@ -401,28 +401,16 @@ impl<'db> WriteTxn<'db> {
         if self.logged {
             if self.guard.batch.bytes() <= self.shared.options.log_batch_bytes_max() {
                 let base = self.base.clone();
-                let pages = self.pages.take().ok_or(Error::TxnFailed)?;
-                // The pages were only read: hand the writer's buffers back untouched.
-                self.guard.carry = Some(pages.abort());
-                match commit_logged(self.shared, &mut self.guard, &base, durability, force)? {
-                    Some(txn) => {
-                        self.guard.tables.committed(txn);
-                        return Ok(());
-                    }
-                    // No room in the log: commit by writing pages (a checkpoint).
-                    None => {
-                        let base_snap = base.snap.clone();
-                        let txn = base.txn() + 1;
-                        let carry = self.guard.carry.take().ok_or(Error::Poisoned)?;
-                        let last_durable = self.guard.last_durable_txn;
-                        self.pages = Some(WritePages::new(
-                            base_snap,
-                            txn,
-                            last_durable,
-                            carry,
-                            btree::check_node,
-                        ));
-                    }
+                // `None`: no room in the log; the transaction commits by writing pages (a
+                // checkpoint) below.
+                if let Some(txn) =
+                    commit_logged(self.shared, &mut self.guard, &base, durability, force)?
+                {
+                    // The pages were only read: hand the writer's buffers back untouched.
+                    let pages = self.pages.take().ok_or(Error::TxnFailed)?;
+                    self.guard.carry = Some(pages.abort());
+                    self.guard.tables.committed(txn);
+                    return Ok(());
                 }
             }
             // The changed tables' counts were kept for the overlay; the tree's are rebuilt.
