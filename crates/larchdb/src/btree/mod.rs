@@ -10,17 +10,20 @@
 //! edit.rs    a dirty node edited in place: insert, replace, remove, compact, fill
 //! put.rs     put and append: descent, copy-on-write of the path, splits
 //! delete.rs  delete with merges, root shrinking, freeing a whole tree
+//! merge.rs   a sorted batch merged in leaf by leaf (checkpoints)
 //! cursor.rs  ordered iteration: seek, first/last, next/prev
 //! ```
 
 mod cursor;
 mod delete;
 mod edit;
+mod merge;
 pub(crate) mod node;
 mod put;
 
 pub(crate) use cursor::Cursor;
 pub(crate) use delete::{delete, free_tree};
+pub(crate) use merge::{merge_sorted, MergeScratch, Record};
 pub(crate) use put::{append, put, AppendHint, PutHint};
 
 use crate::error::{Error, Result};
@@ -36,6 +39,7 @@ use node::{LeafValue, Node};
 pub(crate) struct Scratch {
     cell: Vec<u8>,
     split_copy: Vec<u8>,
+    merge: MergeScratch,
 }
 
 /// The structural check debug builds run on every dirty node before it is sealed

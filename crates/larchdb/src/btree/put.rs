@@ -33,7 +33,7 @@ impl Path {
             rightmost: true,
         }
     }
-    fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.len = 0;
         self.rightmost = true;
     }
@@ -300,7 +300,9 @@ fn put_inner(
     mode: PutMode,
     mut hint: Option<&mut PutHint>,
 ) -> Result<(bool, u64, bool)> {
-    let Scratch { cell, split_copy } = scratch;
+    let Scratch {
+        cell, split_copy, ..
+    } = scratch;
     if hdr.root.is_none() {
         // A root leaf: no branch above it.
         if let Some(h) = hint.as_deref_mut() {
@@ -593,7 +595,7 @@ fn split_rebuild(
 /// Walks back up `path` after a leaf change: makes each branch dirty, points it at the new
 /// child, and inserts a split's separator, splitting branches as needed. Grows a new root if
 /// the old one split. Stops early once a branch was already dirty and nothing changes above.
-fn propagate(
+pub(super) fn propagate(
     w: &mut WritePages,
     split_copy: &mut Vec<u8>,
     hdr: &mut TableHeader,

@@ -17,8 +17,9 @@
 //! counts of the tables a commit changed are versions of `COUNTS`, keyed by table number.
 
 use std::hash::{BuildHasher, Hasher};
+use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Slots in a new overlay's table; it doubles when half full.
@@ -45,43 +46,128 @@ pub(crate) enum Lookup<'o> {
     Value(&'o [u8]),
 }
 
-/// One version of a key: written by commit `txn`; `None` is a deletion. Immutable once linked.
+/// One version of a key, written by commit `txn`, in the overlay's arena: this header, then
+/// `value_len` bytes of value (`DELETED`: a deletion, no bytes). Immutable once linked.
+#[repr(C)]
 struct Version {
     txn: u64,
-    value: Option<Box<[u8]>>,
     older: *const Version,
+    value_len: u32,
 }
 
-/// A table's key and its versions, newest first. `table` and `key` are immutable; `head`
-/// changes only by the writer linking a newer version in front.
+/// `Version::value_len` of a deletion (values are at most `VALUE_BYTES_MAX`, 1 GiB).
+const DELETED: u32 = u32::MAX;
+
+/// A table's key and its versions, newest first, in the arena: this header, then `key_len`
+/// bytes of key. `table` and the key are immutable; `head` changes only by the writer
+/// linking a newer version in front.
+#[repr(C)]
 struct Entry {
     table: u64,
-    key: Box<[u8]>,
     head: AtomicPtr<Version>,
+    key_len: u32,
 }
 
-/// Open addressing over entry pointers (null: empty), linear probing; never has a removal.
+/// The key that follows entry `e`.
+///
+/// # Safety
+/// `e` points to an entry written by `Overlay::insert`, in an arena that outlives `'o`.
+#[inline]
+unsafe fn entry_key<'o>(e: *const Entry) -> &'o [u8] {
+    // SAFETY: the caller's; the key was written right after the header, in the same
+    // allocation, which `e` was derived from.
+    unsafe {
+        std::slice::from_raw_parts(
+            (e as *const u8).add(size_of::<Entry>()),
+            (*e).key_len as usize,
+        )
+    }
+}
+
+/// The value that follows version `v`, or `None` for a deletion.
+///
+/// # Safety
+/// As `entry_key`, for a version.
+#[inline]
+unsafe fn version_value<'o>(v: *const Version) -> Option<&'o [u8]> {
+    // SAFETY: the caller's, as in `entry_key`.
+    unsafe {
+        let len = (*v).value_len;
+        (len != DELETED).then(|| {
+            std::slice::from_raw_parts((v as *const u8).add(size_of::<Version>()), len as usize)
+        })
+    }
+}
+
+/// One slot of the hash table: an entry and its full hash, so that a probe reads the entry
+/// (a cache miss) only when the hashes match. Empty while `entry` is null; written once.
+struct Slot {
+    hash: AtomicU64,
+    entry: AtomicPtr<Entry>,
+}
+
+/// Open addressing over slots, linear probing; never has a removal.
 struct Slots {
-    slots: Box<[AtomicPtr<Entry>]>,
+    slots: Box<[Slot]>,
 }
 
 impl Slots {
     fn new(n: usize) -> Slots {
         Slots {
-            slots: (0..n).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            slots: (0..n)
+                .map(|_| Slot {
+                    hash: AtomicU64::new(0),
+                    entry: AtomicPtr::new(ptr::null_mut()),
+                })
+                .collect(),
         }
     }
 }
 
-/// What the overlay owns, and the writer's lock: entries, versions and tables, each boxed so
-/// that its address does not change while the vectors grow, dropped with the overlay.
-// The boxes are the point: readers hold pointers to the elements, which a `Vec<T>` would move
-// when it grows.
+/// Where entries and versions live: chunks of memory handed out front to back and freed only
+/// with the overlay, so that a commit's records cost no allocation of their own (boxing each
+/// key, value and version cost a quarter of a one-put commit's time, with their frees when a
+/// checkpoint dropped the overlay).
+#[derive(Default)]
+struct Arena {
+    chunks: Vec<Box<[MaybeUninit<u64>]>>,
+    /// Words used in the last chunk.
+    used: usize,
+}
+
+/// The first chunk's words (64 KiB); each next one doubles, up to `CHUNK_WORDS_MAX` (1 MiB).
+const CHUNK_WORDS_MIN: usize = 8 << 10;
+const CHUNK_WORDS_MAX: usize = 128 << 10;
+
+impl Arena {
+    /// `bytes` of memory, 8-byte aligned, valid until the arena is dropped.
+    fn alloc(&mut self, bytes: usize) -> *mut u8 {
+        let words = bytes.div_ceil(8);
+        let room = self.chunks.last().map_or(0, |c| c.len() - self.used);
+        if words > room {
+            let next = self
+                .chunks
+                .last()
+                .map_or(CHUNK_WORDS_MIN, |c| (c.len() * 2).min(CHUNK_WORDS_MAX));
+            self.chunks.push(Box::new_uninit_slice(next.max(words)));
+            self.used = 0;
+        }
+        let Some(chunk) = self.chunks.last_mut() else {
+            unreachable!("a chunk was pushed above")
+        };
+        // SAFETY: `used + words <= chunk.len()`, checked or made so above.
+        let p = unsafe { chunk.as_mut_ptr().add(self.used) } as *mut u8;
+        self.used += words;
+        p
+    }
+}
+
+/// What the overlay owns, and the writer's lock: the arena, and the tables (each boxed so
+/// that its address does not change while the vector grows), dropped with the overlay.
 #[allow(clippy::vec_box)]
 #[derive(Default)]
 struct Owned {
-    entries: Vec<Box<Entry>>,
-    versions: Vec<Box<Version>>,
+    arena: Arena,
     tables: Vec<Box<Slots>>,
 }
 
@@ -95,10 +181,11 @@ pub(crate) struct Overlay {
     owned: Mutex<Owned>,
 }
 
-// SAFETY: the raw pointers in `Overlay`, `Entry` and `Version` point into boxes that `owned`
-// keeps until the overlay is dropped, and what they point to is never written after it is
-// published (release stores), except through atomics. Readers on any thread only load (acquire)
-// and read immutable fields; the one writer at a time is serialised by the `owned` mutex.
+// SAFETY: the raw pointers in `Overlay`, `Slot`, `Entry` and `Version` point into the arena or
+// the boxed tables that `owned` keeps until the overlay is dropped, and what they point to is
+// never written after it is published (release stores), except through atomics. Readers on
+// any thread only load (acquire) and read immutable fields; the one writer at a time is
+// serialised by the `owned` mutex.
 unsafe impl Send for Overlay {}
 unsafe impl Sync for Overlay {}
 
@@ -106,6 +193,49 @@ impl Default for Overlay {
     fn default() -> Overlay {
         Overlay::new()
     }
+}
+
+/// Equal byte strings, compared inline 8 bytes at a time (a call to `memcmp` costs more than
+/// comparing a 16-byte key).
+#[inline(always)]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a8, at) = a.as_chunks::<8>();
+    let (b8, bt) = b.as_chunks::<8>();
+    a8.iter().zip(b8).all(|(x, y)| x == y) && at == bt
+}
+
+/// A record being sorted: the first 8 key bytes as a big-endian number compare as the bytes
+/// do, so most comparisons need no walk of the keys.
+struct SortKey<'o> {
+    table: u64,
+    prefix: u64,
+    key: &'o [u8],
+    value: Option<&'o [u8]>,
+}
+
+impl SortKey<'_> {
+    fn new<'o>(table: u64, key: &'o [u8], value: Option<&'o [u8]>) -> SortKey<'o> {
+        let mut p = [0u8; 8];
+        let n = key.len().min(8);
+        p[..n].copy_from_slice(&key[..n]);
+        SortKey {
+            table,
+            prefix: u64::from_be_bytes(p),
+            key,
+            value,
+        }
+    }
+}
+
+fn sort_records(records: &mut [SortKey<'_>]) {
+    records.sort_unstable_by(|a, b| {
+        (a.table, a.prefix)
+            .cmp(&(b.table, b.prefix))
+            .then_with(|| a.key.cmp(b.key))
+    });
 }
 
 impl Overlay {
@@ -128,27 +258,38 @@ impl Overlay {
         self.len.load(Ordering::Acquire)
     }
 
-    fn hash(&self, table: u64, key: &[u8]) -> usize {
+    fn hash(&self, table: u64, key: &[u8]) -> u64 {
         let mut h = self.hasher.build_hasher();
         h.write_u64(table);
         h.write(key);
-        h.finish() as usize
+        h.finish()
     }
 
-    /// The entry of `(table, key)` in `slots`, if any.
-    fn find<'o>(&'o self, slots: &'o Slots, table: u64, key: &[u8]) -> Option<&'o Entry> {
+    /// The entry of `(table, key)` in `slots`, or the index of the empty slot where it would
+    /// go.
+    #[inline]
+    fn find(
+        &self,
+        slots: &Slots,
+        hash: u64,
+        table: u64,
+        key: &[u8],
+    ) -> std::result::Result<*const Entry, usize> {
         let mask = slots.slots.len() - 1;
-        let mut i = self.hash(table, key) & mask;
+        let mut i = hash as usize & mask;
         loop {
-            let p = slots.slots[i].load(Ordering::Acquire);
+            let slot = &slots.slots[i];
+            let p = slot.entry.load(Ordering::Acquire);
             if p.is_null() {
-                return None;
+                return Err(i);
             }
-            // SAFETY: a non-null slot points to an entry boxed in `owned`, alive as long as
-            // `self`, fully written before the release store that published it.
-            let e = unsafe { &*p };
-            if e.table == table && *e.key == *key {
-                return Some(e);
+            // The hash was stored before the entry pointer's release store.
+            if slot.hash.load(Ordering::Relaxed) == hash {
+                // SAFETY: a non-null slot points to an entry in the arena, alive as long as
+                // `self`, fully written before the release store that published it.
+                if unsafe { (*p).table == table && bytes_eq(entry_key(p), key) } {
+                    return Ok(p);
+                }
             }
             i = (i + 1) & mask;
         }
@@ -160,10 +301,11 @@ impl Overlay {
         // SAFETY: the table pointer always names a table boxed in `owned` (retired tables are
         // kept too), published with a release store.
         let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        let Some(entry) = self.find(slots, table, key) else {
+        let Ok(entry) = self.find(slots, self.hash(table, key), table, key) else {
             return Lookup::Absent;
         };
-        match Self::visible(entry, txn) {
+        // SAFETY: as in `find`.
+        match unsafe { Self::visible(entry, txn) } {
             None => Lookup::Absent,
             Some(None) => Lookup::Deleted,
             Some(Some(value)) => Lookup::Value(value),
@@ -185,48 +327,59 @@ impl Overlay {
         // SAFETY: as in `get`.
         let slots = unsafe { &*self.table.load(Ordering::Acquire) };
         slots.slots.iter().filter_map(move |slot| {
-            let p = slot.load(Ordering::Acquire);
+            let p = slot.entry.load(Ordering::Acquire);
             if p.is_null() {
                 return None;
             }
             // SAFETY: as in `find`.
-            let e = unsafe { &*p };
-            Self::visible(e, txn).map(|v| (e.table, &*e.key, v))
+            unsafe { Self::visible(p, txn).map(|v| ((*p).table, entry_key(p), v)) }
         })
     }
 
     /// Every key of `table` with a version visible at snapshot `txn`, in key order, with that
     /// version. Walks the whole hash table: O(overlay) per call.
     pub(crate) fn sorted(&self, table: u64, txn: u64) -> Vec<Visible<'_>> {
-        let mut out: Vec<Visible<'_>> = self
+        let mut records: Vec<SortKey<'_>> = self
             .visible_records(txn)
             .filter(|r| r.0 == table)
-            .map(|(_, k, v)| (k, v))
+            .map(|(t, k, v)| SortKey::new(t, k, v))
             .collect();
-        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        out
+        sort_records(&mut records);
+        records.into_iter().map(|r| (r.key, r.value)).collect()
     }
 
     /// Every record visible at snapshot `txn`, tables' entry counts left out, sorted by table
     /// and key: what a checkpoint applies to the tree.
     pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
-        let mut out = Vec::with_capacity(self.len());
-        out.extend(self.visible_records(txn).filter(|r| r.0 != COUNTS));
-        out.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
-        out
+        let mut records = Vec::with_capacity(self.len());
+        records.extend(
+            self.visible_records(txn)
+                .filter(|r| r.0 != COUNTS)
+                .map(|(t, k, v)| SortKey::new(t, k, v)),
+        );
+        sort_records(&mut records);
+        records
+            .into_iter()
+            .map(|r| (r.table, r.key, r.value))
+            .collect()
     }
 
     /// The version of entry `e` visible at `txn`: `Some(None)` for a deletion, `None` if none.
-    fn visible(e: &Entry, txn: u64) -> Option<Option<&[u8]>> {
-        let mut v = e.head.load(Ordering::Acquire) as *const Version;
+    ///
+    /// # Safety
+    /// `e` is an entry of this overlay (as `find` returns), and `'o` no longer than its life.
+    unsafe fn visible<'o>(e: *const Entry, txn: u64) -> Option<Option<&'o [u8]>> {
+        // SAFETY: the caller's.
+        let mut v = unsafe { &(*e).head }.load(Ordering::Acquire) as *const Version;
         while !v.is_null() {
-            // SAFETY: versions are boxed in `owned`, alive as long as the overlay, immutable
-            // once linked (the release store of `head` published them and their `older` links).
-            let version = unsafe { &*v };
-            if version.txn <= txn {
-                return Some(version.value.as_deref());
+            // SAFETY: versions live in the arena as long as the overlay, immutable once
+            // linked (the release store of `head` published them and their `older` links).
+            unsafe {
+                if (*v).txn <= txn {
+                    return Some(version_value(v));
+                }
+                v = (*v).older;
             }
-            v = version.older;
         }
         None
     }
@@ -243,35 +396,26 @@ impl Overlay {
         for (table, key, value) in records {
             // SAFETY: as in `get`; only this writer (holding `owned`) replaces the table.
             let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-            let found = self.find(slots, table, key).map(|e| e as *const Entry);
+            let hash = self.hash(table, key);
+            let found = self.find(slots, hash, table, key);
             let older = match found {
                 // SAFETY: as in `find`.
-                Some(e) => unsafe { &*e }.head.load(Ordering::Acquire) as *const Version,
-                None => ptr::null(),
+                Ok(e) => unsafe { &(*e).head }.load(Ordering::Acquire) as *const Version,
+                Err(_) => ptr::null(),
             };
             debug_assert!(
-                older.is_null() || unsafe { &*older }.txn <= txn,
+                older.is_null() || unsafe { (*older).txn } <= txn,
                 "commits are inserted in order"
             );
-            let version = Box::new(Version {
-                txn,
-                value: value.map(Box::from),
-                older,
-            });
-            let vp = &*version as *const Version as *mut Version;
-            owned.versions.push(version);
+            let vp = new_version(&mut owned.arena, txn, older, value);
             match found {
                 // SAFETY: as in `find`. The release store publishes the version.
-                Some(e) => unsafe { &*e }.head.store(vp, Ordering::Release),
-                None => {
-                    let entry = Box::new(Entry {
-                        table,
-                        key: key.into(),
-                        head: AtomicPtr::new(vp),
-                    });
-                    let ep = &*entry as *const Entry as *mut Entry;
-                    owned.entries.push(entry);
-                    self.place(slots, ep, table, key);
+                Ok(e) => unsafe { &(*e).head }.store(vp, Ordering::Release),
+                Err(at) => {
+                    let ep = new_entry(&mut owned.arena, table, key, vp);
+                    let slot = &slots.slots[at];
+                    slot.hash.store(hash, Ordering::Relaxed);
+                    slot.entry.store(ep, Ordering::Release);
                     let len = self.len.fetch_add(1, Ordering::AcqRel) + 1;
                     if len * 2 > slots.slots.len() {
                         self.grow(&mut owned, slots);
@@ -281,32 +425,72 @@ impl Overlay {
         }
     }
 
-    /// Stores new entry `ep` in the first empty slot of its probe sequence.
-    fn place(&self, slots: &Slots, ep: *mut Entry, table: u64, key: &[u8]) {
-        let mask = slots.slots.len() - 1;
-        let mut i = self.hash(table, key) & mask;
-        while !slots.slots[i].load(Ordering::Acquire).is_null() {
-            i = (i + 1) & mask;
-        }
-        slots.slots[i].store(ep, Ordering::Release);
-    }
-
     /// Replaces the table by one twice as large holding the same entries; readers still on the
     /// old one find every entry published before they loaded it (nothing is removed from it).
     fn grow(&self, owned: &mut Owned, old: &Slots) {
         let bigger = Box::new(Slots::new(old.slots.len() * 2));
+        let mask = bigger.slots.len() - 1;
         for slot in old.slots.iter() {
-            let p = slot.load(Ordering::Acquire);
-            if !p.is_null() {
-                // SAFETY: as in `find`.
-                let e = unsafe { &*p };
-                self.place(&bigger, p, e.table, &e.key);
+            let p = slot.entry.load(Ordering::Acquire);
+            if p.is_null() {
+                continue;
             }
+            let hash = slot.hash.load(Ordering::Relaxed);
+            let mut i = hash as usize & mask;
+            while !bigger.slots[i].entry.load(Ordering::Relaxed).is_null() {
+                i = (i + 1) & mask;
+            }
+            bigger.slots[i].hash.store(hash, Ordering::Relaxed);
+            bigger.slots[i].entry.store(p, Ordering::Relaxed);
         }
         let bp = &*bigger as *const Slots as *mut Slots;
         owned.tables.push(bigger);
+        // Publishes the new table with everything stored in it above.
         self.table.store(bp, Ordering::Release);
     }
+}
+
+/// A version in `arena`: `txn`'s value (or deletion) linked in front of `older`.
+fn new_version(
+    arena: &mut Arena,
+    txn: u64,
+    older: *const Version,
+    value: Option<&[u8]>,
+) -> *mut Version {
+    let bytes = value.map_or(0, |v| v.len());
+    let p = arena.alloc(size_of::<Version>() + bytes) as *mut Version;
+    // SAFETY: `p` is fresh, 8-byte aligned, with room for the header and the value; nothing
+    // else refers to it until it is published.
+    unsafe {
+        p.write(Version {
+            txn,
+            older,
+            value_len: value.map_or(DELETED, |v| v.len() as u32),
+        });
+        if let Some(v) = value {
+            ptr::copy_nonoverlapping(v.as_ptr(), (p as *mut u8).add(size_of::<Version>()), bytes);
+        }
+    }
+    p
+}
+
+/// An entry in `arena` for `(table, key)` whose newest version is `head`.
+fn new_entry(arena: &mut Arena, table: u64, key: &[u8], head: *mut Version) -> *mut Entry {
+    let p = arena.alloc(size_of::<Entry>() + key.len()) as *mut Entry;
+    // SAFETY: as in `new_version`.
+    unsafe {
+        p.write(Entry {
+            table,
+            head: AtomicPtr::new(head),
+            key_len: key.len() as u32,
+        });
+        ptr::copy_nonoverlapping(
+            key.as_ptr(),
+            (p as *mut u8).add(size_of::<Entry>()),
+            key.len(),
+        );
+    }
+    p
 }
 
 #[cfg(test)]

@@ -120,17 +120,17 @@ impl<'db> WriteTxn<'db> {
                     })
             };
             if let Some(o) = overlay.as_deref() {
-                for (table, key, value) in o.all(t.base.txn()) {
-                    t.apply(name(table)?, key, value)?;
+                let all = o.all(t.base.txn());
+                for run in all.chunk_by(|a, b| a.0 == b.0) {
+                    t.merge(name(run[0].0)?, run.len(), |i| (run[i].1, run[i].2))?;
                 }
             }
             let batch = std::mem::take(&mut t.guard.batch);
             let r = (|| {
                 for (table, writes) in batch.tables() {
-                    let name = name(table)?;
-                    for (key, value) in writes {
-                        t.apply(name, key, value.as_deref())?;
-                    }
+                    let records: Vec<_> =
+                        writes.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
+                    t.merge(name(table)?, records.len(), |i| records[i])?;
                 }
                 Ok(())
             })();
@@ -141,28 +141,22 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Writes one record to table `name`'s tree (a transaction that writes pages).
-    fn apply(&mut self, name: &str, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    /// Merges `n` records of table `name`, `record(i)`, ascending by key, into its tree
+    /// (`btree::merge_sorted`).
+    fn merge<'r>(
+        &mut self,
+        name: &str,
+        n: usize,
+        record: impl Fn(usize) -> btree::Record<'r>,
+    ) -> Result<()> {
         self.load_state(name)?;
         let ws = &mut *self.guard;
         let state = ws.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
         let before = state.hdr;
-        match value {
-            Some(v) => {
-                btree::put(
-                    pages,
-                    &mut ws.scratch,
-                    &mut state.hdr,
-                    key,
-                    v,
-                    Some(&mut state.put_hint),
-                )?;
-            }
-            None => {
-                state.put_hint.reset();
-                btree::delete(pages, &mut state.hdr, key)?;
-            }
-        }
+        state.put_hint.reset();
+        state.append_hint = None;
+        btree::merge_sorted(pages, &mut ws.scratch, &mut state.hdr, n, record)?;
         state.dirty |= state.hdr != before;
         Ok(())
     }

@@ -10,8 +10,8 @@ use crate::pager::page::{checksum_ok, init_page, prefetch_write, stamp_page};
 use crate::pager::shift::{cells_crc, CellsCrc};
 use crate::pager::PageSource;
 
-/// Most bytes of new pages a transaction keeps in owned buffers because an append filled them
-/// (`WritePages::new_page_appended`); past this, they live in the mapping like other pages, so
+/// Most bytes of new pages a transaction keeps in owned buffers because an append or a merge
+/// filled them (`WritePages::new_page_appended`, `new_page_filled`); past this, they live in the mapping like other pages, so
 /// a huge load in one transaction does not hold its pages twice in memory.
 const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
 
@@ -19,6 +19,18 @@ const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
 /// when it is allocated: its header and slot array, which the put then edits. The lines arrive
 /// while the path above is updated (more measured slower: they compete with the original's).
 const RESERVE_PREFETCH_LINES: usize = 8;
+
+/// What a new page is for, which decides where it is placed (`WritePages::place`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Placing {
+    /// A node or run the transaction may read and change again: in the mapping, unless new
+    /// space after an append (`WriteMap::appending`).
+    Node,
+    /// The new right page of a sequential load (`new_page_appended`).
+    Appended,
+    /// A node written whole, not read again (`new_page_filled`).
+    Filled,
+}
 
 /// Where a dirty page's bytes are.
 pub(super) enum Place {
@@ -104,21 +116,26 @@ impl WritePages {
     /// otherwise in an owned buffer. Returns the id and whether the bytes are in the mapping.
     /// `appended`: the page is a new node of a sequential load (see `new_page_appended`). A
     /// copied node's derived cell-area CRC is set when it is copied (`copy_reserved`).
-    fn place(&mut self, n: u64, appended: bool) -> Result<(u64, bool)> {
+    fn place(&mut self, n: u64, placing: Placing) -> Result<(u64, bool)> {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
         let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
         // Only reused space can be cold: a page past the base snapshot's end is new space.
         let reused = id < self.base.meta.page_count;
+        let wants_owned = match placing {
+            Placing::Node => !reused && self.wmap.appending,
+            Placing::Appended => !reused,
+            Placing::Filled => true,
+        };
         let owned_new = mapped
             && n == 1
-            && !reused
-            && (appended || self.wmap.appending)
+            && wants_owned
             && self.appended_owned_bytes + bytes <= APPENDED_OWNED_BYTES_MAX;
         let in_map =
             mapped && !owned_new && !(n == 1 && reused && self.wmap.is_cold(id, self.page_bytes));
         if owned_new {
             self.appended_owned_bytes += bytes;
+            self.appended |= placing != Placing::Filled;
         } else if in_map && !reused {
             self.wmap.populate_to((id + n) * self.page_bytes as u64);
         }
@@ -155,7 +172,7 @@ impl WritePages {
 
     /// Allocates a new dirty page of type `kind` with an empty body.
     pub(crate) fn new_page(&mut self, kind: u8) -> Result<u64> {
-        self.new_page_placed(kind, false)
+        self.new_page_placed(kind, Placing::Node)
     }
 
     /// `new_page` for a node a sequential load fills (the new right page of a split at the
@@ -170,11 +187,21 @@ impl WritePages {
     /// are read and copied again soon, which through the mapping costs no page fault (10M
     /// random inserts with every new page owned: 416K -> 394K puts/s).
     pub(crate) fn new_page_appended(&mut self, kind: u8) -> Result<u64> {
-        self.new_page_placed(kind, true)
+        self.new_page_placed(kind, Placing::Appended)
     }
 
-    fn new_page_placed(&mut self, kind: u8, appended: bool) -> Result<u64> {
-        let (id, _) = self.place(1, appended)?;
+    /// `new_page` for a node written whole and not read again by this transaction (a leaf a
+    /// checkpoint's merge fills, `btree::merge_sorted`): kept in an owned buffer, as
+    /// `new_page_appended`, whether the page is new space or reused. Through the mapping,
+    /// every such page took a write fault (reused pages are write-protected by the last sync
+    /// of the file): the pages of a checkpoint of 150,000 records into 1M cost 150-190 ms
+    /// mapped and about 50 ms owned (`experiments/write-path`, `checkpoint`).
+    pub(crate) fn new_page_filled(&mut self, kind: u8) -> Result<u64> {
+        self.new_page_placed(kind, Placing::Filled)
+    }
+
+    fn new_page_placed(&mut self, kind: u8, placing: Placing) -> Result<u64> {
+        let (id, _) = self.place(1, placing)?;
         let txn = self.txn;
         let p = self.page_mut(id)?;
         stamp_page(p, id, txn);
@@ -185,7 +212,7 @@ impl WritePages {
     /// Allocates an overflow run for `value`, copies the value in, and returns its first page.
     pub(crate) fn new_run(&mut self, value: &[u8]) -> Result<u64> {
         let pages = overflow::pages_for(value.len(), self.page_bytes);
-        let (id, _) = self.place(pages, false)?;
+        let (id, _) = self.place(pages, Placing::Node)?;
         let txn = self.txn;
         let buf = self.page_mut(id)?;
         stamp_page(buf, id, txn);
@@ -201,7 +228,7 @@ impl WritePages {
         if self.dirty.contains_key(&id) {
             return Ok(id);
         }
-        let (new_id, _) = self.place(1, false)?;
+        let (new_id, _) = self.place(1, Placing::Node)?;
         self.copy_reserved(id, new_id)?;
         Ok(new_id)
     }
@@ -214,7 +241,7 @@ impl WritePages {
     /// reads or writes the new page; the node must not be dirty (a reference to it names an
     /// earlier commit).
     pub(crate) fn reserve_copy(&mut self) -> Result<u64> {
-        let (id, in_map) = self.place(1, false)?;
+        let (id, in_map) = self.place(1, Placing::Node)?;
         if let Some(p) = self.mapped_page(id).filter(|_| in_map) {
             for line in 0..RESERVE_PREFETCH_LINES {
                 prefetch_write(p, line * 64);

@@ -158,6 +158,8 @@ pub(crate) struct WritePages {
     any_owned: bool,
     /// Bytes of appended pages in owned buffers (see `APPENDED_OWNED_BYTES_MAX`).
     appended_owned_bytes: usize,
+    /// Some of them were a sequential load's (the next transaction is likely one too).
+    appended: bool,
     branch_sealing: BranchSealing,
     shifts: Arc<Shifts>,
     /// The node check debug builds run on every dirty leaf and branch before the commit
@@ -205,6 +207,7 @@ impl WritePages {
             recent_at: 0,
             any_owned: false,
             appended_owned_bytes: 0,
+            appended: false,
             branch_sealing: carry.branch_sealing,
             shifts: carry
                 .shifts
@@ -227,10 +230,15 @@ impl WritePages {
     /// Hands back what the transaction borrowed (after a commit, or via `abort`).
     pub(crate) fn finish(mut self) -> Carry {
         let page_bytes = self.page_bytes;
-        for (_, d) in self.dirty.drain() {
-            if let Place::Owned(buf) = d.place {
-                if buf.len() == page_bytes && self.pool.len() < POOL_PAGES_MAX {
-                    self.pool.push(buf);
+        // Draining even an empty map clears all of its control bytes: after a checkpoint
+        // (tens of thousands of dirty pages) that was a 64 KiB memset in every commit that
+        // wrote no page (a logged one).
+        if !self.dirty.is_empty() {
+            for (_, d) in self.dirty.drain() {
+                if let Place::Owned(buf) = d.place {
+                    if buf.len() == page_bytes && self.pool.len() < POOL_PAGES_MAX {
+                        self.pool.push(buf);
+                    }
                 }
             }
         }
@@ -238,7 +246,7 @@ impl WritePages {
         self.spare.clear();
         self.freed.clear();
         self.ids.clear();
-        self.wmap.appending = self.appended_owned_bytes > 0;
+        self.wmap.appending = self.appended;
         Carry {
             free: self.free,
             pool: self.pool,

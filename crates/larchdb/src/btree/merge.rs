@@ -1,0 +1,319 @@
+//! A sorted batch merged into the tree leaf by leaf: what a checkpoint does with the overlay
+//! (docs/design/write-path.md, "The merge").
+//!
+//! For each leaf the batch reaches: one descent, the leaf's cells and the batch's records for
+//! its key range merged into a list, that list packed into as few pages as hold it (the leaf's
+//! copy and new right siblings), and the path above updated once per page. A key-by-key
+//! application copies the leaf once too but pays a descent, a binary search, a slot shift
+//! and, as the leaf fills, a split for every record; the merge pays a cell copy.
+//!
+//! Deletions that would leave a leaf less than a quarter full are applied key by key instead
+//! (`delete` merges underfull leaves with a sibling); so are the records of an empty tree's
+//! first leaf, which `put` creates.
+
+use super::delete::delete;
+use super::node::{compare_keys, leaf_cell_inline_into, leaf_cell_len, leaf_cell_overflow};
+use super::node::{LeafValue, Node};
+use super::put::{descend, propagate, put, Path};
+use super::{edit, node_at, Scratch};
+use crate::error::{Error, Result};
+use crate::layout::node::{slots_at, LEAF_CELL_HEADER_BYTES, SLOT_BYTES};
+use crate::layout::{kind, overflow};
+use crate::limits::inline_cell_bytes_max;
+use crate::pager::{PageRef, PageSource, TableHeader, WritePages};
+use std::cmp::Ordering;
+
+/// A key and its new value, or a deletion (`None`).
+pub(crate) type Record<'r> = (&'r [u8], Option<&'r [u8]>);
+
+/// Where a cell of a merged leaf comes from.
+#[derive(Clone, Copy)]
+enum Part {
+    /// Cell `i` of the leaf as it was.
+    Old(usize),
+    /// Record `i` of the batch (a new or replacing value).
+    New(usize),
+}
+
+/// What the merge keeps between leaves, so that a leaf allocates nothing once the buffers
+/// have grown: the leaf as it was, the batch's new cells, the merged list and page breaks.
+#[derive(Default)]
+pub(crate) struct MergeScratch {
+    old: Vec<u8>,
+    cells: Vec<u8>,
+    /// (start, end) of each new cell in `cells`, in the order of `Part::New` in `parts`.
+    spans: Vec<(usize, usize)>,
+    parts: Vec<Part>,
+    /// The first part of each page after the first.
+    breaks: Vec<usize>,
+    hi: Vec<u8>,
+}
+
+/// Applies `n` records, `record(i)` for `i` in `0..n`, in strictly ascending key order, to the
+/// table whose header is `hdr` (its entry count kept). Requires: key and value lengths within
+/// the limits (the records were checked when they were first written).
+pub(crate) fn merge_sorted<'r>(
+    w: &mut WritePages,
+    scratch: &mut Scratch,
+    hdr: &mut TableHeader,
+    n: usize,
+    record: impl Fn(usize) -> Record<'r>,
+) -> Result<()> {
+    let mut i = 0;
+    let mut path = Path::new();
+    while i < n {
+        if hdr.root.is_none() {
+            // `put` builds the first leaf; the merge takes over from the next record.
+            if let (key, Some(value)) = record(i) {
+                put(w, scratch, hdr, key, value, None)?;
+            }
+            i += 1;
+            continue;
+        }
+        path.clear();
+        let (first, _) = record(i);
+        let leaf_ref = descend(w, hdr, Some(first), &mut path)?;
+        // The records this leaf holds: those below the least separator above it that is
+        // greater than its keys (none on the right edge).
+        let m = &mut scratch.merge;
+        m.hi.clear();
+        let mut bounded = false;
+        for (page, ci) in path.iter_up() {
+            let node = Node::parse(w.page(page)?, page)?;
+            if ci < node.n {
+                m.hi.extend_from_slice(node.key(ci)?);
+                bounded = true;
+                break;
+            }
+        }
+        let mut j = i + 1;
+        while j < n && (!bounded || compare_keys(record(j).0, &m.hi) == Ordering::Less) {
+            j += 1;
+        }
+        merge_leaf(w, scratch, hdr, &mut path, leaf_ref, i, j, &record)?;
+        i = j;
+    }
+    Ok(())
+}
+
+/// The length of the leaf cell for a new value: inline, or a reference to an overflow run.
+fn new_cell_len(page_bytes: usize, key: &[u8], value: &[u8]) -> usize {
+    let inline = leaf_cell_len(key.len(), value.len() as u32);
+    if inline <= inline_cell_bytes_max(page_bytes as u32) {
+        inline
+    } else {
+        LEAF_CELL_HEADER_BYTES + key.len() + PageRef::BYTES
+    }
+}
+
+/// Merges records `lo..hi` into the leaf `leaf_ref` (reached through `path`), whose key range
+/// holds all of them.
+#[allow(clippy::too_many_arguments)]
+fn merge_leaf<'r>(
+    w: &mut WritePages,
+    scratch: &mut Scratch,
+    hdr: &mut TableHeader,
+    path: &mut Path,
+    leaf_ref: PageRef,
+    lo: usize,
+    hi: usize,
+    record: &impl Fn(usize) -> Record<'r>,
+) -> Result<()> {
+    let page_bytes = w.page_bytes();
+    let capacity = page_bytes - slots_at(true);
+    let m = &mut scratch.merge;
+    m.old.clear();
+    m.old.extend_from_slice(node_at(w, leaf_ref, true)?.p);
+    let old = Node::parse(&m.old, leaf_ref.id)?;
+    // The plan: which cells the leaf ends with, in order, and what they need.
+    m.parts.clear();
+    let (mut oi, mut ri) = (0, lo);
+    let (mut bytes, mut added, mut removed) = (0usize, 0u64, 0u64);
+    let mut freed_runs = false;
+    while oi < old.n || ri < hi {
+        let ord = match (oi < old.n, ri < hi) {
+            (true, true) => compare_keys(old.key(oi)?, record(ri).0),
+            (true, false) => Ordering::Less,
+            _ => Ordering::Greater,
+        };
+        match ord {
+            Ordering::Less => {
+                m.parts.push(Part::Old(oi));
+                bytes += old.cell(oi)?.len() + SLOT_BYTES;
+                oi += 1;
+            }
+            Ordering::Equal | Ordering::Greater => {
+                let (key, value) = record(ri);
+                if ri > lo && compare_keys(record(ri - 1).0, key) != Ordering::Less {
+                    return Err(Error::internal("merge_sorted: records out of order"));
+                }
+                let replaces = ord == Ordering::Equal;
+                if replaces {
+                    freed_runs |= matches!(old.value(oi)?, LeafValue::Overflow { .. });
+                    oi += 1;
+                }
+                match value {
+                    Some(v) => {
+                        m.parts.push(Part::New(ri));
+                        bytes += new_cell_len(page_bytes, key, v) + SLOT_BYTES;
+                        added += u64::from(!replaces);
+                    }
+                    None => removed += u64::from(replaces),
+                }
+                ri += 1;
+            }
+        }
+    }
+    if removed > 0 && bytes < capacity / 4 {
+        // An underfull leaf: `delete` merges it with a sibling.
+        return apply_each(w, scratch, hdr, lo, hi, record);
+    }
+    if m.parts.is_empty() {
+        // Deletions of keys the leaf lacks: nothing changes.
+        return Ok(());
+    }
+    if freed_runs {
+        // Old overflow values replaced or deleted.
+        let mut oi = 0;
+        for ri in lo..hi {
+            let key = record(ri).0;
+            while oi < old.n && compare_keys(old.key(oi)?, key) == Ordering::Less {
+                oi += 1;
+            }
+            if oi < old.n && old.key(oi)? == key {
+                if let LeafValue::Overflow { run, len } = old.value(oi)? {
+                    w.free(run.id, overflow::pages_for(len, page_bytes))?;
+                }
+            }
+        }
+    }
+    // The new cells, values moved to overflow runs where too large.
+    m.cells.clear();
+    m.spans.clear();
+    for part in &m.parts {
+        if let Part::New(ri) = *part {
+            let (key, value) = record(ri);
+            let value = value.unwrap_or_default();
+            let start = m.cells.len();
+            if new_cell_len(page_bytes, key, value) == leaf_cell_len(key.len(), value.len() as u32)
+            {
+                leaf_cell_inline_into(key, value, &mut m.cells);
+            } else {
+                let run = w.new_run(value)?;
+                m.cells.extend_from_slice(&leaf_cell_overflow(
+                    key,
+                    value.len(),
+                    PageRef::new(run, w.txn),
+                ));
+            }
+            m.spans.push((start, m.cells.len()));
+        }
+    }
+    // Page breaks: as many pages as the bytes need, filled evenly; a cell that would overrun
+    // its page starts the next one.
+    let pages = bytes.div_ceil(capacity).max(1);
+    let target = bytes.div_ceil(pages);
+    m.breaks.clear();
+    let mut acc = 0;
+    let mut spans = m.spans.iter();
+    for (k, part) in m.parts.iter().enumerate() {
+        let size = match *part {
+            Part::Old(i) => old.cell(i)?.len(),
+            Part::New(_) => {
+                let (s, e) = spans.next().copied().unwrap_or_default();
+                e - s
+            }
+        } + SLOT_BYTES;
+        if acc > 0 && (acc >= target || acc + size > capacity) {
+            m.breaks.push(k);
+            acc = 0;
+        }
+        acc += size;
+    }
+    // The cells as slices, in order.
+    let mut spans = m.spans.iter();
+    let mut cells: Vec<&[u8]> = Vec::with_capacity(m.parts.len());
+    for part in &m.parts {
+        cells.push(match *part {
+            Part::Old(i) => old.cell(i)?,
+            Part::New(_) => {
+                let (s, e) = spans.next().copied().unwrap_or_default();
+                &m.cells[s..e]
+            }
+        });
+    }
+    // The pages: the leaf's own (a copy unless dirty already), then new right siblings.
+    let leaf_id = leaf_ref.id;
+    let first = if leaf_ref.txn == w.txn && w.is_dirty(leaf_id) {
+        leaf_id
+    } else {
+        let id = w.new_page_filled(kind::LEAF)?;
+        w.free(leaf_id, 1)?;
+        id
+    };
+    let mut ids = Vec::with_capacity(m.breaks.len() + 1);
+    ids.push(first);
+    for _ in &m.breaks {
+        ids.push(w.new_page_filled(kind::LEAF)?);
+    }
+    for (p, &id) in ids.iter().enumerate() {
+        let start = if p == 0 { 0 } else { m.breaks[p - 1] };
+        let end = m.breaks.get(p).copied().unwrap_or(cells.len());
+        let page = w.page_mut(id)?;
+        edit::reset(page, kind::LEAF);
+        edit::fill(page, &cells[start..end])?;
+    }
+    let seps: Vec<Vec<u8>> = m
+        .breaks
+        .iter()
+        .map(|&k| super::node::cell_key(cells[k], true).to_vec())
+        .collect();
+    drop(cells);
+    hdr.entries = hdr.entries.wrapping_add(added).wrapping_sub(removed);
+    // The path above: pointed at the first page, then each sibling's separator inserted next
+    // to the page before it (found by a descent, since inserting may split branches).
+    let split = seps.first().map(|s| (s.clone(), ids[1]));
+    propagate(w, &mut scratch.split_copy, hdr, path, leaf_id, first, split)?;
+    for p in 1..seps.len() {
+        path.clear();
+        let left = descend(w, hdr, Some(&seps[p]), path)?;
+        if left.id != ids[p] {
+            return Err(Error::internal(format!(
+                "merge: separator {p} leads to page {}, not {}",
+                left.id, ids[p]
+            )));
+        }
+        propagate(
+            w,
+            &mut scratch.split_copy,
+            hdr,
+            path,
+            ids[p],
+            ids[p],
+            Some((seps[p].clone(), ids[p + 1])),
+        )?;
+    }
+    Ok(())
+}
+
+/// Records `lo..hi` applied one at a time.
+fn apply_each<'r>(
+    w: &mut WritePages,
+    scratch: &mut Scratch,
+    hdr: &mut TableHeader,
+    lo: usize,
+    hi: usize,
+    record: &impl Fn(usize) -> Record<'r>,
+) -> Result<()> {
+    for ri in lo..hi {
+        match record(ri) {
+            (key, Some(value)) => {
+                put(w, scratch, hdr, key, value, None)?;
+            }
+            (key, None) => {
+                delete(w, hdr, key)?;
+            }
+        }
+    }
+    Ok(())
+}

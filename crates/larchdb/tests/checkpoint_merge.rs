@@ -1,0 +1,135 @@
+//! A checkpoint merges the overlay into the tree leaf by leaf (`btree::merge_sorted`): batches
+//! of every shape (a few keys spread over many leaves, dense runs that fill many new pages in
+//! one leaf's place, appends past the right edge, deletions that empty leaves, large values
+//! moved to and from overflow runs, keys of many lengths) into trees of every shape (empty, one
+//! leaf, several levels), against a `BTreeMap`, with `verify_all()` and a reopen after each
+//! checkpoint.
+
+use larchdb::{Database, Durability, Options};
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn options() -> Options {
+    let mut o = Options::default().log(true);
+    o.log_segment_bytes = 1 << 20;
+    o.log_segments = 4;
+    // Checkpoints only when the test asks.
+    o.checkpoint_bytes = 3 << 20;
+    o
+}
+
+fn key(rng: &mut impl Rng, i: u64) -> Vec<u8> {
+    // Most keys alike in length; some short, some long, so that leaves hold different counts.
+    match rng.gen_range(0..10) {
+        0 => format!("{i}").into_bytes(),
+        1 => format!("{i:08}-{}", "x".repeat(rng.gen_range(0..200))).into_bytes(),
+        _ => format!("{i:08}").into_bytes(),
+    }
+}
+
+fn value(rng: &mut impl Rng, i: u64) -> Vec<u8> {
+    let len = match rng.gen_range(0..50) {
+        0 => rng.gen_range(2_000..12_000),
+        1 => 0,
+        _ => rng.gen_range(1..150),
+    };
+    (0..len).map(|b| (b as u64 ^ i) as u8).collect()
+}
+
+fn check(db: &Database, model: &Model, what: &str) {
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(t.len(), model.len() as u64, "{what}: len");
+    let got: Vec<(Vec<u8>, Vec<u8>)> = t
+        .iter()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+    assert!(got == want, "{what}: contents differ");
+}
+
+#[test]
+fn checkpoints_merge_batches_of_every_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let mut db = Database::open(&path, options()).unwrap();
+    let mut model = Model::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    {
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        w.commit().unwrap();
+    }
+    for round in 0..40u64 {
+        // Several commits of one shape, then a checkpoint.
+        let shape = round % 5;
+        for _ in 0..rng.gen_range(1..8) {
+            let mut w = db.begin_write().unwrap();
+            {
+                let mut t = w.table("t").unwrap();
+                let n = rng.gen_range(1..300u64);
+                for j in 0..n {
+                    let i = match shape {
+                        // Spread over the whole key space.
+                        0 => rng.gen_range(0..100_000),
+                        // A dense run: many new keys in one leaf's range.
+                        1 => 50_000 + round * 7 + j,
+                        // Past the right edge.
+                        2 => 1_000_000 + round * 1_000 + j,
+                        // Before the left edge.
+                        3 => rng.gen_range(0..50),
+                        _ => rng.gen_range(40_000..60_000),
+                    };
+                    if shape == 4 && rng.gen_bool(0.7) {
+                        // Deletions, most of them of present keys: leaves empty out.
+                        let k = match model.range(key(&mut rng, i)..).next() {
+                            Some((k, _)) => k.clone(),
+                            None => continue,
+                        };
+                        let present = t.delete(&k).unwrap();
+                        assert!(present);
+                        model.remove(&k);
+                    } else {
+                        let k = key(&mut rng, i);
+                        let v = value(&mut rng, i);
+                        let replaced = t.put(&k, &v).unwrap();
+                        assert_eq!(replaced, model.insert(k, v).is_some());
+                    }
+                }
+            }
+            w.commit_with(Durability::None).unwrap();
+        }
+        check(
+            &db,
+            &model,
+            &format!("round {round}, before the checkpoint"),
+        );
+        db.checkpoint().unwrap();
+        check(&db, &model, &format!("round {round}, after the checkpoint"));
+        db.verify_all().unwrap();
+        if round % 8 == 7 {
+            drop(db);
+            db = Database::open(&path, options()).unwrap();
+            check(&db, &model, &format!("round {round}, reopened"));
+        }
+    }
+    // Everything deleted, then merged: the tree empties through the merge's deletions.
+    let keys: Vec<Vec<u8>> = model.keys().cloned().collect();
+    for chunk in keys.chunks(500) {
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for k in chunk {
+                assert!(t.delete(k).unwrap());
+                model.remove(k);
+            }
+        }
+        w.commit_with(Durability::None).unwrap();
+    }
+    db.checkpoint().unwrap();
+    check(&db, &model, "all deleted");
+    db.verify_all().unwrap();
+}
