@@ -122,7 +122,7 @@ impl Database {
             if !WriteTxn::checkpoint_due(&self.shared, &guard) {
                 return WriteTxn::new(&self.shared, guard);
             }
-            WriteTxn::new(&self.shared, guard)?.checkpoint()?;
+            WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::None)?;
         }
     }
 
@@ -130,7 +130,7 @@ impl Database {
     /// reused: a checkpoint (`Options::log`). Without a log, the same as [`Database::sync`].
     pub fn checkpoint(&self) -> Result<()> {
         let guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-        WriteTxn::new(&self.shared, guard)?.checkpoint()
+        WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
     }
 
     /// Starts the write transaction, or fails with [`Error::WriteBusy`] if another is in

@@ -113,6 +113,10 @@ pub(crate) fn commit(
         Ok(m) => m,
         Err(e) => return Err(fail_commit(guard, pages, e, false)),
     };
+    // The meta slot about to be written may be the one a checkpoint still settling holds.
+    if let Err(e) = settle(shared, guard) {
+        return Err(fail_commit(guard, pages, e, true));
+    }
     let meta = seal_meta(shared, guard, &pages, meta, durability);
     let slot = 1 - guard.durable_slot;
     // Invariant 3 (ARCHITECTURE.md): never the slot of the last durable commit.
@@ -148,9 +152,15 @@ pub(crate) fn commit(
         guard.last_durable_txn = meta.txn;
     }
     if let Some(log) = shared.log.as_ref() {
-        // Everything in the log before the checkpoint's position is in the tree now.
-        log.release_to(meta.log_position);
+        // Everything in the log before the checkpoint's position is in the tree now; the log
+        // is released up to it once the checkpoint is durable (a power loss returns to the
+        // last durable one, and replays the log from its position).
         guard.checkpoint_position = meta.log_position;
+        if sync {
+            log.release_to(meta.log_position);
+        } else {
+            guard.settling = Some(Settling::start(shared, meta, slot));
+        }
     }
     let mut carry = pages.finish();
 
@@ -192,11 +202,10 @@ fn seal_meta(
         .options
         .pinned_bytes_max
         .max(meta.page_count * page_bytes / 4);
-    // A handle that writes the log syncs every commit that writes pages: it is a checkpoint,
-    // and the log before it is released only once the checkpoint is durable.
+    // A handle that writes the log makes a checkpoint durable later, on a thread of its own
+    // (`Settling`), and always before the next one: the pages it pins are bounded by then.
     let sync = durability == Durability::Immediate
-        || pinned_bytes > pinned_bytes_max
-        || shared.log.is_some();
+        || (pinned_bytes > pinned_bytes_max && shared.log.is_none());
     meta.durable = sync;
     if let Some(log) = shared.log.as_ref() {
         meta.log = true;
@@ -251,4 +260,108 @@ fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: boo
         guard.poisoned = true;
     }
     e
+}
+
+/// A checkpoint written without a sync (`Durability::None`; the automatic checkpoints of a
+/// handle that writes the log), being made durable: a thread syncs the file while the writer
+/// goes on with logged commits, which do not touch the file. `settle` completes it before
+/// the next commit that writes pages (whose meta page goes to the slot this one holds), and
+/// as soon as the sync is done at the start of any write transaction.
+///
+/// Until then, the last durable checkpoint stays the one a power loss returns to: the log is
+/// kept from its position, and the pages it reaches are not reused (`last_durable_txn`).
+/// A process crash meanwhile keeps the new checkpoint (its meta page is trusted in the same
+/// boot, durability.md), and the next open makes it durable before appending (`make_durable`).
+pub(crate) struct Settling {
+    meta: Meta,
+    slot: u64,
+    sync: Option<std::thread::JoinHandle<std::io::Result<()>>>,
+    /// The sync's result when it ran in the writer's thread (no thread could be started).
+    done: Option<std::io::Result<()>>,
+}
+
+impl Settling {
+    fn start(shared: &Shared, meta: Meta, slot: u64) -> Settling {
+        let storage = shared.storage.clone();
+        let spawned = std::thread::Builder::new()
+            .name("larch-checkpoint-sync".into())
+            .spawn(move || storage.sync());
+        let (sync, done) = match spawned {
+            Ok(handle) => (Some(handle), None),
+            Err(_) => (None, Some(shared.storage.sync())),
+        };
+        Settling {
+            meta,
+            slot,
+            sync,
+            done,
+        }
+    }
+
+    /// Whether the sync has finished (settling then waits for nothing).
+    pub(crate) fn synced(&self) -> bool {
+        self.sync.as_ref().is_none_or(|h| h.is_finished())
+    }
+
+    fn wait(&mut self) -> std::io::Result<()> {
+        match self.sync.take() {
+            Some(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("the sync thread panicked"))),
+            None => self
+                .done
+                .take()
+                .unwrap_or_else(|| Err(std::io::Error::other("the sync was collected twice"))),
+        }
+    }
+}
+
+impl Drop for Settling {
+    fn drop(&mut self) {
+        // A handle closed meanwhile: the sync finishes before the file is released (its
+        // result does not matter, the checkpoint's meta page says it was not synced).
+        if let Some(h) = self.sync.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Completes the checkpoint `guard.settling` names, if any: waits for its sync, writes its
+/// meta page again as durable and syncs that, then releases the log before it. A failure
+/// poisons the handle (fail-stop, as every failed sync).
+pub(crate) fn settle(shared: &Shared, guard: &mut WriterState) -> Result<()> {
+    let Some(mut s) = guard.settling.take() else {
+        return Ok(());
+    };
+    let synced = s.wait().map_err(Error::from);
+    let meta = synced.and_then(|()| make_durable(&*shared.storage, s.meta, s.slot));
+    let meta = match meta {
+        Ok(m) => m,
+        Err(e) => {
+            guard.poisoned = true;
+            return Err(e);
+        }
+    };
+    guard.durable_slot = s.slot;
+    guard.last_durable_txn = meta.txn;
+    if let Some(log) = shared.log.as_ref() {
+        log.release_to(meta.log_position);
+    }
+    Ok(())
+}
+
+/// Writes `meta`, whose pages are synced (or about to be, by the first sync here), again in
+/// `slot` as a durable commit, and syncs it. Returns the durable meta.
+pub(crate) fn make_durable(
+    storage: &dyn crate::storage::Storage,
+    meta: Meta,
+    slot: u64,
+) -> Result<Meta> {
+    storage.sync()?;
+    let mut meta = meta;
+    meta.durable = true;
+    meta.last_durable_txn = meta.txn;
+    storage.write_at(&meta.encode(slot), slot * meta.page_bytes as u64)?;
+    storage.sync()?;
+    Ok(meta)
 }

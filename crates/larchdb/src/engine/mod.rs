@@ -58,6 +58,9 @@ pub(crate) struct WriterState {
     pub(crate) record: Vec<u8>,
     /// The log position of the last checkpoint: the log since is replayed at open.
     pub(crate) checkpoint_position: u64,
+    /// A checkpoint written without a sync, whose sync runs on a thread of its own
+    /// (`commit::settle`).
+    pub(crate) settling: Option<commit::Settling>,
 }
 
 /// Everything a handle and its transactions share. One per `Database`, behind an `Arc`

@@ -5,6 +5,7 @@
 
 use super::batch;
 use super::catalog::{self, CatalogCache, TableStates};
+use super::commit;
 use super::log::{GroupLog, Log, Record};
 use super::overlay::{Lookup, Overlay, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
@@ -113,7 +114,14 @@ impl Shared {
             create(&*storage, options.page_bytes, boot_id)?;
         }
         let file_bytes = storage.len()?;
-        let Chosen { meta, slot } = choose_start(&*storage, file_bytes, boot_id, &options, &lock)?;
+        let Chosen { mut meta, slot } =
+            choose_start(&*storage, file_bytes, boot_id, &options, &lock)?;
+        if meta.log && !meta.durable && !options.read_only {
+            // A checkpoint not yet synced (trusted because the machine did not restart): the
+            // log before it must stay until it is durable, and a writing handle is about to
+            // reuse that space. Made durable first, as `commit::settle` would have.
+            meta = commit::make_durable(&*storage, meta, slot)?;
+        }
         let access = Arc::new(Access::for_pages(
             &storage,
             meta.page_count * meta.page_bytes as u64,
@@ -152,6 +160,7 @@ impl Shared {
             batch: Default::default(),
             record: Vec::new(),
             checkpoint_position: log.as_ref().map_or(0, |l| l.end()),
+            settling: None,
         };
         let tree = Published::new(snap);
         let current = replay(&tree, records)?;

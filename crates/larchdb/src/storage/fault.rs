@@ -63,6 +63,8 @@ struct State {
     boot: u64,
     /// Set by a crash: the old handle no longer reaches the disk.
     dead: bool,
+    /// How long each sync takes (a slow disk), spent before it takes effect.
+    sync_delay: Option<std::time::Duration>,
 }
 
 /// In-memory storage with fault injection. Clones share the same state, so a test keeps one
@@ -95,6 +97,7 @@ impl FaultStorage {
                 space_bytes_max: None,
                 boot,
                 dead: false,
+                sync_delay: None,
             })),
         }
     }
@@ -121,6 +124,13 @@ impl FaultStorage {
     /// Removes any planned failure.
     pub fn clear_faults(&self) {
         self.lock().fail = None;
+    }
+
+    /// Makes every sync take `delay` before it takes effect (without holding up other
+    /// operations meanwhile), as a disk with much to write does: what runs beside a sync
+    /// (the engine syncs a checkpoint on a thread of its own) gets time to run.
+    pub fn set_sync_delay(&self, delay: Option<std::time::Duration>) {
+        self.lock().sync_delay = delay;
     }
 
     /// Caps the storage's length; a write or `set_len` past it fails with ENOSPC.
@@ -261,6 +271,10 @@ impl Storage for FaultStorage {
     }
 
     fn sync(&self) -> io::Result<()> {
+        let delay = self.lock().sync_delay;
+        if let Some(d) = delay {
+            std::thread::sleep(d);
+        }
         let mut s = self.lock();
         Self::attempt(&mut s)?;
         let ops = std::mem::take(&mut s.unsynced);

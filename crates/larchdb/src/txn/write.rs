@@ -2,7 +2,7 @@
 
 use crate::btree;
 use crate::engine::catalog::{self, check_name};
-use crate::engine::commit::{commit, commit_logged};
+use crate::engine::commit::{commit, commit_logged, settle};
 use crate::engine::readers::Published;
 use crate::engine::{Shared, WriterState};
 use crate::error::{Error, Result};
@@ -34,6 +34,8 @@ pub struct WriteTxn<'db> {
     logged: bool,
     /// The base's overlay was applied to the pages (`switch_to_pages`).
     applied: bool,
+    /// Made by `checkpoint`: it writes only what the log holds already.
+    checkpoint_only: bool,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -46,6 +48,11 @@ impl<'db> WriteTxn<'db> {
         }
         if guard.poisoned {
             return Err(Error::Poisoned);
+        }
+        if guard.settling.as_ref().is_some_and(|s| s.synced()) {
+            // The last checkpoint's sync is done: it becomes the durable one, so that the
+            // pages the one before reaches can be reused below.
+            settle(shared, &mut guard)?;
         }
         let (published, oldest) = shared.writer_base();
         let base = published.snap.clone();
@@ -76,6 +83,7 @@ impl<'db> WriteTxn<'db> {
             base: published,
             logged,
             applied: false,
+            checkpoint_only: false,
         };
         if !logged && w.base.overlay.is_some() {
             // Records replayed from the log by a handle that does not write it: this
@@ -378,11 +386,13 @@ impl<'db> WriteTxn<'db> {
         self.commit_forced(durability, false)
     }
 
-    /// Commits as a checkpoint: everything in the overlay and this transaction's writes go to
-    /// the tree, durably, and the log before it may be reused.
-    pub(crate) fn checkpoint(mut self) -> Result<()> {
+    /// Makes this transaction a checkpoint and commits it: `Durability::None` for the
+    /// checkpoints the log's growth calls for (made durable on a thread of their own,
+    /// `commit::Settling`), `Immediate` for `Database::checkpoint()`.
+    pub(crate) fn checkpoint(mut self, durability: Durability) -> Result<()> {
+        self.checkpoint_only = self.guard.batch.is_empty();
         self.switch_to_pages()?;
-        self.commit_forced(Durability::Immediate, true)
+        self.commit_forced(durability, true)
     }
 
     /// Aborts: nothing this transaction did becomes visible. Same as dropping it.
@@ -410,9 +420,17 @@ impl<'db> WriteTxn<'db> {
             // The changed tables' counts were kept for the overlay; the tree's are rebuilt.
             self.switch_to_pages()?;
         }
-        // A commit that applies records of the log must be durable before anything relies on
-        // it: a power loss would otherwise return to a commit whose log may be gone.
-        let durability = if self.base.overlay.is_some() {
+        // A handle that does not write the log, applying records replayed from it, commits
+        // them durably: it does not keep the log they came from. A handle that writes it
+        // commits durably every transaction that writes pages with changes the log does not
+        // hold (a table created or deleted, properties, a batch too large for the log or one
+        // that found it full): a later durable commit through the log must not be replayed,
+        // after a power loss, on top of a tree without them. Only a checkpoint, which writes
+        // what the log holds, may wait for its sync (`commit::Settling`): replaying the log
+        // from the last durable checkpoint redoes it.
+        let log = self.shared.log.is_some();
+        let durability = if (self.base.overlay.is_some() && !log) || (log && !self.checkpoint_only)
+        {
             Durability::Immediate
         } else {
             durability
