@@ -89,6 +89,28 @@ fn read_state(db: &Database) -> State {
     state
 }
 
+/// Checks a database reopened after a power loss: `verify_all` is clean, and it holds the
+/// state after some commit from the last durable acknowledged one (`durable`) up to the one
+/// that was in flight, as both the dry run (`states`) and this run (`attempted`) made it.
+fn recovered_a_durable_prefix(
+    db: &Database,
+    states: &[State],
+    attempted: &[State],
+    acked: usize,
+    durable: usize,
+    what: &str,
+) {
+    let report = db.verify_all().unwrap();
+    assert!(report.is_clean(), "{what}: verify: {:?}", report.problems);
+    let found = read_state(db);
+    let last = attempted.len() - 1;
+    let matching = (durable..=last).find(|&j| states[j] == found && attempted[j] == found);
+    assert!(
+        matching.is_some(),
+        "{what}: state matches no commit in {durable}..={last} (acked {acked})"
+    );
+}
+
 #[test]
 fn power_loss_at_any_io_operation_keeps_a_durable_prefix() {
     power_loss_run(false);
@@ -126,17 +148,7 @@ fn power_loss_run(hold_reader: bool) {
         let s = s.crash(CrashMode::KeepRandom { seed: k });
         let db = Database::open_storage(Arc::new(s), Options::default())
             .unwrap_or_else(|e| panic!("k={k}: reopen failed: {e}"));
-        let report = db.verify_all().unwrap();
-        assert!(report.is_clean(), "k={k}: verify: {:?}", report.problems);
-        let found = read_state(&db);
-        // The state after some commit from the last durable acknowledged one up to the one
-        // that was in flight.
-        let last = attempted.len() - 1;
-        let matching = (durable..=last).find(|&j| states[j] == found && attempted[j] == found);
-        assert!(
-            matching.is_some(),
-            "k={k}: state matches no commit in {durable}..={last} (acked {acked})"
-        );
+        recovered_a_durable_prefix(&db, &states, &attempted, acked, durable, &format!("k={k}"));
         checked += 1;
     }
     assert!(checked >= points.len());
@@ -210,15 +222,7 @@ fn power_loss_with_a_log_keeps_a_durable_prefix() {
             let log = log.crash(CrashMode::KeepRandom { seed: k ^ 0x5eed });
             let db =
                 open_with_log(&data, &log).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
-            let report = db.verify_all().unwrap();
-            assert!(report.is_clean(), "{what}: verify: {:?}", report.problems);
-            let found = read_state(&db);
-            let last = attempted.len() - 1;
-            let matching = (durable..=last).find(|&j| states[j] == found && attempted[j] == found);
-            assert!(
-                matching.is_some(),
-                "{what}: state matches no commit in {durable}..={last} (acked {acked})"
-            );
+            recovered_a_durable_prefix(&db, &states, &attempted, acked, durable, &what);
             checked += 1;
         }
     }

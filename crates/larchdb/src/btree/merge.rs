@@ -12,14 +12,12 @@
 //! first leaf, which `put` creates.
 
 use super::delete::delete;
-use super::node::{compare_keys, leaf_cell_inline_into, leaf_cell_len, leaf_cell_overflow};
-use super::node::{LeafValue, Node};
-use super::put::{descend, propagate, put, Path};
+use super::node::{cell_key, compare_keys, LeafValue, Node};
+use super::put::{cell_bytes, descend, propagate, push_cell, put, Path};
 use super::{edit, node_at, Scratch};
 use crate::error::{Error, Result};
-use crate::layout::node::{slots_at, LEAF_CELL_HEADER_BYTES, SLOT_BYTES};
+use crate::layout::node::{slots_at, SLOT_BYTES};
 use crate::layout::{kind, overflow};
-use crate::limits::inline_cell_bytes_max;
 use crate::pager::{PageRef, PageSource, TableHeader, WritePages};
 use std::cmp::Ordering;
 
@@ -44,6 +42,8 @@ pub(crate) struct MergeScratch {
     /// (start, end) of each new cell in `cells`, in the order of `Part::New` in `parts`.
     spans: Vec<(usize, usize)>,
     parts: Vec<Part>,
+    /// Overflow runs (first page, pages) of the old values replaced or deleted.
+    runs: Vec<(u64, u64)>,
     /// The first part of each page after the first.
     breaks: Vec<usize>,
     hi: Vec<u8>,
@@ -96,16 +96,6 @@ pub(crate) fn merge_sorted<'r>(
     Ok(())
 }
 
-/// The length of the leaf cell for a new value: inline, or a reference to an overflow run.
-fn new_cell_len(page_bytes: usize, key: &[u8], value: &[u8]) -> usize {
-    let inline = leaf_cell_len(key.len(), value.len() as u32);
-    if inline <= inline_cell_bytes_max(page_bytes as u32) {
-        inline
-    } else {
-        LEAF_CELL_HEADER_BYTES + key.len() + PageRef::BYTES
-    }
-}
-
 /// Merges records `lo..hi` into the leaf `leaf_ref` (reached through `path`), whose key range
 /// holds all of them.
 #[allow(clippy::too_many_arguments)]
@@ -127,9 +117,9 @@ fn merge_leaf<'r>(
     let old = Node::parse(&m.old, leaf_ref.id)?;
     // The plan: which cells the leaf ends with, in order, and what they need.
     m.parts.clear();
+    m.runs.clear();
     let (mut oi, mut ri) = (0, lo);
     let (mut bytes, mut added, mut removed) = (0usize, 0u64, 0u64);
-    let mut freed_runs = false;
     while oi < old.n || ri < hi {
         let ord = match (oi < old.n, ri < hi) {
             (true, true) => compare_keys(old.key(oi)?, record(ri).0),
@@ -149,13 +139,15 @@ fn merge_leaf<'r>(
                 }
                 let replaces = ord == Ordering::Equal;
                 if replaces {
-                    freed_runs |= matches!(old.value(oi)?, LeafValue::Overflow { .. });
+                    if let LeafValue::Overflow { run, len } = old.value(oi)? {
+                        m.runs.push((run.id, overflow::pages_for(len, page_bytes)));
+                    }
                     oi += 1;
                 }
                 match value {
                     Some(v) => {
                         m.parts.push(Part::New(ri));
-                        bytes += new_cell_len(page_bytes, key, v) + SLOT_BYTES;
+                        bytes += cell_bytes(page_bytes, key, v) + SLOT_BYTES;
                         added += u64::from(!replaces);
                     }
                     None => removed += u64::from(replaces),
@@ -172,65 +164,21 @@ fn merge_leaf<'r>(
         // Deletions of keys the leaf lacks: nothing changes.
         return Ok(());
     }
-    if freed_runs {
-        // Old overflow values replaced or deleted.
-        let mut oi = 0;
-        for ri in lo..hi {
-            let key = record(ri).0;
-            while oi < old.n && compare_keys(old.key(oi)?, key) == Ordering::Less {
-                oi += 1;
-            }
-            if oi < old.n && old.key(oi)? == key {
-                if let LeafValue::Overflow { run, len } = old.value(oi)? {
-                    w.free(run.id, overflow::pages_for(len, page_bytes))?;
-                }
-            }
-        }
+    for &(page, pages) in &m.runs {
+        w.free(page, pages)?;
     }
-    // The new cells, values moved to overflow runs where too large.
+    // The new cells, values moved to overflow runs where too large, then all of them as
+    // slices, in order.
     m.cells.clear();
     m.spans.clear();
     for part in &m.parts {
         if let Part::New(ri) = *part {
             let (key, value) = record(ri);
-            let value = value.unwrap_or_default();
             let start = m.cells.len();
-            if new_cell_len(page_bytes, key, value) == leaf_cell_len(key.len(), value.len() as u32)
-            {
-                leaf_cell_inline_into(key, value, &mut m.cells);
-            } else {
-                let run = w.new_run(value)?;
-                m.cells.extend_from_slice(&leaf_cell_overflow(
-                    key,
-                    value.len(),
-                    PageRef::new(run, w.txn),
-                ));
-            }
+            push_cell(w, key, value.unwrap_or_default(), &mut m.cells)?;
             m.spans.push((start, m.cells.len()));
         }
     }
-    // Page breaks: as many pages as the bytes need, filled evenly; a cell that would overrun
-    // its page starts the next one.
-    let pages = bytes.div_ceil(capacity).max(1);
-    let target = bytes.div_ceil(pages);
-    m.breaks.clear();
-    let mut acc = 0;
-    let mut spans = m.spans.iter();
-    for (k, part) in m.parts.iter().enumerate() {
-        let size = match *part {
-            Part::Old(i) => old.cell(i)?.len(),
-            Part::New(_) => {
-                let (s, e) = spans.next().copied().unwrap_or_default();
-                e - s
-            }
-        } + SLOT_BYTES;
-        if acc > 0 && (acc >= target || acc + size > capacity) {
-            m.breaks.push(k);
-            acc = 0;
-        }
-        acc += size;
-    }
-    // The cells as slices, in order.
     let mut spans = m.spans.iter();
     let mut cells: Vec<&[u8]> = Vec::with_capacity(m.parts.len());
     for part in &m.parts {
@@ -241,6 +189,20 @@ fn merge_leaf<'r>(
                 &m.cells[s..e]
             }
         });
+    }
+    // Page breaks: as many pages as the bytes need, filled evenly; a cell that would overrun
+    // its page starts the next one.
+    let pages = bytes.div_ceil(capacity).max(1);
+    let target = bytes.div_ceil(pages);
+    m.breaks.clear();
+    let mut acc = 0;
+    for (k, cell) in cells.iter().enumerate() {
+        let size = cell.len() + SLOT_BYTES;
+        if acc > 0 && (acc >= target || acc + size > capacity) {
+            m.breaks.push(k);
+            acc = 0;
+        }
+        acc += size;
     }
     // The pages: the leaf's own (a copy unless dirty already), then new right siblings.
     let leaf_id = leaf_ref.id;
@@ -263,35 +225,25 @@ fn merge_leaf<'r>(
         edit::reset(page, kind::LEAF);
         edit::fill(page, &cells[start..end])?;
     }
-    let seps: Vec<Vec<u8>> = m
-        .breaks
-        .iter()
-        .map(|&k| super::node::cell_key(cells[k], true).to_vec())
-        .collect();
+    let mut seps = m.breaks.iter().map(|&k| cell_key(cells[k], true).to_vec());
+    let split = seps.next().map(|s| (s, ids[1]));
+    let seps: Vec<Vec<u8>> = seps.collect();
     drop(cells);
     hdr.entries = hdr.entries.wrapping_add(added).wrapping_sub(removed);
     // The path above: pointed at the first page, then each sibling's separator inserted next
     // to the page before it (found by a descent, since inserting may split branches).
-    let split = seps.first().map(|s| (s.clone(), ids[1]));
     propagate(w, &mut scratch.split_copy, hdr, path, leaf_id, first, split)?;
-    for p in 1..seps.len() {
+    for (sep, p) in seps.into_iter().zip(1..) {
         path.clear();
-        let left = descend(w, hdr, Some(&seps[p]), path)?;
+        let left = descend(w, hdr, Some(&sep), path)?;
         if left.id != ids[p] {
             return Err(Error::internal(format!(
                 "merge: separator {p} leads to page {}, not {}",
                 left.id, ids[p]
             )));
         }
-        propagate(
-            w,
-            &mut scratch.split_copy,
-            hdr,
-            path,
-            ids[p],
-            ids[p],
-            Some((seps[p].clone(), ids[p + 1])),
-        )?;
+        let split = Some((sep, ids[p + 1]));
+        propagate(w, &mut scratch.split_copy, hdr, path, ids[p], ids[p], split)?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use super::node::{
 };
 use super::{node_at, Scratch};
 use crate::error::{Error, Result};
-use crate::layout::node::slots_at;
+use crate::layout::node::{slots_at, LEAF_CELL_HEADER_BYTES};
 use crate::layout::{kind, overflow};
 use crate::limits::{inline_cell_bytes_max, TREE_DEPTH_MAX};
 use crate::pager::{PageRef, PageSource, TableHeader, WritePages};
@@ -78,12 +78,29 @@ pub(super) fn descend(
     Ok(r)
 }
 
-/// Encodes the leaf cell for `key` and `value` into `out`, moving the value to a new overflow
+/// Whether a leaf cell for `key` and a value of `value_len` bytes keeps the value inline.
+fn stays_inline(page_bytes: usize, key: &[u8], value_len: usize) -> bool {
+    leaf_cell_len(key.len(), value_len as u32) <= inline_cell_bytes_max(page_bytes as u32)
+}
+
+/// The length of the leaf cell `push_cell` makes for `key` and `value`.
+pub(super) fn cell_bytes(page_bytes: usize, key: &[u8], value: &[u8]) -> usize {
+    if stays_inline(page_bytes, key, value.len()) {
+        leaf_cell_len(key.len(), value.len() as u32)
+    } else {
+        LEAF_CELL_HEADER_BYTES + key.len() + PageRef::BYTES
+    }
+}
+
+/// Appends the leaf cell for `key` and `value` to `out`, moving the value to a new overflow
 /// run if it is too large to stay inline.
-fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    out.clear();
-    if leaf_cell_len(key.len(), value.len() as u32) <= inline_cell_bytes_max(w.page_bytes() as u32)
-    {
+pub(super) fn push_cell(
+    w: &mut WritePages,
+    key: &[u8],
+    value: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    if stays_inline(w.page_bytes(), key, value.len()) {
         leaf_cell_inline_into(key, value, out);
     } else {
         let run = w.new_run(value)?;
@@ -94,6 +111,12 @@ fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8], out: &mut Vec<u8>) ->
         ));
     }
     Ok(())
+}
+
+/// `push_cell` into an emptied `out`.
+fn make_cell(w: &mut WritePages, key: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    out.clear();
+    push_cell(w, key, value, out)
 }
 
 /// How `put` treats the key's position.

@@ -350,14 +350,13 @@ pub(crate) fn settle(shared: &Shared, guard: &mut WriterState) -> Result<()> {
     Ok(())
 }
 
-/// Writes `meta`, whose pages are synced (or about to be, by the first sync here), again in
-/// `slot` as a durable commit, and syncs it. Returns the durable meta.
+/// Writes `meta`, whose pages are synced, again in `slot` as a durable commit, and syncs it.
+/// Returns the durable meta.
 pub(crate) fn make_durable(
     storage: &dyn crate::storage::Storage,
     meta: Meta,
     slot: u64,
 ) -> Result<Meta> {
-    storage.sync()?;
     let mut meta = meta;
     meta.durable = true;
     meta.last_durable_txn = meta.txn;

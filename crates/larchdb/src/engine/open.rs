@@ -120,6 +120,7 @@ impl Shared {
             // A checkpoint not yet synced (trusted because the machine did not restart): the
             // log before it must stay until it is durable, and a writing handle is about to
             // reuse that space. Made durable first, as `commit::settle` would have.
+            storage.sync()?;
             meta = commit::make_durable(&*storage, meta, slot)?;
         }
         let access = Arc::new(Access::for_pages(

@@ -390,7 +390,9 @@ impl<'db> WriteTxn<'db> {
     /// checkpoints the log's growth calls for (made durable on a thread of their own,
     /// `commit::Settling`), `Immediate` for `Database::checkpoint()`.
     pub(crate) fn checkpoint(mut self, durability: Durability) -> Result<()> {
-        self.checkpoint_only = self.guard.batch.is_empty();
+        // Called on a transaction just begun (`Database::begin_write`, `checkpoint`): it
+        // holds no writes of its own.
+        self.checkpoint_only = true;
         self.switch_to_pages()?;
         self.commit_forced(durability, true)
     }

@@ -58,7 +58,6 @@ fn main() {
             w.commit_with(Durability::None).unwrap();
             let took = t.elapsed();
             if took > Duration::from_millis(10) {
-                if std::env::var_os("SLOW").is_some() { eprintln!("slow {:.1} ms", took.as_secs_f64() * 1e3); }
                 slow.push(took);
             }
         }
