@@ -211,7 +211,7 @@ fn check(db: &Database, model: &Model) {
     assert_eq!(r.list_tables().unwrap(), names);
     for (name, m) in model {
         let tab = r.table(name).unwrap();
-        assert_eq!(tab.len(), m.len() as u64);
+        assert_eq!(tab.len().unwrap(), m.len() as u64);
         let got: Vec<(Vec<u8>, Vec<u8>)> = tab
             .iter()
             .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())

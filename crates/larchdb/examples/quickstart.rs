@@ -47,10 +47,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let r = db.begin_read()?;
     let fruit = r.table("fruit")?;
     assert_eq!(fruit.get(b"banana")?, None);
-    assert_eq!(fruit.len(), 2);
+    assert_eq!(fruit.len()?, 2);
     println!(
         "{} entries after reopening; verify: {:?}",
-        fruit.len(),
+        fruit.len()?,
         db.verify()?.is_clean()
     );
     std::fs::remove_dir_all(&dir)?;

@@ -18,7 +18,7 @@ fn reopen_and_compare(path: &std::path::Path, model: std::collections::BTreeMap<
     db.verify().unwrap();
     let r = db.begin_read().unwrap();
     let t = r.table("t").unwrap();
-    assert_eq!(t.len(), model.len() as u64);
+    assert_eq!(t.len().unwrap(), model.len() as u64);
     let got = collect(t.iter());
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
     assert!(got == want, "contents differ after reopen");
@@ -39,7 +39,7 @@ fn tables_points_scans_and_reopen() {
             for i in (0..5000).rev() {
                 a.put(&key(i), format!("v{i}").as_bytes()).unwrap();
             }
-            assert_eq!(a.len(), 5000);
+            assert_eq!(a.len().unwrap(), 5000);
             assert_eq!(a.get(&key(42)).unwrap(), Some(&b"v42"[..]));
         }
         w.table("b").unwrap().put(b"only", b"one").unwrap();
@@ -51,7 +51,7 @@ fn tables_points_scans_and_reopen() {
             vec!["a".to_string(), "b".to_string()]
         );
         let a = r.table("a").unwrap();
-        assert_eq!(a.len(), 5000);
+        assert_eq!(a.len().unwrap(), 5000);
         assert!(a.depth() >= 2);
         assert_eq!(a.first().unwrap().unwrap().0, key(0).as_slice());
         assert_eq!(a.last().unwrap().unwrap().0, key(4999).as_slice());
@@ -109,7 +109,7 @@ fn deletes_shrink_the_tree_and_space_is_reused() {
         db.verify().unwrap();
     }
     let r = db.begin_read().unwrap();
-    assert_eq!(r.table("t").unwrap().len(), 0);
+    assert_eq!(r.table("t").unwrap().len().unwrap(), 0);
     assert_eq!(r.table("t").unwrap().depth(), 0);
     drop(r);
     // The last commit's freed pages are pending until the next commit; after it, the tail of
@@ -209,14 +209,14 @@ fn abort_changes_nothing() {
     assert!(matches!(w.table("u"), Err(Error::TableNotFound(_))));
     {
         let mut t = w.table("t").unwrap();
-        assert_eq!(t.len(), 1);
+        assert_eq!(t.len().unwrap(), 1);
         assert_eq!(t.get(b"k").unwrap(), Some(&b"1"[..]));
         t.put(b"k2", b"x").unwrap();
     }
     assert!(w.delete_table("t").unwrap());
     w.create_table("t").unwrap();
     assert_eq!(
-        w.table("t").unwrap().len(),
+        w.table("t").unwrap().len().unwrap(),
         0,
         "a table created again starts empty"
     );
@@ -224,7 +224,7 @@ fn abort_changes_nothing() {
     w.commit().unwrap();
     let r = db.begin_read().unwrap();
     let t = r.table("t").unwrap();
-    assert_eq!((t.len(), t.get(b"k").unwrap()), (1, None));
+    assert_eq!((t.len().unwrap(), t.get(b"k").unwrap()), (1, None));
     assert_eq!(t.get(b"k3").unwrap(), Some(&b"y"[..]));
     db.verify().unwrap();
 }
@@ -419,7 +419,7 @@ fn sequential_loads_over_and_under_the_owned_page_cap_reopen_exactly() {
         w.commit_with(Durability::Immediate).unwrap();
         // The held snapshot still reads the first load, exactly.
         let t = held.table("t").unwrap();
-        assert_eq!(t.len(), 20_000);
+        assert_eq!(t.len().unwrap(), 20_000);
         assert_eq!(t.get(&key(19_999)).unwrap(), Some(&value(19_999, 100)[..]));
     }
     reopen_and_compare(&path, model);

@@ -219,7 +219,7 @@ fn read_all(db: &Database) -> Result<Model, Error> {
             let (k, v) = e?;
             m.insert(k.to_vec(), v.to_vec());
         }
-        assert_eq!(m.len() as u64, t.len(), "table {name}: count");
+        assert_eq!(m.len() as u64, t.len().unwrap(), "table {name}: count");
         out.insert(name, m);
     }
     Ok(out)

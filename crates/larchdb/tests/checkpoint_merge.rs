@@ -41,7 +41,7 @@ fn value(rng: &mut impl Rng, i: u64) -> Vec<u8> {
 fn check(db: &Database, model: &Model, what: &str) {
     let r = db.begin_read().unwrap();
     let t = r.table("t").unwrap();
-    assert_eq!(t.len(), model.len() as u64, "{what}: len");
+    assert_eq!(t.len().unwrap(), model.len() as u64, "{what}: len");
     let got: Vec<(Vec<u8>, Vec<u8>)> = t
         .iter()
         .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))

@@ -179,7 +179,7 @@ fn one_writer_at_a_time() {
     w.commit().unwrap();
     waiter.join().unwrap();
     let r = db.begin_read().unwrap();
-    assert_eq!(r.table("t").unwrap().len(), 2);
+    assert_eq!(r.table("t").unwrap().len().unwrap(), 2);
 }
 
 #[test]

@@ -223,7 +223,11 @@ fn sweep(points: usize, durability: &str, log: bool) {
             );
         }
         // Each commit n wrote its value and emptied commit n-50's: the newest state is exact.
-        assert_eq!(log.len(), last + 1, "kill point {point}: commits missing");
+        assert_eq!(
+            log.len().unwrap(),
+            last + 1,
+            "kill point {point}: commits missing"
+        );
         for n in last.saturating_sub(60)..=last {
             let v = log
                 .get(&commit_key(n))

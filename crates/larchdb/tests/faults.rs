@@ -25,7 +25,7 @@ fn count(db: &Database) -> u64 {
     db.begin_read()
         .unwrap()
         .table("t")
-        .map(|t| t.len())
+        .map(|t| t.len().unwrap())
         .unwrap_or(0)
 }
 

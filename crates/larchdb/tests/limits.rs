@@ -52,7 +52,7 @@ fn key_lengths_at_every_page_size() {
         );
         assert_eq!(t.get(&vec![0xeeu8; max]).unwrap(), Some(&b"v"[..]));
         assert_eq!(t.get(b"after").unwrap(), Some(&b"ok"[..]));
-        assert_eq!(t.len(), 40 + 4 + 1);
+        assert_eq!(t.len().unwrap(), 40 + 4 + 1);
         db.verify().unwrap();
     }
 }

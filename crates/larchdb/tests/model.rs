@@ -19,6 +19,8 @@ enum Op {
         key: u16,
         width: u8,
         value: (u8, u16),
+        /// Through `set`, which does not say whether the key was there.
+        blind: bool,
     },
     Delete {
         table: usize,
@@ -75,7 +77,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (any::<u8>(), 1400u16..12000),
     ];
     prop_oneof![
-        40 => (0..3usize, 0u16..400, any::<u8>(), value).prop_map(|(table, key, width, value)| Op::Put { table, key, width, value }),
+        40 => (0..3usize, 0u16..400, any::<u8>(), value, any::<bool>()).prop_map(|(table, key, width, value, blind)| Op::Put { table, key, width, value, blind }),
         12 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, key, width)| Op::Delete { table, key, width }),
         3 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, from, count)| Op::DeleteRange { table, from, count }),
         1 => (0..3usize).prop_map(|table| Op::DropTable { table }),
@@ -143,7 +145,7 @@ fn holds(db: &Database, expected: &Model) -> bool {
             .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
             .collect::<Result<_, _>>()
             .unwrap();
-        t.len() == map.len() as u64 && got.iter().map(|(k, v)| (k, v)).eq(map.iter())
+        t.len().unwrap() == map.len() as u64 && got.iter().map(|(k, v)| (k, v)).eq(map.iter())
     })
 }
 
@@ -156,7 +158,7 @@ fn check(db: &Database, expected: &Model) {
     assert_eq!(r.list_tables().unwrap(), want);
     for (name, map) in expected {
         let t = r.table(name).unwrap();
-        assert_eq!(t.len(), map.len() as u64, "count of {name}");
+        assert_eq!(t.len().unwrap(), map.len() as u64, "count of {name}");
         let got: Vec<(Vec<u8>, Vec<u8>)> = t
             .iter()
             .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
@@ -188,6 +190,7 @@ fn scan(db: &Database, model: &Model, table: usize, from: u16, to: u16, reverse:
         return;
     };
     let t = r.table(name).unwrap();
+    assert_eq!(t.len().unwrap(), m.len() as u64, "count of {name}");
     let it = if reverse {
         t.range_rev(lo.as_slice()..hi.as_slice())
     } else {
@@ -209,15 +212,26 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
             key,
             width,
             value: (seed, len),
+            blind,
         } => {
             let name = TABLES[table];
             w.ensure_table(name).unwrap();
             let k = key_bytes(key, width);
             let v = value_bytes(seed, len);
-            let replaced = w.table(name).unwrap().put(&k, &v).unwrap();
             let m = pending.entry(name.to_string()).or_default();
-            assert_eq!(replaced, m.insert(k.clone(), v.clone()).is_some());
-            assert_eq!(w.table(name).unwrap().get(&k).unwrap(), Some(&v[..]));
+            let was = m.insert(k.clone(), v.clone()).is_some();
+            let mut t = w.table(name).unwrap();
+            if blind {
+                t.set(&k, &v).unwrap();
+            } else {
+                assert_eq!(t.put(&k, &v).unwrap(), was);
+            }
+            assert_eq!(t.get(&k).unwrap(), Some(&v[..]));
+            assert_eq!(
+                t.len().unwrap(),
+                m.len() as u64,
+                "count of {name} in the writer"
+            );
         }
         Op::Delete { table, key, width } => {
             let name = TABLES[table];

@@ -35,7 +35,7 @@ fn load(path: &Path, readahead: bool) -> Database {
     }
     w.commit_with(Durability::None).unwrap();
     let r = db.begin_read().unwrap();
-    assert_eq!(r.table("t").unwrap().len(), 2000);
+    assert_eq!(r.table("t").unwrap().len().unwrap(), 2000);
     db
 }
 

@@ -348,7 +348,7 @@ fn read_only_file_system_falls_back_to_a_shared_lock() {
     );
     let ro = Database::open(&path, Options::default().read_only(true)).unwrap();
     let r = ro.begin_read().unwrap();
-    assert_eq!(r.table(TABLE).unwrap().len(), ACCOUNTS as u64);
+    assert_eq!(r.table(TABLE).unwrap().len().unwrap(), ACCOUNTS as u64);
     assert!(!larchdb::storage::lock_path(&path).exists());
     assert_eq!(ro.stats().unwrap().other_readers, 0);
 }
@@ -433,7 +433,7 @@ fn foreign_reader_remaps_when_the_file_outgrows_its_mapping() {
     let r = ro.begin_read().unwrap();
     assert_eq!(r.id(), last);
     let big = r.table("big").unwrap();
-    assert_eq!(big.len(), GROW_VALUES as u64);
+    assert_eq!(big.len().unwrap(), GROW_VALUES as u64);
     for i in 0..GROW_VALUES {
         let v = big.get(&[i as u8]).unwrap().unwrap();
         assert_eq!(v.len(), GROW_VALUE_BYTES);

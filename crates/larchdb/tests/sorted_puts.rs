@@ -64,7 +64,7 @@ fn sorted_runs_match_a_btreemap() {
                     _ => {}
                 }
             }
-            assert_eq!(t.len(), pending.len() as u64);
+            assert_eq!(t.len().unwrap(), pending.len() as u64);
         }
         if rng.gen_bool(0.2) {
             w.abort();

@@ -52,7 +52,7 @@ fn properties_are_kept_until_changed_and_bounded() {
         b"mapsize=1048576\nmaxreaders=126\n"
     );
     assert_eq!(r.table_properties("u").unwrap(), &full[..]);
-    assert_eq!(r.table("t").unwrap().len(), 2000);
+    assert_eq!(r.table("t").unwrap().len().unwrap(), 2000);
     drop(r);
     assert!(db.verify_all().unwrap().is_clean());
 

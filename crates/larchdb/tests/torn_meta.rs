@@ -27,7 +27,7 @@ fn entries(db: &Database) -> u64 {
     db.begin_read()
         .unwrap()
         .table("t")
-        .map(|t| t.len())
+        .map(|t| t.len().unwrap())
         .unwrap_or(0)
 }
 

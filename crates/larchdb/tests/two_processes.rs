@@ -148,7 +148,10 @@ fn a_second_writer_process_is_locked_out_and_a_killed_holder_leaves_no_lock() {
             assert_eq!(t.get(&key(done, HOLDER_COMMITS)).unwrap(), None);
         }
         let second = u64::from(second_writer_seen);
-        assert_eq!(t.len(), u64::from((round + 1) * HOLDER_COMMITS) + second);
+        assert_eq!(
+            t.len().unwrap(),
+            u64::from((round + 1) * HOLDER_COMMITS) + second
+        );
         drop(r);
         drop(db);
 

@@ -7,7 +7,8 @@
 //! for sequential fills (as LMDB's MDB_APPEND); one read transaction per session, renewed to the
 //! newest snapshot before each read (`ReadTxn::renew`, as LMDB's reset/renew), so that each read
 //! sees the latest commit. Larch reads through the OS page cache, so --cache_size does
-//! not apply.
+//! not apply. Puts are `WriteTable::set`, which like the peers' puts does not report whether
+//! the key was there (with the log, it then skips the tree lookup `put` makes to say so).
 //!
 //! `larch-log` is the same with `Options::log` (stage 2, opt-in while it is built): commits go
 //! through the write-ahead log beside the file, the tree is written at checkpoints.
@@ -86,6 +87,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
             kv("page_bytes", page_bytes),
             kv("log", log_config),
             kv("sequential_fill", "WriteTable::append"),
+            kv("put", "WriteTable::set (no existence answer)"),
             kv(
                 "reads",
                 "one read txn per session, renewed to the newest snapshot per op",
@@ -150,9 +152,7 @@ impl Session for LarchSession<'_> {
             for op in ops {
                 match *op {
                     Op::Put(k, v) if opts.append => t.append(k, v).map_err(|x| e("append", x))?,
-                    Op::Put(k, v) => {
-                        t.put(k, v).map_err(|x| e("put", x))?;
-                    }
+                    Op::Put(k, v) => t.set(k, v).map_err(|x| e("set", x))?,
                     Op::Delete(k) => {
                         t.delete(k).map_err(|x| e("delete", x))?;
                     }

@@ -5,6 +5,7 @@
 use super::overlay::Visible;
 use crate::bytes::get_u32;
 use crate::error::{Error, Result};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -17,6 +18,18 @@ pub(crate) struct Batch {
     tables: BTreeMap<u64, TableWrites>,
     /// Bytes of keys and values held, for the log record's size.
     bytes: usize,
+    /// Keys written blind (`WriteTable::set`) that neither this transaction nor the overlay
+    /// had, counted as new: by table number, each with whether the tree has it, once asked
+    /// (`WriteTable::len`).
+    unknown: Vec<Unknown>,
+}
+
+/// A key counted as new by a blind write (`Batch::unknown`).
+struct Unknown {
+    table: u64,
+    key: Box<[u8]>,
+    /// Whether the tree has it, once looked up.
+    in_tree: Cell<Option<bool>>,
 }
 
 /// Record operations in a log record's body.
@@ -28,6 +41,43 @@ impl Batch {
     pub(crate) fn clear(&mut self) {
         self.tables.clear();
         self.bytes = 0;
+        self.unknown.clear();
+    }
+
+    /// Notes a blind write of `key` that counted it as new (see `unknown`).
+    pub(crate) fn note_unknown(&mut self, table: u64, key: &[u8]) {
+        self.unknown.push(Unknown {
+            table,
+            key: key.into(),
+            in_tree: Cell::new(None),
+        });
+    }
+
+    /// The keys noted by `note_unknown`, by table number.
+    pub(crate) fn unknown(&self) -> impl Iterator<Item = (u64, &[u8])> {
+        self.unknown.iter().map(|u| (u.table, &*u.key))
+    }
+
+    /// How many of `table`'s keys noted by `note_unknown` are in the tree (`in_tree` looks
+    /// one up; each key once per transaction).
+    pub(crate) fn unknown_in_tree(
+        &self,
+        table: u64,
+        mut in_tree: impl FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<u64> {
+        let mut n = 0;
+        for u in self.unknown.iter().filter(|u| u.table == table) {
+            let f = match u.in_tree.get() {
+                Some(f) => f,
+                None => {
+                    let f = in_tree(&u.key)?;
+                    u.in_tree.set(Some(f));
+                    f
+                }
+            };
+            n += u64::from(f);
+        }
+        Ok(n)
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -89,6 +89,9 @@ pub(crate) fn commit_logged(
         .flat_map(|(t, w)| w.iter().map(move |(k, v)| (t, &**k, v.as_deref())));
     let count_records = counts.iter().map(|(k, v)| (COUNTS, &k[..], Some(&v[..])));
     overlay.insert(txn, records.chain(count_records));
+    for (table, key) in batch.unknown() {
+        overlay.note_blind(txn, table, key);
+    }
     let mut rs = shared.read_state();
     debug_assert_eq!(
         rs.current.txn(),

@@ -16,6 +16,8 @@
 //! Tables are numbered by the checkpoint's catalog (`CatalogCache::table_id`); the entry
 //! counts of the tables a commit changed are versions of `COUNTS`, keyed by table number.
 
+use crate::error::Result;
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -171,6 +173,17 @@ struct Owned {
     tables: Vec<Box<Slots>>,
 }
 
+/// A table's blind entries (`Overlay::note_blind`), in the order of the commits that made
+/// them, and how many of the first ones were found in the tree.
+#[derive(Default)]
+struct BlindList {
+    /// The commit that made each entry, and the entry.
+    entries: Vec<(u64, *const Entry)>,
+    /// `present[i]`: how many of `entries[..=i]` have their key in the tree; as long as the
+    /// prefix of entries resolved so far.
+    present: Vec<u64>,
+}
+
 /// The overlay of one checkpoint interval.
 pub(crate) struct Overlay {
     /// The current table (owned by `owned.tables`).
@@ -179,6 +192,9 @@ pub(crate) struct Overlay {
     len: AtomicUsize,
     hasher: foldhash::fast::RandomState,
     owned: Mutex<Owned>,
+    /// By table number: the entries made by blind writes (`WriteTable::set` of a key neither
+    /// the transaction nor the overlay had), whose entry counts assumed the key was new.
+    blind: Mutex<HashMap<u64, BlindList>>,
 }
 
 // SAFETY: the raw pointers in `Overlay`, `Slot`, `Entry` and `Version` point into the arena or
@@ -250,7 +266,48 @@ impl Overlay {
                 tables: vec![first],
                 ..Owned::default()
             }),
+            blind: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Notes that commit `txn` (inserted) made the entry of `(table, key)` by a blind write:
+    /// the table's entry count counted the key as new without looking in the tree. Requires:
+    /// `txn` is no older than the commit of any blind entry noted before.
+    pub(crate) fn note_blind(&self, txn: u64, table: u64, key: &[u8]) {
+        // SAFETY: as in `get`.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        if let Ok(e) = self.find(slots, self.hash(table, key), table, key) {
+            let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
+            blind.entry(table).or_default().entries.push((txn, e));
+        }
+    }
+
+    /// How many keys of `table` that blind writes of commits up to `txn` counted as new were
+    /// in the tree already (`in_tree` looks one up): the table's entry count at `txn` is the
+    /// overlay's (`count`) minus this. Each key is looked up once, by the first caller that
+    /// needs it; later calls reuse the answer.
+    pub(crate) fn blind_in_tree(
+        &self,
+        table: u64,
+        txn: u64,
+        mut in_tree: impl FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<u64> {
+        let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(list) = blind.get_mut(&table) else {
+            return Ok(0);
+        };
+        let upto = list.entries.partition_point(|&(t, _)| t <= txn);
+        while list.present.len() < upto {
+            let (_, e) = list.entries[list.present.len()];
+            // SAFETY: as in `find`.
+            let found = in_tree(unsafe { entry_key(e) })?;
+            let before = list.present.last().copied().unwrap_or(0);
+            list.present.push(before + u64::from(found));
+        }
+        Ok(match upto {
+            0 => 0,
+            n => list.present[n - 1],
+        })
     }
 
     /// Keys (table and key pairs) with at least one version.

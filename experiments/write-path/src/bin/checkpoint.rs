@@ -21,7 +21,14 @@ fn main() {
     let base: u64 = args.next().map_or(1_000_000, |a| a.parse().expect("BASE"));
     let n: u64 = args.next().map_or(500_000, |a| a.parse().expect("N"));
     let dir = tempfile::tempdir().unwrap();
-    let db = Database::open(dir.path().join("db"), Options::default().log(true)).unwrap();
+    // CKPT_MB: the checkpoint bound in MiB (default: the engine's), the log sized to hold it.
+    let mut opts = Options::default().log(true);
+    if let Some(mb) = std::env::var("CKPT_MB").ok().and_then(|v| v.parse::<u64>().ok()) {
+        opts.checkpoint_bytes = mb << 20;
+        opts.log_segment_bytes = (mb << 20).div_ceil(3).next_multiple_of(1 << 20);
+    }
+    println!("checkpoint_bytes {} MiB, log {} x {} MiB", opts.checkpoint_bytes >> 20, opts.log_segments, opts.log_segment_bytes >> 20);
+    let db = Database::open(dir.path().join("db"), opts).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let value: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
     let space = (base + 3 * n).max(1);
