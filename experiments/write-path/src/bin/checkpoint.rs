@@ -60,7 +60,7 @@ fn main() {
             let mut w = db.begin_write().unwrap();
             w.table("t")
                 .unwrap()
-                .put(&key(rng.gen_range(0..space)), &value)
+                .set(&key(rng.gen_range(0..space)), &value)
                 .unwrap();
             w.commit_with(Durability::None).unwrap();
             let took = t.elapsed();
