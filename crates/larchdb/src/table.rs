@@ -585,8 +585,13 @@ impl<'t> WriteTable<'t> {
     /// Records a logged write of `key` (a value, or a deletion) that changes the table's
     /// entry count by `grow` (+1 a new key, -1 a deleted one, 0 a replacement).
     fn log_write(&mut self, key: &[u8], value: Option<&[u8]>, grow: i64) {
+        self.log_write_marked(key, value, grow, false);
+    }
+
+    /// `log_write`; `blind` if the write counted the key as new without knowing.
+    fn log_write_marked(&mut self, key: &[u8], value: Option<&[u8]>, grow: i64, blind: bool) {
         if let Some(l) = self.logged.as_mut() {
-            l.batch.put(l.table, key, value);
+            l.batch.put(l.table, key, value, blind);
         }
         if grow != 0 {
             self.state.hdr.entries = self.state.hdr.entries.wrapping_add_signed(grow);
@@ -658,12 +663,8 @@ impl<'t> WriteTable<'t> {
             Lookup::Deleted => Some(false),
             Lookup::Absent => None,
         };
-        self.log_write(key, Some(value), if known == Some(true) { 0 } else { 1 });
-        if known.is_none() {
-            if let Some(l) = self.logged.as_mut() {
-                l.batch.note_unknown(l.table, key);
-            }
-        }
+        let grow = if known == Some(true) { 0 } else { 1 };
+        self.log_write_marked(key, Some(value), grow, known.is_none());
         Ok(())
     }
 
@@ -797,7 +798,7 @@ impl<'t> WriteTable<'t> {
         };
         let (pages, hdr) = (&*self.pages, self.state.hdr);
         let in_tree = |k: &[u8]| Ok(btree::get(pages, &hdr, k)?.is_some());
-        let mut n = l.batch.unknown_in_tree(l.table, in_tree)?;
+        let mut n = l.batch.blind_in_tree(l.table, in_tree)?;
         if let Some(o) = l.overlay {
             n += o.blind_in_tree(l.table, l.txn, in_tree)?;
         }

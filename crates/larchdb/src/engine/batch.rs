@@ -9,8 +9,18 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-/// One table's writes: key -> value, or `None` for a deletion.
-pub(crate) type TableWrites = BTreeMap<Box<[u8]>, Option<Box<[u8]>>>;
+/// One table's writes: key -> what was written.
+pub(crate) type TableWrites = BTreeMap<Box<[u8]>, Write>;
+
+/// What a transaction wrote for a key.
+pub(crate) struct Write {
+    /// The value, or `None` for a deletion.
+    pub(crate) value: Option<Box<[u8]>>,
+    /// `Some` if a blind write (`WriteTable::set`) counted the key as new when neither this
+    /// transaction nor the overlay had it: then whether the tree has it, once looked up
+    /// (`WriteTable::len`).
+    pub(crate) blind: Option<Cell<Option<bool>>>,
+}
 
 /// A transaction's writes, by table number (`CatalogCache::table_id`).
 #[derive(Default)]
@@ -18,18 +28,6 @@ pub(crate) struct Batch {
     tables: BTreeMap<u64, TableWrites>,
     /// Bytes of keys and values held, for the log record's size.
     bytes: usize,
-    /// Keys written blind (`WriteTable::set`) that neither this transaction nor the overlay
-    /// had, counted as new: by table number, each with whether the tree has it, once asked
-    /// (`WriteTable::len`).
-    unknown: Vec<Unknown>,
-}
-
-/// A key counted as new by a blind write (`Batch::unknown`).
-struct Unknown {
-    table: u64,
-    key: Box<[u8]>,
-    /// Whether the tree has it, once looked up.
-    in_tree: Cell<Option<bool>>,
 }
 
 /// Record operations in a log record's body.
@@ -41,37 +39,28 @@ impl Batch {
     pub(crate) fn clear(&mut self) {
         self.tables.clear();
         self.bytes = 0;
-        self.unknown.clear();
     }
 
-    /// Notes a blind write of `key` that counted it as new (see `unknown`).
-    pub(crate) fn note_unknown(&mut self, table: u64, key: &[u8]) {
-        self.unknown.push(Unknown {
-            table,
-            key: key.into(),
-            in_tree: Cell::new(None),
-        });
-    }
-
-    /// The keys noted by `note_unknown`, by table number.
-    pub(crate) fn unknown(&self) -> impl Iterator<Item = (u64, &[u8])> {
-        self.unknown.iter().map(|u| (u.table, &*u.key))
-    }
-
-    /// How many of `table`'s keys noted by `note_unknown` are in the tree (`in_tree` looks
-    /// one up; each key once per transaction).
-    pub(crate) fn unknown_in_tree(
+    /// How many of `table`'s keys that blind writes counted as new are in the tree (`in_tree`
+    /// looks one up; each key once per transaction).
+    pub(crate) fn blind_in_tree(
         &self,
         table: u64,
         mut in_tree: impl FnMut(&[u8]) -> Result<bool>,
     ) -> Result<u64> {
         let mut n = 0;
-        for u in self.unknown.iter().filter(|u| u.table == table) {
-            let f = match u.in_tree.get() {
+        let Some(writes) = self.tables.get(&table) else {
+            return Ok(0);
+        };
+        for (key, w) in writes {
+            let Some(found) = &w.blind else {
+                continue;
+            };
+            let f = match found.get() {
                 Some(f) => f,
                 None => {
-                    let f = in_tree(&u.key)?;
-                    u.in_tree.set(Some(f));
+                    let f = in_tree(key)?;
+                    found.set(Some(f));
                     f
                 }
             };
@@ -92,17 +81,26 @@ impl Batch {
     /// What this transaction wrote for `key` of table `table`: `Some(None)` a deletion.
     #[inline]
     pub(crate) fn get(&self, table: u64, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.tables.get(&table)?.get(key).map(|v| v.as_deref())
+        self.tables
+            .get(&table)?
+            .get(key)
+            .map(|w| w.value.as_deref())
     }
 
-    /// Records a value (or a deletion, `None`) of `key`.
-    pub(crate) fn put(&mut self, table: u64, key: &[u8], value: Option<&[u8]>) {
+    /// Records a value (or a deletion, `None`) of `key`; `blind` if a blind write counted the
+    /// key as new without knowing (a key written before in this transaction keeps what its
+    /// first write said).
+    pub(crate) fn put(&mut self, table: u64, key: &[u8], value: Option<&[u8]>, blind: bool) {
         let writes = self.tables.entry(table).or_default();
         self.bytes += key.len() + value.map_or(0, |v| v.len());
         match writes.get_mut(key) {
-            Some(v) => *v = value.map(Box::from),
+            Some(w) => w.value = value.map(Box::from),
             None => {
-                writes.insert(key.into(), value.map(Box::from));
+                let w = Write {
+                    value: value.map(Box::from),
+                    blind: blind.then(|| Cell::new(None)),
+                };
+                writes.insert(key.into(), w);
             }
         }
     }
@@ -118,7 +116,7 @@ impl Batch {
         let iter = writes.map(|w| w.range::<[u8], _>((start, end)));
         iter.into_iter()
             .flatten()
-            .map(|(k, v)| (&**k, v.as_deref()))
+            .map(|(k, w)| (&**k, w.value.as_deref()))
     }
 
     /// Tables written, with their writes, by number.
@@ -145,7 +143,8 @@ impl Batch {
             out.extend_from_slice(&(name.len() as u16).to_le_bytes());
             out.extend_from_slice(name);
             out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
-            for (k, v) in writes {
+            for (k, w) in writes {
+                let v = &w.value;
                 out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
                 out.extend_from_slice(&(k.len() as u32).to_le_bytes());
                 if let Some(v) = v {
@@ -219,10 +218,10 @@ mod tests {
     #[test]
     fn a_batch_round_trips_through_its_record_body() {
         let mut b = Batch::default();
-        b.put(0, b"k1", Some(b"v1"));
-        b.put(0, b"k0", Some(b""));
-        b.put(2, b"gone", None);
-        b.put(0, b"k1", Some(b"v2"));
+        b.put(0, b"k1", Some(b"v1"), true);
+        b.put(0, b"k0", Some(b""), false);
+        b.put(2, b"gone", None, false);
+        b.put(0, b"k1", Some(b"v2"), false);
         let names = [&b"alpha"[..], b"beta", b"gamma"];
         let mut body = Vec::new();
         b.encode(|t| Ok(names[t as usize]), &mut body).unwrap();

@@ -84,14 +84,14 @@ pub(crate) fn commit_logged(
         Some(o) => o.clone(),
         None => Arc::new(Overlay::new()),
     };
-    let records = batch
-        .tables()
-        .flat_map(|(t, w)| w.iter().map(move |(k, v)| (t, &**k, v.as_deref())));
-    let count_records = counts.iter().map(|(k, v)| (COUNTS, &k[..], Some(&v[..])));
-    overlay.insert(txn, records.chain(count_records));
-    for (table, key) in batch.unknown() {
-        overlay.note_blind(txn, table, key);
-    }
+    let records = batch.tables().flat_map(|(t, w)| {
+        w.iter()
+            .map(move |(k, w)| (t, &**k, w.value.as_deref(), w.blind.is_some()))
+    });
+    let count_records = counts
+        .iter()
+        .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
+    overlay.insert_marked(txn, records.chain(count_records));
     let mut rs = shared.read_state();
     debug_assert_eq!(
         rs.current.txn(),

@@ -173,7 +173,7 @@ struct Owned {
     tables: Vec<Box<Slots>>,
 }
 
-/// A table's blind entries (`Overlay::note_blind`), in the order of the commits that made
+/// A table's blind entries (`Overlay::insert_marked`), in the order of the commits that made
 /// them, and how many of the first ones were found in the tree.
 #[derive(Default)]
 struct BlindList {
@@ -273,18 +273,6 @@ impl Overlay {
                 ..Owned::default()
             }),
             blind: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Notes that commit `txn` (inserted) made the entry of `(table, key)` by a blind write:
-    /// the table's entry count counted the key as new without looking in the tree. Requires:
-    /// `txn` is no older than the commit of any blind entry noted before.
-    pub(crate) fn note_blind(&self, txn: u64, table: u64, key: &[u8]) {
-        // SAFETY: as in `get`.
-        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        if let Ok(e) = self.find(slots, self.hash(table, key), table, key) {
-            let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
-            blind.entry(table).or_default().entries.push((txn, e));
         }
     }
 
@@ -455,8 +443,19 @@ impl Overlay {
         txn: u64,
         records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>)>,
     ) {
+        self.insert_marked(txn, records.into_iter().map(|(t, k, v)| (t, k, v, false)));
+    }
+
+    /// `insert`, with each record marked if a blind write counted its key as new without
+    /// knowing (see `blind_in_tree`); such a key has no entry yet.
+    pub(crate) fn insert_marked<'a>(
+        &self,
+        txn: u64,
+        records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
+    ) {
         let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
-        for (table, key, value) in records {
+        let mut blind = None;
+        for (table, key, value, counted_new) in records {
             // SAFETY: as in `get`; only this writer (holding `owned`) replaces the table.
             let slots = unsafe { &*self.table.load(Ordering::Acquire) };
             let hash = self.hash(table, key);
@@ -476,6 +475,13 @@ impl Overlay {
                 Ok(e) => unsafe { &(*e).head }.store(vp, Ordering::Release),
                 Err(at) => {
                     let ep = new_entry(&mut owned.arena, table, key, vp);
+                    if counted_new {
+                        let lists = blind.get_or_insert_with(|| {
+                            self.blind.lock().unwrap_or_else(|e| e.into_inner())
+                        });
+                        let list = lists.entry(table).or_default();
+                        list.entries.push((txn, ep as *const Entry));
+                    }
                     let slot = &slots.slots[at];
                     slot.hash.store(hash, Ordering::Relaxed);
                     slot.entry.store(ep, Ordering::Release);

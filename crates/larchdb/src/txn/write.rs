@@ -136,8 +136,10 @@ impl<'db> WriteTxn<'db> {
             let batch = std::mem::take(&mut t.guard.batch);
             let r = (|| {
                 for (table, writes) in batch.tables() {
-                    let records: Vec<_> =
-                        writes.iter().map(|(k, v)| (&k[..], v.as_deref())).collect();
+                    let records: Vec<_> = writes
+                        .iter()
+                        .map(|(k, w)| (&k[..], w.value.as_deref()))
+                        .collect();
                     t.merge(name(table)?, records.len(), |i| records[i])?;
                 }
                 Ok(())
