@@ -154,7 +154,8 @@ fn get_layered<'t, S: PageSource + ?Sized>(
 fn uncount(entries: u64, in_tree: u64) -> Result<u64> {
     entries.checked_sub(in_tree).ok_or_else(|| {
         Error::Internal(format!(
-            "entry count {entries} less than the {in_tree} keys blind writes counted twice"
+            "entry count {entries} is less than the {in_tree} keys that blind writes counted \
+             as new and the tree has"
         ))
     })
 }

@@ -112,3 +112,45 @@ fn set_without_a_log_is_put() {
     w.commit().unwrap();
     assert_eq!(count(&db), 2);
 }
+
+/// Readers on other threads count while blind commits go on: at every snapshot, `len` equals
+/// the number of entries a scan finds.
+#[test]
+fn readers_count_right_while_blind_commits_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), Options::default().log(true)).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    {
+        let mut t = w.table("t").unwrap();
+        for i in 0..2000 {
+            t.set(&key(i), b"tree").unwrap();
+        }
+    }
+    w.commit().unwrap();
+    db.checkpoint().unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut checks = 0;
+                while !done.load(std::sync::atomic::Ordering::Acquire) || checks == 0 {
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    let n = t.len().unwrap();
+                    assert_eq!(n, t.iter().count() as u64, "len against a scan");
+                    assert!((2000..=5000).contains(&n));
+                    checks += 1;
+                }
+            });
+        }
+        // Half over keys in the tree, half new, one per commit.
+        for i in 1000..5000 {
+            let mut w = db.begin_write().unwrap();
+            w.table("t").unwrap().set(&key(i), b"blind").unwrap();
+            w.commit_with(Durability::None).unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+    });
+    assert_eq!(count(&db), 5000);
+}

@@ -279,29 +279,50 @@ impl Overlay {
     /// How many keys of `table` that blind writes of commits up to `txn` counted as new were
     /// in the tree already (`in_tree` looks one up): the table's entry count at `txn` is the
     /// overlay's (`count`) minus this. Each key is looked up once, by the first caller that
-    /// needs it; later calls reuse the answer.
+    /// needs it; later calls reuse the answer. The lookups run without the lock, so that a
+    /// reader resolving many keys never holds up the writer's next commit.
     pub(crate) fn blind_in_tree(
         &self,
         table: u64,
         txn: u64,
         mut in_tree: impl FnMut(&[u8]) -> Result<bool>,
     ) -> Result<u64> {
-        let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(list) = blind.get_mut(&table) else {
-            return Ok(0);
-        };
-        let upto = list.entries.partition_point(|&(t, _)| t <= txn);
-        while list.present.len() < upto {
-            let (_, e) = list.entries[list.present.len()];
-            // SAFETY: as in `find`.
-            let found = in_tree(unsafe { entry_key(e) })?;
-            let before = list.present.last().copied().unwrap_or(0);
-            list.present.push(before + u64::from(found));
+        loop {
+            let (start, todo): (usize, Vec<*const Entry>) = {
+                let blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(list) = blind.get(&table) else {
+                    return Ok(0);
+                };
+                let upto = list.entries.partition_point(|&(t, _)| t <= txn);
+                if upto == 0 {
+                    return Ok(0);
+                }
+                if list.present.len() >= upto {
+                    return Ok(list.present[upto - 1]);
+                }
+                let start = list.present.len();
+                (
+                    start,
+                    list.entries[start..upto].iter().map(|e| e.1).collect(),
+                )
+            };
+            let mut found = Vec::with_capacity(todo.len());
+            for e in todo {
+                // SAFETY: as in `find`: entries live in the arena as long as the overlay.
+                found.push(in_tree(unsafe { entry_key(e) })?);
+            }
+            let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(list) = blind.get_mut(&table) {
+                // Another caller may have resolved them meanwhile (the same answers).
+                if list.present.len() == start {
+                    let mut n = list.present.last().copied().unwrap_or(0);
+                    for f in found {
+                        n += u64::from(f);
+                        list.present.push(n);
+                    }
+                }
+            }
         }
-        Ok(match upto {
-            0 => 0,
-            n => list.present[n - 1],
-        })
     }
 
     /// Keys (table and key pairs) with at least one version.
