@@ -319,8 +319,6 @@ pub(crate) mod meta {
 /// A record's CRC-32C covers its position (u64, little-endian), then its header from byte 4,
 /// then its body: a record left by an earlier cycle of a reused segment, intact but at another
 /// position, does not check out.
-// Used by `engine::log` only, which commits do not use yet (docs/design/write-path.md, Plan).
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) mod log {
     pub(crate) const FILE_MAGIC: [u8; 8] = *b"LARCHWAL";
     pub(crate) const FILE_VERSION: u32 = 1;

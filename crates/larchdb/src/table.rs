@@ -585,12 +585,8 @@ impl<'t> WriteTable<'t> {
 
     /// Records a logged write of `key` (a value, or a deletion) that changes the table's
     /// entry count by `grow` (+1 a new key, -1 a deleted one, 0 a replacement).
-    fn log_write(&mut self, key: &[u8], value: Option<&[u8]>, grow: i64) {
-        self.log_write_marked(key, value, grow, false);
-    }
-
-    /// `log_write`; `blind` if the write counted the key as new without knowing.
-    fn log_write_marked(&mut self, key: &[u8], value: Option<&[u8]>, grow: i64, blind: bool) {
+    /// `blind` if the write counted the key as new without knowing (`set`).
+    fn log_write(&mut self, key: &[u8], value: Option<&[u8]>, grow: i64, blind: bool) {
         if let Some(l) = self.logged.as_mut() {
             l.batch.put(l.table, key, value, blind);
         }
@@ -615,7 +611,7 @@ impl<'t> WriteTable<'t> {
                 return Err(Error::TxnFailed);
             }
             let existed = self.exists(key)?;
-            self.log_write(key, Some(value), if existed { 0 } else { 1 });
+            self.log_write(key, Some(value), if existed { 0 } else { 1 }, false);
             return Ok(existed);
         }
         self.mutate(|w, s, t| {
@@ -665,7 +661,7 @@ impl<'t> WriteTable<'t> {
             Lookup::Absent => None,
         };
         let grow = if known == Some(true) { 0 } else { 1 };
-        self.log_write_marked(key, Some(value), grow, known.is_none());
+        self.log_write(key, Some(value), grow, known.is_none());
         Ok(())
     }
 
@@ -690,7 +686,7 @@ impl<'t> WriteTable<'t> {
             if !in_order {
                 return Err(Error::AppendOutOfOrder);
             }
-            self.log_write(key, Some(value), 1);
+            self.log_write(key, Some(value), 1, false);
             self.state.last_key = Some(key.to_vec());
             return Ok(());
         }
@@ -712,7 +708,7 @@ impl<'t> WriteTable<'t> {
             }
             let existed = self.exists(key)?;
             if existed {
-                self.log_write(key, None, -1);
+                self.log_write(key, None, -1, false);
             }
             return Ok(existed);
         }

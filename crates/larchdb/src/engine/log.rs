@@ -320,7 +320,7 @@ impl Log {
     }
 
     /// Position up to which the log is durable.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn synced(&self) -> u64 {
         self.synced
     }
@@ -443,7 +443,7 @@ impl Log {
     }
 
     /// Makes every appended record durable: `write`, then one sync of the storage.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.write()?;
         if self.synced < self.written {
@@ -720,7 +720,7 @@ impl GroupLog {
     }
 
     /// Syncs made so far.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn syncs(&self) -> u64 {
         self.lock().syncs
     }
