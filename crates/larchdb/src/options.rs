@@ -54,10 +54,16 @@ pub struct Options {
     /// Bytes of one segment of a new log (the log is `log_segments` of them, written with
     /// zeros when it is created, so that syncing it never changes the file's size).
     pub log_segment_bytes: u64,
-    /// Segments of a new log (at least 2).
+    /// Segments of a new log (at least 2). The log keeps every record since the last
+    /// *durable* checkpoint; a checkpoint is written without a sync, and made durable only
+    /// when the log would otherwise run out of room before the next one, so a log with room
+    /// for several checkpoints (the default: 7 segments of room, 4 checkpoints) syncs the
+    /// data file once per several checkpoints. After a power loss, open replays the log
+    /// from the last durable checkpoint (at most the log's room); after a process crash, from
+    /// the last checkpoint.
     pub log_segments: u64,
-    /// Bytes the log may grow by before a checkpoint: the bound on replay at open and on the
-    /// memory the overlay holds. At most `log_segments - 1` segments.
+    /// Bytes the log may grow by before a checkpoint: the bound on replay at open after a
+    /// process crash and on the memory the overlay holds. At most `log_segments - 1` segments.
     pub checkpoint_bytes: u64,
 }
 
@@ -82,7 +88,7 @@ impl Default for Options {
 /// Default `Options::log_segment_bytes`.
 pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
 /// Default `Options::log_segments`.
-pub const LOG_SEGMENTS_DEFAULT: u64 = 4;
+pub const LOG_SEGMENTS_DEFAULT: u64 = 8;
 /// Default `Options::checkpoint_bytes`.
 pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 

@@ -35,16 +35,17 @@ fn commit_value(n: u64) -> Vec<u8> {
 }
 
 /// The options of both processes: with a log, a small one, so that checkpoints come every few
-/// hundred commits and the log's segments are reused.
+/// hundred commits and the log's segments are reused, with room for several checkpoints (most
+/// are never synced; their pages are reused while the last durable one's stay pinned).
 fn options(log: bool) -> Options {
     if !log {
         return Options::default();
     }
     Options {
         log: true,
-        log_segment_bytes: 1 << 20,
-        log_segments: 3,
-        checkpoint_bytes: 2 << 20,
+        log_segment_bytes: 512 << 10,
+        log_segments: 6,
+        checkpoint_bytes: 512 << 10,
         ..Options::default()
     }
 }

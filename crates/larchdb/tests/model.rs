@@ -118,12 +118,14 @@ fn open(files: &Files) -> Database {
     match &files.log {
         None => Database::open_storage(data, Options::default()).expect("open"),
         Some(log) => {
-            // A small log, so that checkpoints come often and the log wraps around.
+            // A small log, so that checkpoints come often and the log wraps around, with room
+            // for several checkpoints: most are never synced (their pages are reused by the
+            // checkpoint after next), every fifth or so is made durable.
             let options = Options {
                 log: true,
                 log_segment_bytes: 1 << 20,
-                log_segments: 3,
-                checkpoint_bytes: 2 << 20,
+                log_segments: 6,
+                checkpoint_bytes: 1 << 20,
                 ..Options::default()
             };
             Database::open_storage_with_log(data, Arc::new(log.clone()), options).expect("open")

@@ -160,12 +160,22 @@ fn power_loss_run(hold_reader: bool) {
 /// its own) and the log wraps around; checkpoints as far apart as the log allows, so that
 /// appends reach the segments before the last checkpoint while it is still settling (the log
 /// there must be kept until it is durable).
-fn log_options() -> Options {
+///
+/// With `rare_durable`, the log has room for several checkpoints, so most are never synced
+/// (only one whose successor would not fit in the log is made durable): their pages are freed
+/// by the next checkpoint and reused by the one after while the last durable checkpoint's
+/// stay pinned, and a power loss returns to that one and replays more of the log.
+fn log_options(rare_durable: bool) -> Options {
+    let (segments, checkpoint) = if rare_durable {
+        (8, 64 << 10)
+    } else {
+        (4, 3 * (64 << 10))
+    };
     Options {
         log: true,
         log_segment_bytes: 64 << 10,
-        log_segments: 4,
-        checkpoint_bytes: 3 * (64 << 10),
+        log_segments: segments,
+        checkpoint_bytes: checkpoint,
         ..Options::default()
     }
 }
@@ -174,9 +184,17 @@ fn log_options() -> Options {
 /// their own, while logged commits go on), the log's are not.
 const DATA_SYNC: std::time::Duration = std::time::Duration::from_millis(10);
 
-fn open_with_log(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Database> {
+fn open_with_log(
+    data: &FaultStorage,
+    log: &FaultStorage,
+    rare_durable: bool,
+) -> larchdb::Result<Database> {
     data.set_sync_delay(Some(DATA_SYNC));
-    Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), log_options())
+    Database::open_storage_with_log(
+        Arc::new(data.clone()),
+        Arc::new(log.clone()),
+        log_options(rare_durable),
+    )
 }
 
 /// Power loss at every I/O operation of a workload that commits through the log: for each k,
@@ -188,12 +206,38 @@ fn open_with_log(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Dat
 /// returns to the one before it, and the log still holds everything after that one.
 #[test]
 fn power_loss_with_a_log_keeps_a_durable_prefix() {
+    power_loss_with_a_log(false);
+}
+
+/// The same with checkpoints that are mostly never synced (`log_options(true)`).
+#[test]
+fn power_loss_with_rare_durable_checkpoints_keeps_a_durable_prefix() {
+    power_loss_with_a_log(true);
+}
+
+fn power_loss_with_a_log(rare_durable: bool) {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = open_with_log(&data, &log).unwrap();
+    let db = open_with_log(&data, &log, rare_durable).unwrap();
     let (data_start, log_start) = (data.op_count(), log.op_count());
+    let data_syncs = data.sync_count();
     let (states, acked, _) = workload(&db, false);
     drop(db);
     assert_eq!(acked, 200);
+    let data_syncs = data.sync_count() - data_syncs;
+    if rare_durable {
+        // Checkpoints that were never synced: the same workload with every checkpoint made
+        // durable syncs the data file more often.
+        let (d, l) = (FaultStorage::new(), FaultStorage::new());
+        let db = open_with_log(&d, &l, false).unwrap();
+        let before = d.sync_count();
+        workload(&db, false);
+        drop(db);
+        let every = d.sync_count() - before;
+        assert!(
+            data_syncs < every,
+            "{data_syncs} data syncs with rare durable checkpoints, {every} with every one durable"
+        );
+    }
     let data_ops = data.op_count() - data_start;
     let log_ops = log.op_count() - log_start;
     assert!(
@@ -212,7 +256,7 @@ fn power_loss_with_a_log_keeps_a_durable_prefix() {
     for (failing_log, ops) in [(false, data_ops), (true, log_ops)] {
         for k in points(ops) {
             let (data, log) = (FaultStorage::new(), FaultStorage::new());
-            let db = open_with_log(&data, &log).unwrap();
+            let db = open_with_log(&data, &log, rare_durable).unwrap();
             let failing = if failing_log { &log } else { &data };
             failing.fail_after(k, FaultKind::Eio, true);
             let (attempted, acked, durable) = workload(&db, false);
@@ -220,8 +264,8 @@ fn power_loss_with_a_log_keeps_a_durable_prefix() {
             let what = format!("{} op {k}", if failing_log { "log" } else { "data" });
             let data = data.crash(CrashMode::KeepRandom { seed: k });
             let log = log.crash(CrashMode::KeepRandom { seed: k ^ 0x5eed });
-            let db =
-                open_with_log(&data, &log).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+            let db = open_with_log(&data, &log, rare_durable)
+                .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
             recovered_a_durable_prefix(&db, &states, &attempted, acked, durable, &what);
             checked += 1;
         }

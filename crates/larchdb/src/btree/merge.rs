@@ -59,6 +59,7 @@ pub(crate) fn merge_sorted<'r>(
     n: usize,
     record: impl Fn(usize) -> Record<'r>,
 ) -> Result<()> {
+    w.merging();
     let mut i = 0;
     let mut path = Path::new();
     while i < n {
@@ -91,6 +92,7 @@ pub(crate) fn merge_sorted<'r>(
             j += 1;
         }
         merge_leaf(w, scratch, hdr, &mut path, leaf_ref, i, j, &record)?;
+        w.spill_filled()?;
         i = j;
     }
     Ok(())

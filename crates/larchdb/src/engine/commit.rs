@@ -161,7 +161,7 @@ pub(crate) fn commit(
         guard.checkpoint_position = meta.log_position;
         if sync {
             log.release_to(meta.log_position);
-        } else {
+        } else if durable_checkpoint_due(shared, log) {
             guard.settling = Some(Settling::start(shared, meta, slot));
         }
     }
@@ -187,6 +187,17 @@ pub(crate) fn commit(
     }
     guard.carry = Some(carry);
     Ok(())
+}
+
+/// Whether a checkpoint written without a sync must be made durable (`Settling`): when the
+/// log kept since the last durable checkpoint, plus another checkpoint's worth, would not fit
+/// in the log. Until then checkpoints stay unsynced: the pages one writes are freed by the
+/// next and reused by the one after (no durable commit can reach them), so the same file
+/// pages are dirtied again and again in the page cache and written back once, by the next
+/// durable checkpoint, instead of once per checkpoint (docs/design/write-path.md, session 10).
+fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
+    let (kept, room) = log.kept_and_room();
+    kept.saturating_add(shared.options.checkpoint_bytes) > room
 }
 
 /// Completes the meta page `prepare_commit` built: whether the commit is synced, and what it
@@ -299,6 +310,11 @@ impl Settling {
             sync,
             done,
         }
+    }
+
+    /// The checkpoint being made durable.
+    pub(crate) fn txn(&self) -> u64 {
+        self.meta.txn
     }
 
     /// Whether the sync has finished (settling then waits for nothing).

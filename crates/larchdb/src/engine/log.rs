@@ -319,6 +319,17 @@ impl Log {
         self.end
     }
 
+    /// Bytes appended since the oldest position still needed (`release_to`).
+    pub(crate) fn kept_bytes(&self) -> u64 {
+        self.end - self.keep_from
+    }
+
+    /// Bytes the log can keep without running out of segments: all but one of them (the
+    /// segment being appended to may start anywhere in its slot).
+    pub(crate) fn room_bytes(&self) -> u64 {
+        (self.segments - 1) * self.segment_bytes
+    }
+
     /// Position up to which the log is durable.
     #[cfg(test)]
     pub(crate) fn synced(&self) -> u64 {
@@ -734,6 +745,12 @@ impl GroupLog {
     /// crash then loses none of them).
     pub(crate) fn write(&self) -> Result<()> {
         self.lock().log.write()
+    }
+
+    /// `Log::kept_bytes` and `Log::room_bytes`.
+    pub(crate) fn kept_and_room(&self) -> (u64, u64) {
+        let st = self.lock();
+        (st.log.kept_bytes(), st.log.room_bytes())
     }
 
     /// `Log::release_to`.

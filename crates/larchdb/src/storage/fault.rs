@@ -65,6 +65,8 @@ struct State {
     dead: bool,
     /// How long each sync takes (a slow disk), spent before it takes effect.
     sync_delay: Option<std::time::Duration>,
+    /// Syncs that succeeded.
+    syncs: u64,
 }
 
 /// In-memory storage with fault injection. Clones share the same state, so a test keeps one
@@ -98,6 +100,7 @@ impl FaultStorage {
                 boot,
                 dead: false,
                 sync_delay: None,
+                syncs: 0,
             })),
         }
     }
@@ -111,6 +114,11 @@ impl FaultStorage {
     /// Number of writes and syncs attempted so far.
     pub fn op_count(&self) -> u64 {
         self.lock().op_count
+    }
+
+    /// Number of syncs that succeeded so far.
+    pub fn sync_count(&self) -> u64 {
+        self.lock().syncs
     }
 
     /// Makes the `n`th write or sync from now (1 = the next one) fail with `kind`; with
@@ -277,6 +285,7 @@ impl Storage for FaultStorage {
         }
         let mut s = self.lock();
         Self::attempt(&mut s)?;
+        s.syncs += 1;
         let ops = std::mem::take(&mut s.unsynced);
         for op in ops {
             match op {

@@ -29,6 +29,16 @@ pub trait Storage: Send + Sync + 'static {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Writes all of `buf` at `offset`, growing the storage if needed.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Writes `bufs`, one after the other, from `offset`: one `write_at` of their
+    /// concatenation, without gathering them first where the backend can (`pwritev`).
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        let mut at = offset;
+        for b in bufs {
+            self.write_at(b, at)?;
+            at += b.len() as u64;
+        }
+        Ok(())
+    }
     /// Makes every earlier write durable.
     fn sync(&self) -> io::Result<()>;
     /// Current length in bytes.

@@ -69,7 +69,17 @@ impl<'db> WriteTxn<'db> {
         let base_txn = published.txn();
         let txn = base_txn + 1;
         let catalog = base.meta.catalog;
-        let pages = WritePages::new(base, txn, guard.last_durable_txn, carry, btree::check_node);
+        // A checkpoint still settling becomes the durable one before this transaction's
+        // commit (`settle`), but this transaction's page writes may reach the disk before
+        // that (a checkpoint writes its merged leaves as it goes, and the settling sync
+        // flushes whatever is in the page cache): the pages it reaches are pinned as the
+        // durable commit's from now on, or a power loss would return to a checkpoint whose
+        // pages this transaction overwrote.
+        let pinned = guard
+            .settling
+            .as_ref()
+            .map_or(guard.last_durable_txn, |s| s.txn());
+        let pages = WritePages::new(base, txn, pinned, carry, btree::check_node);
         guard.tables.begin(base_txn);
         guard.batch.clear();
         let logged = shared.log.is_some();

@@ -158,6 +158,10 @@ pub(crate) struct WritePages {
     any_owned: bool,
     /// Bytes of appended pages in owned buffers (see `APPENDED_OWNED_BYTES_MAX`).
     appended_owned_bytes: usize,
+    /// Filled pages in owned buffers not yet written out (`spill_filled`).
+    spill: Vec<u64>,
+    /// A checkpoint's merge runs in this transaction (`merging`).
+    merging: bool,
     /// Some of them were a sequential load's (the next transaction is likely one too).
     appended: bool,
     branch_sealing: BranchSealing,
@@ -173,7 +177,8 @@ pub(crate) type NodeCheck = fn(&[u8]) -> std::result::Result<(), String>;
 
 impl WritePages {
     /// The page state of write transaction `txn`, on `base`, with what the writer state lent
-    /// (`carry`). `last_durable` is the last durable commit (its pages are pinned).
+    /// (`carry`). `last_durable` is the last durable commit, or the checkpoint about to become
+    /// it (`commit::Settling`): the pages it reaches are pinned.
     pub(crate) fn new(
         base: Arc<Snapshot>,
         txn: u64,
@@ -207,6 +212,8 @@ impl WritePages {
             recent_at: 0,
             any_owned: false,
             appended_owned_bytes: 0,
+            spill: Vec::new(),
+            merging: false,
             appended: false,
             branch_sealing: carry.branch_sealing,
             shifts: carry

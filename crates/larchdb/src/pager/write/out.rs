@@ -12,7 +12,83 @@ use crate::storage::Storage;
 /// Bytes gathered into one `write_at` when consecutive pages are written at commit.
 const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
 
+/// Filled pages (`WritePages::new_page_filled`) waiting in owned buffers before
+/// `spill_filled` writes them out: 1 MiB of 4 KiB pages.
+const SPILL_PAGES: usize = 64;
+
 impl WritePages {
+    /// Writes out the filled pages waiting in owned buffers once there are `SPILL_PAGES` of
+    /// them: each sealed, consecutive ones gathered into one `write_vectored_at`, then kept
+    /// as pages of the mapping (sealed; a later write to one goes through the mapping and
+    /// seals it again at commit) and their buffers reused. A checkpoint's merge fills tens of
+    /// thousands of leaves: written as it goes, they neither wait in memory until the commit
+    /// (the owned-buffer cap, past which they were placed in the mapping, populated and
+    /// faulted) nor leave the cache before they are written (docs/design/write-path.md).
+    /// Only for pages the mapping covers (`place` enters them).
+    pub(crate) fn spill_filled(&mut self) -> Result<()> {
+        if self.spill.len() < SPILL_PAGES {
+            return Ok(());
+        }
+        let mut ids = std::mem::take(&mut self.spill);
+        ids.sort_unstable();
+        ids.dedup();
+        let ps = self.page_bytes;
+        // Seal: only owned single pages (one freed since and reused otherwise is left as it is).
+        ids.retain(|id| {
+            let Some(d) = self.dirty.get_mut(id) else {
+                return false;
+            };
+            let (sealed, cells, check) = (d.sealed, d.cells, d.check_derived);
+            match &mut d.place {
+                Place::Owned(b) if b.len() == ps => {
+                    seal_or_check(b, *id, self.txn, (sealed, cells, check), &self.shifts);
+                    d.sealed = true;
+                    true
+                }
+                _ => false,
+            }
+        });
+        // Write, consecutive pages together.
+        let storage = self.wmap.storage.clone();
+        let mut bufs: Vec<&[u8]> = Vec::with_capacity(ids.len());
+        let mut run_start = 0u64;
+        for (k, &id) in ids.iter().enumerate() {
+            if k > 0 && id != ids[k - 1] + 1 {
+                storage.write_vectored_at(&bufs, run_start * ps as u64)?;
+                bufs.clear();
+            }
+            if bufs.is_empty() {
+                run_start = id;
+            }
+            match self.dirty.get(&id).map(|d| &d.place) {
+                Some(Place::Owned(b)) => bufs.push(b),
+                _ => {
+                    return Err(Error::internal(format!(
+                        "page {id}: spilled page not owned"
+                    )))
+                }
+            }
+        }
+        if !bufs.is_empty() {
+            storage.write_vectored_at(&bufs, run_start * ps as u64)?;
+        }
+        drop(bufs);
+        // From now on the pages are read (and written, if ever) through the mapping.
+        for &id in &ids {
+            if let Some(d) = self.dirty.get_mut(&id) {
+                if let Place::Owned(b) = std::mem::replace(&mut d.place, Place::Mapped(1)) {
+                    if self.pool.len() < super::POOL_PAGES_MAX {
+                        self.pool.push(b);
+                    }
+                }
+            }
+        }
+        self.appended_owned_bytes = self.appended_owned_bytes.saturating_sub(ids.len() * ps);
+        ids.clear();
+        self.spill = ids;
+        Ok(())
+    }
+
     /// Seals every dirty page (page id, txn id, checksum) and makes it reach the file: pages
     /// in the mapping are sealed in place; owned buffers are written with `write_at`, gathering
     /// consecutive pages into larger writes. Returns the bytes written or sealed.
