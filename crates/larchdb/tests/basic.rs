@@ -1,12 +1,10 @@
 //! The public API end to end on a real file: tables, point operations, scans, counts, reopen.
 
+mod common;
+
 use larchdb::{Database, Durability, Error, Options};
 
-fn collect(it: larchdb::Range<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
-    it.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap()
-}
+use common::collect;
 
 fn key(i: u32) -> Vec<u8> {
     format!("{i:016}").into_bytes()

@@ -5,6 +5,8 @@
 //! leaf, several levels), against a `BTreeMap`, with `verify_all()` and a reopen after each
 //! checkpoint.
 
+mod common;
+
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -42,11 +44,7 @@ fn check(db: &Database, model: &Model, what: &str) {
     let r = db.begin_read().unwrap();
     let t = r.table("t").unwrap();
     assert_eq!(t.len().unwrap(), model.len() as u64, "{what}: len");
-    let got: Vec<(Vec<u8>, Vec<u8>)> = t
-        .iter()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let got = common::collect(t.iter());
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
     assert!(got == want, "{what}: contents differ");
 }

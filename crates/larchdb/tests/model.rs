@@ -2,6 +2,8 @@
 //! commits, aborts, reopens (process crashes) and power losses, on the fault-injecting storage.
 //! Values are sized so that splits, merges and overflow runs happen all the time.
 
+mod common;
+
 use larchdb::storage::{CrashMode, FaultStorage};
 use larchdb::{Database, Durability, Options};
 use proptest::prelude::*;
@@ -142,11 +144,7 @@ fn holds(db: &Database, expected: &Model) -> bool {
     }
     expected.iter().all(|(name, map)| {
         let t = r.table(name).unwrap();
-        let got: Vec<(Vec<u8>, Vec<u8>)> = t
-            .iter()
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let got = common::collect(t.iter());
         t.len().unwrap() == map.len() as u64 && got.iter().map(|(k, v)| (k, v)).eq(map.iter())
     })
 }
@@ -161,11 +159,7 @@ fn check(db: &Database, expected: &Model) {
     for (name, map) in expected {
         let t = r.table(name).unwrap();
         assert_eq!(t.len().unwrap(), map.len() as u64, "count of {name}");
-        let got: Vec<(Vec<u8>, Vec<u8>)> = t
-            .iter()
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let got = common::collect(t.iter());
         let exp: Vec<(Vec<u8>, Vec<u8>)> =
             map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert!(

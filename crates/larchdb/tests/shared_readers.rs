@@ -6,6 +6,8 @@
 //!
 //! `LARCH_SHARED_READERS_SECS=N` lengthens the watching (3 s by default).
 
+mod common;
+
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};
@@ -164,12 +166,7 @@ fn wait_for(child: &mut Child, word: &str) -> String {
 }
 
 fn all_values(r: &larchdb::ReadTxn) -> Vec<(Vec<u8>, Vec<u8>)> {
-    r.table(TABLE)
-        .unwrap()
-        .iter()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap()
+    common::collect(r.table(TABLE).unwrap().iter())
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! (`btree::PutHint`). Runs of ascending and descending keys, overwrites, deletes, appends,
 //! large values, commits and aborts, against a `BTreeMap`, with `verify()` after each commit.
 
+mod common;
+
 use larchdb::{Database, Options};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -75,11 +77,7 @@ fn sorted_runs_match_a_btreemap() {
         }
         let r = db.begin_read().unwrap();
         let t = r.table("t").unwrap();
-        let got: Vec<(Vec<u8>, Vec<u8>)> = t
-            .iter()
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let got = common::collect(t.iter());
         let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
         assert_eq!(got, want, "round {round}");
     }
