@@ -10,11 +10,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k.copy_from_slice(format!("{i:016}").as_bytes());
-    k
-}
+use larch_write_path_experiments::key;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());

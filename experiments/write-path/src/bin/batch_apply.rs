@@ -12,11 +12,7 @@ use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
 
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k.copy_from_slice(format!("{i:016}").as_bytes());
-    k
-}
+use larch_write_path_experiments::{key, load_random};
 
 fn main() {
     let num: u64 = std::env::args()
@@ -27,24 +23,8 @@ fn main() {
     let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let value: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
-    {
-        let mut w = db.begin_write().unwrap();
-        w.create_table("t").unwrap();
-        w.commit().unwrap();
-    }
     // The base: `num` random keys, loaded in commits of 100K.
-    let mut loaded = 0;
-    while loaded < num {
-        let mut w = db.begin_write().unwrap();
-        {
-            let mut t = w.table("t").unwrap();
-            for _ in 0..100_000.min(num - loaded) {
-                t.put(&key(rng.gen_range(0..num * 10)), &value).unwrap();
-            }
-        }
-        w.commit_with(Durability::None).unwrap();
-        loaded += 100_000;
-    }
+    load_random(&db, num, num * 10, &mut rng, &value);
     println!("tree of {num} random records; ns per key applied, median of 5 batches");
     println!("| batch | arrival order | sorted |");
     println!("|---|---|---|");

@@ -10,11 +10,7 @@ use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
 
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k.copy_from_slice(format!("{i:016}").as_bytes());
-    k
-}
+use larch_write_path_experiments::{key, load_random};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -23,35 +19,30 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     // CKPT_MB: the checkpoint bound in MiB (default: the engine's), the log sized to hold it.
     let mut opts = Options::default().log(true);
-    if let Some(mb) = std::env::var("CKPT_MB").ok().and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(mb) = std::env::var("CKPT_MB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
         opts.checkpoint_bytes = mb << 20;
         opts.log_segment_bytes = (mb << 20).div_ceil(3).next_multiple_of(1 << 20);
     }
-    println!("checkpoint_bytes {} MiB, log {} x {} MiB", opts.checkpoint_bytes >> 20, opts.log_segments, opts.log_segment_bytes >> 20);
+    println!(
+        "checkpoint_bytes {} MiB, log {} x {} MiB",
+        opts.checkpoint_bytes >> 20,
+        opts.log_segments,
+        opts.log_segment_bytes >> 20
+    );
     let db = Database::open(dir.path().join("db"), opts).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let value: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
     let space = (base + 3 * n).max(1);
-    {
-        let mut w = db.begin_write().unwrap();
-        w.create_table("t").unwrap();
-        w.commit().unwrap();
-    }
-    let mut loaded = 0;
-    while loaded < base {
-        let mut w = db.begin_write().unwrap();
-        {
-            let mut t = w.table("t").unwrap();
-            for _ in 0..100_000.min(base - loaded) {
-                t.put(&key(rng.gen_range(0..space)), &value).unwrap();
-            }
-        }
-        w.commit_with(Durability::None).unwrap();
-        loaded += 100_000;
-    }
+    load_random(&db, base, space, &mut rng, &value);
     db.checkpoint().unwrap();
     let file = std::fs::metadata(dir.path().join("db")).map_or(0, |m| m.len());
-    println!("tree of {base} random records (file {} MiB), rounds of {n} one-put commits", file >> 20);
+    println!(
+        "tree of {base} random records (file {} MiB), rounds of {n} one-put commits",
+        file >> 20
+    );
     for round in 0..3 {
         let mut slow: Vec<Duration> = Vec::new();
         let t0 = Instant::now();

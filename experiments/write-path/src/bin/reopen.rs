@@ -14,33 +14,13 @@ use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::time::Instant;
 
-fn key(i: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k.copy_from_slice(format!("{i:016}").as_bytes());
-    k
-}
+use larch_write_path_experiments::{key, load_random};
 
 fn child(path: &Path, base: u64, n: u64) {
     let db = Database::open(path, Options::default().log(true)).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let value: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
-    {
-        let mut w = db.begin_write().unwrap();
-        w.create_table("t").unwrap();
-        w.commit().unwrap();
-    }
-    let mut loaded = 0;
-    while loaded < base {
-        let mut w = db.begin_write().unwrap();
-        {
-            let mut t = w.table("t").unwrap();
-            for _ in 0..100_000.min(base - loaded) {
-                t.set(&key(rng.gen_range(0..base)), &value).unwrap();
-            }
-        }
-        w.commit_with(Durability::None).unwrap();
-        loaded += 100_000;
-    }
+    load_random(&db, base, base, &mut rng, &value);
     db.checkpoint().unwrap();
     for _ in 0..n {
         let mut w = db.begin_write().unwrap();
@@ -70,7 +50,12 @@ fn main() {
     let path = dir.path().join("db");
     let t = Instant::now();
     let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["child", path.to_str().unwrap(), &base.to_string(), &n.to_string()])
+        .args([
+            "child",
+            path.to_str().unwrap(),
+            &base.to_string(),
+            &n.to_string(),
+        ])
         .status()
         .unwrap();
     assert!(status.success());

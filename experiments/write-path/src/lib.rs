@@ -1,0 +1,33 @@
+//! What the experiments share: db_bench's key shape and the random base tree they start from.
+
+use larchdb::{Database, Durability};
+use rand::Rng;
+
+/// Key `i` as db_bench writes it: 16 decimal digits.
+pub fn key(i: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k.copy_from_slice(format!("{i:016}").as_bytes());
+    k
+}
+
+/// Creates table `t` in `db` and puts `n` records into it, keys drawn from `0..space`, each
+/// with `value`, in unsynced commits of 100,000.
+pub fn load_random(db: &Database, n: u64, space: u64, rng: &mut impl Rng, value: &[u8]) {
+    {
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        w.commit().unwrap();
+    }
+    let mut loaded = 0;
+    while loaded < n {
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for _ in 0..100_000.min(n - loaded) {
+                t.put(&key(rng.gen_range(0..space)), value).unwrap();
+            }
+        }
+        w.commit_with(Durability::None).unwrap();
+        loaded += 100_000;
+    }
+}
