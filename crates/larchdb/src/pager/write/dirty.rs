@@ -173,7 +173,7 @@ impl WritePages {
     /// space it takes for any page is kept in owned buffers, as for an append. The merge
     /// writes its leaves out as it goes (`spill_filled`); a branch copy placed in new space of
     /// the mapping would have the whole allocation step behind it populated (zeroed and mapped
-    /// in) only for those leaves to be written over it: 22% of a checkpoint's time at 1M.
+    /// in) only for those leaves to be written over it: 22% of a merge's samples at 1M.
     pub(crate) fn merging(&mut self) {
         self.merging = true;
     }
