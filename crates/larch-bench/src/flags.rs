@@ -73,6 +73,7 @@ pub const KNOWN_BENCHMARKS: &[&str] = &[
     "fillsync",
     "fillseqsync",
     "fillrandsync",
+    "fillsync_mt",
     "fillbatch",
     "fillseqbatch",
     "fillrandbatch",
@@ -142,7 +143,8 @@ Usage: larch-bench [--flag=value ...]\n\
                          (larch,lmdb,rocksdb,leveldb,bdb,wiredtiger,wiredtiger-lsm,redb; 'all')\n\
   --db=DIR               parent directory; each engine uses DIR/<engine> (/tmp/dbbench-<uid>)\n\
   --benchmarks=LIST      default {DEFAULT_BENCHMARKS}\n\
-                         also: filluniquerandom fillseqsync fillrandsync fillbatch fillseqbatch\n\
+                         also: filluniquerandom fillseqsync fillrandsync fillsync_mt (fillsync\n\
+                         on each of --threads threads at once) fillbatch fillseqbatch\n\
                          fillrandbatch readwhilewriting readrandomwriterandom updaterandom\n\
                          deleterandom deleteseq\n\
                          fillunique_mt updateunique_mt insertunique_mt (--threads writers\n\

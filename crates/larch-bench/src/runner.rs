@@ -103,6 +103,8 @@ impl Workload {
             ),
             "fillsync" | "fillrandsync" => (Kind::Fill(Order::Random), true, sync_ops, true, 1),
             "fillseqsync" => (Kind::Fill(Order::Seq), true, sync_ops, true, 1),
+            // Group commit: fillsync on every --threads thread at once.
+            "fillsync_mt" => (Kind::Fill(Order::Random), true, sync_ops, true, 1),
             "fillbatch" | "fillseqbatch" => {
                 (Kind::Fill(Order::Seq), true, f.writes, f.sync, batch_n)
             }
@@ -162,10 +164,11 @@ impl Workload {
         })
     }
 
-    /// Write benchmarks run on one thread (every engine here serialises writers); reads and
-    /// mixed workloads use --threads.
+    /// Write benchmarks run on one thread (every engine here serialises writers), except
+    /// fillsync_mt (durable commits from --threads threads at once: what group commit is
+    /// for); reads and mixed workloads use --threads.
     pub fn uses_threads(&self) -> bool {
-        !matches!(self.kind, Kind::Fill(_) | Kind::Delete(_))
+        self.name == "fillsync_mt" || !matches!(self.kind, Kind::Fill(_) | Kind::Delete(_))
     }
 }
 
@@ -1280,7 +1283,8 @@ pub fn child_main(args: &[String]) -> Result<()> {
                 println!("{:<12} : skipped (--use_existing_db is true)", w.name);
                 continue;
             }
-            let threaded_fill = flags.fill_threads && matches!(w.kind, Kind::Fill(_));
+            let threaded_fill =
+                (flags.fill_threads && matches!(w.kind, Kind::Fill(_))) || w.name == "fillsync_mt";
             if w.fresh && pass > 0 && !threaded_fill {
                 println!("{:<12} : skipped (loaded in the first thread pass)", w.name);
                 continue;
@@ -1321,6 +1325,8 @@ mod tests {
             .unwrap()
             .uses_threads());
         assert!(!Workload::resolve("fillseq", &f).unwrap().uses_threads());
+        let mt = Workload::resolve("fillsync_mt", &f).unwrap();
+        assert!(mt.uses_threads() && mt.sync && mt.fresh && mt.batch == 1);
         assert!(Workload::resolve("nope", &f).is_err());
     }
 

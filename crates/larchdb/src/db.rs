@@ -118,12 +118,21 @@ impl Database {
     /// `Options::checkpoint_bytes` since the last) is made first.
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
         loop {
-            let guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+            let guard = self.lock_writer();
             if !WriteTxn::checkpoint_due(&self.shared, &guard) {
                 return WriteTxn::new(&self.shared, guard);
             }
             WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::None)?;
         }
+    }
+
+    /// Takes the write lock, counted in `writers_waiting` while it waits.
+    fn lock_writer(&self) -> std::sync::MutexGuard<'_, crate::engine::WriterState> {
+        use std::sync::atomic::Ordering;
+        self.shared.writers_waiting.fetch_add(1, Ordering::Relaxed);
+        let guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.writers_waiting.fetch_sub(1, Ordering::Relaxed);
+        guard
     }
 
     /// Writes every commit in the log to the tree, durably, and lets the log's space be

@@ -7,6 +7,14 @@ use crate::limits::{PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PINNED_B
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
     /// Durable when `commit` returns: the commit's pages, then its meta page, are synced.
+    ///
+    /// On a handle that writes the log (`Options::log`), the commit appends its record, lets
+    /// the write lock go (the next transaction runs meanwhile), and returns once the log is
+    /// synced up to its record: commits from several threads waiting at once share one sync
+    /// (group commit). Readers, in this handle, see the commit only once it is durable, when
+    /// its committer publishes it, or when a later commit publishes (a `None` commit or a
+    /// checkpoint made meanwhile waits for that sync first). Readers in other processes see
+    /// the database as of its last checkpoint.
     #[default]
     Immediate,
     /// Not synced. A process crash loses nothing; a power loss or OS crash loses the commits

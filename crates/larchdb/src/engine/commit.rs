@@ -19,47 +19,54 @@ use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// A commit made through the log (`commit_logged`).
+pub(crate) struct LoggedCommit {
+    /// The commit's id (the base's when there was nothing to commit).
+    pub(crate) txn: u64,
+    /// For `Durability::Immediate`: the log position to sync to, and the snapshot to publish
+    /// once it is durable. The committer lets the write lock go first, so that the next
+    /// transaction runs while the log is synced and commits waiting together share one sync
+    /// (`finish_immediate`).
+    pub(crate) wait: Option<(u64, Arc<Published>)>,
+}
+
 /// Commits the writer's batch (`WriterState::batch`) and the entry counts of the tables it
-/// changed through the log, on top of commit `base`: one log record, written to the log file
-/// (and synced, for `Durability::Immediate`), inserted into the overlay, then published.
-/// Returns the commit's id (the base's when there was nothing to commit), or `None`, with
-/// nothing done, when the log has no room for the record: the caller then commits by writing
-/// pages. A failed write or sync of the log poisons the handle (fail-stop).
+/// changed through the log, on top of commit `base`: one log record, appended to the log and
+/// inserted into the overlay. A `None` commit is written to the log file and published at
+/// once; an `Immediate` one becomes the writer's `pending` commit, published by its committer
+/// once the log is synced (`finish_immediate`, after the write lock is let go). Returns
+/// `None`, with nothing done, when the log has no room for the record: the caller then
+/// commits by writing pages. A failed write or sync of the log poisons the handle
+/// (fail-stop).
 pub(crate) fn commit_logged(
     shared: &Shared,
     guard: &mut WriterState,
-    base: &Published,
+    base: &Arc<Published>,
     durability: Durability,
     force: bool,
-) -> Result<Option<u64>> {
+) -> Result<Option<LoggedCommit>> {
     let log = shared
         .log
         .as_ref()
         .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
-    let WriterState {
-        tables,
-        batch,
-        record,
-        poisoned,
-        ..
-    } = guard;
+    let immediate = durability == Durability::Immediate || force;
     let mut counts = Vec::new();
-    for (name, state) in tables.changed() {
+    for (name, state) in guard.tables.changed() {
         let id = base.catalog.table_id(&base.snap, name.as_bytes())?;
         let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
         counts.push((id.to_be_bytes(), state.hdr.entries.to_le_bytes()));
     }
-    if batch.is_empty() && counts.is_empty() {
-        // Nothing to commit; a durable commit still makes the earlier ones durable.
-        if durability == Durability::Immediate || force {
-            if let Err(e) = log.sync_to(log.end()) {
-                *poisoned = true;
-                return Err(e);
-            }
-        }
-        return Ok(Some(base.txn()));
+    if guard.batch.is_empty() && counts.is_empty() {
+        // Nothing to commit; a durable commit still makes the earlier ones durable (and
+        // publishes the base, if it is a commit still waiting for its sync).
+        let wait = immediate.then(|| (log.end(), base.clone()));
+        return Ok(Some(LoggedCommit {
+            txn: base.txn(),
+            wait,
+        }));
     }
     let txn = base.txn() + 1;
+    let WriterState { batch, record, .. } = &mut *guard;
     batch.encode(
         |id| {
             base.catalog
@@ -71,20 +78,20 @@ pub(crate) fn commit_logged(
     let Ok(end) = log.append(KIND_COMMIT, txn, record) else {
         return Ok(None);
     };
-    let written = if durability == Durability::Immediate {
-        log.sync_to(end)
-    } else {
-        log.write()
-    };
-    if let Err(e) = written {
-        *poisoned = true;
-        return Err(e);
+    if !immediate {
+        // Handed to the file now, so that a process crash keeps it; published below, after
+        // any `Immediate` commit before it is durable.
+        let written = publish_pending(shared, guard).and_then(|()| log.write());
+        if let Err(e) = written {
+            guard.poisoned = true;
+            return Err(e);
+        }
     }
     let overlay = match &base.overlay {
         Some(o) => o.clone(),
         None => Arc::new(Overlay::new()),
     };
-    let records = batch.tables().flat_map(|(t, w)| {
+    let records = guard.batch.tables().flat_map(|(t, w)| {
         w.iter()
             .map(move |(k, w)| (t, &**k, w.value.as_deref(), w.blind.is_some()))
     });
@@ -92,15 +99,65 @@ pub(crate) fn commit_logged(
         .iter()
         .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
     overlay.insert_marked(txn, records.chain(count_records));
+    let published = Published::logged(base, overlay, txn);
+    if immediate {
+        guard.pending = Some((published.clone(), end));
+        return Ok(Some(LoggedCommit {
+            txn,
+            wait: Some((end, published)),
+        }));
+    }
+    publish(shared, published);
+    Ok(Some(LoggedCommit { txn, wait: None }))
+}
+
+/// The second half of an `Immediate` commit through the log, run by its committer after it
+/// let the write lock go: waits until the log is synced up to `end` (the first committer
+/// waiting syncs for all: group commit), then publishes `published` unless a newer commit was
+/// published meanwhile. A failed sync fails every later commit of the handle (the log is
+/// fail-stop; `WriteTxn::new` sees it).
+pub(crate) fn finish_immediate(shared: &Shared, end: u64, published: Arc<Published>) -> Result<()> {
+    let log = shared
+        .log
+        .as_ref()
+        .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
+    // Committers about to append: waiting for the write lock, or holding it.
+    let more =
+        || shared.writers_waiting.load(Ordering::Relaxed) > 0 || shared.writer.try_lock().is_err();
+    log.sync_to_gathering(end, &more)?;
+    publish(shared, published);
+    Ok(())
+}
+
+/// Makes `published` the snapshot new readers start from, unless a newer one is published
+/// already (commits waiting for a shared sync publish in any order).
+fn publish(shared: &Shared, published: Arc<Published>) {
     let mut rs = shared.read_state();
-    debug_assert_eq!(
-        rs.current.txn(),
-        base.txn(),
-        "the writer is the only publisher"
-    );
-    rs.current = Published::logged(base, overlay, txn);
-    shared.current_txn.store(txn, Ordering::Release);
-    Ok(Some(txn))
+    if rs.current.txn() < published.txn() {
+        shared.current_txn.store(published.txn(), Ordering::Release);
+        rs.current = published;
+    }
+}
+
+/// Waits until the writer's `pending` commit (an `Immediate` commit whose committer waits for
+/// the log's sync) is durable and publishes it, if it is not published yet. Called by every
+/// commit about to publish, so that readers never see an `Immediate` commit before it is
+/// durable: a later commit's snapshot would show it.
+pub(crate) fn publish_pending(shared: &Shared, guard: &mut WriterState) -> Result<()> {
+    let Some((p, end)) = guard.pending.as_ref() else {
+        return Ok(());
+    };
+    if shared.current_txn.load(Ordering::Acquire) >= p.txn() {
+        guard.pending = None;
+        return Ok(());
+    }
+    let (p, end) = (p.clone(), *end);
+    if let Err(e) = finish_immediate(shared, end, p) {
+        guard.poisoned = true;
+        return Err(e);
+    }
+    guard.pending = None;
+    Ok(())
 }
 
 /// Commits `pages` with `catalog` as the new catalog root. On failure the transaction leaves
@@ -116,6 +173,10 @@ pub(crate) fn commit(
         Ok(m) => m,
         Err(e) => return Err(fail_commit(guard, pages, e, false)),
     };
+    // A logged commit still waiting for its sync is in this commit's tree: durable first.
+    if let Err(e) = publish_pending(shared, guard) {
+        return Err(fail_commit(guard, pages, e, true));
+    }
     // The meta slot about to be written may be the one a checkpoint still settling holds.
     if let Err(e) = settle(shared, guard) {
         return Err(fail_commit(guard, pages, e, true));

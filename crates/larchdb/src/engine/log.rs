@@ -643,6 +643,10 @@ fn file_offset(segment_bytes: u64, segments: u64, position: u64) -> u64 {
     FILE_HEADER_BYTES + slot * segment_bytes + position % segment_bytes
 }
 
+/// The most times a group commit's leader yields to committers about to append before it
+/// syncs (`GroupLog::sync_to_gathering`).
+const GATHER_YIELDS_MAX: u32 = 16;
+
 /// The log shared by committing threads, for group commit: a commit appends its record under
 /// the writer's lock, lets the lock go, and waits in `sync_to` until its record is durable. The
 /// first waiter becomes the leader: it takes every record appended so far, writes and syncs
@@ -693,7 +697,17 @@ impl GroupLog {
 
     /// Returns once every record before `position` is durable, syncing them (and whatever
     /// else was appended) if no other committer is already doing so.
+    #[cfg(test)]
     pub(crate) fn sync_to(&self, position: u64) -> Result<()> {
+        self.sync_to_gathering(position, &|| false)
+    }
+
+    /// `sync_to`, where a committer that becomes the leader first lets the committers that
+    /// `more` says are about to append do so (yielding its core to them, for at most
+    /// `GATHER_YIELDS_MAX` turns), so that its sync covers their records too: without it, on
+    /// few cores, the first committer woken after a sync leads the next one alone while the
+    /// others are still taking the write lock in turn.
+    pub(crate) fn sync_to_gathering(&self, position: u64, more: &dyn Fn() -> bool) -> Result<()> {
         let mut st = self.lock();
         loop {
             if st.log.failed {
@@ -707,6 +721,13 @@ impl GroupLog {
                 continue;
             }
             st.leading = true;
+            let mut turns = 0;
+            while more() && turns < GATHER_YIELDS_MAX {
+                drop(st);
+                std::thread::yield_now();
+                st = self.lock();
+                turns += 1;
+            }
             let flush = st.log.take();
             let sink = st.log.sink();
             drop(st);
@@ -728,6 +749,11 @@ impl GroupLog {
             }
             self.flushed.notify_all();
         }
+    }
+
+    /// Whether a write or sync of the log failed (every later commit fails).
+    pub(crate) fn failed(&self) -> bool {
+        self.lock().log.failed
     }
 
     /// Syncs made so far.

@@ -61,6 +61,13 @@ pub(crate) struct WriterState {
     /// A checkpoint written without a sync, whose sync runs on a thread of its own
     /// (`commit::settle`).
     pub(crate) settling: Option<commit::Settling>,
+    /// The newest commit made through the log whose committer lets the write lock go and
+    /// waits for the log's sync before publishing it (`Durability::Immediate`: group commit),
+    /// with the log position its record ends at. The next write transaction starts from it
+    /// when it is newer than the published snapshot; a commit that publishes (a `None`
+    /// commit, a checkpoint) first waits until it is durable, so that readers never see an
+    /// `Immediate` commit before it is durable (`commit::publish_after_pending`).
+    pub(crate) pending: Option<(Arc<readers::Published>, u64)>,
 }
 
 /// Everything a handle and its transactions share. One per `Database`, behind an `Arc`
@@ -79,6 +86,9 @@ pub(crate) struct Shared {
     pub(crate) lock: Option<LockTable>,
     /// The write-ahead log, for a writing handle opened with `Options::log`.
     pub(crate) log: Option<GroupLog>,
+    /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
+    /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
+    pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {

@@ -162,6 +162,7 @@ impl Shared {
             record: Vec::new(),
             checkpoint_position: log.as_ref().map_or(0, |l| l.end()),
             settling: None,
+            pending: None,
         };
         let tree = Published::new(snap);
         let current = replay(&tree, records)?;
@@ -175,6 +176,7 @@ impl Shared {
             boot_id,
             lock,
             log: log.map(GroupLog::new),
+            writers_waiting: Default::default(),
         })
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::btree;
 use crate::engine::catalog::{self, check_name};
-use crate::engine::commit::{commit, commit_logged, settle};
+use crate::engine::commit::{commit, commit_logged, finish_immediate, settle};
 use crate::engine::readers::Published;
 use crate::engine::{Shared, WriterState};
 use crate::error::{Error, Result};
@@ -46,6 +46,10 @@ impl<'db> WriteTxn<'db> {
         if shared.options.read_only {
             return Err(Error::ReadOnly);
         }
+        if shared.log.as_ref().is_some_and(|l| l.failed()) {
+            // A committer's sync of the log failed after it let the write lock go.
+            guard.poisoned = true;
+        }
         if guard.poisoned {
             return Err(Error::Poisoned);
         }
@@ -55,6 +59,12 @@ impl<'db> WriteTxn<'db> {
             settle(shared, &mut guard)?;
         }
         let (published, oldest) = shared.writer_base();
+        // A commit whose committer still waits for the log's sync is newer than what readers
+        // see; this transaction follows it (its tree is the published one's).
+        let published = match &guard.pending {
+            Some((p, _)) if p.txn() > published.txn() => p.clone(),
+            _ => published,
+        };
         let base = published.snap.clone();
         // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
         // keep are the live readers' and the last durable one (a power loss returns to it).
@@ -421,14 +431,21 @@ impl<'db> WriteTxn<'db> {
                 let base = self.base.clone();
                 // `None`: no room in the log; the transaction commits by writing pages (a
                 // checkpoint) below.
-                if let Some(txn) =
+                if let Some(c) =
                     commit_logged(self.shared, &mut self.guard, &base, durability, force)?
                 {
                     // The pages were only read: hand the writer's buffers back untouched.
                     let pages = self.pages.take().ok_or(Error::TxnFailed)?;
                     self.guard.carry = Some(pages.abort());
-                    self.guard.tables.committed(txn);
-                    return Ok(());
+                    self.guard.tables.committed(c.txn);
+                    let shared = self.shared;
+                    // The write lock goes before the wait for the log's sync: the next
+                    // transaction runs meanwhile, and its commit can share the sync.
+                    drop(self);
+                    return match c.wait {
+                        Some((end, published)) => finish_immediate(shared, end, published),
+                        None => Ok(()),
+                    };
                 }
             }
             // The changed tables' counts were kept for the overlay; the tree's are rebuilt.
