@@ -39,7 +39,20 @@ impl std::fmt::Debug for Database {
     }
 }
 
+impl Drop for Database {
+    fn drop(&mut self) {
+        // `Durability::Bounded` commits not yet durable are made durable now.
+        self.shared.flusher.stop();
+    }
+}
+
 impl Database {
+    fn new(shared: Shared) -> Database {
+        let shared = Arc::new(shared);
+        shared.flusher.set_owner(Arc::downgrade(&shared));
+        Database { shared }
+    }
+
     /// Opens the database file at `path`, creating it if `options.create` allows.
     ///
     /// Beside the file, a lock file (`<path>-lock`, see [`crate::storage::lock_path`]) holds
@@ -58,9 +71,7 @@ impl Database {
         let (storage, lock) = open_file(path, &options)?;
         let log = LogSource::File(crate::storage::log_path(path));
         match Shared::open(storage, options, lock, log) {
-            Ok(shared) => Ok(Database {
-                shared: Arc::new(shared),
-            }),
+            Ok(shared) => Ok(Database::new(shared)),
             Err(e) => {
                 // A file that is not a database has no readers: a lock file this open created
                 // for it is removed (the storage and the lock table are closed by now, dropped
@@ -79,9 +90,7 @@ impl Database {
     /// process writes the storage.
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Database> {
         let shared = Shared::open(storage, options, None, LogSource::None)?;
-        Ok(Database {
-            shared: Arc::new(shared),
-        })
+        Ok(Database::new(shared))
     }
 
     /// Like [`Database::open_storage`], with `log` as the write-ahead log's storage (used when
@@ -92,9 +101,7 @@ impl Database {
         options: Options,
     ) -> Result<Database> {
         let shared = Shared::open(storage, options, None, LogSource::Storage(log))?;
-        Ok(Database {
-            shared: Arc::new(shared),
-        })
+        Ok(Database::new(shared))
     }
 
     /// Page size of this database.

@@ -68,7 +68,8 @@ mod verify;
 pub use db::Database;
 pub use error::{Error, Result};
 pub use options::{
-    Durability, Options, CHECKPOINT_BYTES_DEFAULT, LOG_SEGMENTS_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT,
+    Durability, Options, BOUNDED_BYTES_DEFAULT, BOUNDED_MILLIS_DEFAULT, CHECKPOINT_BYTES_DEFAULT,
+    LOG_SEGMENTS_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT,
 };
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, WriteTxn};

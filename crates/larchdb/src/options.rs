@@ -17,6 +17,15 @@ pub enum Durability {
     /// the database as of its last checkpoint.
     #[default]
     Immediate,
+    /// Durable within a bound, without the committer waiting: the commit is written (a
+    /// process crash loses nothing) and published at once, and a thread of the handle makes
+    /// it durable within `Options::bounded_millis` of the oldest such commit not yet durable,
+    /// or as soon as those commits' log records add up to `Options::bounded_bytes`, whichever
+    /// comes first (plus the time the sync itself takes). A power loss loses at most the
+    /// commits of that window, and never corrupts. Closing the handle makes them durable. On
+    /// a handle that writes the log the thread syncs the log; on one that does not, it makes
+    /// an empty durable commit (a sync and a meta page, under the write lock).
+    Bounded,
     /// Not synced. A process crash loses nothing; a power loss or OS crash loses the commits
     /// since the last durable one, and never corrupts: their pages never overwrite anything
     /// the last durable commit can reach.
@@ -70,6 +79,12 @@ pub struct Options {
     /// from the last durable checkpoint (at most the log's room); after a process crash, from
     /// the last checkpoint.
     pub log_segments: u64,
+    /// `Durability::Bounded`: the most milliseconds a commit waits to be made durable
+    /// (counted from the oldest commit not yet durable).
+    pub bounded_millis: u64,
+    /// `Durability::Bounded`, on a handle that writes the log: the log bytes of commits not
+    /// yet durable that start a sync at once.
+    pub bounded_bytes: u64,
     /// Bytes the log may grow by before a checkpoint: the bound on replay at open after a
     /// process crash and on the memory the overlay holds. At most `log_segments - 1` segments.
     pub checkpoint_bytes: u64,
@@ -89,6 +104,8 @@ impl Default for Options {
             log_segment_bytes: LOG_SEGMENT_BYTES_DEFAULT,
             log_segments: LOG_SEGMENTS_DEFAULT,
             checkpoint_bytes: CHECKPOINT_BYTES_DEFAULT,
+            bounded_millis: BOUNDED_MILLIS_DEFAULT,
+            bounded_bytes: BOUNDED_BYTES_DEFAULT,
         }
     }
 }
@@ -97,6 +114,11 @@ impl Default for Options {
 pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
 /// Default `Options::log_segments`.
 pub const LOG_SEGMENTS_DEFAULT: u64 = 8;
+/// Default `Options::bounded_millis` (PostgreSQL's `wal_writer_delay` is 200 ms,
+/// MongoDB's journal interval 100 ms).
+pub const BOUNDED_MILLIS_DEFAULT: u64 = 100;
+/// Default `Options::bounded_bytes`.
+pub const BOUNDED_BYTES_DEFAULT: u64 = 1 << 20;
 /// Default `Options::checkpoint_bytes`.
 pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const CHILD_ENV: &str = "LARCH_CRASH_CHILD_DB";
-/// Set to "none" to make the child commit with `Durability::None`.
+/// Set to "none" or "bounded" to make the child commit with `Durability::None` or `Bounded`.
 const DURABILITY_ENV: &str = "LARCH_CRASH_CHILD_DURABILITY";
 /// Set to "1" to make the child (and the parent's reopen) commit through the write-ahead log.
 const LOG_ENV: &str = "LARCH_CRASH_CHILD_LOG";
@@ -110,6 +110,7 @@ fn child_entry() {
     if let Ok(path) = std::env::var(CHILD_ENV) {
         let durability = match std::env::var(DURABILITY_ENV).as_deref() {
             Ok("none") => Durability::None,
+            Ok("bounded") => Durability::Bounded,
             _ => Durability::Immediate,
         };
         let log = std::env::var(LOG_ENV).as_deref() == Ok("1");
@@ -146,6 +147,14 @@ fn kill_nine_with_a_log_loses_no_acknowledged_commit() {
 #[test]
 fn kill_nine_with_a_log_keeps_unsynced_commits() {
     sweep(kill_points() / 2, "none", true);
+}
+
+/// `Durability::Bounded`: written like `None` (a process crash keeps them) while a thread of
+/// the child syncs them behind its back; with and without the log.
+#[test]
+fn kill_nine_keeps_bounded_commits() {
+    sweep(kill_points() / 4, "bounded", false);
+    sweep(kill_points() / 4, "bounded", true);
 }
 
 fn sweep(points: usize, durability: &str, log: bool) {

@@ -751,6 +751,18 @@ impl GroupLog {
         }
     }
 
+    /// Makes every record appended so far durable (`Durability::Bounded`'s flush).
+    pub(crate) fn sync_end(&self) -> Result<()> {
+        let end = self.end();
+        self.sync_to_gathering(end, &|| false)
+    }
+
+    /// Bytes appended and not yet durable.
+    pub(crate) fn unsynced_bytes(&self) -> u64 {
+        let st = self.lock();
+        st.log.end - st.log.synced
+    }
+
     /// Whether a write or sync of the log failed (every later commit fails).
     pub(crate) fn failed(&self) -> bool {
         self.lock().log.failed

@@ -10,6 +10,7 @@
 //! catalog.rs   the catalog: table names and headers, the per-snapshot cache, table states
 //! log.rs       the write-ahead log of stage 2: records in segments, sync and group commit,
 //!              read back at open
+//! flusher.rs   the thread that makes `Durability::Bounded` commits durable in time
 //! overlay.rs   stage 2's overlay: commits' writes since the last checkpoint, versioned,
 //!              read without locks before the tree
 //! ```
@@ -22,6 +23,7 @@
 pub(crate) mod batch;
 pub(crate) mod catalog;
 pub(crate) mod commit;
+pub(crate) mod flusher;
 pub(crate) mod log;
 pub(crate) mod open;
 pub(crate) mod overlay;
@@ -89,6 +91,8 @@ pub(crate) struct Shared {
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
     /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
+    /// The thread that makes `Durability::Bounded` commits durable.
+    pub(crate) flusher: flusher::Flusher,
 }
 
 impl Shared {

@@ -177,6 +177,7 @@ impl Shared {
             lock,
             log: log.map(GroupLog::new),
             writers_waiting: Default::default(),
+            flusher: Default::default(),
         })
     }
 }

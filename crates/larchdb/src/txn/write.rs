@@ -444,6 +444,12 @@ impl<'db> WriteTxn<'db> {
                     drop(self);
                     return match c.wait {
                         Some((end, published)) => finish_immediate(shared, end, published),
+                        None if durability == Durability::Bounded => {
+                            let urgent = shared.log.as_ref().is_some_and(|l| {
+                                l.unsynced_bytes() >= shared.options.bounded_bytes
+                            });
+                            shared.flusher.note(shared, urgent)
+                        }
                         None => Ok(()),
                     };
                 }
@@ -485,7 +491,7 @@ impl<'db> WriteTxn<'db> {
         if pages.is_clean()
             && !force
             && !log_checkpoint
-            && (durability == Durability::None || base_durable)
+            && (durability != Durability::Immediate || base_durable)
         {
             let base_txn = self.base.txn();
             self.guard.carry = Some(pages.finish());
@@ -495,6 +501,12 @@ impl<'db> WriteTxn<'db> {
         let txn = pages.txn;
         commit(self.shared, &mut self.guard, pages, catalog, durability)?;
         self.guard.tables.committed(txn);
+        if durability == Durability::Bounded {
+            // After the write lock is let go: the flusher may need it.
+            let shared = self.shared;
+            drop(self);
+            shared.flusher.note(shared, false)?;
+        }
         Ok(())
     }
 }
