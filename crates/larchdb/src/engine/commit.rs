@@ -116,14 +116,25 @@ pub(crate) fn commit_logged(
 /// waiting syncs for all: group commit), then publishes `published` unless a newer commit was
 /// published meanwhile. A failed sync fails every later commit of the handle (the log is
 /// fail-stop; `WriteTxn::new` sees it).
-pub(crate) fn finish_immediate(shared: &Shared, end: u64, published: Arc<Published>) -> Result<()> {
+///
+/// `gather`: the caller does not hold the write lock, so a leader may wait for committers
+/// that hold it or wait for it (not when a commit under the lock waits for a pending one).
+pub(crate) fn finish_immediate(
+    shared: &Shared,
+    end: u64,
+    published: Arc<Published>,
+    gather: bool,
+) -> Result<()> {
     let log = shared
         .log
         .as_ref()
         .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
     // Committers about to append: waiting for the write lock, or holding it.
-    let more =
-        || shared.writers_waiting.load(Ordering::Relaxed) > 0 || shared.writer.try_lock().is_err();
+    let more = || {
+        gather
+            && (shared.writers_waiting.load(Ordering::Relaxed) > 0
+                || shared.writer.try_lock().is_err())
+    };
     log.sync_to_gathering(end, &more)?;
     publish(shared, published);
     Ok(())
@@ -152,7 +163,7 @@ pub(crate) fn publish_pending(shared: &Shared, guard: &mut WriterState) -> Resul
         return Ok(());
     }
     let (p, end) = (p.clone(), *end);
-    if let Err(e) = finish_immediate(shared, end, p) {
+    if let Err(e) = finish_immediate(shared, end, p, false) {
         guard.poisoned = true;
         return Err(e);
     }

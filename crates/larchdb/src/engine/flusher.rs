@@ -97,16 +97,19 @@ fn run(shared: Arc<Shared>) {
                 None if st.stop => return,
                 None => st = f.wake.wait(st).unwrap_or_else(|e| e.into_inner()),
                 Some(oldest) => {
-                    let due = oldest + bound;
+                    // A bound too far to express as an instant waits for urgency or the close.
+                    let due = oldest.checked_add(bound);
                     let now = Instant::now();
-                    if st.urgent || st.stop || now >= due {
+                    if st.urgent || st.stop || due.is_some_and(|d| now >= d) {
                         break;
                     }
-                    st = f
-                        .wake
-                        .wait_timeout(st, due - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
+                    st = match due {
+                        Some(d) => {
+                            let woken = f.wake.wait_timeout(st, d - now);
+                            woken.unwrap_or_else(|e| e.into_inner()).0
+                        }
+                        None => f.wake.wait(st).unwrap_or_else(|e| e.into_inner()),
+                    };
                 }
             }
         }

@@ -443,7 +443,7 @@ impl<'db> WriteTxn<'db> {
                     // transaction runs meanwhile, and its commit can share the sync.
                     drop(self);
                     return match c.wait {
-                        Some((end, published)) => finish_immediate(shared, end, published),
+                        Some((end, published)) => finish_immediate(shared, end, published, true),
                         None if durability == Durability::Bounded => {
                             let urgent = shared.log.as_ref().is_some_and(|l| {
                                 l.unsynced_bytes() >= shared.options.bounded_bytes
