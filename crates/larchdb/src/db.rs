@@ -145,7 +145,7 @@ impl Database {
     /// Writes every commit in the log to the tree, durably, and lets the log's space be
     /// reused: a checkpoint (`Options::log`). Without a log, the same as [`Database::sync`].
     pub fn checkpoint(&self) -> Result<()> {
-        let guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = self.lock_writer();
         WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
     }
 

@@ -25,10 +25,7 @@ fn open(data: &FaultStorage, log: &FaultStorage, o: Options) -> Database {
 
 /// The keys of table "t" a power loss now would keep.
 fn durable_keys(data: &FaultStorage, log: &FaultStorage, o: &Options) -> usize {
-    let (d, l) = (FaultStorage::new(), FaultStorage::new());
-    d.set_contents(data.durable_contents());
-    l.set_contents(log.durable_contents());
-    let db = open(&d, &l, o.clone());
+    let db = open(&data.durable_copy(), &log.durable_copy(), o.clone());
     let r = db.begin_read().unwrap();
     let n = r.table("t").map_or(0, |t| t.len().unwrap());
     n as usize

@@ -22,14 +22,21 @@ fn open(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Database> {
     Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), options())
 }
 
-/// A copy of what a power loss would keep of the two files now, opened.
+/// Opens and creates table "t" with a durable commit.
+fn open_with_table(data: &FaultStorage, log: &FaultStorage) -> Database {
+    let db = open(data, log).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    w.commit().unwrap();
+    db
+}
+
+/// What a power loss would keep of the two files now, opened.
 fn after_power_loss(data: &FaultStorage, log: &FaultStorage) -> Database {
-    let (d, l) = (FaultStorage::new(), FaultStorage::new());
     // (The workloads here never reach a checkpoint, so the log's copy, taken after the data
     // file's, holds everything since the data file's last durable commit.)
-    d.set_contents(data.durable_contents());
-    l.set_contents(log.durable_contents());
-    open(&d, &l).unwrap()
+    let d = data.durable_copy();
+    open(&d, &log.durable_copy()).unwrap()
 }
 
 fn key(thread: usize, i: usize) -> Vec<u8> {
@@ -41,10 +48,7 @@ fn durable_commits_from_many_threads_share_syncs_and_are_durable_when_they_retur
     const THREADS: usize = 8;
     const EACH: usize = 25;
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = open(&data, &log).unwrap();
-    let mut w = db.begin_write().unwrap();
-    w.create_table("t").unwrap();
-    w.commit().unwrap();
+    let db = open_with_table(&data, &log);
     // A slow log device: while one committer syncs, the others queue behind it.
     log.set_sync_delay(Some(std::time::Duration::from_millis(2)));
     let syncs_before = log.sync_count();
@@ -116,10 +120,7 @@ fn durable_commits_from_many_threads_share_syncs_and_are_durable_when_they_retur
 #[test]
 fn a_failed_log_sync_fails_its_commit_and_every_later_one_and_is_never_seen() {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = open(&data, &log).unwrap();
-    let mut w = db.begin_write().unwrap();
-    w.create_table("t").unwrap();
-    w.commit().unwrap();
+    let db = open_with_table(&data, &log);
     let mut w = db.begin_write().unwrap();
     w.table("t").unwrap().set(b"kept", b"1").unwrap();
     w.commit().unwrap();
@@ -153,10 +154,7 @@ fn a_failed_log_sync_fails_its_commit_and_every_later_one_and_is_never_seen() {
 #[test]
 fn a_none_commit_after_a_waiting_immediate_one_waits_for_its_sync() {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = open(&data, &log).unwrap();
-    let mut w = db.begin_write().unwrap();
-    w.create_table("t").unwrap();
-    w.commit().unwrap();
+    let db = open_with_table(&data, &log);
     log.set_sync_delay(Some(std::time::Duration::from_millis(50)));
     std::thread::scope(|s| {
         let first = s.spawn(|| {

@@ -156,6 +156,14 @@ impl FaultStorage {
         self.lock().durable.clone()
     }
 
+    /// A new storage holding what a power loss would keep of this one now (its synced
+    /// contents), leaving this one working: what a crash at this moment would reopen, while
+    /// the workload goes on.
+    pub fn durable_copy(&self) -> FaultStorage {
+        let durable = self.durable_contents();
+        FaultStorage::with_contents(durable, self.lock().boot + 1)
+    }
+
     /// Replaces the contents, as if synced (for corruption tests).
     pub fn set_contents(&self, bytes: Vec<u8>) {
         let mut s = self.lock();
