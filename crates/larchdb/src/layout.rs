@@ -304,7 +304,9 @@ pub(crate) mod meta {
 /// segments used round robin, each a segment header and then records, 8-byte aligned. A
 /// position (log sequence number) counts bytes from the log's creation; position `p` lies in
 /// segment slot `(p / segment_bytes) % segments`, at offset `p % segment_bytes` in it, and the
-/// slot starts at byte `FILE_HEADER_BYTES + slot * segment_bytes` of the file.
+/// slot starts at byte `FILE_HEADER_BYTES + slot * segment_bytes` of the file. The file may be
+/// shorter than its geometry (it grows as the log reaches it): bytes past its end read as
+/// zeros, never written.
 ///
 /// ```text
 /// file header     magic "LARCHWAL", version u32, 0 u32, segment bytes u64, segments u64,

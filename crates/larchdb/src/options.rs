@@ -68,8 +68,9 @@ pub struct Options {
     /// written at checkpoints, when the log has grown by `checkpoint_bytes`. A database whose
     /// last commit was made this way replays its log when opened, whatever this option says.
     pub log: bool,
-    /// Bytes of one segment of a new log (the log is `log_segments` of them, written with
-    /// zeros when it is created, so that syncing it never changes the file's size).
+    /// Bytes of one segment of a new log (the log is `log_segments` of them; the file grows
+    /// with zeros, 1 MiB at a time, as the log first reaches each part of it, so that a
+    /// commit's sync never changes the file's size).
     pub log_segment_bytes: u64,
     /// Segments of a new log (at least 2). The log keeps every record since the last
     /// *durable* checkpoint; a checkpoint is written without a sync, and made durable only

@@ -191,3 +191,133 @@ fn unsynced_pages_written_after_the_durable_commit_are_reused_at_once() {
     assert!(st.page_count < 120, "page count {}", st.page_count);
     db.verify().unwrap();
 }
+
+fn log_options() -> Options {
+    Options {
+        log: true,
+        log_segment_bytes: 64 << 10,
+        log_segments: 8,
+        checkpoint_bytes: 3 * (64 << 10),
+        ..Options::default()
+    }
+}
+
+fn open_logged(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Database> {
+    Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), log_options())
+}
+
+/// Logged commits of keys `from..to`, ten a commit, every fourth one durable, 200 bytes a
+/// value: a record of about 2 KB, so the log grows its file (64 KiB at a time here) and
+/// crosses checkpoints. Returns the commits acknowledged (durable or not) and the first error.
+fn logged_load(db: &Database, from: u32, to: u32) -> (u32, Option<Error>) {
+    let mut acked = from;
+    for c in (from..to).step_by(10) {
+        let r = (|| {
+            let mut w = db.begin_write()?;
+            {
+                let mut t = w.table("t")?;
+                for i in c..c + 10 {
+                    t.put(&i.to_be_bytes(), &[i as u8; 200])?;
+                }
+            }
+            let durable = (c / 10) % 4 == 0;
+            w.commit_with(if durable {
+                Durability::Immediate
+            } else {
+                Durability::None
+            })
+        })();
+        if let Err(e) = r {
+            return (acked, Some(e));
+        }
+        acked = c + 10;
+    }
+    (acked, None)
+}
+
+/// The keys present are exactly `0..n` for some n (commits are all or nothing, in order).
+fn logged_prefix(db: &Database) -> u32 {
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    let n = t.len().unwrap() as u32;
+    for i in (0..n).step_by(7).chain(n.checked_sub(1)) {
+        let v = t.get(&i.to_be_bytes()).unwrap();
+        assert_eq!(v, Some(&[i as u8; 200][..]), "key {i} of {n}");
+    }
+    assert!(t.get(&n.to_be_bytes()).unwrap().is_none());
+    n
+}
+
+/// ENOSPC and EIO at every I/O operation of the log during logged commits that grow the log
+/// file and cross checkpoints: each failure is a typed error; one while the log file grows
+/// fails that commit alone (`DiskFull`, nothing lost, the next commit goes through); one
+/// while records are written or synced stops the handle (`Poisoned`, fail-stop); every
+/// acknowledged commit is there after a process crash, every durable one after a power
+/// loss, and the rest is a prefix of the commits made.
+#[test]
+fn log_faults_at_every_operation_are_typed_and_lose_nothing_acknowledged() {
+    let setup = || {
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let db = open_logged(&data, &log).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.ensure_table("t").unwrap();
+        w.commit().unwrap();
+        (data, log, db)
+    };
+    let (_, clean_log, db) = setup();
+    let before = clean_log.op_count();
+    assert_eq!(logged_load(&db, 0, 1500).0, 1500);
+    let ops = clean_log.op_count() - before;
+    drop(db);
+    let (mut grow_refused, mut poisoned) = (0, 0);
+    for kind in [FaultKind::Enospc, FaultKind::Eio] {
+        for nth in 1..=ops {
+            let (data, log, db) = setup();
+            log.fail_after(nth, kind, false);
+            let (acked, err) = logged_load(&db, 0, 1500);
+            let durable_acked = (0..acked).step_by(40).last().map_or(0, |c| c + 10);
+            match err {
+                None => assert_eq!(acked, 1500),
+                Some(Error::DiskFull) if kind == FaultKind::Enospc => {}
+                Some(Error::Io(_)) if kind == FaultKind::Eio => {}
+                Some(e) => panic!("{kind:?} at {nth}: {e}"),
+            }
+            if err.is_some() {
+                // Either the handle goes on (a refused growth) or it is stopped.
+                match logged_load(&db, acked, acked + 10) {
+                    (n, None) => {
+                        assert_eq!(n, acked + 10);
+                        assert_eq!(logged_prefix(&db), acked + 10);
+                        grow_refused += 1;
+                    }
+                    (_, Some(Error::Poisoned)) => poisoned += 1,
+                    (_, Some(e)) => panic!("{kind:?} at {nth}, after: {e}"),
+                }
+            }
+            let seen = logged_prefix(&db);
+            drop(db);
+            // A process crash keeps what was handed to the files; a power loss what was
+            // synced. Either way a prefix, with every acknowledged (durable) commit.
+            let crashed = open_logged(
+                &data.crash(CrashMode::ProcessOnly),
+                &log.crash(CrashMode::ProcessOnly),
+            )
+            .unwrap_or_else(|e| panic!("{kind:?} at {nth}: reopen: {e}"));
+            let n = logged_prefix(&crashed);
+            assert!(n >= seen, "{kind:?} at {nth}: {n} < {seen}");
+            crashed.verify().unwrap();
+            drop(crashed);
+            let lost = open_logged(&data.durable_copy(), &log.durable_copy())
+                .unwrap_or_else(|e| panic!("{kind:?} at {nth}: reopen after power loss: {e}"));
+            let n = logged_prefix(&lost);
+            assert!(
+                n >= durable_acked,
+                "{kind:?} at {nth}: {n} < {durable_acked}"
+            );
+            lost.verify().unwrap();
+        }
+    }
+    eprintln!("{ops} log operations: {grow_refused} refused growths, {poisoned} stopped");
+    assert!(grow_refused > 0, "no fault hit the log file's growth");
+    assert!(poisoned > 0, "no fault hit a record's write or sync");
+}

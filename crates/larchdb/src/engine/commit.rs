@@ -9,6 +9,7 @@
 //! Stage 2 turns 2 and 3 into "append to a log, group sync", with pages checkpointed later;
 //! the B-tree and the page access do not change (docs/design/durability.md, ARCHITECTURE.md).
 
+use super::log::NoRoom;
 use super::overlay::{Overlay, COUNTS};
 use super::readers::Published;
 use super::{Shared, WriterState};
@@ -75,8 +76,11 @@ pub(crate) fn commit_logged(
         },
         record,
     )?;
-    let Ok(end) = log.append(KIND_COMMIT, txn, record) else {
-        return Ok(None);
+    let end = match log.append(KIND_COMMIT, txn, record) {
+        Ok(end) => end,
+        // The log file could not grow (a full disk): this commit fails, nothing was written.
+        Err(NoRoom::Grow(e)) => return Err(e),
+        Err(NoRoom::Full | NoRoom::TooLarge) => return Ok(None),
     };
     if !immediate {
         // Handed to the file now, so that a process crash keeps it; published below, after
