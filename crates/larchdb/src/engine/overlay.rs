@@ -459,6 +459,7 @@ impl Overlay {
     /// Adds the records of commit `txn`: for each, a value or a deletion (`None`) of
     /// `(table, key)`. Requires: `txn` is newer than every commit inserted before, and is not
     /// yet published to readers (they see it once the engine publishes it).
+    #[cfg(test)]
     pub(crate) fn insert<'a>(
         &self,
         txn: u64,
