@@ -361,7 +361,10 @@ fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: boo
 /// Until then, the last durable checkpoint stays the one a power loss returns to: the log is
 /// kept from its position, and the pages it reaches are not reused (`last_durable_txn`).
 /// A process crash meanwhile keeps the new checkpoint (its meta page is trusted in the same
-/// boot, durability.md), and the next open makes it durable before appending (`make_durable`).
+/// boot, durability.md); the next open replays from it and keeps the log from the durable
+/// one's position (the other meta slot's), as this handle did, so that it settles later,
+/// when the log needs the room, instead of syncing at open whatever the crashed process left
+/// in the page cache.
 pub(crate) struct Settling {
     meta: Meta,
     slot: u64,

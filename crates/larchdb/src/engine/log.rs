@@ -304,9 +304,23 @@ impl Log {
     }
 
     /// Opens the log on `storage` and reads back every record from position `from` (the last
-    /// checkpoint's) to the end of the log. Appending continues after the last record.
-    pub(crate) fn open(storage: Arc<dyn Storage>, from: u64) -> Result<(Log, Vec<Record>)> {
-        Log::open_inner(storage, from, true)
+    /// checkpoint's) to the end of the log. Appending continues after the last record; the
+    /// records from `keep_from` (the last durable checkpoint's position, at most `from`) are
+    /// kept until `release_to` lets them go.
+    pub(crate) fn open(
+        storage: Arc<dyn Storage>,
+        from: u64,
+        keep_from: u64,
+    ) -> Result<(Log, Vec<Record>)> {
+        let (mut log, records) = Log::open_inner(storage, from, true)?;
+        if keep_from > from {
+            return Err(corrupted(
+                keep_from,
+                format!("the durable checkpoint's position is after the newest one's, {from}"),
+            ));
+        }
+        log.keep_from = keep_from;
+        Ok((log, records))
     }
 
     fn open_inner(
@@ -676,13 +690,15 @@ impl Log {
     /// with a pad record (zeros where one does not fit) and syncs, so that appending resumes in
     /// a fresh segment and no record of the lost tail, intact but never vouched for, can ever
     /// be read back as part of the log.
+    ///
+    /// Syncs in any case: the records read back may be in the page cache only (a process
+    /// crash), and the next record appended says the log was synced up to them.
     fn close_tail(&mut self) -> Result<()> {
         let rest = self.segment_bytes - self.end % self.segment_bytes;
-        if rest == self.segment_bytes {
-            return Ok(());
+        if rest != self.segment_bytes {
+            self.pad(rest);
+            self.write()?;
         }
-        self.pad(rest);
-        self.write()?;
         self.storage.sync()?;
         self.synced = self.written;
         Ok(())
@@ -923,7 +939,7 @@ mod tests {
     fn reopen(contents: Vec<u8>, from: u64) -> Result<(Log, Vec<Record>)> {
         let s = FaultStorage::new();
         s.set_contents(contents);
-        Log::open(Arc::new(s), from)
+        Log::open(Arc::new(s), from, from)
     }
 
     /// Appends `n` commit records of random sizes; returns them as they must read back.
@@ -1160,7 +1176,7 @@ mod tests {
                 }
             }
             let crashed = s.crash(CrashMode::KeepRandom { seed });
-            let (mut log, back) = Log::open(Arc::new(crashed.clone()), 0)
+            let (mut log, back) = Log::open(Arc::new(crashed.clone()), 0, 0)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             assert!(
                 back.len() >= synced.len(),
@@ -1175,7 +1191,7 @@ mod tests {
             // new records, never a record of the lost tail that happened to reach the disk.
             let more = append_some(&mut log, &mut rng, &mut txn, 4);
             log.sync().unwrap();
-            let (_, again) = Log::open(Arc::new(crashed), 0).unwrap();
+            let (_, again) = Log::open(Arc::new(crashed), 0, 0).unwrap();
             let expected: Vec<Record> = back.iter().chain(&more).cloned().collect();
             assert_eq!(again, expected, "seed {seed}: after appending");
         }
@@ -1209,11 +1225,11 @@ mod tests {
         crashed[from..to].copy_from_slice(&all[from..to]);
         let c = FaultStorage::new();
         c.set_contents(crashed);
-        let (mut log, back) = Log::open(Arc::new(c.clone()), 0).unwrap();
+        let (mut log, back) = Log::open(Arc::new(c.clone()), 0, 0).unwrap();
         assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), [1, 2, 3]);
         log.append(KIND_COMMIT, 4, &[9u8; 100]).unwrap();
         log.sync().unwrap();
-        let (_, again) = Log::open(Arc::new(c), 0).unwrap();
+        let (_, again) = Log::open(Arc::new(c), 0, 0).unwrap();
         let txns: Vec<(u64, u8)> = again.iter().map(|r| (r.txn, r.body[0])).collect();
         assert_eq!(txns, [(1, 1), (2, 2), (3, 3), (4, 9)]);
     }

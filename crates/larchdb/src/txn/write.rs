@@ -92,7 +92,12 @@ impl<'db> WriteTxn<'db> {
         let pages = WritePages::new(base, txn, pinned, carry, btree::check_node);
         guard.tables.begin(base_txn);
         guard.batch.clear();
-        let logged = shared.log.is_some();
+        // Until a durable commit says its log holds later commits (`Meta::log`), a power loss
+        // returns to a commit whose open starts a new log, dropping what the log held: so the
+        // first transaction on a log just created writes pages (durably, as every
+        // transaction of such a handle that writes pages and is not a checkpoint), and only
+        // the ones after it commit through the log.
+        let logged = shared.log.is_some() && published.snap.meta.log;
         let mut w = WriteTxn {
             shared,
             guard,

@@ -8,6 +8,9 @@
 //! up to the log's room) can be estimated.
 //!
 //!   cargo run --release --manifest-path experiments/write-path/Cargo.toml --bin reopen [BASE] [N]
+//!
+//! `reopen child PATH BASE N` makes the crashed database alone; `reopen open PATH` times one
+//! open of it (for a profiler: copy the database first, the open replays and checkpoints it).
 
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
@@ -42,6 +45,14 @@ fn main() {
         let base = args.next().unwrap().parse().unwrap();
         let n = args.next().unwrap().parse().unwrap();
         child(Path::new(&path), base, n);
+        return;
+    }
+    if first.as_deref() == Some("open") {
+        let path = args.next().expect("path");
+        let t = Instant::now();
+        let db = Database::open(Path::new(&path), Options::default().log(true)).unwrap();
+        println!("open {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        drop(db);
         return;
     }
     let base: u64 = first.map_or(1_000_000, |a| a.parse().expect("BASE"));
