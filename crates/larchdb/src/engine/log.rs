@@ -100,14 +100,20 @@ struct Sink {
     extent: Arc<Extent>,
 }
 
-/// How far the log file is written: it grows with zeros, a chunk at a time and synced, as the log first reaches each part of it, up to its geometry's full length; after
-/// that it never changes size. So a new log costs a file header instead of its whole size in
-/// zeros, and a record's own sync never has to change the file's size or extents
-/// (write-path.md, "The device").
+/// How far the log file is written: it grows with zeros, a chunk at a time, as the log first
+/// reaches each part of it, up to its geometry's full length; after that it never changes
+/// size. So a new log costs a file header instead of its whole size in zeros, and, once the
+/// log has gone round, a record's own sync never has to change the file's size or extents
+/// (write-path.md, "The device"). The zeros are not synced: a record's sync carries the size
+/// change with it (`fdatasync` writes what reading the data back needs) once a chunk, and
+/// unsynced zeros that a crash drops read back as the end of the file, which is the same as
+/// zeros (measured: syncing each chunk made one-put `None` commits 2.8-2.9 us against
+/// 1.9 us without, larch-bench fillrandom 1M, 128 syncs in a 2.5 s run and 3,400 context
+/// switches against 15-215).
 struct Extent {
     /// The file's full length: header and every segment.
     total: u64,
-    /// Bytes of the file written (zeros or records) and synced: records may be written below.
+    /// Bytes of the file written (zeros or records): records may be written below.
     len: std::sync::atomic::AtomicU64,
     /// Bytes the file grows by at a time: `ZERO_CHUNK_BYTES`, or a segment if smaller.
     chunk: u64,
@@ -130,8 +136,8 @@ impl Extent {
     }
 
     /// Makes the file at least `end` bytes long (at most its full length), writing zeros up
-    /// to the next chunk boundary and syncing them. Nothing past the current length belongs
-    /// to any record, so the zeros overwrite nothing; the file is never shortened.
+    /// to the next chunk boundary. Nothing past the current length belongs to any record, so
+    /// the zeros overwrite nothing; the file is never shortened.
     fn cover(&self, storage: &dyn Storage, end: u64) -> Result<()> {
         if self.len() >= end {
             return Ok(());
@@ -157,7 +163,6 @@ impl Extent {
             storage.write_at(&zeros[..n], at)?;
             at += n as u64;
         }
-        storage.sync()?;
         self.len.store(target, std::sync::atomic::Ordering::Release);
         Ok(())
     }
