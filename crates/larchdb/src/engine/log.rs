@@ -317,13 +317,13 @@ impl Log {
         from: u64,
         keep_from: u64,
     ) -> Result<(Log, Vec<Record>)> {
-        let (mut log, records) = Log::open_inner(storage, from, true)?;
         if keep_from > from {
             return Err(corrupted(
                 keep_from,
                 format!("the durable checkpoint's position is after the newest one's, {from}"),
             ));
         }
+        let (mut log, records) = Log::open_inner(storage, from, true)?;
         log.keep_from = keep_from;
         Ok((log, records))
     }
