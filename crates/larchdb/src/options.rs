@@ -69,8 +69,8 @@ pub struct Options {
     /// last commit was made this way replays its log when opened, whatever this option says.
     pub log: bool,
     /// Bytes of one segment of a new log (the log is `log_segments` of them; the file grows
-    /// with zeros, 1 MiB at a time, as the log first reaches each part of it, so that a
-    /// commit's sync never changes the file's size).
+    /// with zeros, 1 MiB at a time, as the log first reaches each part of it, and keeps its
+    /// size once the log has gone round).
     pub log_segment_bytes: u64,
     /// Segments of a new log (at least 2). The log keeps every record since the last
     /// *durable* checkpoint; a checkpoint is written without a sync, and made durable only

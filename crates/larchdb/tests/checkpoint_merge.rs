@@ -2,8 +2,8 @@
 //! of every shape (a few keys spread over many leaves, dense runs that fill many new pages in
 //! one leaf's place, appends past the right edge, deletions that empty leaves, large values
 //! moved to and from overflow runs, keys of many lengths) into trees of every shape (empty, one
-//! leaf, several levels), against a `BTreeMap`, with `verify_all()` and a reopen after each
-//! checkpoint.
+//! leaf, several levels, as the rounds grow it), against a `BTreeMap`, with `verify_all()`
+//! after each checkpoint and a reopen after every eighth.
 
 mod common;
 
@@ -107,7 +107,8 @@ fn checkpoints_merge_batches_of_every_shape() {
         );
         db.checkpoint().unwrap();
         check(&db, &model, &format!("round {round}, after the checkpoint"));
-        db.verify_all().unwrap();
+        let report = db.verify_all().unwrap();
+        assert!(report.is_clean(), "round {round}: {:?}", report.problems);
         if round % 8 == 7 {
             drop(db);
             db = Database::open(&path, options()).unwrap();
@@ -129,5 +130,6 @@ fn checkpoints_merge_batches_of_every_shape() {
     }
     db.checkpoint().unwrap();
     check(&db, &model, "all deleted");
-    db.verify_all().unwrap();
+    let report = db.verify_all().unwrap();
+    assert!(report.is_clean(), "all deleted: {:?}", report.problems);
 }

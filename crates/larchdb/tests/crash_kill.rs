@@ -149,8 +149,8 @@ fn kill_nine_with_a_log_keeps_unsynced_commits() {
     sweep(kill_points() / 2, "none", true);
 }
 
-/// `Durability::Bounded`: written like `None` (a process crash keeps them) while a thread of
-/// the child syncs them behind its back; with and without the log.
+/// `Durability::Bounded`: written like `None`, so a process crash keeps them whatever the
+/// child's flusher thread was doing when it was killed; with and without the log.
 #[test]
 fn kill_nine_keeps_bounded_commits() {
     sweep(kill_points() / 4, "bounded", false);

@@ -283,6 +283,8 @@ fn log_faults_at_every_operation_are_typed_and_lose_nothing_acknowledged() {
                 Some(e) => panic!("{kind:?} at {nth}: {e}"),
             }
             if err.is_some() {
+                // The failed commit is not seen.
+                assert_eq!(logged_prefix(&db), acked, "{kind:?} at {nth}");
                 // Either the handle goes on (a refused growth) or it is stopped.
                 match logged_load(&db, acked, acked + 10) {
                     (n, None) => {
@@ -295,6 +297,7 @@ fn log_faults_at_every_operation_are_typed_and_lose_nothing_acknowledged() {
                 }
             }
             let seen = logged_prefix(&db);
+            assert!(seen >= acked, "{kind:?} at {nth}: {seen} < {acked}");
             drop(db);
             // A process crash keeps what was handed to the files; a power loss what was
             // synced. Either way a prefix, with every acknowledged (durable) commit.

@@ -74,20 +74,21 @@ fn durable_commits_from_many_threads_share_syncs_and_are_durable_when_they_retur
             })
             .collect();
         // A reader: whatever it sees is durable already.
-        s.spawn(|| {
-            while !done.load(Ordering::Acquire) {
+        let reader = s.spawn(|| {
+            let mut checks = 0u64;
+            while !done.load(Ordering::Acquire) || checks == 0 {
+                checks += 1;
                 let seen: Vec<Vec<u8>> = {
                     let r = db.begin_read().unwrap();
                     let t = r.table("t").unwrap();
-                    let last: Vec<_> = (0..THREADS)
+                    (0..THREADS)
                         .filter_map(|th| {
                             (0..EACH)
                                 .rev()
                                 .find(|&i| t.get(&key(th, i)).unwrap().is_some())
                                 .map(|i| key(th, i))
                         })
-                        .collect();
-                    last
+                        .collect()
                 };
                 let back = after_power_loss(&data, &log);
                 let r = back.begin_read().unwrap();
@@ -105,6 +106,7 @@ fn durable_commits_from_many_threads_share_syncs_and_are_durable_when_they_retur
             w.join().unwrap();
         }
         done.store(true, Ordering::Release);
+        reader.join().unwrap();
     });
     let commits = (THREADS * EACH) as u64;
     let syncs = log.sync_count() - syncs_before;
@@ -146,6 +148,15 @@ fn a_failed_log_sync_fails_its_commit_and_every_later_one_and_is_never_seen() {
     let db = open(&data, &log).unwrap();
     let r = db.begin_read().unwrap();
     assert_eq!(r.table("t").unwrap().get(b"kept").unwrap(), Some(&b"1"[..]));
+    drop(r);
+    let mut w = db.begin_write().unwrap();
+    w.table("t").unwrap().set(b"after", b"3").unwrap();
+    w.commit().unwrap();
+    let r = db.begin_read().unwrap();
+    assert_eq!(
+        r.table("t").unwrap().get(b"after").unwrap(),
+        Some(&b"3"[..])
+    );
     db.verify().unwrap();
 }
 
@@ -155,7 +166,8 @@ fn a_failed_log_sync_fails_its_commit_and_every_later_one_and_is_never_seen() {
 fn a_none_commit_after_a_waiting_immediate_one_waits_for_its_sync() {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let db = open_with_table(&data, &log);
-    log.set_sync_delay(Some(std::time::Duration::from_millis(50)));
+    // Long enough that the thread below finds the sync under way even on a busy machine.
+    log.set_sync_delay(Some(std::time::Duration::from_millis(500)));
     std::thread::scope(|s| {
         let first = s.spawn(|| {
             let mut w = db.begin_write().unwrap();
@@ -164,13 +176,21 @@ fn a_none_commit_after_a_waiting_immediate_one_waits_for_its_sync() {
         });
         // Wait until the first commit let the write lock go (its sync is under way).
         let mut w = loop {
-            if let Ok(mut w) = db.try_begin_write() {
-                if w.table("t").unwrap().get(b"durable").unwrap().is_some() {
-                    break w;
+            match db.try_begin_write() {
+                Ok(mut w) => {
+                    if w.table("t").unwrap().get(b"durable").unwrap().is_some() {
+                        break w;
+                    }
                 }
+                Err(Error::WriteBusy) => {}
+                Err(e) => panic!("{e}"),
             }
             std::thread::yield_now();
         };
+        assert!(
+            !first.is_finished(),
+            "the Immediate commit's sync was not under way"
+        );
         w.table("t").unwrap().set(b"quick", b"2").unwrap();
         w.commit_with(Durability::None).unwrap();
         // Published, so the Immediate commit before it is durable.

@@ -203,9 +203,8 @@ fn open_with_log(
 }
 
 /// Power loss at every I/O operation of a workload that commits through the log: for each k,
-/// every operation from the k-th on fails on the data file (the log stays healthy: logged
-/// commits go on while checkpoints and their syncs fail) or on the log (the data file stays
-/// healthy), then both keep a random subset of their unsynced writes, the last torn. After
+/// every operation from the k-th on fails on the data file (the log stays healthy) or on the
+/// log (the data file stays healthy), then both keep a random subset of their unsynced writes, the last torn. After
 /// reopening, the database equals the state after some commit no earlier than the last
 /// acknowledged durable one; a checkpoint written but not yet synced when the power went
 /// returns to the one before it, and the log still holds everything after that one.

@@ -1,4 +1,5 @@
-//! What the experiments share: db_bench's key shape and the random base tree they start from.
+//! What the experiments share: db_bench's key shape, the random base tree they start from,
+//! and the one-put commit they time.
 
 use larchdb::{Database, Durability};
 use rand::Rng;
@@ -30,4 +31,15 @@ pub fn load_random(db: &Database, n: u64, space: u64, rng: &mut impl Rng, value:
         w.commit_with(Durability::None).unwrap();
         loaded += 100_000;
     }
+}
+
+/// One unsynced commit that sets a key drawn from `0..space` in table `t` to `value` (the
+/// one-put commit the experiments time).
+pub fn set_random(db: &Database, space: u64, rng: &mut impl Rng, value: &[u8]) {
+    let mut w = db.begin_write().unwrap();
+    w.table("t")
+        .unwrap()
+        .set(&key(rng.gen_range(0..space)), value)
+        .unwrap();
+    w.commit_with(Durability::None).unwrap();
 }

@@ -8,8 +8,8 @@
 //! and, as the leaf fills, a split for every record; the merge pays a cell copy.
 //!
 //! Deletions that would leave a leaf less than a quarter full are applied key by key instead
-//! (`delete` merges underfull leaves with a sibling); so are the records of an empty tree's
-//! first leaf, which `put` creates.
+//! (`delete` merges underfull leaves with a sibling). An empty tree gets its first leaf from
+//! `put` of the first record; the rest are merged into it.
 
 use super::delete::delete;
 use super::node::{cell_key, compare_keys, LeafValue, Node};
@@ -33,8 +33,9 @@ enum Part {
     New(usize),
 }
 
-/// What the merge keeps between leaves, so that a leaf allocates nothing once the buffers
-/// have grown: the leaf as it was, the batch's new cells, the merged list and page breaks.
+/// What the merge keeps between leaves, so that these buffers are not allocated again for
+/// each leaf: the leaf as it was, the batch's new cells, the merged list and page breaks (the
+/// list of cell slices, the new pages' ids and separators are still allocated per leaf).
 #[derive(Default)]
 pub(crate) struct MergeScratch {
     old: Vec<u8>,
@@ -121,7 +122,7 @@ fn merge_leaf<'r>(
     m.parts.clear();
     m.runs.clear();
     let (mut oi, mut ri) = (0, lo);
-    let (mut bytes, mut added, mut removed) = (0usize, 0u64, 0u64);
+    let (mut bytes, mut added, mut removed, mut written) = (0usize, 0u64, 0u64, 0usize);
     while oi < old.n || ri < hi {
         let ord = match (oi < old.n, ri < hi) {
             (true, true) => compare_keys(old.key(oi)?, record(ri).0),
@@ -149,6 +150,7 @@ fn merge_leaf<'r>(
                 match value {
                     Some(v) => {
                         m.parts.push(Part::New(ri));
+                        written += 1;
                         bytes += cell_bytes(page_bytes, key, v) + SLOT_BYTES;
                         added += u64::from(!replaces);
                     }
@@ -162,8 +164,9 @@ fn merge_leaf<'r>(
         // An underfull leaf: `delete` merges it with a sibling.
         return apply_each(w, scratch, hdr, lo, hi, record);
     }
-    if m.parts.is_empty() {
-        // Deletions of keys the leaf lacks: nothing changes.
+    if written == 0 && removed == 0 {
+        // Only deletions of keys the leaf lacks (keys put and deleted again since the last
+        // checkpoint): nothing changes, the leaf is not rewritten.
         return Ok(());
     }
     for &(page, pages) in &m.runs {

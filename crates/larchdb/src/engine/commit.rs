@@ -33,8 +33,8 @@ pub(crate) struct LoggedCommit {
 
 /// Commits the writer's batch (`WriterState::batch`) and the entry counts of the tables it
 /// changed through the log, on top of commit `base`: one log record, appended to the log and
-/// inserted into the overlay. A `None` commit is written to the log file and published at
-/// once; an `Immediate` one becomes the writer's `pending` commit, published by its committer
+/// inserted into the overlay. A `None` or `Bounded` commit is written to the log file and
+/// published at once; an `Immediate` one becomes the writer's `pending` commit, published by its committer
 /// once the log is synced (`finish_immediate`, after the write lock is let go). Returns
 /// `None`, with nothing done, when the log has no room for the record: the caller then
 /// commits by writing pages. A failed write or sync of the log poisons the handle
@@ -213,7 +213,7 @@ pub(crate) fn commit(
     //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
     //    writing: fail-stop, as PostgreSQL does after the fsync-gate findings.
     let sync = meta.durable;
-    let mut publish = || -> Result<()> {
+    let mut write_meta = || -> Result<()> {
         if sync {
             storage.sync()?;
         }
@@ -223,7 +223,7 @@ pub(crate) fn commit(
         }
         Ok(())
     };
-    if let Err(e) = publish() {
+    if let Err(e) = write_meta() {
         return Err(fail_commit(guard, pages, e, true));
     }
     if sync {
@@ -278,7 +278,8 @@ fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
 
 /// Completes the meta page `prepare_commit` built: whether the commit is synced, and what it
 /// records as durable. Unsynced commits cannot reuse pages the last durable commit reaches;
-/// once those add up, this commit is made durable so that they can be released.
+/// on a handle without the log, once those add up, this commit is made durable so that they
+/// can be released.
 fn seal_meta(
     shared: &Shared,
     guard: &WriterState,
@@ -293,7 +294,8 @@ fn seal_meta(
         .pinned_bytes_max
         .max(meta.page_count * page_bytes / 4);
     // A handle that writes the log makes a checkpoint durable later, on a thread of its own
-    // (`Settling`), and always before the next one: the pages it pins are bounded by then.
+    // (`Settling`), once the log would otherwise run out of room (`durable_checkpoint_due`):
+    // the pages it pins are bounded by the log's room.
     let sync = durability == Durability::Immediate
         || (pinned_bytes > pinned_bytes_max && shared.log.is_none());
     meta.durable = sync;

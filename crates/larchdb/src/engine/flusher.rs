@@ -48,6 +48,10 @@ impl Flusher {
         if st.stop {
             return Ok(());
         }
+        // The thread waits for a first commit, then for its deadline: only a first commit or
+        // newly reached urgency changes what it waits for (a wake-up per commit would cost a
+        // context switch each).
+        let wake = st.oldest.is_none() || (urgent && !st.urgent);
         st.oldest.get_or_insert_with(Instant::now);
         st.urgent |= urgent;
         if st.thread.is_none() {
@@ -68,7 +72,9 @@ impl Flusher {
                 }
             }
         }
-        self.wake.notify_one();
+        if wake {
+            self.wake.notify_one();
+        }
         Ok(())
     }
 

@@ -68,7 +68,7 @@ pub(crate) struct WriterState {
     /// with the log position its record ends at. The next write transaction starts from it
     /// when it is newer than the published snapshot; a commit that publishes (a `None`
     /// commit, a checkpoint) first waits until it is durable, so that readers never see an
-    /// `Immediate` commit before it is durable (`commit::publish_after_pending`).
+    /// `Immediate` commit before it is durable (`commit::publish_pending`).
     pub(crate) pending: Option<(Arc<readers::Published>, u64)>,
 }
 

@@ -1,7 +1,7 @@
 //! The overlay of stage 2 (docs/design/write-path.md): the writes of commits since the last
 //! checkpoint, in memory, versioned by commit id, read by snapshot readers before the tree.
 //!
-//! One writer adds the records of each commit (`insert`), then the engine publishes the commit
+//! One writer adds the records of each commit (`insert_marked`), then the engine publishes the commit
 //! id; readers look keys up (`get`) at their snapshot's commit id, with no lock and no wait. A
 //! hash table of entries (one per table and key) with open addressing; each entry holds its
 //! versions newest first. Nothing is removed or changed once a reader can see it: a new
@@ -73,7 +73,7 @@ struct Entry {
 /// The key that follows entry `e`.
 ///
 /// # Safety
-/// `e` points to an entry written by `Overlay::insert`, in an arena that outlives `'o`.
+/// `e` points to an entry written by `new_entry` (`Overlay::insert_marked`), in an arena that outlives `'o`.
 #[inline]
 unsafe fn entry_key<'o>(e: *const Entry) -> &'o [u8] {
     // SAFETY: the caller's; the key was written right after the header, in the same
@@ -197,8 +197,8 @@ pub(crate) struct Overlay {
     blind: Mutex<HashMap<u64, BlindList>>,
 }
 
-// SAFETY: the raw pointers in `Overlay`, `Slot`, `Entry` and `Version` point into the arena or
-// the boxed tables that `owned` keeps until the overlay is dropped, and what they point to is
+// SAFETY: the raw pointers in `Overlay`, `Slot`, `Entry`, `Version` and the `blind` lists'
+// entries point into the arena or the boxed tables that `owned` keeps until the overlay is dropped, and what they point to is
 // never written after it is published (release stores), except through atomics. Readers on
 // any thread only load (acquire) and read immutable fields; the one writer at a time is
 // serialised by the `owned` mutex.

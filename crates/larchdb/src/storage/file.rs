@@ -123,8 +123,11 @@ impl Storage for FileStorage {
         const IOV_MAX: usize = 1024;
         let mut at = offset;
         for chunk in bufs.chunks(IOV_MAX) {
+            // Empty buffers are left out: a call of only those would write nothing and read
+            // as a failure below.
             let mut iov: Vec<libc::iovec> = chunk
                 .iter()
+                .filter(|b| !b.is_empty())
                 .map(|b| libc::iovec {
                     iov_base: b.as_ptr() as *mut libc::c_void,
                     iov_len: b.len(),

@@ -175,7 +175,6 @@ impl<'db> WriteTxn<'db> {
         })
     }
 
-    /// Writes one record to table `name`'s tree (a transaction that writes pages).
     /// Merges `n` records of table `name`, `record(i)`, ascending by key, into its tree
     /// (`btree::merge_sorted`).
     fn merge<'r>(

@@ -6,11 +6,11 @@
 //!
 //!   cargo run --release --manifest-path experiments/write-path/Cargo.toml --bin checkpoint [BASE] [N]
 
-use larchdb::{Database, Durability, Options};
+use larchdb::{Database, Options};
 use rand::{Rng, SeedableRng};
 use std::time::{Duration, Instant};
 
-use larch_write_path_experiments::{key, load_random};
+use larch_write_path_experiments::{load_random, set_random};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -48,12 +48,7 @@ fn main() {
         let t0 = Instant::now();
         for _ in 0..n {
             let t = Instant::now();
-            let mut w = db.begin_write().unwrap();
-            w.table("t")
-                .unwrap()
-                .set(&key(rng.gen_range(0..space)), &value)
-                .unwrap();
-            w.commit_with(Durability::None).unwrap();
+            set_random(&db, space, &mut rng, &value);
             let took = t.elapsed();
             if took > Duration::from_millis(10) {
                 slow.push(took);

@@ -12,12 +12,12 @@
 //! `reopen child PATH BASE N` makes the crashed database alone; `reopen open PATH` times one
 //! open of it (for a profiler: copy the database first, the open replays and checkpoints it).
 
-use larchdb::{Database, Durability, Options};
+use larchdb::{Database, Options};
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::time::Instant;
 
-use larch_write_path_experiments::{key, load_random};
+use larch_write_path_experiments::{load_random, set_random};
 
 fn child(path: &Path, base: u64, n: u64) {
     let db = Database::open(path, Options::default().log(true)).unwrap();
@@ -26,12 +26,7 @@ fn child(path: &Path, base: u64, n: u64) {
     load_random(&db, base, base, &mut rng, &value);
     db.checkpoint().unwrap();
     for _ in 0..n {
-        let mut w = db.begin_write().unwrap();
-        w.table("t")
-            .unwrap()
-            .set(&key(rng.gen_range(0..base)), &value)
-            .unwrap();
-        w.commit_with(Durability::None).unwrap();
+        set_random(&db, base, &mut rng, &value);
     }
     // A crash: no destructor runs, nothing is closed or synced.
     std::process::exit(0);

@@ -11,8 +11,9 @@ use crate::pager::shift::{cells_crc, CellsCrc};
 use crate::pager::PageSource;
 
 /// Most bytes of new pages a transaction keeps in owned buffers because an append or a merge
-/// filled them (`WritePages::new_page_appended`, `new_page_filled`); past this, they live in the mapping like other pages, so
-/// a huge load in one transaction does not hold its pages twice in memory.
+/// made them (`WritePages::new_page_appended`, `new_page_filled`, a merge's branch copies);
+/// past this, they live in the mapping like other pages, so a huge load in one transaction
+/// does not hold its pages twice in memory.
 const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
 
 /// Cache lines of a reserved copy's page (`WritePages::reserve_copy`) asked for, for writing,
@@ -24,7 +25,8 @@ const RESERVE_PREFETCH_LINES: usize = 8;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Placing {
     /// A node or run the transaction may read and change again: in the mapping, unless new
-    /// space after an append (`WriteMap::appending`).
+    /// space after an append (`WriteMap::appending`) or during a checkpoint's merge
+    /// (`WritePages::merging`).
     Node,
     /// The new right page of a sequential load (`new_page_appended`).
     Appended,
@@ -114,8 +116,8 @@ impl WritePages {
 
     /// Allocates `n` pages and makes room for them: in place in the mapping if possible,
     /// otherwise in an owned buffer. Returns the id and whether the bytes are in the mapping.
-    /// `appended`: the page is a new node of a sequential load (see `new_page_appended`). A
-    /// copied node's derived cell-area CRC is set when it is copied (`copy_reserved`).
+    /// `placing` says what the page is for (`Placing`). A copied node's derived cell-area CRC
+    /// is set when it is copied (`copy_reserved`).
     fn place(&mut self, n: u64, placing: Placing) -> Result<(u64, bool)> {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
@@ -135,7 +137,9 @@ impl WritePages {
             mapped && !owned_new && !(n == 1 && reused && self.wmap.is_cold(id, self.page_bytes));
         if owned_new {
             self.appended_owned_bytes += bytes;
-            self.appended |= placing != Placing::Filled;
+            // A sequential load's pages (not a merge's): the next transaction is likely one too.
+            self.appended |=
+                placing == Placing::Appended || (placing == Placing::Node && self.wmap.appending);
             if placing == Placing::Filled {
                 self.spill.push(id);
             }

@@ -162,7 +162,8 @@ pub(crate) struct WritePages {
     spill: Vec<u64>,
     /// A checkpoint's merge runs in this transaction (`merging`).
     merging: bool,
-    /// Some of them were a sequential load's (the next transaction is likely one too).
+    /// Some of the pages in owned buffers were a sequential load's (the next transaction is
+    /// likely one too).
     appended: bool,
     branch_sealing: BranchSealing,
     shifts: Arc<Shifts>,
