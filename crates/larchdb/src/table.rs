@@ -506,9 +506,17 @@ pub(crate) struct Logged<'t> {
     pub(crate) txn: u64,
 }
 
+/// What a write transaction's table reads and writes pages through.
+pub(crate) enum TablePages<'t> {
+    /// The transaction's pages: it changes the tree.
+    Write(&'t mut WritePages),
+    /// A logged transaction's base snapshot: it reads the tree and changes nothing in it.
+    Read(&'t Snapshot),
+}
+
 /// A table opened in a write transaction.
 pub struct WriteTable<'t> {
-    pages: &'t mut WritePages,
+    pages: TablePages<'t>,
     state: &'t mut TableState,
     scratch: &'t mut Scratch,
     failed: &'t mut bool,
@@ -520,7 +528,7 @@ pub struct WriteTable<'t> {
 
 impl<'t> WriteTable<'t> {
     pub(crate) fn new(
-        pages: &'t mut WritePages,
+        pages: TablePages<'t>,
         state: &'t mut TableState,
         scratch: &'t mut Scratch,
         failed: &'t mut bool,
@@ -535,6 +543,26 @@ impl<'t> WriteTable<'t> {
         }
     }
 
+    /// Where the tree is read from.
+    #[inline]
+    fn src(&self) -> &dyn PageSource {
+        match &self.pages {
+            TablePages::Write(p) => &**p,
+            TablePages::Read(s) => *s,
+        }
+    }
+
+    /// The value of `key` as this transaction sees it (each page source its own code: this
+    /// is the read path of a logged transaction's `put` and `delete`).
+    #[inline]
+    fn get_here(&self, key: &[u8]) -> Result<Option<&[u8]>> {
+        let upper = self.upper();
+        match &self.pages {
+            TablePages::Write(p) => get_layered(&**p, &self.state.hdr, &upper, key),
+            TablePages::Read(s) => get_layered(*s, &self.state.hdr, &upper, key),
+        }
+    }
+
     fn upper(&self) -> Upper<'_> {
         match &self.logged {
             Some(l) => Upper::new(l.overlay, Some(&*l.batch), l.table, l.txn),
@@ -543,7 +571,7 @@ impl<'t> WriteTable<'t> {
     }
 
     fn check(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let max = key_bytes_max(self.pages.page_bytes() as u32);
+        let max = key_bytes_max(self.src().page_bytes() as u32);
         if key.len() > max {
             return Err(Error::KeyTooLarge {
                 len: key.len(),
@@ -566,8 +594,13 @@ impl<'t> WriteTable<'t> {
         if *self.failed {
             return Err(Error::TxnFailed);
         }
+        let TablePages::Write(pages) = &mut self.pages else {
+            return Err(Error::Internal(
+                "a change of the tree in a transaction that reads it only".into(),
+            ));
+        };
         let before = self.state.hdr;
-        let r = f(self.pages, self.scratch, self.state);
+        let r = f(pages, self.scratch, self.state);
         match &r {
             // The catalog is rewritten at commit only for tables whose header changed.
             Ok(_) => self.state.dirty |= self.state.hdr != before,
@@ -580,7 +613,7 @@ impl<'t> WriteTable<'t> {
 
     /// Whether `key` is present, as this transaction sees it (logged transactions).
     fn exists(&self, key: &[u8]) -> Result<bool> {
-        Ok(get_layered(&*self.pages, &self.state.hdr, &self.upper(), key)?.is_some())
+        Ok(self.get_here(key)?.is_some())
     }
 
     /// Records a logged write of `key` (a value, or a deletion) that changes the table's
@@ -594,9 +627,11 @@ impl<'t> WriteTable<'t> {
             self.state.hdr.entries = self.state.hdr.entries.wrapping_add_signed(grow);
             self.state.dirty = true;
         }
-        match (&self.state.last_key, value) {
+        match (&mut self.state.last_key, value) {
             (Some(last), Some(_)) if key > last.as_slice() => {
-                self.state.last_key = Some(key.to_vec());
+                // The buffer is reused: a sequential load runs this once a commit.
+                last.clear();
+                last.extend_from_slice(key);
             }
             (Some(last), None) if key == last.as_slice() => self.state.last_key = None,
             _ => {}
@@ -686,8 +721,8 @@ impl<'t> WriteTable<'t> {
             if !in_order {
                 return Err(Error::AppendOutOfOrder);
             }
+            // Also makes `key` the last key (it is greater than the one before).
             self.log_write(key, Some(value), 1, false);
-            self.state.last_key = Some(key.to_vec());
             return Ok(());
         }
         self.mutate(|w, s, t| {
@@ -699,7 +734,7 @@ impl<'t> WriteTable<'t> {
 
     /// Deletes `key`. Returns true if it was present.
     pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
-        if key.len() > key_bytes_max(self.pages.page_bytes() as u32) {
+        if key.len() > key_bytes_max(self.src().page_bytes() as u32) {
             return Ok(false);
         }
         if self.logged.is_some() {
@@ -722,7 +757,7 @@ impl<'t> WriteTable<'t> {
 
     fn range_of(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool) -> Range<'_> {
         Range::new(
-            &*self.pages,
+            self.src(),
             self.state.hdr,
             start,
             end,
@@ -733,22 +768,22 @@ impl<'t> WriteTable<'t> {
 
     /// The value of `key`, as this transaction sees it.
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
-        get_layered(&*self.pages, &self.state.hdr, &self.upper(), key)
+        self.get_here(key)
     }
 
     /// The first entry.
     pub fn first(&self) -> Result<Option<Entry<'_>>> {
-        edge(&*self.pages, self.state.hdr, self.upper(), Edge::First)
+        edge(self.src(), self.state.hdr, self.upper(), Edge::First)
     }
 
     /// The last entry.
     pub fn last(&self) -> Result<Option<Entry<'_>>> {
-        edge(&*self.pages, self.state.hdr, self.upper(), Edge::Last)
+        edge(self.src(), self.state.hdr, self.upper(), Edge::Last)
     }
 
     /// The first entry whose key is >= `key`.
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'_>>> {
-        edge(&*self.pages, self.state.hdr, self.upper(), Edge::Seek(key))
+        edge(self.src(), self.state.hdr, self.upper(), Edge::Seek(key))
     }
 
     /// Entries with keys in `range`, ascending.
@@ -793,8 +828,8 @@ impl<'t> WriteTable<'t> {
         let Some(l) = &self.logged else {
             return Ok(self.state.hdr.entries);
         };
-        let (pages, hdr) = (&*self.pages, self.state.hdr);
-        let in_tree = |k: &[u8]| Ok(btree::get(pages, &hdr, k)?.is_some());
+        let (src, hdr) = (self.src(), self.state.hdr);
+        let in_tree = |k: &[u8]| Ok(btree::get(src, &hdr, k)?.is_some());
         let mut n = l.batch.blind_in_tree(l.table, in_tree)?;
         if let Some(o) = l.overlay {
             n += o.blind_in_tree(l.table, l.txn, in_tree)?;

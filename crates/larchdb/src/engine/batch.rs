@@ -7,26 +7,41 @@ use crate::bytes::get_u32;
 use crate::error::{Error, Result};
 use std::cell::Cell;
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
-/// One table's writes: key -> what was written.
-pub(crate) type TableWrites = BTreeMap<Box<[u8]>, Write>;
+/// Writes a batch holds before it indexes them: up to here a lookup scans them, newest first
+/// (a one-put transaction, most of them, then allocates nothing: a map of boxed keys and
+/// values cost four allocations and frees a commit).
+const SCAN_MAX: usize = 16;
 
-/// What a transaction wrote for a key.
+/// `Write::value_len` of a deletion.
+const DELETED: u32 = u32::MAX;
+
+/// What a transaction wrote for one key of one table: the key's and the value's bytes are in
+/// the batch's `data`.
 pub(crate) struct Write {
-    /// The value, or `None` for a deletion.
-    pub(crate) value: Option<Box<[u8]>>,
+    table: u64,
+    key_at: usize,
+    key_len: u32,
+    value_at: usize,
+    /// `DELETED` for a deletion.
+    value_len: u32,
     /// `Some` if a blind write (`WriteTable::set`) counted the key as new when neither this
     /// transaction nor the overlay had it: then whether the tree has it, once looked up
     /// (`WriteTable::len`).
-    pub(crate) blind: Option<Cell<Option<bool>>>,
+    blind: Option<Cell<Option<bool>>>,
 }
 
-/// A transaction's writes, by table number (`CatalogCache::table_id`).
+/// A transaction's writes, one per table (by number, `CatalogCache::table_id`) and key, in the
+/// order of their first write; the bytes of keys and values in one buffer, kept with its
+/// capacity from one transaction to the next.
 #[derive(Default)]
 pub(crate) struct Batch {
-    tables: BTreeMap<u64, TableWrites>,
-    /// Bytes of keys and values held, for the log record's size.
+    data: Vec<u8>,
+    writes: Vec<Write>,
+    /// Table -> key -> index in `writes`; kept once there are more than `SCAN_MAX` writes.
+    index: BTreeMap<u64, BTreeMap<Box<[u8]>, usize>>,
+    /// Bytes of keys and values written, for the log record's size.
     bytes: usize,
 }
 
@@ -35,10 +50,34 @@ const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
 impl Batch {
-    /// Forgets every write (keeping nothing: the maps are rebuilt per transaction).
+    /// Forgets every write.
     pub(crate) fn clear(&mut self) {
-        self.tables.clear();
+        self.data.clear();
+        self.writes.clear();
+        if !self.index.is_empty() {
+            self.index.clear();
+        }
         self.bytes = 0;
+    }
+
+    fn key(&self, w: &Write) -> &[u8] {
+        &self.data[w.key_at..w.key_at + w.key_len as usize]
+    }
+
+    fn value(&self, w: &Write) -> Option<&[u8]> {
+        (w.value_len != DELETED).then(|| &self.data[w.value_at..w.value_at + w.value_len as usize])
+    }
+
+    /// The index in `writes` of `key` of `table`.
+    #[inline]
+    fn find(&self, table: u64, key: &[u8]) -> Option<usize> {
+        if self.writes.len() <= SCAN_MAX {
+            return self
+                .writes
+                .iter()
+                .rposition(|w| w.table == table && self.key(w) == key);
+        }
+        self.index.get(&table)?.get(key).copied()
     }
 
     /// How many of `table`'s keys that blind writes counted as new are in the tree (`in_tree`
@@ -49,17 +88,14 @@ impl Batch {
         mut in_tree: impl FnMut(&[u8]) -> Result<bool>,
     ) -> Result<u64> {
         let mut n = 0;
-        let Some(writes) = self.tables.get(&table) else {
-            return Ok(0);
-        };
-        for (key, w) in writes {
+        for w in self.writes.iter().filter(|w| w.table == table) {
             let Some(found) = &w.blind else {
                 continue;
             };
             let f = match found.get() {
                 Some(f) => f,
                 None => {
-                    let f = in_tree(key)?;
+                    let f = in_tree(self.key(w))?;
                     found.set(Some(f));
                     f
                 }
@@ -70,10 +106,10 @@ impl Batch {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.tables.is_empty()
+        self.writes.is_empty()
     }
 
-    /// Bytes of keys and values held.
+    /// Bytes of keys and values written.
     pub(crate) fn bytes(&self) -> usize {
         self.bytes
     }
@@ -81,47 +117,118 @@ impl Batch {
     /// What this transaction wrote for `key` of table `table`: `Some(None)` a deletion.
     #[inline]
     pub(crate) fn get(&self, table: u64, key: &[u8]) -> Option<Option<&[u8]>> {
-        self.tables
-            .get(&table)?
-            .get(key)
-            .map(|w| w.value.as_deref())
+        let i = self.find(table, key)?;
+        Some(self.value(&self.writes[i]))
+    }
+
+    /// Appends `bytes` to `data`, returning where they start.
+    fn keep(&mut self, bytes: &[u8]) -> usize {
+        let at = self.data.len();
+        self.data.extend_from_slice(bytes);
+        at
     }
 
     /// Records a value (or a deletion, `None`) of `key`; `blind` if a blind write counted the
     /// key as new without knowing (a key written before in this transaction keeps what its
     /// first write said).
     pub(crate) fn put(&mut self, table: u64, key: &[u8], value: Option<&[u8]>, blind: bool) {
-        let writes = self.tables.entry(table).or_default();
         self.bytes += key.len() + value.map_or(0, |v| v.len());
-        match writes.get_mut(key) {
-            Some(w) => w.value = value.map(Box::from),
-            None => {
-                let w = Write {
-                    value: value.map(Box::from),
-                    blind: blind.then(|| Cell::new(None)),
-                };
-                writes.insert(key.into(), w);
+        let value_at = self.keep(value.unwrap_or_default());
+        let value_len = value.map_or(DELETED, |v| v.len() as u32);
+        if let Some(i) = self.find(table, key) {
+            let w = &mut self.writes[i];
+            w.value_at = value_at;
+            w.value_len = value_len;
+            return;
+        }
+        let key_at = self.keep(key);
+        self.writes.push(Write {
+            table,
+            key_at,
+            key_len: key.len() as u32,
+            value_at,
+            value_len,
+            blind: blind.then(|| Cell::new(None)),
+        });
+        let n = self.writes.len();
+        if n == SCAN_MAX + 1 {
+            for i in 0..n {
+                let w = &self.writes[i];
+                let k = Box::from(self.key(w));
+                self.index.entry(w.table).or_default().insert(k, i);
             }
+        } else if n > SCAN_MAX + 1 {
+            self.index
+                .entry(table)
+                .or_default()
+                .insert(key.into(), n - 1);
         }
     }
 
+    /// The indexes in `writes` of `table`'s writes, ascending by key.
+    fn sorted(&self, table: u64) -> Vec<usize> {
+        if self.writes.len() > SCAN_MAX {
+            return self
+                .index
+                .get(&table)
+                .map_or_else(Vec::new, |m| m.values().copied().collect());
+        }
+        let mut at: Vec<usize> = (0..self.writes.len())
+            .filter(|&i| self.writes[i].table == table)
+            .collect();
+        at.sort_unstable_by(|&a, &b| self.key(&self.writes[a]).cmp(self.key(&self.writes[b])));
+        at
+    }
+
     /// This transaction's writes to `table` with keys within the bounds, ascending.
-    pub(crate) fn range<'b>(
-        &'b self,
+    pub(crate) fn range(
+        &self,
         table: u64,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
-    ) -> impl Iterator<Item = Visible<'b>> + 'b {
-        let writes = self.tables.get(&table);
-        let iter = writes.map(|w| w.range::<[u8], _>((start, end)));
-        iter.into_iter()
-            .flatten()
-            .map(|(k, w)| (&**k, w.value.as_deref()))
+    ) -> Vec<Visible<'_>> {
+        if self.writes.len() > SCAN_MAX {
+            let Some(m) = self.index.get(&table) else {
+                return Vec::new();
+            };
+            return m
+                .range::<[u8], _>((start, end))
+                .map(|(_, &i)| {
+                    let w = &self.writes[i];
+                    (self.key(w), self.value(w))
+                })
+                .collect();
+        }
+        self.sorted(table)
+            .into_iter()
+            .map(|i| (self.key(&self.writes[i]), self.value(&self.writes[i])))
+            .filter(|(k, _)| (start, end).contains(*k))
+            .collect()
     }
 
-    /// Tables written, with their writes, by number.
-    pub(crate) fn tables(&self) -> impl Iterator<Item = (u64, &TableWrites)> {
-        self.tables.iter().map(|(t, w)| (*t, w))
+    /// Every write in the order of the keys' first writes: table, key, value (`None`: a
+    /// deletion), and whether a blind write counted the key as new.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &[u8], Option<&[u8]>, bool)> {
+        self.writes
+            .iter()
+            .map(|w| (w.table, self.key(w), self.value(w), w.blind.is_some()))
+    }
+
+    /// The tables written, ascending, each with its writes ascending by key.
+    pub(crate) fn by_table(&self) -> Vec<(u64, Vec<Visible<'_>>)> {
+        let mut tables: Vec<u64> = self.writes.iter().map(|w| w.table).collect();
+        tables.sort_unstable();
+        tables.dedup();
+        tables
+            .into_iter()
+            .map(|t| {
+                let writes = self.sorted(t).into_iter().map(|i| {
+                    let w = &self.writes[i];
+                    (self.key(w), self.value(w))
+                });
+                (t, writes.collect())
+            })
+            .collect()
     }
 
     /// The body of this batch's log record, naming each table by `name(number)`:
@@ -130,33 +237,53 @@ impl Batch {
     /// tables u32, then per table: name bytes u16, name, records u32, then per record:
     ///   op u8 (1 put, 2 delete), key bytes u32, [value bytes u32, if a put], key, [value]
     /// ```
+    ///
+    /// A table's records are in no particular order; each key appears once.
     pub(crate) fn encode<'n>(
         &self,
         mut name: impl FnMut(u64) -> Result<&'n [u8]>,
         out: &mut Vec<u8>,
     ) -> Result<()> {
         out.clear();
-        out.reserve(self.bytes + 16 * self.tables.len() + 16);
-        out.extend_from_slice(&(self.tables.len() as u32).to_le_bytes());
-        for (table, writes) in &self.tables {
-            let name = name(*table)?;
-            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
-            out.extend_from_slice(name);
-            out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
-            for (k, w) in writes {
-                let v = &w.value;
-                out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
-                out.extend_from_slice(&(k.len() as u32).to_le_bytes());
-                if let Some(v) = v {
-                    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-                }
-                out.extend_from_slice(k);
-                if let Some(v) = v {
-                    out.extend_from_slice(v);
-                }
+        out.reserve(self.bytes + 16 * self.writes.len() + 16);
+        let first = self.writes.first().map(|w| w.table);
+        if self.writes.iter().any(|w| Some(w.table) != first) {
+            // Several tables: grouped through the sorted view.
+            let grouped = self.by_table();
+            out.extend_from_slice(&(grouped.len() as u32).to_le_bytes());
+            for (table, writes) in &grouped {
+                encode_table(name(*table)?, writes.iter().copied(), out);
             }
+            return Ok(());
+        }
+        out.extend_from_slice(&u32::from(first.is_some()).to_le_bytes());
+        if let Some(table) = first {
+            let writes = self.writes.iter().map(|w| (self.key(w), self.value(w)));
+            encode_table(name(table)?, writes, out);
         }
         Ok(())
+    }
+}
+
+/// One table's part of a log record's body (see `Batch::encode`).
+fn encode_table<'a>(
+    name: &[u8],
+    writes: impl ExactSizeIterator<Item = Visible<'a>>,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(name);
+    out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
+    for (k, v) in writes {
+        out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
+        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        if let Some(v) = v {
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        }
+        out.extend_from_slice(k);
+        if let Some(v) = v {
+            out.extend_from_slice(v);
+        }
     }
 }
 
@@ -244,5 +371,83 @@ mod tests {
             decode(&long, 64),
             Err(Error::CorruptedLog { position: 64, .. })
         ));
+    }
+
+    /// Puts and deletions of keys in three tables, against a model, as the batch grows from
+    /// scanned to indexed: every lookup, range, the sorted view, the record iteration and the
+    /// log record's body agree with the model after each write.
+    #[test]
+    fn a_batch_matches_a_model_scanned_and_indexed() {
+        use rand::{Rng, SeedableRng};
+        type Model = BTreeMap<(u64, Vec<u8>), (Option<Vec<u8>>, bool)>;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for round in 0..20 {
+            let mut b = Batch::default();
+            let mut model: Model = BTreeMap::new();
+            let tables = if round % 2 == 0 { 1 } else { 3 };
+            for step in 0..(SCAN_MAX * 3) {
+                let table = rng.gen_range(0..tables);
+                let key = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
+                let value = rng.gen_bool(0.8).then(|| format!("v{step}").into_bytes());
+                let blind = rng.gen_bool(0.5);
+                b.put(table, &key, value.as_deref(), blind);
+                model
+                    .entry((table, key))
+                    .and_modify(|e| e.0 = value.clone())
+                    .or_insert((value, blind));
+                for t in 0..3 {
+                    for k in 0..40 {
+                        let key = format!("k{k:02}").into_bytes();
+                        let want = model.get(&(t, key.clone())).map(|e| e.0.as_deref());
+                        assert_eq!(b.get(t, &key), want, "round {round} step {step}");
+                    }
+                    let mine: Vec<_> = model
+                        .range((t, b"k10".to_vec())..(t, b"k30".to_vec()))
+                        .map(|((_, k), (v, _))| (&k[..], v.as_deref()))
+                        .collect();
+                    let range = b.range(
+                        t,
+                        Bound::Included(&b"k10"[..]),
+                        Bound::Excluded(&b"k30"[..]),
+                    );
+                    assert_eq!(range, mine, "round {round} step {step} table {t}");
+                }
+                let by_table: Vec<(u64, Vec<Visible<'_>>)> = b.by_table();
+                let mut want: Vec<(u64, Vec<Visible<'_>>)> = Vec::new();
+                for ((t, k), (v, _)) in &model {
+                    match want.last_mut() {
+                        Some((wt, w)) if wt == t => w.push((k, v.as_deref())),
+                        _ => want.push((*t, vec![(&k[..], v.as_deref())])),
+                    }
+                }
+                assert_eq!(by_table, want);
+                let mut iter: Vec<_> = b.iter().collect();
+                iter.sort();
+                let want: Vec<_> = model
+                    .iter()
+                    .map(|((t, k), (v, blind))| (*t, &k[..], v.as_deref(), *blind))
+                    .collect();
+                assert_eq!(iter, want);
+                let names = [&b"a"[..], b"b", b"c"];
+                let mut body = Vec::new();
+                b.encode(|t| Ok(names[t as usize]), &mut body).unwrap();
+                let mut decoded: Vec<_> = decode(&body, 0)
+                    .unwrap()
+                    .into_iter()
+                    .flat_map(|d| {
+                        let t = names.iter().position(|n| *n == d.name).unwrap() as u64;
+                        d.records.into_iter().map(move |(k, v)| (t, k, v))
+                    })
+                    .collect();
+                decoded.sort();
+                let want: Vec<_> = model
+                    .iter()
+                    .map(|((t, k), (v, _))| (*t, &k[..], v.as_deref()))
+                    .collect();
+                assert_eq!(decoded, want);
+            }
+            b.clear();
+            assert!(b.is_empty() && b.get(0, b"k01").is_none() && b.bytes() == 0);
+        }
     }
 }

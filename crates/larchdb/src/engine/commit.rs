@@ -95,10 +95,7 @@ pub(crate) fn commit_logged(
         Some(o) => o.clone(),
         None => Arc::new(Overlay::new()),
     };
-    let records = guard.batch.tables().flat_map(|(t, w)| {
-        w.iter()
-            .map(move |(k, w)| (t, &**k, w.value.as_deref(), w.blind.is_some()))
-    });
+    let records = guard.batch.iter();
     let count_records = counts
         .iter()
         .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));

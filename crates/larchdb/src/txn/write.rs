@@ -8,8 +8,8 @@ use crate::engine::{Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
-use crate::pager::{TableHeader, WritePages};
-use crate::table::{Logged, WriteTable};
+use crate::pager::{PageSource, TableHeader, WritePages};
+use crate::table::{Logged, TablePages, WriteTable};
 use std::sync::{Arc, MutexGuard};
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
@@ -24,7 +24,11 @@ use std::sync::{Arc, MutexGuard};
 pub struct WriteTxn<'db> {
     shared: &'db Shared,
     guard: MutexGuard<'db, WriterState>,
-    pages: Option<WritePages>,
+    /// The pages this transaction writes; started by the first change that writes pages
+    /// (`start_pages`): a logged transaction reads the tree through its base snapshot and
+    /// never starts them. Boxed: a transaction is moved several times, and `WritePages` is
+    /// most of a kilobyte (copying it was a quarter of an empty logged commit's time).
+    pages: Option<Box<WritePages>>,
     catalog: TableHeader,
     durability: Durability,
     failed: bool,
@@ -36,6 +40,9 @@ pub struct WriteTxn<'db> {
     applied: bool,
     /// Made by `checkpoint`: it writes only what the log holds already.
     checkpoint_only: bool,
+    /// The last durable commit, or the checkpoint about to become it: the pages it reaches
+    /// are pinned (see `new`).
+    pinned: u64,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -58,27 +65,19 @@ impl<'db> WriteTxn<'db> {
             // pages the one before reaches can be reused below.
             settle(shared, &mut guard)?;
         }
-        let (published, oldest) = shared.writer_base();
+        let (published, _) = shared.writer_base();
         // A commit whose committer still waits for the log's sync is newer than what readers
         // see; this transaction follows it (its tree is the published one's).
         let published = match &guard.pending {
             Some((p, _)) if p.txn() > published.txn() => p.clone(),
             _ => published,
         };
-        let base = published.snap.clone();
-        // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots to
-        // keep are the live readers' and the last durable one (a power loss returns to it).
-        let Some(mut carry) = guard.carry.take() else {
+        if guard.carry.is_none() {
+            // A transaction failed to hand the pages' state back.
             return Err(Error::Poisoned);
-        };
-        if let Err(e) = carry.free.release(oldest, guard.last_durable_txn) {
-            guard.carry = Some(carry);
-            guard.poisoned = true;
-            return Err(e);
         }
         let base_txn = published.txn();
-        let txn = base_txn + 1;
-        let catalog = base.meta.catalog;
+        let catalog = published.snap.meta.catalog;
         // A checkpoint still settling becomes the durable one before this transaction's
         // commit (`settle`), but this transaction's page writes may reach the disk before
         // that (a checkpoint writes its merged leaves as it goes, and the settling sync
@@ -89,7 +88,6 @@ impl<'db> WriteTxn<'db> {
             .settling
             .as_ref()
             .map_or(guard.last_durable_txn, |s| s.txn());
-        let pages = WritePages::new(base, txn, pinned, carry, btree::check_node);
         guard.tables.begin(base_txn);
         guard.batch.clear();
         // Until a durable commit says its log holds later commits (`Meta::log`), a power loss
@@ -101,7 +99,7 @@ impl<'db> WriteTxn<'db> {
         let mut w = WriteTxn {
             shared,
             guard,
-            pages: Some(pages),
+            pages: None,
             catalog,
             durability: shared.options.durability,
             failed: false,
@@ -109,13 +107,51 @@ impl<'db> WriteTxn<'db> {
             logged,
             applied: false,
             checkpoint_only: false,
+            pinned,
         };
-        if !logged && w.base.overlay.is_some() {
-            // Records replayed from the log by a handle that does not write it: this
-            // transaction writes pages, so it starts by applying them.
-            w.switch_to_pages()?;
+        if !logged {
+            w.start_pages()?;
+            if w.base.overlay.is_some() {
+                // Records replayed from the log by a handle that does not write it: this
+                // transaction writes pages, so it starts by applying them.
+                w.switch_to_pages()?;
+            }
         }
         Ok(w)
+    }
+
+    /// The pages this transaction writes, started from the writer's state if they are not
+    /// yet.
+    fn start_pages(&mut self) -> Result<&mut WritePages> {
+        if self.pages.is_none() {
+            let Some(mut carry) = self.guard.carry.take() else {
+                return Err(Error::Poisoned);
+            };
+            // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots
+            // to keep are the live readers' and the last durable one (a power loss returns
+            // to it).
+            let (_, oldest) = self.shared.writer_base();
+            if let Err(e) = carry.free.release(oldest, self.guard.last_durable_txn) {
+                self.guard.carry = Some(carry);
+                self.guard.poisoned = true;
+                self.failed = true;
+                return Err(e);
+            }
+            let base = self.base.snap.clone();
+            let txn = self.base.txn() + 1;
+            let pages = WritePages::new(base, txn, self.pinned, carry, btree::check_node);
+            self.pages = Some(Box::new(pages));
+        }
+        self.pages.as_deref_mut().ok_or(Error::TxnFailed)
+    }
+
+    /// What this transaction reads pages from: its own pages once started, else the base
+    /// snapshot (the same pages: a transaction that has not started them changed none).
+    fn source(&self) -> &dyn PageSource {
+        match &self.pages {
+            Some(p) => &**p,
+            None => &*self.base.snap,
+        }
     }
 
     /// Whether the log has grown enough since the last checkpoint that one is due.
@@ -136,14 +172,14 @@ impl<'db> WriteTxn<'db> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
+        self.start_pages()?;
         self.logged = false;
         self.applied = true;
         // The states describe the tree plus the overlay; from here on, the tree alone.
         self.guard.tables.clear();
         let overlay = self.base.overlay.clone();
         self.guarded(|t| {
-            let pages = t.pages.as_ref().ok_or(Error::TxnFailed)?;
-            let names = catalog::list(pages, t.catalog)?;
+            let names = catalog::list(t.source(), t.catalog)?;
             let name = |table: u64| -> Result<&str> {
                 names
                     .get(table as usize)
@@ -160,11 +196,7 @@ impl<'db> WriteTxn<'db> {
             }
             let batch = std::mem::take(&mut t.guard.batch);
             let r = (|| {
-                for (table, writes) in batch.tables() {
-                    let records: Vec<_> = writes
-                        .iter()
-                        .map(|(k, w)| (&k[..], w.value.as_deref()))
-                        .collect();
+                for (table, records) in batch.by_table() {
                     t.merge(name(table)?, records.len(), |i| records[i])?;
                 }
                 Ok(())
@@ -186,7 +218,7 @@ impl<'db> WriteTxn<'db> {
         self.load_state(name)?;
         let ws = &mut *self.guard;
         let state = ws.tables.get_mut(name).ok_or(Error::TxnFailed)?;
-        let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
+        let pages = self.pages.as_deref_mut().ok_or(Error::TxnFailed)?;
         let before = state.hdr;
         state.put_hint.reset();
         state.append_hint = None;
@@ -197,22 +229,20 @@ impl<'db> WriteTxn<'db> {
 
     /// Id this transaction's commit will have.
     pub fn id(&self) -> u64 {
-        self.pages.as_ref().map_or(0, |p| p.txn)
+        self.base.txn() + 1
     }
 
     fn pages(&mut self) -> Result<&mut WritePages> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
-        self.pages.as_mut().ok_or(Error::TxnFailed)
+        self.start_pages()
     }
 
     /// The pages and the writer state, borrowed apart (a put needs both).
     fn parts(&mut self) -> Result<(&mut WritePages, &mut WriterState)> {
-        if self.failed {
-            return Err(Error::TxnFailed);
-        }
-        let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
+        self.pages()?;
+        let pages = self.pages.as_deref_mut().ok_or(Error::TxnFailed)?;
         Ok((pages, &mut *self.guard))
     }
 
@@ -229,9 +259,10 @@ impl<'db> WriteTxn<'db> {
         if let Some(t) = self.guard.tables.get(name) {
             return Ok(Some(t.hdr));
         }
-        let catalog = self.catalog;
-        let pages = self.pages()?;
-        Ok(catalog::lookup(&*pages, &catalog, name)?.map(|(hdr, _)| hdr))
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        Ok(catalog::lookup(self.source(), &self.catalog, name)?.map(|(hdr, _)| hdr))
     }
 
     /// Makes sure the writer's table states hold this transaction's state of existing table
@@ -243,9 +274,13 @@ impl<'db> WriteTxn<'db> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
-        let catalog = self.catalog;
-        let pages = self.pages.as_ref().ok_or(Error::TxnFailed)?;
-        match catalog::lookup(pages, &catalog, name)? {
+        // Borrowed apart from the writer state (the table state is opened with the entry's
+        // properties).
+        let src: &dyn PageSource = match &self.pages {
+            Some(p) => &**p,
+            None => &*self.base.snap,
+        };
+        match catalog::lookup(src, &self.catalog, name)? {
             Some((mut hdr, value)) => {
                 if self.logged {
                     // The entry count as of the base commit: the overlay's, if it changed.
@@ -288,7 +323,9 @@ impl<'db> WriteTxn<'db> {
                 max: TABLE_PROPERTIES_BYTES_MAX,
             });
         }
-        self.pages()?;
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
         self.load_state(name)?;
         let unchanged = self
             .guard
@@ -358,7 +395,10 @@ impl<'db> WriteTxn<'db> {
         };
         let ws = &mut *self.guard;
         let state = ws.tables.get_mut(name).ok_or(Error::TxnFailed)?;
-        let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
+        let pages = match self.pages.as_deref_mut() {
+            Some(p) => TablePages::Write(p),
+            None => TablePages::Read(&self.base.snap),
+        };
         let logged = logged.map(|table| Logged {
             batch: &mut ws.batch,
             overlay: self.base.overlay.as_deref(),
@@ -397,8 +437,10 @@ impl<'db> WriteTxn<'db> {
 
     /// Names of all tables, as this transaction sees them, sorted.
     pub fn list_tables(&mut self) -> Result<Vec<String>> {
-        let catalog = self.catalog;
-        catalog::list(&*self.pages()?, catalog)
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        catalog::list(self.source(), self.catalog)
     }
 
     /// Commits with the database's default durability.
@@ -438,9 +480,10 @@ impl<'db> WriteTxn<'db> {
                 if let Some(c) =
                     commit_logged(self.shared, &mut self.guard, &base, durability, force)?
                 {
-                    // The pages were only read: hand the writer's buffers back untouched.
-                    let pages = self.pages.take().ok_or(Error::TxnFailed)?;
-                    self.guard.carry = Some(pages.abort());
+                    // Pages started (only read): the writer's buffers go back untouched.
+                    if let Some(pages) = self.pages.take() {
+                        self.guard.carry = Some(pages.abort());
+                    }
                     self.guard.tables.committed(c.txn);
                     let shared = self.shared;
                     // The write lock goes before the wait for the log's sync: the next
@@ -477,7 +520,7 @@ impl<'db> WriteTxn<'db> {
             durability
         };
         let mut catalog = self.catalog;
-        let pages = self.pages.as_mut().ok_or(Error::TxnFailed)?;
+        let pages = self.pages.as_deref_mut().ok_or(Error::TxnFailed)?;
         let WriterState {
             tables, scratch, ..
         } = &mut *self.guard;
@@ -488,7 +531,7 @@ impl<'db> WriteTxn<'db> {
             value.extend_from_slice(&state.props);
             btree::put(pages, scratch, &mut catalog, name.as_bytes(), &value, None)?;
         }
-        let pages = self.pages.take().ok_or(Error::TxnFailed)?;
+        let pages = *self.pages.take().ok_or(Error::TxnFailed)?;
         // An empty commit writes nothing, unless it must make earlier unsynced commits durable.
         let base_durable = self.guard.last_durable_txn == self.base.txn();
         let log_checkpoint = self.shared.log.is_some() && self.base.overlay.is_some();
