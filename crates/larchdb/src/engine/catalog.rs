@@ -165,7 +165,7 @@ pub(crate) struct TableState {
 /// valid if that generation is at least `valid_from`.
 #[derive(Default)]
 pub(crate) struct TableStates {
-    map: HashMap<String, TableState>,
+    map: HashMap<String, TableState, foldhash::fast::RandomState>,
     generation: u64,
     /// Entries of earlier generations down to this one describe the current transaction's base
     /// exactly: each transaction since committed, and each commit was the next one's base.
