@@ -14,6 +14,9 @@ use std::ops::{Bound, RangeBounds};
 /// values cost four allocations and frees a commit).
 const SCAN_MAX: usize = 16;
 
+/// Capacity a cleared batch keeps in each of its buffers.
+const KEPT_BYTES_MAX: usize = 1 << 20;
+
 /// `Write::value_len` of a deletion.
 const DELETED: u32 = u32::MAX;
 
@@ -50,10 +53,18 @@ const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
 
 impl Batch {
-    /// Forgets every write.
+    /// Forgets every write. The buffers keep their capacity for the next transaction, up to
+    /// `KEPT_BYTES_MAX` each: one large transaction does not hold its memory for the handle's
+    /// life.
     pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.writes.clear();
+        if self.data.capacity() > KEPT_BYTES_MAX {
+            self.data = Vec::new();
+        }
+        if self.writes.capacity() * size_of::<Write>() > KEPT_BYTES_MAX {
+            self.writes = Vec::new();
+        }
         if !self.index.is_empty() {
             self.index.clear();
         }
@@ -449,5 +460,29 @@ mod tests {
             b.clear();
             assert!(b.is_empty() && b.get(0, b"k01").is_none() && b.bytes() == 0);
         }
+    }
+
+    /// A batch cleared after a large transaction gives its memory back; after a small one it
+    /// keeps its buffers.
+    #[test]
+    fn a_cleared_batch_keeps_only_small_buffers() {
+        let mut b = Batch::default();
+        b.put(0, b"k", Some(&[7u8; 100]), false);
+        b.clear();
+        let kept = b.data.capacity();
+        assert!(kept >= 100);
+        let big = vec![1u8; KEPT_BYTES_MAX];
+        for k in 0..3u32 {
+            b.put(0, &k.to_be_bytes(), Some(&big), false);
+        }
+        assert!(b.data.capacity() > KEPT_BYTES_MAX);
+        b.clear();
+        assert!(b.data.capacity() <= KEPT_BYTES_MAX);
+        for k in 0..100_000u32 {
+            b.put(1, &k.to_be_bytes(), None, false);
+        }
+        b.clear();
+        assert!(b.writes.capacity() * size_of::<Write>() <= KEPT_BYTES_MAX);
+        assert!(b.is_empty() && b.get(1, &5u32.to_be_bytes()).is_none());
     }
 }
