@@ -2,9 +2,10 @@
 //! call, within the time bound or as soon as the bytes bound is reached, and at the latest
 //! when the handle closes; with and without the log.
 
+mod common;
+
 use larchdb::storage::FaultStorage;
 use larchdb::{Database, Durability, Options};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn options(log: bool, millis: u64, bytes: u64) -> Options {
@@ -20,7 +21,7 @@ fn options(log: bool, millis: u64, bytes: u64) -> Options {
 }
 
 fn open(data: &FaultStorage, log: &FaultStorage, o: Options) -> Database {
-    Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), o).unwrap()
+    common::open_with_log(data, log, o).unwrap()
 }
 
 /// The keys of table "t" a power loss now would keep.

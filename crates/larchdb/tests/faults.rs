@@ -1,6 +1,8 @@
 //! Injected I/O failures through the storage seam: every failure is a typed error, nothing
 //! acknowledged is lost, and the database is consistent after reopen.
 
+mod common;
+
 use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
 use larchdb::{Database, Durability, Error, Options};
 use std::sync::Arc;
@@ -203,7 +205,7 @@ fn log_options() -> Options {
 }
 
 fn open_logged(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Database> {
-    Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), log_options())
+    common::open_with_log(data, log, log_options())
 }
 
 /// Logged commits of keys `from..to`, ten a commit, every fourth one durable, 200 bytes a

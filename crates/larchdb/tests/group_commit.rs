@@ -3,10 +3,11 @@
 //! commit is durable when it returns, readers never see an `Immediate` commit before it is
 //! durable, and a failed sync fails its commit and every later one without ever being seen.
 
+mod common;
+
 use larchdb::storage::{FaultKind, FaultStorage};
 use larchdb::{Database, Durability, Error, Options};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 fn options() -> Options {
     Options {
@@ -19,7 +20,7 @@ fn options() -> Options {
 }
 
 fn open(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Database> {
-    Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), options())
+    common::open_with_log(data, log, options())
 }
 
 /// Opens and creates table "t" with a durable commit.

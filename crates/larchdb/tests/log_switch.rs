@@ -1,16 +1,17 @@
 //! A database written without the log, then opened with it: the first commits through the
 //! log are as durable as any, across power loss and reopen with or without the log option.
 
+mod common;
+
 use larchdb::storage::FaultStorage;
 use larchdb::{Database, Durability, Options};
-use std::sync::Arc;
 
 fn open(data: &FaultStorage, log: &FaultStorage, with_log: bool) -> Database {
     let options = Options {
         log: with_log,
         ..Options::default()
     };
-    Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), options).unwrap()
+    common::open_with_log(data, log, options).unwrap()
 }
 
 fn put(db: &Database, key: &[u8], durability: Durability) {

@@ -8,6 +8,8 @@
 //! CI samples k; `LARCH_POWER_LOSS_ALL=1 cargo test --release -p larchdb --test power_loss`
 //! tries every k.
 
+mod common;
+
 use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
@@ -195,11 +197,7 @@ fn open_with_log(
     rare_durable: bool,
 ) -> larchdb::Result<Database> {
     data.set_sync_delay(Some(DATA_SYNC));
-    Database::open_storage_with_log(
-        Arc::new(data.clone()),
-        Arc::new(log.clone()),
-        log_options(rare_durable),
-    )
+    common::open_with_log(data, log, log_options(rare_durable))
 }
 
 /// Power loss at every I/O operation of a workload that commits through the log: for each k,
