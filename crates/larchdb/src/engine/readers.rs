@@ -143,22 +143,26 @@ impl Shared {
         Some(snap)
     }
 
-    /// For the writer starting a transaction: the snapshot it starts from, and the oldest
-    /// snapshot any reader holds, in this handle or registered in the lock file by another.
-    /// The lock file is read after the previous commit was published, so that a reader that
-    /// registered too late for this scan has seen that commit and holds a snapshot no older
-    /// than the base (docs/design/concurrency.md).
-    pub(crate) fn writer_base(&self) -> (Arc<Published>, Option<u64>) {
-        let (base, mut oldest) = {
-            let rs = self.read_state();
-            (rs.current.clone(), rs.oldest_reader())
-        };
+    /// For the writer starting a transaction: the newest published snapshot.
+    pub(crate) fn writer_base(&self) -> Arc<Published> {
+        self.read_state().current.clone()
+    }
+
+    /// For a writer about to allocate pages: the oldest snapshot any reader holds, in this
+    /// handle or registered in the lock file by another. Called after the writer's base was
+    /// taken (`writer_base`), so the lock file is read after the previous commit was
+    /// published: a reader that registered too late for this scan has seen that commit and
+    /// holds a snapshot no older than the base (docs/design/concurrency.md). A transaction
+    /// that commits through the log allocates nothing and never asks (the scan takes a lock
+    /// call per foreign reader).
+    pub(crate) fn oldest_held(&self) -> Option<u64> {
+        let mut oldest = self.read_state().oldest_reader();
         if let Some(lock) = self.lock.as_ref() {
             if let Some(foreign) = lock.oldest_reader().0 {
                 oldest = Some(oldest.map_or(foreign, |o| o.min(foreign)));
             }
         }
-        (base, oldest)
+        oldest
     }
 
     /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.

@@ -65,7 +65,7 @@ impl<'db> WriteTxn<'db> {
             // pages the one before reaches can be reused below.
             settle(shared, &mut guard)?;
         }
-        let (published, _) = shared.writer_base();
+        let published = shared.writer_base();
         // A commit whose committer still waits for the log's sync is newer than what readers
         // see; this transaction follows it (its tree is the published one's).
         let published = match &guard.pending {
@@ -130,7 +130,7 @@ impl<'db> WriteTxn<'db> {
             // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots
             // to keep are the live readers' and the last durable one (a power loss returns
             // to it).
-            let (_, oldest) = self.shared.writer_base();
+            let oldest = self.shared.oldest_held();
             if let Err(e) = carry.free.release(oldest, self.guard.last_durable_txn) {
                 self.guard.carry = Some(carry);
                 self.guard.poisoned = true;
