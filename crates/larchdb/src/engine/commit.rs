@@ -352,7 +352,8 @@ fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: boo
 }
 
 /// A checkpoint written without a sync (`Durability::None`; the automatic checkpoints of a
-/// handle that writes the log), being made durable: a thread syncs the file while the writer
+/// handle that writes the log) that the log's room calls to be made durable
+/// (`durable_checkpoint_due`; the others are never synced): a thread syncs the file while the writer
 /// goes on with logged commits, which do not touch the file. `settle` completes it before
 /// the next commit that writes pages (whose meta page goes to the slot this one holds), and
 /// as soon as the sync is done at the start of any write transaction.

@@ -117,8 +117,6 @@ struct Extent {
     len: std::sync::atomic::AtomicU64,
     /// Bytes the file grows by at a time: `ZERO_CHUNK_BYTES`, or a segment if smaller.
     chunk: u64,
-    /// Held while growing the file.
-    grow: std::sync::Mutex<()>,
 }
 
 impl Extent {
@@ -127,7 +125,6 @@ impl Extent {
             total,
             chunk: ZERO_CHUNK_BYTES.min(segment_bytes),
             len: std::sync::atomic::AtomicU64::new(len.min(total)),
-            grow: std::sync::Mutex::new(()),
         })
     }
 
@@ -137,13 +134,10 @@ impl Extent {
 
     /// Makes the file at least `end` bytes long (at most its full length), writing zeros up
     /// to the next chunk boundary. Nothing past the current length belongs to any record, so
-    /// the zeros overwrite nothing; the file is never shortened.
+    /// the zeros overwrite nothing; the file is never shortened. Called only by the log's
+    /// appender (`Log::append`, `Log::close_tail`, under `&mut Log`), so never twice at once;
+    /// the length is atomic for the flush that writes records without the log (`Sink`).
     fn cover(&self, storage: &dyn Storage, end: u64) -> Result<()> {
-        if self.len() >= end {
-            return Ok(());
-        }
-        // No code panics while holding this lock; go on if a panic ever did.
-        let _grow = self.grow.lock().unwrap_or_else(|e| e.into_inner());
         let mut at = self.len();
         if at >= end {
             return Ok(());

@@ -594,7 +594,7 @@ mod tests {
 
     /// (table, key) -> [(txn, value)] in commit order.
     type Model = BTreeMap<(u64, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>>;
-    /// A record as `Overlay::insert` takes it.
+    /// A record as `Overlay::insert` (the tests' unmarked `insert_marked`) takes it.
     type Record<'a> = (u64, &'a [u8], Option<&'a [u8]>);
 
     /// Every key's versions, compared with a model at every snapshot, across many growths.

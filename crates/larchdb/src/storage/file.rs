@@ -244,9 +244,10 @@ impl Storage for FileStorage {
         // A raw mapping hands out pointers, not slices: `pager::access` turns them into
         // slices under its own contract. Only the engine's single writer writes through it,
         // only to pages no snapshot can reach, and only below a length it has allocated with
-        // `allocate` (so no write lands past end of file or meets ENOSPC as a SIGBUS). The
-        // exclusive flock keeps other writers out; readers in other processes read only pages
-        // that registered snapshots reach, which this writer never writes.
+        // `allocate` or written (the log: zeros ahead of its records), so no write lands past
+        // end of file or meets ENOSPC as a SIGBUS. The exclusive flock keeps other writers
+        // out; readers in other processes read only pages that registered snapshots reach,
+        // which this writer never writes.
         Some(memmap2::MmapOptions::new().len(len).map_raw(&self.file))
     }
 

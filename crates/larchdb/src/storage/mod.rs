@@ -61,7 +61,8 @@ pub trait Storage: Send + Sync + 'static {
         Ok(false)
     }
     /// A readable and writable shared mapping of `len` bytes from offset 0, if the backend
-    /// supports one. The engine writes through it only below a length it has `allocate`d, and
+    /// supports one. The engine writes through it only below a length it has `allocate`d or
+    /// written (the log file, grown with zeros), and
     /// reads snapshots through the same mapping (one mapping, as LMDB's MDB_WRITEMAP).
     fn map_mut(&self, _len: u64) -> Option<io::Result<memmap2::MmapRaw>> {
         None

@@ -40,9 +40,6 @@ pub struct WriteTxn<'db> {
     applied: bool,
     /// Made by `checkpoint`: it writes only what the log holds already.
     checkpoint_only: bool,
-    /// The last durable commit, or the checkpoint about to become it: the pages it reaches
-    /// are pinned (see `new`).
-    pinned: u64,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -78,16 +75,6 @@ impl<'db> WriteTxn<'db> {
         }
         let base_txn = published.txn();
         let catalog = published.snap.meta.catalog;
-        // A checkpoint still settling becomes the durable one before this transaction's
-        // commit (`settle`), but this transaction's page writes may reach the disk before
-        // that (a checkpoint writes its merged leaves as it goes, and the settling sync
-        // flushes whatever is in the page cache): the pages it reaches are pinned as the
-        // durable commit's from now on, or a power loss would return to a checkpoint whose
-        // pages this transaction overwrote.
-        let pinned = guard
-            .settling
-            .as_ref()
-            .map_or(guard.last_durable_txn, |s| s.txn());
         guard.tables.begin(base_txn);
         guard.batch.clear();
         // Until a durable commit says its log holds later commits (`Meta::log`), a power loss
@@ -107,7 +94,6 @@ impl<'db> WriteTxn<'db> {
             logged,
             applied: false,
             checkpoint_only: false,
-            pinned,
         };
         if !logged {
             w.start_pages()?;
@@ -137,9 +123,21 @@ impl<'db> WriteTxn<'db> {
                 self.failed = true;
                 return Err(e);
             }
+            // A checkpoint still settling becomes the durable one before this transaction's
+            // commit (`settle`), but this transaction's page writes may reach the disk before
+            // that (a checkpoint writes its merged leaves as it goes, and the settling sync
+            // flushes whatever is in the page cache): the pages it reaches are pinned as the
+            // durable commit's from now on, or a power loss would return to a checkpoint whose
+            // pages this transaction overwrote. (Only `new` settles, and only a commit starts
+            // settling: this is what it was when the transaction began.)
+            let pinned = self
+                .guard
+                .settling
+                .as_ref()
+                .map_or(self.guard.last_durable_txn, |s| s.txn());
             let base = self.base.snap.clone();
             let txn = self.base.txn() + 1;
-            let pages = WritePages::new(base, txn, self.pinned, carry, btree::check_node);
+            let pages = WritePages::new(base, txn, pinned, carry, btree::check_node);
             self.pages = Some(Box::new(pages));
         }
         self.pages.as_deref_mut().ok_or(Error::TxnFailed)
@@ -148,10 +146,7 @@ impl<'db> WriteTxn<'db> {
     /// What this transaction reads pages from: its own pages once started, else the base
     /// snapshot (the same pages: a transaction that has not started them changed none).
     fn source(&self) -> &dyn PageSource {
-        match &self.pages {
-            Some(p) => &**p,
-            None => &*self.base.snap,
-        }
+        source_of(&self.pages, &self.base)
     }
 
     /// Whether the log has grown enough since the last checkpoint that one is due.
@@ -276,10 +271,7 @@ impl<'db> WriteTxn<'db> {
         }
         // Borrowed apart from the writer state (the table state is opened with the entry's
         // properties).
-        let src: &dyn PageSource = match &self.pages {
-            Some(p) => &**p,
-            None => &*self.base.snap,
-        };
+        let src = source_of(&self.pages, &self.base);
         match catalog::lookup(src, &self.catalog, name)? {
             Some((mut hdr, value)) => {
                 if self.logged {
@@ -480,7 +472,9 @@ impl<'db> WriteTxn<'db> {
                 if let Some(c) =
                     commit_logged(self.shared, &mut self.guard, &base, durability, force)?
                 {
-                    // Pages started (only read): the writer's buffers go back untouched.
+                    // A logged transaction has not started its pages (whatever starts them ends
+                    // logging: `switch_to_pages`); should one ever have, they were only read,
+                    // and the writer's buffers go back untouched.
                     if let Some(pages) = self.pages.take() {
                         self.guard.carry = Some(pages.abort());
                     }
@@ -555,6 +549,15 @@ impl<'db> WriteTxn<'db> {
             shared.flusher.note(shared, false)?;
         }
         Ok(())
+    }
+}
+
+/// `WriteTxn::source`, from the fields it reads (so that the writer state can be borrowed
+/// beside it).
+fn source_of<'a>(pages: &'a Option<Box<WritePages>>, base: &'a Published) -> &'a dyn PageSource {
+    match pages {
+        Some(p) => &**p,
+        None => &*base.snap,
     }
 }
 

@@ -156,7 +156,8 @@ pub(crate) struct WritePages {
     recent_at: usize,
     /// Whether any dirty page of the transaction is an owned buffer (not in the mapping).
     any_owned: bool,
-    /// Bytes of appended pages in owned buffers (see `APPENDED_OWNED_BYTES_MAX`).
+    /// Bytes of new pages kept in owned buffers (appended, filled, a merge's copies), less
+    /// those written out by `spill_filled` (see `APPENDED_OWNED_BYTES_MAX`).
     appended_owned_bytes: usize,
     /// Filled pages in owned buffers not yet written out (`spill_filled`).
     spill: Vec<u64>,
