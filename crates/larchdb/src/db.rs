@@ -1,6 +1,7 @@
 //! `Database`: the handle an application holds. It opens the file and starts transactions;
 //! the state it shares with them is `engine::Shared`.
 
+use crate::engine::checkpoint;
 use crate::engine::open::{open_file, LogSource};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
@@ -43,6 +44,10 @@ impl Drop for Database {
     fn drop(&mut self) {
         // `Durability::Bounded` commits not yet durable are made durable now.
         self.shared.flusher.stop();
+        // A checkpoint running on its own thread is waited for (it holds the handle's state);
+        // if it failed, the log still holds what it was writing, for the next open.
+        let mut guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = checkpoint::finish(&self.shared, &mut guard, true);
     }
 }
 
@@ -122,15 +127,40 @@ impl Database {
     /// Starts the write transaction, waiting while another one is in progress.
     ///
     /// On a handle that writes the log, a checkpoint that is due (the log grew by
-    /// `Options::checkpoint_bytes` since the last) is made first.
+    /// `Options::checkpoint_bytes` since the last) is started first, on a thread of its own
+    /// (`Options::checkpoint_thread`), or written first.
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
         loop {
             let guard = self.lock_writer();
-            if !WriteTxn::checkpoint_due(&self.shared, &guard) {
+            if let Some(guard) = self.checkpoint_if_due(guard)? {
                 return WriteTxn::new(&self.shared, guard);
             }
-            WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::None)?;
         }
+    }
+
+    /// Starts or writes the checkpoint due, if one is (`begin_write`). Returns the write lock
+    /// for the transaction to start, or `None` when a checkpoint was written inline and the
+    /// caller should take the lock again (a due checkpoint may follow).
+    fn checkpoint_if_due<'a>(
+        &'a self,
+        mut guard: std::sync::MutexGuard<'a, crate::engine::WriterState>,
+    ) -> Result<Option<std::sync::MutexGuard<'a, crate::engine::WriterState>>> {
+        if !WriteTxn::checkpoint_due(&self.shared, &guard) {
+            return Ok(Some(guard));
+        }
+        if self.shared.options.checkpoint_thread && !guard.poisoned {
+            // One running already: the log has room for it to finish (a commit that finds
+            // the log full waits for it).
+            checkpoint::finish(&self.shared, &mut guard, false)?;
+            if guard.checkpoint.is_some()
+                || !WriteTxn::checkpoint_due(&self.shared, &guard)
+                || checkpoint::start(&self.shared, &mut guard)?
+            {
+                return Ok(Some(guard));
+            }
+        }
+        WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::None)?;
+        Ok(None)
     }
 
     /// Takes the write lock, counted in `writers_waiting` while it waits.
@@ -157,11 +187,10 @@ impl Database {
             Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
         };
-        if WriteTxn::checkpoint_due(&self.shared, &guard) {
-            drop(guard);
-            return self.begin_write();
+        match self.checkpoint_if_due(guard)? {
+            Some(guard) => WriteTxn::new(&self.shared, guard),
+            None => self.begin_write(),
         }
-        WriteTxn::new(&self.shared, guard)
     }
 
     /// Makes every earlier commit durable (a sync and a durable meta page), for callers that

@@ -89,6 +89,12 @@ pub struct Options {
     /// Bytes the log may grow by before a checkpoint: the bound on replay at open after a
     /// process crash and on the memory the overlay holds. At most `log_segments - 1` segments.
     pub checkpoint_bytes: u64,
+    /// Whether the checkpoints the log's growth calls for run on a thread of their own
+    /// (the default), beside the writer and the readers: the writer freezes the commits since
+    /// the last checkpoint and goes on committing while the thread writes them into the tree.
+    /// Off, the write transaction that finds a checkpoint due writes it first, as with
+    /// `Database::checkpoint` (docs/design/write-path.md).
+    pub checkpoint_thread: bool,
 }
 
 impl Default for Options {
@@ -105,6 +111,7 @@ impl Default for Options {
             log_segment_bytes: LOG_SEGMENT_BYTES_DEFAULT,
             log_segments: LOG_SEGMENTS_DEFAULT,
             checkpoint_bytes: CHECKPOINT_BYTES_DEFAULT,
+            checkpoint_thread: true,
             bounded_millis: BOUNDED_MILLIS_DEFAULT,
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
         }
@@ -158,6 +165,12 @@ impl Options {
     /// Commits through a write-ahead log (see [`Options::log`]).
     pub fn log(mut self, yes: bool) -> Options {
         self.log = yes;
+        self
+    }
+
+    /// Runs checkpoints on a thread of their own (see [`Options::checkpoint_thread`]).
+    pub fn checkpoint_thread(mut self, yes: bool) -> Options {
+        self.checkpoint_thread = yes;
         self
     }
 

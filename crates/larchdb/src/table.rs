@@ -25,12 +25,14 @@ fn bounds<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(r: &R) -> (Bound<Vec<u8>>,
     (map(r.start_bound()), map(r.end_bound()))
 }
 
-/// What a table handle reads before the tree: the overlay at the snapshot's commit and, in a
-/// write transaction that commits through the log, the transaction's own writes (which win).
+/// What a table handle reads before the tree: the overlays at the snapshot's commit (the
+/// active one, then the frozen one a checkpoint is writing into the tree) and, in a write
+/// transaction that commits through the log, the transaction's own writes (which win).
 /// Empty when the tree is everything (no overlay, a transaction that writes pages).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Upper<'t> {
     overlay: Option<&'t Overlay>,
+    frozen: Option<&'t Overlay>,
     batch: Option<&'t Batch>,
     /// The table's number in the overlay and the batch.
     table: u64,
@@ -40,13 +42,14 @@ pub(crate) struct Upper<'t> {
 
 impl<'t> Upper<'t> {
     pub(crate) fn new(
-        overlay: Option<&'t Overlay>,
+        overlays: Overlays<'t>,
         batch: Option<&'t Batch>,
         table: u64,
         txn: u64,
     ) -> Upper<'t> {
         Upper {
-            overlay,
+            overlay: overlays.active,
+            frozen: overlays.frozen,
             batch,
             table,
             txn,
@@ -55,7 +58,18 @@ impl<'t> Upper<'t> {
 
     #[inline]
     fn is_empty(&self) -> bool {
-        self.overlay.is_none() && self.batch.is_none()
+        self.overlay.is_none() && self.frozen.is_none() && self.batch.is_none()
+    }
+
+    /// Keys counted as new by blind writes (`WriteTable::set`) that `in_tree` says the tree
+    /// has, in both overlays (a key blind in the frozen one and written again in the active
+    /// one was known there, so no key is counted twice).
+    fn blind_in_tree(&self, in_tree: impl Fn(&[u8]) -> Result<bool>) -> Result<u64> {
+        let mut n = 0;
+        for o in [self.overlay, self.frozen].into_iter().flatten() {
+            n += o.blind_in_tree(self.table, self.txn, &in_tree)?;
+        }
+        Ok(n)
     }
 
     /// What the layers above the tree say about `key`.
@@ -67,7 +81,13 @@ impl<'t> Upper<'t> {
                 None => Lookup::Deleted,
             };
         }
-        match self.overlay {
+        if let Some(o) = self.overlay {
+            let found = o.get(self.table, key, self.txn);
+            if !matches!(found, Lookup::Absent) {
+                return found;
+            }
+        }
+        match self.frozen {
             Some(o) => o.get(self.table, key, self.txn),
             None => Lookup::Absent,
         }
@@ -76,32 +96,60 @@ impl<'t> Upper<'t> {
     /// The keys of the layers above the tree within the bounds, ascending, each with what the
     /// newest layer holds for it.
     fn sorted(&self, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Vec<Visible<'t>> {
-        let mut over = match self.overlay {
-            Some(o) => o.sorted(self.table, self.txn),
-            None => Vec::new(),
+        let in_range = |o: &'t Overlay| -> Vec<Visible<'t>> {
+            let mut v = o.sorted(self.table, self.txn);
+            v.retain(|(k, _)| after_start(k, start) && before_end(k, end));
+            v
         };
-        over.retain(|(k, _)| after_start(k, start) && before_end(k, end));
-        let Some(batch) = self.batch else {
-            return over;
-        };
-        let mine = batch.range(self.table, as_ref(start), as_ref(end));
-        let mut out = Vec::with_capacity(over.len());
-        let mut over = over.into_iter().peekable();
-        for (k, v) in mine {
-            while let Some(&(ok, ov)) = over.peek() {
-                if ok >= k {
-                    break;
-                }
-                out.push((ok, ov));
-                over.next();
-            }
-            if over.peek().is_some_and(|(ok, _)| *ok == k) {
-                over.next();
-            }
-            out.push((k, v));
+        let mut over = self.overlay.map(in_range).unwrap_or_default();
+        if let Some(frozen) = self.frozen {
+            over = newest_of(over, in_range(frozen));
         }
-        out.extend(over);
-        out
+        match self.batch {
+            Some(batch) => newest_of(batch.range(self.table, as_ref(start), as_ref(end)), over),
+            None => over,
+        }
+    }
+}
+
+/// Two layers' keys, each ascending, merged: `newer`'s version of a key both hold wins.
+fn newest_of<'t>(newer: Vec<Visible<'t>>, older: Vec<Visible<'t>>) -> Vec<Visible<'t>> {
+    if newer.is_empty() {
+        return older;
+    }
+    let mut out = Vec::with_capacity(newer.len() + older.len());
+    let mut older = older.into_iter().peekable();
+    for (k, v) in newer {
+        while let Some(&(ok, ov)) = older.peek() {
+            if ok >= k {
+                break;
+            }
+            out.push((ok, ov));
+            older.next();
+        }
+        if older.peek().is_some_and(|(ok, _)| *ok == k) {
+            older.next();
+        }
+        out.push((k, v));
+    }
+    out.extend(older);
+    out
+}
+
+/// The overlays a snapshot reads before its tree (`engine::readers::Published`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Overlays<'t> {
+    pub(crate) active: Option<&'t Overlay>,
+    pub(crate) frozen: Option<&'t Overlay>,
+}
+
+impl Overlays<'_> {
+    /// Table `table`'s entry count at snapshot `txn`, if a commit in an overlay changed it.
+    pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
+        [self.active, self.frozen]
+            .into_iter()
+            .flatten()
+            .find_map(|o| o.count(table, txn))
     }
 }
 
@@ -475,13 +523,10 @@ impl<'t> ReadTable<'t> {
     /// looked up in the tree once, by the first call that needs it (until the next
     /// checkpoint counts them exactly).
     pub fn len(&self) -> Result<u64> {
-        let Some(o) = self.upper.overlay else {
-            return Ok(self.entries);
-        };
         let (src, hdr) = (self.src, self.hdr);
-        let in_tree = o.blind_in_tree(self.upper.table, self.upper.txn, |k| {
-            Ok(btree::get(src, &hdr, k)?.is_some())
-        })?;
+        let in_tree = self
+            .upper
+            .blind_in_tree(|k| Ok(btree::get(src, &hdr, k)?.is_some()))?;
         uncount(self.entries, in_tree)
     }
 
@@ -499,7 +544,7 @@ impl<'t> ReadTable<'t> {
 /// A write transaction that commits through the log: where a table's writes go.
 pub(crate) struct Logged<'t> {
     pub(crate) batch: &'t mut Batch,
-    pub(crate) overlay: Option<&'t Overlay>,
+    pub(crate) overlays: Overlays<'t>,
     /// The table's number in the overlay and the batch.
     pub(crate) table: u64,
     /// The transaction's base commit.
@@ -565,7 +610,7 @@ impl<'t> WriteTable<'t> {
 
     fn upper(&self) -> Upper<'_> {
         match &self.logged {
-            Some(l) => Upper::new(l.overlay, Some(&*l.batch), l.table, l.txn),
+            Some(l) => Upper::new(l.overlays, Some(&*l.batch), l.table, l.txn),
             None => Upper::default(),
         }
     }
@@ -830,11 +875,9 @@ impl<'t> WriteTable<'t> {
         };
         let (src, hdr) = (self.src(), self.state.hdr);
         let in_tree = |k: &[u8]| Ok(btree::get(src, &hdr, k)?.is_some());
-        let mut n = l.batch.blind_in_tree(l.table, in_tree)?;
-        if let Some(o) = l.overlay {
-            n += o.blind_in_tree(l.table, l.txn, in_tree)?;
-        }
-        uncount(self.state.hdr.entries, n)
+        let n = l.batch.blind_in_tree(l.table, &in_tree)?;
+        let above = Upper::new(l.overlays, None, l.table, l.txn);
+        uncount(self.state.hdr.entries, n + above.blind_in_tree(in_tree)?)
     }
 
     /// True if the table has no entries (see [`WriteTable::len`]).

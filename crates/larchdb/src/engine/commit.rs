@@ -12,7 +12,7 @@
 use super::log::NoRoom;
 use super::overlay::{Overlay, COUNTS};
 use super::readers::Published;
-use super::{Shared, WriterState};
+use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::layout::log::KIND_COMMIT;
 use crate::options::Durability;
@@ -177,26 +177,83 @@ pub(crate) fn publish_pending(shared: &Shared, guard: &mut WriterState) -> Resul
 pub(crate) fn commit(
     shared: &Shared,
     guard: &mut WriterState,
-    mut pages: WritePages,
+    pages: WritePages,
     catalog: TableHeader,
     durability: Durability,
 ) -> Result<()> {
+    // A logged commit still waiting for its sync is in this commit's tree: durable first.
+    let pending = publish_pending(shared, guard);
+    let WriterState {
+        disk,
+        poisoned,
+        checkpoint_position,
+        ..
+    } = &mut *guard;
+    let Some(disk) = disk.as_mut() else {
+        // Never: a transaction waits for a checkpoint thread before it starts its pages.
+        *poisoned = true;
+        return Err(Error::Internal("a commit while a checkpoint runs".into()));
+    };
+    if let Err(e) = pending {
+        return Err(fail_commit(disk, poisoned, pages, e, true));
+    }
+    let log_position = shared.log.as_ref().map_or(0, |l| l.end());
+    let written = write_commit(
+        shared,
+        disk,
+        poisoned,
+        pages,
+        catalog,
+        durability,
+        log_position,
+    )?;
+    if shared.log.is_some() {
+        // Everything in the log before the checkpoint's position is in the tree now; the log
+        // is released up to it once the checkpoint is durable (a power loss returns to the
+        // last durable one, and replays the log from its position).
+        *checkpoint_position = written.meta.log_position;
+    }
+    let txn = written.meta.txn;
+    publish_written(shared, disk, written, Published::new, txn);
+    Ok(())
+}
+
+/// A commit whose pages and meta page are written (`write_commit`), not yet published.
+pub(crate) struct Written {
+    pub(crate) meta: Meta,
+    /// The snapshot of its tree.
+    pub(crate) snap: Snapshot,
+    /// For a durable commit: the bytes of the file it needs; the space after them is durably
+    /// unused, and given back once the commit is published.
+    trim: Option<u64>,
+}
+
+/// Writes `pages`, with `catalog` as the catalog root, as commit `pages.txn`: the pages, then
+/// the meta page (naming `log_position` as the log's start for replay), synced when
+/// durable. Runs with `disk` owned by the caller: the writer under the write lock, or a
+/// checkpoint thread (`checkpoint`). On failure nothing is visible; a failure after the pages
+/// started reaching the disk sets `poisoned`.
+pub(crate) fn write_commit(
+    shared: &Shared,
+    disk: &mut Disk,
+    poisoned: &mut bool,
+    mut pages: WritePages,
+    catalog: TableHeader,
+    durability: Durability,
+    log_position: u64,
+) -> Result<Written> {
     let meta = match pages.prepare_commit(catalog) {
         Ok(m) => m,
-        Err(e) => return Err(fail_commit(guard, pages, e, false)),
+        Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
     };
-    // A logged commit still waiting for its sync is in this commit's tree: durable first.
-    if let Err(e) = publish_pending(shared, guard) {
-        return Err(fail_commit(guard, pages, e, true));
-    }
     // The meta slot about to be written may be the one a checkpoint still settling holds.
-    if let Err(e) = settle(shared, guard) {
-        return Err(fail_commit(guard, pages, e, true));
+    if let Err(e) = settle(shared, disk, poisoned) {
+        return Err(fail_commit(disk, poisoned, pages, e, true));
     }
-    let meta = seal_meta(shared, guard, &pages, meta, durability);
-    let slot = 1 - guard.durable_slot;
+    let meta = seal_meta(shared, disk, &pages, meta, durability, log_position);
+    let slot = 1 - disk.durable_slot;
     // Invariant 3 (ARCHITECTURE.md): never the slot of the last durable commit.
-    debug_assert!(slot < 2 && slot != guard.durable_slot);
+    debug_assert!(slot < 2 && slot != disk.durable_slot);
     let page_bytes = shared.page_bytes as u64;
     let storage = &*shared.storage;
 
@@ -204,7 +261,7 @@ pub(crate) fn commit(
     //    nothing visible, so the transaction is simply rolled back.
     let needed = meta.page_count * page_bytes;
     if let Err(e) = pages.write_out(storage) {
-        return Err(fail_commit(guard, pages, e, false));
+        return Err(fail_commit(disk, poisoned, pages, e, false));
     }
     // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
     //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
@@ -221,45 +278,63 @@ pub(crate) fn commit(
         Ok(())
     };
     if let Err(e) = write_meta() {
-        return Err(fail_commit(guard, pages, e, true));
+        return Err(fail_commit(disk, poisoned, pages, e, true));
     }
     if sync {
-        guard.durable_slot = slot;
-        guard.last_durable_txn = meta.txn;
+        disk.durable_slot = slot;
+        disk.last_durable_txn = meta.txn;
     }
     if let Some(log) = shared.log.as_ref() {
-        // Everything in the log before the checkpoint's position is in the tree now; the log
-        // is released up to it once the checkpoint is durable (a power loss returns to the
-        // last durable one, and replays the log from its position).
-        guard.checkpoint_position = meta.log_position;
         if sync {
             log.release_to(meta.log_position);
         } else if durable_checkpoint_due(shared, log) {
-            guard.settling = Some(Settling::start(shared, meta, slot));
+            disk.settling = Some(Settling::start(shared, meta, slot));
         }
     }
-    let mut carry = pages.finish();
-
-    // 3. Publish the snapshot to new readers...
-    if let Err(e) = publish_snapshot(shared, &carry, meta, needed) {
-        // The commit is on disk but cannot be read through a new mapping; stop here rather
-        // than publish a snapshot that cannot be read. Reopening reads it.
-        guard.poisoned = true;
-        guard.carry = Some(carry);
-        return Err(e);
+    let carry = pages.finish();
+    // 3. The snapshot readers will start from.
+    let snap = snapshot_of(shared, &carry, meta, needed);
+    disk.carry = Some(carry);
+    match snap {
+        Ok(snap) => Ok(Written {
+            meta,
+            snap,
+            trim: sync.then_some(needed),
+        }),
+        Err(e) => {
+            // The commit is on disk but cannot be read through a new mapping; stop here
+            // rather than publish a snapshot that cannot be read. Reopening reads it.
+            *poisoned = true;
+            Err(e)
+        }
     }
-    // ... and to readers in other processes. After the meta page is in the file, so that a
-    // reader that sees this id finds the page.
+}
+
+/// Publishes a written commit as commit `txn` (the commit's own id, or for a checkpoint
+/// written on its own thread, the newest commit, whose overlay `published` puts above the
+/// new tree): to new readers of this handle, then to readers in other processes (after the
+/// meta page is in the file, so that a reader that sees the id finds the page), then gives
+/// space at the end of the file back, once it is durably unused.
+pub(crate) fn publish_written(
+    shared: &Shared,
+    disk: &mut Disk,
+    written: Written,
+    published: impl FnOnce(Snapshot) -> Arc<Published>,
+    txn: u64,
+) {
+    let meta_txn = written.meta.txn;
+    {
+        let mut rs = shared.read_state();
+        debug_assert!(txn >= rs.current.txn(), "commits publish in order");
+        rs.current = published(written.snap);
+        shared.current_txn.store(txn, Ordering::Release);
+    }
     if let Some(lock) = shared.lock.as_ref() {
-        lock.publish(meta.txn);
+        lock.publish(meta_txn);
     }
-
-    // 4. Give space at the end of the file back, once it is durably unused.
-    if sync {
+    if let (Some(needed), Some(carry)) = (written.trim, disk.carry.as_mut()) {
         carry.wmap.trim(needed);
     }
-    guard.carry = Some(carry);
-    Ok(())
 }
 
 /// Whether a checkpoint written without a sync must be made durable (`Settling`): when the
@@ -279,10 +354,11 @@ fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
 /// can be released.
 fn seal_meta(
     shared: &Shared,
-    guard: &WriterState,
+    disk: &Disk,
     pages: &WritePages,
     mut meta: Meta,
     durability: Durability,
+    log_position: u64,
 ) -> Meta {
     let page_bytes = shared.page_bytes as u64;
     let pinned_bytes = pages.free.pinned_pages() * page_bytes;
@@ -296,57 +372,55 @@ fn seal_meta(
     let sync = durability == Durability::Immediate
         || (pinned_bytes > pinned_bytes_max && shared.log.is_none());
     meta.durable = sync;
-    if let Some(log) = shared.log.as_ref() {
-        meta.log = true;
-        meta.log_position = log.end();
-    } else {
-        meta.log = false;
-    }
+    meta.log = shared.log.is_some();
+    meta.log_position = if meta.log { log_position } else { 0 };
     meta.boot_id = shared.boot_id_or_zero();
     meta.last_durable_txn = if sync {
         meta.txn
     } else {
-        guard.last_durable_txn
+        disk.last_durable_txn
     };
     debug_assert!(meta.last_durable_txn <= meta.txn);
     meta
 }
 
-/// Makes `meta` the snapshot new read transactions of this handle start from, read through
-/// the writer's mapping where there is one (it covers every page this commit wrote), else the
-/// current read mapping, grown if needed.
-fn publish_snapshot(shared: &Shared, carry: &Carry, meta: Meta, needed: u64) -> Result<()> {
-    let mut rs = shared.read_state();
-    debug_assert!(meta.txn > rs.current.txn(), "commits publish in order");
-    let held = rs.current.snap.access();
+/// The snapshot of commit `meta`, read through the writer's mapping where there is one (it
+/// covers every page this commit wrote), else the current read mapping, grown if needed.
+fn snapshot_of(shared: &Shared, carry: &Carry, meta: Meta, needed: u64) -> Result<Snapshot> {
     let writer_map = carry
         .wmap
         .access()
         .filter(|a| a.mapped_bytes().is_some_and(|m| m >= needed));
     let access = match writer_map {
         Some(a) => a.clone(),
-        None => Access::covering(held, &shared.storage, needed, shared.options.readahead)?,
+        None => {
+            let held = shared.read_state().current.snap.access().clone();
+            Access::covering(&held, &shared.storage, needed, shared.options.readahead)?
+        }
     };
-    let snap = Snapshot::new(meta, access, shared.options.verify_checksums);
-    rs.current = Published::new(snap);
-    shared.current_txn.store(meta.txn, Ordering::Release);
-    Ok(())
+    Ok(Snapshot::new(meta, access, shared.options.verify_checksums))
 }
 
 /// Cleans up after a commit that failed: the free set is reloaded from the last committed
 /// snapshot (which it equals by construction: each commit persists exactly its free set), so
 /// the half-prepared commit leaves no trace. With `poison`, the handle refuses further writes.
-fn fail_commit(guard: &mut WriterState, pages: WritePages, e: Error, poison: bool) -> Error {
+fn fail_commit(
+    disk: &mut Disk,
+    poisoned: &mut bool,
+    pages: WritePages,
+    e: Error,
+    poison: bool,
+) -> Error {
     let base = pages.base.clone();
     let mut carry = pages.finish();
     carry.chain = None;
     match base.load_free_set() {
         Ok(free) => carry.free = free,
-        Err(_) => guard.poisoned = true,
+        Err(_) => *poisoned = true,
     }
-    guard.carry = Some(carry);
+    disk.carry = Some(carry);
     if poison {
-        guard.poisoned = true;
+        *poisoned = true;
     }
     e
 }
@@ -427,8 +501,8 @@ impl Drop for Settling {
 /// Completes the checkpoint `guard.settling` names, if any: waits for its sync, writes its
 /// meta page again as durable and syncs that, then releases the log before it. A failure
 /// poisons the handle (fail-stop, as every failed sync).
-pub(crate) fn settle(shared: &Shared, guard: &mut WriterState) -> Result<()> {
-    let Some(mut s) = guard.settling.take() else {
+pub(crate) fn settle(shared: &Shared, disk: &mut Disk, poisoned: &mut bool) -> Result<()> {
+    let Some(mut s) = disk.settling.take() else {
         return Ok(());
     };
     let synced = s.wait().map_err(Error::from);
@@ -436,12 +510,12 @@ pub(crate) fn settle(shared: &Shared, guard: &mut WriterState) -> Result<()> {
     let meta = match meta {
         Ok(m) => m,
         Err(e) => {
-            guard.poisoned = true;
+            *poisoned = true;
             return Err(e);
         }
     };
-    guard.durable_slot = s.slot;
-    guard.last_durable_txn = meta.txn;
+    disk.durable_slot = s.slot;
+    disk.last_durable_txn = meta.txn;
     if let Some(log) = shared.log.as_ref() {
         log.release_to(meta.log_position);
     }

@@ -7,6 +7,8 @@
 //! open.rs      opening: the file and its lock file, the meta slot to start from, the free set
 //! readers.rs   the reader registry: the published snapshot, live readers, the shared table
 //! commit.rs    the commit protocol: write pages, sync, write meta, sync, publish
+//! checkpoint.rs checkpoints on a thread of their own: freeze the overlay, merge it into the
+//!              tree beside the writer, install the new tree between two transactions
 //! catalog.rs   the catalog: table names and headers, the per-snapshot cache, table states
 //! log.rs       the write-ahead log of stage 2: records in segments, sync and group commit,
 //!              read back at open
@@ -22,6 +24,7 @@
 
 pub(crate) mod batch;
 pub(crate) mod catalog;
+pub(crate) mod checkpoint;
 pub(crate) mod commit;
 pub(crate) mod flusher;
 pub(crate) mod log;
@@ -40,14 +43,25 @@ use readers::ReadState;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// State owned by whoever holds the write lock.
-pub(crate) struct WriterState {
+/// What writing pages needs: the free space and the meta slots. The writer's, except while a
+/// checkpoint runs on its own thread (`checkpoint::Running`), which owns it meanwhile: the
+/// commits made through the log in that time write no page.
+pub(crate) struct Disk {
     /// Free set, page-buffer pool and writable mapping, lent to each write transaction.
     /// `None` only while a transaction holds them.
     pub(crate) carry: Option<Carry>,
     /// Meta slot holding the last durable commit; commits write the other one.
     pub(crate) durable_slot: u64,
     pub(crate) last_durable_txn: u64,
+    /// A checkpoint written without a sync, whose sync runs on a thread of its own
+    /// (`commit::settle`).
+    pub(crate) settling: Option<commit::Settling>,
+}
+
+/// State owned by whoever holds the write lock.
+pub(crate) struct WriterState {
+    /// `None` while a checkpoint thread holds it (`checkpoint`).
+    pub(crate) disk: Option<Disk>,
     /// Set by a failed sync or meta write: no more writes through this handle.
     pub(crate) poisoned: bool,
     /// The tables write transactions open (see `TableStates`).
@@ -60,9 +74,8 @@ pub(crate) struct WriterState {
     pub(crate) record: Vec<u8>,
     /// The log position of the last checkpoint: the log since is replayed at open.
     pub(crate) checkpoint_position: u64,
-    /// A checkpoint written without a sync, whose sync runs on a thread of its own
-    /// (`commit::settle`).
-    pub(crate) settling: Option<commit::Settling>,
+    /// The checkpoint running on its own thread, if any (`checkpoint`).
+    pub(crate) checkpoint: Option<checkpoint::Running>,
     /// The newest commit made through the log whose committer lets the write lock go and
     /// waits for the log's sync before publishing it (`Durability::Immediate`: group commit),
     /// with the log position its record ends at. The next write transaction starts from it
@@ -70,6 +83,16 @@ pub(crate) struct WriterState {
     /// commit, a checkpoint) first waits until it is durable, so that readers never see an
     /// `Immediate` commit before it is durable (`commit::publish_pending`).
     pub(crate) pending: Option<(Arc<readers::Published>, u64)>,
+}
+
+impl WriterState {
+    /// The disk state, for a change that writes pages: a checkpoint thread that holds it has
+    /// been waited for (`checkpoint::finish`) before.
+    pub(crate) fn disk(&mut self) -> crate::error::Result<&mut Disk> {
+        self.disk.as_mut().ok_or_else(|| {
+            crate::error::Error::Internal("pages written while a checkpoint runs".into())
+        })
+    }
 }
 
 /// Everything a handle and its transactions share. One per `Database`, behind an `Arc`

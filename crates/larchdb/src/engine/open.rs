@@ -9,7 +9,7 @@ use super::commit;
 use super::log::{GroupLog, Log, Record};
 use super::overlay::{Lookup, Overlay, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
-use super::{Shared, WriterState};
+use super::{Disk, Shared, WriterState};
 use crate::btree;
 use crate::error::{Error, Result};
 use crate::layout::log::KIND_COMMIT;
@@ -152,26 +152,30 @@ impl Shared {
             (1 - slot, meta.last_durable_txn)
         };
         let free = usable_free_set(free, &meta, last_durable_txn, &options, &lock)?;
+        let carry = Carry::new(
+            free,
+            WriteMap::new(
+                storage.clone(),
+                meta.page_bytes as usize,
+                file_bytes,
+                !options.read_only,
+                options.readahead,
+            ),
+        );
         let writer = WriterState {
-            carry: Some(Carry::new(
-                free,
-                WriteMap::new(
-                    storage.clone(),
-                    meta.page_bytes as usize,
-                    file_bytes,
-                    !options.read_only,
-                    options.readahead,
-                ),
-            )),
-            durable_slot,
-            last_durable_txn,
+            disk: Some(Disk {
+                carry: Some(carry),
+                durable_slot,
+                last_durable_txn,
+                settling: None,
+            }),
             poisoned: false,
             tables: TableStates::default(),
             scratch: Default::default(),
             batch: Default::default(),
             record: Vec::new(),
             checkpoint_position: log.as_ref().map_or(0, |l| l.end()),
-            settling: None,
+            checkpoint: None,
             pending: None,
         };
         let tree = Published::new(snap);

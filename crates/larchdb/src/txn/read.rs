@@ -60,16 +60,17 @@ impl ReadTxn {
         let Some(hdr) = found else {
             return Err(Error::TableNotFound(name.to_string()));
         };
-        let Some(overlay) = self.snap.overlay.as_deref() else {
+        if !self.snap.has_overlay() {
             return Ok(ReadTable::new(snap, hdr));
-        };
+        }
+        let overlays = self.snap.overlays();
         // Commits since the tree's are in the overlay: the table's number there, and its
         // entry count at this snapshot.
         let txn = self.snap.txn();
         let id = self.snap.catalog.table_id(snap, name.as_bytes())?;
         let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
-        let entries = overlay.count(id, txn).unwrap_or(hdr.entries);
-        let upper = Upper::new(Some(overlay), None, id, txn);
+        let entries = overlays.count(id, txn).unwrap_or(hdr.entries);
+        let upper = Upper::new(overlays, None, id, txn);
         Ok(ReadTable::layered(snap, hdr, upper, entries))
     }
 

@@ -2,6 +2,7 @@
 
 use crate::btree;
 use crate::engine::catalog::{self, check_name};
+use crate::engine::checkpoint;
 use crate::engine::commit::{commit, commit_logged, finish_immediate, settle};
 use crate::engine::readers::Published;
 use crate::engine::{Shared, WriterState};
@@ -57,10 +58,19 @@ impl<'db> WriteTxn<'db> {
         if guard.poisoned {
             return Err(Error::Poisoned);
         }
-        if guard.settling.as_ref().is_some_and(|s| s.synced()) {
-            // The last checkpoint's sync is done: it becomes the durable one, so that the
-            // pages the one before reaches can be reused below.
-            settle(shared, &mut guard)?;
+        // A checkpoint written on its own thread is put in place between two transactions.
+        checkpoint::finish(shared, &mut guard, false)?;
+        let WriterState { disk, poisoned, .. } = &mut *guard;
+        if let Some(disk) = disk.as_mut() {
+            if disk.settling.as_ref().is_some_and(|s| s.synced()) {
+                // The last checkpoint's sync is done: it becomes the durable one, so that the
+                // pages the one before reaches can be reused below.
+                settle(shared, disk, poisoned)?;
+            }
+            if disk.carry.is_none() {
+                // A transaction failed to hand the pages' state back.
+                return Err(Error::Poisoned);
+            }
         }
         let published = shared.writer_base();
         // A commit whose committer still waits for the log's sync is newer than what readers
@@ -69,10 +79,6 @@ impl<'db> WriteTxn<'db> {
             Some((p, _)) if p.txn() > published.txn() => p.clone(),
             _ => published,
         };
-        if guard.carry.is_none() {
-            // A transaction failed to hand the pages' state back.
-            return Err(Error::Poisoned);
-        }
         let base_txn = published.txn();
         let catalog = published.snap.meta.catalog;
         guard.tables.begin(base_txn);
@@ -97,7 +103,7 @@ impl<'db> WriteTxn<'db> {
         };
         if !logged {
             w.start_pages()?;
-            if w.base.overlay.is_some() {
+            if w.base.has_overlay() {
                 // Records replayed from the log by a handle that does not write it: this
                 // transaction writes pages, so it starts by applying them.
                 w.switch_to_pages()?;
@@ -110,16 +116,29 @@ impl<'db> WriteTxn<'db> {
     /// yet.
     fn start_pages(&mut self) -> Result<&mut WritePages> {
         if self.pages.is_none() {
-            let Some(mut carry) = self.guard.carry.take() else {
+            if self.guard.checkpoint.is_some() {
+                // A checkpoint thread holds the disk state: wait for it, and start from the
+                // snapshot it leaves.
+                if let Err(e) = checkpoint::finish(self.shared, &mut self.guard, true) {
+                    self.failed = true;
+                    return Err(e);
+                }
+                self.rebase();
+            }
+            let WriterState { disk, poisoned, .. } = &mut *self.guard;
+            let Some(disk) = disk.as_mut() else {
+                return Err(Error::Poisoned);
+            };
+            let Some(mut carry) = disk.carry.take() else {
                 return Err(Error::Poisoned);
             };
             // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots
             // to keep are the live readers' and the last durable one (a power loss returns
             // to it).
             let oldest = self.shared.oldest_held();
-            if let Err(e) = carry.free.release(oldest, self.guard.last_durable_txn) {
-                self.guard.carry = Some(carry);
-                self.guard.poisoned = true;
+            if let Err(e) = carry.free.release(oldest, disk.last_durable_txn) {
+                disk.carry = Some(carry);
+                *poisoned = true;
                 self.failed = true;
                 return Err(e);
             }
@@ -130,17 +149,28 @@ impl<'db> WriteTxn<'db> {
             // durable commit's from now on, or a power loss would return to a checkpoint whose
             // pages this transaction overwrote. (Only `new` settles, and only a commit starts
             // settling: this is what it was when the transaction began.)
-            let pinned = self
-                .guard
+            let pinned = disk
                 .settling
                 .as_ref()
-                .map_or(self.guard.last_durable_txn, |s| s.txn());
+                .map_or(disk.last_durable_txn, |s| s.txn());
             let base = self.base.snap.clone();
             let txn = self.base.txn() + 1;
             let pages = WritePages::new(base, txn, pinned, carry, btree::check_node);
             self.pages = Some(Box::new(pages));
         }
         self.pages.as_deref_mut().ok_or(Error::TxnFailed)
+    }
+
+    /// Makes the published snapshot this transaction's base, after a checkpoint thread's tree
+    /// was put in place (`checkpoint::finish`): the same commits (and, if the checkpoint
+    /// corrected entry counts, a commit that did). Only before its pages start; the table
+    /// states were cleared with the old tree.
+    fn rebase(&mut self) {
+        let published = self.shared.writer_base();
+        debug_assert!(published.txn() >= self.base.txn());
+        debug_assert!(published.frozen.is_none());
+        self.catalog = published.snap.meta.catalog;
+        self.base = published;
     }
 
     /// What this transaction reads pages from: its own pages once started, else the base
@@ -161,7 +191,7 @@ impl<'db> WriteTxn<'db> {
     /// order. Its commit is then a checkpoint. Does nothing for a transaction that writes pages
     /// already (unless records replayed from the log are still to be applied).
     pub(crate) fn switch_to_pages(&mut self) -> Result<()> {
-        if !self.logged && (self.applied || self.base.overlay.is_none()) {
+        if !self.logged && (self.applied || !self.base.has_overlay()) {
             return Ok(());
         }
         if self.failed {
@@ -172,23 +202,24 @@ impl<'db> WriteTxn<'db> {
         self.applied = true;
         // The states describe the tree plus the overlay; from here on, the tree alone.
         self.guard.tables.clear();
+        // No frozen overlay: a checkpoint thread was waited for when the pages started.
         let overlay = self.base.overlay.clone();
         self.guarded(|t| {
+            if let Some(o) = overlay.as_deref() {
+                let txn = t.base.txn();
+                let pages = t.pages.as_deref_mut().ok_or(Error::TxnFailed)?;
+                let scratch = &mut t.guard.scratch;
+                t.catalog = checkpoint::merge_overlay(pages, scratch, t.catalog, o, txn)?.0;
+            }
             let names = catalog::list(t.source(), t.catalog)?;
             let name = |table: u64| -> Result<&str> {
                 names
                     .get(table as usize)
                     .map(|n| n.as_str())
                     .ok_or_else(|| {
-                        Error::Internal(format!("overlay names table {table}, not in the catalog"))
+                        Error::Internal(format!("batch names table {table}, not in the catalog"))
                     })
             };
-            if let Some(o) = overlay.as_deref() {
-                let all = o.all(t.base.txn());
-                for run in all.chunk_by(|a, b| a.0 == b.0) {
-                    t.merge(name(run[0].0)?, run.len(), |i| (run[i].1, run[i].2))?;
-                }
-            }
             let batch = std::mem::take(&mut t.guard.batch);
             let r = (|| {
                 for (table, records) in batch.by_table() {
@@ -292,12 +323,12 @@ impl<'db> WriteTxn<'db> {
     /// Table `name`'s entry count in the overlay at the base commit, if a commit there
     /// changed it.
     fn overlay_count(&self, name: &str) -> Result<Option<u64>> {
-        let Some(o) = self.base.overlay.as_deref() else {
-            return Ok(None);
-        };
         let b = &self.base;
+        if !b.has_overlay() {
+            return Ok(None);
+        }
         Ok(match b.catalog.table_id(&b.snap, name.as_bytes())? {
-            Some(id) => o.count(id, b.txn()),
+            Some(id) => b.overlays().count(id, b.txn()),
             None => None,
         })
     }
@@ -393,7 +424,7 @@ impl<'db> WriteTxn<'db> {
         };
         let logged = logged.map(|table| Logged {
             batch: &mut ws.batch,
-            overlay: self.base.overlay.as_deref(),
+            overlays: self.base.overlays(),
             table,
             txn: self.base.txn(),
         });
@@ -476,7 +507,7 @@ impl<'db> WriteTxn<'db> {
                     // logging: `switch_to_pages`); should one ever have, they were only read,
                     // and the writer's buffers go back untouched.
                     if let Some(pages) = self.pages.take() {
-                        self.guard.carry = Some(pages.abort());
+                        self.hand_back(pages.abort());
                     }
                     self.guard.tables.committed(c.txn);
                     let shared = self.shared;
@@ -507,8 +538,7 @@ impl<'db> WriteTxn<'db> {
         // what the log holds, may wait for its sync (`commit::Settling`): replaying the log
         // from the last durable checkpoint redoes it.
         let log = self.shared.log.is_some();
-        let durability = if (self.base.overlay.is_some() && !log) || (log && !self.checkpoint_only)
-        {
+        let durability = if (self.base.has_overlay() && !log) || (log && !self.checkpoint_only) {
             Durability::Immediate
         } else {
             durability
@@ -527,15 +557,15 @@ impl<'db> WriteTxn<'db> {
         }
         let pages = *self.pages.take().ok_or(Error::TxnFailed)?;
         // An empty commit writes nothing, unless it must make earlier unsynced commits durable.
-        let base_durable = self.guard.last_durable_txn == self.base.txn();
-        let log_checkpoint = self.shared.log.is_some() && self.base.overlay.is_some();
+        let base_durable = self.guard.disk()?.last_durable_txn == self.base.txn();
+        let log_checkpoint = self.shared.log.is_some() && self.base.has_overlay();
         if pages.is_clean()
             && !force
             && !log_checkpoint
             && (durability != Durability::Immediate || base_durable)
         {
             let base_txn = self.base.txn();
-            self.guard.carry = Some(pages.finish());
+            self.hand_back(pages.finish());
             self.guard.tables.committed(base_txn);
             return Ok(());
         }
@@ -561,10 +591,20 @@ fn source_of<'a>(pages: &'a Option<Box<WritePages>>, base: &'a Published) -> &'a
     }
 }
 
+impl WriteTxn<'_> {
+    /// Gives the pages' state back to the writer.
+    fn hand_back(&mut self, carry: crate::pager::Carry) {
+        // The disk state is the writer's while pages are started (`start_pages`).
+        if let Some(disk) = self.guard.disk.as_mut() {
+            disk.carry = Some(carry);
+        }
+    }
+}
+
 impl Drop for WriteTxn<'_> {
     fn drop(&mut self) {
         if let Some(pages) = self.pages.take() {
-            self.guard.carry = Some(pages.abort());
+            self.hand_back(pages.abort());
         }
     }
 }

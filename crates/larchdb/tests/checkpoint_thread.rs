@@ -1,0 +1,294 @@
+//! Checkpoints on a thread of their own (`Options::checkpoint_thread`): the writer freezes the
+//! overlay and goes on committing while the thread merges the frozen commits into the tree.
+//! These tests drive thousands of small commits through a log small enough that a checkpoint
+//! is due every few hundred of them, and check, against a model:
+//! - every snapshot, held by readers across several checkpoints, reads as it did when it
+//!   began (gets, scans both ways, entry counts), while the thread frees and reuses pages;
+//! - entry counts stay exact although blind writes (`set`) count keys as new without looking
+//!   (the thread's checkpoint corrects them, `engine::checkpoint::finish`);
+//! - readers on other threads see consistent snapshots while checkpoints come and go;
+//! - the checkpoints really ran on the thread (the tree's commit is one made through the log),
+//!   and with the thread off they run inline (the tree's commit is a checkpoint's own);
+//! - after a process crash and after a power loss in the middle of it all, the reopened
+//!   database is the model at some commit, no earlier than the last durable one.
+
+mod common;
+
+use larchdb::storage::{CrashMode, FaultStorage};
+use larchdb::{Database, Durability, Options};
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A log of 8 x 64 KiB with a checkpoint every 32 KiB: one every 150-300 commits below.
+fn options(thread: bool) -> Options {
+    Options {
+        log: true,
+        log_segment_bytes: 64 << 10,
+        log_segments: 8,
+        checkpoint_bytes: 32 << 10,
+        checkpoint_thread: thread,
+        durability: Durability::None,
+        ..Options::default()
+    }
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// One commit of 1-3 writes to table "t": blind sets, puts, deletes, over 1,500 keys.
+fn commit_one(db: &Database, rng: &mut rand::rngs::StdRng, model: &mut Model) -> u64 {
+    let mut w = db.begin_write().unwrap();
+    let id = w.id();
+    {
+        let mut t = w.table("t").unwrap();
+        for _ in 0..rng.gen_range(1..4) {
+            let k = key(rng.gen_range(0..1500));
+            match rng.gen_range(0..10) {
+                0..=1 => {
+                    let had = t.delete(&k).unwrap();
+                    assert_eq!(had, model.remove(&k).is_some());
+                }
+                2..=5 => {
+                    let v = vec![rng.gen::<u8>(); rng.gen_range(1..120)];
+                    t.set(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+                _ => {
+                    let v = vec![rng.gen::<u8>(); rng.gen_range(1..120)];
+                    let had = t.put(&k, &v).unwrap();
+                    assert_eq!(had, model.insert(k, v).is_some());
+                }
+            }
+        }
+    }
+    w.commit().unwrap();
+    id
+}
+
+/// Whether the snapshot `r` holds exactly `model`: counts, both scan directions, and a get
+/// of every key the model has plus a few it does not.
+fn check_snapshot(r: &larchdb::ReadTxn, model: &Model, what: &str) {
+    let t = r.table("t").unwrap();
+    assert_eq!(t.len().unwrap(), model.len() as u64, "{what}: count");
+    let got = common::collect(t.iter());
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert!(
+        got == want,
+        "{what}: scan differs ({} vs {} entries)",
+        got.len(),
+        want.len()
+    );
+    let rev: Vec<Vec<u8>> = t.iter_rev().map(|e| e.unwrap().0.to_vec()).collect();
+    assert!(
+        rev.iter().rev().eq(model.keys()),
+        "{what}: reverse scan differs"
+    );
+    for i in (0..1500).step_by(7) {
+        let k = key(i);
+        assert_eq!(
+            t.get(&k).unwrap(),
+            model.get(&k).map(|v| &v[..]),
+            "{what}: get {i}"
+        );
+    }
+}
+
+/// Runs `commits` commits with readers held across checkpoints. Returns the commit ids made
+/// through the log and the trees' commits seen (`Stats::txn`) along the way.
+fn run(db: &Database, commits: usize, seed: u64) -> (Model, BTreeSet<u64>, BTreeSet<u64>) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut model = Model::new();
+    let mut ids = BTreeSet::new();
+    let mut trees = BTreeSet::new();
+    let mut held: Vec<(larchdb::ReadTxn, Model, usize)> = Vec::new();
+    for i in 0..commits {
+        ids.insert(commit_one(db, &mut rng, &mut model));
+        if i % 97 == 0 {
+            trees.insert(db.stats().unwrap().txn);
+        }
+        if i % 250 == 0 {
+            held.push((db.begin_read().unwrap(), model.clone(), i));
+        }
+        // Each reader lives across about 750 commits (several checkpoints), then must read
+        // exactly what it read when it began.
+        if held.first().is_some_and(|(_, _, at)| i - at > 750) {
+            let (r, m, at) = held.remove(0);
+            check_snapshot(&r, &m, &format!("reader from commit {at}, at {i}"));
+        }
+    }
+    for (r, m, at) in held {
+        check_snapshot(&r, &m, &format!("reader from commit {at}, at the end"));
+    }
+    (model, ids, trees)
+}
+
+fn create(db: &Database) {
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    w.commit().unwrap();
+}
+
+#[test]
+fn snapshots_and_counts_hold_across_checkpoints_on_a_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::open(&path, options(true)).unwrap();
+    create(&db);
+    let (model, ids, trees) = run(&db, 6000, 1);
+    check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
+    assert!(db.verify_all().unwrap().is_clean());
+    // Checkpoints written by the thread are trees of commits made through the log.
+    let threaded = trees.iter().filter(|t| ids.contains(t)).count();
+    assert!(
+        threaded >= 5,
+        "{threaded} of the trees seen ({trees:?}) were written by the thread"
+    );
+    drop(db);
+    let db = Database::open(&path, options(true)).unwrap();
+    check_snapshot(&db.begin_read().unwrap(), &model, "after reopening");
+    assert!(db.verify_all().unwrap().is_clean());
+}
+
+#[test]
+fn checkpoints_run_inline_with_the_thread_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), options(false)).unwrap();
+    create(&db);
+    let (model, ids, trees) = run(&db, 3000, 2);
+    check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
+    // An inline checkpoint is a commit of its own, never one made through the log.
+    assert!(trees.len() >= 5, "trees seen: {trees:?}");
+    assert!(
+        trees.iter().all(|t| !ids.contains(t)),
+        "trees {trees:?} include commits made through the log"
+    );
+}
+
+/// Readers on other threads open snapshot after snapshot while the writer commits and the
+/// thread checkpoints. The writer keeps two invariants in every commit: key "sum" holds the
+/// number of other keys, and every other key's value names the commit that wrote it, which
+/// is never newer than the snapshot.
+#[test]
+fn readers_on_other_threads_see_whole_commits_across_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Database::open(dir.path().join("db"), options(true)).unwrap());
+    create(&db);
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut seen = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    let entries = common::collect(t.iter());
+                    let others = entries.iter().filter(|(k, _)| k != b"sum").count() as u64;
+                    let sum = t.get(b"sum").unwrap().map_or(0, |v| {
+                        u64::from_le_bytes(v.try_into().expect("an 8-byte sum"))
+                    });
+                    assert_eq!(sum, others, "snapshot {}: sum against keys", r.id());
+                    assert_eq!(
+                        t.len().unwrap(),
+                        entries.len() as u64,
+                        "snapshot {}",
+                        r.id()
+                    );
+                    for (k, v) in &entries {
+                        if k != b"sum" {
+                            let at = u64::from_le_bytes(v[..8].try_into().unwrap());
+                            assert!(
+                                at <= r.id(),
+                                "a value of commit {at} in snapshot {}",
+                                r.id()
+                            );
+                        }
+                    }
+                    seen += 1;
+                }
+                seen
+            })
+        })
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let mut live = BTreeSet::new();
+    for _ in 0..4000 {
+        let mut w = db.begin_write().unwrap();
+        let id = w.id();
+        let mut t = w.table("t").unwrap();
+        let k = key(rng.gen_range(0..800));
+        if rng.gen_bool(0.3) {
+            t.delete(&k).unwrap();
+            live.remove(&k);
+        } else {
+            let mut v = id.to_le_bytes().to_vec();
+            v.resize(rng.gen_range(8..100), 7);
+            t.set(&k, &v).unwrap();
+            live.insert(k);
+        }
+        t.set(b"sum", &(live.len() as u64).to_le_bytes()).unwrap();
+        w.commit().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert!(db.verify_all().unwrap().is_clean());
+}
+
+/// A process crash and a power loss at points spread over a workload whose checkpoints run
+/// on the thread (some mid-checkpoint): the reopened database is the model after some
+/// commit, no earlier than the last durable one, and verifies clean.
+#[test]
+fn crashes_during_threaded_checkpoints_recover_a_prefix() {
+    for (n, stop) in [700usize, 1300, 2100, 2900].into_iter().enumerate() {
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let db = common::open_with_log(&data, &log, options(true)).unwrap();
+        create(&db);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(10 + n as u64);
+        // The states after each commit since the last durable one (a power loss may return
+        // to any of them), the first being the durable one.
+        let mut states = vec![Model::new()];
+        for i in 0..stop {
+            let mut model = states.last().unwrap().clone();
+            commit_one(&db, &mut rng, &mut model);
+            states.push(model);
+            if i % 400 == 399 {
+                let w = db.begin_write().unwrap();
+                w.commit_with(Durability::Immediate).unwrap();
+                states.drain(..states.len() - 1);
+            }
+        }
+        // The process dies with the thread possibly mid-checkpoint.
+        for mode in [
+            CrashMode::ProcessOnly,
+            CrashMode::KeepRandom { seed: n as u64 },
+        ] {
+            let d = data.crash(mode);
+            let l = log.crash(match mode {
+                CrashMode::KeepRandom { seed } => CrashMode::KeepRandom { seed: !seed },
+                m => m,
+            });
+            let db = common::open_with_log(&d, &l, options(true)).unwrap();
+            let r = db.begin_read().unwrap();
+            let t = r.table("t").unwrap();
+            let got: Model = common::collect(t.iter()).into_iter().collect();
+            let at = states.iter().rposition(|s| *s == got);
+            let what = format!("crash {mode:?} after {stop} commits");
+            let at = at.unwrap_or_else(|| {
+                panic!("{what}: not the state after any commit since the last durable one")
+            });
+            if matches!(mode, CrashMode::ProcessOnly) {
+                assert_eq!(at, states.len() - 1, "{what}: a process crash lost commits");
+            }
+            assert_eq!(t.len().unwrap(), got.len() as u64, "{what}: count");
+            assert!(db.verify_all().unwrap().is_clean(), "{what}: verify");
+        }
+        std::mem::forget(db);
+    }
+}
