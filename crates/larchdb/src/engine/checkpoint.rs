@@ -20,7 +20,7 @@
 //! from the frozen ones, so `finish` corrects them with a commit of its own (one id, no log
 //! record: replay derives counts from the records, not from the overlay).
 
-use super::commit::{publish_pending, publish_written, write_commit, Written};
+use super::commit::{publish_pending, publish_written, settle, write_commit, Written};
 use super::overlay::{Overlay, COUNTS};
 use super::readers::Published;
 use super::{catalog, Disk, Shared, WriterState};
@@ -254,6 +254,10 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
         Durability::None,
         position,
     )?;
+    // A checkpoint the log's room calls to be made durable (`commit::Settling`) is made so
+    // here, off the writer's thread: the writer goes on appending meanwhile, and the log's
+    // room comes back as soon as the sync is done, not at the next checkpoint.
+    settle(shared, disk, &mut poisoned)?;
     Ok(Checkpointed { written, recounted })
 }
 

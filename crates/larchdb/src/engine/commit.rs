@@ -343,9 +343,17 @@ pub(crate) fn publish_written(
 /// next and reused by the one after (no durable commit can reach them), so the same file
 /// pages are dirtied again and again in the page cache and written back once, by the next
 /// durable checkpoint, instead of once per checkpoint (docs/design/write-path.md, session 10).
+///
+/// With checkpoints on a thread of their own (`Options::checkpoint_thread`), the writer keeps
+/// appending while a checkpoint is written and while it is synced (a sync of everything the
+/// unsynced checkpoints dirtied: hundreds of milliseconds at 1M commits a second), so the
+/// margin is two checkpoints' worth: with one, the log filled during the sync and the commit
+/// that found it full wrote pages (a durable checkpoint of its own) on the writer's thread.
 fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
     let (kept, room) = log.kept_and_room();
-    kept.saturating_add(shared.options.checkpoint_bytes) > room
+    let options = &shared.options;
+    let margin = if options.checkpoint_thread { 2 } else { 1 };
+    kept.saturating_add(margin * options.checkpoint_bytes) > room
 }
 
 /// Completes the meta page `prepare_commit` built: whether the commit is synced, and what it
