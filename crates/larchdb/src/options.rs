@@ -87,7 +87,10 @@ pub struct Options {
     /// yet durable that start a sync at once.
     pub bounded_bytes: u64,
     /// Bytes the log may grow by before a checkpoint: the bound on replay at open after a
-    /// process crash and on the memory the overlay holds. At most `log_segments - 1` segments.
+    /// process crash and on the memory the overlay holds (with `checkpoint_thread`, about
+    /// twice that: the commits a checkpoint is writing and those made meanwhile). At most
+    /// `log_segments - 1` segments; with the thread, a checkpoint is made durable whenever
+    /// the log kept since the last durable one plus two of these would not fit.
     pub checkpoint_bytes: u64,
     /// Whether the checkpoints the log's growth calls for run on a thread of their own
     /// (the default), beside the writer and the readers: the writer freezes the commits since

@@ -14,7 +14,7 @@
 
 mod common;
 
-use larchdb::storage::{CrashMode, FaultStorage};
+use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
@@ -291,4 +291,52 @@ fn crashes_during_threaded_checkpoints_recover_a_prefix() {
         }
         std::mem::forget(db);
     }
+}
+
+/// Every write to the data file fails from some point on (only checkpoints write it, all on
+/// the thread): the failure reaches the writer at its next transaction, the handle then
+/// refuses writes (`Poisoned`), and a reopen finds every commit acknowledged before, from the
+/// log.
+#[test]
+fn an_io_error_in_the_checkpoint_thread_stops_the_handle_and_loses_nothing() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = common::open_with_log(&data, &log, options(true)).unwrap();
+    create(&db);
+    data.fail_after(1, FaultKind::Eio, true);
+    let mut acked = 0u32;
+    let err = loop {
+        let r = (|| -> larchdb::Result<()> {
+            let mut w = db.begin_write()?;
+            w.table("t")?.set(&key(acked), &[7; 100])?;
+            w.commit()
+        })();
+        match r {
+            Ok(()) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 20_000, "no checkpoint failed");
+    };
+    assert!(acked > 200, "failed after {acked} commits: {err}");
+    assert!(
+        matches!(db.begin_write().err(), Some(larchdb::Error::Poisoned)),
+        "after {err}, a write transaction began"
+    );
+    // Reads go on, from memory and the old tree.
+    let r = db.begin_read().unwrap();
+    assert_eq!(r.table("t").unwrap().len().unwrap(), acked as u64);
+    drop(r);
+    drop(db);
+    data.clear_faults();
+    let (data, log) = (
+        data.crash(CrashMode::ProcessOnly),
+        log.crash(CrashMode::ProcessOnly),
+    );
+    let db = common::open_with_log(&data, &log, options(true)).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(t.len().unwrap(), acked as u64);
+    for i in 0..acked {
+        assert!(t.get(&key(i)).unwrap().is_some(), "commit of key {i} lost");
+    }
+    assert!(db.verify_all().unwrap().is_clean());
 }

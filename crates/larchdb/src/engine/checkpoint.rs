@@ -10,7 +10,8 @@
 //! 2. The thread merges the frozen overlay into the tree as commit F's tree (its pages and
 //!    meta page carry F, the meta page names L_F, so that replay after a crash starts there
 //!    with the commits after F) and writes it, unsynced, as a checkpoint of the writer's
-//!    would be (`commit::write_commit`).
+//!    would be (`commit::write_commit`); when the log's room calls for a durable checkpoint
+//!    (`commit::durable_checkpoint_due`), the thread syncs and settles it before it ends.
 //! 3. `finish`, by the writer between two transactions (or waiting, before a change that
 //!    writes pages): the new tree is published under the active overlay, and the disk state
 //!    comes back. Readers never wait: until then they read the old tree under both overlays.
@@ -142,23 +143,32 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
         return Err(Error::Internal("the checkpoint thread panicked".into()));
     };
     guard.disk = Some(disk);
-    let checkpointed = match written {
-        Ok(c) => c,
-        Err(e) => {
-            guard.poisoned = true;
-            return Err(e);
-        }
-    };
+    // From here on, a failure leaves the disk state the new tree's and the published snapshot
+    // the old one's: the handle stops writing (the log still holds every commit).
+    let installed = written.and_then(|c| install(shared, guard, c, running.position));
+    if installed.is_err() {
+        guard.poisoned = true;
+    }
+    installed
+}
+
+/// Publishes the checkpoint the thread wrote under the active overlay (`finish`).
+fn install(
+    shared: &Shared,
+    guard: &mut WriterState,
+    checkpointed: Checkpointed,
+    position: u64,
+) -> Result<()> {
     // Published before the snapshot changes (`start` did so for the commits it wrote; these
     // came after).
     publish_pending(shared, guard)?;
-    guard.checkpoint_position = running.position;
+    let current = shared.writer_base();
+    let recounts = recounts(&current, &checkpointed.recounted)?;
+    guard.checkpoint_position = position;
     // The states describe the old tree's pages.
     guard.tables.clear();
-    let current = shared.writer_base();
     let mut txn = current.txn();
     let mut overlay = current.overlay.clone();
-    let recounts = recounts(&current, &checkpointed.recounted)?;
     if !recounts.is_empty() {
         txn += 1;
         let o = overlay.get_or_insert_with(|| Arc::new(Overlay::new()));
@@ -211,9 +221,10 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     let Some(mut carry) = disk.carry.take() else {
         return Err(Error::Poisoned);
     };
-    // As `WriteTxn::start_pages`: pages freed by commit T are unreachable from every snapshot
-    // >= T; the readers' and the last durable one are kept. Readers are registered by their
-    // tree's commit, so one that holds this checkpoint's base tree keeps what it frees.
+    // As `WriteTxn::start_pages`: pages freed by commit T are unreachable from every tree of
+    // a commit >= T; the readers' and the last durable one are kept. Readers are registered
+    // by their tree's commit, so one that holds this checkpoint's base tree keeps what it
+    // frees, whatever its snapshot's commit.
     if let Err(e) = carry
         .free
         .release(shared.oldest_held(), disk.last_durable_txn)

@@ -438,7 +438,8 @@ fn fail_commit(
 /// (`durable_checkpoint_due`; the others are never synced): a thread syncs the file while the writer
 /// goes on with logged commits, which do not touch the file. `settle` completes it before
 /// the next commit that writes pages (whose meta page goes to the slot this one holds), and
-/// as soon as the sync is done at the start of any write transaction.
+/// as soon as the sync is done at the start of any write transaction; a checkpoint written on
+/// a thread of its own (`checkpoint`) is settled by that thread before it ends.
 ///
 /// Until then, the last durable checkpoint stays the one a power loss returns to: the log is
 /// kept from its position, and the pages it reaches are not reused (`last_durable_txn`).

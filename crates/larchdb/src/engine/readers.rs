@@ -102,8 +102,10 @@ impl Published {
         self.txn
     }
 
-    /// The commit that wrote its tree: readers are registered by it, since it names the pages
-    /// they need (no commit between it and `txn` freed any).
+    /// The commit whose tree it is: readers are registered by it, since it names the pages
+    /// they need. (A snapshot's own commit would not do: a checkpoint written on its own
+    /// thread frees pages of tree S as commit F, while the commits after F are still read
+    /// through tree S until the new tree is in place.)
     #[inline]
     pub(crate) fn tree_txn(&self) -> u64 {
         self.snap.meta.txn

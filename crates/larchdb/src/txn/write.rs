@@ -132,9 +132,9 @@ impl<'db> WriteTxn<'db> {
             let Some(mut carry) = disk.carry.take() else {
                 return Err(Error::Poisoned);
             };
-            // Pages freed by commit T are unreachable from every snapshot >= T. The snapshots
-            // to keep are the live readers' and the last durable one (a power loss returns
-            // to it).
+            // Pages freed by commit T are unreachable from every tree of a commit >= T (readers
+            // are registered by their tree's commit). The trees to keep are the live readers'
+            // and the last durable one (a power loss returns to it).
             let oldest = self.shared.oldest_held();
             if let Err(e) = carry.free.release(oldest, disk.last_durable_txn) {
                 disk.carry = Some(carry);
@@ -147,8 +147,9 @@ impl<'db> WriteTxn<'db> {
             // that (a checkpoint writes its merged leaves as it goes, and the settling sync
             // flushes whatever is in the page cache): the pages it reaches are pinned as the
             // durable commit's from now on, or a power loss would return to a checkpoint whose
-            // pages this transaction overwrote. (Only `new` settles, and only a commit starts
-            // settling: this is what it was when the transaction began.)
+            // pages this transaction overwrote. (Between transactions, settling is started and
+            // completed only by commits, `new` and a checkpoint thread, which this transaction
+            // waited for above: this is what it was when the pages started.)
             let pinned = disk
                 .settling
                 .as_ref()
@@ -203,6 +204,12 @@ impl<'db> WriteTxn<'db> {
         // The states describe the tree plus the overlay; from here on, the tree alone.
         self.guard.tables.clear();
         // No frozen overlay: a checkpoint thread was waited for when the pages started.
+        if self.base.frozen.is_some() {
+            self.failed = true;
+            return Err(Error::Internal(
+                "pages started on a snapshot a checkpoint is still writing".into(),
+            ));
+        }
         let overlay = self.base.overlay.clone();
         self.guarded(|t| {
             if let Some(o) = overlay.as_deref() {
@@ -253,7 +260,11 @@ impl<'db> WriteTxn<'db> {
         Ok(())
     }
 
-    /// Id this transaction's commit will have.
+    /// Id this transaction's commit will have. On a handle whose checkpoints run on a thread
+    /// of their own, a logged transaction that turns to writing pages (it creates or deletes a
+    /// table, sets properties, or its batch does not fit the log) first waits for a running
+    /// checkpoint, and may then be given a later id: the checkpoint's correction of entry
+    /// counts is a commit of its own.
     pub fn id(&self) -> u64 {
         self.base.txn() + 1
     }
