@@ -59,19 +59,13 @@ fn commit_keys(db: &Database, from: usize, n: usize, durability: Durability) {
     }
 }
 
-fn with_table(db: &Database) {
-    let mut w = db.begin_write().unwrap();
-    w.create_table("t").unwrap();
-    w.commit().unwrap();
-}
-
 #[test]
 fn bounded_commits_become_durable_with_no_later_call_with_and_without_the_log() {
     for log in [true, false] {
         let (data, lg) = (FaultStorage::new(), FaultStorage::new());
         let o = options(log, 20, u64::MAX);
         let db = open(&data, &lg, o.clone());
-        with_table(&db);
+        common::create_table(&db, "t");
         commit_keys(&db, 0, 10, Durability::Bounded);
         // Visible at once.
         assert_eq!(
@@ -99,7 +93,7 @@ fn the_bytes_bound_syncs_before_the_time_bound() {
     // sync.
     let o = options(true, u64::MAX, 16 << 10);
     let db = open(&data, &lg, o.clone());
-    with_table(&db);
+    common::create_table(&db, "t");
     let syncs = lg.sync_count();
     commit_keys(&db, 0, 400, Durability::Bounded);
     // About 150 B of log a commit: the first 100 or so start a sync; later ones may wait
@@ -125,7 +119,7 @@ fn closing_the_handle_makes_bounded_commits_durable() {
         let (data, lg) = (FaultStorage::new(), FaultStorage::new());
         let o = options(log, 3_600_000, u64::MAX);
         let db = open(&data, &lg, o.clone());
-        with_table(&db);
+        common::create_table(&db, "t");
         commit_keys(&db, 0, 3, Durability::Bounded);
         commit_keys(&db, 3, 2, Durability::None);
         drop(db);

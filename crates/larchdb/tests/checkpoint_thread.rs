@@ -74,20 +74,7 @@ fn commit_one(db: &Database, rng: &mut rand::rngs::StdRng, model: &mut Model) ->
 /// of every key the model has plus a few it does not.
 fn check_snapshot(r: &larchdb::ReadTxn, model: &Model, what: &str) {
     let t = r.table("t").unwrap();
-    assert_eq!(t.len().unwrap(), model.len() as u64, "{what}: count");
-    let got = common::collect(t.iter());
-    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert!(
-        got == want,
-        "{what}: scan differs ({} vs {} entries)",
-        got.len(),
-        want.len()
-    );
-    let rev: Vec<Vec<u8>> = t.iter_rev().map(|e| e.unwrap().0.to_vec()).collect();
-    assert!(
-        rev.iter().rev().eq(model.keys()),
-        "{what}: reverse scan differs"
-    );
+    common::assert_holds(&t, model, what);
     for i in (0..1500).step_by(7) {
         let k = key(i);
         assert_eq!(
@@ -127,18 +114,12 @@ fn run(db: &Database, commits: usize, seed: u64) -> (Model, BTreeSet<u64>, BTree
     (model, ids, trees)
 }
 
-fn create(db: &Database) {
-    let mut w = db.begin_write().unwrap();
-    w.create_table("t").unwrap();
-    w.commit().unwrap();
-}
-
 #[test]
 fn snapshots_and_counts_hold_across_checkpoints_on_a_thread() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let db = Database::open(&path, options(true)).unwrap();
-    create(&db);
+    common::create_table(&db, "t");
     let (model, ids, trees) = run(&db, 6000, 1);
     check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
     assert!(db.verify_all().unwrap().is_clean());
@@ -158,7 +139,7 @@ fn snapshots_and_counts_hold_across_checkpoints_on_a_thread() {
 fn checkpoints_run_inline_with_the_thread_off() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path().join("db"), options(false)).unwrap();
-    create(&db);
+    common::create_table(&db, "t");
     let (model, ids, trees) = run(&db, 3000, 2);
     check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
     // An inline checkpoint is a commit of its own, never one made through the log.
@@ -177,7 +158,7 @@ fn checkpoints_run_inline_with_the_thread_off() {
 fn readers_on_other_threads_see_whole_commits_across_checkpoints() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Database::open(dir.path().join("db"), options(true)).unwrap());
-    create(&db);
+    common::create_table(&db, "t");
     let stop = Arc::new(AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|_| {
@@ -249,7 +230,7 @@ fn crashes_during_threaded_checkpoints_recover_a_prefix() {
     for (n, stop) in [700usize, 1300, 2100, 2900].into_iter().enumerate() {
         let (data, log) = (FaultStorage::new(), FaultStorage::new());
         let db = common::open_with_log(&data, &log, options(true)).unwrap();
-        create(&db);
+        common::create_table(&db, "t");
         let mut rng = rand::rngs::StdRng::seed_from_u64(10 + n as u64);
         // The states after each commit since the last durable one (a power loss may return
         // to any of them), the first being the durable one.
@@ -301,7 +282,7 @@ fn crashes_during_threaded_checkpoints_recover_a_prefix() {
 fn an_io_error_in_the_checkpoint_thread_stops_the_handle_and_loses_nothing() {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let db = common::open_with_log(&data, &log, options(true)).unwrap();
-    create(&db);
+    common::create_table(&db, "t");
     data.fail_after(1, FaultKind::Eio, true);
     let mut acked = 0u32;
     let err = loop {

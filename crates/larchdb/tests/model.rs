@@ -158,21 +158,7 @@ fn check(db: &Database, expected: &Model) {
     assert_eq!(r.list_tables().unwrap(), want);
     for (name, map) in expected {
         let t = r.table(name).unwrap();
-        assert_eq!(t.len().unwrap(), map.len() as u64, "count of {name}");
-        let got = common::collect(t.iter());
-        let exp: Vec<(Vec<u8>, Vec<u8>)> =
-            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        assert!(
-            got == exp,
-            "contents of {name} differ: {} vs {} entries",
-            got.len(),
-            exp.len()
-        );
-        let rev: Vec<Vec<u8>> = t.iter_rev().map(|e| e.unwrap().0.to_vec()).collect();
-        assert!(
-            rev.iter().rev().eq(exp.iter().map(|(k, _)| k)),
-            "reverse scan of {name} differs"
-        );
+        common::assert_holds(&t, map, name);
     }
 }
 

@@ -22,3 +22,38 @@ pub fn open_with_log(
         options,
     )
 }
+
+/// Creates table `name` in a commit of its own; panics on an error.
+#[allow(dead_code)] // Not every test that has `mod common;` creates tables this way.
+pub fn create_table(db: &larchdb::Database, name: &str) {
+    let mut w = db.begin_write().unwrap();
+    w.create_table(name).unwrap();
+    w.commit().unwrap();
+}
+
+/// Asserts that table `t` holds exactly `expected`: its entry count, a forward scan of keys
+/// and values, and a reverse scan of keys. `what` names the table in the messages.
+#[allow(dead_code)] // Not every test that has `mod common;` checks against a model.
+pub fn assert_holds(
+    t: &larchdb::ReadTable<'_>,
+    expected: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    what: &str,
+) {
+    assert_eq!(t.len().unwrap(), expected.len() as u64, "{what}: count");
+    let got = collect(t.iter());
+    let want: Vec<(Vec<u8>, Vec<u8>)> = expected
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(
+        got == want,
+        "{what}: scan differs ({} vs {} entries)",
+        got.len(),
+        want.len()
+    );
+    let rev: Vec<Vec<u8>> = t.iter_rev().map(|e| e.unwrap().0.to_vec()).collect();
+    assert!(
+        rev.iter().rev().eq(expected.keys()),
+        "{what}: reverse scan differs"
+    );
+}
