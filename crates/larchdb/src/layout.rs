@@ -323,7 +323,11 @@ pub(crate) mod meta {
 /// position, does not check out.
 pub(crate) mod log {
     pub(crate) const FILE_MAGIC: [u8; 8] = *b"LARCHWAL";
-    pub(crate) const FILE_VERSION: u32 = 1;
+    /// Version 2: a pad record's txn field may name a jump to the next cycle's first
+    /// position (`engine::log`, `Log::append`).
+    pub(crate) const FILE_VERSION: u32 = 2;
+    /// The version before jumps, still read (and written to without jumps).
+    pub(crate) const FILE_VERSION_NO_JUMPS: u32 = 1;
     pub(crate) const FILE_MAGIC_AT: usize = 0;
     pub(crate) const FILE_VERSION_AT: usize = 8;
     pub(crate) const FILE_SEGMENT_BYTES_AT: usize = 16;

@@ -68,17 +68,21 @@ pub struct Options {
     /// written at checkpoints, when the log has grown by `checkpoint_bytes`. A database whose
     /// last commit was made this way replays its log when opened, whatever this option says.
     pub log: bool,
-    /// Bytes of one segment of a new log (the log is `log_segments` of them; the file grows
-    /// with zeros, 1 MiB at a time, as the log first reaches each part of it, and keeps its
-    /// size once the log has gone round).
+    /// Bytes of one segment of a new log (the log is at most `log_segments` of them; the file
+    /// grows with zeros, 1 MiB at a time, as the log first reaches each part of it). Also
+    /// bounds a logged transaction: one whose record exceeds half a segment writes pages.
     pub log_segment_bytes: u64,
-    /// Segments of a new log (at least 2). The log keeps every record since the last
-    /// *durable* checkpoint; a checkpoint is written without a sync, and made durable only
-    /// when the log would otherwise run out of room before the next one, so a log with room
-    /// for several checkpoints (the default: 7 segments of room, 4 checkpoints) syncs the
-    /// data file once per several checkpoints. After a power loss, open replays the log
-    /// from the last durable checkpoint (at most the log's room); after a process crash, from
-    /// the last checkpoint.
+    /// Segments of a new log, at most (at least 2). The log keeps every record since the
+    /// last *durable* checkpoint; a checkpoint is written without a sync, and made durable
+    /// only when the log would otherwise run out of room before the next one, so a log with
+    /// room for several checkpoints syncs the data file once per several checkpoints. The log
+    /// goes round as many segments as the data file calls for (a third of its size, and at
+    /// least four checkpoints' worth, so 4 of the default 32 MiB segments for a database
+    /// under 300 MB, and all 32, 1 GiB, from about 3 GB), and starts again at the first
+    /// segment when it is free: the file holds what the database needs, not the largest log
+    /// (docs/design/write-path.md, "The log follows the tree"). After a power loss, open
+    /// replays the log from the last durable checkpoint (at most the log's room); after a
+    /// process crash, from the last checkpoint.
     pub log_segments: u64,
     /// `Durability::Bounded`: the most milliseconds a commit waits to be made durable
     /// (counted from the oldest commit not yet durable).
@@ -86,11 +90,14 @@ pub struct Options {
     /// `Durability::Bounded`, on a handle that writes the log: the log bytes of commits not
     /// yet durable that start a sync at once.
     pub bounded_bytes: u64,
-    /// Bytes the log may grow by before a checkpoint: the bound on replay at open after a
-    /// process crash and on the memory the overlay holds (with `checkpoint_thread`, about
-    /// twice that: the commits a checkpoint is writing and those made meanwhile). At most
-    /// `log_segments - 1` segments; with the thread, a checkpoint is made durable whenever
-    /// the log kept since the last durable one plus two of these would not fit.
+    /// Bytes the log grows by before a checkpoint, at least: in a database whose data file
+    /// is over 32 times this, a checkpoint comes after a 32nd of the file instead, so that it
+    /// brings as many records to each leaf whatever the tree's size. The bound on replay at
+    /// open after a process crash and on the memory the overlay holds (with
+    /// `checkpoint_thread`, about twice that: the commits a checkpoint is writing and those
+    /// made meanwhile). At most `log_segments - 1` segments; with the thread, a checkpoint
+    /// is made durable whenever the log kept since the last durable one plus two checkpoints
+    /// would not fit.
     pub checkpoint_bytes: u64,
     /// Whether the checkpoints the log's growth calls for run on a thread of their own
     /// (the default), beside the writer and the readers: the writer freezes the commits since
@@ -122,9 +129,9 @@ impl Default for Options {
 }
 
 /// Default `Options::log_segment_bytes`.
-pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 16 << 20;
+pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 32 << 20;
 /// Default `Options::log_segments`.
-pub const LOG_SEGMENTS_DEFAULT: u64 = 8;
+pub const LOG_SEGMENTS_DEFAULT: u64 = 32;
 /// Default `Options::bounded_millis` (PostgreSQL's `wal_writer_delay` is 200 ms,
 /// MongoDB's journal interval 100 ms).
 pub const BOUNDED_MILLIS_DEFAULT: u64 = 100;

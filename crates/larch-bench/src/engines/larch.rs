@@ -57,7 +57,8 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .log(log);
     let log_config = if log {
         format!(
-            "on: {} segments of {} MiB, checkpoint every {} MiB of log",
+            "on: up to {} segments of {} MiB (the ring follows a third of the data file), \
+             checkpoint every {} MiB of log or a 32nd of the data file if more",
             options.log_segments,
             options.log_segment_bytes >> 20,
             options.checkpoint_bytes >> 20

@@ -285,6 +285,7 @@ pub(crate) fn write_commit(
         disk.last_durable_txn = meta.txn;
     }
     if let Some(log) = shared.log.as_ref() {
+        log.plan(needed, shared.options.checkpoint_bytes);
         if sync {
             log.release_to(meta.log_position);
         } else if durable_checkpoint_due(shared, log) {
@@ -339,7 +340,8 @@ pub(crate) fn publish_written(
 
 /// Whether a checkpoint written without a sync must be made durable (`Settling`): when the
 /// log kept since the last durable checkpoint, plus another checkpoint's worth, would not fit
-/// in the log. Until then checkpoints stay unsynced: the pages one writes are freed by the
+/// in the log's ring (`Log::plan`: it grows with the data file, so that a large tree is
+/// synced as rarely per record as a small one). Until then checkpoints stay unsynced: the pages one writes are freed by the
 /// next and reused by the one after (no durable commit can reach them), so the same file
 /// pages are dirtied again and again in the page cache and written back once, by the next
 /// durable checkpoint, instead of once per checkpoint (docs/design/write-path.md, session 10).
@@ -353,7 +355,7 @@ fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
     let (kept, room) = log.kept_and_room();
     let options = &shared.options;
     let margin = if options.checkpoint_thread { 2 } else { 1 };
-    kept.saturating_add(margin * options.checkpoint_bytes) > room
+    kept.saturating_add(margin * log.checkpoint_bytes()) > room
 }
 
 /// Completes the meta page `prepare_commit` built: whether the commit is synced, and what it

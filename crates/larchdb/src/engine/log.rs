@@ -19,6 +19,14 @@ use crate::pager::shift::crc32c;
 use crate::storage::Storage;
 use std::sync::Arc;
 
+/// A checkpoint comes after the log has grown by at least this share of the data file
+/// (`Log::plan`).
+const CHECKPOINT_FILE_FRACTION: u64 = 32;
+/// The ring has room for at least this share of the data file (`Log::plan`).
+const RING_FILE_FRACTION: u64 = 3;
+/// The ring has room for at least this many checkpoints (`Log::plan`).
+const RING_CHECKPOINTS: u64 = 4;
+
 /// Smallest segment: a few records' worth.
 pub(crate) const SEGMENT_BYTES_MIN: u64 = 64 << 10;
 /// Bytes of zeros the log file grows by at a time (`Extent`).
@@ -71,16 +79,34 @@ pub(crate) struct Log {
     map: Option<Arc<LogMap>>,
     /// See `Sink::extent`.
     extent: Arc<Extent>,
+    /// Slots the log goes round before it starts again at the first (`plan`): at most
+    /// `segments`. A log of the current version whose end reaches a slot past it, with the first
+    /// slot free, jumps to the next cycle's first position (a pad record naming the jump), so
+    /// the file's size follows what the database needs, not the geometry's largest log.
+    ring: u64,
+    /// The log bytes a checkpoint comes after (`plan`).
+    checkpoint_bytes: u64,
+    /// Jumps made since the oldest position still needed: (position jumped from, to). The
+    /// positions between hold no bytes (`distance`).
+    jumps: Vec<(u64, u64)>,
+    /// The file's version allows jumps (version 1 logs never jump: an older build would read a
+    /// jump as the end of the log).
+    jumps_allowed: bool,
+    /// The jumps inside `buf`, for the next `Flush`.
+    jump_flush: Vec<(usize, u64)>,
     /// The segment last read while reading back (its first position and bytes); emptied when
     /// reading back is done.
     read_cache: std::cell::RefCell<Option<(u64, Vec<u8>)>>,
 }
 
-/// Appended bytes taken from the log to be written: positions `[position, end)`.
+/// Appended bytes taken from the log to be written: positions `[position, end)`, less the
+/// positions jumped over: at each `(offset, to)` of `jumps`, the bytes from `offset` on go at
+/// position `to`.
 pub(crate) struct Flush {
     position: u64,
     bytes: Vec<u8>,
     end: u64,
+    jumps: Vec<(usize, u64)>,
 }
 
 /// What writing a `Flush` needs, copied out of the log so that a group commit's leader can
@@ -163,6 +189,21 @@ impl Extent {
     }
 }
 
+impl Extent {
+    /// Gives back the file's bytes from `len` on (no record needs them: `Log::append`'s
+    /// jump), if it is longer; on failure the file keeps them, which changes nothing else. The
+    /// length is lowered before the file is cut, so that no store through the map reaches
+    /// the bytes cut.
+    fn shrink(&self, storage: &dyn Storage, len: u64) {
+        use std::sync::atomic::Ordering;
+        if self.len.load(Ordering::Acquire) <= len {
+            return;
+        }
+        self.len.store(len, Ordering::Release);
+        let _ = storage.set_len(len);
+    }
+}
+
 /// A writable mapping of the log file.
 struct LogMap(memmap2::MmapRaw);
 
@@ -214,10 +255,19 @@ impl Sink {
     /// 20K).
     fn write(&self, f: &Flush, mapped: bool) -> Result<()> {
         let mut done = 0usize;
+        let (mut base, mut base_done) = (f.position, 0usize);
+        let mut jumps = f.jumps.iter().peekable();
         while done < f.bytes.len() {
-            let position = f.position + done as u64;
+            if let Some(&&(offset, to)) = jumps.peek() {
+                if offset == done {
+                    (base, base_done) = (to, done);
+                    jumps.next();
+                }
+            }
+            let position = base + (done - base_done) as u64;
             let in_segment = position % self.segment_bytes;
-            let n = ((self.segment_bytes - in_segment) as usize).min(f.bytes.len() - done);
+            let until = jumps.peek().map_or(f.bytes.len(), |&&(offset, _)| offset);
+            let n = ((self.segment_bytes - in_segment) as usize).min(until - done);
             let bytes = &f.bytes[done..done + n];
             // Every byte handed out was covered when it was appended (`Log::append`,
             // `close_tail`): a store past the file's end would fault.
@@ -299,6 +349,11 @@ impl Log {
             storage,
             segment_bytes,
             segments,
+            ring: segments,
+            checkpoint_bytes: u64::MAX,
+            jumps: Vec::new(),
+            jumps_allowed: true,
+            jump_flush: Vec::new(),
             end: start,
             buf: Vec::new(),
             written: start,
@@ -342,7 +397,7 @@ impl Log {
             return Err(corrupted(0, "log file header checksum mismatch"));
         }
         let version = get_u32(&h, FILE_VERSION_AT);
-        if version != FILE_VERSION {
+        if !(FILE_VERSION_NO_JUMPS..=FILE_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 found: version,
                 supported: FILE_VERSION,
@@ -384,6 +439,11 @@ impl Log {
             storage,
             segment_bytes,
             segments,
+            ring: segments,
+            checkpoint_bytes: u64::MAX,
+            jumps: Vec::new(),
+            jumps_allowed: version > FILE_VERSION_NO_JUMPS,
+            jump_flush: Vec::new(),
             end: from,
             buf: Vec::new(),
             written: from,
@@ -413,13 +473,43 @@ impl Log {
 
     /// Bytes appended since the oldest position still needed (`release_to`).
     fn kept_bytes(&self) -> u64 {
-        self.end - self.keep_from
+        self.distance(self.keep_from, self.end)
     }
 
-    /// Bytes the log can keep without running out of segments: all but one of them (the
-    /// segment being appended to may start anywhere in its slot).
+    /// Bytes the log can keep going round its ring: all but one of its slots (the segment
+    /// being appended to may start anywhere in its slot).
     fn room_bytes(&self) -> u64 {
-        (self.segments - 1) * self.segment_bytes
+        (self.ring - 1) * self.segment_bytes
+    }
+
+    /// Log bytes from position `a` to position `b` (`a <= b`, both at least the oldest
+    /// position still needed), less the positions jumped over.
+    fn distance(&self, a: u64, b: u64) -> u64 {
+        let skipped: u64 = self
+            .jumps
+            .iter()
+            .filter(|&&(from, to)| a <= from && to <= b)
+            .map(|&(from, to)| to - from)
+            .sum();
+        b.saturating_sub(a).saturating_sub(skipped)
+    }
+
+    /// Sizes the ring and the checkpoints for a data file of `file_bytes`, with checkpoints
+    /// of at least `checkpoint_bytes_min` (docs/design/write-path.md, "The log follows the
+    /// tree"): a checkpoint every `file_bytes / CHECKPOINT_FILE_FRACTION` bytes of log, so
+    /// that a checkpoint brings as many records to each leaf whatever the tree's size, and
+    /// room for `RING_FILE_FRACTION`'s share of the file (and for `RING_CHECKPOINTS`
+    /// checkpoints), so that durable checkpoints, each a sync of everything the checkpoints
+    /// before it dirtied, come as rarely per record in a large tree as in a small one, while
+    /// the file of a small database's log stays small. Both are bounded by the geometry.
+    pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64) {
+        let all_room = (self.segments - 1) * self.segment_bytes;
+        let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
+            .max(checkpoint_bytes_min)
+            .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
+        let room = (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint);
+        self.checkpoint_bytes = checkpoint;
+        self.ring = (room.div_ceil(self.segment_bytes) + 1).clamp(2, self.segments);
     }
 
     /// Position up to which the log is durable.
@@ -437,16 +527,34 @@ impl Log {
         body: &[u8],
     ) -> std::result::Result<u64, NoRoom> {
         let size = aligned((RECORD_HEADER_BYTES + body.len()) as u64);
-        let room_max = self.segment_bytes - SEGMENT_HEADER_BYTES as u64;
+        // A log that may jump keeps room for a pad record at the end of every segment, where
+        // a jump is named.
+        let reserve = if self.jumps_allowed {
+            RECORD_HEADER_BYTES as u64
+        } else {
+            0
+        };
+        let room_max = self.segment_bytes - SEGMENT_HEADER_BYTES as u64 - reserve;
         if size > room_max || body.len() > u32::MAX as usize {
             return Err(NoRoom::TooLarge);
         }
         // Where the record goes: here, or at the start of the next segment.
         let mut at = self.end;
         let rest = self.segment_bytes - at % self.segment_bytes;
-        let skip = !at.is_multiple_of(self.segment_bytes) && size > rest;
+        let skip = !at.is_multiple_of(self.segment_bytes) && size + reserve > rest;
         if skip {
             at += rest;
+        }
+        // Past the ring, the log starts again at the first slot, if it is free: the pad that
+        // ends this segment names the jump (so a segment that ends without room for a pad
+        // goes on to the next slot, and the jump waits for the next segment's end).
+        let cycle = self.segments * self.segment_bytes;
+        let jump = (skip && rest >= RECORD_HEADER_BYTES as u64 && self.jumps_allowed)
+            .then(|| (at / cycle + 1) * cycle)
+            .filter(|&to| (at % cycle) / self.segment_bytes >= self.ring && self.reusable(to));
+        let boundary = at;
+        if let Some(to) = jump {
+            at = to;
         }
         let new_segment = at.is_multiple_of(self.segment_bytes);
         if new_segment && !self.reusable(at) {
@@ -468,7 +576,16 @@ impl Log {
             }
         }
         if skip {
-            self.pad(rest);
+            self.pad(rest, jump.unwrap_or(0));
+        }
+        if let Some(to) = jump {
+            // The slots after this one hold only positions older than the first slot's, which
+            // are no longer needed: the file gives them back.
+            self.extent
+                .shrink(&*self.storage, self.offset(boundary - 1) + 1);
+            self.jumps.push((boundary, to));
+            self.jump_flush.push((self.buf.len(), to));
+            self.end = to;
         }
         if new_segment {
             self.buf.extend_from_slice(&segment_header(at));
@@ -491,8 +608,10 @@ impl Log {
     }
 
     /// Fills the `rest` bytes left in the current segment: a pad record where one fits, zeros
-    /// otherwise (reading back skips a remainder too small for a record header).
-    fn pad(&mut self, rest: u64) {
+    /// otherwise (reading back skips a remainder too small for a record header). The pad
+    /// record's txn field is the position the log goes on at, if it jumps (0: the next
+    /// segment).
+    fn pad(&mut self, rest: u64, jump: u64) {
         let position = self.end;
         let start = self.buf.len();
         self.buf.resize(start + rest as usize, 0);
@@ -501,6 +620,7 @@ impl Log {
             let rec = &mut self.buf[start..];
             put_u32(rec, REC_LEN_AT, body_len as u32);
             rec[REC_KIND_AT] = KIND_PAD;
+            put_u64(rec, REC_TXN_AT, jump);
             put_u64(rec, REC_SYNCED_AT, self.synced);
             let crc = record_crc(
                 position,
@@ -524,6 +644,8 @@ impl Log {
     pub(crate) fn release_to(&mut self, position: u64) {
         debug_assert!(position <= self.end);
         self.keep_from = self.keep_from.max(position.min(self.end));
+        let keep_from = self.keep_from;
+        self.jumps.retain(|&(_, to)| to > keep_from);
     }
 
     fn sink(&self) -> Sink {
@@ -542,6 +664,7 @@ impl Log {
             position: self.written,
             bytes: std::mem::take(&mut self.buf),
             end: self.end,
+            jumps: std::mem::take(&mut self.jump_flush),
         };
         self.written = self.end;
         f
@@ -667,7 +790,11 @@ impl Log {
             match self.record_at(pos)? {
                 Some((rec, _, size)) => {
                     if rec.kind == KIND_PAD {
-                        pos = self.next_segment(pos);
+                        let next = self.after_pad(&rec)?;
+                        if rec.txn != 0 {
+                            self.jumps.push((self.next_segment(rec.position), next));
+                        }
+                        pos = next;
                     } else {
                         pos += size;
                         records.push(rec);
@@ -707,12 +834,31 @@ impl Log {
         if rest != self.segment_bytes {
             self.extent
                 .cover(&*self.storage, self.offset(self.end) + rest)?;
-            self.pad(rest);
+            self.pad(rest, 0);
             self.write()?;
         }
         self.storage.sync()?;
         self.synced = self.written;
         Ok(())
+    }
+
+    /// Where the log goes on after the pad record `pad`: the next segment, or the first
+    /// position of the next cycle if the pad names a jump there (any other is damage: the pad
+    /// passed its checksum, so the writer wrote it).
+    fn after_pad(&self, pad: &Record) -> Result<u64> {
+        let next = self.next_segment(pad.position);
+        if pad.txn == 0 {
+            return Ok(next);
+        }
+        let cycle = self.segments * self.segment_bytes;
+        let to = (pad.position / cycle + 1) * cycle;
+        if !self.jumps_allowed || pad.txn != to || to == next {
+            return Err(corrupted(
+                pad.position,
+                format!("pad record jumps to {}, not to the next cycle", pad.txn),
+            ));
+        }
+        Ok(to)
     }
 
     /// After the log ends at `end`: the highest position a valid later record says was synced,
@@ -728,15 +874,19 @@ impl Log {
         };
         let mut pos = aligned(end + 1);
         let segment_end = self.next_segment(end);
+        // The segment the writer went on to: the next, or where a pad after `end` jumps.
+        let mut seg = segment_end;
         while pos < segment_end {
-            if let Some((_, synced, _)) = self.record_at(pos)? {
+            if let Some((rec, synced, _)) = self.record_at(pos)? {
                 note(synced);
+                if rec.kind == KIND_PAD {
+                    seg = self.after_pad(&rec).unwrap_or(segment_end);
+                }
             }
             pos += RECORD_ALIGN as u64;
         }
         // Later segments of this cycle: at most the other slots.
-        let mut seg = segment_end;
-        for _ in 1..self.segments {
+        'segments: for _ in 1..self.segments {
             if !self.segment_valid(seg)? {
                 break;
             }
@@ -744,7 +894,11 @@ impl Log {
             while let Some((rec, synced, size)) = self.record_at(pos)? {
                 note(synced);
                 if rec.kind == KIND_PAD {
-                    break;
+                    seg = match self.after_pad(&rec) {
+                        Ok(next) => next,
+                        Err(_) => break 'segments,
+                    };
+                    continue 'segments;
                 }
                 pos += size;
             }
@@ -881,7 +1035,24 @@ impl GroupLog {
     /// Bytes appended and not yet durable.
     pub(crate) fn unsynced_bytes(&self) -> u64 {
         let st = self.lock();
-        st.log.end - st.log.synced
+        st.log.distance(st.log.synced, st.log.end)
+    }
+
+    /// `Log::plan`.
+    pub(crate) fn plan(&self, file_bytes: u64, checkpoint_bytes_min: u64) {
+        self.lock().log.plan(file_bytes, checkpoint_bytes_min)
+    }
+
+    /// Whether the log has grown since `position` (the last checkpoint's) by the bytes a
+    /// checkpoint comes after (`Log::plan`).
+    pub(crate) fn checkpoint_due(&self, position: u64) -> bool {
+        let st = self.lock();
+        st.log.distance(position, st.log.end) >= st.log.checkpoint_bytes
+    }
+
+    /// The log bytes a checkpoint comes after (`Log::plan`).
+    pub(crate) fn checkpoint_bytes(&self) -> u64 {
+        self.lock().log.checkpoint_bytes
     }
 
     /// Whether a write or sync of the log failed (every later commit fails).
@@ -1016,6 +1187,120 @@ mod tests {
         let more = append_some(&mut log, &mut rng, &mut txn, 3);
         log.sync().unwrap();
         assert!(more[0].position > back.last().unwrap().position);
+    }
+
+    /// A log whose ring is smaller than its geometry (`plan`) starts again at its first slot
+    /// when that is free, naming the jump in the pad that ends the segment: the file stays
+    /// at the ring's size (and shrinks back after the ring was larger), records read back in
+    /// order across jumps, the kept bytes leave out the positions jumped over, and damage
+    /// that records after a jump vouch for is corruption.
+    #[test]
+    fn the_log_jumps_back_to_its_first_slot_and_the_file_follows_the_ring() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let (s, a) = storage();
+        let segments = 8;
+        let cycle = segments * SEG;
+        let mut log = Log::create(a, SEG, segments, 0).unwrap();
+        log.plan(0, SEG / 2);
+        assert_eq!((log.ring, log.checkpoint_bytes), (3, SEG / 2));
+        let slots_in_file =
+            |s: &FaultStorage| (s.contents().len() as u64 - FILE_HEADER_BYTES).div_ceil(SEG);
+        let mut txn = 0;
+        let mut all: Vec<Record> = Vec::new();
+        let mut checkpoint = 0u64;
+        let mut largest = 0;
+        for round in 0..120 {
+            // Rounds 40-59: the database is large, and the ring is the whole geometry.
+            let file_bytes = if (40..60).contains(&round) {
+                u64::MAX / 64
+            } else {
+                0
+            };
+            log.plan(file_bytes, SEG / 2);
+            all.extend(append_some(&mut log, &mut rng, &mut txn, 10));
+            log.sync().unwrap();
+            let (_, back) = reopen(s.contents(), checkpoint).unwrap();
+            let expected: Vec<Record> = all
+                .iter()
+                .filter(|r| r.position >= checkpoint)
+                .cloned()
+                .collect();
+            assert_eq!(back, expected, "round {round}, from {checkpoint}");
+            assert!(log.kept_bytes() <= log.end() - checkpoint);
+            assert!(log.kept_bytes() < segments * SEG, "round {round}");
+            checkpoint = all[all.len().saturating_sub(3)].position;
+            log.release_to(checkpoint);
+            largest = largest.max(slots_in_file(&s));
+            if round == 39 {
+                assert!(
+                    largest <= 4,
+                    "a ring of 3 slots used {largest} slots of the file"
+                );
+            }
+        }
+        assert!(
+            log.end() > 4 * cycle,
+            "the log jumped several times: {}",
+            log.end()
+        );
+        assert!(largest > 4, "the large ring used more slots: {largest}");
+        assert!(
+            slots_in_file(&s) <= 4,
+            "the file shrank back: {}",
+            slots_in_file(&s)
+        );
+
+        // A damaged record before a jump, with a record after the jump that says it was
+        // synced: corruption, not the end of the log.
+        let jumped = all
+            .windows(2)
+            .rposition(|w| w[1].position / cycle > w[0].position / cycle)
+            .expect("a jump between two records");
+        let (before, after) = (&all[jumped], &all[jumped + 1]);
+        let mut bad = s.contents();
+        bad[log.offset(before.position + 9) as usize] ^= 1;
+        let from = all[jumped.saturating_sub(2)].position;
+        match reopen(bad, from) {
+            Err(Error::CorruptedLog { position, .. }) => assert_eq!(position, before.position),
+            other => panic!("damage before a jump: {:?}", other.map(|(_, b)| b.len())),
+        }
+        assert!(
+            after.position.is_multiple_of(cycle)
+                || after.position / cycle > before.position / cycle
+        );
+    }
+
+    /// A log of the version before jumps never jumps (an older build would read a jump as
+    /// the end of the log), and still reads back.
+    #[test]
+    fn a_version_1_log_goes_round_all_its_slots() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+        let (s, a) = storage();
+        let segments = 6;
+        drop(Log::create(a, SEG, segments, 0).unwrap());
+        let mut header = s.contents();
+        put_u32(&mut header, FILE_VERSION_AT, FILE_VERSION_NO_JUMPS);
+        let crc = crc32c(&header[..FILE_CRC_AT]);
+        put_u32(&mut header, FILE_CRC_AT, crc);
+        s.set_contents(header);
+        let (mut log, back) = Log::open(Arc::new(s.clone()), 0, 0).unwrap();
+        assert!(back.is_empty() && !log.jumps_allowed);
+        log.plan(0, SEG / 2);
+        let mut txn = 0;
+        let mut all = Vec::new();
+        for _ in 0..40 {
+            all.extend(append_some(&mut log, &mut rng, &mut txn, 10));
+            log.sync().unwrap();
+            let checkpoint = all[all.len() - 3].position;
+            log.release_to(checkpoint);
+        }
+        assert!(log.end() > segments * SEG, "went round");
+        assert!(log.jumps.is_empty());
+        assert!(all.windows(2).all(|w| w[1].position - w[0].position < SEG));
+        assert_eq!(
+            s.contents().len() as u64,
+            FILE_HEADER_BYTES + segments * SEG
+        );
     }
 
     /// The file grows with the log, a chunk at a time, instead of being written whole when

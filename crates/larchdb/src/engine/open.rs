@@ -140,7 +140,13 @@ impl Shared {
             options.readahead,
         )?);
         let snap = Snapshot::new(meta, access, options.verify_checksums);
-        let (log, records) = open_log(&log_source, &meta, keep_from, &options)?;
+        let (mut log, records) = open_log(&log_source, &meta, keep_from, &options)?;
+        if let Some(log) = log.as_mut() {
+            log.plan(
+                meta.page_count * meta.page_bytes as u64,
+                options.checkpoint_bytes,
+            );
+        }
         let loaded = snap.load_free_set();
         if let Some(lock) = lock.as_ref().filter(|_| options.read_only) {
             lock.set_reader(0);

@@ -180,11 +180,13 @@ impl<'db> WriteTxn<'db> {
         source_of(&self.pages, &self.base)
     }
 
-    /// Whether the log has grown enough since the last checkpoint that one is due.
+    /// Whether the log has grown enough since the last checkpoint that one is due (by
+    /// `Options::checkpoint_bytes`, or more in a large database: `Log::plan`).
     pub(crate) fn checkpoint_due(shared: &Shared, guard: &WriterState) -> bool {
-        shared.log.as_ref().is_some_and(|log| {
-            log.end().saturating_sub(guard.checkpoint_position) >= shared.options.checkpoint_bytes
-        })
+        shared
+            .log
+            .as_ref()
+            .is_some_and(|log| log.checkpoint_due(guard.checkpoint_position))
     }
 
     /// Turns a logged transaction into one that writes pages: the overlay's records up to the
