@@ -341,10 +341,10 @@ pub(crate) fn publish_written(
 /// Whether a checkpoint written without a sync must be made durable (`Settling`): when the
 /// log kept since the last durable checkpoint, plus another checkpoint's worth, would not fit
 /// in the log's ring (`Log::plan`: it grows with the data file, so that a large tree is
-/// synced as rarely per record as a small one). Until then checkpoints stay unsynced: the pages one writes are freed by the
-/// next and reused by the one after (no durable commit can reach them), so the same file
-/// pages are dirtied again and again in the page cache and written back once, by the next
-/// durable checkpoint, instead of once per checkpoint (docs/design/write-path.md, session 10).
+/// synced as rarely per record as a small one). Until then checkpoints stay unsynced: the
+/// pages one writes are freed by the next and reused by the one after (no durable commit can
+/// reach them), so the same file pages are dirtied again and again in the page cache and
+/// written back once, by the next durable checkpoint, instead of once per checkpoint (docs/design/write-path.md, session 10).
 ///
 /// With checkpoints on a thread of their own (`Options::checkpoint_thread`), the writer keeps
 /// appending while a checkpoint is written and while it is synced (a sync of everything the
