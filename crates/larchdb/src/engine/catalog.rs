@@ -155,6 +155,8 @@ pub(crate) struct TableState {
     pub(crate) last_key: Option<Vec<u8>>,
     /// The transaction (`TableStates::generation`) this state belongs to.
     generation: u64,
+    /// The tree (`TableStates::tree_epoch`) `hdr` describes.
+    tree_epoch: u64,
 }
 
 /// The tables a write transaction has opened, by name. Kept in the writer state from one
@@ -173,6 +175,9 @@ pub(crate) struct TableStates {
     /// Set when the transaction of `generation` committed (or changed nothing): the commit
     /// its states describe.
     committed: Option<(u64, u64)>,
+    /// Counts the trees the states have been made stale by (`tree_changed`). An entry of an
+    /// older tree has a header naming that tree's pages, but its `last_key` still holds.
+    tree_epoch: u64,
 }
 
 impl TableStates {
@@ -199,8 +204,9 @@ impl TableStates {
 
     pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut TableState> {
         let (generation, valid_from) = (self.generation, self.valid_from);
+        let tree_epoch = self.tree_epoch;
         let s = self.map.get_mut(name)?;
-        if s.generation < valid_from {
+        if s.generation < valid_from || s.tree_epoch != tree_epoch {
             return None;
         }
         if s.generation != generation {
@@ -217,11 +223,18 @@ impl TableStates {
 
     /// Records `name` as opened in this transaction with header `hdr` and properties
     /// `props`, unchanged so far. Reuses the entry (and its buffers) left by an earlier
-    /// transaction.
+    /// transaction, and its greatest key if that entry still describes this transaction's
+    /// table on an older tree (`tree_changed`).
     pub(crate) fn open(&mut self, name: &str, hdr: TableHeader, props: &[u8]) {
-        let generation = self.generation;
+        let (generation, valid_from, tree_epoch) =
+            (self.generation, self.valid_from, self.tree_epoch);
         let state = match self.map.get_mut(name) {
-            Some(s) => s,
+            Some(s) => {
+                if s.generation < valid_from {
+                    s.last_key = None;
+                }
+                s
+            }
             None => self.map.entry(name.to_string()).or_insert(TableState {
                 hdr,
                 dirty: false,
@@ -230,6 +243,7 @@ impl TableStates {
                 props: Vec::new(),
                 last_key: None,
                 generation,
+                tree_epoch,
             }),
         };
         state.hdr = hdr;
@@ -238,17 +252,21 @@ impl TableStates {
         state.put_hint.reset();
         state.props.clear();
         state.props.extend_from_slice(props);
-        state.last_key = None;
         state.generation = generation;
+        state.tree_epoch = tree_epoch;
     }
 
     pub(crate) fn remove(&mut self, name: &str) {
         self.map.remove(name);
     }
 
-    /// Forgets every table's state (the tree changed under them: a checkpoint began).
-    pub(crate) fn clear(&mut self) {
-        self.map.clear();
+    /// The tree changed under the states (a checkpoint was installed, or a transaction
+    /// turned to writing pages): their headers name the old tree's pages, so each table is
+    /// opened again from the catalog. What they know of the tables' keys (`last_key`) still
+    /// holds: a sequential load keeps appending after a checkpoint without looking for its
+    /// last key again, which merges the overlay's keys.
+    pub(crate) fn tree_changed(&mut self) {
+        self.tree_epoch += 1;
     }
 
     /// Tables this transaction changed, sorted by name.
@@ -256,7 +274,9 @@ impl TableStates {
         let mut out: Vec<(&str, &TableState)> = self
             .map
             .iter()
-            .filter(|(_, s)| s.generation == self.generation && s.dirty)
+            .filter(|(_, s)| {
+                s.generation == self.generation && s.tree_epoch == self.tree_epoch && s.dirty
+            })
             .map(|(n, s)| (n.as_str(), s))
             .collect();
         out.sort_unstable_by(|a, b| a.0.cmp(b.0));

@@ -166,7 +166,7 @@ fn install(
     let recounts = recounts(&current, &checkpointed.recounted)?;
     guard.checkpoint_position = position;
     // The states describe the old tree's pages.
-    guard.tables.clear();
+    guard.tables.tree_changed();
     let mut txn = current.txn();
     let mut overlay = current.overlay.clone();
     if !recounts.is_empty() {

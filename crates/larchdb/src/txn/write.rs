@@ -204,7 +204,7 @@ impl<'db> WriteTxn<'db> {
         self.logged = false;
         self.applied = true;
         // The states describe the tree plus the overlay; from here on, the tree alone.
-        self.guard.tables.clear();
+        self.guard.tables.tree_changed();
         // No frozen overlay: a checkpoint thread was waited for when the pages started.
         if self.base.frozen.is_some() {
             self.failed = true;
