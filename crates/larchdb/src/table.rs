@@ -3,7 +3,7 @@
 use crate::btree::{self, Cursor, Scratch};
 use crate::engine::batch::Batch;
 use crate::engine::catalog::TableState;
-use crate::engine::overlay::{Lookup, Overlay, Visible};
+use crate::engine::overlay::{Lookup, Overlay, Scan, Visible};
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
 use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
@@ -93,47 +93,86 @@ impl<'t> Upper<'t> {
         }
     }
 
-    /// The keys of the layers above the tree within the bounds, ascending, each with what the
-    /// newest layer holds for it.
-    fn sorted(&self, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Vec<Visible<'t>> {
-        let in_range = |o: &'t Overlay| -> Vec<Visible<'t>> {
-            let mut v = o.sorted(self.table, self.txn);
-            v.retain(|(k, _)| after_start(k, start) && before_end(k, end));
-            v
-        };
-        let mut over = self.overlay.map(in_range).unwrap_or_default();
-        if let Some(frozen) = self.frozen {
-            over = newest_of(over, in_range(frozen));
-        }
-        match self.batch {
-            Some(batch) => newest_of(batch.range(self.table, as_ref(start), as_ref(end)), over),
-            None => over,
+    /// The keys of the layers above the tree within the bounds, in the scan's direction,
+    /// each with what the newest layer holds for it.
+    fn scan(&self, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>, reverse: bool) -> UpperScan<'t> {
+        let (s, e) = (as_ref(start), as_ref(end));
+        let scan = |o: &'t Overlay| o.scan(self.table, self.txn, s, e, reverse);
+        UpperScan {
+            batch: self
+                .batch
+                .map(|b| b.range(self.table, s, e))
+                .unwrap_or_default(),
+            batch_taken: 0,
+            active: self.overlay.map(scan),
+            frozen: self.frozen.map(scan),
+            heads: [None; 3],
+            started: false,
+            reverse,
         }
     }
 }
 
-/// Two layers' keys, each ascending, merged: `newer`'s version of a key both hold wins.
-fn newest_of<'t>(newer: Vec<Visible<'t>>, older: Vec<Visible<'t>>) -> Vec<Visible<'t>> {
-    if newer.is_empty() {
-        return older;
-    }
-    let mut out = Vec::with_capacity(newer.len() + older.len());
-    let mut older = older.into_iter().peekable();
-    for (k, v) in newer {
-        while let Some(&(ok, ov)) = older.peek() {
-            if ok >= k {
-                break;
+/// The layers above the tree merged, in a scan's direction (`Upper::scan`): the transaction's
+/// own writes, then the active overlay, then the frozen one; a key's newest layer wins.
+struct UpperScan<'t> {
+    /// The transaction's writes in the bounds, ascending, and how many are taken (from the
+    /// end if reverse).
+    batch: Vec<Visible<'t>>,
+    batch_taken: usize,
+    active: Option<Scan<'t>>,
+    frozen: Option<Scan<'t>>,
+    /// Each layer's next key, newest layer first (`None`: it has no more).
+    heads: [Option<Visible<'t>>; 3],
+    started: bool,
+    reverse: bool,
+}
+
+impl<'t> UpperScan<'t> {
+    fn pull(&mut self, layer: usize) -> Option<Visible<'t>> {
+        match layer {
+            0 => {
+                let n = self.batch.len();
+                (self.batch_taken < n).then(|| {
+                    self.batch_taken += 1;
+                    if self.reverse {
+                        self.batch[n - self.batch_taken]
+                    } else {
+                        self.batch[self.batch_taken - 1]
+                    }
+                })
             }
-            out.push((ok, ov));
-            older.next();
+            1 => self.active.as_mut()?.next(),
+            _ => self.frozen.as_mut()?.next(),
         }
-        if older.peek().is_some_and(|(ok, _)| *ok == k) {
-            older.next();
-        }
-        out.push((k, v));
     }
-    out.extend(older);
-    out
+
+    /// The next key, with what its newest layer holds, without taking it.
+    fn peek(&mut self) -> Option<Visible<'t>> {
+        if !self.started {
+            self.started = true;
+            for layer in 0..self.heads.len() {
+                self.heads[layer] = self.pull(layer);
+            }
+        }
+        let mut best: Option<Visible<'t>> = None;
+        // Newest layer first: a key in two layers keeps the first one met.
+        for &(k, v) in self.heads.iter().flatten() {
+            if best.is_none_or(|(b, _)| if self.reverse { k > b } else { k < b }) {
+                best = Some((k, v));
+            }
+        }
+        best
+    }
+
+    /// Takes key `key` (the one `peek` returned) from every layer that has it.
+    fn advance(&mut self, key: &[u8]) {
+        for layer in 0..self.heads.len() {
+            if self.heads[layer].is_some_and(|(k, _)| k == key) {
+                self.heads[layer] = self.pull(layer);
+            }
+        }
+    }
 }
 
 /// The overlays a snapshot reads before its tree (`engine::readers::Published`).
@@ -158,24 +197,6 @@ fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
         Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-#[inline]
-fn after_start(key: &[u8], start: &Bound<Vec<u8>>) -> bool {
-    match start {
-        Bound::Unbounded => true,
-        Bound::Included(s) => key >= s.as_slice(),
-        Bound::Excluded(s) => key > s.as_slice(),
-    }
-}
-
-#[inline]
-fn before_end(key: &[u8], end: &Bound<Vec<u8>>) -> bool {
-    match end {
-        Bound::Unbounded => true,
-        Bound::Included(e) => key <= e.as_slice(),
-        Bound::Excluded(e) => key < e.as_slice(),
     }
 }
 
@@ -257,10 +278,9 @@ pub struct Range<'t> {
     reverse: bool,
     started: bool,
     done: bool,
-    /// The keys above the tree in the range, ascending (empty when the tree is everything),
-    /// and how many of them were consumed (from the end when reverse).
-    upper: Vec<Visible<'t>>,
-    taken: usize,
+    /// The keys above the tree in the range, in its direction (`None` when the tree is
+    /// everything).
+    upper: Option<UpperScan<'t>>,
     /// The tree's next entry, read ahead while merging with `upper`; `tree_done` once the
     /// tree has no more.
     tree: Option<Entry<'t>>,
@@ -276,11 +296,7 @@ impl<'t> Range<'t> {
         reverse: bool,
         upper: Upper<'t>,
     ) -> Range<'t> {
-        let upper = if upper.is_empty() {
-            Vec::new()
-        } else {
-            upper.sorted(&start, &end)
-        };
+        let upper = (!upper.is_empty()).then(|| upper.scan(&start, &end, reverse));
         Range {
             cursor: Cursor::new(src, hdr),
             start,
@@ -289,7 +305,6 @@ impl<'t> Range<'t> {
             started: false,
             done: false,
             upper,
-            taken: 0,
             tree: None,
             tree_done: false,
         }
@@ -354,7 +369,7 @@ impl<'t> Range<'t> {
     /// of a key wins and whose deletions hide the tree's.
     #[inline]
     fn step(&mut self) -> Result<Option<Entry<'t>>> {
-        if self.upper.is_empty() {
+        if self.upper.is_none() {
             return self.tree_step();
         }
         loop {
@@ -362,13 +377,7 @@ impl<'t> Range<'t> {
                 self.tree = self.tree_step()?;
                 self.tree_done = self.tree.is_none();
             }
-            let up = if self.taken == self.upper.len() {
-                None
-            } else if self.reverse {
-                Some(self.upper[self.upper.len() - 1 - self.taken])
-            } else {
-                Some(self.upper[self.taken])
-            };
+            let up = self.upper.as_mut().and_then(UpperScan::peek);
             let (uk, uv) = match (self.tree, up) {
                 (None, None) => return Ok(None),
                 (Some(t), None) => {
@@ -386,7 +395,9 @@ impl<'t> Range<'t> {
                     u
                 }
             };
-            self.taken += 1;
+            if let Some(u) = self.upper.as_mut() {
+                u.advance(uk);
+            }
             if let Some(v) = uv {
                 return Ok(Some((uk, v)));
             }

@@ -11,18 +11,24 @@
 //! it). So a reader holding `&Overlay` may keep any pointer it loaded, and values are returned
 //! without a copy.
 //!
-//! Point lookups through the hash table; scans take a table's entries in key order from
-//! `sorted`, which walks the whole table (to be replaced by sorted runs, write-path.md, Plan).
+//! Point lookups through the hash table. Scans (`scan`) go through an index of sorted runs
+//! of the entries, built by the readers that scan, not by the writer: the entries inserted
+//! since the last scan are sorted into a new run, and runs of similar length are merged, so a
+//! scan costs the sort of what is new since the last one plus a binary search per run, not a
+//! sort of the whole overlay (write-path.md, "Where it stands (session 16)").
 //! Tables are numbered by the checkpoint's catalog (`CatalogCache::table_id`); the entry
 //! counts of the tables a commit changed are versions of `COUNTS`, keyed by table number.
 
 use crate::error::Result;
+use std::cmp::Ordering as Order;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
+use std::ops::Bound;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Slots in a new overlay's table; it doubles when half full.
 const SLOTS_MIN: usize = 1024;
@@ -171,6 +177,160 @@ impl Arena {
 struct Owned {
     arena: Arena,
     tables: Vec<Box<Slots>>,
+    /// Every entry, in the order they were made: what the scan index (`Overlay::index`) sorts
+    /// from where it left off.
+    order: Vec<*const Entry>,
+}
+
+/// An entry in a sorted run: its table and its key's first 16 bytes as two numbers that
+/// compare as the bytes do (most comparisons need no walk of the keys, as in `SortKey`).
+#[derive(Clone, Copy)]
+struct RunKey {
+    table: u64,
+    prefix: (u64, u64),
+    entry: *const Entry,
+}
+
+// SAFETY: a run key points to an entry in an overlay's arena; entries are never written after
+// they are published, except their `head` through atomics, and a run key is read only while
+// the overlay lives (`Scan` borrows it).
+unsafe impl Send for RunKey {}
+unsafe impl Sync for RunKey {}
+
+impl RunKey {
+    /// # Safety
+    /// `e` is an entry of an overlay that outlives the run key's uses.
+    unsafe fn of(e: *const Entry) -> RunKey {
+        // SAFETY: the caller's.
+        let (table, key) = unsafe { ((*e).table, entry_key(e)) };
+        RunKey {
+            table,
+            prefix: key_prefix(key),
+            entry: e,
+        }
+    }
+
+    /// Orders by table, then key.
+    #[inline]
+    fn cmp(&self, other: &RunKey) -> Order {
+        (self.table, self.prefix)
+            .cmp(&(other.table, other.prefix))
+            // SAFETY: as in `of`.
+            .then_with(|| unsafe { entry_key(self.entry).cmp(entry_key(other.entry)) })
+    }
+
+    /// This entry against `(table, key)`, `prefix` being `key_prefix(key)`.
+    #[inline]
+    fn cmp_to(&self, table: u64, prefix: (u64, u64), key: &[u8]) -> Order {
+        (self.table, self.prefix)
+            .cmp(&(table, prefix))
+            // SAFETY: as in `of`.
+            .then_with(|| unsafe { entry_key(self.entry) }.cmp(key))
+    }
+}
+
+/// A run grows by merging while the run before it is less than this many times as long: the
+/// runs' lengths fall at least that fast, so there are at most log4(entries) + 1 of them (a
+/// scan searches each), and an entry is merged again about once per factor of four the
+/// overlay grows.
+const RUN_GROWTH: usize = 4;
+
+/// The overlay's entries in key order: sorted runs, no entry in two, each more than
+/// `RUN_GROWTH` times as long as the next.
+#[derive(Default)]
+struct Index {
+    runs: Vec<Arc<[RunKey]>>,
+    /// How many of `Owned::order`'s entries the runs hold (its first ones).
+    covered: usize,
+}
+
+/// Two runs merged into one.
+fn merge_runs(a: &[RunKey], b: &[RunKey]) -> Arc<[RunKey]> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].cmp(&b[j]) == Order::Less {
+            out.push(a[i]);
+            i += 1;
+        } else {
+            out.push(b[j]);
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out.into()
+}
+
+/// The part of `run` within table `table` and the bounds, as `[lo, hi)`.
+fn span(run: &[RunKey], table: u64, start: Bound<&[u8]>, end: Bound<&[u8]>) -> (usize, usize) {
+    let below = |k: &[u8], inclusive: bool| {
+        let p = key_prefix(k);
+        run.partition_point(|r| match r.cmp_to(table, p, k) {
+            Order::Less => true,
+            Order::Equal => inclusive,
+            Order::Greater => false,
+        })
+    };
+    let lo = match start {
+        Bound::Included(k) => below(k, false),
+        Bound::Excluded(k) => below(k, true),
+        Bound::Unbounded => run.partition_point(|r| r.table < table),
+    };
+    let hi = match end {
+        Bound::Included(k) => below(k, true),
+        Bound::Excluded(k) => below(k, false),
+        Bound::Unbounded => run.partition_point(|r| r.table <= table),
+    };
+    (lo, hi.max(lo))
+}
+
+/// The keys of one table within bounds, in order or reversed, each with its version visible
+/// at a snapshot (`Overlay::scan`): a merge of the index's runs.
+pub(crate) struct Scan<'o> {
+    index: Arc<Index>,
+    /// For each run, the part not yet yielded, `[lo, hi)`.
+    spans: Vec<(usize, usize)>,
+    txn: u64,
+    reverse: bool,
+    overlay: PhantomData<&'o Overlay>,
+}
+
+impl<'o> Iterator for Scan<'o> {
+    type Item = Visible<'o>;
+
+    fn next(&mut self) -> Option<Visible<'o>> {
+        loop {
+            let mut best: Option<(usize, RunKey)> = None;
+            for (i, &(lo, hi)) in self.spans.iter().enumerate() {
+                if lo == hi {
+                    continue;
+                }
+                let r = self.index.runs[i][if self.reverse { hi - 1 } else { lo }];
+                let first = best.is_none_or(|(_, b)| {
+                    let o = r.cmp(&b);
+                    if self.reverse {
+                        o == Order::Greater
+                    } else {
+                        o == Order::Less
+                    }
+                });
+                if first {
+                    best = Some((i, r));
+                }
+            }
+            let (i, r) = best?;
+            if self.reverse {
+                self.spans[i].1 -= 1;
+            } else {
+                self.spans[i].0 += 1;
+            }
+            // SAFETY: the index's entries are this overlay's, alive for `'o`.
+            if let Some(v) = unsafe { Overlay::visible(r.entry, self.txn) } {
+                return Some((unsafe { entry_key(r.entry) }, v));
+            }
+        }
+    }
 }
 
 /// A table's blind entries (`Overlay::insert_marked`), in the order of the commits that made
@@ -192,6 +352,8 @@ pub(crate) struct Overlay {
     len: AtomicUsize,
     hasher: foldhash::fast::RandomState,
     owned: Mutex<Owned>,
+    /// The entries in key order, for scans (`index`); locked before `owned`, never after.
+    index: Mutex<Arc<Index>>,
     /// By table number: the entries made by blind writes (`WriteTable::set` of a key neither
     /// the transaction nor the overlay had), whose entry counts assumed the key was new.
     blind: Mutex<HashMap<u64, BlindList>>,
@@ -236,20 +398,27 @@ struct SortKey<'o> {
 
 impl SortKey<'_> {
     fn new<'o>(table: u64, key: &'o [u8], value: Option<&'o [u8]>) -> SortKey<'o> {
-        let mut p = [0u8; 16];
-        let n = key.len().min(16);
-        p[..n].copy_from_slice(&key[..n]);
-        let (a, b) = p.split_at(8);
         SortKey {
             table,
-            prefix: (
-                u64::from_be_bytes(a.try_into().unwrap_or_default()),
-                u64::from_be_bytes(b.try_into().unwrap_or_default()),
-            ),
+            prefix: key_prefix(key),
             key,
             value,
         }
     }
+}
+
+/// A key's first 16 bytes (zeros after a shorter key) as two big-endian numbers: they compare
+/// as the bytes do, up to a tie that only the whole keys settle.
+#[inline]
+fn key_prefix(key: &[u8]) -> (u64, u64) {
+    let mut p = [0u8; 16];
+    let n = key.len().min(16);
+    p[..n].copy_from_slice(&key[..n]);
+    let (a, b) = p.split_at(8);
+    (
+        u64::from_be_bytes(a.try_into().unwrap_or_default()),
+        u64::from_be_bytes(b.try_into().unwrap_or_default()),
+    )
 }
 
 fn sort_records(records: &mut [SortKey<'_>]) {
@@ -272,6 +441,7 @@ impl Overlay {
                 tables: vec![first],
                 ..Owned::default()
             }),
+            index: Mutex::new(Arc::default()),
             blind: Mutex::new(HashMap::new()),
         }
     }
@@ -408,16 +578,56 @@ impl Overlay {
         })
     }
 
-    /// Every key of `table` with a version visible at snapshot `txn`, in key order, with that
-    /// version. Walks the whole hash table: O(overlay) per call.
-    pub(crate) fn sorted(&self, table: u64, txn: u64) -> Vec<Visible<'_>> {
-        let mut records: Vec<SortKey<'_>> = self
-            .visible_records(txn)
-            .filter(|r| r.0 == table)
-            .map(|(t, k, v)| SortKey::new(t, k, v))
+    /// The keys of `table` within `start..end` with a version visible at snapshot `txn`, in
+    /// key order (descending if `reverse`), each with that version.
+    pub(crate) fn scan(
+        &self,
+        table: u64,
+        txn: u64,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+    ) -> Scan<'_> {
+        let index = self.index();
+        let spans = index
+            .runs
+            .iter()
+            .map(|r| span(r, table, start, end))
             .collect();
-        sort_records(&mut records);
-        records.into_iter().map(|r| (r.key, r.value)).collect()
+        Scan {
+            index,
+            spans,
+            txn,
+            reverse,
+            overlay: PhantomData,
+        }
+    }
+
+    /// The index of every entry made so far, so of every entry a snapshot already published
+    /// can see (a commit's entries are made before it is published). The entries made since
+    /// the last call are sorted into a new run, which absorbs the runs less than
+    /// `RUN_GROWTH` times its length; the writer only appends to `order`.
+    fn index(&self) -> Arc<Index> {
+        let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        let new: Vec<*const Entry> = {
+            let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+            owned.order[index.covered..].to_vec()
+        };
+        if new.is_empty() {
+            return index.clone();
+        }
+        let covered = index.covered + new.len();
+        // SAFETY: entries of this overlay, alive as long as it.
+        let mut run: Vec<RunKey> = new.into_iter().map(|e| unsafe { RunKey::of(e) }).collect();
+        run.sort_unstable_by(RunKey::cmp);
+        let mut run: Arc<[RunKey]> = run.into();
+        let mut runs = index.runs.clone();
+        while let Some(last) = runs.pop_if(|r| r.len() < RUN_GROWTH * run.len()) {
+            run = merge_runs(&last, &run);
+        }
+        runs.push(run);
+        *index = Arc::new(Index { runs, covered });
+        index.clone()
     }
 
     /// Every record visible at snapshot `txn`, tables' entry counts left out, sorted by table
@@ -497,6 +707,7 @@ impl Overlay {
                 Ok(e) => unsafe { &(*e).head }.store(vp, Ordering::Release),
                 Err(at) => {
                     let ep = new_entry(&mut owned.arena, table, key, vp);
+                    owned.order.push(ep);
                     if counted_new {
                         let lists = blind.get_or_insert_with(|| {
                             self.blind.lock().unwrap_or_else(|e| e.into_inner())
@@ -589,6 +800,7 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
+    use std::ops::RangeBounds;
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
 
@@ -642,6 +854,187 @@ mod tests {
         assert_eq!(o.get(0, b"k", 301), Lookup::Value(b"zero"));
         assert_eq!(o.get(1, b"k", 301), Lookup::Value(b"one"));
         assert_eq!(o.get(1, b"k", 300), Lookup::Absent);
+    }
+
+    /// What the model holds for `table` within the bounds at snapshot `snap`, in order.
+    fn model_scan(
+        model: &Model,
+        table: u64,
+        snap: u64,
+        (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+        reverse: bool,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let mut out: Vec<_> = model
+            .iter()
+            .filter(|((t, k), _)| *t == table && (start, end).contains(k.as_slice()))
+            .filter_map(|((_, k), versions)| {
+                let (_, v) = versions.iter().rev().find(|(txn, _)| *txn <= snap)?;
+                Some((k.clone(), v.clone()))
+            })
+            .collect();
+        if reverse {
+            out.reverse();
+        }
+        out
+    }
+
+    /// Scans of every table, in both directions, with every kind of bound and at old and new
+    /// snapshots, match a model while commits go on being inserted: the index is built a
+    /// little at a time (a scan after every few commits) and merges its runs as it grows.
+    #[test]
+    fn scans_match_a_model_as_the_index_grows() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let o = Overlay::new();
+        let mut model = Model::new();
+        let key = |rng: &mut rand::rngs::StdRng| {
+            // Keys longer and shorter than the 16-byte prefix, sharing long prefixes.
+            let n: u32 = rng.gen_range(0..3000);
+            match n % 3 {
+                0 => format!("{n:06}").into_bytes(),
+                1 => format!("key-with-a-long-shared-prefix-{n:06}").into_bytes(),
+                _ => n.to_be_bytes()[..(n % 4) as usize + 1].to_vec(),
+            }
+        };
+        let bound = |rng: &mut rand::rngs::StdRng, k: Vec<u8>| match rng.gen_range(0..3) {
+            0 => Bound::Included(k),
+            1 => Bound::Excluded(k),
+            _ => Bound::Unbounded,
+        };
+        let mut runs_seen = 0;
+        for txn in 1..=400u64 {
+            let mut batch: Vec<(u64, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+            for _ in 0..rng.gen_range(1..30) {
+                let table = rng.gen_range(0..3);
+                let value = (!rng.gen_bool(0.15)).then(|| vec![txn as u8; rng.gen_range(0..20)]);
+                batch.push((table, key(&mut rng), value));
+            }
+            o.insert(
+                txn,
+                batch
+                    .iter()
+                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref())),
+            );
+            for (t, k, v) in batch {
+                model.entry((t, k)).or_default().push((txn, v));
+            }
+            if rng.gen_range(0..4) != 0 {
+                continue;
+            }
+            for _ in 0..3 {
+                let table = rng.gen_range(0..4);
+                let snap = rng.gen_range(0..=txn + 1);
+                let reverse = rng.gen_bool(0.5);
+                let (a, b) = (key(&mut rng), key(&mut rng));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let (start, end) = (bound(&mut rng, lo), bound(&mut rng, hi));
+                let bounds = (
+                    start.as_ref().map(|k| k.as_slice()),
+                    end.as_ref().map(|k| k.as_slice()),
+                );
+                let got: Vec<_> = o
+                    .scan(table, snap, bounds.0, bounds.1, reverse)
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                let want = model_scan(&model, table, snap, bounds, reverse);
+                assert_eq!(got, want, "table {table} at {snap} within {bounds:?}");
+            }
+            runs_seen = runs_seen.max(o.index.lock().unwrap().runs.len());
+        }
+        assert!(
+            runs_seen >= 3,
+            "the index held several runs at once ({runs_seen})"
+        );
+        let index = o.index();
+        assert_eq!(index.covered, o.len());
+        for w in index.runs.windows(2) {
+            assert!(
+                w[0].len() >= RUN_GROWTH * w[1].len(),
+                "runs fall by the growth factor"
+            );
+        }
+        // A bound past the end, and one before the start, of a table.
+        let all = model_scan(&model, 1, 400, (Bound::Unbounded, Bound::Unbounded), false);
+        assert_eq!(
+            o.scan(1, 400, Bound::Unbounded, Bound::Unbounded, false)
+                .count(),
+            all.len()
+        );
+        assert_eq!(
+            o.scan(
+                1,
+                400,
+                Bound::Excluded(b"\xff\xff\xff\xff\xff"),
+                Bound::Unbounded,
+                false
+            )
+            .count(),
+            0
+        );
+        assert_eq!(
+            o.scan(1, 400, Bound::Unbounded, Bound::Excluded(b""), true)
+                .count(),
+            0
+        );
+    }
+
+    /// Scans on other threads while the writer inserts: each sees every key published at its
+    /// snapshot, in order, whichever of them builds the index's next run.
+    #[test]
+    fn scans_beside_the_writer_see_every_published_key() {
+        const COMMITS: u64 = 3000;
+        let o = Arc::new(Overlay::new());
+        let published = Arc::new(AtomicU64::new(0));
+        let readers: Vec<_> = (0..2)
+            .map(|r| {
+                let (o, published) = (o.clone(), published.clone());
+                std::thread::spawn(move || {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(r);
+                    loop {
+                        let snap = published.load(Ordering::Acquire);
+                        // Commit n added key (n * 7919 mod COMMITS), and table 1's key n.
+                        let from = rng.gen_range(0..COMMITS);
+                        let got: Vec<u64> = o
+                            .scan(
+                                0,
+                                snap,
+                                Bound::Included(&from.to_be_bytes()[..]),
+                                Bound::Unbounded,
+                                false,
+                            )
+                            .map(|(k, _)| u64::from_be_bytes(k.try_into().unwrap()))
+                            .collect();
+                        let mut want: Vec<u64> = (1..=snap)
+                            .map(|n| n * 7919 % COMMITS)
+                            .filter(|&k| k >= from)
+                            .collect();
+                        want.sort_unstable();
+                        assert_eq!(got, want, "from {from} at {snap}");
+                        let newest = o
+                            .scan(1, snap, Bound::Unbounded, Bound::Unbounded, true)
+                            .next();
+                        assert_eq!(
+                            newest.map(|(k, _)| k.to_vec()),
+                            (snap > 0).then(|| snap.to_be_bytes().to_vec())
+                        );
+                        if snap == COMMITS {
+                            return;
+                        }
+                    }
+                })
+            })
+            .collect();
+        for txn in 1..=COMMITS {
+            let k0 = (txn * 7919 % COMMITS).to_be_bytes();
+            let k1 = txn.to_be_bytes();
+            o.insert(
+                txn,
+                [(0u64, &k0[..], Some(&b"v"[..])), (1, &k1[..], Some(b"v"))],
+            );
+            published.store(txn, Ordering::Release);
+        }
+        for r in readers {
+            r.join().unwrap();
+        }
     }
 
     /// Readers on other threads while the writer inserts and publishes commits: every reader
