@@ -703,6 +703,32 @@ impl Log {
         file_offset(self.segment_bytes, self.segments, position)
     }
 
+    /// Reads the bytes of segment `seg` at file offset `at` into `buf`. The file may have
+    /// become shorter since this handle measured it: a read-only handle reads while the
+    /// writer, in another process, cuts the file after a jump (`Extent::shrink`), and the
+    /// slots it cuts hold only positions no longer needed. What is gone reads as zeros, as
+    /// bytes never written do: the end of the log. A read that fails short of the file's
+    /// current end is damage, as before.
+    fn read_segment(&self, buf: &mut [u8], at: u64, seg: u64) -> Result<()> {
+        match self.storage.read_at(buf, at) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                let now = self.storage.len()?;
+                let there = now.saturating_sub(at).min(buf.len() as u64) as usize;
+                if there == buf.len() {
+                    return Err(read_error(e, seg));
+                }
+                buf.fill(0);
+                if there == 0 {
+                    return Ok(());
+                }
+                self.storage
+                    .read_at(&mut buf[..there], at)
+                    .map_err(|e| read_error(e, seg))
+            }
+            r => r.map_err(|e| read_error(e, seg)),
+        }
+    }
+
     /// The next segment's first position after `position`.
     fn next_segment(&self, position: u64) -> u64 {
         (position / self.segment_bytes + 1) * self.segment_bytes
@@ -721,9 +747,7 @@ impl Log {
             let at = self.offset(seg);
             let n = self.extent.len().saturating_sub(at).min(self.segment_bytes) as usize;
             if n > 0 {
-                self.storage
-                    .read_at(&mut buf[..n], at)
-                    .map_err(|e| read_error(e, seg))?;
+                self.read_segment(&mut buf[..n], at, seg)?;
             }
             *cache = Some((seg, buf));
         }
@@ -1264,6 +1288,73 @@ mod tests {
             Err(Error::CorruptedLog { position, .. }) => assert_eq!(position, before.position),
             other => panic!("damage before a jump: {:?}", other.map(|(_, b)| b.len())),
         }
+    }
+
+    /// A storage that cuts its file to `cut_to` just before the first read at or past
+    /// `cut_to`, as a writer in another process cuts the log after a jump while a read-only
+    /// handle reads it back.
+    struct CutWhileReading {
+        inner: FaultStorage,
+        cut_to: u64,
+        cut: std::sync::atomic::AtomicBool,
+    }
+
+    impl Storage for CutWhileReading {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            if offset >= self.cut_to && !self.cut.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                self.inner.set_len(self.cut_to)?;
+            }
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            self.inner.write_at(buf, offset)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            self.inner.sync()
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.inner.set_len(len)
+        }
+        fn boot_id(&self) -> Option<[u8; 16]> {
+            self.inner.boot_id()
+        }
+    }
+
+    /// A read-only handle reading the log back while the file is cut under it reads what was
+    /// cut as the end of the log, not as damage (mutation-checked: without `read_segment`'s
+    /// second look at the file's length it is `CorruptedLog`), as it reads a file that was
+    /// that short when it opened it.
+    #[test]
+    fn a_log_cut_while_it_is_read_back_ends_where_it_was_cut() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 4, 0).unwrap();
+        let mut txn = 0;
+        let mut all = Vec::new();
+        while log.end() < 2 * SEG + SEG / 2 {
+            all.extend(append_some(&mut log, &mut rng, &mut txn, 10));
+        }
+        log.sync().unwrap();
+        drop(log);
+        let cut_to = FILE_HEADER_BYTES + SEG;
+        let inner = FaultStorage::new();
+        inner.set_contents(s.contents());
+        let cutting = CutWhileReading {
+            inner,
+            cut_to,
+            cut: Default::default(),
+        };
+        let back = Log::read_records(Arc::new(cutting), 0).unwrap();
+        let first: Vec<Record> = all.iter().filter(|r| r.position < SEG).cloned().collect();
+        assert!(!first.is_empty() && first.len() < all.len());
+        assert_eq!(back, first, "the records before the cut, then the end");
+        // Cut before the handle measured it, the file is short of nothing it expects.
+        let mut short = s.contents();
+        short.truncate(cut_to as usize);
+        assert_eq!(reopen(short, 0).unwrap().1, first);
     }
 
     /// A log of the version before jumps never jumps (an older build would read a jump as
