@@ -834,6 +834,24 @@ mod tests {
     /// A record as `Overlay::insert` (the tests' unmarked `insert_marked`) takes it.
     type Record<'a> = (u64, &'a [u8], Option<&'a [u8]>);
 
+    /// Inserts commit `txn`'s records into the overlay and the model.
+    fn insert_both(
+        o: &Overlay,
+        model: &mut Model,
+        txn: u64,
+        batch: Vec<(u64, Vec<u8>, Option<Vec<u8>>)>,
+    ) {
+        o.insert(
+            txn,
+            batch
+                .iter()
+                .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref())),
+        );
+        for (t, k, v) in batch {
+            model.entry((t, k)).or_default().push((txn, v));
+        }
+    }
+
     /// Every key's versions, compared with a model at every snapshot, across many growths.
     #[test]
     fn lookups_at_every_snapshot_match_a_model() {
@@ -848,15 +866,7 @@ mod tests {
                 let value = (!rng.gen_bool(0.1)).then(|| vec![txn as u8; rng.gen_range(0..50)]);
                 batch.push((table, key, value));
             }
-            o.insert(
-                txn,
-                batch
-                    .iter()
-                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref())),
-            );
-            for (t, k, v) in batch {
-                model.entry((t, k)).or_default().push((txn, v));
-            }
+            insert_both(&o, &mut model, txn, batch);
         }
         assert_eq!(o.len(), model.len());
         assert!(o.owned.lock().unwrap().tables.len() > 2, "the table grew");
@@ -933,15 +943,7 @@ mod tests {
                 let value = (!rng.gen_bool(0.15)).then(|| vec![txn as u8; rng.gen_range(0..20)]);
                 batch.push((table, key(&mut rng), value));
             }
-            o.insert(
-                txn,
-                batch
-                    .iter()
-                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref())),
-            );
-            for (t, k, v) in batch {
-                model.entry((t, k)).or_default().push((txn, v));
-            }
+            insert_both(&o, &mut model, txn, batch);
             if rng.gen_range(0..4) != 0 {
                 continue;
             }
