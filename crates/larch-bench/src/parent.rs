@@ -151,8 +151,11 @@ pub fn run(flags: &Flags) -> Result<()> {
             .args(f.to_child_args(spec.name));
         let outcome = sys::spawn_measured(&mut cmd, cgroup.as_ref())?;
         let u = outcome.usage;
+        // The engine's files once it is closed (the child drops its handle before it exits):
+        // what a load leaves on the disk, where `db_kb` is measured with the engine open.
+        let closed_bytes = sys::du_bytes(&f.db.join(spec.name));
         println!(
-            "process      : engine {} exit {} wall {:.3} user {:.3} sys {:.3} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {}{}",
+            "process      : engine {} exit {} wall {:.3} user {:.3} sys {:.3} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {} db_kb_closed {}{}",
             spec.name,
             outcome.code,
             outcome.wall_s,
@@ -163,6 +166,7 @@ pub fn run(flags: &Flags) -> Result<()> {
             u.ivcsw,
             u.fs_in,
             u.fs_out,
+            closed_bytes / 1024,
             cgroup
                 .as_ref()
                 .and_then(|c| c.peak_bytes())
@@ -172,12 +176,15 @@ pub fn run(flags: &Flags) -> Result<()> {
         let text = std::fs::read_to_string(&results_path).unwrap_or_default();
         let _ = std::fs::remove_file(&results_path);
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: Value = serde_json::from_str(line).map_err(|e| {
+            let mut v: Value = serde_json::from_str(line).map_err(|e| {
                 Error::Child(format!(
                     "{}: unreadable result line ({e}): {line}",
                     spec.name
                 ))
             })?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("db_bytes_closed".into(), json!(closed_bytes));
+            }
             emit(v, &mut rows)?;
         }
         if outcome.code != 0 {

@@ -48,7 +48,36 @@ impl Drop for Database {
         // if it failed, the log still holds what it was writing, for the next open.
         let mut guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
         let _ = checkpoint::finish(&self.shared, &mut guard, true);
+        let writes = !guard.poisoned && !self.shared.options.read_only;
+        drop(guard);
+        // A failure leaves the database as the last step that succeeded left it (each step is
+        // a commit), and a close has no one to report it to: the next open reports what it
+        // finds.
+        if writes && self.shared.options.compact_on_close {
+            let _ = self.compact();
+        }
     }
+}
+
+/// Moves of pages to the start of the file that `Database::compact` makes at most: each moves
+/// what the one before copied past the pages in use (`WriteTxn::relocate`).
+const COMPACT_PASSES_MAX: usize = 3;
+
+/// What [`Database::compact`] gave back: the bytes of the data file and of the log file,
+/// before and after.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Compacted {
+    /// Length of the data file before.
+    pub data_bytes_before: u64,
+    /// Length of the data file after.
+    pub data_bytes_after: u64,
+    /// Length of the log file before (0 without a log).
+    pub log_bytes_before: u64,
+    /// Length of the log file after.
+    pub log_bytes_after: u64,
+    /// Whether pages were moved from the end of the data file into free space below.
+    pub moved: bool,
 }
 
 impl Database {
@@ -177,6 +206,107 @@ impl Database {
     pub fn checkpoint(&self) -> Result<()> {
         let guard = self.lock_writer();
         WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
+    }
+
+    /// Gives back the space the database does not need, without stopping readers:
+    ///
+    /// 1. a durable checkpoint (`checkpoint`): every commit is in the tree, and the pages the
+    ///    checkpoints before it freed become reusable;
+    /// 2. if at least an eighth of the data file would come back, the pages of every tree
+    ///    that lie past the pages in use are copied into free space below, in a durable
+    ///    commit, and again (up to three passes) for the branches the copies rewrote, while
+    ///    that gives back 64 pages or more (pages held by readers are not moved: with readers
+    ///    on old snapshots, this step waits for a later call);
+    /// 3. a durable commit that gives back the free space at the end of the data file, and
+    ///    on a handle that writes the log, names the start of a new cycle as the log's
+    ///    replay position; the log file is then cut to its header.
+    ///
+    /// Run when a handle that writes is closed ([`Options::compact_on_close`]). Returns the
+    /// files' sizes before and after.
+    ///
+    /// ```
+    /// use larchdb::{Database, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Database::open(dir.path().join("my.larch"), Options::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// for i in 0..10_000u32 {
+    ///     w.table("t")?.put(&i.to_be_bytes(), &[7u8; 100])?;
+    /// }
+    /// w.commit()?;
+    /// let mut w = db.begin_write()?;
+    /// for i in 0..10_000u32 {
+    ///     w.table("t")?.delete(&i.to_be_bytes())?;
+    /// }
+    /// w.commit()?;
+    /// let c = db.compact()?;
+    /// assert!(c.data_bytes_after < c.data_bytes_before);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn compact(&self) -> Result<Compacted> {
+        let mut c = Compacted {
+            data_bytes_before: self.shared.storage.len()?,
+            log_bytes_before: self.log_bytes()?,
+            ..Compacted::default()
+        };
+        if self.checkpoint_needed() {
+            self.checkpoint()?;
+        }
+        for pass in 0..COMPACT_PASSES_MAX {
+            if !WriteTxn::new(&self.shared, self.lock_writer())?.relocate(pass == 0)? {
+                break;
+            }
+            c.moved = true;
+        }
+        let guard = self.lock_writer();
+        // Under the write lock: no commit appends to the log meanwhile.
+        let restarted = self.shared.log.as_ref().and_then(|l| l.restart()).is_some();
+        let mut guard = if c.moved || restarted {
+            // Releases what the move freed and gives back the end of the file (`trim`); its
+            // meta page names the log's new start.
+            WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)?;
+            self.lock_writer()
+        } else {
+            guard
+        };
+        if let Some(log) = self.shared.log.as_ref() {
+            // Only if no commit went to the log since (`Log::cut` checks).
+            log.cut();
+        }
+        // The durable commit's file length exactly, without the slack kept for the next
+        // commits' growth (`WriteMap::trim`).
+        let meta = self.shared.writer_base().snap.meta;
+        if let Some(disk) = guard.disk.as_mut() {
+            if let (Some(carry), true) = (disk.carry.as_mut(), disk.last_durable_txn == meta.txn) {
+                carry
+                    .wmap
+                    .trim_exact(meta.page_count * self.page_bytes() as u64);
+            }
+        }
+        drop(guard);
+        c.data_bytes_after = self.shared.storage.len()?;
+        c.log_bytes_after = self.log_bytes()?;
+        Ok(c)
+    }
+
+    /// Whether a checkpoint would write anything: commits in the overlay (or being written
+    /// by a checkpoint thread), or a newest commit that is not durable.
+    fn checkpoint_needed(&self) -> bool {
+        let guard = self.lock_writer();
+        let base = self.shared.writer_base();
+        let durable = guard.disk.as_ref().map(|d| d.last_durable_txn);
+        guard.pending.is_some()
+            || base.has_overlay()
+            || base.frozen.is_some()
+            || durable != Some(base.snap.meta.txn)
+    }
+
+    /// Bytes of the log file (0 without one).
+    fn log_bytes(&self) -> Result<u64> {
+        match self.shared.log.as_ref() {
+            Some(l) => l.file_bytes(),
+            None => Ok(0),
+        }
     }
 
     /// Starts the write transaction, or fails with [`Error::WriteBusy`] if another is in

@@ -105,6 +105,14 @@ pub struct Options {
     /// Off, the write transaction that finds a checkpoint due writes it first, as with
     /// `Database::checkpoint` (docs/design/write-path.md).
     pub checkpoint_thread: bool,
+    /// Whether closing a handle that writes (dropping the last `Database`) compacts
+    /// ([`crate::Database::compact`]): writes a final durable checkpoint, so that the next
+    /// open replays nothing, cuts the log file to its header, and gives back the free space
+    /// at the end of the data file, moving pages from there into free space below when that
+    /// gives back at least an eighth of the file. On by default. Off, close only waits for a
+    /// running checkpoint and for `Durability::Bounded` commits: it takes no time, and the
+    /// next open replays the log (RocksDB's `avoid_flush_during_shutdown`).
+    pub compact_on_close: bool,
 }
 
 impl Default for Options {
@@ -124,6 +132,7 @@ impl Default for Options {
             checkpoint_thread: true,
             bounded_millis: BOUNDED_MILLIS_DEFAULT,
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
+            compact_on_close: true,
         }
     }
 }
@@ -181,6 +190,12 @@ impl Options {
     /// Runs checkpoints on a thread of their own (see [`Options::checkpoint_thread`]).
     pub fn checkpoint_thread(mut self, yes: bool) -> Options {
         self.checkpoint_thread = yes;
+        self
+    }
+
+    /// Compacts when the handle is closed (see [`Options::compact_on_close`]).
+    pub fn compact_on_close(mut self, yes: bool) -> Options {
+        self.compact_on_close = yes;
         self
     }
 

@@ -58,6 +58,9 @@ enum Op {
         keep_some: bool,
     },
     Checkpoint,
+    /// `Database::compact`: a durable checkpoint, pages moved down, the file's end and the
+    /// log given back.
+    Compact,
 }
 
 fn key_bytes(key: u16, width: u8) -> Vec<u8> {
@@ -91,6 +94,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::Reopen),
         2 => (any::<u64>(), any::<bool>()).prop_map(|(seed, keep_some)| Op::PowerLoss { seed, keep_some }),
         1 => Just(Op::Checkpoint),
+        1 => Just(Op::Compact),
     ]
 }
 
@@ -118,7 +122,10 @@ impl Files {
 fn open(files: &Files) -> Database {
     let data = Arc::new(files.data.clone());
     match &files.log {
-        None => Database::open_storage(data, Options::default()).expect("open"),
+        // A reopen is a crash of the process: closing would make every commit durable.
+        None => {
+            Database::open_storage(data, Options::default().compact_on_close(false)).expect("open")
+        }
         Some(log) => {
             // A small log, so that checkpoints come often and the log wraps around, with room
             // for several checkpoints: most are never synced (their pages are reused by the
@@ -128,6 +135,8 @@ fn open(files: &Files) -> Database {
                 log_segment_bytes: 1 << 20,
                 log_segments: 6,
                 checkpoint_bytes: 1 << 20,
+                // A reopen replays the log (`Op::Compact` does what a close would).
+                compact_on_close: false,
                 ..Options::default()
             };
             Database::open_storage_with_log(data, Arc::new(log.clone()), options).expect("open")
@@ -383,6 +392,13 @@ fn run(ops: Vec<Op>, log: bool) {
                     durable = latest.clone();
                     since_durable.clear();
                 }
+                check(&db, &latest);
+            }
+            Op::Compact => {
+                let c = db.compact().unwrap();
+                assert!(c.data_bytes_after <= c.data_bytes_before, "{c:?}");
+                durable = latest.clone();
+                since_durable.clear();
                 check(&db, &latest);
             }
             Op::Checkpoint => {

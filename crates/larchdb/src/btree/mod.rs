@@ -12,6 +12,7 @@
 //! delete.rs  delete with merges, root shrinking, freeing a whole tree
 //! merge.rs   a sorted batch merged in leaf by leaf (checkpoints)
 //! cursor.rs  ordered iteration: seek, first/last, next/prev
+//! relocate.rs  pages past a bound moved below it (compaction)
 //! ```
 
 mod cursor;
@@ -20,11 +21,13 @@ mod edit;
 mod merge;
 pub(crate) mod node;
 mod put;
+mod relocate;
 
 pub(crate) use cursor::Cursor;
 pub(crate) use delete::{delete, free_tree};
 pub(crate) use merge::{merge_sorted, MergeScratch, Record};
 pub(crate) use put::{append, put, AppendHint, PutHint};
+pub(crate) use relocate::relocate;
 
 use crate::error::{Error, Result};
 use crate::layout::{header, kind, overflow};

@@ -648,6 +648,41 @@ impl Log {
         self.jumps.retain(|&(_, to)| to > keep_from);
     }
 
+    /// When no record is kept (every one is in a durable checkpoint: `release_to` reached the
+    /// end) and nothing is buffered, moves the end to the next cycle's first position, as a
+    /// jump would: the next record goes in the first slot, and the file needs nothing past
+    /// its header (`cut`). Returns the new end, or `None` (changing nothing) when records are
+    /// kept, when the log is already at a cycle's first position with its file cut, or for a
+    /// log whose version does not allow jumps (an older build would read the jump as the end
+    /// of the log: it is left as it is).
+    pub(crate) fn restart(&mut self) -> Option<u64> {
+        let cycle = self.segments * self.segment_bytes;
+        let idle = self.keep_from >= self.end && self.written == self.end && self.buf.is_empty();
+        let cut = self.end.is_multiple_of(cycle) && self.extent.len() <= FILE_HEADER_BYTES;
+        if !idle || cut || !self.jumps_allowed || self.failed {
+            return None;
+        }
+        let to = (self.end / cycle + 1) * cycle;
+        self.end = to;
+        self.written = to;
+        self.synced = self.synced.max(to);
+        self.keep_from = to;
+        self.jumps.clear();
+        Some(to)
+    }
+
+    /// Gives back every byte of the file after its header. Requires: the log was `restart`ed
+    /// and a durable commit names its new end as the position to replay from (before that, a
+    /// power loss returns to a commit that may still need the records; cutting the file early
+    /// would read as the end of the log, losing nothing only because `restart` requires every
+    /// record to be in a durable checkpoint).
+    pub(crate) fn cut(&mut self) {
+        let cycle = self.segments * self.segment_bytes;
+        if self.end.is_multiple_of(cycle) && self.written == self.end && !self.failed {
+            self.extent.shrink(&*self.storage, FILE_HEADER_BYTES);
+        }
+    }
+
     fn sink(&self) -> Sink {
         Sink {
             storage: self.storage.clone(),
@@ -1110,6 +1145,28 @@ impl GroupLog {
     /// `Log::release_to`.
     pub(crate) fn release_to(&self, position: u64) {
         self.lock().log.release_to(position)
+    }
+
+    /// The log file's length.
+    pub(crate) fn file_bytes(&self) -> Result<u64> {
+        Ok(self.lock().log.storage.len()?)
+    }
+
+    /// `Log::restart`, unless a leader is writing.
+    pub(crate) fn restart(&self) -> Option<u64> {
+        let mut st = self.lock();
+        if st.leading {
+            return None;
+        }
+        st.log.restart()
+    }
+
+    /// `Log::cut`, unless a leader is writing.
+    pub(crate) fn cut(&self) {
+        let mut st = self.lock();
+        if !st.leading {
+            st.log.cut();
+        }
     }
 }
 

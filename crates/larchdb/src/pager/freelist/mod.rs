@@ -130,12 +130,12 @@ pub(crate) struct FreeSet {
 }
 
 impl FreeSet {
-    #[cfg(test)]
+    /// Pages free to reuse now.
     pub(crate) fn free_pages(&self) -> u64 {
         self.free_pages
     }
 
-    #[cfg(test)]
+    /// Pages freed and not yet reusable.
     pub(crate) fn pending_pages(&self) -> u64 {
         self.pending_pages
     }

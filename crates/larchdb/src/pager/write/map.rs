@@ -144,6 +144,16 @@ impl WriteMap {
         } else {
             needed
         };
+        self.trim_to(target);
+    }
+
+    /// `trim` without the slack: the file ends at `needed` bytes (`Database::compact`).
+    /// Requires the same: the last commit is durable and its pages end at `needed`.
+    pub(crate) fn trim_exact(&mut self, needed: u64) {
+        self.trim_to(needed);
+    }
+
+    fn trim_to(&mut self, target: u64) {
         let current = match self.storage.len() {
             Ok(len) => len,
             Err(_) => return,
