@@ -7,8 +7,13 @@ use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
 use larchdb::{Database, Durability, Error, Options};
 use std::sync::Arc;
 
+/// Dropping the handle stands for a crash of the process here: it does not compact.
 fn open(s: &FaultStorage) -> Database {
-    Database::open_storage(Arc::new(s.clone()), Options::default()).unwrap()
+    Database::open_storage(
+        Arc::new(s.clone()),
+        Options::default().compact_on_close(false),
+    )
+    .unwrap()
 }
 
 fn load(db: &Database, from: u32, to: u32, value_len: usize) -> larchdb::Result<()> {
@@ -200,6 +205,7 @@ fn log_options() -> Options {
         log_segment_bytes: 64 << 10,
         log_segments: 8,
         checkpoint_bytes: 3 * (64 << 10),
+        compact_on_close: false,
         ..Options::default()
     }
 }

@@ -395,8 +395,8 @@ fn run(ops: Vec<Op>, log: bool) {
                 check(&db, &latest);
             }
             Op::Compact => {
-                let c = db.compact().unwrap();
-                assert!(c.data_bytes_after <= c.data_bytes_before, "{c:?}");
+                // (The file may grow: the checkpoint first writes the overlay into the tree.)
+                db.compact().unwrap();
                 durable = latest.clone();
                 since_durable.clear();
                 check(&db, &latest);

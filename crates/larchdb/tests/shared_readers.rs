@@ -236,8 +236,9 @@ fn foreign_reader_sees_consistent_snapshots_while_another_process_commits() {
         "too few snapshots: {}",
         snapshots.len()
     );
-    // The foreign handle sees the writer's last commit, and the file is sound.
-    assert_eq!(newest, last);
+    // The foreign handle sees the writer's last commit (or a later one: closing, the writer
+    // compacts, with commits that change no record), and the file is sound.
+    assert!(newest >= last, "newest {newest}, writer's last {last}");
     drop(held);
     assert!(ro.verify_all().unwrap().is_clean());
 }
