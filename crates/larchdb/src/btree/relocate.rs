@@ -42,11 +42,12 @@ fn relocate_node(
     above: u64,
 ) -> Result<Option<u64>> {
     if level == depth {
-        if r.id < above && !refers_past(w, r, above)? {
+        let runs = runs_past(w, r, above)?;
+        if r.id < above && runs.is_empty() {
             return Ok(None);
         }
         let new = w.make_dirty(r.id)?;
-        relocate_runs(w, new, above)?;
+        move_runs(w, new, runs)?;
         return Ok(Some(new));
     }
     let children = {
@@ -71,35 +72,30 @@ fn relocate_node(
     Ok(Some(new))
 }
 
-/// Whether leaf `r` refers to an overflow run that reaches `above` or past it.
-fn refers_past(w: &WritePages, r: PageRef, above: u64) -> Result<bool> {
+/// An overflow reference of a leaf to move: the cell's index, key, run, value length and
+/// cell length.
+type RunPast = (usize, Vec<u8>, PageRef, usize, usize);
+
+/// The overflow references of leaf `r` whose runs reach `above` or past it (one read of the
+/// leaf: its copy has the same cells at the same indexes).
+fn runs_past(w: &WritePages, r: PageRef, above: u64) -> Result<Vec<RunPast>> {
     let ps = w.page_bytes();
     let n = node_at(w, r, true)?;
+    let mut runs = Vec::new();
     for i in 0..n.n {
-        if let LeafValue::Overflow { run, len } = n.value(i)? {
+        if let (key, LeafValue::Overflow { run, len }) = n.entry(i)? {
             if run.id + overflow::pages_for(len, ps) > above {
-                return Ok(true);
+                runs.push((i, key.to_vec(), run, len, n.cell(i)?.len()));
             }
         }
     }
-    Ok(false)
+    Ok(runs)
 }
 
-/// Moves the overflow runs of dirty leaf `leaf` that reach `above` or past it.
-fn relocate_runs(w: &mut WritePages, leaf: u64, above: u64) -> Result<()> {
+/// Copies the runs `runs_past` found into free space and points the dirty copy `leaf` of
+/// their leaf at the copies.
+fn move_runs(w: &mut WritePages, leaf: u64, runs: Vec<RunPast>) -> Result<()> {
     let ps = w.page_bytes();
-    let runs = {
-        let n = node_at(w, PageRef::new(leaf, w.txn), true)?;
-        let mut runs = Vec::new();
-        for i in 0..n.n {
-            if let (key, LeafValue::Overflow { run, len }) = n.entry(i)? {
-                if run.id + overflow::pages_for(len, ps) > above {
-                    runs.push((i, key.to_vec(), run, len, n.cell(i)?.len()));
-                }
-            }
-        }
-        runs
-    };
     for (i, key, run, len, cell_len) in runs {
         let value = resolve(w, LeafValue::Overflow { run, len })?.to_vec();
         let new = w.new_run(&value)?;
