@@ -779,6 +779,9 @@ impl<'t> WriteTable<'t> {
             }
             // Also makes `key` the last key (it is greater than the one before).
             self.log_write(key, Some(value), 1, false);
+            if let Some(l) = self.logged.as_mut() {
+                l.batch.note_append();
+            }
             return Ok(());
         }
         self.mutate(|w, s, t| {

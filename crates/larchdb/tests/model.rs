@@ -86,7 +86,7 @@ fn op() -> impl Strategy<Value = Op> {
         12 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, key, width)| Op::Delete { table, key, width }),
         3 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, from, count)| Op::DeleteRange { table, from, count }),
         1 => (0..3usize).prop_map(|table| Op::DropTable { table }),
-        3 => (0..3usize, 1u8..40, (any::<u8>(), 0u16..3000))
+        3 => (0..3usize, 1u8..120, (any::<u8>(), 0u16..3000))
             .prop_map(|(table, count, value)| Op::Append { table, count, value }),
         8 => any::<bool>().prop_map(|durable| Op::Commit { durable }),
         2 => Just(Op::Abort),

@@ -38,12 +38,23 @@ pub(crate) struct Write {
 /// A transaction's writes, one per table (by number, `CatalogCache::table_id`) and key, in the
 /// order of their first write; the bytes of keys and values in one buffer, kept with its
 /// capacity from one transaction to the next.
+///
+/// While every write comes in ascending order of table and key (a sequential load, the
+/// common large batch), `writes` is its own index: a lookup is a binary search, and the
+/// sorted view is `writes` itself. The first write out of order builds `index` (a boxed key
+/// and a tree node a write: most of a 1000-put sequential batch's time before).
 #[derive(Default)]
 pub(crate) struct Batch {
     data: Vec<u8>,
     writes: Vec<Write>,
-    /// Table -> key -> index in `writes`; kept once there are more than `SCAN_MAX` writes.
+    /// Table -> key -> index in `writes`; kept once there are more than `SCAN_MAX` writes
+    /// and they are not all in ascending order (`ascending`).
     index: BTreeMap<u64, BTreeMap<Box<[u8]>, usize>>,
+    /// `writes` are in strictly ascending order of table and key, and `index` is unused.
+    /// Cleared by the first write out of order; true when empty (`clear`).
+    ascending: bool,
+    /// Writes that `WriteTable::append` made (each past the table's last key).
+    appended: usize,
     /// Bytes of keys and values written, for the log record's size.
     bytes: usize,
 }
@@ -68,6 +79,8 @@ impl Batch {
         if !self.index.is_empty() {
             self.index.clear();
         }
+        self.ascending = true;
+        self.appended = 0;
         self.bytes = 0;
     }
 
@@ -79,6 +92,20 @@ impl Batch {
         (w.value_len != DELETED).then(|| &self.data[w.value_at..w.value_at + w.value_len as usize])
     }
 
+    /// Whether the writes are in ascending order of table and key (`ascending`). A batch
+    /// made with `Default` has the flag false until its first `clear`; an empty one is in
+    /// order whatever the flag says.
+    #[inline]
+    fn in_order(&self) -> bool {
+        self.ascending || self.writes.is_empty()
+    }
+
+    /// How `table`, `key` compare with write `w`.
+    #[inline]
+    fn order(&self, w: &Write, table: u64, key: &[u8]) -> std::cmp::Ordering {
+        w.table.cmp(&table).then_with(|| self.key(w).cmp(key))
+    }
+
     /// The index in `writes` of `key` of `table`.
     #[inline]
     fn find(&self, table: u64, key: &[u8]) -> Option<usize> {
@@ -88,7 +115,33 @@ impl Batch {
                 .iter()
                 .rposition(|w| w.table == table && self.key(w) == key);
         }
+        if self.in_order() {
+            // Past the last write (an append): not here, without a search.
+            let last = self.writes.last()?;
+            if self.order(last, table, key).is_lt() {
+                return None;
+            }
+            return self
+                .writes
+                .binary_search_by(|w| self.order(w, table, key))
+                .ok();
+        }
         self.index.get(&table)?.get(key).copied()
+    }
+
+    /// Writes made by `WriteTable::append` (`note_append`).
+    pub(crate) fn appended(&self) -> usize {
+        self.appended
+    }
+
+    /// Counts a write that `WriteTable::append` made.
+    pub(crate) fn note_append(&mut self) {
+        self.appended += 1;
+    }
+
+    /// The number of keys written.
+    pub(crate) fn len(&self) -> usize {
+        self.writes.len()
     }
 
     /// How many of `table`'s keys that blind writes counted as new are in the tree (`in_tree`
@@ -152,6 +205,13 @@ impl Batch {
             w.value_len = value_len;
             return;
         }
+        let was_in_order = self.in_order();
+        let in_order = was_in_order
+            && self
+                .writes
+                .last()
+                .is_none_or(|w| self.order(w, table, key).is_lt());
+        self.ascending = in_order;
         let key_at = self.keep(key);
         self.writes.push(Write {
             table,
@@ -162,13 +222,18 @@ impl Batch {
             blind: blind.then(|| Cell::new(None)),
         });
         let n = self.writes.len();
-        if n == SCAN_MAX + 1 {
+        if n <= SCAN_MAX || in_order {
+            return;
+        }
+        if n == SCAN_MAX + 1 || was_in_order {
+            // The first write past the scanned ones, or the first out of order: every write
+            // goes into the index.
             for i in 0..n {
                 let w = &self.writes[i];
                 let k = Box::from(self.key(w));
                 self.index.entry(w.table).or_default().insert(k, i);
             }
-        } else if n > SCAN_MAX + 1 {
+        } else {
             self.index
                 .entry(table)
                 .or_default()
@@ -178,6 +243,11 @@ impl Batch {
 
     /// The indexes in `writes` of `table`'s writes, ascending by key.
     fn sorted(&self, table: u64) -> Vec<usize> {
+        if self.in_order() {
+            return (0..self.writes.len())
+                .filter(|&i| self.writes[i].table == table)
+                .collect();
+        }
         if self.writes.len() > SCAN_MAX {
             return self
                 .index
@@ -198,7 +268,7 @@ impl Batch {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Vec<Visible<'_>> {
-        if self.writes.len() > SCAN_MAX {
+        if self.writes.len() > SCAN_MAX && !self.in_order() {
             let Some(m) = self.index.get(&table) else {
                 return Vec::new();
             };
@@ -208,6 +278,25 @@ impl Batch {
                     let w = &self.writes[i];
                     (self.key(w), self.value(w))
                 })
+                .collect();
+        }
+        if self.in_order() {
+            // `writes` is sorted: the range is a slice of it.
+            let below = |w: &Write, bound: Bound<&[u8]>, is_start: bool| {
+                if w.table != table {
+                    return w.table < table;
+                }
+                match (bound, is_start) {
+                    (Bound::Unbounded, s) => !s,
+                    (Bound::Included(b), true) | (Bound::Excluded(b), false) => self.key(w) < b,
+                    (Bound::Excluded(b), true) | (Bound::Included(b), false) => self.key(w) <= b,
+                }
+            };
+            let lo = self.writes.partition_point(|w| below(w, start, true));
+            let hi = self.writes.partition_point(|w| below(w, end, false));
+            return self.writes[lo..hi.max(lo)]
+                .iter()
+                .map(|w| (self.key(w), self.value(w)))
                 .collect();
         }
         self.sorted(table)
@@ -394,20 +483,46 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         for round in 0..20 {
             let mut b = Batch::default();
+            b.clear();
             let mut model: Model = BTreeMap::new();
+            // The keys in the order of their first writes.
+            let mut firsts: Vec<(u64, Vec<u8>)> = Vec::new();
             let tables = if round % 2 == 0 { 1 } else { 3 };
-            for step in 0..(SCAN_MAX * 3) {
-                let table = rng.gen_range(0..tables);
-                let key = format!("k{:02}", rng.gen_range(0..40)).into_bytes();
+            // Rounds 10 on write in ascending order (a sequential load), the last five of
+            // them with one write out of order somewhere: the batch is its own index until it.
+            let steps = SCAN_MAX * 3;
+            let ascending = round >= 10;
+            let out_of_order = if round >= 15 {
+                rng.gen_range(1..steps)
+            } else {
+                usize::MAX
+            };
+            for step in 0..steps {
+                let (table, k) = if step == out_of_order {
+                    (0, 0)
+                } else if ascending {
+                    ((step * tables as usize / steps) as u64, step + 1)
+                } else {
+                    (rng.gen_range(0..tables), rng.gen_range(0..40))
+                };
+                let key = format!("k{k:02}").into_bytes();
                 let value = rng.gen_bool(0.8).then(|| format!("v{step}").into_bytes());
                 let blind = rng.gen_bool(0.5);
                 b.put(table, &key, value.as_deref(), blind);
+                if !model.contains_key(&(table, key.clone())) {
+                    firsts.push((table, key.clone()));
+                }
                 model
                     .entry((table, key))
                     .and_modify(|e| e.0 = value.clone())
                     .or_insert((value, blind));
+                let sorted = firsts.windows(2).all(|w| w[0] < w[1]);
+                assert_eq!(b.in_order(), sorted, "round {round} step {step}");
+                if ascending {
+                    assert_eq!(sorted, step < out_of_order, "round {round} step {step}");
+                }
                 for t in 0..3 {
-                    for k in 0..40 {
+                    for k in 0..=steps {
                         let key = format!("k{k:02}").into_bytes();
                         let want = model.get(&(t, key.clone())).map(|e| e.0.as_deref());
                         assert_eq!(b.get(t, &key), want, "round {round} step {step}");
@@ -421,6 +536,20 @@ mod tests {
                         Bound::Included(&b"k10"[..]),
                         Bound::Excluded(&b"k30"[..]),
                     );
+                    assert_eq!(range, mine, "round {round} step {step} table {t}");
+                    // The other bounds, on the sorted slice and through the index.
+                    let mine: Vec<_> = model
+                        .range((Bound::Excluded((t, b"k10".to_vec())), Bound::Unbounded))
+                        .take_while(|((mt, _), _)| *mt == t)
+                        .map(|((_, k), (v, _))| (&k[..], v.as_deref()))
+                        .collect();
+                    let range = b.range(t, Bound::Excluded(&b"k10"[..]), Bound::Unbounded);
+                    assert_eq!(range, mine, "round {round} step {step} table {t}");
+                    let mine: Vec<_> = model
+                        .range((t, Vec::new())..=(t, b"k20".to_vec()))
+                        .map(|((_, k), (v, _))| (&k[..], v.as_deref()))
+                        .collect();
+                    let range = b.range(t, Bound::Unbounded, Bound::Included(&b"k20"[..]));
                     assert_eq!(range, mine, "round {round} step {step} table {t}");
                 }
                 let by_table: Vec<(u64, Vec<Visible<'_>>)> = b.by_table();

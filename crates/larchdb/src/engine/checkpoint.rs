@@ -21,7 +21,7 @@
 //! from the frozen ones, so `finish` corrects them with a commit of its own (one id, no log
 //! record: replay derives counts from the records, not from the overlay).
 
-use super::commit::{publish_pending, publish_written, settle, write_commit, Written};
+use super::commit::{publish_pending, publish_written, settle, write_commit, LogAt, Written};
 use super::overlay::{Overlay, COUNTS};
 use super::readers::Published;
 use super::{catalog, Disk, Shared, WriterState};
@@ -263,7 +263,7 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
         pages,
         catalog,
         Durability::None,
-        position,
+        LogAt::At(position),
     )?;
     // A checkpoint the log's room calls to be made durable (`commit::Settling`) is made so
     // here, off the writer's thread: the writer goes on appending meanwhile, and the log's

@@ -172,6 +172,28 @@ pub(crate) fn publish_pending(shared: &Shared, guard: &mut WriterState) -> Resul
     Ok(())
 }
 
+/// The log position a commit that writes pages names for replay (`Meta::log_position`): the
+/// records before it are in its tree.
+pub(crate) enum LogAt<'a> {
+    /// The log's end when the meta page is written: the writer's commits, which hold the
+    /// write lock (nothing is appended meanwhile).
+    End,
+    /// A given position: a checkpoint written on its own thread, while the writer appends.
+    At(u64),
+    /// A logged transaction that writes pages itself (`WriteTxn::commit_forced`, a large
+    /// sequential batch): its writes, `body`, are appended to the log as commit `pages.txn`'s
+    /// record once its pages are written and before its meta page is, so that the log holds
+    /// them before any meta page names a position past them (a power loss returns to the last
+    /// durable checkpoint and replays them from the log). Made durable as `durability` says
+    /// through the log alone: the pages are a checkpoint, synced when the log needs the room
+    /// (`Settling`). A log with no room for the record makes the commit durable by its pages
+    /// instead, as a commit the log does not hold must be.
+    Append {
+        body: &'a [u8],
+        durability: Durability,
+    },
+}
+
 /// Commits `pages` with `catalog` as the new catalog root. On failure the transaction leaves
 /// nothing visible; a failure after the pages started reaching the disk poisons the handle.
 pub(crate) fn commit(
@@ -180,6 +202,7 @@ pub(crate) fn commit(
     pages: WritePages,
     catalog: TableHeader,
     durability: Durability,
+    log_at: LogAt<'_>,
 ) -> Result<()> {
     // A logged commit still waiting for its sync is in this commit's tree: durable first.
     let pending = publish_pending(shared, guard);
@@ -197,16 +220,7 @@ pub(crate) fn commit(
     if let Err(e) = pending {
         return Err(fail_commit(disk, poisoned, pages, e, true));
     }
-    let log_position = shared.log.as_ref().map_or(0, |l| l.end());
-    let written = write_commit(
-        shared,
-        disk,
-        poisoned,
-        pages,
-        catalog,
-        durability,
-        log_position,
-    )?;
+    let written = write_commit(shared, disk, poisoned, pages, catalog, durability, log_at)?;
     if shared.log.is_some() {
         // Everything in the log before the checkpoint's position is in the tree now; the log
         // is released up to it once the checkpoint is durable (a power loss returns to the
@@ -229,8 +243,8 @@ pub(crate) struct Written {
 }
 
 /// Writes `pages`, with `catalog` as the catalog root, as commit `pages.txn`: the pages, then
-/// the meta page (naming `log_position` as the log's start for replay), synced when
-/// durable. Runs with `disk` owned by the caller: the writer under the write lock, or a
+/// the meta page (naming the log position `log_at` says as the log's start for replay), synced
+/// when durable. Runs with `disk` owned by the caller: the writer under the write lock, or a
 /// checkpoint thread (`checkpoint`). On failure nothing is visible; a failure after the pages
 /// started reaching the disk sets `poisoned`.
 pub(crate) fn write_commit(
@@ -240,7 +254,7 @@ pub(crate) fn write_commit(
     mut pages: WritePages,
     catalog: TableHeader,
     durability: Durability,
-    log_position: u64,
+    log_at: LogAt<'_>,
 ) -> Result<Written> {
     let meta = match pages.prepare_commit(catalog) {
         Ok(m) => m,
@@ -250,7 +264,6 @@ pub(crate) fn write_commit(
     if let Err(e) = settle(shared, disk, poisoned) {
         return Err(fail_commit(disk, poisoned, pages, e, true));
     }
-    let meta = seal_meta(shared, disk, &pages, meta, durability, log_position);
     let slot = 1 - disk.durable_slot;
     // Invariant 3 (ARCHITECTURE.md): never the slot of the last durable commit.
     debug_assert!(slot < 2 && slot != disk.durable_slot);
@@ -263,6 +276,28 @@ pub(crate) fn write_commit(
     if let Err(e) = pages.write_out(storage) {
         return Err(fail_commit(disk, poisoned, pages, e, false));
     }
+    // The log position the meta page names; a transaction that writes pages and the log
+    // appends its record now (`LogAt::Append`).
+    let end = || shared.log.as_ref().map_or(0, |l| l.end());
+    let (durability, log_position) = match log_at {
+        LogAt::End => (durability, end()),
+        LogAt::At(position) => (durability, position),
+        LogAt::Append {
+            body,
+            durability: logged,
+        } => match append_direct(shared, pages.txn, body, logged) {
+            Ok(Some(position)) => (durability, position),
+            Ok(None) => (Durability::Immediate, end()),
+            // Appended and not written or synced: the log is failed (every later commit
+            // fails), and the record may be in the file.
+            Err(e) if shared.log.as_ref().is_some_and(|l| l.failed()) => {
+                return Err(fail_commit(disk, poisoned, pages, e, true))
+            }
+            // The log file could not grow: nothing was appended.
+            Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
+        },
+    };
+    let meta = seal_meta(shared, disk, &pages, meta, durability, log_position);
     // 2. Sync them, then write and sync the meta page. A failure from here on may leave the
     //    disk in an unknown state (an fsync error can drop dirty pages), so the handle stops
     //    writing: fail-stop, as PostgreSQL does after the fsync-gate findings.
@@ -309,6 +344,32 @@ pub(crate) fn write_commit(
             Err(e)
         }
     }
+}
+
+/// Appends commit `txn`'s record, `body`, to the log and makes it reach the file, synced if
+/// `durability` is `Immediate` (`LogAt::Append`). Returns the log's end after it, or `None`
+/// when the log has no room for it (nothing appended).
+fn append_direct(
+    shared: &Shared,
+    txn: u64,
+    body: &[u8],
+    durability: Durability,
+) -> Result<Option<u64>> {
+    let log = shared
+        .log
+        .as_ref()
+        .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
+    let end = match log.append(KIND_COMMIT, txn, body) {
+        Ok(end) => end,
+        Err(NoRoom::Grow(e)) => return Err(e),
+        Err(NoRoom::Full | NoRoom::TooLarge) => return Ok(None),
+    };
+    if durability == Durability::Immediate {
+        log.sync_to(end)?;
+    } else {
+        log.write()?;
+    }
+    Ok(Some(end))
 }
 
 /// Publishes a written commit as commit `txn` (the commit's own id, or for a checkpoint
