@@ -733,7 +733,7 @@ fn writes_pages_itself(batch: &crate::engine::batch::Batch) -> bool {
 /// on its own thread, and none is being synced (`commit::Settling`: its meta page's slot is
 /// the one the next commit that writes pages takes). Otherwise a large sequential batch goes
 /// through the overlay like any other: waiting made one in 50 of the 1000-put commits of a
-/// 1M sequential load wait 65-75 ms for a sync.
+/// 1M sequential load wait 44-75 ms for a sync.
 fn pages_free_to_write(guard: &WriterState) -> bool {
     guard.checkpoint.is_none()
         && guard
