@@ -2,11 +2,10 @@
 //! private, until the commit appends them to the log and inserts them into the overlay. An
 //! aborted transaction never touches either.
 
-use super::overlay::Visible;
+use super::overlay::{key_hash, Visible};
 use crate::bytes::get_u32;
 use crate::error::{Error, Result};
 use std::cell::{Cell, Ref, RefCell};
-use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 
 /// Writes a batch holds before it indexes them: up to here a lookup scans them, newest first
@@ -33,7 +32,8 @@ pub(crate) struct Write {
     /// transaction nor the overlay had it: then whether the tree has it, once looked up
     /// (`WriteTable::len`).
     blind: Option<Cell<Option<bool>>>,
-    /// The hash of table and key (`Batch::hash`), for `slots`.
+    /// The hash of table and key (`overlay::key_hash`), for `slots`: set when the write
+    /// goes into them.
     hash: u64,
 }
 
@@ -139,15 +139,8 @@ impl Batch {
                 .binary_search_by(|w| self.order(w, table, key))
                 .ok();
         }
-        let slot = self.slot_of(self.hash(table, key), table, key);
+        let slot = self.slot_of(key_hash(&self.hasher, table, key), table, key);
         self.slots[slot].checked_sub(1).map(|i| i as usize)
-    }
-
-    fn hash(&self, table: u64, key: &[u8]) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        h.write_u64(table);
-        h.write(key);
-        h.finish()
     }
 
     /// The slot of `table`, `key` in `slots` (not empty), or the empty slot where it would go.
@@ -167,8 +160,12 @@ impl Batch {
         }
     }
 
-    /// Puts every write into `slots`, sized for twice their number.
+    /// Puts every write into `slots`, sized for twice their number, hashing each.
     fn rebuild_slots(&mut self) {
+        for i in 0..self.writes.len() {
+            let w = &self.writes[i];
+            self.writes[i].hash = key_hash(&self.hasher, w.table, self.key(w));
+        }
         let len = (self.writes.len() * 2).next_power_of_two().max(64);
         self.slots.clear();
         self.slots.resize(len, 0);
@@ -284,7 +281,6 @@ impl Batch {
         self.ascending = in_order;
         *self.order.get_mut() = None;
         let key_at = self.keep(key);
-        let hash = self.hash(table, key);
         self.writes.push(Write {
             table,
             key_at,
@@ -292,7 +288,7 @@ impl Batch {
             value_at,
             value_len,
             blind: blind.then(|| Cell::new(None)),
-            hash,
+            hash: 0,
         });
         let n = self.writes.len();
         if n <= SCAN_MAX || in_order {
@@ -303,6 +299,8 @@ impl Batch {
             // write goes into the index.
             self.rebuild_slots();
         } else {
+            let hash = key_hash(&self.hasher, table, key);
+            self.writes[n - 1].hash = hash;
             let slot = self.slot_of(hash, table, key);
             self.slots[slot] = n as u32;
         }

@@ -46,10 +46,7 @@ pub(crate) fn commit_logged(
     durability: Durability,
     force: bool,
 ) -> Result<Option<LoggedCommit>> {
-    let log = shared
-        .log
-        .as_ref()
-        .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
+    let log = log_of(shared)?;
     let immediate = durability == Durability::Immediate || force;
     let mut counts = Vec::new();
     for (name, state) in guard.tables.changed() {
@@ -126,10 +123,7 @@ pub(crate) fn finish_immediate(
     published: Arc<Published>,
     gather: bool,
 ) -> Result<()> {
-    let log = shared
-        .log
-        .as_ref()
-        .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
+    let log = log_of(shared)?;
     // Committers about to append: waiting for the write lock, or holding it.
     let more = || {
         gather
@@ -346,6 +340,14 @@ pub(crate) fn write_commit(
     }
 }
 
+/// The log of a handle whose commit goes through it.
+fn log_of(shared: &Shared) -> Result<&super::log::GroupLog> {
+    shared
+        .log
+        .as_ref()
+        .ok_or_else(|| Error::Internal("a logged commit without a log".into()))
+}
+
 /// Appends commit `txn`'s record, `body`, to the log and makes it reach the file, synced if
 /// `durability` is `Immediate` (`LogAt::Append`). Returns the log's end after it, or `None`
 /// when the log has no room for it (nothing appended).
@@ -355,10 +357,7 @@ fn append_direct(
     body: &[u8],
     durability: Durability,
 ) -> Result<Option<u64>> {
-    let log = shared
-        .log
-        .as_ref()
-        .ok_or_else(|| Error::Internal("a logged commit without a log".into()))?;
+    let log = log_of(shared)?;
     let end = match log.append(KIND_COMMIT, txn, body) {
         Ok(end) => end,
         Err(NoRoom::Grow(e)) => return Err(e),

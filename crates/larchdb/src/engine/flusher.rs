@@ -40,6 +40,16 @@ impl Flusher {
         let _ = self.owner.set(owner);
     }
 
+    /// A bounded commit was made through the log: `note`, urgent when the log records not yet
+    /// durable reached `Options::bounded_bytes`.
+    pub(crate) fn note_logged(&self, shared: &Shared) -> Result<()> {
+        let urgent = shared
+            .log
+            .as_ref()
+            .is_some_and(|l| l.unsynced_bytes() >= shared.options.bounded_bytes);
+        self.note(shared, urgent)
+    }
+
     /// A bounded commit was made; `urgent` when the log records not yet durable reached
     /// `bounded_bytes`. Starts the thread if it is not running (if it cannot be started, the
     /// commit is made durable here instead).

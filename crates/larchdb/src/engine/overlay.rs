@@ -526,10 +526,7 @@ impl Overlay {
     }
 
     fn hash(&self, table: u64, key: &[u8]) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        h.write_u64(table);
-        h.write(key);
-        h.finish()
+        key_hash(&self.hasher, table, key)
     }
 
     /// The entry of `(table, key)` in `slots`, or the index of the empty slot where it would
@@ -818,6 +815,15 @@ fn new_entry(arena: &mut Arena, table: u64, key: &[u8], head: *mut Version) -> *
         );
     }
     p
+}
+
+/// The hash of `key` of table `table` under `hasher` (the overlay's entries, the batch's
+/// index).
+pub(crate) fn key_hash(hasher: &foldhash::fast::RandomState, table: u64, key: &[u8]) -> u64 {
+    let mut h = hasher.build_hasher();
+    h.write_u64(table);
+    h.write(key);
+    h.finish()
 }
 
 #[cfg(test)]
