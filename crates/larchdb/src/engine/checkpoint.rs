@@ -101,6 +101,9 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         .name("larch-checkpoint".into())
         .spawn(move || {
             let disk = receive.recv().ok()?;
+            // Off the writer's thread: the table the last merged overlay left is emptied
+            // for a later overlay (`overlay::Spare`).
+            owner.spare.prepare();
             Some(run(&owner, disk, &job, position))
         });
     let (thread, disk) = match spawned {
@@ -171,7 +174,7 @@ fn install(
     let mut overlay = current.overlay.clone();
     if !recounts.is_empty() {
         txn += 1;
-        let o = overlay.get_or_insert_with(|| Arc::new(Overlay::new()));
+        let o = overlay.get_or_insert_with(|| shared.new_overlay());
         let records = recounts
             .iter()
             .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));

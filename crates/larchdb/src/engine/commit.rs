@@ -10,7 +10,7 @@
 //! the B-tree and the page access do not change (docs/design/durability.md, ARCHITECTURE.md).
 
 use super::log::NoRoom;
-use super::overlay::{Overlay, COUNTS};
+use super::overlay::COUNTS;
 use super::readers::Published;
 use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
@@ -39,6 +39,10 @@ pub(crate) struct LoggedCommit {
 /// `None`, with nothing done, when the log has no room for the record: the caller then
 /// commits by writing pages. A failed write or sync of the log poisons the handle
 /// (fail-stop).
+/// How many of a logged commit's writes have their overlay slot prefetched before the record
+/// is encoded and appended (`Overlay::prefetch_slot`).
+const PREFETCH_WRITES: usize = 4;
+
 pub(crate) fn commit_logged(
     shared: &Shared,
     guard: &mut WriterState,
@@ -64,6 +68,12 @@ pub(crate) fn commit_logged(
         }));
     }
     let txn = base.txn() + 1;
+    if let Some(o) = &base.overlay {
+        // A few slots are enough: a larger batch's later inserts overlap the earlier ones.
+        for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
+            o.prefetch_slot(table, key);
+        }
+    }
     let WriterState { batch, record, .. } = &mut *guard;
     batch.encode(
         |id| {
@@ -90,7 +100,7 @@ pub(crate) fn commit_logged(
     }
     let overlay = match &base.overlay {
         Some(o) => o.clone(),
-        None => Arc::new(Overlay::new()),
+        None => shared.new_overlay(),
     };
     let records = guard.batch.iter();
     let count_records = counts

@@ -116,9 +116,16 @@ pub(crate) struct Shared {
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
     /// The thread that makes `Durability::Bounded` commits durable.
     pub(crate) flusher: flusher::Flusher,
+    /// Memory dropped overlays leave for the next (`overlay::Spare`).
+    pub(crate) spare: Arc<overlay::Spare>,
 }
 
 impl Shared {
+    /// A new overlay for this handle's commits, with the memory the last one left.
+    pub(crate) fn new_overlay(&self) -> Arc<overlay::Overlay> {
+        Arc::new(overlay::Overlay::with_spare(Some(self.spare.clone())))
+    }
+
     pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {
         // No code panics while holding this lock; recover the state if a panic ever did.
         self.read.lock().unwrap_or_else(|e| e.into_inner())

@@ -198,6 +198,7 @@ impl Shared {
             log: log.map(GroupLog::new),
             writers_waiting: Default::default(),
             flusher: Default::default(),
+            spare: Default::default(),
         })
     }
 }
