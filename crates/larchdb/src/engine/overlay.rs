@@ -712,21 +712,6 @@ impl Overlay {
         }
     }
 
-    /// Every record visible at snapshot `txn`, in no order: each key with the newest version
-    /// no later than `txn`. Walks the whole hash table.
-    fn visible_records(&self, txn: u64) -> impl Iterator<Item = TableRecord<'_>> {
-        // SAFETY: as in `get`.
-        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        slots.slots.iter().filter_map(move |slot| {
-            let p = slot.entry.load(Ordering::Acquire);
-            if p.is_null() {
-                return None;
-            }
-            // SAFETY: as in `find`.
-            unsafe { Self::visible(p, txn).map(|v| ((*p).table, entry_key(p), v)) }
-        })
-    }
-
     /// The keys of `table` within `start..end` with a version visible at snapshot `txn`, in
     /// key order (descending if `reverse`), each with that version.
     pub(crate) fn scan(
@@ -781,13 +766,28 @@ impl Overlay {
 
     /// Every record visible at snapshot `txn`, tables' entry counts left out, sorted by table
     /// and key: what a checkpoint applies to the tree.
+    ///
+    /// Reads the entries in the order they were made (`Owned::order`), not the hash table's:
+    /// the entries lie in the arena in that order, so the walk reads memory front to back
+    /// instead of missing the cache at every entry, and keys written in ascending order come
+    /// out sorted already, which the sort finds in one pass (1M fillseq of one-put commits:
+    /// the walk of the table and the sort were 36% of the checkpoint thread's time).
     pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
         let mut records = Vec::with_capacity(self.len());
-        records.extend(
-            self.visible_records(txn)
-                .filter(|r| r.0 != COUNTS)
-                .map(|(t, k, v)| SortKey::new(t, k, v)),
-        );
+        {
+            let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+            records.extend(owned.order.iter().filter_map(|&e| {
+                // SAFETY: `order` holds entries of this overlay, which live as long as it
+                // (as in `find`).
+                let (table, key) = unsafe { ((*e).table, entry_key(e)) };
+                if table == COUNTS {
+                    return None;
+                }
+                // SAFETY: as above.
+                let value = unsafe { Self::visible(e, txn) }?;
+                Some(SortKey::new(table, key, value))
+            }));
+        }
         sort_records(&mut records);
         records
             .into_iter()
