@@ -148,7 +148,7 @@ struct Extent {
     /// Bytes the file grows by at a time: `ZERO_CHUNK_BYTES`, or a segment if smaller.
     chunk: u64,
     /// Held while the length changes: by the appender (`cover`, `shrink`) and by the grower
-    /// (`grow_piece`), so that neither writes zeros past what the other just claimed or cut.
+    /// (`grow_run`), so that neither writes zeros past what the other just claimed or cut.
     resize: Mutex<()>,
 }
 
@@ -905,6 +905,16 @@ impl Log {
         }
     }
 
+    fn sink_ref(&self) -> SinkRef<'_> {
+        SinkRef {
+            storage: &*self.storage,
+            segment_bytes: self.segment_bytes,
+            segments: self.segments,
+            map: self.map.as_deref(),
+            extent: &self.extent,
+        }
+    }
+
     fn sink(&self) -> Sink {
         Sink {
             storage: self.storage.clone(),
@@ -933,14 +943,7 @@ impl Log {
             return Err(Error::Poisoned);
         }
         let mut f = self.take();
-        let sink = SinkRef {
-            storage: &*self.storage,
-            segment_bytes: self.segment_bytes,
-            segments: self.segments,
-            map: self.map.as_deref(),
-            extent: &self.extent,
-        };
-        let r = sink.write(&f, true);
+        let r = self.sink_ref().write(&f, true);
         self.failed = r.is_err();
         // Keep the buffer's allocation for the next appends.
         f.bytes.clear();

@@ -206,8 +206,8 @@ impl Spare {
     }
 }
 
-/// A dropped overlay's table is kept for the next one if at most this many slots per entry
-/// were left empty (the table is at most half full: 2 to 8 slots per entry).
+/// A dropped overlay's table is kept for the next one if it has at most this many slots per
+/// entry it held (a table is at most half full: it has 2 to this many).
 const SPARE_SLOTS_FILL: usize = 8;
 
 /// Where entries and versions live: chunks of memory handed out front to back and freed only
