@@ -12,20 +12,8 @@ use std::collections::BTreeMap;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn options() -> Options {
-    Options {
-        log: true,
-        log_segment_bytes: 1 << 20,
-        log_segments: 6,
-        checkpoint_bytes: 1 << 20,
-        // A drop stands for a process crash: the next open replays the log.
-        compact_on_close: false,
-        ..Options::default()
-    }
-}
-
 fn open(data: &FaultStorage, log: &FaultStorage) -> Database {
-    common::open_with_log(data, log, options()).unwrap()
+    common::open_with_log(data, log, common::small_log_options()).unwrap()
 }
 
 fn key(n: u64) -> Vec<u8> {
@@ -168,7 +156,7 @@ fn large_batches_in_a_two_segment_log_are_all_kept() {
     let options = Options {
         log_segments: 2,
         checkpoint_bytes: 1 << 19,
-        ..options()
+        ..common::small_log_options()
     };
     let db = common::open_with_log(&data, &log, options.clone()).unwrap();
     common::create_table(&db, "t");

@@ -127,18 +127,10 @@ fn open(files: &Files) -> Database {
             Database::open_storage(data, Options::default().compact_on_close(false)).expect("open")
         }
         Some(log) => {
-            // A small log, so that checkpoints come often and the log wraps around, with room
-            // for several checkpoints: most are never synced (their pages are reused by the
-            // checkpoint after next), every fifth or so is made durable.
-            let options = Options {
-                log: true,
-                log_segment_bytes: 1 << 20,
-                log_segments: 6,
-                checkpoint_bytes: 1 << 20,
-                // A reopen replays the log (`Op::Compact` does what a close would).
-                compact_on_close: false,
-                ..Options::default()
-            };
+            // Most checkpoints are never synced (their pages are reused by the checkpoint
+            // after next), every fifth or so is made durable; a reopen replays the log
+            // (`Op::Compact` does what a close would).
+            let options = common::small_log_options();
             Database::open_storage_with_log(data, Arc::new(log.clone()), options).expect("open")
         }
     }

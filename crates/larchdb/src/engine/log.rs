@@ -59,9 +59,9 @@ pub(crate) enum NoRoom {
 
 /// The log of one database, open for appending.
 pub(crate) struct Log {
-    storage: Arc<dyn Storage>,
-    segment_bytes: u64,
-    segments: u64,
+    /// Where the log's bytes go: the file, its geometry, its map and its written length
+    /// (`Log::write` writes through it; a group commit's leader through a clone).
+    sink: Sink,
     /// Position of the next byte to append.
     end: u64,
     /// Bytes from `written` to `end`, not yet handed to the storage.
@@ -75,10 +75,6 @@ pub(crate) struct Log {
     /// A write or sync failed: what reached the disk is unknown, so nothing more is claimed
     /// durable (fail-stop, as the page file's commits).
     failed: bool,
-    /// See `Sink::map`.
-    map: Option<Arc<LogMap>>,
-    /// See `Sink::extent`.
-    extent: Arc<Extent>,
     /// Grows the file ahead of the appends (started at the first append, where there is a
     /// map), and the length last asked of it.
     grower: Option<Grower>,
@@ -113,8 +109,8 @@ pub(crate) struct Flush {
     jumps: Vec<(usize, u64)>,
 }
 
-/// What writing a `Flush` needs, copied out of the log so that a group commit's leader can
-/// write and sync while other committers append.
+/// What writing a `Flush` needs: the log's own (`Log::write` borrows it), cloned out so
+/// that a group commit's leader or the grower can write while other committers append.
 #[derive(Clone)]
 struct Sink {
     storage: Arc<dyn Storage>,
@@ -241,8 +237,8 @@ const GROW_PIECE_BYTES: u64 = 64 << 10;
 /// Grows the log file ahead of the appender, on a thread of the handle, so that a commit
 /// finds its record's pages written and mapped (`Extent::zero_to`) instead of writing them
 /// itself. A log that grows (a new database, a tree that outgrows its ring) otherwise paid a
-/// `pwrite` of zeros and a page fault through the map for every 4 KiB it reached: 19% of the
-/// writer's time in a 1M fillseq of one-put commits. Only a log with a map has one: without
+/// `pwrite` of zeros and a page fault through the map for every 4 KiB it reached: 11% and
+/// 6.5% of the writer's time in a 1M fillseq of one-put commits. Only a log with a map has one: without
 /// it records are written with `pwrite`, which grows the file anyway, and the simulated
 /// storages of the tests keep their single order of operations.
 ///
@@ -403,33 +399,6 @@ unsafe impl Send for LogMap {}
 unsafe impl Sync for LogMap {}
 
 impl Sink {
-    fn as_ref(&self) -> SinkRef<'_> {
-        SinkRef {
-            storage: &*self.storage,
-            segment_bytes: self.segment_bytes,
-            segments: self.segments,
-            map: self.map.as_deref(),
-            extent: &self.extent,
-        }
-    }
-
-    fn write(&self, f: &Flush, mapped: bool) -> Result<()> {
-        self.as_ref().write(f, mapped)
-    }
-}
-
-/// A `Sink` borrowed from the log: what `Log::write` writes through under the log's lock, at
-/// no cost of its own (a `Sink`'s three reference counts, taken and dropped on every one-put
-/// commit, were 2% of the writer's time, 1M fillseq).
-struct SinkRef<'a> {
-    storage: &'a dyn Storage,
-    segment_bytes: u64,
-    segments: u64,
-    map: Option<&'a LogMap>,
-    extent: &'a Extent,
-}
-
-impl SinkRef<'_> {
     /// The file offset of `position`.
     fn offset(&self, position: u64) -> u64 {
         file_offset(self.segment_bytes, self.segments, position)
@@ -464,7 +433,7 @@ impl SinkRef<'_> {
                     "log write at {position} past the file's written length"
                 )));
             }
-            match self.map.filter(|_| mapped) {
+            match self.map.as_deref().filter(|_| mapped) {
                 Some(map) => map.store(bytes, self.offset(position))?,
                 None => self.storage.write_at(bytes, self.offset(position))?,
             }
@@ -531,14 +500,16 @@ impl Log {
         storage.write_at(&h, 0)?;
         storage.sync()?;
         Ok(Log {
-            map: LogMap::of(&*storage, total),
-            extent: Extent::new(total, FILE_HEADER_BYTES, segment_bytes),
+            sink: Sink {
+                map: LogMap::of(&*storage, total),
+                extent: Extent::new(total, FILE_HEADER_BYTES, segment_bytes),
+                storage,
+                segment_bytes,
+                segments,
+            },
             grower: None,
             grow_asked: 0,
             read_cache: Default::default(),
-            storage,
-            segment_bytes,
-            segments,
             ring: segments,
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),
@@ -620,17 +591,19 @@ impl Log {
         }
         let mut log = Log {
             read_cache: Default::default(),
-            map: if close_tail {
-                LogMap::of(&*storage, total)
-            } else {
-                None
+            sink: Sink {
+                map: if close_tail {
+                    LogMap::of(&*storage, total)
+                } else {
+                    None
+                },
+                extent: Extent::new(total, len, segment_bytes),
+                storage,
+                segment_bytes,
+                segments,
             },
-            extent: Extent::new(total, len, segment_bytes),
             grower: None,
             grow_asked: 0,
-            storage,
-            segment_bytes,
-            segments,
             ring: segments,
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),
@@ -671,7 +644,7 @@ impl Log {
     /// Bytes the log can keep going round its ring: all but one of its slots (the segment
     /// being appended to may start anywhere in its slot).
     fn room_bytes(&self) -> u64 {
-        (self.ring - 1) * self.segment_bytes
+        (self.ring - 1) * self.sink.segment_bytes
     }
 
     /// Log bytes from position `a` to position `b` (`a <= b`), less the positions jumped
@@ -696,13 +669,13 @@ impl Log {
     /// before it dirtied, come as rarely per record in a large tree as in a small one, while
     /// the file of a small database's log stays small. Both are bounded by the geometry.
     pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64) {
-        let all_room = (self.segments - 1) * self.segment_bytes;
+        let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
         let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
             .max(checkpoint_bytes_min)
             .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
         let room = (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint);
         self.checkpoint_bytes = checkpoint;
-        self.ring = (room.div_ceil(self.segment_bytes) + 1).clamp(2, self.segments);
+        self.ring = (room.div_ceil(self.sink.segment_bytes) + 1).clamp(2, self.sink.segments);
     }
 
     /// Position up to which the log is durable.
@@ -727,29 +700,29 @@ impl Log {
         } else {
             0
         };
-        let room_max = self.segment_bytes - SEGMENT_HEADER_BYTES as u64 - reserve;
+        let room_max = self.sink.segment_bytes - SEGMENT_HEADER_BYTES as u64 - reserve;
         if size > room_max || body.len() > u32::MAX as usize {
             return Err(NoRoom::TooLarge);
         }
         // Where the record goes: here, or at the start of the next segment.
         let mut at = self.end;
-        let rest = self.segment_bytes - at % self.segment_bytes;
-        let skip = !at.is_multiple_of(self.segment_bytes) && size + reserve > rest;
+        let rest = self.sink.segment_bytes - at % self.sink.segment_bytes;
+        let skip = !at.is_multiple_of(self.sink.segment_bytes) && size + reserve > rest;
         if skip {
             at += rest;
         }
         // Past the ring, the log starts again at the first slot, if it is free: the pad that
         // ends this segment names the jump (so a segment that ends without room for a pad
         // goes on to the next slot, and the jump waits for the next segment's end).
-        let cycle = self.segments * self.segment_bytes;
+        let cycle = self.sink.segments * self.sink.segment_bytes;
         let jump = (skip && rest >= RECORD_HEADER_BYTES as u64 && self.jumps_allowed)
             .then(|| (at / cycle + 1) * cycle)
-            .filter(|&to| (at % cycle) / self.segment_bytes >= self.ring && self.reusable(to));
+            .filter(|&to| (at % cycle) / self.sink.segment_bytes >= self.ring && self.reusable(to));
         let boundary = at;
         if let Some(to) = jump {
             at = to;
         }
-        let new_segment = at.is_multiple_of(self.segment_bytes);
+        let new_segment = at.is_multiple_of(self.sink.segment_bytes);
         if new_segment && !self.reusable(at) {
             return Err(NoRoom::Full);
         }
@@ -764,7 +737,11 @@ impl Log {
         let pad_end = skip.then(|| self.offset(self.end) + rest);
         let record_end = self.offset(at) + header + size;
         for end in pad_end.into_iter().chain([record_end]) {
-            if let Err(e) = self.extent.cover(&*self.storage, self.map.as_deref(), end) {
+            if let Err(e) =
+                self.sink
+                    .extent
+                    .cover(&*self.sink.storage, self.sink.map.as_deref(), end)
+            {
                 return Err(NoRoom::Grow(e));
             }
         }
@@ -803,16 +780,16 @@ impl Log {
     /// Asks the grower for the file to reach two chunks past `end` once less than one chunk
     /// is left past it (so each chunk is asked for once), starting it if need be.
     fn grow_ahead(&mut self, end: u64) {
-        let chunk = self.extent.chunk;
-        if self.map.is_none() || self.extent.len() >= end.saturating_add(chunk) {
+        let chunk = self.sink.extent.chunk;
+        if self.sink.map.is_none() || self.sink.extent.len() >= end.saturating_add(chunk) {
             return;
         }
-        let want = end.saturating_add(2 * chunk).min(self.extent.total);
-        if want <= self.grow_asked || want <= self.extent.len() {
+        let want = end.saturating_add(2 * chunk).min(self.sink.extent.total);
+        if want <= self.grow_asked || want <= self.sink.extent.len() {
             return;
         }
         if self.grower.is_none() {
-            self.grower = Grower::start(self.sink());
+            self.grower = Grower::start(self.sink.clone());
         }
         if let Some(g) = &self.grower {
             g.ask(want);
@@ -826,7 +803,7 @@ impl Log {
             g.forget();
         }
         self.grow_asked = 0;
-        self.extent.shrink(&*self.storage, len);
+        self.sink.extent.shrink(&*self.sink.storage, len);
     }
 
     /// Fills the `rest` bytes left in the current segment: a pad record where one fits, zeros
@@ -857,8 +834,8 @@ impl Log {
     /// Whether the segment starting at `at` may be written: its slot's previous segment holds
     /// only positions older than `keep_from`.
     fn reusable(&self, at: u64) -> bool {
-        let cycle = self.segments * self.segment_bytes;
-        at < cycle || at - cycle + self.segment_bytes <= self.keep_from
+        let cycle = self.sink.segments * self.sink.segment_bytes;
+        at < cycle || at - cycle + self.sink.segment_bytes <= self.keep_from
     }
 
     /// Records before `position` are no longer needed (a checkpoint covers them): their
@@ -878,9 +855,9 @@ impl Log {
     /// log whose version does not allow jumps (an older build would read the jump as the end
     /// of the log: it is left as it is).
     pub(crate) fn restart(&mut self) -> Option<u64> {
-        let cycle = self.segments * self.segment_bytes;
+        let cycle = self.sink.segments * self.sink.segment_bytes;
         let idle = self.keep_from >= self.end && self.written == self.end && self.buf.is_empty();
-        let cut = self.end.is_multiple_of(cycle) && self.extent.len() <= FILE_HEADER_BYTES;
+        let cut = self.end.is_multiple_of(cycle) && self.sink.extent.len() <= FILE_HEADER_BYTES;
         if !idle || cut || !self.jumps_allowed || self.failed {
             return None;
         }
@@ -899,29 +876,9 @@ impl Log {
     /// would read as the end of the log, losing nothing only because `restart` requires every
     /// record to be in a durable checkpoint).
     pub(crate) fn cut(&mut self) {
-        let cycle = self.segments * self.segment_bytes;
+        let cycle = self.sink.segments * self.sink.segment_bytes;
         if self.end.is_multiple_of(cycle) && self.written == self.end && !self.failed {
             self.shrink(FILE_HEADER_BYTES);
-        }
-    }
-
-    fn sink_ref(&self) -> SinkRef<'_> {
-        SinkRef {
-            storage: &*self.storage,
-            segment_bytes: self.segment_bytes,
-            segments: self.segments,
-            map: self.map.as_deref(),
-            extent: &self.extent,
-        }
-    }
-
-    fn sink(&self) -> Sink {
-        Sink {
-            storage: self.storage.clone(),
-            segment_bytes: self.segment_bytes,
-            segments: self.segments,
-            map: self.map.clone(),
-            extent: self.extent.clone(),
         }
     }
 
@@ -943,7 +900,7 @@ impl Log {
             return Err(Error::Poisoned);
         }
         let mut f = self.take();
-        let r = self.sink_ref().write(&f, true);
+        let r = self.sink.write(&f, true);
         self.failed = r.is_err();
         // Keep the buffer's allocation for the next appends.
         f.bytes.clear();
@@ -956,7 +913,7 @@ impl Log {
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.write()?;
         if self.synced < self.written {
-            if let Err(e) = self.storage.sync() {
+            if let Err(e) = self.sink.storage.sync() {
                 self.failed = true;
                 return Err(Error::from_io(e));
             }
@@ -967,7 +924,7 @@ impl Log {
 
     /// The file offset of `position`.
     fn offset(&self, position: u64) -> u64 {
-        file_offset(self.segment_bytes, self.segments, position)
+        self.sink.offset(position)
     }
 
     /// Reads the bytes of segment `seg` at file offset `at` into `buf`. The file may have
@@ -977,9 +934,9 @@ impl Log {
     /// bytes never written do: the end of the log. A read that fails short of the file's
     /// current end is damage, as before.
     fn read_segment(&self, buf: &mut [u8], at: u64, seg: u64) -> Result<()> {
-        match self.storage.read_at(buf, at) {
+        match self.sink.storage.read_at(buf, at) {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                let now = self.storage.len()?;
+                let now = self.sink.storage.len()?;
                 let there = now.saturating_sub(at).min(buf.len() as u64) as usize;
                 if there == buf.len() {
                     return Err(read_error(e, seg));
@@ -988,7 +945,8 @@ impl Log {
                 if there == 0 {
                     return Ok(());
                 }
-                self.storage
+                self.sink
+                    .storage
                     .read_at(&mut buf[..there], at)
                     .map_err(|e| read_error(e, seg))
             }
@@ -998,7 +956,7 @@ impl Log {
 
     /// The next segment's first position after `position`.
     fn next_segment(&self, position: u64) -> u64 {
-        (position / self.segment_bytes + 1) * self.segment_bytes
+        (position / self.sink.segment_bytes + 1) * self.sink.segment_bytes
     }
 
     /// Reads `len` bytes at `position` (within one segment). Reading back goes through the
@@ -1007,12 +965,17 @@ impl Log {
     /// without it. Bytes past the end of the file (not reached yet) read as zeros: never
     /// written.
     fn read(&self, position: u64, len: usize) -> Result<Vec<u8>> {
-        let seg = position - position % self.segment_bytes;
+        let seg = position - position % self.sink.segment_bytes;
         let mut cache = self.read_cache.borrow_mut();
         if cache.as_ref().map(|(s, _)| *s) != Some(seg) {
-            let mut buf = vec![0u8; self.segment_bytes as usize];
+            let mut buf = vec![0u8; self.sink.segment_bytes as usize];
             let at = self.offset(seg);
-            let n = self.extent.len().saturating_sub(at).min(self.segment_bytes) as usize;
+            let n = self
+                .sink
+                .extent
+                .len()
+                .saturating_sub(at)
+                .min(self.sink.segment_bytes) as usize;
             if n > 0 {
                 self.read_segment(&mut buf[..n], at, seg)?;
             }
@@ -1039,7 +1002,7 @@ impl Log {
 
     /// The record at `position`, if a valid one starts there: (kind, txn, synced, body, size).
     fn record_at(&self, position: u64) -> Result<Option<(Record, u64, u64)>> {
-        let room = self.segment_bytes - position % self.segment_bytes;
+        let room = self.sink.segment_bytes - position % self.sink.segment_bytes;
         if room < RECORD_HEADER_BYTES as u64 {
             return Ok(None);
         }
@@ -1072,7 +1035,7 @@ impl Log {
         let mut records = Vec::new();
         let mut pos = from;
         loop {
-            if pos.is_multiple_of(self.segment_bytes) {
+            if pos.is_multiple_of(self.sink.segment_bytes) {
                 if !self.segment_valid(pos)? {
                     break;
                 }
@@ -1092,7 +1055,7 @@ impl Log {
                     }
                 }
                 // A remainder too small for a record: the writer went on to the next segment.
-                None if self.segment_bytes - pos % self.segment_bytes
+                None if self.sink.segment_bytes - pos % self.sink.segment_bytes
                     < RECORD_HEADER_BYTES as u64 =>
                 {
                     pos = self.next_segment(pos);
@@ -1121,17 +1084,17 @@ impl Log {
     /// Syncs in any case: the records read back may be in the page cache only (a process
     /// crash), and the next record appended says the log was synced up to them.
     fn close_tail(&mut self) -> Result<()> {
-        let rest = self.segment_bytes - self.end % self.segment_bytes;
-        if rest != self.segment_bytes {
-            self.extent.cover(
-                &*self.storage,
-                self.map.as_deref(),
+        let rest = self.sink.segment_bytes - self.end % self.sink.segment_bytes;
+        if rest != self.sink.segment_bytes {
+            self.sink.extent.cover(
+                &*self.sink.storage,
+                self.sink.map.as_deref(),
                 self.offset(self.end) + rest,
             )?;
             self.pad(rest, 0);
             self.write()?;
         }
-        self.storage.sync()?;
+        self.sink.storage.sync()?;
         self.synced = self.written;
         Ok(())
     }
@@ -1144,7 +1107,7 @@ impl Log {
         if pad.txn == 0 {
             return Ok(next);
         }
-        let cycle = self.segments * self.segment_bytes;
+        let cycle = self.sink.segments * self.sink.segment_bytes;
         let to = (pad.position / cycle + 1) * cycle;
         if !self.jumps_allowed || pad.txn != to || to == next {
             return Err(corrupted(
@@ -1180,7 +1143,7 @@ impl Log {
             pos += RECORD_ALIGN as u64;
         }
         // Later segments of this cycle: at most the other slots.
-        'segments: for _ in 1..self.segments {
+        'segments: for _ in 1..self.sink.segments {
             if !self.segment_valid(seg)? {
                 break;
             }
@@ -1196,7 +1159,7 @@ impl Log {
                 }
                 pos += size;
             }
-            seg += self.segment_bytes;
+            seg += self.sink.segment_bytes;
         }
         Ok(best)
     }
@@ -1296,7 +1259,7 @@ impl GroupLog {
                 turns += 1;
             }
             let flush = st.log.take();
-            let sink = st.log.sink();
+            let sink = st.log.sink.clone();
             drop(st);
             let r = sink
                 .write(&flush, false)
@@ -1384,7 +1347,7 @@ impl GroupLog {
 
     /// The log file's length.
     pub(crate) fn file_bytes(&self) -> Result<u64> {
-        Ok(self.lock().log.storage.len()?)
+        Ok(self.lock().log.sink.storage.len()?)
     }
 
     /// `Log::restart`, unless a leader is writing.
@@ -1593,7 +1556,7 @@ mod tests {
         let a: Arc<dyn Storage> = Arc::new(file);
         let segments = 40;
         let mut log = Log::create(a.clone(), SEG, segments, 0).unwrap();
-        assert!(log.map.is_some(), "a file offers a map");
+        assert!(log.sink.map.is_some(), "a file offers a map");
         log.plan(0, SEG);
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let (mut txn, mut all) = (0, Vec::new());
@@ -1603,19 +1566,21 @@ mod tests {
             log.write().unwrap();
             let need = log.offset(log.end());
             assert!(
-                log.extent.len() >= need,
+                log.sink.extent.len() >= need,
                 "round {round}: records past the extent"
             );
             // The grower runs on its own thread: give it a moment to get ahead.
             for _ in 0..200 {
-                if log.extent.len() >= need + log.extent.chunk.min(log.extent.total - need) {
+                if log.sink.extent.len()
+                    >= need + log.sink.extent.chunk.min(log.sink.extent.total - need)
+                {
                     ahead = true;
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
             // Bytes are written before the length that claims them is published.
-            let extent = log.extent.len();
+            let extent = log.sink.extent.len();
             assert!(
                 a.len().unwrap() >= extent,
                 "round {round}: file shorter than its extent"

@@ -8,6 +8,22 @@ pub fn collect(it: larchdb::Range<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
         .unwrap()
 }
 
+/// Options for a logged database with a small log (six 1 MiB segments, a checkpoint every
+/// MiB), so that checkpoints come often and the log wraps around with room for several of
+/// them; no compaction at close, so that a drop stands for a process crash and the next open
+/// replays the log.
+#[allow(dead_code)] // Not every test that has `mod common;` opens a logged database.
+pub fn small_log_options() -> larchdb::Options {
+    larchdb::Options {
+        log: true,
+        log_segment_bytes: 1 << 20,
+        log_segments: 6,
+        checkpoint_bytes: 1 << 20,
+        compact_on_close: false,
+        ..larchdb::Options::default()
+    }
+}
+
 /// Opens a database whose data file is `data` and whose log is `log` (fault storages: the
 /// test keeps its own handles on them to crash, fail or copy them).
 #[allow(dead_code)] // Not every test that has `mod common;` opens a logged database.
