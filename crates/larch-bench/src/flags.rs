@@ -70,6 +70,7 @@ pub const KNOWN_BENCHMARKS: &[&str] = &[
     "fillrandom",
     "filluniquerandom",
     "overwrite",
+    "overwritepinned",
     "fillsync",
     "fillseqsync",
     "fillrandsync",

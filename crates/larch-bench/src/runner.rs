@@ -37,6 +37,9 @@ pub enum Kind {
     ReadWhileWriting,
     ReadRandomWriteRandom,
     UpdateRandom,
+    /// overwrite's one writer while another thread holds a read snapshot taken before the
+    /// first commit: what an engine does with the space a long reader pins.
+    OverwritePinned,
     /// `--threads` writers over disjoint streams of a key permutation (the Tupl test):
     /// `Insert` adds keys not yet in the database, `Update` rewrites those inserted before.
     UniqueMt(MtMode),
@@ -101,6 +104,7 @@ impl Workload {
                 f.sync,
                 f.batch_size,
             ),
+            "overwritepinned" => (Kind::OverwritePinned, false, f.writes, f.sync, f.batch_size),
             "fillsync" | "fillrandsync" => (Kind::Fill(Order::Random), true, sync_ops, true, 1),
             "fillseqsync" => (Kind::Fill(Order::Seq), true, sync_ops, true, 1),
             // Group commit: fillsync on every --threads thread at once.
@@ -168,7 +172,11 @@ impl Workload {
     /// fillsync_mt (durable commits from --threads threads at once: what group commit is
     /// for); reads and mixed workloads use --threads.
     pub fn uses_threads(&self) -> bool {
-        self.name == "fillsync_mt" || !matches!(self.kind, Kind::Fill(_) | Kind::Delete(_))
+        self.name == "fillsync_mt"
+            || !matches!(
+                self.kind,
+                Kind::Fill(_) | Kind::Delete(_) | Kind::OverwritePinned
+            )
     }
 }
 
@@ -715,9 +723,17 @@ fn run_write(
     } else {
         f.duration_s
     };
+    // overwritepinned: when the writer passed each tenth of its commits.
+    let pinned = w.kind == Kind::OverwritePinned;
+    let tenths = std::sync::Mutex::new(Vec::with_capacity(11));
     let stats = run_threads(engine, threads, &w.name, f, progress, None, |tid, s, st| {
         let mut g = Gen::new(f, tid as u64);
         let perm = Permutation::new(f.num, f.seed);
+        let mut marks = Vec::with_capacity(11);
+        let tenth = (w.ops / 10).max(1);
+        if pinned {
+            marks.push(Instant::now());
+        }
         let mut budget = if w.fresh {
             Budget::capped(w.ops, budget_s)
         } else {
@@ -773,17 +789,83 @@ fn run_write(
             st.bytes += buf.len() as u64;
             st.writes += n;
             st.finished(n);
+            if pinned && (i + n) / tenth > i / tenth {
+                marks.push(Instant::now());
+            }
             i += n;
+        }
+        if pinned {
+            *tenths.lock().unwrap_or_else(|p| p.into_inner()) = marks;
         }
         Ok(())
     })?;
     let written = stats.iter().map(|s| s.bytes).sum();
+    let marks = tenths.into_inner().unwrap_or_else(|p| p.into_inner());
+    let message = match marks.as_slice() {
+        [a, b, .., y, z] if pinned => {
+            let tenth = (w.ops / 10).max(1) as f64;
+            let rate = |from: &Instant, to: &Instant| {
+                tenth / to.duration_since(*from).as_secs_f64().max(1e-9)
+            };
+            format!(
+                "(writer {:.0} ops/s over the first tenth, {:.0} over the last; a reader pinned throughout)",
+                rate(a, b),
+                rate(y, z)
+            )
+        }
+        _ => String::new(),
+    };
     Ok(Outcome {
         stats,
         writer: None,
         user_bytes_written: written,
-        message: String::new(),
+        message,
         threads,
+    })
+}
+
+/// overwritepinned: overwrite (random puts of existing keys, `--batch_size` a commit) on one
+/// writer while another thread holds a read snapshot taken before the first commit and kept
+/// until the last: a cursor on the first key, its callback waiting. In LMDB the pages freed
+/// meanwhile cannot be reused, so the file grows; an engine whose commit cost depends on the
+/// free or pinned space slows down over the run, which the message's first and last tenth
+/// show.
+fn run_pinned(engine: &dyn Engine, w: &Workload, f: &Flags) -> Result<Outcome> {
+    let done = AtomicBool::new(false);
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|sc| {
+        let done = &done;
+        let pinner = sc.spawn(move || -> Result<u64> {
+            let mut s = engine.session()?;
+            let tx = pinned_tx;
+            s.scan(None, false, 1, &mut |_, _| {
+                // The receiver is gone only when the writer side already failed.
+                let _ = tx.send(());
+                while !done.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        });
+        // An error or an empty database drops the sender without a message.
+        if pinned_rx.recv().is_err() {
+            return match pinner.join() {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(_)) => Err(Error::Usage(format!(
+                    "{} needs a filled database (run a fill first)",
+                    w.name
+                ))),
+                Err(_) => Err(Error::Child("the pinning reader panicked".into())),
+            };
+        }
+        let out = run_write(engine, w, f, Order::Random, false, 1);
+        done.store(true, Ordering::Release);
+        let held = match pinner.join() {
+            Ok(r) => r,
+            Err(_) => Err(Error::Child("the pinning reader panicked".into())),
+        };
+        let out = out?;
+        held?;
+        Ok(out)
     })
 }
 
@@ -1056,6 +1138,7 @@ impl Child {
             | Kind::SeekRandom => run_reads(engine, w, &f, threads)?,
             Kind::ReadRandomWriteRandom | Kind::UpdateRandom => run_mixed(engine, w, &f, threads)?,
             Kind::ReadWhileWriting => run_readwhilewriting(engine, w, &f, threads)?,
+            Kind::OverwritePinned => run_pinned(engine, w, &f)?,
             Kind::UniqueMt(mode) => {
                 let (out, next) = run_unique_mt(engine, w, &f, threads, mode, self.mt.as_ref())?;
                 if mode == MtMode::Insert {
@@ -1127,7 +1210,9 @@ impl Child {
         );
         if f.histogram {
             let kind = match w.kind {
-                Kind::Fill(_) | Kind::Delete(_) | Kind::UniqueMt(_) => "write",
+                Kind::Fill(_) | Kind::Delete(_) | Kind::UniqueMt(_) | Kind::OverwritePinned => {
+                    "write"
+                }
                 Kind::ReadSeq | Kind::ReadReverse => "iterate",
                 Kind::SeekRandom => "seek",
                 _ => "op",
