@@ -7,6 +7,7 @@ use super::catalog::CatalogCache;
 use super::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
+use crate::pager::freelist::Held;
 use crate::pager::{choose_meta, Access, Meta, Snapshot};
 use crate::storage::{LockTable, Storage};
 use crate::table::Overlays;
@@ -216,6 +217,15 @@ impl Shared {
             }
         }
         oldest
+    }
+
+    /// For a writer about to release pending pages by a scan (`FreeSet::release_unreached`):
+    /// the tree of every live reader of this handle, and the oldest a reader in another
+    /// process holds. Called, as `oldest_held`, after the writer's base was taken.
+    pub(crate) fn held(&self) -> Held {
+        let trees = self.read_state().readers.keys().copied().collect();
+        let foreign = self.lock.as_ref().and_then(|lock| lock.oldest_reader().0);
+        Held { trees, foreign }
     }
 
     /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.

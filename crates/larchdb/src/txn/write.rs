@@ -136,7 +136,13 @@ impl<'db> WriteTxn<'db> {
             // are registered by their tree's commit). The trees to keep are the live readers'
             // and the last durable one (a power loss returns to it).
             let oldest = self.shared.oldest_held();
-            if let Err(e) = carry.free.release(oldest, disk.last_durable_txn) {
+            let mut released = carry.free.release(oldest, disk.last_durable_txn);
+            if released.is_ok() && carry.free.scan_due() {
+                released = carry
+                    .free
+                    .release_unreached(&self.shared.held(), disk.last_durable_txn);
+            }
+            if let Err(e) = released {
                 disk.carry = Some(carry);
                 *poisoned = true;
                 self.failed = true;

@@ -3,7 +3,11 @@
 //! that a reader or a crash could need). A page written by commit W and freed by commit T is
 //! reachable from snapshots W..T-1 only, so it is pending while a snapshot in that range must be
 //! kept:
-//! - a live reader's: kept while any reader is older than T (a conservative test);
+//! - a live reader's: at every commit, pending runs are released in the order freed while no
+//!   reader is older than T (the oldest reader's horizon, one comparison); and now and then
+//!   (`scan_due`, when the pending runs have doubled since the last look) every pending run
+//!   is tested against each reader's snapshot, so that a reader held for long pins only the
+//!   pages of its own tree, not everything freed after it (`release_unreached`);
 //! - the last durable commit's, D: only if W <= D < T. Pages written after D (the bulk, when
 //!   commits are not synced) are not part of D and are reused as soon as readers allow.
 //!
@@ -73,7 +77,48 @@ struct PendingRun {
     txn: u64,
     start: u64,
     pages: u64,
+    /// The oldest commit that wrote any of them: no tree older than this reaches them. Kept in
+    /// memory only; a run loaded from the file has 0 (every older tree may reach it).
+    born: u64,
 }
+
+/// Committed pages a transaction frees (replaced by a copy, or deleted): pending once it
+/// commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FreedRun {
+    pub(crate) start: u64,
+    pub(crate) pages: u64,
+    /// The commit that wrote them (the oldest of them, for a run of pages written apart).
+    /// Pages written after the last durable commit are not part of it, so only readers can
+    /// still need them; a reader of a tree older than this never reaches them.
+    pub(crate) born: u64,
+}
+
+/// The snapshots that live readers hold, as `FreeSet::release_unreached` needs them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Held {
+    /// The tree (its commit) of every live reader of this handle, ascending, repeats allowed.
+    pub(crate) trees: Vec<u64>,
+    /// The oldest tree a reader in another process holds, if any: their other trees are not
+    /// known, so every tree from this one on counts as read.
+    pub(crate) foreign: Option<u64>,
+}
+
+impl Held {
+    /// Whether a reader holds a tree in `from..to` (pages written by commit `from` and freed
+    /// by commit `to` are reachable from those trees only).
+    fn reads_any(&self, from: u64, to: u64) -> bool {
+        if self.foreign.is_some_and(|f| f < to) {
+            return true;
+        }
+        let i = self.trees.partition_point(|&t| t < from);
+        self.trees.get(i).is_some_and(|&t| t < to)
+    }
+}
+
+/// Pending runs below which `scan_due` never asks for a scan: a handful of runs is released
+/// by the horizon soon enough.
+const SCAN_RUNS_MIN: usize = 1024;
 
 /// Pending runs of one kind, in txn order: commits add their own, newer than any before, at
 /// the back, and releases take from the front.
@@ -127,6 +172,8 @@ pub(crate) struct FreeSet {
     /// Changes since the set was last persisted, as delta entries, in order; `None` when not
     /// recorded (then the next commit must rewrite the whole set).
     log: Option<Vec<Extent>>,
+    /// Pending runs left by the last `release_unreached` (see `scan_due`).
+    scanned_runs: usize,
 }
 
 impl FreeSet {
@@ -357,14 +404,14 @@ impl FreeSet {
     }
 
     /// Records pages freed by commit `txn`, pending with `kind`.
-    pub(crate) fn add_pending(&mut self, txn: u64, kind: u32, extents: &[(u64, u64)]) {
+    pub(crate) fn add_pending(&mut self, txn: u64, kind: u32, extents: &[FreedRun]) {
         if extents.is_empty() {
             return;
         }
-        for &(start, len) in extents {
-            self.record(txn, start, len, kind);
+        for e in extents {
+            self.record(txn, e.start, e.pages, kind);
         }
-        let pages: u64 = extents.iter().map(|e| e.1).sum();
+        let pages: u64 = extents.iter().map(|e| e.pages).sum();
         self.pending_pages += pages;
         let queue = if kind == KIND_DURABLE {
             self.pinned_pages += pages;
@@ -379,16 +426,81 @@ impl FreeSet {
         } else {
             queue.partition_point(|e| e.txn <= txn)
         };
-        for (i, &(start, len)) in extents.iter().enumerate() {
+        for (i, e) in extents.iter().enumerate() {
             queue.insert(
                 at + i,
                 PendingRun {
                     txn,
-                    start,
-                    pages: len,
+                    start: e.start,
+                    pages: e.pages,
+                    born: e.born,
                 },
             );
         }
+    }
+
+    /// Whether `release_unreached` is worth its cost now: the pending runs have doubled since
+    /// it last ran (and are more than `SCAN_RUNS_MIN`). Its cost, one look at every pending
+    /// run, is then paid for by the runs added since, so a commit's cost stays independent
+    /// of how much a reader pins, and the pending runs stay within twice what the readers
+    /// reach (plus the runs the oldest reader's horizon releases anyway).
+    pub(crate) fn scan_due(&self) -> bool {
+        let runs = self.pending_readers.len() + self.pending_durable.len();
+        runs > SCAN_RUNS_MIN && runs >= 2 * self.scanned_runs
+    }
+
+    /// Whether, after `release`, some pending run is kept only because a reader is older than
+    /// the commit that freed it (`release_unreached` may free it). O(1).
+    pub(crate) fn held_back(&self, last_durable: u64) -> bool {
+        !self.pending_readers.is_empty()
+            || self
+                .pending_durable
+                .front()
+                .is_some_and(|r| r.txn <= last_durable)
+    }
+
+    /// Makes reusable every pending run that no live reader reaches and, for pages of the last
+    /// durable commit (`KIND_DURABLE`), that a power loss would not return to either: a run
+    /// written by commit W and freed by commit T is free once no reader holds a tree in
+    /// W..T (`Held::reads_any`) and, if durable-kind, T <= `last_durable`. Unlike `release`
+    /// this takes runs from anywhere in the queues, which a delta cannot record: if it
+    /// releases any, the next persist rewrites the whole set (a base), a cost of the same
+    /// order as this scan's.
+    pub(crate) fn release_unreached(&mut self, held: &Held, last_durable: u64) -> Result<()> {
+        let mut freed = Vec::new();
+        for durable in [false, true] {
+            let queue = if durable {
+                &mut self.pending_durable
+            } else {
+                &mut self.pending_readers
+            };
+            queue.retain(|r| {
+                let unreached =
+                    (!durable || r.txn <= last_durable) && !held.reads_any(r.born, r.txn);
+                if unreached {
+                    freed.push((durable, *r));
+                }
+                !unreached
+            });
+        }
+        self.scanned_runs = self.pending_readers.len() + self.pending_durable.len();
+        if freed.is_empty() {
+            return Ok(());
+        }
+        self.log = None;
+        for (durable, r) in freed {
+            self.pending_pages -= r.pages;
+            if durable {
+                self.pinned_pages -= r.pages;
+            }
+            if !self.insert_unlogged(r.start, r.pages) {
+                return Err(Error::corrupted(
+                    r.start,
+                    format!("page freed twice (by txn {})", r.txn),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Makes reusable every pending extent that no snapshot to be kept can reach: those freed
@@ -397,7 +509,10 @@ impl FreeSet {
     pub(crate) fn release(&mut self, oldest_reader: Option<u64>, last_durable: u64) -> Result<()> {
         let reader_horizon = oldest_reader.unwrap_or(u64::MAX);
         self.release_from(false, reader_horizon)?;
-        self.release_from(true, reader_horizon.min(last_durable))
+        self.release_from(true, reader_horizon.min(last_durable))?;
+        let runs = self.pending_readers.len() + self.pending_durable.len();
+        self.scanned_runs = self.scanned_runs.min(runs);
+        Ok(())
     }
 
     fn release_from(&mut self, durable: bool, horizon: u64) -> Result<()> {
@@ -421,6 +536,7 @@ impl FreeSet {
                 txn,
                 start,
                 pages: len,
+                ..
             }) = queue.front()
             else {
                 return Ok(());
@@ -547,21 +663,28 @@ fn push_split(out: &mut Vec<Extent>, txn: u64, start: u64, len: u64, kind: u32) 
 /// Groups page ids into sorted extents.
 #[cfg(test)]
 pub(crate) fn to_extents(pages: &mut [u64]) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    to_extents_into(pages, &mut out);
-    out
-}
-
-/// Groups page ids into sorted extents, into `out` (cleared first).
-pub(crate) fn to_extents_into(pages: &mut [u64], out: &mut Vec<(u64, u64)>) {
     pages.sort_unstable();
-    out.clear();
+    let mut out: Vec<(u64, u64)> = Vec::new();
     for &p in pages.iter() {
         match out.last_mut() {
             Some((s, l)) if *s + *l == p => *l += 1,
             _ => out.push((p, 1)),
         }
     }
+    out
+}
+
+/// Runs of pages as loaded from the file, where their births are not kept (0: every tree
+/// before the freeing commit may reach them).
+pub(crate) fn unborn(extents: &[(u64, u64)]) -> Vec<FreedRun> {
+    extents
+        .iter()
+        .map(|&(start, pages)| FreedRun {
+            start,
+            pages,
+            born: 0,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -657,9 +780,9 @@ mod tests {
     #[test]
     fn pending_released_by_readers_and_durability() {
         let mut f = FreeSet::default();
-        f.add_pending(5, KIND_READERS, &[(20, 1)]);
-        f.add_pending(7, KIND_READERS, &[(21, 1)]);
-        f.add_pending(6, KIND_DURABLE, &[(30, 2)]);
+        f.add_pending(5, KIND_READERS, &unborn(&[(20, 1)]));
+        f.add_pending(7, KIND_READERS, &unborn(&[(21, 1)]));
+        f.add_pending(6, KIND_DURABLE, &unborn(&[(30, 2)]));
         assert_eq!(f.pinned_pages(), 2);
         assert_eq!(f.entry_count(), f.entries().len());
         f.release(Some(6), 100).unwrap();
@@ -686,13 +809,111 @@ mod tests {
         );
         assert_eq!(f.pinned_pages(), 0);
         let mut g = FreeSet::default();
-        g.add_pending(9, KIND_DURABLE, &[(3, 1)]);
+        g.add_pending(9, KIND_DURABLE, &unborn(&[(3, 1)]));
         g.release(None, 8).unwrap();
         assert_eq!(
             g.pending_pages(),
             1,
             "durable pages wait for the durable point"
         );
+    }
+
+    #[test]
+    fn pending_runs_no_reader_reaches_are_released_wherever_they_are_queued() {
+        let run = |start, born| FreedRun {
+            start,
+            pages: 1,
+            born,
+        };
+        let mut f = FreeSet::default();
+        f.start_log();
+        // Commit 20 freed a page written by 5 (reached from trees 5..19) and one written by
+        // 15 (trees 15..19); commit 30 one written by 25 (trees 25..29).
+        f.add_pending(20, KIND_READERS, &[run(100, 5), run(102, 15)]);
+        f.add_pending(30, KIND_READERS, &[run(104, 25)]);
+        // Durable-kind: freed by 12, written by 3; freed by 40 (not yet durable), written by 2.
+        f.add_pending(12, KIND_DURABLE, &[run(110, 3)]);
+        f.add_pending(40, KIND_DURABLE, &[run(112, 2)]);
+        // A reader on tree 10 holds back everything by the oldest reader's horizon.
+        f.release(Some(10), 35).unwrap();
+        assert_eq!(f.pending_pages(), 5);
+        assert!(f.held_back(35));
+        let held = Held {
+            trees: vec![10],
+            foreign: None,
+        };
+        f.release_unreached(&held, 35).unwrap();
+        // Tree 10 reaches page 100 (5 <= 10 < 20) and page 110 (3 <= 10 < 12); page 112
+        // waits for durability (40 > 35). Pages 102 and 104 are free.
+        let mut pending: Vec<_> = f
+            .entries()
+            .into_iter()
+            .filter(|e| e.3 != KIND_FREE)
+            .collect();
+        pending.sort();
+        assert_eq!(
+            pending,
+            vec![
+                (12, 110, 1, KIND_DURABLE),
+                (20, 100, 1, KIND_READERS),
+                (40, 112, 1, KIND_DURABLE)
+            ]
+        );
+        assert_eq!(f.free_pages(), 2);
+        assert_eq!(f.pending_pages(), 3);
+        assert_eq!(f.pinned_pages(), 2);
+        // Out of order, so a delta cannot say it: the next persist writes a base.
+        assert!(f.log().is_none());
+        // A reader in another process counts as reading every tree from its oldest on.
+        let mut g = FreeSet::default();
+        g.add_pending(30, KIND_READERS, &[run(104, 25)]);
+        let foreign = Held {
+            trees: vec![],
+            foreign: Some(29),
+        };
+        g.release_unreached(&foreign, 0).unwrap();
+        assert_eq!(g.pending_pages(), 1);
+        let foreign = Held {
+            trees: vec![],
+            foreign: Some(30),
+        };
+        g.release_unreached(&foreign, 0).unwrap();
+        assert_eq!(g.pending_pages(), 0);
+        // Runs loaded from a file have no birth: every older tree reaches them.
+        let mut h = FreeSet::default();
+        h.add_pending(30, KIND_READERS, &unborn(&[(104, 1)]));
+        h.release_unreached(&held, 0).unwrap();
+        assert_eq!(h.pending_pages(), 1);
+    }
+
+    #[test]
+    fn a_scan_is_due_when_the_pending_runs_have_doubled() {
+        let mut f = FreeSet::default();
+        let runs = |from: u64, n: u64| -> Vec<FreedRun> {
+            (from..from + n)
+                .map(|p| FreedRun {
+                    start: 2 * p,
+                    pages: 1,
+                    born: 1,
+                })
+                .collect()
+        };
+        f.add_pending(10, KIND_READERS, &runs(10, SCAN_RUNS_MIN as u64));
+        assert!(!f.scan_due(), "not below the minimum");
+        f.add_pending(11, KIND_READERS, &runs(5_000, 1));
+        assert!(f.scan_due());
+        // A reader on tree 1 reaches them all: the scan keeps them, and the next is due
+        // once they have doubled.
+        let held = Held {
+            trees: vec![1],
+            foreign: None,
+        };
+        f.release_unreached(&held, 0).unwrap();
+        assert!(!f.scan_due());
+        f.add_pending(12, KIND_READERS, &runs(10_000, SCAN_RUNS_MIN as u64));
+        assert!(!f.scan_due());
+        f.add_pending(13, KIND_READERS, &runs(20_000, 1));
+        assert!(f.scan_due());
     }
 
     #[test]
@@ -840,7 +1061,16 @@ mod tests {
                         } else {
                             KIND_READERS
                         };
-                        f.add_pending(txn, kind, &[(p, 1)]);
+                        let born = txn - rnd(15).min(txn - 1);
+                        f.add_pending(
+                            txn,
+                            kind,
+                            &[FreedRun {
+                                start: p,
+                                pages: 1,
+                                born,
+                            }],
+                        );
                     }
                     3 if !used.is_empty() => {
                         // Allocated and freed in one commit: free at once.
@@ -853,7 +1083,21 @@ mod tests {
                         } else {
                             Some(txn - rnd(20).min(txn - 1))
                         };
-                        f.release(oldest, txn - rnd(30).min(txn - 1)).unwrap();
+                        let durable = txn - rnd(30).min(txn - 1);
+                        f.release(oldest, durable).unwrap();
+                        if rnd(3) == 0 {
+                            // Readers on a few trees since the oldest: released out of order.
+                            let mut trees: Vec<u64> = oldest
+                                .map(|o| (0..rnd(4)).map(|_| o + rnd(txn - o + 1)).collect())
+                                .unwrap_or_default();
+                            trees.extend(oldest);
+                            trees.sort_unstable();
+                            let held = Held {
+                                trees,
+                                foreign: None,
+                            };
+                            f.release_unreached(&held, durable).unwrap();
+                        }
                     }
                     _ => {
                         f.settle();
@@ -879,7 +1123,7 @@ mod tests {
             assert_eq!(canonical(&back), canonical(&f), "after txn {txn}");
             assert_eq!(back.pinned_pages(), f.pinned_pages());
         }
-        assert!(deltas > 200, "only {deltas} deltas");
+        assert!(deltas > 150, "only {deltas} deltas");
         // A removal of space that is not free is caught, naming the page.
         let mut bad = chain.clone();
         bad.push((999, vec![Extent::new(0, page_count + 5, 1, KIND_REMOVE)]));

@@ -88,7 +88,7 @@ pub(crate) fn replay(pages: &[(u64, Vec<Extent>)], page_count: u64, txn: u64) ->
     for (i, map) in by_kind.into_iter().enumerate() {
         let kind = i as u32 + 1;
         for (etxn, extents) in map {
-            set.add_pending(etxn, kind, &extents);
+            set.add_pending(etxn, kind, &super::unborn(&extents));
         }
     }
     set.start_log();

@@ -107,19 +107,10 @@ struct Buffers {
     freed: Vec<FreedRun>,
     ids: Vec<u64>,
     extents: Vec<Extent>,
-    runs: Vec<(u64, u64)>,
+    runs: Vec<FreedRun>,
 }
 
-/// Committed pages a transaction frees (replaced by a copy, or deleted): pending once it
-/// commits.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FreedRun {
-    pub(crate) start: u64,
-    pub(crate) pages: u64,
-    /// The commit that wrote them (pages written after the last durable commit are not part
-    /// of it, so only readers can still need them).
-    pub(crate) born: u64,
-}
+pub(crate) use crate::pager::freelist::FreedRun;
 
 /// The writer's view of pages for one write transaction: its dirty pages over the snapshot it
 /// started from, the free space it allocates from, and what it freed.
@@ -148,8 +139,8 @@ pub(crate) struct WritePages {
     ids: Vec<u64>,
     /// The free set's persisted form, built at commit; kept for the next transaction.
     extents: Vec<Extent>,
-    /// Freed pages grouped into extents at commit; kept for the next transaction.
-    runs: Vec<(u64, u64)>,
+    /// Freed pages grouped into runs at commit; kept for the next transaction.
+    runs: Vec<FreedRun>,
     /// The pages written most recently, a ring (0: no page; slot 0 is a meta page, never
     /// dirty). See `RECENT_PAGES`.
     recent: [u64; RECENT_PAGES],

@@ -5,9 +5,7 @@ use super::{FreedRun, WritePages};
 use crate::error::{Error, Result};
 use crate::layout::freelist::extents_per_page;
 use crate::layout::kind;
-use crate::pager::freelist::{
-    encode_page, to_extents_into, KIND_DURABLE, KIND_READERS, KIND_RELEASE,
-};
+use crate::pager::freelist::{encode_page, KIND_DURABLE, KIND_READERS, KIND_RELEASE};
 use crate::pager::page::PageRef;
 use crate::pager::{Meta, TableHeader};
 
@@ -95,17 +93,25 @@ impl WritePages {
 
     /// Makes the pages this transaction freed pending. Pages written after the last durable
     /// commit are not part of it: only readers can still need them. Older pages are also
-    /// needed by a recovery after a power loss.
+    /// needed by a recovery after a power loss. Neighbouring pages become one run, born at
+    /// the oldest of their commits (a reader of any tree from it on may reach the run).
     fn pend_freed(&mut self) {
         let txn = self.txn;
+        self.freed.sort_unstable_by_key(|r| r.start);
         for (kind, after_durable) in [(KIND_READERS, true), (KIND_DURABLE, false)] {
-            self.ids.clear();
+            self.runs.clear();
             for run in &self.freed {
-                if (run.born > self.last_durable) == after_durable {
-                    self.ids.extend(run.start..run.start + run.pages);
+                if (run.born > self.last_durable) != after_durable {
+                    continue;
+                }
+                match self.runs.last_mut() {
+                    Some(last) if last.start + last.pages == run.start => {
+                        last.pages += run.pages;
+                        last.born = last.born.min(run.born);
+                    }
+                    _ => self.runs.push(*run),
                 }
             }
-            to_extents_into(&mut self.ids, &mut self.runs);
             self.free.add_pending(txn, kind, &self.runs);
         }
         self.freed.clear();
