@@ -4,10 +4,11 @@
 //! reachable from snapshots W..T-1 only, so it is pending while a snapshot in that range must be
 //! kept:
 //! - a live reader's: at every commit, pending runs are released in the order freed while no
-//!   reader is older than T (the oldest reader's horizon, one comparison); and now and then
-//!   (`scan_due`, when the pending runs have doubled since the last look) every pending run
-//!   is tested against each reader's snapshot, so that a reader held for long pins only the
-//!   pages of its own tree, not everything freed after it (`release_unreached`);
+//!   reader is older than T (the oldest reader's horizon, one comparison); and at each
+//!   checkpoint that horizon holds runs back (`held_back`), or at a page commit once the
+//!   pending runs have doubled since the last look (`scan_due`), every pending run is tested
+//!   against each reader's tree, so that a reader held for long pins only the pages of its
+//!   own tree, not everything freed after it (`release_unreached`);
 //! - the last durable commit's, D: only if W <= D < T. Pages written after D (the bulk, when
 //!   commits are not synced) are not part of D and are reused as soon as readers allow.
 //!
@@ -97,7 +98,7 @@ pub(crate) struct FreedRun {
 /// The snapshots that live readers hold, as `FreeSet::release_unreached` needs them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Held {
-    /// The tree (its commit) of every live reader of this handle, ascending, repeats allowed.
+    /// The trees (by commit) that live readers of this handle hold, ascending.
     pub(crate) trees: Vec<u64>,
     /// The oldest tree a reader in another process holds, if any: their other trees are not
     /// known, so every tree from this one on counts as read.
@@ -105,8 +106,8 @@ pub(crate) struct Held {
 }
 
 impl Held {
-    /// Whether a reader holds a tree in `from..to` (pages written by commit `from` and freed
-    /// by commit `to` are reachable from those trees only).
+    /// Whether a reader holds a tree in `from..to`, `to` excluded (pages written by commit
+    /// `from` and freed by commit `to` are reachable from those trees only).
     fn reads_any(&self, from: u64, to: u64) -> bool {
         if self.foreign.is_some_and(|f| f < to) {
             return true;
@@ -462,7 +463,7 @@ impl FreeSet {
     /// Makes reusable every pending run that no live reader reaches and, for pages of the last
     /// durable commit (`KIND_DURABLE`), that a power loss would not return to either: a run
     /// written by commit W and freed by commit T is free once no reader holds a tree in
-    /// W..T (`Held::reads_any`) and, if durable-kind, T <= `last_durable`. Unlike `release`
+    /// W..T-1 (`Held::reads_any`) and, if durable-kind, T <= `last_durable`. Unlike `release`
     /// this takes runs from anywhere in the queues, which a delta cannot record: if it
     /// releases any, the next persist rewrites the whole set (a base), a cost of the same
     /// order as this scan's.

@@ -135,7 +135,7 @@ pub(crate) struct WritePages {
     /// The base snapshot's freelist chain, newest first, if known; after `prepare_commit`,
     /// the new one.
     chain: Option<Vec<PageRef>>,
-    /// Page ids, sorted and grouped at commit; kept for the next transaction.
+    /// Page ids, sorted for the write-out; kept for the next transaction.
     ids: Vec<u64>,
     /// The free set's persisted form, built at commit; kept for the next transaction.
     extents: Vec<Extent>,
