@@ -224,19 +224,9 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     let Some(mut carry) = disk.carry.take() else {
         return Err(Error::Poisoned);
     };
-    // As `WriteTxn::start_pages`: pages freed by commit T are unreachable from every tree of
-    // a commit >= T; the readers' and the last durable one are kept. Readers are registered
-    // by their tree's commit, so one that holds this checkpoint's base tree keeps what it
-    // frees, whatever its snapshot's commit. A reader held for long pins only its own
-    // tree: once per checkpoint, what the oldest reader holds back is looked at run by run
-    // (the look, and the base it makes the next persist write, cost about as many runs as
-    // the readers pin: small beside the pages a checkpoint writes).
-    let ld = disk.last_durable_txn;
-    let mut released = carry.free.release(shared.oldest_held(), ld);
-    if released.is_ok() && (carry.free.held_back(ld) || carry.free.scan_due()) {
-        released = carry.free.release_unreached(&shared.held(), ld);
-    }
-    if let Err(e) = released {
+    // As `WriteTxn::start_pages`. Readers are registered by their tree's commit, so one that
+    // holds this checkpoint's base tree keeps what it frees, whatever its snapshot's commit.
+    if let Err(e) = shared.release_pending(&mut carry.free, disk.last_durable_txn, true) {
         disk.carry = Some(carry);
         return Err(e);
     }

@@ -7,7 +7,7 @@ use super::catalog::CatalogCache;
 use super::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
-use crate::pager::freelist::Held;
+use crate::pager::freelist::{FreeSet, Held};
 use crate::pager::{choose_meta, Access, Meta, Snapshot};
 use crate::storage::{LockTable, Storage};
 use crate::table::Overlays;
@@ -202,30 +202,39 @@ impl Shared {
         self.read_state().current.clone()
     }
 
-    /// For a writer about to allocate pages: the oldest snapshot any reader holds, in this
-    /// handle or registered in the lock file by another. Called after the writer's base was
-    /// taken (`writer_base`), so the lock file is read after the previous commit was
-    /// published: a reader that registered too late for this scan has seen that commit and
-    /// holds a snapshot no older than the base (docs/design/concurrency.md). A transaction
-    /// that commits through the log allocates nothing and never asks (the scan takes a lock
-    /// call per foreign reader).
-    pub(crate) fn oldest_held(&self) -> Option<u64> {
-        let mut oldest = self.read_state().oldest_reader();
-        if let Some(lock) = self.lock.as_ref() {
-            if let Some(foreign) = lock.oldest_reader().0 {
-                oldest = Some(oldest.map_or(foreign, |o| o.min(foreign)));
-            }
-        }
-        oldest
-    }
-
-    /// For a writer about to release pending pages by a scan (`FreeSet::release_unreached`):
-    /// the tree of every live reader of this handle, and the oldest a reader in another
-    /// process holds. Called, as `oldest_held`, after the writer's base was taken.
-    pub(crate) fn held(&self) -> Held {
-        let trees = self.read_state().readers.keys().copied().collect();
+    /// For a writer about to allocate pages (a page-writing transaction, or a checkpoint when
+    /// `checkpoint`): makes reusable the pending pages that no snapshot to be kept reaches.
+    /// Pages freed by commit T are unreachable from every tree of a commit >= T; the trees
+    /// kept are the live readers' (registered by their tree's commit, in this handle or in
+    /// the lock file by another) and the last durable one (a power loss returns to it).
+    ///
+    /// First the oldest reader's horizon (`FreeSet::release`). Then, if it holds runs back, a
+    /// look at each run against each reader's tree (`FreeSet::release_unreached`), so that a
+    /// reader held for long pins only its own tree: at every checkpoint (the look, and the
+    /// base it makes the next persist write, cost about as many runs as readers pin, small
+    /// beside the pages a checkpoint writes), at a page commit only once the pending runs
+    /// have doubled (`scan_due`), so that a commit's cost does not follow what readers pin.
+    /// Readers in other processes are known only by their handles' oldest trees.
+    ///
+    /// Called after the writer's base was taken (`writer_base`), so the lock file is read
+    /// after the previous commit was published: a reader that registered too late for this
+    /// scan has seen that commit and holds a snapshot no older than the base
+    /// (docs/design/concurrency.md). A transaction that commits through the log allocates
+    /// nothing and never asks (the scan takes a lock call per foreign reader).
+    pub(crate) fn release_pending(
+        &self,
+        free: &mut FreeSet,
+        last_durable: u64,
+        checkpoint: bool,
+    ) -> Result<()> {
         let foreign = self.lock.as_ref().and_then(|lock| lock.oldest_reader().0);
-        Held { trees, foreign }
+        let own = self.read_state().oldest_reader();
+        free.release(own.into_iter().chain(foreign).min(), last_durable)?;
+        if free.held_back(last_durable) && (checkpoint || free.scan_due()) {
+            let trees = self.read_state().readers.keys().copied().collect();
+            free.release_unreached(&Held { trees, foreign }, last_durable)?;
+        }
+        Ok(())
     }
 
     /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.

@@ -132,16 +132,9 @@ impl<'db> WriteTxn<'db> {
             let Some(mut carry) = disk.carry.take() else {
                 return Err(Error::Poisoned);
             };
-            // Pages freed by commit T are unreachable from every tree of a commit >= T (readers
-            // are registered by their tree's commit). The trees to keep are the live readers'
-            // and the last durable one (a power loss returns to it).
-            let oldest = self.shared.oldest_held();
-            let mut released = carry.free.release(oldest, disk.last_durable_txn);
-            if released.is_ok() && carry.free.scan_due() {
-                released = carry
-                    .free
-                    .release_unreached(&self.shared.held(), disk.last_durable_txn);
-            }
+            let released =
+                self.shared
+                    .release_pending(&mut carry.free, disk.last_durable_txn, false);
             if let Err(e) = released {
                 disk.carry = Some(carry);
                 *poisoned = true;

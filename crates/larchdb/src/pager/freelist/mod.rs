@@ -693,6 +693,15 @@ mod tests {
     use super::*;
     use crate::pager::page::PageRef;
 
+    /// One page at `start`, written by commit `born`.
+    fn freed(start: u64, born: u64) -> FreedRun {
+        FreedRun {
+            start,
+            pages: 1,
+            born,
+        }
+    }
+
     #[test]
     fn insert_coalesces_and_rejects_overlap() {
         let mut f = FreeSet::default();
@@ -821,20 +830,15 @@ mod tests {
 
     #[test]
     fn pending_runs_no_reader_reaches_are_released_wherever_they_are_queued() {
-        let run = |start, born| FreedRun {
-            start,
-            pages: 1,
-            born,
-        };
         let mut f = FreeSet::default();
         f.start_log();
         // Commit 20 freed a page written by 5 (reached from trees 5..19) and one written by
         // 15 (trees 15..19); commit 30 one written by 25 (trees 25..29).
-        f.add_pending(20, KIND_READERS, &[run(100, 5), run(102, 15)]);
-        f.add_pending(30, KIND_READERS, &[run(104, 25)]);
+        f.add_pending(20, KIND_READERS, &[freed(100, 5), freed(102, 15)]);
+        f.add_pending(30, KIND_READERS, &[freed(104, 25)]);
         // Durable-kind: freed by 12, written by 3; freed by 40 (not yet durable), written by 2.
-        f.add_pending(12, KIND_DURABLE, &[run(110, 3)]);
-        f.add_pending(40, KIND_DURABLE, &[run(112, 2)]);
+        f.add_pending(12, KIND_DURABLE, &[freed(110, 3)]);
+        f.add_pending(40, KIND_DURABLE, &[freed(112, 2)]);
         // A reader on tree 10 holds back everything by the oldest reader's horizon.
         f.release(Some(10), 35).unwrap();
         assert_eq!(f.pending_pages(), 5);
@@ -867,7 +871,7 @@ mod tests {
         assert!(f.log().is_none());
         // A reader in another process counts as reading every tree from its oldest on.
         let mut g = FreeSet::default();
-        g.add_pending(30, KIND_READERS, &[run(104, 25)]);
+        g.add_pending(30, KIND_READERS, &[freed(104, 25)]);
         let foreign = Held {
             trees: vec![],
             foreign: Some(29),
@@ -891,13 +895,7 @@ mod tests {
     fn a_scan_is_due_when_the_pending_runs_have_doubled() {
         let mut f = FreeSet::default();
         let runs = |from: u64, n: u64| -> Vec<FreedRun> {
-            (from..from + n)
-                .map(|p| FreedRun {
-                    start: 2 * p,
-                    pages: 1,
-                    born: 1,
-                })
-                .collect()
+            (from..from + n).map(|p| freed(2 * p, 1)).collect()
         };
         f.add_pending(10, KIND_READERS, &runs(10, SCAN_RUNS_MIN as u64));
         assert!(!f.scan_due(), "not below the minimum");
@@ -1063,15 +1061,7 @@ mod tests {
                             KIND_READERS
                         };
                         let born = txn - rnd(15).min(txn - 1);
-                        f.add_pending(
-                            txn,
-                            kind,
-                            &[FreedRun {
-                                start: p,
-                                pages: 1,
-                                born,
-                            }],
-                        );
+                        f.add_pending(txn, kind, &[freed(p, born)]);
                     }
                     3 if !used.is_empty() => {
                         // Allocated and freed in one commit: free at once.
