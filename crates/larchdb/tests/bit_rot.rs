@@ -172,7 +172,8 @@ fn gap(bytes: &[u8], roles: &[PageRole], page: usize) -> Range<usize> {
     let at = page * PAGE_BYTES;
     let p = &bytes[at..at + PAGE_BYTES];
     let (start, end) = match roles[page] {
-        PageRole::Meta => (144, PAGE_BYTES),
+        // After the meta fields: 152 bytes from format 3 on (the log position), 144 in format 2.
+        PageRole::Meta => (if u32_at(p, 40) == 2 { 144 } else { 152 }, PAGE_BYTES),
         PageRole::CatalogBranch
         | PageRole::CatalogLeaf
         | PageRole::TableRoot
