@@ -693,6 +693,12 @@ mod tests {
     use super::*;
     use crate::pager::page::PageRef;
 
+    /// `entries` in order (a set's entries come out in no set order).
+    fn sorted<T: Ord>(mut entries: Vec<T>) -> Vec<T> {
+        entries.sort();
+        entries
+    }
+
     /// One page at `start`, written by commit `born`.
     fn freed(start: u64, born: u64) -> FreedRun {
         FreedRun {
@@ -754,10 +760,8 @@ mod tests {
         assert_eq!(f.alloc(1), Some(501));
         // A run that touches the front coalesces with it.
         assert!(f.insert(1080, 20));
-        let mut entries = f.entries();
-        entries.sort();
         assert_eq!(
-            entries,
+            sorted(f.entries()),
             vec![
                 (0, 502, 98, KIND_FREE),
                 (0, 1080, 920, KIND_FREE),
@@ -801,10 +805,8 @@ mod tests {
         assert_eq!(f.pending_pages(), 1);
         f.release(None, 5).unwrap();
         // Released pages of short runs are kept as single pages until merged.
-        let mut entries: Vec<_> = f.entries();
-        entries.sort();
         assert_eq!(
-            entries,
+            sorted(f.entries()),
             vec![
                 (0, 20, 1, KIND_FREE),
                 (0, 21, 1, KIND_FREE),
@@ -850,14 +852,9 @@ mod tests {
         f.release_unreached(&held, 35).unwrap();
         // Tree 10 reaches page 100 (5 <= 10 < 20) and page 110 (3 <= 10 < 12); page 112
         // waits for durability (40 > 35). Pages 102 and 104 are free.
-        let mut pending: Vec<_> = f
-            .entries()
-            .into_iter()
-            .filter(|e| e.3 != KIND_FREE)
-            .collect();
-        pending.sort();
+        let pending = f.entries().into_iter().filter(|e| e.3 != KIND_FREE);
         assert_eq!(
-            pending,
+            sorted(pending.collect()),
             vec![
                 (12, 110, 1, KIND_DURABLE),
                 (20, 100, 1, KIND_READERS),
