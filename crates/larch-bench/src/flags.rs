@@ -53,6 +53,9 @@ pub struct Flags {
     /// Fills run on --threads threads, each doing --writes puts (db_bench's semantics); with a
     /// thread list, each pass then loads afresh.
     pub fill_threads: bool,
+    /// db_bench's `--benchmark_write_rate_limit`: the writer of readwhilewriting is held to this many bytes of key and value a second (0: as fast
+    /// as it goes), so that readers can be compared beside writers going at one rate.
+    pub write_rate_limit: u64,
 }
 
 pub const NUM_MAX: u64 = 1 << 40;
@@ -130,6 +133,7 @@ impl Default for Flags {
             series_interval_ms: 0,
             fill_duration_s: 0,
             fill_threads: false,
+            write_rate_limit: 0,
         }
     }
 }
@@ -160,6 +164,8 @@ Usage: larch-bench [--flag=value ...]\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
   --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
+  --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\
+                         second, as db_bench's (0: unlimited)\n\
   --series_interval_ms=N per-thread ops-over-time samples in the JSON `series` (0: off)\n\
   --memory_limit=BYTES   run each engine's process in a memory cgroup (v1 or v2)\n\
   --drop_caches=0|1      sync and drop the page cache before each non-fill benchmark\n\
@@ -276,6 +282,7 @@ impl Flags {
                     f.threads = t;
                 }
                 "duration" => f.duration_s = parse_size(n, v)?,
+                "benchmark_write_rate_limit" => f.write_rate_limit = parse_size(n, v)?,
                 "key_size" => {
                     f.key_size = in_range(n, parse_size(n, v)?, 1, KEY_BYTES_MAX as u64)? as usize
                 }
@@ -432,6 +439,7 @@ impl Flags {
             format!("--series_interval_ms={}", self.series_interval_ms),
             format!("--fill_duration={}", self.fill_duration_s),
             format!("--fill_threads={}", self.fill_threads as u8),
+            format!("--benchmark_write_rate_limit={}", self.write_rate_limit),
         ];
         if let Some(m) = self.memory_limit {
             a.push(format!("--memory_limit={m}"));
@@ -508,6 +516,7 @@ mod tests {
             "--series_interval_ms=250",
             "--fill_duration=9",
             "--fill_threads=1",
+            "--benchmark_write_rate_limit=8M",
         ])
         .unwrap();
         let g = Flags::parse(&f.to_child_args("lmdb")).unwrap();
@@ -520,6 +529,7 @@ mod tests {
         assert_eq!(g.series_interval_ms, 250);
         assert_eq!(g.fill_duration_s, 9);
         assert!(g.fill_threads);
+        assert_eq!(g.write_rate_limit, 8 << 20);
     }
 
     #[test]

@@ -41,6 +41,12 @@ fn print_header(f: &Flags) {
     if let Some(m) = f.memory_limit {
         println!("MemLimit:   {m} bytes (memory cgroup per engine)");
     }
+    if f.write_rate_limit > 0 {
+        println!(
+            "WriteRate:  {} bytes/s of key+value (readwhilewriting's writer)",
+            f.write_rate_limit
+        );
+    }
     println!("{}", "-".repeat(48));
     eprintln!("larch-bench {}", env!("CARGO_PKG_VERSION"));
     eprintln!(

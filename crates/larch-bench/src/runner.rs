@@ -1016,6 +1016,7 @@ fn run_readwhilewriting(
                     sync: w.sync,
                     append: false,
                 };
+                let pace = Pace::new(f.write_rate_limit);
                 while !stop.load(Ordering::Relaxed) {
                     let k = g.rng.below(g.num);
                     let key = g.keys.key(k).to_vec();
@@ -1024,6 +1025,7 @@ fn run_readwhilewriting(
                     st.bytes += (key.len() + v.len()) as u64;
                     st.writes += 1;
                     st.finished(1);
+                    pace.wait(st.bytes, &stop);
                 }
                 return Ok(());
             }
@@ -1058,6 +1060,41 @@ fn run_readwhilewriting(
         user_bytes_written: written,
         threads,
     })
+}
+
+/// Holds a writer to `--benchmark_write_rate_limit` bytes a second, as db_bench's rate
+/// limiter does: a writer more than a millisecond ahead of the rate sleeps until it is not
+/// (in steps of at most 10 ms, so that it sees the readers' stop), giving its core to the
+/// others; within the millisecond it writes at its own pace.
+struct Pace {
+    bytes_per_sec: u64,
+    start: Instant,
+}
+
+impl Pace {
+    fn new(bytes_per_sec: u64) -> Pace {
+        Pace {
+            bytes_per_sec,
+            start: Instant::now(),
+        }
+    }
+
+    fn wait(&self, bytes: u64, stop: &AtomicBool) {
+        if self.bytes_per_sec == 0 {
+            return;
+        }
+        let due = Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec as f64);
+        if due < self.start.elapsed() + Duration::from_millis(1) {
+            return;
+        }
+        loop {
+            let now = self.start.elapsed();
+            if now >= due || stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep((due - now).min(Duration::from_millis(10)));
+        }
+    }
 }
 
 /// The state of a child run.
@@ -1311,6 +1348,7 @@ impl Child {
             map.insert("status".into(), "ok".into());
             map.insert("seed".into(), f.seed.into());
             map.insert("sync".into(), f.sync.into());
+            map.insert("write_rate_limit".into(), f.write_rate_limit.into());
             map.insert(
                 "key_format".into(),
                 match f.key_format {
@@ -1395,6 +1433,26 @@ pub fn child_main(args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pace_holds_a_writer_to_its_rate() {
+        let stop = AtomicBool::new(false);
+        // No limit: never waits, whatever was written.
+        let free = Pace::new(0);
+        let t = Instant::now();
+        free.wait(u64::MAX, &stop);
+        assert!(t.elapsed() < Duration::from_secs(1));
+        // 1,000 bytes a second: 50 bytes are due 50 ms after the start, not before (a
+        // lower bound: `sleep` never returns early).
+        let pace = Pace::new(1000);
+        pace.wait(50, &stop);
+        assert!(pace.start.elapsed() >= Duration::from_millis(49));
+        // A stopped run does not wait for its rate (the readers are done).
+        stop.store(true, Ordering::Relaxed);
+        let t = Instant::now();
+        Pace::new(1).wait(1 << 40, &stop);
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
 
     #[test]
     fn resolves_db_bench_semantics() {
