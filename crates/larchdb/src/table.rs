@@ -25,6 +25,21 @@ fn bounds<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(r: &R) -> (Bound<Vec<u8>>,
     (map(r.start_bound()), map(r.end_bound()))
 }
 
+/// The key range that holds exactly the keys starting with `prefix`: from the prefix itself
+/// to the shortest key above all of them (the prefix with its last byte below 0xFF raised by
+/// one and what follows cut), unbounded when there is none (empty, or all 0xFF).
+fn prefix_bounds(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = match prefix.iter().rposition(|&b| b != 0xFF) {
+        Some(i) => {
+            let mut e = prefix[..=i].to_vec();
+            e[i] += 1;
+            Bound::Excluded(e)
+        }
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
+}
+
 /// What a table handle reads before the tree: the overlays at the snapshot's commit (the
 /// active one, then the frozen one a checkpoint is writing into the tree) and, in a write
 /// transaction that commits through the log, the transaction's own writes (which win).
@@ -519,6 +534,52 @@ impl<'t> ReadTable<'t> {
         self.range_of(s, e, true)
     }
 
+    /// Entries whose keys start with `prefix`, ascending (all of them for an empty prefix).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for k in [&b"user/1"[..], b"user/2", b"users", b"usex"] {
+    ///     t.put(k, b"")?;
+    /// }
+    /// drop(t);
+    /// w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// let keys: Vec<&[u8]> = t.prefix(b"user/").map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"user/1"[..], b"user/2"]);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn prefix(&self, prefix: &[u8]) -> Range<'t> {
+        let (s, e) = prefix_bounds(prefix);
+        self.range_of(s, e, false)
+    }
+
+    /// Entries whose keys start with `prefix`, descending.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # let mut t = w.table("t")?;
+    /// # for k in [&b"a"[..], b"b\xff", b"b\xff\x00", b"c"] { t.put(k, b"")?; }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// let keys: Vec<&[u8]> = t.prefix_rev(b"b\xff").map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"b\xff\x00"[..], b"b\xff"]);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn prefix_rev(&self, prefix: &[u8]) -> Range<'t> {
+        let (s, e) = prefix_bounds(prefix);
+        self.range_of(s, e, true)
+    }
+
     /// All entries, ascending.
     pub fn iter(&self) -> Range<'t> {
         self.range_of(Bound::Unbounded, Bound::Unbounded, false)
@@ -854,6 +915,46 @@ impl<'t> WriteTable<'t> {
     /// Entries with keys in `range`, descending.
     pub fn range_rev<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'_> {
         let (s, e) = bounds(&range);
+        self.range_of(s, e, true)
+    }
+
+    /// Entries whose keys start with `prefix`, ascending, as this transaction sees them
+    /// (its own writes included).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for k in [&b"a/1"[..], b"a/2", b"b/1"] {
+    ///     t.put(k, b"")?;
+    /// }
+    /// assert_eq!(t.prefix(b"a/").count(), 2);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn prefix(&self, prefix: &[u8]) -> Range<'_> {
+        let (s, e) = prefix_bounds(prefix);
+        self.range_of(s, e, false)
+    }
+
+    /// Entries whose keys start with `prefix`, descending, as this transaction sees them.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for k in [&b"a/1"[..], b"a/2", b"b/1"] {
+    ///     t.put(k, b"")?;
+    /// }
+    /// let first = t.prefix_rev(b"a/").next().transpose()?.map(|(k, _)| k.to_vec());
+    /// assert_eq!(first.as_deref(), Some(&b"a/2"[..]));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn prefix_rev(&self, prefix: &[u8]) -> Range<'_> {
+        let (s, e) = prefix_bounds(prefix);
         self.range_of(s, e, true)
     }
 
