@@ -53,8 +53,9 @@ pub struct Flags {
     /// Fills run on --threads threads, each doing --writes puts (db_bench's semantics); with a
     /// thread list, each pass then loads afresh.
     pub fill_threads: bool,
-    /// db_bench's `--benchmark_write_rate_limit`: the writer of readwhilewriting is held to this many bytes of key and value a second (0: as fast
-    /// as it goes), so that readers can be compared beside writers going at one rate.
+    /// db_bench's `--benchmark_write_rate_limit`: the writer of readwhilewriting is held to
+    /// this many bytes of key and value a second (0: as fast as it goes), so that readers can
+    /// be compared beside writers going at one rate. Other benchmarks ignore it.
     pub write_rate_limit: u64,
 }
 
