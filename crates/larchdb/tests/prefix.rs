@@ -53,19 +53,27 @@ fn expected(model: &Model, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         .collect()
 }
 
+/// Asserts that a prefix's forward and reverse scans (`fwd`, `rev`) give exactly what the
+/// model holds under `prefix`, in order.
+fn assert_scans(
+    fwd: larchdb::Range<'_>,
+    rev: larchdb::Range<'_>,
+    model: &Model,
+    prefix: &[u8],
+    what: &str,
+) {
+    let want = expected(model, prefix);
+    assert_eq!(common::collect(fwd), want, "{what}: prefix {prefix:02x?}");
+    let mut back = common::collect(rev);
+    back.reverse();
+    assert_eq!(back, want, "{what}: prefix_rev {prefix:02x?}");
+}
+
 fn check_read(db: &Database, model: &Model, prefixes: &[Vec<u8>], what: &str) {
     let r = db.begin_read().unwrap();
     let t = r.table("t").unwrap();
     for p in prefixes {
-        let want = expected(model, p);
-        assert_eq!(
-            common::collect(t.prefix(p)),
-            want,
-            "{what}: prefix {p:02x?}"
-        );
-        let mut back = common::collect(t.prefix_rev(p));
-        back.reverse();
-        assert_eq!(back, want, "{what}: prefix_rev {p:02x?}");
+        assert_scans(t.prefix(p), t.prefix_rev(p), model, p, what);
     }
 }
 
@@ -93,18 +101,8 @@ fn run(options: Options, what: &str) {
             }
             // The transaction's own writes, before the commit.
             for p in prefixes.iter().take(25) {
-                let want = expected(&model, p);
-                assert_eq!(
-                    common::collect(t.prefix(p)),
-                    want,
-                    "{what}: round {round}, in the write transaction, prefix {p:02x?}"
-                );
-                let mut back = common::collect(t.prefix_rev(p));
-                back.reverse();
-                assert_eq!(
-                    back, want,
-                    "{what}: round {round}, write prefix_rev {p:02x?}"
-                );
+                let what = format!("{what}: round {round}, in the write transaction");
+                assert_scans(t.prefix(p), t.prefix_rev(p), &model, p, &what);
             }
         }
         w.commit().unwrap();
