@@ -4,7 +4,10 @@ use crate::error::{Error, Result};
 use crate::limits::{PAGE_BYTES_DEFAULT, PAGE_BYTES_MAX, PAGE_BYTES_MIN, PINNED_BYTES_MAX_DEFAULT};
 
 /// How durable a commit is when `commit` returns.
+///
+/// `#[non_exhaustive]`: a later level can be added without breaking a `match` on it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Durability {
     /// Durable when `commit` returns: the commit's pages, then its meta page, are synced.
     ///
@@ -33,7 +36,20 @@ pub enum Durability {
 }
 
 /// Options for [`Database::open`].
+///
+/// Built from `Options::default()` with the setters below (or by assigning a field of a value
+/// one has); `#[non_exhaustive]`, so that options can be added without breaking callers.
+///
+/// ```
+/// use larchdb::{Durability, Options};
+/// let options = Options::default()
+///     .log(true)
+///     .durability(Durability::None)
+///     .checkpoint_bytes(64 << 20);
+/// assert_eq!(options.checkpoint_bytes, 64 << 20);
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Page size for a new database: a power of two from 4 KiB to 64 KiB. Ignored when the
     /// file exists (its own page size is used).
@@ -82,7 +98,11 @@ pub struct Options {
     /// segment when it is free: the file holds what the database needs, not the largest log
     /// (docs/design/write-path.md, "The log follows the tree"). After a power loss, open
     /// replays the log from the last durable checkpoint (at most the log's room); after a
-    /// process crash, from the last checkpoint.
+    /// process crash, from the last checkpoint. The room is thus the bound on a power loss's
+    /// recovery: replay takes about 1-1.5 us a record (measured on a 2-core VM: 5.5M
+    /// one-put commits of 16-byte keys and 100-byte values, 968 MB of log, on a 10M-record
+    /// database, replayed in 5.9-8.1 s from a cold page cache), so a full default room of
+    /// 1 GiB is 6-9 s, and fewer segments bound it lower at the price of more data syncs.
     pub log_segments: u64,
     /// `Durability::Bounded`: the most milliseconds a commit waits to be made durable
     /// (counted from the oldest commit not yet durable).
@@ -196,6 +216,43 @@ impl Options {
     /// Compacts when the handle is closed (see [`Options::compact_on_close`]).
     pub fn compact_on_close(mut self, yes: bool) -> Options {
         self.compact_on_close = yes;
+        self
+    }
+
+    /// Sets the bytes of pages `Durability::None` commits may pin (see
+    /// [`Options::pinned_bytes_max`]).
+    pub fn pinned_bytes_max(mut self, bytes: u64) -> Options {
+        self.pinned_bytes_max = bytes;
+        self
+    }
+
+    /// Sets the bytes of a new log's segment (see [`Options::log_segment_bytes`]).
+    pub fn log_segment_bytes(mut self, bytes: u64) -> Options {
+        self.log_segment_bytes = bytes;
+        self
+    }
+
+    /// Sets the most segments of a new log (see [`Options::log_segments`]).
+    pub fn log_segments(mut self, segments: u64) -> Options {
+        self.log_segments = segments;
+        self
+    }
+
+    /// Sets the bytes of log between checkpoints, at least (see [`Options::checkpoint_bytes`]).
+    pub fn checkpoint_bytes(mut self, bytes: u64) -> Options {
+        self.checkpoint_bytes = bytes;
+        self
+    }
+
+    /// Sets `Durability::Bounded`'s time bound (see [`Options::bounded_millis`]).
+    pub fn bounded_millis(mut self, millis: u64) -> Options {
+        self.bounded_millis = millis;
+        self
+    }
+
+    /// Sets `Durability::Bounded`'s byte bound (see [`Options::bounded_bytes`]).
+    pub fn bounded_bytes(mut self, bytes: u64) -> Options {
+        self.bounded_bytes = bytes;
         self
     }
 

@@ -9,15 +9,13 @@ use larchdb::{Database, Durability, Options};
 use std::time::{Duration, Instant};
 
 fn options(log: bool, millis: u64, bytes: u64) -> Options {
-    Options {
-        log,
-        log_segment_bytes: 256 << 10,
-        log_segments: 8,
-        checkpoint_bytes: 512 << 10,
-        bounded_millis: millis,
-        bounded_bytes: bytes,
-        ..Options::default()
-    }
+    Options::default()
+        .log(log)
+        .log_segment_bytes(256 << 10)
+        .log_segments(8)
+        .checkpoint_bytes(512 << 10)
+        .bounded_millis(millis)
+        .bounded_bytes(bytes)
 }
 
 fn open(data: &FaultStorage, log: &FaultStorage, o: Options) -> Database {

@@ -25,15 +25,13 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// A log of 8 x 64 KiB with a checkpoint every 32 KiB: one every 150-300 commits below.
 fn options(thread: bool) -> Options {
-    Options {
-        log: true,
-        log_segment_bytes: 64 << 10,
-        log_segments: 8,
-        checkpoint_bytes: 32 << 10,
-        checkpoint_thread: thread,
-        durability: Durability::None,
-        ..Options::default()
-    }
+    Options::default()
+        .log(true)
+        .log_segment_bytes(64 << 10)
+        .log_segments(8)
+        .checkpoint_bytes(32 << 10)
+        .checkpoint_thread(thread)
+        .durability(Durability::None)
 }
 
 fn key(i: u32) -> Vec<u8> {

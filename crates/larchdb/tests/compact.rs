@@ -56,13 +56,11 @@ fn check(db: &Database, model: &Model) {
 }
 
 fn log_options() -> Options {
-    Options {
-        log: true,
-        log_segment_bytes: 1 << 20,
-        log_segments: 8,
-        checkpoint_bytes: 1 << 20,
-        ..Options::default()
-    }
+    Options::default()
+        .log(true)
+        .log_segment_bytes(1 << 20)
+        .log_segments(8)
+        .checkpoint_bytes(1 << 20)
 }
 
 /// After a random load, `compact` leaves a file with almost no free page in it (the pages in

@@ -41,13 +41,11 @@ fn options(log: bool) -> Options {
     if !log {
         return Options::default();
     }
-    Options {
-        log: true,
-        log_segment_bytes: 512 << 10,
-        log_segments: 6,
-        checkpoint_bytes: 512 << 10,
-        ..Options::default()
-    }
+    Options::default()
+        .log(true)
+        .log_segment_bytes(512 << 10)
+        .log_segments(6)
+        .checkpoint_bytes(512 << 10)
 }
 
 /// The child: continues the commit sequence found in the database, forever.

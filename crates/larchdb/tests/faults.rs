@@ -143,10 +143,7 @@ fn unsynced_commits_survive_a_process_crash_but_not_a_power_loss() {
 #[test]
 fn pages_pinned_by_the_durable_commit_trigger_a_durable_commit() {
     let s = FaultStorage::new();
-    let opts = Options {
-        pinned_bytes_max: 256 * 1024,
-        ..Options::default()
-    };
+    let opts = Options::default().pinned_bytes_max(256 * 1024);
     let db = Database::open_storage(Arc::new(s.clone()), opts).unwrap();
     // A durable base of 100 values on overflow pages (~2 MB).
     load(&db, 0, 100, 20_000).unwrap();
@@ -200,14 +197,12 @@ fn unsynced_pages_written_after_the_durable_commit_are_reused_at_once() {
 }
 
 fn log_options() -> Options {
-    Options {
-        log: true,
-        log_segment_bytes: 64 << 10,
-        log_segments: 8,
-        checkpoint_bytes: 3 * (64 << 10),
-        compact_on_close: false,
-        ..Options::default()
-    }
+    Options::default()
+        .log(true)
+        .log_segment_bytes(64 << 10)
+        .log_segments(8)
+        .checkpoint_bytes(3 * (64 << 10))
+        .compact_on_close(false)
 }
 
 fn open_logged(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Database> {

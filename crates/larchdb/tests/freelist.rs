@@ -189,13 +189,11 @@ fn a_reader_held_across_page_commits_pins_only_its_own_tree() {
 #[test]
 fn a_reader_held_across_checkpoints_pins_only_its_own_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let options = Options {
-        log_segment_bytes: 64 << 10,
-        log_segments: 8,
-        checkpoint_bytes: 32 << 10,
-        durability: Durability::None,
-        ..common::small_log_options()
-    };
+    let options = common::small_log_options()
+        .log_segment_bytes(64 << 10)
+        .log_segments(8)
+        .checkpoint_bytes(32 << 10)
+        .durability(Durability::None);
     let db = Database::open(dir.path().join("db"), options.clone()).unwrap();
     let mut model = load(&db, 2_000, 100);
     let loaded = model.clone();

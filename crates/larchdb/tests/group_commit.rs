@@ -10,13 +10,11 @@ use larchdb::{Database, Durability, Error, Options};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 fn options() -> Options {
-    Options {
-        log: true,
-        log_segment_bytes: 256 << 10,
-        log_segments: 8,
-        checkpoint_bytes: 512 << 10,
-        ..Options::default()
-    }
+    Options::default()
+        .log(true)
+        .log_segment_bytes(256 << 10)
+        .log_segments(8)
+        .checkpoint_bytes(512 << 10)
 }
 
 fn open(data: &FaultStorage, log: &FaultStorage) -> larchdb::Result<Database> {

@@ -7,7 +7,7 @@
 mod common;
 
 use larchdb::storage::{CrashMode, FaultStorage};
-use larchdb::{Database, Durability, Options};
+use larchdb::{Database, Durability};
 use std::collections::BTreeMap;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -153,11 +153,9 @@ fn power_loss_keeps_every_acknowledged_large_batch() {
 #[test]
 fn large_batches_in_a_two_segment_log_are_all_kept() {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let options = Options {
-        log_segments: 2,
-        checkpoint_bytes: 1 << 19,
-        ..common::small_log_options()
-    };
+    let options = common::small_log_options()
+        .log_segments(2)
+        .checkpoint_bytes(1 << 19);
     let db = common::open_with_log(&data, &log, options.clone()).unwrap();
     common::create_table(&db, "t");
     let mut model = Model::new();

@@ -7,10 +7,7 @@ use larchdb::storage::FaultStorage;
 use larchdb::{Database, Durability, Options};
 
 fn open(data: &FaultStorage, log: &FaultStorage, with_log: bool) -> Database {
-    let options = Options {
-        log: with_log,
-        ..Options::default()
-    };
+    let options = Options::default().log(with_log);
     common::open_with_log(data, log, options).unwrap()
 }
 

@@ -178,17 +178,15 @@ fn log_options(rare_durable: bool) -> Options {
     } else {
         (4, 3 * (64 << 10))
     };
-    Options {
-        log: true,
-        log_segment_bytes: 64 << 10,
-        log_segments: segments,
-        checkpoint_bytes: checkpoint,
+    Options::default()
+        .log(true)
+        .log_segment_bytes(64 << 10)
+        .log_segments(segments)
+        .checkpoint_bytes(checkpoint)
         // The runs count the workload's syncs and operations up to the handle's drop; a
         // compaction at close would add its own, as many as the free space it finds (power
         // loss during a compaction: tests/compact.rs).
-        compact_on_close: false,
-        ..Options::default()
-    }
+        .compact_on_close(false)
 }
 
 /// Transactions of the workload run to compare the data file's syncs with rare and with

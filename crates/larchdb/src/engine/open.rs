@@ -7,7 +7,7 @@ use super::batch;
 use super::catalog::{self, CatalogCache, TableStates};
 use super::commit;
 use super::log::{GroupLog, Log, Record};
-use super::overlay::{Lookup, Overlay, COUNTS};
+use super::overlay::{Lookup, Overlay, Visible, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
 use super::{Disk, Shared, WriterState};
 use crate::btree;
@@ -19,6 +19,7 @@ use crate::pager::{
 };
 use crate::storage::{FileLock, FileStorage, LockTable, Storage};
 use std::collections::hash_map::{Entry, HashMap};
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -260,36 +261,48 @@ fn durable_log_position(storage: &dyn Storage, meta: &Meta, slot: u64) -> Option
         .then_some(durable.log_position)
 }
 
-/// The snapshot a handle starts from: `tree`, with the log's records after it replayed into
-/// an overlay. Each record is one commit; the tables it names must be in the tree's catalog
-/// (tables are created and deleted only by commits that write pages), and the entry counts
-/// are rebuilt as the commits were made.
-fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
-    let snap = &*tree.snap;
-    let catalog: &CatalogCache = &tree.catalog;
-    let overlay = Arc::new(Overlay::new());
-    let mut txn = snap.meta.txn;
-    // By table name: its number, its tree's header, and its entry count so far.
-    let mut tables: HashMap<&[u8], (u64, TableHeader, u64)> = HashMap::new();
-    for rec in records.iter().filter(|r| r.kind == KIND_COMMIT) {
-        if rec.txn <= txn {
+/// Records decoded this far ahead of the one being replayed, their keys' overlay slots
+/// prefetched: replay's time went mostly to the cache miss of each key's first probe (a large
+/// overlay's slot array is read at random), which the lookahead overlaps.
+const REPLAY_LOOKAHEAD: usize = 16;
+/// Keys of one record prefetched at most (a large batch's later keys are not).
+const REPLAY_PREFETCH_KEYS: usize = 4;
+
+/// A commit record decoded for replay: its txn, and each table's number and header (as of
+/// the checkpoint) with its records.
+type Decoded<'r> = (u64, Vec<(u64, TableHeader, Vec<Visible<'r>>)>);
+
+/// Decodes commit records for replay, in log order: checks that their txns rise, resolves
+/// the tables they name (by name, once each) and prefetches their first keys' slots in
+/// `overlay`.
+struct Decoder<'s> {
+    snap: &'s Snapshot,
+    catalog: &'s CatalogCache,
+    tables: HashMap<&'s [u8], (u64, TableHeader)>,
+    txn: u64,
+}
+
+impl<'s> Decoder<'s> {
+    fn decode(&mut self, rec: &'s Record, overlay: &Overlay) -> Result<Decoded<'s>> {
+        if rec.txn <= self.txn {
             return Err(Error::CorruptedLog {
                 position: rec.position,
-                reason: format!("commit {} after commit {txn}", rec.txn),
+                reason: format!("commit {} after commit {}", rec.txn, self.txn),
             });
         }
-        let mut writes = Vec::new();
-        let mut changed = Vec::new();
+        self.txn = rec.txn;
+        let mut out = Vec::new();
         for t in batch::decode(&rec.body, rec.position)? {
-            let table = match tables.entry(t.name) {
-                Entry::Occupied(e) => e.into_mut(),
+            let (id, hdr) = match self.tables.entry(t.name) {
+                Entry::Occupied(e) => *e.get(),
                 Entry::Vacant(e) => {
+                    let snap = self.snap;
                     let name = std::str::from_utf8(t.name).ok();
                     let found = match name {
                         Some(n) => catalog::lookup(snap, &snap.meta.catalog, n)?,
                         None => None,
                     };
-                    let (Some((hdr, _)), Some(id)) = (found, catalog.table_id(snap, t.name)?)
+                    let (Some((hdr, _)), Some(id)) = (found, self.catalog.table_id(snap, t.name)?)
                     else {
                         return Err(Error::CorruptedLog {
                             position: rec.position,
@@ -300,12 +313,54 @@ fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>>
                             ),
                         });
                     };
-                    e.insert((id, hdr, hdr.entries))
+                    *e.insert((id, hdr))
                 }
             };
-            let (id, hdr, n) = (table.0, table.1, &mut table.2);
+            for &(key, _) in t.records.iter().take(REPLAY_PREFETCH_KEYS) {
+                overlay.prefetch_slot(id, key);
+            }
+            out.push((id, hdr, t.records));
+        }
+        Ok((rec.txn, out))
+    }
+}
+
+/// The snapshot a handle starts from: `tree`, with the log's records after it replayed into
+/// an overlay. Each record is one commit; the tables it names must be in the tree's catalog
+/// (tables are created and deleted only by commits that write pages), and the entry counts
+/// are rebuilt as the commits were made.
+///
+/// Records are decoded, checked for order and resolved to table numbers `REPLAY_LOOKAHEAD`
+/// ahead of the one applied, and their slots prefetched; a record that fails there is queued
+/// as its error, so the first failure in log order is the one returned.
+fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
+    let snap = &*tree.snap;
+    let commits = records.iter().filter(|r| r.kind == KIND_COMMIT);
+    let overlay = Arc::new(Overlay::with_capacity(commits.clone().count()));
+    let mut decoder = Decoder {
+        snap,
+        catalog: &tree.catalog,
+        tables: HashMap::new(),
+        txn: snap.meta.txn,
+    };
+    let mut commits = commits;
+    let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
+    let mut txn = snap.meta.txn;
+    // By table number: its entry count so far.
+    let mut counts: HashMap<u64, u64> = HashMap::new();
+    loop {
+        while ahead.len() < REPLAY_LOOKAHEAD && !matches!(ahead.back(), Some(Err(_))) {
+            let Some(rec) = commits.next() else { break };
+            ahead.push_back(decoder.decode(rec, &overlay));
+        }
+        let Some(next) = ahead.pop_front() else { break };
+        let (rec_txn, decoded) = next?;
+        let mut writes = Vec::new();
+        let mut changed = Vec::new();
+        for (id, hdr, records) in decoded {
+            let n = counts.entry(id).or_insert(hdr.entries);
             let before = *n;
-            for &(key, value) in &t.records {
+            for (key, value) in records {
                 // A put of a key the overlay does not have is counted as new without looking
                 // in the tree, and marked, as a blind write of a live commit is
                 // (`Overlay::blind_in_tree` corrects the count when it is asked for): a tree
@@ -330,8 +385,8 @@ fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>>
         let count_records = changed
             .iter()
             .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-        overlay.insert_marked(rec.txn, writes.into_iter().chain(count_records));
-        txn = rec.txn;
+        overlay.insert_marked(rec_txn, writes.into_iter().chain(count_records));
+        txn = rec_txn;
     }
     if txn == snap.meta.txn {
         return Ok(tree.clone());
@@ -380,4 +435,107 @@ fn usable_free_set(
     }
     free.release(oldest, last_durable_txn)?;
     Ok(free)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::FaultStorage;
+    use crate::Database;
+
+    /// A database with table `t` whose log holds `n` one-put commits after its last
+    /// checkpoint: the tree as of that checkpoint, and the log's records after it.
+    fn logged(n: u32) -> (Arc<Published>, Vec<Record>) {
+        let data = FaultStorage::new();
+        let log = FaultStorage::new();
+        let options = Options::default()
+            .log(true)
+            .checkpoint_thread(false)
+            .compact_on_close(false);
+        let db =
+            Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log.clone()), options)
+                .unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        w.commit().unwrap();
+        db.checkpoint().unwrap();
+        for i in 0..n {
+            let mut w = db.begin_write().unwrap();
+            w.table("t").unwrap().put(&i.to_be_bytes(), b"v").unwrap();
+            w.commit().unwrap();
+        }
+        drop(db);
+        let storage: Arc<dyn Storage> = Arc::new(data);
+        let Chosen { meta, .. } =
+            choose_meta(&*storage, storage.len().unwrap(), storage.boot_id()).unwrap();
+        let access = Access::for_pages(
+            &storage,
+            meta.page_count * meta.page_bytes as u64,
+            None,
+            false,
+        )
+        .unwrap();
+        let tree = Published::new(Snapshot::new(meta, Arc::new(access), false));
+        let records = Log::read_records(Arc::new(log), meta.log_position).unwrap();
+        (tree, records)
+    }
+
+    fn failed_at(result: Result<Arc<Published>>) -> u64 {
+        match result {
+            Err(Error::CorruptedLog { position, .. }) => position,
+            Err(e) => panic!("expected CorruptedLog, got {e:?}"),
+            Ok(_) => panic!("expected CorruptedLog, replay succeeded"),
+        }
+    }
+
+    /// Every commit is replayed, past the lookahead's window.
+    #[test]
+    fn replay_brings_every_commit() {
+        let n = 3 * REPLAY_LOOKAHEAD as u32;
+        let (tree, records) = logged(n);
+        let commits: Vec<_> = records.iter().filter(|r| r.kind == KIND_COMMIT).collect();
+        assert_eq!(commits.len(), n as usize);
+        let last = commits.last().unwrap().txn;
+        let current = replay(&tree, records).unwrap();
+        assert_eq!(current.txn(), last);
+        let Some(overlay) = current.overlay.as_ref() else {
+            panic!("no overlay after a replay")
+        };
+        let id = tree.catalog.table_id(&tree.snap, b"t").unwrap().unwrap();
+        for i in 0..n {
+            assert!(
+                matches!(overlay.get(id, &i.to_be_bytes(), last), Lookup::Value(b"v")),
+                "key {i}"
+            );
+        }
+        assert_eq!(overlay.count(id, last), Some(n as u64));
+    }
+
+    /// Records are decoded ahead of the one applied; whatever fails first in the log's order
+    /// is what replay reports, whether a commit out of order or a body that does not decode,
+    /// and whichever comes later within the window.
+    #[test]
+    fn replay_reports_the_first_damaged_record() {
+        let (tree, records) = logged(3 * REPLAY_LOOKAHEAD as u32);
+        let k = REPLAY_LOOKAHEAD + 4;
+        fn out_of_order(r: &mut [Record], i: usize) {
+            r[i].txn = r[i - 1].txn;
+        }
+        fn undecodable(r: &mut [Record], i: usize) {
+            r[i].body.truncate(3);
+        }
+        type Damage = fn(&mut [Record], usize);
+        let cases: [(Damage, Damage); 2] =
+            [(out_of_order, undecodable), (undecodable, out_of_order)];
+        for (first, later) in cases {
+            let mut damaged = records.clone();
+            first(&mut damaged, k);
+            later(&mut damaged, k + 3);
+            assert_eq!(failed_at(replay(&tree, damaged)), records[k].position);
+            // Alone, the later damage is what is reported.
+            let mut damaged = records.clone();
+            later(&mut damaged, k + 3);
+            assert_eq!(failed_at(replay(&tree, damaged)), records[k + 3].position);
+        }
+    }
 }

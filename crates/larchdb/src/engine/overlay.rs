@@ -559,6 +559,17 @@ impl Overlay {
         Overlay::with_spare(None)
     }
 
+    /// An empty overlay with memory of its own whose table holds `entries` without growing
+    /// (replay, which knows how many records it brings: growing rehashes every entry, and a
+    /// prefetched slot is only right in the table that stays).
+    pub(crate) fn with_capacity(entries: usize) -> Overlay {
+        let slots = entries.saturating_mul(2).checked_next_power_of_two();
+        Overlay::with_table(
+            None,
+            Box::new(Slots::new(slots.unwrap_or(0).max(SLOTS_MIN))),
+        )
+    }
+
     /// An empty overlay that starts with the memory `spare` holds (if any) and leaves its own
     /// there when it is dropped.
     pub(crate) fn with_spare(spare: Option<Arc<Spare>>) -> Overlay {
@@ -566,6 +577,10 @@ impl Overlay {
             .as_ref()
             .and_then(|s| s.slots())
             .unwrap_or_else(|| Box::new(Slots::new(SLOTS_MIN)));
+        Overlay::with_table(spare, first)
+    }
+
+    fn with_table(spare: Option<Arc<Spare>>, first: Box<Slots>) -> Overlay {
         let table = &*first as *const Slots as *mut Slots;
         Overlay {
             table: AtomicPtr::new(table),

@@ -14,14 +14,12 @@ pub fn collect(it: larchdb::Range<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// replays the log.
 #[allow(dead_code)] // Not every test that has `mod common;` opens a logged database.
 pub fn small_log_options() -> larchdb::Options {
-    larchdb::Options {
-        log: true,
-        log_segment_bytes: 1 << 20,
-        log_segments: 6,
-        checkpoint_bytes: 1 << 20,
-        compact_on_close: false,
-        ..larchdb::Options::default()
-    }
+    larchdb::Options::default()
+        .log(true)
+        .log_segment_bytes(1 << 20)
+        .log_segments(6)
+        .checkpoint_bytes(1 << 20)
+        .compact_on_close(false)
 }
 
 /// Opens a database whose data file is `data` and whose log is `log` (fault storages: the
