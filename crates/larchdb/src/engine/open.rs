@@ -262,8 +262,9 @@ fn durable_log_position(storage: &dyn Storage, meta: &Meta, slot: u64) -> Option
 }
 
 /// Records decoded this far ahead of the one being replayed, their keys' overlay slots
-/// prefetched: replay's time went mostly to the cache miss of each key's first probe (a large
-/// overlay's slot array is read at random), which the lookahead overlaps.
+/// prefetched: the cache miss of each key's first probe (a large overlay's slot array is read
+/// at random) was the largest part of replay (19% of a 1M-record open's samples), and the
+/// lookahead overlaps it (docs/design/write-path.md, session 23).
 const REPLAY_LOOKAHEAD: usize = 16;
 /// Keys of one record prefetched at most (a large batch's later keys are not).
 const REPLAY_PREFETCH_KEYS: usize = 4;
