@@ -2,7 +2,7 @@
 //! and the one-put commit they time.
 
 use larchdb::{Database, Durability};
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 
 /// Key `i` as db_bench writes it: 16 decimal digits.
 pub fn key(i: u64) -> [u8; 16] {
@@ -42,4 +42,18 @@ pub fn set_random(db: &Database, space: u64, rng: &mut impl Rng, value: &[u8]) {
         .set(&key(rng.gen_range(0..space)), value)
         .unwrap();
     w.commit_with(Durability::None).unwrap();
+}
+
+/// The child of a crash experiment: loads `base` random records into `db` (`load_random`),
+/// makes a durable checkpoint, makes `n` one-put commits (`set_random`), and exits without
+/// closing anything (a process crash: no destructor runs, nothing is closed or synced).
+pub fn load_then_crash(db: &Database, base: u64, n: u64) -> ! {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let value: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
+    load_random(db, base, base, &mut rng, &value);
+    db.checkpoint().unwrap();
+    for _ in 0..n {
+        set_random(db, base, &mut rng, &value);
+    }
+    std::process::exit(0);
 }

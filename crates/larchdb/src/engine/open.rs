@@ -336,7 +336,7 @@ impl<'s> Decoder<'s> {
 /// as its error, so the first failure in log order is the one returned.
 fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
     let snap = &*tree.snap;
-    let commits = records.iter().filter(|r| r.kind == KIND_COMMIT);
+    let mut commits = records.iter().filter(|r| r.kind == KIND_COMMIT);
     let overlay = Arc::new(Overlay::with_capacity(commits.clone().count()));
     let mut decoder = Decoder {
         snap,
@@ -344,7 +344,6 @@ fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>>
         tables: HashMap::new(),
         txn: snap.meta.txn,
     };
-    let mut commits = commits;
     let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
     let mut txn = snap.meta.txn;
     // By table number: its entry count so far.

@@ -13,23 +13,14 @@
 //! open of it (for a profiler: copy the database first, the open replays and checkpoints it).
 
 use larchdb::{Database, Options};
-use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::time::Instant;
 
-use larch_write_path_experiments::{load_random, set_random};
+use larch_write_path_experiments::load_then_crash;
 
 fn child(path: &Path, base: u64, n: u64) {
     let db = Database::open(path, Options::default().log(true)).unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let value: Vec<u8> = (0..100).map(|_| rng.gen()).collect();
-    load_random(&db, base, base, &mut rng, &value);
-    db.checkpoint().unwrap();
-    for _ in 0..n {
-        set_random(&db, base, &mut rng, &value);
-    }
-    // A crash: no destructor runs, nothing is closed or synced.
-    std::process::exit(0);
+    load_then_crash(&db, base, n);
 }
 
 fn main() {
