@@ -12,6 +12,12 @@ use crate::verify;
 use std::path::Path;
 use std::sync::Arc;
 
+/// The name of the default table: the one [`Database::get`], [`Database::put`] and
+/// [`Database::delete`] use, and [`crate::ReadTxn::default_table`] and
+/// [`crate::WriteTxn::default_table`] open (LMDB's unnamed database, RocksDB's default column
+/// family). An ordinary table otherwise: it is listed, and it can be opened by this name.
+pub const DEFAULT_TABLE: &str = "default";
+
 /// An open database. Cheap to share between threads (`&Database` or `Arc<Database>`).
 ///
 /// ```
@@ -151,6 +157,50 @@ impl Database {
     /// last look, with a read of the meta pages when something was.
     pub fn begin_read(&self) -> Result<ReadTxn> {
         ReadTxn::new(self.shared.clone())
+    }
+
+    /// The value of `key` in the default table ([`DEFAULT_TABLE`]), copied out: a read
+    /// transaction of its own. Many reads are cheaper in one [`Database::begin_read`], whose
+    /// values are borrowed.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// assert_eq!(db.get(b"k")?, None);
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(db.delete(b"k")?);
+    /// assert_eq!(db.get(b"k")?, None);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let r = self.begin_read()?;
+        let v = r.default_table()?.get(key)?.map(<[u8]>::to_vec);
+        Ok(v)
+    }
+
+    /// Inserts or replaces `key` in the default table ([`DEFAULT_TABLE`]), in a write
+    /// transaction of its own committed with the handle's durability
+    /// ([`crate::Options::durability`]); creates the table the first time.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut w = self.begin_write()?;
+        w.default_table()?.set(key, value)?;
+        w.commit()
+    }
+
+    /// Deletes `key` from the default table ([`DEFAULT_TABLE`]), in a write transaction of
+    /// its own. Returns true if it was present.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        let mut w = self.begin_write()?;
+        let existed = match w.table(DEFAULT_TABLE) {
+            Ok(mut t) => t.delete(key)?,
+            Err(Error::TableNotFound(_)) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if existed {
+            w.commit()?;
+        }
+        Ok(existed)
     }
 
     /// Starts the write transaction, waiting while another one is in progress.

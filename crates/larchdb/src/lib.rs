@@ -65,7 +65,7 @@ mod table;
 mod txn;
 mod verify;
 
-pub use db::{Compacted, Database};
+pub use db::{Compacted, Database, DEFAULT_TABLE};
 pub use error::{Error, Result};
 pub use options::{
     Durability, Options, BOUNDED_BYTES_DEFAULT, BOUNDED_MILLIS_DEFAULT, CHECKPOINT_BYTES_DEFAULT,

@@ -20,6 +20,9 @@ fn own(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
     }
 }
 
+/// Keys `WriteTable::retain` collects before it deletes them.
+const RETAIN_CHUNK: usize = 1024;
+
 fn bounds<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(r: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let map = |b: Bound<&K>| own(b.map(|k| k.as_ref()));
     (map(r.start_bound()), map(r.end_bound()))
@@ -873,6 +876,169 @@ impl<'t> WriteTable<'t> {
             t.last_key = None;
             btree::delete(w, &mut t.hdr, key)
         })
+    }
+
+    /// Deletes every key in `range`. Returns how many it deleted.
+    ///
+    /// On a database without a log, the B-tree frees each subtree that lies inside the range
+    /// whole (its pages, and its values' overflow pages) and edits only the nodes on the
+    /// range's two edges: its cost follows the tree's depth and the number of pages freed,
+    /// not a delete per key. In a logged database ([`crate::Options::log`]) the deletions
+    /// are records of the log, one per key, and a range large enough makes the commit write
+    /// pages (as a large batch does).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for i in 0u32..1000 {
+    ///     t.put(&i.to_be_bytes(), b"v")?;
+    /// }
+    /// assert_eq!(t.delete_range(&100u32.to_be_bytes()[..]..&900u32.to_be_bytes()[..])?, 800);
+    /// assert_eq!(t.len()?, 200);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn delete_range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(
+        &mut self,
+        range: R,
+    ) -> Result<u64> {
+        let (start, end) = bounds(&range);
+        if self.logged.is_some() {
+            if *self.failed {
+                return Err(Error::TxnFailed);
+            }
+            // The keys as this transaction sees them (tree, overlay and batch together).
+            let doomed = self
+                .range_of(start, end, false)
+                .map(|e| e.map(|(k, _)| k.to_vec()))
+                .collect::<Result<Vec<_>>>()?;
+            for k in &doomed {
+                self.log_write(k, None, -1, false);
+            }
+            return Ok(doomed.len() as u64);
+        }
+        self.mutate(|w, _, t| {
+            t.append_hint = None;
+            t.put_hint.reset();
+            t.last_key = None;
+            btree::delete_range(w, &mut t.hdr, as_ref(&start), as_ref(&end))
+        })
+    }
+
+    /// Deletes every entry. Returns how many there were. The table stays (with its
+    /// properties); [`crate::WriteTxn::delete_table`] removes it. Costs what
+    /// [`WriteTable::delete_range`] of everything costs: the tree's pages are freed whole.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"a", b"1")?;
+    /// t.put(b"b", b"2")?;
+    /// assert_eq!(t.clear()?, 2);
+    /// assert!(t.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn clear(&mut self) -> Result<u64> {
+        self.delete_range::<[u8], _>(..)
+    }
+
+    /// Keeps only the entries for which `keep(key, value)` returns true, visiting them in
+    /// key order. Returns how many it deleted. The deletions are made a chunk of keys at a
+    /// time, so the memory it holds stays small whatever the table's size.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for i in 0u8..10 {
+    ///     t.put(&[i], &[i % 3])?;
+    /// }
+    /// // Deletes the entries whose value is 0: keys 0, 3, 6 and 9.
+    /// assert_eq!(t.retain(|_, v| v != [0])?, 4);
+    /// assert_eq!(t.len()?, 6);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8], &[u8]) -> bool) -> Result<u64> {
+        let mut from: Bound<Vec<u8>> = Bound::Unbounded;
+        let mut deleted = 0u64;
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        loop {
+            doomed.clear();
+            let mut next = None;
+            for e in self.range_of(from, Bound::Unbounded, false) {
+                let (k, v) = e?;
+                if !keep(k, v) {
+                    doomed.push(k.to_vec());
+                }
+                if doomed.len() == RETAIN_CHUNK {
+                    next = Some(k.to_vec());
+                    break;
+                }
+            }
+            for k in &doomed {
+                if !self.delete(k)? {
+                    return Err(Error::internal("retain: a key it saw is gone"));
+                }
+            }
+            deleted += doomed.len() as u64;
+            match next {
+                Some(k) => from = Bound::Excluded(k),
+                None => return Ok(deleted),
+            }
+        }
+    }
+
+    /// Removes the first entry and returns it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("queue")?;
+    /// let mut q = w.table("queue")?;
+    /// q.put(b"1", b"first")?;
+    /// q.put(b"2", b"second")?;
+    /// assert_eq!(q.pop_first()?, Some((b"1".to_vec(), b"first".to_vec())));
+    /// assert_eq!(q.len()?, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pop_first(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let e = self.first()?.map(|(k, v)| (k.to_vec(), v.to_vec()));
+        self.pop(e)
+    }
+
+    /// Removes the last entry and returns it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("stack")?;
+    /// let mut s = w.table("stack")?;
+    /// s.put(b"1", b"bottom")?;
+    /// s.put(b"2", b"top")?;
+    /// assert_eq!(s.pop_last()?, Some((b"2".to_vec(), b"top".to_vec())));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pop_last(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        let e = self.last()?.map(|(k, v)| (k.to_vec(), v.to_vec()));
+        self.pop(e)
+    }
+
+    fn pop(&mut self, e: Option<(Vec<u8>, Vec<u8>)>) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        if let Some((k, _)) = &e {
+            if !self.delete(k)? {
+                return Err(Error::internal("pop: the entry it read is gone"));
+            }
+        }
+        Ok(e)
     }
 
     fn range_of(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool) -> Range<'_> {

@@ -34,6 +34,28 @@ enum Op {
         from: u16,
         count: u8,
     },
+    /// `WriteTable::delete_range` over keys `from..to`, each end included, excluded or open
+    /// as `ends` says.
+    RemoveRange {
+        table: usize,
+        from: u16,
+        to: u16,
+        ends: u8,
+    },
+    /// `WriteTable::retain`, keeping keys whose last byte is not a multiple of `modulus`.
+    Retain {
+        table: usize,
+        modulus: u8,
+    },
+    /// `WriteTable::pop_first` or `pop_last`.
+    Pop {
+        table: usize,
+        last: bool,
+    },
+    /// `WriteTable::clear`.
+    Clear {
+        table: usize,
+    },
     DropTable {
         table: usize,
     },
@@ -85,6 +107,10 @@ fn op() -> impl Strategy<Value = Op> {
         40 => (0..3usize, 0u16..400, any::<u8>(), value, any::<bool>()).prop_map(|(table, key, width, value, blind)| Op::Put { table, key, width, value, blind }),
         12 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, key, width)| Op::Delete { table, key, width }),
         3 => (0..3usize, 0u16..400, any::<u8>()).prop_map(|(table, from, count)| Op::DeleteRange { table, from, count }),
+        3 => (0..3usize, 0u16..400, 0u16..400, any::<u8>()).prop_map(|(table, from, to, ends)| Op::RemoveRange { table, from, to, ends }),
+        1 => (0..3usize, 2u8..6).prop_map(|(table, modulus)| Op::Retain { table, modulus }),
+        2 => (0..3usize, any::<bool>()).prop_map(|(table, last)| Op::Pop { table, last }),
+        1 => (0..3usize).prop_map(|table| Op::Clear { table }),
         1 => (0..3usize).prop_map(|table| Op::DropTable { table }),
         3 => (0..3usize, 1u8..120, (any::<u8>(), 0u16..3000))
             .prop_map(|(table, count, value)| Op::Append { table, count, value }),
@@ -246,6 +272,99 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
                 assert!(t.delete(&k).unwrap());
             }
         }
+        Op::RemoveRange {
+            table,
+            from,
+            to,
+            ends,
+        } => {
+            use std::ops::Bound;
+            let name = TABLES[table];
+            let Some(m) = pending.get_mut(name) else {
+                return;
+            };
+            // Keys of width 0 and 1 bound the range: both sort among the table's keys.
+            let end = |k: Vec<u8>, how: u8| match how % 3 {
+                0 => Bound::Included(k),
+                1 => Bound::Excluded(k),
+                _ => Bound::Unbounded,
+            };
+            let (lo, hi) = (
+                end(key_bytes(from, 0), ends),
+                end(key_bytes(to, 1), ends / 3),
+            );
+            let range = (lo.as_ref().map(|k| &k[..]), hi.as_ref().map(|k| &k[..]));
+            // `BTreeMap::range` panics on a start past the end; the engine deletes nothing.
+            let empty = match (&lo, &hi) {
+                (Bound::Included(a), Bound::Included(b)) => a > b,
+                (
+                    Bound::Included(a) | Bound::Excluded(a),
+                    Bound::Included(b) | Bound::Excluded(b),
+                ) => a >= b,
+                _ => false,
+            };
+            let victims: Vec<Vec<u8>> = if empty {
+                Vec::new()
+            } else {
+                m.range::<[u8], _>(range).map(|(k, _)| k.clone()).collect()
+            };
+            for k in &victims {
+                m.remove(k);
+            }
+            let mut t = w.table(name).unwrap();
+            assert_eq!(
+                t.delete_range::<[u8], _>(range).unwrap(),
+                victims.len() as u64
+            );
+            assert_eq!(
+                t.len().unwrap(),
+                m.len() as u64,
+                "count of {name} after delete_range"
+            );
+        }
+        Op::Retain { table, modulus } => {
+            let name = TABLES[table];
+            let Some(m) = pending.get_mut(name) else {
+                return;
+            };
+            let keep = |k: &[u8]| k.last().is_none_or(|b| b % modulus != 0);
+            let before = m.len();
+            m.retain(|k, _| keep(k));
+            let mut t = w.table(name).unwrap();
+            let mut seen = Vec::new();
+            let deleted = t
+                .retain(|k, v| {
+                    seen.push((k.to_vec(), v.len()));
+                    keep(k)
+                })
+                .unwrap();
+            assert_eq!(deleted, (before - m.len()) as u64);
+            assert_eq!(seen.len(), before, "retain visits every entry once");
+            assert!(seen.windows(2).all(|p| p[0].0 < p[1].0), "in key order");
+            assert_eq!(t.len().unwrap(), m.len() as u64);
+        }
+        Op::Pop { table, last } => {
+            let name = TABLES[table];
+            let Some(m) = pending.get_mut(name) else {
+                return;
+            };
+            let want = if last { m.pop_last() } else { m.pop_first() };
+            let mut t = w.table(name).unwrap();
+            let got = if last { t.pop_last() } else { t.pop_first() }.unwrap();
+            assert_eq!(got, want);
+        }
+        Op::Clear { table } => {
+            let name = TABLES[table];
+            let Some(m) = pending.get_mut(name) else {
+                return;
+            };
+            let n = m.len() as u64;
+            m.clear();
+            let mut t = w.table(name).unwrap();
+            assert_eq!(t.clear().unwrap(), n);
+            assert!(t.is_empty().unwrap());
+            assert!(t.first().unwrap().is_none());
+        }
         Op::DropTable { table } => {
             let name = TABLES[table];
             assert_eq!(
@@ -290,6 +409,10 @@ fn is_write(op: &Op) -> bool {
         Op::Put { .. }
             | Op::Delete { .. }
             | Op::DeleteRange { .. }
+            | Op::RemoveRange { .. }
+            | Op::Retain { .. }
+            | Op::Pop { .. }
+            | Op::Clear { .. }
             | Op::DropTable { .. }
             | Op::Append { .. }
     )

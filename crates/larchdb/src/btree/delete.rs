@@ -56,7 +56,7 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
 
 /// Merges child `ci` of dirty branch `parent` with a sibling if both fit in one page: the
 /// right one's cells move into the left one and the right page is freed.
-fn merge_child(w: &mut WritePages, parent: u64, ci: usize) -> Result<()> {
+pub(super) fn merge_child(w: &mut WritePages, parent: u64, ci: usize) -> Result<()> {
     let (li, lid, rid, sep) = {
         let pn = Node::parse(w.page(parent)?, parent)?;
         if pn.n == 0 {
@@ -101,7 +101,7 @@ fn merge_child(w: &mut WritePages, parent: u64, ci: usize) -> Result<()> {
 }
 
 /// Removes roots that no longer earn their level: a branch with one child, an empty leaf.
-fn shrink_root(w: &mut WritePages, hdr: &mut TableHeader) -> Result<()> {
+pub(super) fn shrink_root(w: &mut WritePages, hdr: &mut TableHeader) -> Result<()> {
     for _ in 0..TREE_DEPTH_MAX {
         if hdr.root.is_none() {
             return Ok(());
@@ -130,26 +130,5 @@ pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
     if hdr.root.is_none() {
         return Ok(());
     }
-    let mut stack: Vec<(PageRef, u32)> = vec![(hdr.root, 1)];
-    let mut to_free: Vec<(u64, u64)> = Vec::new();
-    while let Some((r, level)) = stack.pop() {
-        let leaf = level == hdr.depth;
-        let n = node_at(w, r, leaf)?;
-        if leaf {
-            for i in 0..n.n {
-                if let LeafValue::Overflow { run, len } = n.value(i)? {
-                    to_free.push((run.id, overflow::pages_for(len, w.page_bytes())));
-                }
-            }
-        } else {
-            for i in 0..=n.n {
-                stack.push((n.child(i)?, level + 1));
-            }
-        }
-        to_free.push((r.id, 1));
-    }
-    for (id, pages) in to_free {
-        w.free(id, pages)?;
-    }
-    Ok(())
+    super::range::free_subtree(w, hdr.root, 1, hdr.depth).map(|_| ())
 }

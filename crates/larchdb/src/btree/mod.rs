@@ -10,6 +10,7 @@
 //! edit.rs    a dirty node edited in place: insert, replace, remove, compact, fill
 //! put.rs     put and append: descent, copy-on-write of the path, splits
 //! delete.rs  delete with merges, root shrinking, freeing a whole tree
+//! range.rs   a range deleted as whole subtrees
 //! merge.rs   a sorted batch merged in leaf by leaf (checkpoints)
 //! cursor.rs  ordered iteration: seek, first/last, next/prev
 //! relocate.rs  pages past a bound moved below it (compaction)
@@ -21,12 +22,14 @@ mod edit;
 mod merge;
 pub(crate) mod node;
 mod put;
+mod range;
 mod relocate;
 
 pub(crate) use cursor::Cursor;
 pub(crate) use delete::{delete, free_tree};
 pub(crate) use merge::{merge_sorted, MergeScratch, Record};
 pub(crate) use put::{append, put, AppendHint, PutHint};
+pub(crate) use range::delete_range;
 pub(crate) use relocate::relocate;
 
 use crate::error::{Error, Result};

@@ -42,7 +42,7 @@ impl Flusher {
 
     /// A bounded commit was made through the log: `note`, urgent when the log records not yet
     /// durable reached `Options::bounded_bytes`.
-    pub(crate) fn note_logged(&self, shared: &Shared) -> Result<()> {
+    pub(crate) fn note_logged(&self, shared: &Arc<Shared>) -> Result<()> {
         let urgent = shared
             .log
             .as_ref()
@@ -53,7 +53,7 @@ impl Flusher {
     /// A bounded commit was made; `urgent` when the log records not yet durable reached
     /// `bounded_bytes`. Starts the thread if it is not running (if it cannot be started, the
     /// commit is made durable here instead).
-    pub(crate) fn note(&self, shared: &Shared, urgent: bool) -> Result<()> {
+    pub(crate) fn note(&self, shared: &Arc<Shared>, urgent: bool) -> Result<()> {
         let mut st = self.lock();
         if st.stop {
             return Ok(());
@@ -139,7 +139,7 @@ fn run(shared: Arc<Shared>) {
 
 /// Makes every commit made so far durable: a sync of the log on a handle that writes one,
 /// else an empty durable commit.
-fn flush(shared: &Shared) -> Result<()> {
+fn flush(shared: &Arc<Shared>) -> Result<()> {
     match shared.log.as_ref() {
         Some(log) => log.sync_end(),
         None => {

@@ -159,6 +159,17 @@ impl Shared {
         Ok(snap)
     }
 
+    /// Registers a reader on `snap`, a snapshot the writer holds (a write transaction's base):
+    /// it may be newer than the published one (a commit waiting for its log's sync), and its
+    /// pages are protected by the writer until the registration takes over.
+    pub(crate) fn register_reader_on(&self, snap: &Arc<Published>) {
+        let mut rs = self.read_state();
+        *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
+        if let Some(lock) = self.shared_reader() {
+            lock.set_reader(rs.oldest_reader().unwrap_or(0));
+        }
+    }
+
     /// Removes one reader of a snapshot whose tree is commit `txn`; in the shared table, the handle's slot follows
     /// its oldest remaining reader (raising it is always safe: every remaining reader is at
     /// least as new).

@@ -22,6 +22,12 @@ impl ReadTxn {
         Ok(ReadTxn { shared, snap })
     }
 
+    /// A read transaction on `snap`, registered (`Shared::register_reader_on`).
+    pub(crate) fn on(shared: Arc<Shared>, snap: Arc<Published>) -> ReadTxn {
+        shared.register_reader_on(&snap);
+        ReadTxn { shared, snap }
+    }
+
     pub(crate) fn snapshot(&self) -> &Snapshot {
         &self.snap.snap
     }
@@ -72,6 +78,26 @@ impl ReadTxn {
         let entries = overlays.count(id, txn).unwrap_or(hdr.entries);
         let upper = Upper::new(overlays, None, id, txn);
         Ok(ReadTable::layered(snap, hdr, upper, entries))
+    }
+
+    /// The default table ([`crate::DEFAULT_TABLE`]): the one [`crate::Database::get`] reads.
+    /// Empty if it was never written.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// assert!(db.begin_read()?.default_table()?.is_empty()?);
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.begin_read()?.default_table()?.get(b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn default_table(&self) -> Result<ReadTable<'_>> {
+        match self.table(crate::DEFAULT_TABLE) {
+            Err(Error::TableNotFound(_)) => {
+                Ok(ReadTable::new(&self.snap.snap, TableHeader::default()))
+            }
+            r => r,
+        }
     }
 
     /// Names of all tables, sorted.

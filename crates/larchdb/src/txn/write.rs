@@ -11,6 +11,7 @@ use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
 use crate::table::{Logged, TablePages, WriteTable};
+use crate::txn::ReadTxn;
 use std::sync::{Arc, MutexGuard};
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
@@ -23,7 +24,7 @@ use std::sync::{Arc, MutexGuard};
 /// it first applies the overlay's records and its own batch to the tree (a checkpoint), and
 /// its commit writes pages and a meta page as without a log (docs/design/write-path.md).
 pub struct WriteTxn<'db> {
-    shared: &'db Shared,
+    shared: &'db Arc<Shared>,
     guard: MutexGuard<'db, WriterState>,
     /// The pages this transaction writes; started by the first change that writes pages
     /// (`start_pages`): a logged transaction reads the tree through its base snapshot and
@@ -45,7 +46,7 @@ pub struct WriteTxn<'db> {
 
 impl<'db> WriteTxn<'db> {
     pub(crate) fn new(
-        shared: &'db Shared,
+        shared: &'db Arc<Shared>,
         mut guard: MutexGuard<'db, WriterState>,
     ) -> Result<WriteTxn<'db>> {
         if shared.options.read_only {
@@ -447,6 +448,53 @@ impl<'db> WriteTxn<'db> {
             &mut self.failed,
             logged,
         ))
+    }
+
+    /// The default table ([`crate::DEFAULT_TABLE`]), created if it does not exist.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.default_table()?.put(b"k", b"v")?;
+    /// w.commit()?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn default_table(&mut self) -> Result<WriteTable<'_>> {
+        self.ensure_table(crate::DEFAULT_TABLE)?;
+        self.table(crate::DEFAULT_TABLE)
+    }
+
+    /// A read transaction on the commit this transaction started from: what it sees does not
+    /// include this transaction's writes, and it lives on after the commit or abort. It does
+    /// not borrow the transaction, so a table read through it can be scanned while tables of
+    /// this transaction are written, as when copying one table into another. (A transaction
+    /// opens one table at a time for writing: its tables share the transaction's pages and
+    /// batch, which a write may move, and values are returned without a copy.)
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("a")?;
+    /// # w.table("a")?.put(b"k", b"v")?;
+    /// # w.commit()?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("b")?;
+    /// let base = w.read_base();
+    /// let a = base.table("a")?;
+    /// let mut b = w.table("b")?;
+    /// for entry in a.iter() {
+    ///     let (k, v) = entry?;
+    ///     b.put(k, v)?;
+    /// }
+    /// w.commit()?;
+    /// assert_eq!(db.begin_read()?.table("b")?.get(b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn read_base(&self) -> ReadTxn {
+        ReadTxn::on(self.shared.clone(), self.base.clone())
     }
 
     /// Deletes a table and frees its pages. Returns false if it did not exist.
