@@ -6,6 +6,14 @@ cd "$(dirname "$0")/.."
 
 cargo test --workspace
 
+# The engine crate packages as it would be published (its files, its metadata, a build of the
+# packaged sources), with no warning.
+package_log=$(cargo package -p larchdb --offline --allow-dirty 2>&1) || { echo "$package_log"; exit 1; }
+if grep -q '^warning' <<<"$package_log"; then
+  echo "$package_log"
+  exit 1
+fi
+
 # The engine's examples (crates/larchdb/examples), run as a user would run them.
 for example in quickstart readers; do
   cargo run --release --quiet -p larchdb --example "$example"
