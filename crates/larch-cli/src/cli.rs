@@ -74,11 +74,25 @@ impl Failure {
                 exit::DISK_FULL,
                 format!("{p}: disk full; the transaction in progress was not committed"),
             ),
-            Error::Io(ref io) if io.kind() == std::io::ErrorKind::NotFound => {
-                Failure::new(exit::NOT_A_DATABASE, format!("{p}: no such file"))
+            Error::Io {
+                ref source,
+                ref path,
+                ..
+            } if source.kind() == std::io::ErrorKind::NotFound => {
+                let shown = path
+                    .as_deref()
+                    .map_or(p.to_string(), |q| q.display().to_string());
+                Failure::new(exit::NOT_A_DATABASE, format!("{shown}: no such file"))
             }
-            Error::Io(ref io) if io.kind() == std::io::ErrorKind::PermissionDenied => {
-                Failure::new(exit::FAILURE, format!("{p}: permission denied"))
+            Error::Io {
+                ref source,
+                ref path,
+                op,
+            } if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                let shown = path
+                    .as_deref()
+                    .map_or(p.to_string(), |q| q.display().to_string());
+                Failure::new(exit::FAILURE, format!("{shown}: permission denied ({op})"))
             }
             other => Failure::new(exit::FAILURE, format!("{p}: {other}")),
         }

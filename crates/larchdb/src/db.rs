@@ -62,6 +62,37 @@ impl Drop for Database {
         if writes && self.shared.options.compact_on_close {
             let _ = self.compact();
         }
+        if !self.shared.options.read_only {
+            self.hand_over_to_readers();
+        }
+    }
+}
+
+impl Database {
+    /// At close, if read transactions of this handle live on (they hold its state): registers
+    /// them in the lock file's reader table, as a read-only handle does, and releases the
+    /// database's lock, so that another writer can open it while they read. The next writer
+    /// keeps the pages their snapshots reach (it reads the table before it reuses pages). If
+    /// the table has no free slot the lock stays until the last of them ends.
+    fn hand_over_to_readers(&self) {
+        let shared = &self.shared;
+        let Some(lock) = shared.lock.as_ref() else {
+            return;
+        };
+        let rs = shared.read_state();
+        let Some(oldest) = rs.oldest_reader() else {
+            return;
+        };
+        if lock.claim_slot().is_err() {
+            return;
+        }
+        lock.set_reader(oldest);
+        // From here the readers' registrations update the slot (`Shared::shared_reader`).
+        shared
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        drop(rs);
+        let _ = shared.storage.unlock();
     }
 }
 

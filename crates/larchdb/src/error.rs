@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::path::{Path, PathBuf};
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -11,7 +12,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An I/O error from the storage layer that has no more specific variant.
-    Io(io::Error),
+    Io {
+        /// What was being done: `"open"`, `"stat"`, `"lock"`, `"read"`, `"write"`, `"sync"`,
+        /// `"resize"`, `"allocate"`, `"map"`, or `"I/O"` where the storage backend does not
+        /// say (a [`crate::storage::Storage`] other than a file).
+        op: &'static str,
+        /// The file it was done to: the database, its log (`<db>-log`) or its lock file
+        /// (`<db>-lock`); `None` for a backend that is not a file.
+        path: Option<PathBuf>,
+        /// The error the system returned.
+        source: io::Error,
+    },
     /// The device is full (ENOSPC or EDQUOT). Nothing of the failed transaction is visible;
     /// earlier commits are intact and writes succeed again once space is freed.
     DiskFull,
@@ -106,18 +117,84 @@ impl Error {
         Error::Internal(reason.into())
     }
 
-    /// Maps an I/O error, giving a full disk its own variant.
+    /// Maps an I/O error, giving a full disk its own variant, and taking the operation and
+    /// the path from the context a file storage attached (`with_context`).
     pub(crate) fn from_io(e: io::Error) -> Error {
         if is_disk_full(&e) {
-            Error::DiskFull
-        } else {
-            Error::Io(e)
+            return Error::DiskFull;
+        }
+        if e.get_ref().is_some_and(|i| i.is::<IoContext>()) {
+            if let Some(inner) = e.into_inner() {
+                if let Ok(c) = inner.downcast::<IoContext>() {
+                    let IoContext { op, path, source } = *c;
+                    return Error::Io {
+                        op,
+                        path: Some(path),
+                        source,
+                    };
+                }
+            }
+            return Error::internal("an I/O error's context was lost");
+        }
+        Error::Io {
+            op: "I/O",
+            path: None,
+            source: e,
+        }
+    }
+
+    /// An I/O error of `op` on the file at `path`.
+    pub(crate) fn io_at(op: &'static str, path: &Path, e: io::Error) -> Error {
+        if is_disk_full(&e) {
+            return Error::DiskFull;
+        }
+        Error::Io {
+            op,
+            path: Some(path.to_path_buf()),
+            source: e,
         }
     }
 }
 
+/// What a file storage attaches to the errors it returns (as an `io::Error` of the same
+/// kind), so that `Error::from_io` can say which operation on which file failed.
+#[derive(Debug)]
+pub(crate) struct IoContext {
+    op: &'static str,
+    path: PathBuf,
+    source: io::Error,
+}
+
+impl fmt::Display for IoContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.op, self.path.display(), self.source)
+    }
+}
+
+impl std::error::Error for IoContext {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
+/// `e` with the operation and the file it happened to (see `IoContext`); its kind is kept.
+pub(crate) fn with_context(op: &'static str, path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(
+        e.kind(),
+        IoContext {
+            op,
+            path: path.to_path_buf(),
+            source: e,
+        },
+    )
+}
+
 /// Whether an I/O error means the device (or the user's quota) is full.
 pub(crate) fn is_disk_full(e: &io::Error) -> bool {
+    let e = match e.get_ref().and_then(|i| i.downcast_ref::<IoContext>()) {
+        Some(c) => &c.source,
+        None => e,
+    };
     matches!(e.raw_os_error(), Some(28) | Some(122)) // ENOSPC, EDQUOT
         || e.kind() == io::ErrorKind::StorageFull
 }
@@ -131,7 +208,16 @@ impl From<io::Error> for Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io(e) => write!(f, "I/O error: {e}"),
+            Error::Io {
+                op,
+                path: Some(path),
+                source,
+            } => write!(f, "I/O error: {op} {}: {source}", path.display()),
+            Error::Io {
+                op,
+                path: None,
+                source,
+            } => write!(f, "I/O error: {op}: {source}"),
             Error::DiskFull => write!(f, "disk full"),
             Error::Corrupted { page, reason } => {
                 write!(f, "database corrupted at page {page}: {reason}")
@@ -187,8 +273,46 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io(e) => Some(e),
+            Error::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_storage_error_keeps_its_operation_path_and_kind() {
+        let path = Path::new("/data/db");
+        let e = with_context("sync", path, io::Error::from_raw_os_error(5));
+        assert_eq!(e.kind(), io::Error::from_raw_os_error(5).kind());
+        match Error::from_io(e) {
+            Error::Io {
+                op: "sync",
+                path: Some(p),
+                source,
+            } => {
+                assert_eq!(p, path);
+                assert_eq!(source.raw_os_error(), Some(5));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A full disk is its own variant, through the context too.
+        for errno in [28, 122] {
+            let e = with_context("write", path, io::Error::from_raw_os_error(errno));
+            assert!(is_disk_full(&e));
+            assert!(matches!(Error::from_io(e), Error::DiskFull));
+        }
+        // An error from a backend that is not a file has no path.
+        assert!(matches!(
+            Error::from_io(io::Error::other("x")),
+            Error::Io {
+                op: "I/O",
+                path: None,
+                ..
+            }
+        ));
     }
 }

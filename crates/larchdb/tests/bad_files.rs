@@ -139,16 +139,37 @@ fn not_a_database() {
         Database::open(&empty, Options::default().read_only(true)),
         Err(Error::NotADatabase)
     ));
-    assert!(matches!(
-        Database::open(dir.path(), Options::default()),
-        Err(Error::Io(_))
-    ));
+    // I/O errors name the operation and the file.
+    match Database::open(dir.path(), Options::default()) {
+        Err(Error::Io {
+            op: "open",
+            path: Some(p),
+            source,
+        }) => {
+            assert_eq!(p, dir.path());
+            assert_eq!(source.kind(), std::io::ErrorKind::IsADirectory);
+        }
+        other => panic!("{other:?}"),
+    }
     let missing = dir.path().join("missing");
-    assert!(matches!(
-        Database::open(&missing, Options::default().create(false)),
-        Err(Error::Io(_))
-    ));
+    match Database::open(&missing, Options::default().create(false)) {
+        Err(e @ Error::Io { .. }) => {
+            let Error::Io { op, path, source } = &e else {
+                unreachable!()
+            };
+            assert_eq!((*op, path.as_deref()), ("open", Some(missing.as_path())));
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            let shown = e.to_string();
+            assert!(
+                shown.contains("open") && shown.contains("missing"),
+                "{shown}"
+            );
+            assert!(std::error::Error::source(&e).is_some());
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(!missing.exists());
+    assert!(!larchdb::storage::lock_path(&missing).exists());
 }
 
 /// Writes `version` into a meta slot and reseals its checksum, as a later format would (its

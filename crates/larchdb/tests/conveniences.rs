@@ -134,3 +134,50 @@ fn a_table_copied_into_another_in_one_transaction() {
         assert!(report.is_clean(), "{:?}", report.problems);
     }
 }
+
+/// A read transaction that outlives its `Database` keeps reading its snapshot, and does not
+/// keep the database locked: the next writer opens it, rewrites and compacts it, and never
+/// reuses a page the old snapshot reaches.
+#[test]
+fn a_reader_outliving_its_database_does_not_hold_the_write_lock() {
+    for options in [Options::default(), Options::default().log(true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let db = Database::open(&path, options.clone()).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        let mut t = w.table("t").unwrap();
+        for i in 0u32..5000 {
+            t.put(&i.to_be_bytes(), &[1u8; 200]).unwrap();
+        }
+        w.commit().unwrap();
+        let mut old = db.begin_read().unwrap();
+        drop(db);
+
+        let db = Database::open(&path, options.clone()).unwrap();
+        for round in 2u8..6 {
+            let mut w = db.begin_write().unwrap();
+            let mut t = w.table("t").unwrap();
+            t.clear().unwrap();
+            for i in 0u32..5000 {
+                t.put(&i.to_be_bytes(), &[round; 200]).unwrap();
+            }
+            w.commit().unwrap();
+        }
+        db.compact().unwrap();
+        old.renew();
+        let t = old.table("t").unwrap();
+        assert_eq!(t.len().unwrap(), 5000);
+        for e in t.iter() {
+            assert_eq!(e.unwrap().1, &[1u8; 200][..]);
+        }
+        drop(old);
+        // The old handle's slot is gone with its last reader: pages it held are reused.
+        let mut w = db.begin_write().unwrap();
+        w.table("t").unwrap().put(b"k", b"v").unwrap();
+        w.commit().unwrap();
+        let report = db.verify_all().unwrap();
+        assert!(report.is_clean(), "{:?}", report.problems);
+        assert_eq!(db.stats().unwrap().other_readers, 0);
+    }
+}

@@ -80,7 +80,7 @@ fn eio_on_sync_fails_stop_and_reopen_keeps_acknowledged_commits() {
         let acknowledged = if result.is_ok() { 300 } else { 100 };
         match result {
             Ok(()) => {}
-            Err(Error::Io(_)) => {
+            Err(Error::Io { .. }) => {
                 // After a failed sync or meta write the handle refuses writes (fail-stop);
                 // after a failed page write it stays usable.
                 if let Err(e) = db.begin_write() {
@@ -282,7 +282,7 @@ fn log_faults_at_every_operation_are_typed_and_lose_nothing_acknowledged() {
             match err {
                 None => assert_eq!(acked, 1500),
                 Some(Error::DiskFull) if kind == FaultKind::Enospc => {}
-                Some(Error::Io(_)) if kind == FaultKind::Eio => {}
+                Some(Error::Io { .. }) if kind == FaultKind::Eio => {}
                 Some(e) => panic!("{kind:?} at {nth}: {e}"),
             }
             if err.is_some() {

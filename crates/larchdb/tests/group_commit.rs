@@ -129,7 +129,7 @@ fn a_failed_log_sync_fails_its_commit_and_every_later_one_and_is_never_seen() {
     log.fail_after(2, FaultKind::Eio, false);
     let mut w = db.begin_write().unwrap();
     w.table("t").unwrap().set(b"lost", b"2").unwrap();
-    assert!(matches!(w.commit(), Err(Error::Io(_))));
+    assert!(matches!(w.commit(), Err(Error::Io { .. })));
     let r = db.begin_read().unwrap();
     let t = r.table("t").unwrap();
     assert_eq!(t.get(b"kept").unwrap(), Some(&b"1"[..]));

@@ -2003,7 +2003,7 @@ mod tests {
             s.fail_after(nth, kind, false);
             let e = log.sync().unwrap_err();
             match kind {
-                FaultKind::Eio => assert!(matches!(e, Error::Io(_)), "{e}"),
+                FaultKind::Eio => assert!(matches!(e, Error::Io { .. }), "{e}"),
                 FaultKind::Enospc => assert!(matches!(e, Error::DiskFull), "{e}"),
             }
             assert_eq!(
@@ -2069,7 +2069,7 @@ mod tests {
         let group = GroupLog::new(Log::create(a, SEG, 4, 0).unwrap());
         let end = group.append(KIND_COMMIT, 1, b"one").unwrap();
         s.fail_after(2, FaultKind::Eio, false);
-        assert!(matches!(group.sync_to(end), Err(Error::Io(_))));
+        assert!(matches!(group.sync_to(end), Err(Error::Io { .. })));
         let end = group.append(KIND_COMMIT, 2, b"two").unwrap();
         assert!(matches!(group.sync_to(end), Err(Error::Poisoned)));
     }

@@ -109,6 +109,10 @@ pub(crate) struct Shared {
     /// The lock file's reader table, for handles on a real file (see `storage/lock.rs`).
     /// A read-only handle owns a slot in it; the writer reads every slot.
     pub(crate) lock: Option<LockTable>,
+    /// The writing handle was closed while read transactions of it lived on: it gave up the
+    /// database's lock and registers its readers in the lock file's table like a read-only
+    /// handle (`Database`'s drop).
+    pub(crate) closed: std::sync::atomic::AtomicBool,
     /// The write-ahead log, for a writing handle opened with `Options::log`.
     pub(crate) log: Option<GroupLog>,
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader

@@ -64,7 +64,7 @@ pub(crate) fn open_file(
         // The database first, so that a missing one creates no lock file.
         let storage = FileStorage::open_with(path, true, false, FileLock::None)?;
         match LockTable::open(path) {
-            Ok(mut lock) => {
+            Ok(lock) => {
                 lock.claim_slot()?;
                 (storage, Some(lock))
             }
@@ -87,7 +87,7 @@ pub(crate) fn open_file(
 fn cannot_write(e: &Error) -> bool {
     match e {
         Error::DiskFull => true,
-        Error::Io(e) => {
+        Error::Io { source: e, .. } => {
             e.kind() == std::io::ErrorKind::PermissionDenied
                 || e.kind() == std::io::ErrorKind::ReadOnlyFilesystem
                 || e.raw_os_error() == Some(libc::EROFS)
@@ -196,6 +196,7 @@ impl Shared {
             options,
             boot_id,
             lock,
+            closed: std::sync::atomic::AtomicBool::new(false),
             log: log.map(GroupLog::new),
             writers_waiting: Default::default(),
             flusher: Default::default(),

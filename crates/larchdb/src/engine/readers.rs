@@ -140,7 +140,7 @@ impl Shared {
     /// is published in its slot.
     #[inline]
     pub(crate) fn shared_reader(&self) -> Option<&LockTable> {
-        if self.options.read_only {
+        if self.options.read_only || self.closed.load(std::sync::atomic::Ordering::Acquire) {
             self.lock.as_ref()
         } else {
             None
@@ -192,6 +192,10 @@ impl Shared {
     /// writer in another process, if the newest snapshot cannot be read (an I/O error), the
     /// reader stays on `held`, which remains valid.
     pub(crate) fn renew_reader(&self, held: &Published) -> Option<Arc<Published>> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            // The handle is closed: its state follows no writer any more.
+            return None;
+        }
         let mut rs = self.read_state();
         if let Some(lock) = self.shared_reader() {
             // The reader is still registered, so the slot protects what is found.
@@ -336,9 +340,9 @@ pub(crate) fn newest_protected(
         }
         std::thread::yield_now();
     }
-    Err(last_err.unwrap_or_else(|| {
-        Error::Io(std::io::Error::other(
-            "could not register a reader: the writer kept publishing newer commits",
-        ))
+    Err(last_err.unwrap_or_else(|| Error::Io {
+        op: "register a reader",
+        path: None,
+        source: std::io::Error::other("the writer kept publishing newer commits"),
     }))
 }

@@ -3,12 +3,12 @@
 //! `fallocate` first, so a full disk is an `ENOSPC` error and never a SIGBUS.
 
 use super::Storage;
-use crate::error::{Error, Result};
+use crate::error::{with_context, Error, Result};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How often, and how far apart, a busy lock is retried before `DatabaseLocked`: 100 ms in all.
 const LOCK_RETRIES: u32 = 20;
@@ -31,8 +31,12 @@ pub enum FileLock {
 /// The database file. Holds an advisory `flock` for its lifetime (see [`FileLock`]). The
 /// kernel drops the lock when the process dies, so a lock left by a killed process never
 /// blocks the next open.
+///
+/// Its errors name the operation and the file (as [`Error::Io`]'s `op` and `path` once they
+/// reach the engine's error type).
 pub struct FileStorage {
     file: File,
+    path: PathBuf,
     boot_id: Option<[u8; 16]>,
 }
 
@@ -60,12 +64,15 @@ impl FileStorage {
             .write(!read_only)
             .create(create && !read_only)
             .truncate(false)
-            .open(path)?;
-        if file.metadata()?.is_dir() {
-            return Err(Error::Io(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "path is a directory",
-            )));
+            .open(path)
+            .map_err(|e| Error::io_at("open", path, e))?;
+        let meta = file.metadata().map_err(|e| Error::io_at("stat", path, e))?;
+        if meta.is_dir() {
+            return Err(Error::io_at(
+                "open",
+                path,
+                io::Error::new(io::ErrorKind::IsADirectory, "path is a directory"),
+            ));
         }
         // A lock can be held for a moment by a descriptor this process already closed: a child
         // being spawned by another thread holds copies of all descriptors between fork and
@@ -84,13 +91,19 @@ impl FileStorage {
                     std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
                 }
                 Err(TryLockError::WouldBlock) => return Err(Error::DatabaseLocked),
-                Err(TryLockError::Error(e)) => return Err(Error::from_io(e)),
+                Err(TryLockError::Error(e)) => return Err(Error::io_at("lock", path, e)),
             }
         }
         Ok(FileStorage {
             file,
+            path: path.to_path_buf(),
             boot_id: read_boot_id(),
         })
+    }
+
+    /// `e`, naming `op` and this file.
+    fn context(&self, op: &'static str, e: io::Error) -> io::Error {
+        with_context(op, &self.path, e)
     }
 }
 
@@ -111,14 +124,66 @@ fn read_boot_id() -> Option<[u8; 16]> {
 
 impl Storage for FileStorage {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| self.context("read", e))
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.file.write_all_at(buf, offset)
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| self.context("write", e))
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.write_vectored(bufs, offset)
+            .map_err(|e| self.context("write", e))
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data().map_err(|e| self.context("sync", e))
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self
+            .file
+            .metadata()
+            .map_err(|e| self.context("stat", e))?
+            .len())
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file
+            .set_len(len)
+            .map_err(|e| self.context("resize", e))
+    }
+
+    fn map(&self, len: u64) -> Option<io::Result<memmap2::Mmap>> {
+        self.map_ro(len)
+            .map(|r| r.map_err(|e| self.context("map", e)))
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<bool> {
+        self.fallocate(len).map_err(|e| self.context("allocate", e))
+    }
+
+    fn map_mut(&self, len: u64) -> Option<io::Result<memmap2::MmapRaw>> {
+        self.map_rw(len)
+            .map(|r| r.map_err(|e| self.context("map", e)))
+    }
+
+    fn boot_id(&self) -> Option<[u8; 16]> {
+        self.boot_id
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        self.file.unlock().map_err(|e| self.context("unlock", e))
+    }
+}
+
+/// The system calls behind `Storage for FileStorage`, which adds the context to their errors.
+impl FileStorage {
+    fn write_vectored(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         // `pwritev` takes at most IOV_MAX (1024) buffers and may write less than asked.
         const IOV_MAX: usize = 1024;
         let mut at = offset;
@@ -179,19 +244,7 @@ impl Storage for FileStorage {
         Ok(())
     }
 
-    fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-
-    fn len(&self) -> io::Result<u64> {
-        Ok(self.file.metadata()?.len())
-    }
-
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.file.set_len(len)
-    }
-
-    fn map(&self, len: u64) -> Option<io::Result<memmap2::Mmap>> {
+    fn map_ro(&self, len: u64) -> Option<io::Result<memmap2::Mmap>> {
         let len = match usize::try_from(len) {
             Ok(len) => len,
             Err(_) => {
@@ -211,7 +264,7 @@ impl Storage for FileStorage {
         Some(unsafe { memmap2::MmapOptions::new().len(len).map(&self.file) })
     }
 
-    fn allocate(&self, len: u64) -> io::Result<bool> {
+    fn fallocate(&self, len: u64) -> io::Result<bool> {
         let Ok(len) = libc::off_t::try_from(len) else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -231,7 +284,7 @@ impl Storage for FileStorage {
         }
     }
 
-    fn map_mut(&self, len: u64) -> Option<io::Result<memmap2::MmapRaw>> {
+    fn map_rw(&self, len: u64) -> Option<io::Result<memmap2::MmapRaw>> {
         let len = match usize::try_from(len) {
             Ok(len) => len,
             Err(_) => {
@@ -249,10 +302,6 @@ impl Storage for FileStorage {
         // out; readers in other processes read only pages that registered snapshots reach,
         // which this writer never writes.
         Some(memmap2::MmapOptions::new().len(len).map_raw(&self.file))
-    }
-
-    fn boot_id(&self) -> Option<[u8; 16]> {
-        self.boot_id
     }
 }
 

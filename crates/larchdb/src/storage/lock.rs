@@ -72,9 +72,12 @@ pub fn lock_path(db: &Path) -> PathBuf {
 /// for a read-only handle, the OFD lock on its slot) and the shared mapping.
 pub(crate) struct LockTable {
     file: File,
+    /// The lock file's path, for errors.
+    path: PathBuf,
     map: memmap2::MmapRaw,
-    /// The slot this handle owns (read-only handles), if any.
-    own: Option<usize>,
+    /// The slot this handle owns (read-only handles, and a writing handle closed while its
+    /// read transactions live on: `Database`'s drop), if any.
+    own: std::sync::OnceLock<usize>,
 }
 
 impl std::fmt::Debug for LockTable {
@@ -85,7 +88,7 @@ impl std::fmt::Debug for LockTable {
 
 impl LockTable {
     /// Opens (creating if needed) the lock file of the database at `db`, initialising it when
-    /// this handle is its only user. I/O errors are returned as `Error::Io`, or `DiskFull`, so
+    /// this handle is its only user. I/O errors are returned as `Error::Io` (naming the lock file), or `DiskFull`, so
     /// that a read-only caller can tell a file system it cannot write to.
     pub(crate) fn open(db: &Path) -> Result<LockTable> {
         let path = lock_path(db);
@@ -95,33 +98,36 @@ impl LockTable {
             .create(true)
             .truncate(false)
             .open(&path)
-            .map_err(Error::from_io)?;
+            .map_err(|e| Error::io_at("open", &path, e))?;
         match file.try_lock() {
             Ok(()) => {
                 // Alone: nobody maps the file, so resetting it cannot harm a live handle.
-                init(&file).map_err(Error::from_io)?;
+                init(&file).map_err(|e| Error::io_at("write", &path, e))?;
                 // Converting to shared is not atomic, but no handle uses the file before it
                 // holds the shared lock, and whoever slips in between re-initialises an unused
                 // file to the same state.
-                file.unlock().map_err(Error::Io)?;
-                file.lock_shared().map_err(Error::Io)?;
+                file.unlock().map_err(|e| Error::io_at("lock", &path, e))?;
+                file.lock_shared()
+                    .map_err(|e| Error::io_at("lock", &path, e))?;
             }
             Err(TryLockError::WouldBlock) => {
                 // Blocks only while another handle initialises the file (it holds the
                 // exclusive lock for that).
-                file.lock_shared().map_err(Error::Io)?;
+                file.lock_shared()
+                    .map_err(|e| Error::io_at("lock", &path, e))?;
             }
-            Err(TryLockError::Error(e)) => return Err(Error::Io(e)),
+            Err(TryLockError::Error(e)) => return Err(Error::io_at("lock", &path, e)),
         }
         validate(&file, &path)?;
         let map = memmap2::MmapOptions::new()
             .len(LOCK_FILE_BYTES)
             .map_raw(&file)
-            .map_err(Error::Io)?;
+            .map_err(|e| Error::io_at("map", &path, e))?;
         Ok(LockTable {
             file,
+            path,
             map,
-            own: None,
+            own: std::sync::OnceLock::new(),
         })
     }
 
@@ -160,18 +166,22 @@ impl LockTable {
 
     /// Claims a free slot for this handle: the first one whose OFD lock is free. A slot left by
     /// a killed process has a free lock, so it is simply taken over.
-    pub(crate) fn claim_slot(&mut self) -> Result<()> {
-        if self.own.is_some() {
+    pub(crate) fn claim_slot(&self) -> Result<()> {
+        if self.own.get().is_some() {
             return Ok(());
         }
         for slot in 0..READERS_MAX {
-            if ofd_lock(&self.file, slot, true).map_err(Error::Io)? {
+            if ofd_lock(&self.file, slot, true).map_err(|e| Error::io_at("lock", &self.path, e))? {
                 self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
                 self.slot_word(slot, S_PID)
                     .store(std::process::id() as u64, Ordering::SeqCst);
                 self.word(H_SLOTS_USED)
                     .fetch_max(slot as u64 + 1, Ordering::SeqCst);
-                self.own = Some(slot);
+                if self.own.set(slot).is_err() {
+                    // Claimed meanwhile by another caller: this slot goes back.
+                    self.slot_word(slot, S_PID).store(0, Ordering::SeqCst);
+                    let _ = ofd_lock(&self.file, slot, false);
+                }
                 return Ok(());
             }
         }
@@ -180,7 +190,7 @@ impl LockTable {
 
     /// Sets this handle's slot to `txn`, the oldest snapshot its readers use (0: none).
     pub(crate) fn set_reader(&self, txn: u64) {
-        if let Some(slot) = self.own {
+        if let Some(&slot) = self.own.get() {
             self.slot_word(slot, S_TXN).store(txn, Ordering::SeqCst);
         }
     }
@@ -191,7 +201,7 @@ impl LockTable {
         let mut oldest: Option<u64> = None;
         let mut live = 0;
         for slot in 0..self.slots_used() {
-            if Some(slot) == self.own {
+            if Some(&slot) == self.own.get() {
                 continue;
             }
             let txn = self.slot_word(slot, S_TXN).load(Ordering::SeqCst);
@@ -215,7 +225,7 @@ impl LockTable {
 
 impl Drop for LockTable {
     fn drop(&mut self) {
-        if let Some(slot) = self.own {
+        if let Some(&slot) = self.own.get() {
             self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
             self.slot_word(slot, S_PID).store(0, Ordering::SeqCst);
         }
@@ -242,7 +252,10 @@ fn init(file: &File) -> io::Result<()> {
 /// Checks the header of a lock file that other handles use.
 fn validate(file: &File, path: &Path) -> Result<()> {
     let bad = |why: String| Error::LockFileInvalid(format!("{}: {why}", path.display()));
-    let len = file.metadata().map_err(Error::Io)?.len();
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io_at("stat", path, e))?
+        .len();
     if len != LOCK_FILE_BYTES as u64 {
         return Err(bad(format!(
             "length {len}, expected {LOCK_FILE_BYTES} (in use by another process, so it is \
@@ -250,7 +263,8 @@ fn validate(file: &File, path: &Path) -> Result<()> {
         )));
     }
     let mut h = [0u8; LOCK_HEADER_BYTES];
-    file.read_exact_at(&mut h, 0).map_err(Error::Io)?;
+    file.read_exact_at(&mut h, 0)
+        .map_err(|e| Error::io_at("read", path, e))?;
     let u32_at = |at: usize| u32::from_le_bytes([h[at], h[at + 1], h[at + 2], h[at + 3]]);
     if h[H_MAGIC..H_MAGIC + 8] != LOCK_MAGIC {
         return Err(bad("no Larch lock file magic".into()));
@@ -308,7 +322,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("db");
         let writer = LockTable::open(&db).unwrap();
-        let mut a = LockTable::open(&db).unwrap();
+        let a = LockTable::open(&db).unwrap();
         let mut b = LockTable::open(&db).unwrap();
         a.claim_slot().unwrap();
         b.claim_slot().unwrap();
@@ -324,8 +338,7 @@ mod tests {
         );
         // A slot whose owner is gone (its descriptor closed without clearing it, as after a
         // kill) is cleared by the next scan.
-        let slot = b.own.unwrap();
-        b.own = None; // forget it, so Drop does not clear it
+        let slot = b.own.take().unwrap(); // forgotten, so Drop does not clear it
         drop(b);
         assert_eq!(writer.slot_word(slot, S_TXN).load(Ordering::SeqCst), 5);
         assert_eq!(writer.oldest_reader(), (Some(7), 1));
@@ -340,11 +353,11 @@ mod tests {
         let db = dir.path().join("db");
         let mut held = Vec::new();
         for _ in 0..READERS_MAX {
-            let mut t = LockTable::open(&db).unwrap();
+            let t = LockTable::open(&db).unwrap();
             t.claim_slot().unwrap();
             held.push(t);
         }
-        let mut one_more = LockTable::open(&db).unwrap();
+        let one_more = LockTable::open(&db).unwrap();
         assert!(matches!(
             one_more.claim_slot(),
             Err(Error::ReadersFull { max: READERS_MAX })

@@ -72,4 +72,10 @@ pub trait Storage: Send + Sync + 'static {
     /// kernel's page cache survived, so everything written before the meta page is there too).
     /// `None` means unknown: unsynced commits are never trusted.
     fn boot_id(&self) -> Option<[u8; 16]>;
+    /// Releases the advisory lock the storage holds on its file, if it holds one (a writing
+    /// handle closed while its read transactions live on lets the next writer in; its readers
+    /// are then protected by the lock file's reader table). The default holds none.
+    fn unlock(&self) -> io::Result<()> {
+        Ok(())
+    }
 }

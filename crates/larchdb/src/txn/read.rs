@@ -36,7 +36,8 @@ impl ReadTxn {
     /// `mdb_txn_reset` + `mdb_txn_renew`. Costs one atomic load when nothing was committed
     /// since; otherwise the same short registration as `begin_read`. On a read-only handle
     /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
-    /// error), the transaction stays on its current snapshot, which remains valid.
+    /// error), the transaction stays on its current snapshot, which remains valid. After its
+    /// [`crate::Database`] is dropped, it stays where it is.
     pub fn renew(&mut self) {
         if !self.shared.newer_than(self.snap.txn()) {
             return;
