@@ -75,22 +75,7 @@ fn ranges_against_a_model(db: &Database, seed: u64) {
         for _ in 0..rng.gen_range(1..4) {
             let (lo, hi) = (random_bound(&mut rng, N), random_bound(&mut rng, N));
             let range = (lo.as_ref().map(|k| &k[..]), hi.as_ref().map(|k| &k[..]));
-            let empty = match (&lo, &hi) {
-                (Bound::Included(a), Bound::Included(b)) => a > b,
-                (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
-                (
-                    Bound::Included(a) | Bound::Excluded(a),
-                    Bound::Included(b) | Bound::Excluded(b),
-                ) => a >= b,
-            };
-            let victims: Vec<Vec<u8>> = if empty {
-                Vec::new()
-            } else {
-                pending
-                    .range::<[u8], _>(range)
-                    .map(|(k, _)| k.clone())
-                    .collect()
-            };
+            let victims = common::keys_in(&pending, range.0, range.1);
             for k in &victims {
                 pending.remove(k);
             }

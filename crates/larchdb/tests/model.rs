@@ -294,20 +294,7 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
                 end(key_bytes(to, 1), ends / 3),
             );
             let range = (lo.as_ref().map(|k| &k[..]), hi.as_ref().map(|k| &k[..]));
-            // `BTreeMap::range` panics on a start past the end; the engine deletes nothing.
-            let empty = match (&lo, &hi) {
-                (Bound::Included(a), Bound::Included(b)) => a > b,
-                (
-                    Bound::Included(a) | Bound::Excluded(a),
-                    Bound::Included(b) | Bound::Excluded(b),
-                ) => a >= b,
-                _ => false,
-            };
-            let victims: Vec<Vec<u8>> = if empty {
-                Vec::new()
-            } else {
-                m.range::<[u8], _>(range).map(|(k, _)| k.clone()).collect()
-            };
+            let victims = common::keys_in(m, range.0, range.1);
             for k in &victims {
                 m.remove(k);
             }

@@ -34,10 +34,8 @@ pub(crate) fn delete_range(
         }
         Outcome::Removed => *hdr = TableHeader::default(),
     }
+    // (An emptied tree's header is the default one, with no entries.)
     hdr.entries = hdr.entries.saturating_sub(deleted);
-    if hdr.root.is_none() {
-        hdr.entries = 0;
-    }
     Ok(deleted)
 }
 
@@ -199,12 +197,12 @@ fn prune(
                 // Child `i` goes with the separator on its left (its range joins its left
                 // sibling's); the first child goes with the separator on its right, and the
                 // second child becomes the first.
-                let (cell, next) = {
+                let cell = i.saturating_sub(1);
+                let (len, next) = {
                     let n = Node::parse(w.page(id)?, id)?;
-                    let cell = if i == 0 { 0 } else { i - 1 };
-                    (cell, if i == 0 { Some(n.child(1)?) } else { None })
+                    let next = if i == 0 { Some(n.child(1)?) } else { None };
+                    (n.cell(cell)?.len(), next)
                 };
-                let len = Node::parse(w.page(id)?, id)?.cell(cell)?.len();
                 let p = w.page_mut(id)?;
                 if let Some(next) = next {
                     super::edit::set_child(p, 0, next);

@@ -71,3 +71,28 @@ pub fn assert_holds(
         "{what}: reverse scan differs"
     );
 }
+
+/// The keys of `model` within `lo..hi`, as a range delete should find them: none for bounds no
+/// key can satisfy (`BTreeMap::range` panics on those; the engine deletes nothing).
+#[allow(dead_code)] // Not every test that has `mod common;` deletes ranges.
+pub fn keys_in(
+    model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: std::ops::Bound<&[u8]>,
+    hi: std::ops::Bound<&[u8]>,
+) -> Vec<Vec<u8>> {
+    use std::ops::Bound;
+    let empty = match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+    };
+    if empty {
+        return Vec::new();
+    }
+    model
+        .range::<[u8], _>((lo, hi))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
