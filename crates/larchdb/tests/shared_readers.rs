@@ -85,9 +85,10 @@ fn child_entry() {
     };
     let path = PathBuf::from(path);
     match std::env::var(ROLE_ENV).as_deref() {
-        Ok("writer") => {
+        Ok(role @ ("writer" | "writer-log")) => {
             let stop = path.with_extension("stop");
-            let db = Database::open(&path, Options::default()).expect("writer open");
+            let options = Options::default().log(role == "writer-log");
+            let db = Database::open(&path, options).expect("writer open");
             let mut rng = rand::rngs::StdRng::seed_from_u64(7);
             let deadline = Instant::now() + Duration::from_secs(120);
             let mut n = 0u64;
@@ -171,6 +172,18 @@ fn all_values(r: &larchdb::ReadTxn) -> Vec<(Vec<u8>, Vec<u8>)> {
 
 #[test]
 fn foreign_reader_sees_consistent_snapshots_while_another_process_commits() {
+    watch_a_foreign_writer("writer");
+}
+
+/// The same with a writer that commits through the log: the reader sees its commits as they
+/// are published (`tests/follow_log.rs`), not only at checkpoints, so it sees as many
+/// distinct snapshots.
+#[test]
+fn foreign_reader_follows_a_writer_through_the_log() {
+    watch_a_foreign_writer("writer-log");
+}
+
+fn watch_a_foreign_writer(role: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bank.larch");
     create_accounts(&path);
@@ -179,7 +192,7 @@ fn foreign_reader_sees_consistent_snapshots_while_another_process_commits() {
     // change.
     let held = ro.begin_read().unwrap();
     let held_values = all_values(&held);
-    let mut writer = spawn_child(&path, "writer");
+    let mut writer = spawn_child(&path, role);
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     let total = ACCOUNTS as u64 * BALANCE;
     let mut snapshots = std::collections::BTreeSet::new();
@@ -222,7 +235,7 @@ fn foreign_reader_sees_consistent_snapshots_while_another_process_commits() {
     let newest = ro.begin_read().unwrap().id();
     let watched = newest - held.id();
     eprintln!(
-        "foreign reader: held snapshot {} across {watched} commits ({rechecks} full re-reads), \
+        "foreign reader ({role}): held snapshot {} across {watched} commits ({rechecks} full re-reads), \
          {} distinct snapshots checked in {i} reads, writer made {commits} commits",
         held.id(),
         snapshots.len()

@@ -115,7 +115,7 @@ pub(crate) fn commit_logged(
             wait: Some((end, published)),
         }));
     }
-    publish(shared, published);
+    publish(shared, published, end);
     Ok(Some(LoggedCommit { txn, wait: None }))
 }
 
@@ -141,16 +141,22 @@ pub(crate) fn finish_immediate(
                 || shared.writer.try_lock().is_err())
     };
     log.sync_to_gathering(end, &more)?;
-    publish(shared, published);
+    publish(shared, published, end);
     Ok(())
 }
 
-/// Makes `published` the snapshot new readers start from, unless a newer one is published
-/// already (commits waiting for a shared sync publish in any order).
-fn publish(shared: &Shared, published: Arc<Published>) {
+/// Makes `published`, a commit through the log whose record ends at `end`, the snapshot new
+/// readers start from, unless a newer one is published already (commits waiting for a shared
+/// sync publish in any order); and, in the lock file, the commit read-only handles in other
+/// processes read up to (`LockTable::publish_log`: every record before `end` is in the file by
+/// now, written before a `None` commit publishes, synced before an `Immediate` one does).
+fn publish(shared: &Shared, published: Arc<Published>, end: u64) {
     let mut rs = shared.read_state();
     if rs.current.txn() < published.txn() {
         shared.current_txn.store(published.txn(), Ordering::Release);
+        if let Some(lock) = shared.lock.as_ref() {
+            lock.publish_log(published.txn(), end);
+        }
         rs.current = published;
     }
 }

@@ -97,6 +97,8 @@ pub(crate) struct Log {
     /// The segment last read while reading back (its first position and bytes); emptied when
     /// reading back is done.
     read_cache: std::cell::RefCell<Option<(u64, Vec<u8>)>>,
+    /// While following a writer (`follow`): the published end, past which nothing is read.
+    read_limit: Option<u64>,
 }
 
 /// Appended bytes taken from the log to be written: positions `[position, end)`, less the
@@ -510,6 +512,7 @@ impl Log {
             grower: None,
             grow_asked: 0,
             read_cache: Default::default(),
+            read_limit: None,
             ring: segments,
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),
@@ -549,6 +552,18 @@ impl Log {
         from: u64,
         close_tail: bool,
     ) -> Result<(Log, Vec<Record>)> {
+        let mut log = Log::at(storage, from, close_tail)?;
+        let records = log.read_back(from)?;
+        *log.read_cache.get_mut() = None;
+        if close_tail {
+            log.close_tail()?;
+        }
+        Ok((log, records))
+    }
+
+    /// The log in `storage`, its header checked, positioned at `from`, nothing read yet;
+    /// mapped if `mapped` (a writer's).
+    fn at(storage: Arc<dyn Storage>, from: u64, mapped: bool) -> Result<Log> {
         let mut h = [0u8; FILE_CRC_AT + 4];
         storage.read_at(&mut h, 0).map_err(|e| read_error(e, 0))?;
         if h[FILE_MAGIC_AT..FILE_MAGIC_AT + 8] != FILE_MAGIC {
@@ -589,10 +604,11 @@ impl Log {
                 "checkpoint position is not a record boundary",
             ));
         }
-        let mut log = Log {
+        Ok(Log {
             read_cache: Default::default(),
+            read_limit: None,
             sink: Sink {
-                map: if close_tail {
+                map: if mapped {
                     LogMap::of(&*storage, total)
                 } else {
                     None
@@ -615,19 +631,79 @@ impl Log {
             synced: from,
             keep_from: from,
             failed: false,
-        };
-        let records = log.read_back(from)?;
-        *log.read_cache.get_mut() = None;
-        if close_tail {
-            log.close_tail()?;
-        }
-        Ok((log, records))
+        })
     }
 
     /// Reads back every record from position `from` like `open`, writing nothing (for a
-    /// read-only handle).
-    pub(crate) fn read_records(storage: Arc<dyn Storage>, from: u64) -> Result<Vec<Record>> {
-        let (_, records) = Log::open_inner(storage, from, false)?;
+    /// read-only handle); returns them and the position after the last.
+    pub(crate) fn read_records(storage: Arc<dyn Storage>, from: u64) -> Result<(Vec<Record>, u64)> {
+        let (log, records) = Log::open_inner(storage, from, false)?;
+        Ok((records, log.end))
+    }
+
+    /// A reader of the log in `storage` for a read-only handle that follows a writer in
+    /// another process (`Log::follow`); reads nothing yet.
+    pub(crate) fn follower(storage: Arc<dyn Storage>) -> Result<Log> {
+        Log::at(storage, 0, false)
+    }
+
+    /// For a reader that follows a writer in another process: the commit records from
+    /// position `from` (where an earlier read ended, or a checkpoint's position) to `to`, a
+    /// position the writer published after writing every record before it
+    /// (`LockTable::publish_log`). Reads only those bytes (not whole segments, as reading
+    /// back at open does), and takes nothing on trust: a record that is not there, or not
+    /// whole, is `Error::CorruptedLog`. That happens when the writer reused the log's room
+    /// because a newer checkpoint made it free, which the caller checks before it reports
+    /// damage (every record's checksum covers its position, so a record of a later cycle in
+    /// the same place never passes for the one expected).
+    pub(crate) fn follow(&mut self, from: u64, to: u64) -> Result<Vec<Record>> {
+        if !from.is_multiple_of(RECORD_ALIGN as u64) {
+            return Err(corrupted(from, "position is not a record boundary"));
+        }
+        // The file has grown since the last look, most likely.
+        let len = self.sink.storage.len()?.min(self.sink.extent.total);
+        self.sink
+            .extent
+            .len
+            .store(len, std::sync::atomic::Ordering::Release);
+        self.read_limit = Some(to);
+        let read = self.follow_inner(from, to);
+        self.read_limit = None;
+        *self.read_cache.get_mut() = None;
+        read
+    }
+
+    fn follow_inner(&mut self, from: u64, to: u64) -> Result<Vec<Record>> {
+        let mut records = Vec::new();
+        let mut pos = from;
+        while pos < to {
+            if pos.is_multiple_of(self.sink.segment_bytes) {
+                if !self.segment_valid(pos)? {
+                    return Err(corrupted(pos, "published segment is not there"));
+                }
+                pos += SEGMENT_HEADER_BYTES as u64;
+                continue;
+            }
+            match self.record_at(pos)? {
+                Some((rec, ..)) if rec.kind == KIND_PAD => pos = self.after_pad(&rec)?,
+                Some((rec, _, size)) => {
+                    pos += size;
+                    records.push(rec);
+                }
+                None if self.sink.segment_bytes - pos % self.sink.segment_bytes
+                    < RECORD_HEADER_BYTES as u64 =>
+                {
+                    pos = self.next_segment(pos);
+                }
+                None => return Err(corrupted(pos, "published record is not there")),
+            }
+        }
+        if pos != to {
+            return Err(corrupted(
+                pos,
+                format!("records run past the published end {to}"),
+            ));
+        }
         Ok(records)
     }
 
@@ -966,26 +1042,30 @@ impl Log {
     /// written.
     fn read(&self, position: u64, len: usize) -> Result<Vec<u8>> {
         let seg = position - position % self.sink.segment_bytes;
+        let seg_end = seg + self.sink.segment_bytes;
         let mut cache = self.read_cache.borrow_mut();
-        if cache.as_ref().map(|(s, _)| *s) != Some(seg) {
-            let mut buf = vec![0u8; self.sink.segment_bytes as usize];
-            let at = self.offset(seg);
-            let n = self
-                .sink
-                .extent
-                .len()
-                .saturating_sub(at)
-                .min(self.sink.segment_bytes) as usize;
+        let hit = |(start, b): &(u64, Vec<u8>)| {
+            *start <= position && position + len as u64 <= start + b.len() as u64
+        };
+        if !cache.as_ref().is_some_and(hit) {
+            // Reading back: the whole segment. Following a writer: from `position` to the
+            // published end (or what was asked, if more), within the segment.
+            let (start, end) = match self.read_limit {
+                None => (seg, seg_end),
+                Some(limit) => (position, limit.max(position + len as u64).min(seg_end)),
+            };
+            let mut buf = vec![0u8; (end - start) as usize];
+            let at = self.offset(start);
+            let n = self.sink.extent.len().saturating_sub(at).min(end - start) as usize;
             if n > 0 {
                 self.read_segment(&mut buf[..n], at, seg)?;
             }
-            *cache = Some((seg, buf));
+            *cache = Some((start, buf));
         }
-        let buf = cache
+        let (start, buf) = cache
             .as_ref()
-            .map(|(_, b)| b.as_slice())
-            .unwrap_or_default();
-        let at = (position - seg) as usize;
+            .map_or((0, &[][..]), |(s, b)| (*s, b.as_slice()));
+        let at = position.saturating_sub(start) as usize;
         match buf.get(at..at + len) {
             Some(b) => Ok(b.to_vec()),
             None => Err(corrupted(position, "read past the end of a segment")),
@@ -1591,7 +1671,7 @@ mod tests {
         log.sync().unwrap();
         let back = Log::read_records(a.clone(), 0).unwrap();
         assert_eq!(
-            back, all,
+            back.0, all,
             "every record reads back; the zeros ahead are the end"
         );
         // Everything is checkpointed: the log restarts and the file is cut to its header,
@@ -1667,7 +1747,7 @@ mod tests {
         let back = Log::read_records(Arc::new(cutting), 0).unwrap();
         let first: Vec<Record> = all.iter().filter(|r| r.position < SEG).cloned().collect();
         assert!(!first.is_empty() && first.len() < all.len());
-        assert_eq!(back, first, "the records before the cut, then the end");
+        assert_eq!(back.0, first, "the records before the cut, then the end");
         // Cut before the handle measured it, the file is short of nothing it expects.
         let mut short = s.contents();
         short.truncate(cut_to as usize);

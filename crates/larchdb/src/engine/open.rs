@@ -36,7 +36,7 @@ pub(crate) enum LogSource {
 
 impl LogSource {
     /// The log's storage, if there is one (or, for a file, if it exists or may be created).
-    fn open(&self, read_only: bool, create: bool) -> Result<Option<Arc<dyn Storage>>> {
+    pub(crate) fn open(&self, read_only: bool, create: bool) -> Result<Option<Arc<dyn Storage>>> {
         match self {
             LogSource::None => Ok(None),
             LogSource::Storage(s) => Ok(Some(s.clone())),
@@ -186,11 +186,33 @@ impl Shared {
             pending: None,
         };
         let tree = Published::new(snap);
-        let current = replay(&tree, records)?;
+        let mut current = replay(&tree, records)?;
+        let mut follow = None;
+        if options.read_only {
+            // A read-only handle reads the log after the tree itself: up to the end a writer
+            // published, if one is publishing, and then follows it if it can be beside one
+            // (registered in the lock file).
+            let mut f = super::readers::Follower::new(log_source);
+            let bound = lock.as_ref().and_then(|l| {
+                let (txn, end) = l.log_published();
+                (txn > 0).then_some(end)
+            });
+            current = f.catch_up(&tree, meta.log_position, bound, true)?;
+            if lock.is_some() {
+                follow = Some(f);
+            }
+        } else if let Some(lock) = lock.as_ref() {
+            // Read-only handles in other processes read the log up to here, or none of it
+            // from a writer that does not write it.
+            match log.as_ref() {
+                Some(log) => lock.publish_log(current.txn(), log.end()),
+                None => lock.publish_log(0, 0),
+            }
+        }
         Ok(Shared {
             page_bytes: meta.page_bytes,
             current_txn: AtomicU64::new(current.txn()),
-            read: Mutex::new(ReadState::new(current)),
+            read: Mutex::new(ReadState::new(current, follow)),
             writer: Mutex::new(writer),
             storage,
             options,
@@ -216,7 +238,8 @@ fn open_log(
     options: &Options,
 ) -> Result<(Option<Log>, Vec<Record>)> {
     let writes_log = options.log && !options.read_only;
-    if !meta.log && !writes_log {
+    if (!meta.log && !writes_log) || options.read_only {
+        // A read-only handle reads the log itself (`readers::Follower`).
         return Ok((None, Vec::new()));
     }
     let storage = source.open(options.read_only, writes_log)?;
@@ -237,9 +260,6 @@ fn open_log(
         storage.set_len(0)?;
         let log = Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?;
         return Ok((Some(log), Vec::new()));
-    }
-    if options.read_only {
-        return Ok((None, Log::read_records(storage, meta.log_position)?));
     }
     let (log, records) = Log::open(storage, meta.log_position, keep_from)?;
     Ok((writes_log.then_some(log), records))
@@ -335,18 +355,27 @@ impl<'s> Decoder<'s> {
 /// Records are decoded, checked for order and resolved to table numbers `REPLAY_LOOKAHEAD`
 /// ahead of the one applied, and their slots prefetched; a record that fails there is queued
 /// as its error, so the first failure in log order is the one returned.
-fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
+///
+/// `tree` may already have an overlay of records replayed before (a read-only handle
+/// following a writer in another process, `Shared::follow_log`): the records go on into it,
+/// after its newest commit, and the entry counts go on from it. Only the handle that made that
+/// overlay may pass it: an overlay has one writer.
+pub(crate) fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
     let snap = &*tree.snap;
     let mut commits = records.iter().filter(|r| r.kind == KIND_COMMIT);
-    let overlay = Arc::new(Overlay::with_capacity(commits.clone().count()));
+    let overlay = match &tree.overlay {
+        Some(o) => o.clone(),
+        None => Arc::new(Overlay::with_capacity(commits.clone().count())),
+    };
+    let start = tree.txn();
     let mut decoder = Decoder {
         snap,
         catalog: &tree.catalog,
         tables: HashMap::new(),
-        txn: snap.meta.txn,
+        txn: start,
     };
     let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
-    let mut txn = snap.meta.txn;
+    let mut txn = start;
     // By table number: its entry count so far.
     let mut counts: HashMap<u64, u64> = HashMap::new();
     loop {
@@ -359,7 +388,13 @@ fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>>
         let mut writes = Vec::new();
         let mut changed = Vec::new();
         for (id, hdr, records) in decoded {
-            let n = counts.entry(id).or_insert(hdr.entries);
+            let n = counts.entry(id).or_insert_with(|| {
+                // Where an earlier replay left the count, if it changed it.
+                match overlay.get(COUNTS, &id.to_be_bytes(), start) {
+                    Lookup::Value(v) => v.try_into().map_or(hdr.entries, u64::from_le_bytes),
+                    _ => hdr.entries,
+                }
+            });
             let before = *n;
             for (key, value) in records {
                 // A put of a key the overlay does not have is counted as new without looking
@@ -389,7 +424,7 @@ fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>>
         overlay.insert_marked(rec_txn, writes.into_iter().chain(count_records));
         txn = rec_txn;
     }
-    if txn == snap.meta.txn {
+    if txn == start {
         return Ok(tree.clone());
     }
     Ok(Published::logged(tree, overlay, txn))
@@ -477,7 +512,7 @@ mod tests {
         )
         .unwrap();
         let tree = Published::new(Snapshot::new(meta, Arc::new(access), false));
-        let records = Log::read_records(Arc::new(log), meta.log_position).unwrap();
+        let (records, _) = Log::read_records(Arc::new(log), meta.log_position).unwrap();
         (tree, records)
     }
 

@@ -4,6 +4,8 @@
 //! writer asks it for the oldest snapshot any reader holds before it reuses a page.
 
 use super::catalog::CatalogCache;
+use super::log::Log;
+use super::open::{self, LogSource};
 use super::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
@@ -118,13 +120,17 @@ pub(crate) struct ReadState {
     pub(crate) current: Arc<Published>,
     /// Snapshot txn -> number of live read transactions on it.
     pub(crate) readers: BTreeMap<u64, usize>,
+    /// For a read-only handle registered in the lock file: where it is in the log of a
+    /// writer in another process, whose commits it reads as they are published.
+    pub(crate) follow: Option<Follower>,
 }
 
 impl ReadState {
-    pub(crate) fn new(current: Arc<Published>) -> ReadState {
+    pub(crate) fn new(current: Arc<Published>, follow: Option<Follower>) -> ReadState {
         ReadState {
             current,
             readers: BTreeMap::new(),
+            follow,
         }
     }
 
@@ -132,6 +138,92 @@ impl ReadState {
     pub(crate) fn oldest_reader(&self) -> Option<u64> {
         self.readers.keys().next().copied()
     }
+}
+
+/// A read-only handle's place in the log of the writer (in another process) it follows:
+/// commits through the log reach its readers when the writer publishes them in the lock file
+/// (`LockTable::publish_log`), not only at checkpoints (docs/design/concurrency.md, "Readers in
+/// other processes and the log").
+pub(crate) struct Follower {
+    /// Where the log is, opened when a meta page first names one.
+    source: LogSource,
+    storage: Option<Arc<dyn Storage>>,
+    /// A reader of the log's geometry, read again at each new tree (a writer may have started
+    /// a new log since).
+    log: Option<Log>,
+    /// The log position after the last record the current snapshot holds.
+    pub(crate) applied: u64,
+}
+
+impl Follower {
+    pub(crate) fn new(source: LogSource) -> Follower {
+        Follower {
+            source,
+            storage: None,
+            log: None,
+            applied: 0,
+        }
+    }
+
+    /// `base` (a tree, or a snapshot this follower built) with the log's records from `from`
+    /// applied: up to `to`, the end the writer published, or, with no end published (no
+    /// writer that writes the log has run since the lock file was reset), every record the
+    /// log holds, as an open after a crash reads them. `fresh`: `base` is a new tree, whose
+    /// log may be a new one. Sets `applied` to where the records read end.
+    pub(crate) fn catch_up(
+        &mut self,
+        base: &Arc<Published>,
+        from: u64,
+        to: Option<u64>,
+        fresh: bool,
+    ) -> Result<Arc<Published>> {
+        let meta = &base.snap.meta;
+        if !meta.log {
+            self.applied = from;
+            return Ok(base.clone());
+        }
+        if self.storage.is_none() {
+            self.storage = self.source.open(true, false)?;
+        }
+        let Some(storage) = self.storage.clone() else {
+            return Err(Error::CorruptedLog {
+                position: meta.log_position,
+                reason: "the last commit says commits after it are in the log, and there is no log"
+                    .into(),
+            });
+        };
+        let records = match to {
+            Some(to) if to <= from => {
+                self.applied = from;
+                return Ok(base.clone());
+            }
+            Some(to) => {
+                if fresh || self.log.is_none() {
+                    self.log = Some(Log::follower(storage)?);
+                }
+                let log = self
+                    .log
+                    .as_mut()
+                    .ok_or_else(|| Error::Internal("a follower without its log reader".into()))?;
+                let records = log.follow(from, to)?;
+                self.applied = to;
+                records
+            }
+            None => {
+                let (records, end) = Log::read_records(storage, from)?;
+                self.applied = end;
+                records
+            }
+        };
+        open::replay(base, records)
+    }
+}
+
+/// The log end a follower reads up to: the writer's published one, if a writer that writes the
+/// log has published since the lock file was reset.
+fn log_bound(lock: &LockTable) -> Option<u64> {
+    let (txn, end) = lock.log_published();
+    (txn > 0).then_some(end)
 }
 
 impl Shared {
@@ -252,12 +344,18 @@ impl Shared {
         Ok(())
     }
 
-    /// Whether a writer may have published a snapshot newer than `txn`, seen without a lock.
+    /// Whether a writer may have published a snapshot newer than `held`, seen without a lock:
+    /// for a read-only handle beside a writer in another process, a commit with a newer tree,
+    /// or a commit through the log past `held`'s.
     #[inline]
-    pub(crate) fn newer_than(&self, txn: u64) -> bool {
+    pub(crate) fn newer_than(&self, held: &Published) -> bool {
         match self.shared_reader() {
-            Some(lock) => lock.published() > txn,
-            None => self.current_txn.load(Ordering::Acquire) != txn,
+            Some(lock) => {
+                lock.published() > held.txn()
+                    || (self.options.read_only
+                        && (lock.published() > held.tree_txn() || lock.log_txn() > held.txn()))
+            }
+            None => self.current_txn.load(Ordering::Acquire) != held.txn(),
         }
     }
 
@@ -268,23 +366,56 @@ impl Shared {
     /// published txn; if it is not newer than the snapshot chosen, every writer that could
     /// miss the slot started from that snapshot or an older one, so it releases no page the
     /// snapshot reaches.
+    ///
+    /// A handle that follows the log (`rs.follow`) compares the published commit with its
+    /// snapshot's tree, not the snapshot (its snapshot is newer than its tree by the records it
+    /// read), and then reads the records the writer published since (`Follower::catch_up`). A
+    /// record that is no longer there means the writer reused its room after a newer
+    /// checkpoint: the handle then moves to that checkpoint's tree and reads from there.
     /// Requires: `rs` is this handle's read state. While the handle has readers, its slot holds
     /// the oldest of them, which protects every newer snapshot too.
     fn refresh_shared(&self, rs: &mut ReadState, lock: &LockTable) -> Result<()> {
-        let current = rs.current.txn();
-        // Fast path: nothing newer was published. No syscall.
-        if lock.published() <= current {
-            if !rs.readers.is_empty() {
-                return Ok(());
+        let mut last_err = None;
+        for _ in 0..crate::limits::READER_REGISTER_TRIES_MAX {
+            match self.refresh_shared_once(rs, lock) {
+                Ok(()) => return Ok(()),
+                // The log moved on under a slow follower; a newer tree is published by now.
+                Err(e @ Error::CorruptedLog { .. })
+                    if rs.follow.is_some() && lock.published() > rs.current.tree_txn() =>
+                {
+                    last_err = Some(e);
+                }
+                Err(e) => {
+                    last_err = Some(e);
+                    break;
+                }
             }
-            // The slot protects the tree's pages (the overlay, if any, is this handle's).
-            lock.set_reader(rs.current.tree_txn());
-            if lock.published() <= current {
-                return Ok(());
+        }
+        if rs.readers.is_empty() {
+            // Nothing of this handle's is read; the slot protects nothing.
+            lock.set_reader(0);
+        }
+        Err(last_err.unwrap_or_else(|| Error::Internal("refresh without a try".into())))
+    }
+
+    fn refresh_shared_once(&self, rs: &mut ReadState, lock: &LockTable) -> Result<()> {
+        let current = rs.current.txn();
+        let tree = rs.current.tree_txn();
+        // The snapshot stays unless a newer one is published: a newer tree, for a follower.
+        let floor = if rs.follow.is_some() { tree } else { current };
+        // Fast path: nothing newer was published. No syscall.
+        if lock.published() <= floor {
+            let protected = !rs.readers.is_empty() || {
+                // The slot protects the tree's pages (the overlay, if any, is this handle's).
+                lock.set_reader(tree);
+                lock.published() <= floor
+            };
+            if protected {
+                return self.follow_log(rs, lock);
             }
         }
         let set_slot = rs.readers.is_empty();
-        let r = newest_protected(&*self.storage, self.boot_id, lock, set_slot, current);
+        let r = newest_protected(&*self.storage, self.boot_id, lock, set_slot, floor);
         let meta = match r {
             Ok(meta) => meta,
             Err(e) => {
@@ -294,13 +425,51 @@ impl Shared {
                 return Err(e);
             }
         };
-        if meta.txn != current {
-            let needed = meta.page_count * meta.page_bytes as u64;
-            let held = rs.current.snap.access();
-            let access = Access::covering(held, &self.storage, needed, self.options.readahead)?;
-            let snap = Snapshot::new(meta, access, self.options.verify_checksums);
-            rs.current = Published::new(snap);
-            self.current_txn.store(meta.txn, Ordering::Release);
+        if meta.txn == floor {
+            return self.follow_log(rs, lock);
+        }
+        let needed = meta.page_count * meta.page_bytes as u64;
+        let held = rs.current.snap.access();
+        let access = Access::covering(held, &self.storage, needed, self.options.readahead)?;
+        let snap = Snapshot::new(meta, access, self.options.verify_checksums);
+        let mut fresh = Published::new(snap);
+        if let Some(follow) = rs.follow.as_mut() {
+            let caught = follow.catch_up(&fresh, meta.log_position, log_bound(lock), true);
+            fresh = match caught {
+                Ok(p) => p,
+                Err(e) => {
+                    if rs.readers.is_empty() {
+                        // The slot named the new tree; the old one is no longer protected
+                        // either, and the next try starts from the file again.
+                        lock.set_reader(0);
+                    }
+                    return Err(e);
+                }
+            };
+        }
+        // A follower's new tree with the records after it is at least as new as what it had:
+        // both read the same log, up to an end that only grows.
+        debug_assert!(fresh.txn() >= current || rs.follow.is_none());
+        self.current_txn.store(fresh.txn(), Ordering::Release);
+        rs.current = fresh;
+        Ok(())
+    }
+
+    /// For a follower whose tree is still the newest: reads the records the writer published
+    /// through the log after its snapshot's, if any.
+    fn follow_log(&self, rs: &mut ReadState, lock: &LockTable) -> Result<()> {
+        let Some(follow) = rs.follow.as_mut() else {
+            return Ok(());
+        };
+        let (txn, end) = lock.log_published();
+        if txn <= rs.current.txn() {
+            return Ok(());
+        }
+        let applied = follow.applied;
+        let next = follow.catch_up(&rs.current, applied, Some(end), false)?;
+        if next.txn() > rs.current.txn() {
+            self.current_txn.store(next.txn(), Ordering::Release);
+            rs.current = next;
         }
         Ok(())
     }

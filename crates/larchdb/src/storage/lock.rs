@@ -44,10 +44,16 @@ const H_SLOT_BYTES: usize = 16;
 const H_HEADER_BYTES: usize = 20;
 const H_PUBLISHED: usize = 24;
 const H_SLOTS_USED: usize = 32;
+/// The newest commit a writing handle published through its log, and the log position after
+/// its record (0, 0: none, or a writer that does not write the log). Zero in a file written by
+/// an older build, which never follows the log.
+const H_LOG_TXN: usize = 40;
+const H_LOG_END: usize = 48;
 const S_TXN: usize = 0;
 const S_PID: usize = 8;
 
 const _: () = assert!(H_PUBLISHED.is_multiple_of(8) && LOCK_HEADER_BYTES.is_multiple_of(8));
+const _: () = assert!(H_LOG_TXN.is_multiple_of(8) && H_LOG_END + 8 <= LOCK_HEADER_BYTES);
 const _: () = assert!(LOCK_SLOT_BYTES.is_multiple_of(8) && S_PID + 8 <= LOCK_SLOT_BYTES);
 // The shared words are native-endian atomics; the documented layout is little-endian.
 #[cfg(not(target_endian = "little"))]
@@ -155,6 +161,29 @@ impl LockTable {
     /// is in the file, and when it opens.
     pub(crate) fn publish(&self, txn: u64) {
         self.word(H_PUBLISHED).store(txn, Ordering::SeqCst)
+    }
+
+    /// Publishes commit `txn`, committed through the log, whose record ends at log position
+    /// `end`: every record before `end` is in the log file (the page cache at least), so a
+    /// read-only handle in another process may read them (`engine::readers`, following the
+    /// log). The end is stored first, so a reader that loads the txn and then the end finds
+    /// the txn's record before the end it loads. `(0, 0)`: this writer publishes nothing
+    /// through the log.
+    pub(crate) fn publish_log(&self, txn: u64, end: u64) {
+        self.word(H_LOG_END).store(end, Ordering::SeqCst);
+        self.word(H_LOG_TXN).store(txn, Ordering::SeqCst);
+    }
+
+    /// The newest commit published through the log (0: none), without the end.
+    pub(crate) fn log_txn(&self) -> u64 {
+        self.word(H_LOG_TXN).load(Ordering::SeqCst)
+    }
+
+    /// The newest commit published through the log and a log position at or after the end
+    /// of its record (`publish_log`).
+    pub(crate) fn log_published(&self) -> (u64, u64) {
+        let txn = self.word(H_LOG_TXN).load(Ordering::SeqCst);
+        (txn, self.word(H_LOG_END).load(Ordering::SeqCst))
     }
 
     /// Slots to scan: one past the highest slot ever claimed since initialisation, never

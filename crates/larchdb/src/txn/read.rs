@@ -39,7 +39,7 @@ impl ReadTxn {
     /// error), the transaction stays on its current snapshot, which remains valid. After its
     /// [`crate::Database`] is dropped, it stays where it is.
     pub fn renew(&mut self) {
-        if !self.shared.newer_than(self.snap.txn()) {
+        if !self.shared.newer_than(&self.snap) {
             return;
         }
         if let Some(snap) = self.shared.renew_reader(&self.snap) {
