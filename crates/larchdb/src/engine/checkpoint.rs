@@ -21,7 +21,9 @@
 //! from the frozen ones, so `finish` corrects them with a commit of its own (one id, no log
 //! record: replay derives counts from the records, not from the overlay).
 
-use super::commit::{publish_pending, publish_written, settle, write_commit, LogAt, Written};
+use super::commit::{
+    publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
+};
 use super::overlay::{Overlay, COUNTS};
 use super::readers::Published;
 use super::{catalog, Disk, Shared, WriterState};
@@ -254,7 +256,7 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
         })
         .collect();
     let mut poisoned = false;
-    let written = write_commit(
+    let mut written = write_commit(
         shared,
         disk,
         &mut poisoned,
@@ -265,8 +267,10 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     )?;
     // A checkpoint the log's room calls to be made durable (`commit::Settling`) is made so
     // here, off the writer's thread: the writer goes on appending meanwhile, and the log's
-    // room comes back as soon as the sync is done, not at the next checkpoint.
-    settle(shared, disk, &mut poisoned)?;
+    // room comes back as soon as the checkpoint is published (`install`), not at the next
+    // checkpoint. Not before: read-only handles in other processes read the log from the
+    // published tree's position.
+    written.release_after(settle_keeping_log(shared, disk, &mut poisoned)?);
     Ok(Checkpointed { written, recounted })
 }
 

@@ -250,6 +250,17 @@ pub(crate) struct Written {
     /// For a durable commit: the bytes of the file it needs; the space after them is durably
     /// unused, and given back once the commit is published.
     trim: Option<u64>,
+    /// For a durable commit on a handle that writes the log: the log position before which
+    /// nothing is needed any more, released once the commit is published (`publish_written`).
+    release_log: Option<u64>,
+}
+
+impl Written {
+    /// Releases the log before `position` too once the commit is published (a checkpoint
+    /// settled before it was published, `settle_keeping_log`).
+    pub(crate) fn release_after(&mut self, position: Option<u64>) {
+        self.release_log = self.release_log.max(position);
+    }
 }
 
 /// Writes `pages`, with `catalog` as the catalog root, as commit `pages.txn`: the pages, then
@@ -331,9 +342,7 @@ pub(crate) fn write_commit(
     }
     if let Some(log) = shared.log.as_ref() {
         log.plan(needed, shared.options.checkpoint_bytes);
-        if sync {
-            log.release_to(meta.log_position);
-        } else if durable_checkpoint_due(shared, log) {
+        if !sync && durable_checkpoint_due(shared, log) {
             disk.settling = Some(Settling::start(shared, meta, slot));
         }
     }
@@ -346,6 +355,7 @@ pub(crate) fn write_commit(
             meta,
             snap,
             trim: sync.then_some(needed),
+            release_log: sync.then_some(meta.log_position),
         }),
         Err(e) => {
             // The commit is on disk but cannot be read through a new mapping; stop here
@@ -408,6 +418,13 @@ pub(crate) fn publish_written(
     }
     if let Some(lock) = shared.lock.as_ref() {
         lock.publish(meta_txn);
+    }
+    // Only now may the log's room before this commit be reused: a read-only handle in another
+    // process reads the log from its tree's position for as long as `published` names that
+    // tree, so the room goes only once a newer tree is published (docs/design/concurrency.md,
+    // "Readers in other processes and the log").
+    if let (Some(position), Some(log)) = (written.release_log, shared.log.as_ref()) {
+        log.release_to(position);
     }
     if let (Some(needed), Some(carry)) = (written.trim, disk.carry.as_mut()) {
         carry.wmap.trim(needed);
@@ -587,10 +604,27 @@ impl Drop for Settling {
 
 /// Completes the checkpoint `guard.settling` names, if any: waits for its sync, writes its
 /// meta page again as durable and syncs that, then releases the log before it. A failure
-/// poisons the handle (fail-stop, as every failed sync).
+/// poisons the handle (fail-stop, as every failed sync). Requires: that checkpoint is
+/// published (`settle_keeping_log` otherwise).
 pub(crate) fn settle(shared: &Shared, disk: &mut Disk, poisoned: &mut bool) -> Result<()> {
+    if let (Some(position), Some(log)) = (
+        settle_keeping_log(shared, disk, poisoned)?,
+        shared.log.as_ref(),
+    ) {
+        log.release_to(position);
+    }
+    Ok(())
+}
+
+/// `settle`, for a checkpoint not published yet: returns the log position to release once it
+/// is (`Written::release_after`).
+pub(crate) fn settle_keeping_log(
+    shared: &Shared,
+    disk: &mut Disk,
+    poisoned: &mut bool,
+) -> Result<Option<u64>> {
     let Some(mut s) = disk.settling.take() else {
-        return Ok(());
+        return Ok(None);
     };
     let synced = s.wait().map_err(Error::from);
     let meta = synced.and_then(|()| make_durable(&*shared.storage, s.meta, s.slot));
@@ -603,10 +637,7 @@ pub(crate) fn settle(shared: &Shared, disk: &mut Disk, poisoned: &mut bool) -> R
     };
     disk.durable_slot = s.slot;
     disk.last_durable_txn = meta.txn;
-    if let Some(log) = shared.log.as_ref() {
-        log.release_to(meta.log_position);
-    }
-    Ok(())
+    Ok(Some(meta.log_position))
 }
 
 /// Writes `meta`, whose pages are synced, again in `slot` as a durable commit, and syncs it.

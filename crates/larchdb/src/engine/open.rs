@@ -148,11 +148,7 @@ impl Shared {
                 options.checkpoint_bytes,
             );
         }
-        let loaded = snap.load_free_set();
-        if let Some(lock) = lock.as_ref().filter(|_| options.read_only) {
-            lock.set_reader(0);
-        }
-        let free = loaded?;
+        let free = snap.load_free_set()?;
         let (durable_slot, last_durable_txn) = if meta.durable {
             (slot, meta.txn)
         } else {
@@ -197,8 +193,22 @@ impl Shared {
                 let (txn, end) = l.log_published();
                 (txn > 0).then_some(end)
             });
-            current = f.catch_up(&tree, meta.log_position, bound, true)?;
-            if lock.is_some() {
+            current = match f.catch_up(&tree, meta.log_position, bound, true) {
+                Ok(p) => p,
+                // The writer reused the log's room after a newer checkpoint while this open
+                // read it: start from the tree; the first read moves to the newer one.
+                Err(Error::CorruptedLog { .. })
+                    if lock.as_ref().is_some_and(|l| l.published() > meta.txn) =>
+                {
+                    f.applied = meta.log_position;
+                    tree.clone()
+                }
+                Err(e) => return Err(e),
+            };
+            if let Some(lock) = lock.as_ref() {
+                // The slot protected the tree while the free set was checked and the log's
+                // tables and deletions were looked up in it; readers register on their own.
+                lock.set_reader(0);
                 follow = Some(f);
             }
         } else if let Some(lock) = lock.as_ref() {
