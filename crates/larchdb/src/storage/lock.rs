@@ -14,8 +14,8 @@
 //!   the exclusive lock instead is alone, so it may (and does) reinitialise the file: a corrupt,
 //!   foreign or stale file is never trusted, and resetting it harms nobody. A file in use by
 //!   others whose header is wrong is `Error::LockFileInvalid`.
-//! - All shared words are 8-byte aligned `AtomicU64`s accessed `SeqCst`; nothing read from the
-//!   file is used as an index or length.
+//! - All shared words are 8-byte aligned `AtomicU64`s, accessed `SeqCst` but for the two
+//!   log words (`publish_log`); nothing read from the file is used as an index or length.
 
 use crate::error::{Error, Result};
 use crate::limits::READERS_MAX;
@@ -169,21 +169,26 @@ impl LockTable {
     /// log). The end is stored first, so a reader that loads the txn and then the end finds
     /// the txn's record before the end it loads. `(0, 0)`: this writer publishes nothing
     /// through the log.
+    ///
+    /// Release stores (a plain store on x86, where a `SeqCst` one is a locked exchange, on
+    /// every commit): a reader that acquires the txn sees the end stored before it, and the
+    /// records' bytes stored into the log's mapping before both. Nothing else is ordered
+    /// against these words: the reader protocol's argument uses `published` and the slots.
     pub(crate) fn publish_log(&self, txn: u64, end: u64) {
-        self.word(H_LOG_END).store(end, Ordering::SeqCst);
-        self.word(H_LOG_TXN).store(txn, Ordering::SeqCst);
+        self.word(H_LOG_END).store(end, Ordering::Release);
+        self.word(H_LOG_TXN).store(txn, Ordering::Release);
     }
 
     /// The newest commit published through the log (0: none), without the end.
     pub(crate) fn log_txn(&self) -> u64 {
-        self.word(H_LOG_TXN).load(Ordering::SeqCst)
+        self.word(H_LOG_TXN).load(Ordering::Acquire)
     }
 
     /// The newest commit published through the log and a log position at or after the end
     /// of its record (`publish_log`).
     pub(crate) fn log_published(&self) -> (u64, u64) {
-        let txn = self.word(H_LOG_TXN).load(Ordering::SeqCst);
-        (txn, self.word(H_LOG_END).load(Ordering::SeqCst))
+        let txn = self.word(H_LOG_TXN).load(Ordering::Acquire);
+        (txn, self.word(H_LOG_END).load(Ordering::Acquire))
     }
 
     /// Slots to scan: one past the highest slot ever claimed since initialisation, never
