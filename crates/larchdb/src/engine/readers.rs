@@ -153,6 +153,8 @@ pub(crate) struct Follower {
     log: Option<Log>,
     /// The log position after the last record the current snapshot holds.
     pub(crate) applied: u64,
+    /// A replay into the current snapshot's overlay from this position failed part way.
+    stuck: Option<u64>,
 }
 
 impl Follower {
@@ -162,6 +164,7 @@ impl Follower {
             storage: None,
             log: None,
             applied: 0,
+            stuck: None,
         }
     }
 
@@ -192,7 +195,17 @@ impl Follower {
                     .into(),
             });
         };
-        let records = match to {
+        if fresh {
+            self.stuck = None;
+        } else if self.stuck == Some(from) {
+            // Records from here went partly into the overlay before one failed; reading them
+            // again would add them again. The error stays until a newer tree.
+            return Err(Error::CorruptedLog {
+                position: from,
+                reason: "an earlier read of the log from here failed".into(),
+            });
+        }
+        let (records, end) = match to {
             Some(to) if to <= from => {
                 self.applied = from;
                 return Ok(base.clone());
@@ -205,17 +218,22 @@ impl Follower {
                     .log
                     .as_mut()
                     .ok_or_else(|| Error::Internal("a follower without its log reader".into()))?;
-                let records = log.follow(from, to)?;
-                self.applied = to;
-                records
+                (log.follow(from, to)?, to)
             }
-            None => {
-                let (records, end) = Log::read_records(storage, from)?;
-                self.applied = end;
-                records
-            }
+            None => Log::read_records(storage, from)?,
         };
-        open::replay(base, records)
+        match open::replay(base, records) {
+            Ok(p) => {
+                self.applied = end;
+                Ok(p)
+            }
+            Err(e) => {
+                if !fresh {
+                    self.stuck = Some(from);
+                }
+                Err(e)
+            }
+        }
     }
 }
 
