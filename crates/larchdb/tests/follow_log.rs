@@ -27,6 +27,13 @@ fn reader(path: &Path) -> Database {
     Database::open(path, Options::default().read_only(true)).unwrap()
 }
 
+/// A logging writer on a new database at `path` with table `TABLE`, and a reader beside it.
+fn writer_and_reader(path: &Path) -> (Database, Database) {
+    let db = writer(path);
+    common::create_table(&db, TABLE);
+    (db, reader(path))
+}
+
 /// One commit: a put of `key`, or its deletion every 9th round, with the durability `i`
 /// picks; the model follows.
 fn commit_one(db: &Database, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, key: u32, i: u32) {
@@ -55,9 +62,7 @@ fn commit_one(db: &Database, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, key: u32, i
 fn a_read_only_handle_sees_each_commit_through_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let db = writer(&path);
-    common::create_table(&db, TABLE);
-    let ro = reader(&path);
+    let (db, ro) = writer_and_reader(&path);
     let mut model = BTreeMap::new();
     // Held from the start: what it reads never changes.
     let held = ro.begin_read().unwrap();
@@ -140,9 +145,7 @@ fn a_read_only_handle_sees_each_commit_through_the_log() {
 fn a_reader_far_behind_starts_from_the_newest_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let db = writer(&path);
-    common::create_table(&db, TABLE);
-    let ro = reader(&path);
+    let (db, ro) = writer_and_reader(&path);
     let mut model = BTreeMap::new();
     for i in 0..100u32 {
         commit_one(&db, &mut model, i, i);

@@ -189,10 +189,7 @@ impl Shared {
             // published, if one is publishing, and then follows it if it can be beside one
             // (registered in the lock file).
             let mut f = super::readers::Follower::new(log_source);
-            let bound = lock.as_ref().and_then(|l| {
-                let (txn, end) = l.log_published();
-                (txn > 0).then_some(end)
-            });
+            let bound = lock.as_ref().and_then(LockTable::log_bound);
             current = match f.catch_up(&tree, meta.log_position, bound, true) {
                 Ok(p) => p,
                 // The writer reused the log's room after a newer checkpoint while this open
@@ -252,14 +249,10 @@ fn open_log(
         // A read-only handle reads the log itself (`readers::Follower`).
         return Ok((None, Vec::new()));
     }
-    let storage = source.open(options.read_only, writes_log)?;
+    let storage = source.open(false, writes_log)?;
     let Some(storage) = storage else {
         if meta.log {
-            return Err(Error::CorruptedLog {
-                position: meta.log_position,
-                reason: "the last commit says commits after it are in the log, and there is no log"
-                    .into(),
-            });
+            return Err(no_log(meta));
         }
         return Err(Error::InvalidOptions(
             "Options::log on a storage opened without a log".into(),
@@ -273,6 +266,14 @@ fn open_log(
     }
     let (log, records) = Log::open(storage, meta.log_position, keep_from)?;
     Ok((writes_log.then_some(log), records))
+}
+
+/// The error for a commit `meta` that names a log where there is none.
+pub(crate) fn no_log(meta: &Meta) -> Error {
+    Error::CorruptedLog {
+        position: meta.log_position,
+        reason: "the last commit says commits after it are in the log, and there is no log".into(),
+    }
 }
 
 /// The log position of the last durable checkpoint, when the newest commit `meta` (in `slot`)

@@ -189,11 +189,7 @@ impl Follower {
             self.storage = self.source.open(true, false)?;
         }
         let Some(storage) = self.storage.clone() else {
-            return Err(Error::CorruptedLog {
-                position: meta.log_position,
-                reason: "the last commit says commits after it are in the log, and there is no log"
-                    .into(),
-            });
+            return Err(open::no_log(meta));
         };
         if fresh {
             self.stuck = None;
@@ -235,13 +231,6 @@ impl Follower {
             }
         }
     }
-}
-
-/// The log end a follower reads up to: the writer's published one, if a writer that writes the
-/// log has published since the lock file was reset.
-fn log_bound(lock: &LockTable) -> Option<u64> {
-    let (txn, end) = lock.log_published();
-    (txn > 0).then_some(end)
 }
 
 impl Shared {
@@ -368,11 +357,12 @@ impl Shared {
     #[inline]
     pub(crate) fn newer_than(&self, held: &Published) -> bool {
         match self.shared_reader() {
-            Some(lock) => {
-                lock.published() > held.txn()
-                    || (self.options.read_only
-                        && (lock.published() > held.tree_txn() || lock.log_txn() > held.txn()))
+            // A read-only handle follows the log: a newer tree (a tree is never newer than its
+            // snapshot), or a commit through the log past the snapshot.
+            Some(lock) if self.options.read_only => {
+                lock.published() > held.tree_txn() || lock.log_txn() > held.txn()
             }
+            Some(lock) => lock.published() > held.txn(),
             None => self.current_txn.load(Ordering::Acquire) != held.txn(),
         }
     }
@@ -452,7 +442,7 @@ impl Shared {
         let snap = Snapshot::new(meta, access, self.options.verify_checksums);
         let mut fresh = Published::new(snap);
         if let Some(follow) = rs.follow.as_mut() {
-            let caught = follow.catch_up(&fresh, meta.log_position, log_bound(lock), true);
+            let caught = follow.catch_up(&fresh, meta.log_position, lock.log_bound(), true);
             fresh = match caught {
                 Ok(p) => p,
                 Err(e) => {

@@ -191,6 +191,13 @@ impl LockTable {
         (txn, self.word(H_LOG_END).load(Ordering::Acquire))
     }
 
+    /// The log end a read-only handle reads up to: the one published, if a writer that writes
+    /// the log has published since the file was reset.
+    pub(crate) fn log_bound(&self) -> Option<u64> {
+        let (txn, end) = self.log_published();
+        (txn > 0).then_some(end)
+    }
+
     /// Slots to scan: one past the highest slot ever claimed since initialisation, never
     /// more than the table holds (the shared word is not trusted beyond that).
     fn slots_used(&self) -> usize {
