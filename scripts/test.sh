@@ -15,8 +15,8 @@ if grep -q '^warning' <<<"$package_log"; then
 fi
 
 # The engine's examples (crates/larchdb/examples), run as a user would run them.
-for example in quickstart readers; do
-  cargo run --release --quiet -p larchdb --example "$example"
+for example in quickstart readers typed; do
+  cargo run --release --quiet -p larchdb --features serde --example "$example"
 done
 
 # Smoke comparison: tiny, so that it checks that every adapter works, not how fast it is.

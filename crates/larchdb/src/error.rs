@@ -98,6 +98,20 @@ pub enum Error {
     /// The lock file beside the database (`<db>-lock`) is in use by another process but is not
     /// a Larch lock file of this layout. It is never reset while another process uses it.
     LockFileInvalid(String),
+    /// A typed table was opened with key or value types other than those it was created
+    /// with ([`crate::WriteTxn::open_table`] records them).
+    TableTypeMismatch {
+        /// The table.
+        table: String,
+        /// The encodings recorded with the table, `key -> value`.
+        stored: String,
+        /// The encodings of the definition it was opened with.
+        requested: String,
+    },
+    /// A typed table's key or value could not be read as its type (bytes of another width or
+    /// form, written by another type or through the byte API), or a value could not be
+    /// encoded (see [`crate::typed`]). Nothing was changed.
+    Decode(String),
     /// The engine broke one of its own invariants: a bug in Larch, not damage to the file (that
     /// is [`Error::Corrupted`]). The operation that met it fails, a write transaction can only
     /// be aborted, and nothing it did becomes visible. Please report it with the message.
@@ -265,6 +279,15 @@ impl fmt::Display for Error {
                 "all {max} reader slots of the lock file are taken by live read-only handles"
             ),
             Error::LockFileInvalid(why) => write!(f, "invalid lock file: {why}"),
+            Error::TableTypeMismatch {
+                table,
+                stored,
+                requested,
+            } => write!(
+                f,
+                "table {table:?} holds {stored}, not the requested {requested}"
+            ),
+            Error::Decode(why) => write!(f, "cannot decode: {why}"),
             Error::Internal(why) => write!(f, "internal error (a bug in Larch): {why}"),
         }
     }

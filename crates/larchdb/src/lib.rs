@@ -63,6 +63,7 @@ mod pager;
 pub mod storage;
 mod table;
 mod txn;
+pub mod typed;
 mod verify;
 
 pub use db::{Compacted, Database, DEFAULT_TABLE};
@@ -73,6 +74,7 @@ pub use options::{
 };
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, WriteTxn};
+pub use typed::{TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};
 #[doc(hidden)]
 pub use verify::PageRole;
 pub use verify::{Problem, Stats, TableStats, VerifyReport};

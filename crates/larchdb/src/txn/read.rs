@@ -6,6 +6,8 @@ use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::pager::{Snapshot, TableHeader};
 use crate::table::{ReadTable, Upper};
+use crate::typed::table::check_types;
+use crate::typed::{Key, TableDefinition, TypedReadTable, Value};
 use std::sync::Arc;
 
 /// A read transaction: a consistent snapshot of the whole database, as of the newest commit
@@ -99,6 +101,30 @@ impl ReadTxn {
             }
             r => r,
         }
+    }
+
+    /// Opens a typed table for reading (see [`crate::typed`]). [`Error::TableNotFound`] if it
+    /// does not exist; [`Error::TableTypeMismatch`] if it was created with other types.
+    ///
+    /// ```
+    /// use larchdb::TableDefinition;
+    /// const COUNTS: TableDefinition<&str, u64> = TableDefinition::new("counts");
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.open_table(COUNTS)?.put("apples", 3)?;
+    /// w.commit()?;
+    /// let r = db.begin_read()?;
+    /// assert_eq!(r.open_table(COUNTS)?.get("apples")?, Some(3));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_table<K: Key + 'static, V: Value + 'static>(
+        &self,
+        definition: TableDefinition<'_, K, V>,
+    ) -> Result<TypedReadTable<'_, K, V>> {
+        let name = definition.name();
+        check_types::<K, V>(name, self.table_properties(name)?)?;
+        Ok(TypedReadTable::new(self.table(name)?))
     }
 
     /// Names of all tables, sorted.

@@ -12,6 +12,8 @@ use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
 use crate::table::{Logged, TablePages, WriteTable};
 use crate::txn::ReadTxn;
+use crate::typed::table::{check_types, type_record};
+use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
 use std::sync::{Arc, MutexGuard};
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
@@ -448,6 +450,43 @@ impl<'db> WriteTxn<'db> {
             &mut self.failed,
             logged,
         ))
+    }
+
+    /// Opens a typed table for reading and writing (see [`crate::typed`]), creating it if it
+    /// does not exist; a table it creates records the names of the types' encodings, and
+    /// opening it with other types later is [`Error::TableTypeMismatch`]. (Creating a table
+    /// makes this transaction commit by writing pages, as [`WriteTxn::create_table`] does.)
+    ///
+    /// ```
+    /// use larchdb::TableDefinition;
+    /// const EVENTS: TableDefinition<u64, &str> = TableDefinition::new("events");
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// let mut events = w.open_table(EVENTS)?;
+    /// events.put(1, "started")?;
+    /// events.put(2, "stopped")?;
+    /// assert_eq!(events.last()?, Some((2, "stopped")));
+    /// w.commit()?;
+    ///
+    /// const WRONG: TableDefinition<u64, u64> = TableDefinition::new("events");
+    /// let mut w = db.begin_write()?;
+    /// assert!(matches!(w.open_table(WRONG), Err(larchdb::Error::TableTypeMismatch { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open_table<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        definition: TableDefinition<'_, K, V>,
+    ) -> Result<TypedWriteTable<'_, K, V>> {
+        let name = definition.name();
+        if self.ensure_table(name)? {
+            self.set_table_properties(name, &type_record::<K, V>())?;
+        } else {
+            self.load_state(name)?;
+            let state = self.guard.tables.get(name).ok_or(Error::TxnFailed)?;
+            check_types::<K, V>(name, &state.props)?;
+        }
+        Ok(TypedWriteTable::new(self.table(name)?))
     }
 
     /// The default table ([`crate::DEFAULT_TABLE`]), created if it does not exist.

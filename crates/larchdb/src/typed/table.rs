@@ -1,0 +1,459 @@
+//! Table definitions and the typed views over [`ReadTable`] and [`WriteTable`].
+
+use super::codec::{Key, Value};
+use crate::error::{Error, Result};
+use crate::table::{Range, ReadTable, WriteTable};
+use std::borrow::Borrow;
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+/// The key and value types a table view carries (it holds neither).
+type Types<K, V> = PhantomData<(fn() -> K, fn() -> V)>;
+
+/// A range's bounds, encoded.
+type EncodedBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// A table's name and the types of its keys and values, usually a constant:
+/// `const USERS: TableDefinition<u64, &str> = TableDefinition::new("users");`. Opened with
+/// [`crate::ReadTxn::open_table`] and [`crate::WriteTxn::open_table`].
+pub struct TableDefinition<'n, K: Key + 'static, V: Value + 'static> {
+    name: &'n str,
+    types: Types<K, V>,
+}
+
+impl<'n, K: Key + 'static, V: Value + 'static> TableDefinition<'n, K, V> {
+    /// A definition of the table called `name` (a table name as
+    /// [`crate::WriteTxn::create_table`] takes it).
+    pub const fn new(name: &'n str) -> Self {
+        TableDefinition {
+            name,
+            types: PhantomData,
+        }
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &'n str {
+        self.name
+    }
+}
+
+impl<K: Key + 'static, V: Value + 'static> Clone for TableDefinition<'_, K, V> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: Key + 'static, V: Value + 'static> Copy for TableDefinition<'_, K, V> {}
+
+impl<K: Key + 'static, V: Value + 'static> std::fmt::Debug for TableDefinition<'_, K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "TableDefinition({:?}: {} -> {})",
+            self.name,
+            K::type_name(),
+            V::type_name()
+        )
+    }
+}
+
+/// The first line of the properties in which a typed table's encodings are recorded.
+const TYPES_TAG: &str = "larch-types/1";
+
+/// The properties that record `K` and `V` for a table created typed.
+pub(crate) fn type_record<K: Key, V: Value>() -> Vec<u8> {
+    format!(
+        "{TYPES_TAG}\nkey={}\nvalue={}\n",
+        K::type_name(),
+        V::type_name()
+    )
+    .into_bytes()
+}
+
+/// Checks the types recorded in table `name`'s properties, if any, against `K` and `V`.
+pub(crate) fn check_types<K: Key, V: Value>(name: &str, props: &[u8]) -> Result<()> {
+    let Some(rest) = props.strip_prefix(format!("{TYPES_TAG}\n").as_bytes()) else {
+        return Ok(());
+    };
+    let recorded = String::from_utf8_lossy(rest);
+    let mut key = None;
+    let mut value = None;
+    for line in recorded.lines() {
+        if let Some(k) = line.strip_prefix("key=") {
+            key = Some(k);
+        } else if let Some(v) = line.strip_prefix("value=") {
+            value = Some(v);
+        }
+    }
+    let (want_key, want_value) = (K::type_name(), V::type_name());
+    if key == Some(want_key.as_str()) && value == Some(want_value.as_str()) {
+        return Ok(());
+    }
+    Err(Error::TableTypeMismatch {
+        table: name.to_string(),
+        stored: format!("{} -> {}", key.unwrap_or("?"), value.unwrap_or("?")),
+        requested: format!("{want_key} -> {want_value}"),
+    })
+}
+
+/// An entry decoded as `K` and `V`.
+type TypedEntry<'a, K, V> = (<K as Value>::SelfType<'a>, <V as Value>::SelfType<'a>);
+
+fn decode<'a, K: Key + 'static, V: Value + 'static>(
+    (k, v): (&'a [u8], &'a [u8]),
+) -> Result<TypedEntry<'a, K, V>> {
+    Ok((K::from_bytes(k)?, V::from_bytes(v)?))
+}
+
+/// A range's bounds, encoded.
+fn encode_bounds<'k, K: Key + 'static, KR: Borrow<K::SelfType<'k>>>(
+    range: &impl RangeBounds<KR>,
+) -> Result<EncodedBounds> {
+    let one = |b: Bound<&KR>| -> Result<Bound<Vec<u8>>> {
+        Ok(match b {
+            Bound::Included(k) => Bound::Included(K::as_bytes(k.borrow())?.as_ref().to_vec()),
+            Bound::Excluded(k) => Bound::Excluded(K::as_bytes(k.borrow())?.as_ref().to_vec()),
+            Bound::Unbounded => Bound::Unbounded,
+        })
+    };
+    Ok((one(range.start_bound())?, one(range.end_bound())?))
+}
+
+/// Iterator over a typed table's entries in a range, forward or reverse. After an error (a
+/// damaged page, an entry the types cannot read) it ends.
+pub struct TypedRange<'t, K: Key + 'static, V: Value + 'static> {
+    inner: Range<'t>,
+    done: bool,
+    types: Types<K, V>,
+}
+
+impl<'t, K: Key + 'static, V: Value + 'static> TypedRange<'t, K, V> {
+    fn new(inner: Range<'t>) -> Self {
+        TypedRange {
+            inner,
+            done: false,
+            types: PhantomData,
+        }
+    }
+}
+
+impl<'t, K: Key + 'static, V: Value + 'static> Iterator for TypedRange<'t, K, V> {
+    type Item = Result<TypedEntry<'t, K, V>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.inner.next()?.and_then(decode::<K, V>);
+        self.done = item.is_err();
+        Some(item)
+    }
+}
+
+/// A typed table opened in a read transaction ([`crate::ReadTxn::open_table`]). What it
+/// returns borrows from the transaction, as [`ReadTable`]'s values do.
+pub struct TypedReadTable<'t, K: Key + 'static, V: Value + 'static> {
+    table: ReadTable<'t>,
+    types: Types<K, V>,
+}
+
+impl<'t, K: Key + 'static, V: Value + 'static> TypedReadTable<'t, K, V> {
+    pub(crate) fn new(table: ReadTable<'t>) -> Self {
+        TypedReadTable {
+            table,
+            types: PhantomData,
+        }
+    }
+
+    /// The value of `key`, if present.
+    ///
+    /// ```
+    /// # use larchdb::TableDefinition;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: TableDefinition<u32, &str> = TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// w.open_table(T)?.put(7, "seven")?;
+    /// w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// assert_eq!(t.get(7)?, Some("seven"));
+    /// assert_eq!(t.get(8)?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'t>>> {
+        let k = K::as_bytes(key.borrow())?;
+        self.table.get(k.as_ref())?.map(V::from_bytes).transpose()
+    }
+
+    /// The entry with the smallest key.
+    pub fn first(&self) -> Result<Option<TypedEntry<'t, K, V>>> {
+        self.table.first()?.map(decode::<K, V>).transpose()
+    }
+
+    /// The entry with the greatest key.
+    pub fn last(&self) -> Result<Option<TypedEntry<'t, K, V>>> {
+        self.table.last()?.map(decode::<K, V>).transpose()
+    }
+
+    /// The first entry whose key is `key` or greater.
+    pub fn seek<'k>(
+        &self,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<Option<TypedEntry<'t, K, V>>> {
+        let k = K::as_bytes(key.borrow())?;
+        self.table.seek(k.as_ref())?.map(decode::<K, V>).transpose()
+    }
+
+    /// The entries with keys in `range`, in key order.
+    ///
+    /// ```
+    /// # use larchdb::TableDefinition;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: TableDefinition<i32, ()> = TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// for i in -5..5 {
+    ///     t.put(i, ())?;
+    /// }
+    /// w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let keys: Vec<i32> = r.open_table(T)?.range(-2..1)?.map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, vec![-2, -1, 0]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn range<'k, KR: Borrow<K::SelfType<'k>>>(
+        &self,
+        range: impl RangeBounds<KR>,
+    ) -> Result<TypedRange<'t, K, V>> {
+        Ok(TypedRange::new(
+            self.table.range(encode_bounds::<K, KR>(&range)?),
+        ))
+    }
+
+    /// The entries with keys in `range`, greatest key first.
+    pub fn range_rev<'k, KR: Borrow<K::SelfType<'k>>>(
+        &self,
+        range: impl RangeBounds<KR>,
+    ) -> Result<TypedRange<'t, K, V>> {
+        Ok(TypedRange::new(
+            self.table.range_rev(encode_bounds::<K, KR>(&range)?),
+        ))
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> TypedRange<'t, K, V> {
+        TypedRange::new(self.table.iter())
+    }
+
+    /// Every entry, greatest key first.
+    pub fn iter_rev(&self) -> TypedRange<'t, K, V> {
+        TypedRange::new(self.table.iter_rev())
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> Result<u64> {
+        self.table.len()
+    }
+
+    /// Whether the table has no entries.
+    pub fn is_empty(&self) -> Result<bool> {
+        self.table.is_empty()
+    }
+
+    /// The table underneath, with the byte API (prefix scans, the keys' bytes).
+    pub fn bytes(&self) -> &ReadTable<'t> {
+        &self.table
+    }
+}
+
+/// A typed table opened in a write transaction ([`crate::WriteTxn::open_table`]).
+pub struct TypedWriteTable<'t, K: Key + 'static, V: Value + 'static> {
+    table: WriteTable<'t>,
+    types: Types<K, V>,
+}
+
+impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
+    pub(crate) fn new(table: WriteTable<'t>) -> Self {
+        TypedWriteTable {
+            table,
+            types: PhantomData,
+        }
+    }
+
+    /// Inserts or replaces. Returns true if it replaced an existing value. A key or value
+    /// the types cannot encode is [`Error::Decode`] and changes nothing; past the size limits,
+    /// [`Error::KeyTooLarge`] and [`Error::ValueTooLarge`] as in [`WriteTable::put`].
+    ///
+    /// ```
+    /// # use larchdb::TableDefinition;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: TableDefinition<&str, u64> = TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// assert!(!t.put("a", 1)?);
+    /// assert!(t.put("a", 2)?);
+    /// assert_eq!(t.get("a")?, Some(2));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn put<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<bool> {
+        let k = K::as_bytes(key.borrow())?;
+        let v = V::as_bytes(value.borrow())?;
+        self.table.put(k.as_ref(), v.as_ref())
+    }
+
+    /// Inserts a key greater than every key in the table (see [`WriteTable::append`]):
+    /// [`Error::AppendOutOfOrder`] otherwise, changing nothing.
+    pub fn append<'k, 'v>(
+        &mut self,
+        key: impl Borrow<K::SelfType<'k>>,
+        value: impl Borrow<V::SelfType<'v>>,
+    ) -> Result<()> {
+        let k = K::as_bytes(key.borrow())?;
+        let v = V::as_bytes(value.borrow())?;
+        self.table.append(k.as_ref(), v.as_ref())
+    }
+
+    /// Deletes `key`. Returns true if it was there.
+    pub fn delete<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<bool> {
+        let k = K::as_bytes(key.borrow())?;
+        self.table.delete(k.as_ref())
+    }
+
+    /// Deletes the entries with keys in `range` (see [`WriteTable::delete_range`]). Returns
+    /// how many it deleted.
+    pub fn delete_range<'k, KR: Borrow<K::SelfType<'k>>>(
+        &mut self,
+        range: impl RangeBounds<KR>,
+    ) -> Result<u64> {
+        self.table.delete_range(encode_bounds::<K, KR>(&range)?)
+    }
+
+    /// Deletes every entry. Returns how many there were.
+    pub fn clear(&mut self) -> Result<u64> {
+        self.table.clear()
+    }
+
+    /// Keeps only the entries for which `keep(key, value)` returns true, in key order.
+    /// Returns how many it deleted. An entry the types cannot read stops it with
+    /// [`Error::Decode`]; the deletions made before stay in the transaction (abort it to undo
+    /// them).
+    ///
+    /// ```
+    /// # use larchdb::TableDefinition;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: TableDefinition<u32, u32> = TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// for i in 0..10 {
+    ///     t.put(i, i * i)?;
+    /// }
+    /// assert_eq!(t.retain(|_, square| square % 2 == 0)?, 5);
+    /// assert_eq!(t.len()?, 5);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retain(
+        &mut self,
+        mut keep: impl for<'a> FnMut(K::SelfType<'a>, V::SelfType<'a>) -> bool,
+    ) -> Result<u64> {
+        let mut failed = None;
+        let deleted = self.table.retain(|k, v| {
+            if failed.is_some() {
+                return true;
+            }
+            match decode::<K, V>((k, v)) {
+                Ok((k, v)) => keep(k, v),
+                Err(e) => {
+                    failed = Some(e);
+                    true
+                }
+            }
+        })?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(deleted),
+        }
+    }
+
+    /// The value of `key` as this transaction sees it, if present.
+    pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'_>>> {
+        let k = K::as_bytes(key.borrow())?;
+        self.table.get(k.as_ref())?.map(V::from_bytes).transpose()
+    }
+
+    /// The entry with the smallest key.
+    pub fn first(&self) -> Result<Option<TypedEntry<'_, K, V>>> {
+        self.table.first()?.map(decode::<K, V>).transpose()
+    }
+
+    /// The entry with the greatest key.
+    pub fn last(&self) -> Result<Option<TypedEntry<'_, K, V>>> {
+        self.table.last()?.map(decode::<K, V>).transpose()
+    }
+
+    /// The first entry whose key is `key` or greater.
+    pub fn seek<'k>(
+        &self,
+        key: impl Borrow<K::SelfType<'k>>,
+    ) -> Result<Option<TypedEntry<'_, K, V>>> {
+        let k = K::as_bytes(key.borrow())?;
+        self.table.seek(k.as_ref())?.map(decode::<K, V>).transpose()
+    }
+
+    /// The entries with keys in `range`, in key order, as this transaction sees them.
+    pub fn range<'k, KR: Borrow<K::SelfType<'k>>>(
+        &self,
+        range: impl RangeBounds<KR>,
+    ) -> Result<TypedRange<'_, K, V>> {
+        Ok(TypedRange::new(
+            self.table.range(encode_bounds::<K, KR>(&range)?),
+        ))
+    }
+
+    /// The entries with keys in `range`, greatest key first.
+    pub fn range_rev<'k, KR: Borrow<K::SelfType<'k>>>(
+        &self,
+        range: impl RangeBounds<KR>,
+    ) -> Result<TypedRange<'_, K, V>> {
+        Ok(TypedRange::new(
+            self.table.range_rev(encode_bounds::<K, KR>(&range)?),
+        ))
+    }
+
+    /// Every entry, in key order.
+    pub fn iter(&self) -> TypedRange<'_, K, V> {
+        TypedRange::new(self.table.iter())
+    }
+
+    /// Every entry, greatest key first.
+    pub fn iter_rev(&self) -> TypedRange<'_, K, V> {
+        TypedRange::new(self.table.iter_rev())
+    }
+
+    /// Number of entries, as this transaction sees them.
+    pub fn len(&self) -> Result<u64> {
+        self.table.len()
+    }
+
+    /// Whether the table has no entries.
+    pub fn is_empty(&self) -> Result<bool> {
+        self.table.is_empty()
+    }
+
+    /// The table underneath, with the byte API.
+    pub fn bytes(&self) -> &WriteTable<'t> {
+        &self.table
+    }
+
+    /// The table underneath, for writing with the byte API (`set`, `pop_first`, ...).
+    pub fn bytes_mut(&mut self) -> &mut WriteTable<'t> {
+        &mut self.table
+    }
+}
