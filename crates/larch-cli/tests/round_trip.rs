@@ -60,12 +60,12 @@ fn dump_format_is_exact() {
     let bytevalue = larch_ok(&["dump", a], b"");
     assert_eq!(
         String::from_utf8(bytevalue).unwrap(),
-        "VERSION=3\nformat=bytevalue\ndatabase=t\ntype=btree\ndb_pagesize=4096\nHEADER=END\n \n \n 615c62\n 00ff207e7f\nDATA=END\n"
+        "VERSION=3\nformat=bytevalue\ndatabase=t\ntype=btree\nmapsize=1048576\ndb_pagesize=4096\nHEADER=END\n \n \n 615c62\n 00ff207e7f\nDATA=END\n"
     );
     let print = larch_ok(&["dump", a, "-p", "-s", "t"], b"");
     assert_eq!(
         String::from_utf8(print).unwrap(),
-        "VERSION=3\nformat=print\ndatabase=t\ntype=btree\ndb_pagesize=4096\nHEADER=END\n \n \n a\\5cb\n \\00\\ff ~\\7f\nDATA=END\n"
+        "VERSION=3\nformat=print\ndatabase=t\ntype=btree\nmapsize=1048576\ndb_pagesize=4096\nHEADER=END\n \n \n a\\5cb\n \\00\\ff ~\\7f\nDATA=END\n"
     );
 }
 

@@ -16,13 +16,14 @@ Usage: larch load DB [--table T] [--file F] [--plaintext] [--no-overwrite]
 
 Reads the VERSION=3 text format of mdb_dump, db_dump and `larch dump` (bytevalue or print)
 into DB, creating the file if needed (with the dump's db_pagesize when it is a valid Larch
-page size). Each section goes to the table named by its database= line, created if missing.
+page size). Each section goes to the table named by its database= line, created if missing;
+a section without one (a dump of LMDB's unnamed main database) to the default table
+(\"default\"), which `larch dump` writes back without a database= line.
 One write transaction per section: a malformed section exits with status 3 naming the line
 and commits nothing of that section.
 
 Options:
-  -s, --table T      load every section into table T (needed for dumps of LMDB's unnamed
-                     main database, which have no database= line, and for --plaintext)
+  -s, --table T      load every section into table T (needed for --plaintext)
   -f, --file F       read F instead of standard input
   -T, --plaintext    input is pairs of lines, key then value, print-encoded, no header and
                      no leading space (mdb_load -T)
@@ -177,17 +178,8 @@ impl Loader<'_> {
             let table = match (table_flag, header.database.as_deref()) {
                 (Some(t), _) => t.to_string(),
                 (None, Some(d)) => d.to_string(),
-                (None, None) => {
-                    return Err(Failure::new(
-                        exit::BAD_INPUT,
-                        format!(
-                            "{}:{}: section has no database= line (a dump of LMDB's unnamed \
-                             main database); name the target table with --table",
-                            self.input_name,
-                            reader.line()
-                        ),
-                    ))
-                }
+                // A dump of LMDB's unnamed main database: the default table.
+                (None, None) => larchdb::DEFAULT_TABLE.to_string(),
             };
             self.open(Some(&header))?;
             self.section(reader, &table, Some(&header))?;
