@@ -274,6 +274,14 @@ impl Progress {
         }
     }
 
+    /// Sets the count to `count` items (a library call that reports its own progress).
+    pub fn set(&mut self, count: u64) {
+        if self.enabled && count / Self::STEP > self.count / Self::STEP {
+            eprint!("\r{} {} entries", self.verb, count);
+        }
+        self.count = count;
+    }
+
     /// Ends the progress line.
     pub fn finish(&self) {
         if self.enabled && self.count >= Self::STEP {

@@ -47,3 +47,26 @@ fn copy_and_compact_copy_hold_the_same_data() {
         .collect();
     assert!(leftovers.is_empty());
 }
+
+#[test]
+fn copy_to_standard_output_writes_a_database_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.larch");
+    build_db(&src, &awkward_tables());
+    let s = src.to_str().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let r = run_program_env(
+        env!("CARGO_BIN_EXE_larch"),
+        &["copy", s, "-"],
+        &[("TMPDIR", tmp.to_str().unwrap())],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = dir.path().join("from-stdout.larch");
+    std::fs::write(&out, &r.stdout).unwrap();
+    let o = out.to_str().unwrap();
+    assert!(larch_ok(&["dump", o], b"") == larch_ok(&["dump", s], b""));
+    assert_eq!(larch(&["check", o], b"").code, 0);
+    // The copy built in TMPDIR, and its lock file, are gone.
+    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0);
+}

@@ -53,6 +53,7 @@ compile_error!(
 
 mod btree;
 mod bytes;
+mod copy;
 mod db;
 mod engine;
 mod error;
@@ -66,6 +67,7 @@ mod txn;
 pub mod typed;
 mod verify;
 
+pub use copy::Copied;
 pub use db::{Compacted, Database, DEFAULT_TABLE};
 pub use error::{Error, Result};
 pub use options::{

@@ -25,8 +25,18 @@ impl Run {
 
 /// Runs `program args`, feeding `stdin`.
 pub fn run_program(program: &str, args: &[&str], stdin: &[u8]) -> Run {
+    run_program_with(program, args, &[], stdin)
+}
+
+/// `run_program` with no input and these environment variables set.
+pub fn run_program_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run_program_with(program, args, env, b"")
+}
+
+fn run_program_with(program: &str, args: &[&str], env: &[(&str, &str)], stdin: &[u8]) -> Run {
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
