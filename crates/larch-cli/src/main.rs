@@ -15,12 +15,14 @@ larch: administer Larch databases
 Usage: larch <COMMAND> [OPTIONS] ...
 
 Commands:
-  stat   DB [--all]                                  page, tree and space statistics
+  stat   DB [--all] [--readers] [--freelist]         page, tree and space statistics
   check  DB                                          full verification; exit 1 on problems
-  dump   DB [--table T | --all] [--print] [--file F] write the mdb_dump VERSION=3 format
+  dump   DB [--table T | --all] [--print] [--bdb] [--file F]
+                                                     write the mdb_dump VERSION=3 format
   load   DB [--table T] [--file F] [--plaintext] [--no-overwrite]
                                                      read that format into a database
-  copy   SRC DST [--compact]                         copy one consistent snapshot
+  copy   SRC DST|- [--compact]                       copy one consistent snapshot
+  compact DB                                         give free space back to the file system
 
 Run `larch <COMMAND> --help` for details and an example.
 Exit status: 0 ok, 1 check found problems, 2 usage, 3 malformed input, 4 missing or not a
@@ -62,6 +64,7 @@ fn run(argv: &[String]) -> Result<i32, Failure> {
         "dump" => cmd::dump::run(rest),
         "load" => cmd::load::run(rest),
         "copy" => cmd::copy::run(rest),
+        "compact" => cmd::compact::run(rest),
         other => Err(Failure::usage(format!("unknown command {other:?}"))),
     }
 }

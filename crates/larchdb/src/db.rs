@@ -435,13 +435,55 @@ impl Database {
     }
 
     /// Statistics of the newest snapshot: tree shape, pages by type, entries, space.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// db.put(b"k", b"v")?;
+    /// let held = db.begin_read()?;
+    /// db.put(b"k", b"w")?;
+    /// let s = db.stats()?;
+    /// assert_eq!(s.entries, 1);
+    /// assert_eq!(s.readers, 1);
+    /// assert_eq!(s.oldest_reader, Some(held.id()));
+    /// assert_eq!(s.reader_list[0].pid, std::process::id());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn stats(&self) -> Result<verify::Stats> {
-        let readers = self.shared.read_state().readers.values().sum();
+        let own: Vec<(u64, usize)> = {
+            let rs = self.shared.read_state();
+            rs.readers.iter().map(|(&t, &n)| (t, n)).collect()
+        };
         let r = self.begin_read()?;
         let mut stats = verify::stats(r.snapshot())?;
         stats.file_bytes = self.shared.storage.len()?;
-        stats.readers = readers;
-        stats.other_readers = self.shared.lock.as_ref().map_or(0, |l| l.oldest_reader().1);
+        stats.readers = own.iter().map(|&(_, n)| n).sum();
+        let pid = std::process::id();
+        stats.reader_list = own
+            .iter()
+            .map(|&(txn, count)| verify::ReaderInfo {
+                pid,
+                txn,
+                count,
+                this_handle: true,
+            })
+            .collect();
+        let others = self
+            .shared
+            .lock
+            .as_ref()
+            .map(|l| l.readers())
+            .unwrap_or_default();
+        stats.other_readers = others.len();
+        stats
+            .reader_list
+            .extend(others.into_iter().map(|(pid, txn)| verify::ReaderInfo {
+                pid,
+                txn,
+                count: 1,
+                this_handle: false,
+            }));
+        stats.oldest_reader = stats.reader_list.iter().map(|r| r.txn).min();
         Ok(stats)
     }
 

@@ -79,4 +79,4 @@ pub use txn::{ReadTxn, WriteTxn};
 pub use typed::{TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};
 #[doc(hidden)]
 pub use verify::PageRole;
-pub use verify::{Problem, Stats, TableStats, VerifyReport};
+pub use verify::{Problem, ReaderInfo, Stats, TableStats, VerifyReport};

@@ -92,8 +92,25 @@ pub enum PageRole {
     Pending,
 }
 
+/// A live reader, as [`Stats::reader_list`] lists it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReaderInfo {
+    /// The process that holds it.
+    pub pid: u32,
+    /// The commit whose tree its snapshot reads: pages that tree reaches are not reused while
+    /// it lives.
+    pub txn: u64,
+    /// Read transactions on that snapshot: the count for this handle's own readers; 1 for
+    /// another handle (the lock file's reader table holds one snapshot per handle, its oldest).
+    pub count: usize,
+    /// Whether it belongs to the handle `stats` was called on.
+    pub this_handle: bool,
+}
+
 /// Statistics of a snapshot.
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct Stats {
     /// Page size.
     pub page_bytes: u32,
@@ -125,6 +142,13 @@ pub struct Stats {
     /// Other handles, in this process or others, registered in the lock file's reader table
     /// with a live read transaction.
     pub other_readers: usize,
+    /// Every live reader: this handle's read transactions by snapshot (oldest first), then
+    /// the other handles registered in the lock file (LMDB's `mdb_stat -r`). The one `stats`
+    /// itself uses is not listed.
+    pub reader_list: Vec<ReaderInfo>,
+    /// The oldest snapshot any live reader holds (the smallest `txn` of `reader_list`), if
+    /// any: the commit from which on freed pages wait ([`Stats::pending_pages`]).
+    pub oldest_reader: Option<u64>,
     /// Per-table figures, sorted by name.
     pub tables: Vec<TableStats>,
 }

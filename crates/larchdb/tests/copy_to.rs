@@ -15,7 +15,10 @@ fn fill(db: &Database, n: u32) {
     w.commit().unwrap();
 }
 
-fn contents(db: &Database) -> Vec<(String, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)> {
+/// A table: its name, its properties and its entries.
+type Table = (String, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
+fn contents(db: &Database) -> Vec<Table> {
     let r = db.begin_read().unwrap();
     r.list_tables()
         .unwrap()

@@ -2,6 +2,7 @@
 //! the exit status, or a failure to report.
 
 pub mod check;
+pub mod compact;
 pub mod copy;
 pub mod dump;
 pub mod load;

@@ -242,25 +242,44 @@ impl LockTable {
         let mut oldest: Option<u64> = None;
         let mut live = 0;
         for slot in 0..self.slots_used() {
-            if Some(&slot) == self.own.get() {
-                continue;
+            if let Some(txn) = self.live_reader(slot) {
+                live += 1;
+                oldest = Some(oldest.map_or(txn, |o| o.min(txn)));
             }
-            let txn = self.slot_word(slot, S_TXN).load(Ordering::SeqCst);
-            if txn == 0 {
-                continue;
-            }
-            // Taking the slot's lock succeeds only if no live handle owns the slot. An error
-            // counts as alive: keeping pages too long is safe, reusing them is not.
-            if let Ok(true) = ofd_lock(&self.file, slot, true) {
-                self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
-                self.slot_word(slot, S_PID).store(0, Ordering::SeqCst);
-                let _ = ofd_lock(&self.file, slot, false);
-                continue;
-            }
-            live += 1;
-            oldest = Some(oldest.map_or(txn, |o| o.min(txn)));
         }
         (oldest, live)
+    }
+
+    /// The other handles with a live read transaction: (process id, oldest snapshot), in slot
+    /// order. Dead slots are cleared as by `oldest_reader`.
+    pub(crate) fn readers(&self) -> Vec<(u32, u64)> {
+        (0..self.slots_used())
+            .filter_map(|slot| {
+                let txn = self.live_reader(slot)?;
+                let pid = self.slot_word(slot, S_PID).load(Ordering::SeqCst);
+                Some((u32::try_from(pid).unwrap_or(0), txn))
+            })
+            .collect()
+    }
+
+    /// The snapshot slot `slot` of another handle holds, if that handle is alive. Taking the
+    /// slot's lock succeeds only if no live handle owns it; an error counts as alive: keeping
+    /// pages too long is safe, reusing them is not.
+    fn live_reader(&self, slot: usize) -> Option<u64> {
+        if Some(&slot) == self.own.get() {
+            return None;
+        }
+        let txn = self.slot_word(slot, S_TXN).load(Ordering::SeqCst);
+        if txn == 0 {
+            return None;
+        }
+        if let Ok(true) = ofd_lock(&self.file, slot, true) {
+            self.slot_word(slot, S_TXN).store(0, Ordering::SeqCst);
+            self.slot_word(slot, S_PID).store(0, Ordering::SeqCst);
+            let _ = ofd_lock(&self.file, slot, false);
+            return None;
+        }
+        Some(txn)
     }
 }
 
