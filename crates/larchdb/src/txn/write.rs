@@ -25,6 +25,38 @@ use std::sync::{Arc, MutexGuard};
 /// properties) or a batch too large for the log turns it into a transaction that writes pages:
 /// it first applies the overlay's records and its own batch to the tree (a checkpoint), and
 /// its commit writes pages and a meta page as without a log (docs/design/write-path.md).
+///
+/// **Not `Send`**: it holds the guard of the writer's mutex (`std::sync::MutexGuard`), which
+/// must be released by the thread that took it (POSIX mutexes require it), and it borrows the
+/// `Database`. A transaction lives on the thread that began it. In an async runtime, run the
+/// whole transaction (begin, writes, commit) in one blocking task, such as tokio's
+/// `spawn_blocking` with an `Arc<Database>`; [`crate::ReadTxn`] is `Send + Sync` and owns
+/// what it needs, so readers can move freely.
+///
+/// ```compile_fail
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = larchdb::Database::open(dir.path().join("db"), Default::default()).unwrap();
+/// let w = db.begin_write().unwrap();
+/// std::thread::scope(|s| {
+///     s.spawn(move || w.commit()); // error: `MutexGuard` cannot be sent between threads
+/// });
+/// ```
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = std::sync::Arc::new(larchdb::Database::open(dir.path().join("db"), Default::default())?);
+/// let db2 = db.clone();
+/// // The whole transaction on another thread, as spawn_blocking would run it.
+/// std::thread::spawn(move || -> larchdb::Result<()> {
+///     let mut w = db2.begin_write()?;
+///     w.default_table()?.put(b"k", b"v")?;
+///     w.commit()
+/// })
+/// .join()
+/// .unwrap()?;
+/// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+/// # Ok::<(), larchdb::Error>(())
+/// ```
 pub struct WriteTxn<'db> {
     shared: &'db Arc<Shared>,
     guard: MutexGuard<'db, WriterState>,
