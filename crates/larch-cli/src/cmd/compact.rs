@@ -1,7 +1,7 @@
 //! `larch compact DB`: gives the free space at the end of the file back to the file system,
 //! through `larchdb::Database::compact`.
 
-use crate::cli::{exit, Args, Failure};
+use crate::cli::{check_exists, exit, Args, Failure};
 use larchdb::{Database, Options};
 use std::path::Path;
 
@@ -25,12 +25,7 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
     }
     let pos = args.positionals(&["DB"])?;
     let path = Path::new(pos[0]);
-    if !path.is_file() {
-        return Err(Failure::new(
-            exit::NOT_A_DATABASE,
-            format!("{}: no such database file", path.display()),
-        ));
-    }
+    check_exists(path)?;
     let options = Options::default().create(false).compact_on_close(false);
     let db = Database::open(path, options).map_err(|e| Failure::engine(path, e))?;
     let c = db.compact().map_err(|e| Failure::engine(path, e))?;

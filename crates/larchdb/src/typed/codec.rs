@@ -48,6 +48,13 @@ fn wrong_width(type_name: &str, want: usize, got: usize) -> Error {
     ))
 }
 
+/// `bytes` as an array of exactly `N`, or [`Error::Decode`] naming `type_name`.
+fn fixed<const N: usize>(type_name: &str, bytes: &[u8]) -> Result<[u8; N]> {
+    bytes
+        .try_into()
+        .map_err(|_| wrong_width(type_name, N, bytes.len()))
+}
+
 macro_rules! unsigned {
     ($($t:ty),*) => {$(
         /// Stored big-endian, so that the byte order is the numeric order.
@@ -56,9 +63,7 @@ macro_rules! unsigned {
             type AsBytes<'a> = [u8; std::mem::size_of::<$t>()];
 
             fn from_bytes<'a>(bytes: &'a [u8]) -> Result<$t> where Self: 'a, {
-                let raw = bytes.try_into().map_err(|_| {
-                    wrong_width(stringify!($t), std::mem::size_of::<$t>(), bytes.len())
-                })?;
+                let raw = fixed(stringify!($t), bytes)?;
                 Ok(<$t>::from_be_bytes(raw))
             }
 
@@ -86,9 +91,7 @@ macro_rules! signed {
             type AsBytes<'a> = [u8; std::mem::size_of::<$t>()];
 
             fn from_bytes<'a>(bytes: &'a [u8]) -> Result<$t> where Self: 'a, {
-                let raw = bytes.try_into().map_err(|_| {
-                    wrong_width(stringify!($t), std::mem::size_of::<$t>(), bytes.len())
-                })?;
+                let raw = fixed(stringify!($t), bytes)?;
                 Ok((<$u>::from_be_bytes(raw) ^ (1 << (<$u>::BITS - 1))) as $t)
             }
 
@@ -118,9 +121,7 @@ macro_rules! float {
             type AsBytes<'a> = [u8; std::mem::size_of::<$t>()];
 
             fn from_bytes<'a>(bytes: &'a [u8]) -> Result<$t> where Self: 'a, {
-                let raw = bytes.try_into().map_err(|_| {
-                    wrong_width(stringify!($t), std::mem::size_of::<$t>(), bytes.len())
-                })?;
+                let raw = fixed(stringify!($t), bytes)?;
                 let sign = 1 << (<$u>::BITS - 1);
                 let b = <$u>::from_be_bytes(raw);
                 let bits = if b & sign != 0 { b ^ sign } else { !b };
@@ -274,9 +275,7 @@ impl<const N: usize> Value for [u8; N] {
     where
         Self: 'a,
     {
-        bytes
-            .try_into()
-            .map_err(|_| wrong_width(&Self::type_name(), N, bytes.len()))
+        fixed(&Self::type_name(), bytes)
     }
 
     fn as_bytes<'a, 'b: 'a>(value: &'a [u8; N]) -> Result<&'a [u8]>
