@@ -112,6 +112,11 @@ pub enum Error {
     /// form, written by another type or through the byte API), or a value could not be
     /// encoded (see [`crate::typed`]). Nothing was changed.
     Decode(String),
+    /// A [`crate::Savepoint`] given to [`crate::WriteTxn::rollback_to`] or
+    /// [`crate::WriteTxn::release`] is not one of the transaction's live savepoints: it was
+    /// made by another transaction, released, or made after a savepoint the transaction has
+    /// since rolled back to. Nothing was changed.
+    SavepointInvalid,
     /// The engine broke one of its own invariants: a bug in Larch, not damage to the file (that
     /// is [`Error::Corrupted`]). The operation that met it fails, a write transaction can only
     /// be aborted, and nothing it did becomes visible. Please report it with the message.
@@ -288,6 +293,11 @@ impl fmt::Display for Error {
                 "table {table:?} holds {stored}, not the requested {requested}"
             ),
             Error::Decode(why) => write!(f, "cannot decode: {why}"),
+            Error::SavepointInvalid => write!(
+                f,
+                "not a live savepoint of this transaction (another transaction's, released, \
+                 or rolled past)"
+            ),
             Error::Internal(why) => write!(f, "internal error (a bug in Larch): {why}"),
         }
     }

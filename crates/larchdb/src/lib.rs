@@ -75,7 +75,7 @@ pub use options::{
     LOG_SEGMENTS_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT,
 };
 pub use table::{Entry, Range, ReadTable, WriteTable};
-pub use txn::{ReadTxn, WriteTxn};
+pub use txn::{ReadTxn, Savepoint, WriteTxn};
 pub use typed::{TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};
 #[doc(hidden)]
 pub use verify::PageRole;

@@ -7,6 +7,7 @@ use crate::engine::overlay::{Lookup, Overlay, Scan, Visible};
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
 use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
+use crate::txn::UndoSink;
 use std::ops::{Bound, RangeBounds};
 
 /// A key and its value, borrowed from the transaction.
@@ -644,6 +645,9 @@ pub struct WriteTable<'t> {
     /// is not changed, the writes are kept in the batch. `state.hdr` is then the tree's
     /// header with the table's entry count as this transaction sees it.
     logged: Option<Logged<'t>>,
+    /// `Some` while the transaction has a live savepoint: each change records how to undo it
+    /// (`txn::savepoint`).
+    undo: Option<UndoSink<'t>>,
 }
 
 impl<'t> WriteTable<'t> {
@@ -653,6 +657,7 @@ impl<'t> WriteTable<'t> {
         scratch: &'t mut Scratch,
         failed: &'t mut bool,
         logged: Option<Logged<'t>>,
+        undo: Option<UndoSink<'t>>,
     ) -> WriteTable<'t> {
         WriteTable {
             pages,
@@ -660,6 +665,24 @@ impl<'t> WriteTable<'t> {
             scratch,
             failed,
             logged,
+            undo,
+        }
+    }
+
+    /// The value `key` has before a change, if a savepoint needs it (`Some`): `Some(None)`
+    /// for a key without one.
+    fn undo_before(&self, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+        if self.undo.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(self.get_here(key)?.map(<[u8]>::to_vec)))
+    }
+
+    /// Records the undo of a change of `key` that succeeded, its value before being `old`
+    /// (from `undo_before`).
+    fn undo_after(&mut self, key: &[u8], old: Option<Option<Vec<u8>>>) {
+        if let (Some(sink), Some(old)) = (self.undo.as_mut(), old) {
+            sink.key(key.to_vec(), old);
         }
     }
 
@@ -761,20 +784,27 @@ impl<'t> WriteTable<'t> {
     /// Inserts or replaces. Returns true if it replaced an existing value.
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check(key, value)?;
-        if self.logged.is_some() {
-            if *self.failed {
-                return Err(Error::TxnFailed);
-            }
-            let existed = self.exists(key)?;
-            self.log_write(key, Some(value), if existed { 0 } else { 1 }, false);
-            return Ok(existed);
+        if *self.failed {
+            return Err(Error::TxnFailed);
         }
-        self.mutate(|w, s, t| {
-            // Any change but an append may reshape the tree's right edge.
-            t.append_hint = None;
-            t.last_key = None;
-            btree::put(w, s, &mut t.hdr, key, value, Some(&mut t.put_hint))
-        })
+        let old = self.undo_before(key)?;
+        let existed = if self.logged.is_some() {
+            let existed = match &old {
+                Some(old) => old.is_some(),
+                None => self.exists(key)?,
+            };
+            self.log_write(key, Some(value), if existed { 0 } else { 1 }, false);
+            existed
+        } else {
+            self.mutate(|w, s, t| {
+                // Any change but an append may reshape the tree's right edge.
+                t.append_hint = None;
+                t.last_key = None;
+                btree::put(w, s, &mut t.hdr, key, value, Some(&mut t.put_hint))
+            })?
+        };
+        self.undo_after(key, old);
+        Ok(existed)
     }
 
     /// Inserts or replaces, without saying which: the write most engines' `put` is. In a
@@ -803,6 +833,10 @@ impl<'t> WriteTable<'t> {
     /// ```
     pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         if self.logged.is_none() {
+            return self.put(key, value).map(|_| ());
+        }
+        if self.undo.is_some() {
+            // A savepoint needs the old value: the lookup `set` skips is made anyway.
             return self.put(key, value).map(|_| ());
         }
         self.check(key, value)?;
@@ -846,13 +880,16 @@ impl<'t> WriteTable<'t> {
             if let Some(l) = self.logged.as_mut() {
                 l.batch.note_append();
             }
-            return Ok(());
+        } else {
+            self.mutate(|w, s, t| {
+                t.put_hint.reset();
+                t.last_key = None;
+                btree::append(w, s, &mut t.hdr, key, value, &mut t.append_hint)
+            })?;
         }
-        self.mutate(|w, s, t| {
-            t.put_hint.reset();
-            t.last_key = None;
-            btree::append(w, s, &mut t.hdr, key, value, &mut t.append_hint)
-        })
+        // An append adds a key the table did not have.
+        self.undo_after(key, self.undo.is_some().then_some(None));
+        Ok(())
     }
 
     /// Deletes `key`. Returns true if it was present.
@@ -860,22 +897,31 @@ impl<'t> WriteTable<'t> {
         if key.len() > key_bytes_max(self.src().page_bytes() as u32) {
             return Ok(false);
         }
-        if self.logged.is_some() {
-            if *self.failed {
-                return Err(Error::TxnFailed);
-            }
-            let existed = self.exists(key)?;
+        if *self.failed {
+            return Err(Error::TxnFailed);
+        }
+        let old = self.undo_before(key)?;
+        let existed = if self.logged.is_some() {
+            let existed = match &old {
+                Some(old) => old.is_some(),
+                None => self.exists(key)?,
+            };
             if existed {
                 self.log_write(key, None, -1, false);
             }
-            return Ok(existed);
+            existed
+        } else {
+            self.mutate(|w, _, t| {
+                t.append_hint = None;
+                t.put_hint.reset();
+                t.last_key = None;
+                btree::delete(w, &mut t.hdr, key)
+            })?
+        };
+        if existed {
+            self.undo_after(key, old);
         }
-        self.mutate(|w, _, t| {
-            t.append_hint = None;
-            t.put_hint.reset();
-            t.last_key = None;
-            btree::delete(w, &mut t.hdr, key)
-        })
+        Ok(existed)
     }
 
     /// Deletes every key in `range`. Returns how many it deleted.
@@ -905,10 +951,34 @@ impl<'t> WriteTable<'t> {
         range: R,
     ) -> Result<u64> {
         let (start, end) = bounds(&range);
-        if self.logged.is_some() {
-            if *self.failed {
-                return Err(Error::TxnFailed);
+        if *self.failed {
+            return Err(Error::TxnFailed);
+        }
+        if self.undo.is_some() {
+            // A savepoint keeps every entry the range holds, to put them back.
+            let doomed = self
+                .range_of(start.clone(), end.clone(), false)
+                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<Result<Vec<_>>>()?;
+            let n = self.delete_range_now(start, end)?;
+            if n != doomed.len() as u64 {
+                *self.failed = true;
+                return Err(Error::internal(
+                    "delete_range: the count differs from the scan",
+                ));
             }
+            if let Some(sink) = self.undo.as_mut() {
+                for (k, v) in doomed {
+                    sink.key(k, Some(v));
+                }
+            }
+            return Ok(n);
+        }
+        self.delete_range_now(start, end)
+    }
+
+    fn delete_range_now(&mut self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Result<u64> {
+        if self.logged.is_some() {
             // The keys as this transaction sees them (tree, overlay and batch together).
             let doomed = self
                 .range_of(start, end, false)

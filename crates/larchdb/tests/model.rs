@@ -83,6 +83,16 @@ enum Op {
     /// `Database::compact`: a durable checkpoint, pages moved down, the file's end and the
     /// log given back.
     Compact,
+    /// `WriteTxn::savepoint`.
+    Savepoint,
+    /// `WriteTxn::rollback_to` the savepoint `back` places from the newest live one.
+    RollbackTo {
+        back: u8,
+    },
+    /// `WriteTxn::release` of the savepoint `back` places from the newest live one.
+    Release {
+        back: u8,
+    },
 }
 
 fn key_bytes(key: u16, width: u8) -> Vec<u8> {
@@ -121,6 +131,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (any::<u64>(), any::<bool>()).prop_map(|(seed, keep_some)| Op::PowerLoss { seed, keep_some }),
         1 => Just(Op::Checkpoint),
         1 => Just(Op::Compact),
+        4 => Just(Op::Savepoint),
+        3 => (0u8..3).prop_map(|back| Op::RollbackTo { back }),
+        1 => (0u8..3).prop_map(|back| Op::Release { back }),
     ]
 }
 
@@ -402,6 +415,9 @@ fn is_write(op: &Op) -> bool {
             | Op::Clear { .. }
             | Op::DropTable { .. }
             | Op::Append { .. }
+            | Op::Savepoint
+            | Op::RollbackTo { .. }
+            | Op::Release { .. }
     )
 }
 
@@ -425,8 +441,49 @@ fn run(ops: Vec<Op>, log: bool) {
             // A write transaction runs until a commit, an abort, or a crash.
             let mut w = db.begin_write().unwrap();
             let mut pending = latest.clone();
+            // Live savepoints, oldest first, with the state each marks.
+            let mut savepoints: Vec<(larchdb::Savepoint, Model)> = Vec::new();
             while i < ops.len() {
                 match &ops[i] {
+                    Op::Savepoint => savepoints.push((w.savepoint().unwrap(), pending.clone())),
+                    Op::RollbackTo { back } => {
+                        if let Some(at) = savepoints.len().checked_sub(1 + *back as usize) {
+                            w.rollback_to(&savepoints[at].0).unwrap();
+                            pending = savepoints[at].1.clone();
+                            let gone = savepoints.split_off(at + 1);
+                            for (sp, _) in gone {
+                                // Rolled past: no longer live.
+                                assert!(matches!(
+                                    w.rollback_to(&sp),
+                                    Err(larchdb::Error::SavepointInvalid)
+                                ));
+                            }
+                            // What the transaction sees is the savepoint's state.
+                            for (name, m) in &pending {
+                                let t = w.table(name).unwrap();
+                                assert_eq!(t.len().unwrap(), m.len() as u64, "count of {name}");
+                                let got = common::collect(t.iter());
+                                assert!(got.iter().map(|(k, v)| (k, v)).eq(m.iter()));
+                            }
+                            assert_eq!(
+                                w.list_tables().unwrap(),
+                                pending.keys().cloned().collect::<Vec<_>>()
+                            );
+                        }
+                    }
+                    Op::Release { back } => {
+                        if let Some(at) = savepoints.len().checked_sub(1 + *back as usize) {
+                            let released = savepoints.split_off(at);
+                            let mut it = released.into_iter();
+                            w.release(it.next().unwrap().0).unwrap();
+                            for (sp, _) in it {
+                                assert!(matches!(
+                                    w.release(sp),
+                                    Err(larchdb::Error::SavepointInvalid)
+                                ));
+                            }
+                        }
+                    }
                     op if is_write(op) => apply(&mut w, &mut pending, op),
                     Op::CheckScan {
                         table,

@@ -2,7 +2,10 @@
 //! the dirty pages of the next snapshot. Both work on `engine::Shared`, not on `Database`.
 
 mod read;
+mod savepoint;
 mod write;
 
 pub use read::ReadTxn;
+pub use savepoint::Savepoint;
+pub(crate) use savepoint::UndoSink;
 pub use write::WriteTxn;

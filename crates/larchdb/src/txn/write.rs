@@ -11,6 +11,7 @@ use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
 use crate::table::{Logged, TablePages, WriteTable};
+use crate::txn::savepoint::{Savepoint, Savepoints, Undo, UndoSink};
 use crate::txn::ReadTxn;
 use crate::typed::table::{check_types, type_record};
 use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
@@ -76,6 +77,8 @@ pub struct WriteTxn<'db> {
     applied: bool,
     /// Made by `checkpoint`: it writes only what the log holds already.
     checkpoint_only: bool,
+    /// Live savepoints, and how to undo the changes since the oldest.
+    savepoints: Savepoints,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -135,6 +138,7 @@ impl<'db> WriteTxn<'db> {
             logged,
             applied: false,
             checkpoint_only: false,
+            savepoints: Savepoints::default(),
         };
         if !logged {
             w.start_pages()?;
@@ -409,8 +413,14 @@ impl<'db> WriteTxn<'db> {
         self.load_state(name)?;
         let state = self.guard.tables.get_mut(name).ok_or(Error::TxnFailed)?;
         if state.props != props {
-            state.props = props.to_vec();
+            let old = std::mem::replace(&mut state.props, props.to_vec());
             state.dirty = true;
+            if self.savepoints.active() {
+                self.savepoints.undo.push(Undo::Props {
+                    table: name.to_string(),
+                    old,
+                });
+            }
         }
         Ok(())
     }
@@ -435,6 +445,9 @@ impl<'db> WriteTxn<'db> {
             )?;
             ws.tables.open(name, TableHeader::default(), &[]);
             t.catalog = catalog;
+            if t.savepoints.active() {
+                t.savepoints.undo.push(Undo::Created(name.to_string()));
+            }
             Ok(())
         })
     }
@@ -475,12 +488,17 @@ impl<'db> WriteTxn<'db> {
             table,
             txn: self.base.txn(),
         });
+        let undo = self.savepoints.active().then(|| UndoSink {
+            log: &mut self.savepoints.undo,
+            table: name.into(),
+        });
         Ok(WriteTable::new(
             pages,
             state,
             &mut ws.scratch,
             &mut self.failed,
             logged,
+            undo,
         ))
     }
 
@@ -578,6 +596,23 @@ impl<'db> WriteTxn<'db> {
         let Some(hdr) = self.lookup(name)? else {
             return Ok(false);
         };
+        // A savepoint keeps the table's entries and properties, to make it again.
+        let undo = if self.savepoints.active() {
+            self.load_state(name)?;
+            let props = self.guard.tables.get(name).map(|s| s.props.clone());
+            let t = self.table(name)?;
+            let entries = t
+                .iter()
+                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                .collect::<Result<Vec<_>>>()?;
+            Some(Undo::Deleted {
+                table: name.to_string(),
+                props: props.unwrap_or_default(),
+                entries,
+            })
+        } else {
+            None
+        };
         self.guarded(|t| {
             let mut catalog = t.catalog;
             let pages = t.pages()?;
@@ -585,8 +620,132 @@ impl<'db> WriteTxn<'db> {
             btree::delete(pages, &mut catalog, name.as_bytes())?;
             t.catalog = catalog;
             t.guard.tables.remove(name);
+            t.savepoints.undo.extend(undo);
             Ok(true)
         })
+    }
+
+    /// Marks a point in this transaction that [`WriteTxn::rollback_to`] can return it to,
+    /// undoing what was done after it without aborting what was done before: SQL's
+    /// `SAVEPOINT`, LMDB's nested transaction. Savepoints nest; each stays live until it is
+    /// released ([`WriteTxn::release`]), a rollback to an older one passes it, or the
+    /// transaction ends.
+    ///
+    /// While any savepoint is live, each change records how to undo it: the old value of a
+    /// key put or deleted (a lookup and a copy; [`WriteTable::set`] then costs what `put`
+    /// does), every entry a range delete or a clear removes, and every entry of a deleted
+    /// table. A savepoint made before a bulk deletion therefore holds the deleted data in
+    /// memory until it is released. Without a live savepoint, nothing is recorded.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.default_table()?.put(b"order:1", b"paid")?;
+    /// let before_items = w.savepoint()?;
+    /// w.default_table()?.put(b"item:1", b"widget")?;
+    /// w.default_table()?.delete(b"order:1")?;
+    /// // The items turn out to be invalid: undo them, keep the order.
+    /// w.rollback_to(&before_items)?;
+    /// w.commit()?;
+    /// assert_eq!(db.get(b"order:1")?, Some(b"paid".to_vec()));
+    /// assert_eq!(db.get(b"item:1")?, None);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn savepoint(&mut self) -> Result<Savepoint> {
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        Ok(self.savepoints.make())
+    }
+
+    /// Undoes every change made since `savepoint`: keys, counts, tables created or deleted,
+    /// table properties. `savepoint` stays live (it can be rolled back to again); those made
+    /// after it are gone ([`Error::SavepointInvalid`] if used). The undo is made through the
+    /// same calls as the changes, so a failure in it (a full disk when a page is written)
+    /// fails the transaction as such a call does.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// let sp = w.savepoint()?;
+    /// w.create_table("scratch")?;
+    /// w.table("scratch")?.put(b"k", b"v")?;
+    /// let inner = w.savepoint()?;
+    /// w.rollback_to(&sp)?;
+    /// assert!(w.list_tables()?.is_empty());
+    /// assert!(matches!(w.rollback_to(&inner), Err(larchdb::Error::SavepointInvalid)));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn rollback_to(&mut self, savepoint: &Savepoint) -> Result<()> {
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        let (undo, marks) = self.savepoints.unwind(savepoint)?;
+        let r = self.guarded(|t| t.undo(undo));
+        self.savepoints.resume(marks);
+        r
+    }
+
+    /// Releases `savepoint` and every savepoint made after it, keeping their changes (SQL's
+    /// `RELEASE`). Once no savepoint is live, the undo records are dropped and changes stop
+    /// being recorded.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// let sp = w.savepoint()?;
+    /// w.default_table()?.put(b"k", b"v")?;
+    /// w.release(sp)?;
+    /// w.commit()?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn release(&mut self, savepoint: Savepoint) -> Result<()> {
+        self.savepoints.release(&savepoint)
+    }
+
+    /// Applies undo records, newest first (`rollback_to`; recording is off).
+    fn undo(&mut self, undo: Vec<Undo>) -> Result<()> {
+        let missing = |name: &str| Error::internal(format!("savepoint: table {name:?} is gone"));
+        for u in undo.into_iter().rev() {
+            match u {
+                Undo::Key { table, key, old } => {
+                    let mut t = self.table(&table)?;
+                    match old {
+                        Some(v) => {
+                            t.put(&key, &v)?;
+                        }
+                        // The put that made the key is the newest change left to it.
+                        None if !t.delete(&key)? => {
+                            return Err(Error::internal("savepoint: a key put is not there"));
+                        }
+                        None => {}
+                    }
+                }
+                Undo::Created(name) => {
+                    if !self.delete_table(&name)? {
+                        return Err(missing(&name));
+                    }
+                }
+                Undo::Deleted {
+                    table,
+                    props,
+                    entries,
+                } => {
+                    self.create_table(&table)?;
+                    self.set_table_properties(&table, &props)?;
+                    let mut t = self.table(&table)?;
+                    for (k, v) in &entries {
+                        t.append(k, v)?;
+                    }
+                }
+                Undo::Props { table, old } => self.set_table_properties(&table, &old)?,
+            }
+        }
+        Ok(())
     }
 
     /// Names of all tables, as this transaction sees them, sorted.
