@@ -100,6 +100,28 @@ impl Database {
 /// what the one before copied past the pages in use (`WriteTxn::relocate`).
 const COMPACT_PASSES_MAX: usize = 3;
 
+/// A step of [`Database::compact_with_progress`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompactStep {
+    /// A durable checkpoint writes every commit into the tree (only if one is needed).
+    Checkpoint,
+    /// Pass `pass` (from 0; up to three) moves the pages at the end of the file into free
+    /// space below: the trees of `tables_done` of the `tables` tables are done (the catalog's
+    /// own tree last, after the count reaches `tables`). Not reported when there is too
+    /// little to give back to be worth a move.
+    Moving {
+        /// The pass, from 0.
+        pass: u32,
+        /// Tables whose pages this pass has moved.
+        tables_done: u64,
+        /// Tables in the database.
+        tables: u64,
+    },
+    /// The file's end is given back, and the log restarted and cut.
+    Trimming,
+}
+
 /// What [`Database::compact`] gave back: the bytes of the data file and of the log file,
 /// before and after.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -325,20 +347,59 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn compact(&self) -> Result<Compacted> {
+        self.compact_with_progress(|_| {})
+    }
+
+    /// [`Database::compact`], calling `progress` as each step starts, and during a move of
+    /// pages after each table's tree. During a move the callback runs under the write lock:
+    /// it must not begin a write transaction on this handle (that would wait for ever).
+    ///
+    /// ```
+    /// use larchdb::{CompactStep, Database, Options};
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = Database::open(dir.path().join("my.larch"), Options::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # for i in 0..20_000u32 {
+    /// #     w.default_table()?.put(&i.to_be_bytes(), &[7u8; 100])?;
+    /// # }
+    /// # w.commit()?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.default_table()?.delete_range(&0u32.to_be_bytes()[..]..&19_000u32.to_be_bytes()[..])?;
+    /// # w.commit()?;
+    /// let mut steps = Vec::new();
+    /// db.compact_with_progress(|step| steps.push(step))?;
+    /// assert!(steps.contains(&CompactStep::Moving { pass: 0, tables_done: 1, tables: 1 }));
+    /// assert_eq!(steps.last(), Some(&CompactStep::Trimming));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn compact_with_progress(
+        &self,
+        mut progress: impl FnMut(CompactStep),
+    ) -> Result<Compacted> {
         let mut c = Compacted {
             data_bytes_before: self.shared.storage.len()?,
             log_bytes_before: self.log_bytes()?,
             ..Compacted::default()
         };
         if self.checkpoint_needed() {
+            progress(CompactStep::Checkpoint);
             self.checkpoint()?;
         }
         for pass in 0..COMPACT_PASSES_MAX {
-            if !WriteTxn::new(&self.shared, self.lock_writer())?.relocate(pass == 0)? {
+            let mut moving = |tables_done, tables| {
+                progress(CompactStep::Moving {
+                    pass: pass as u32,
+                    tables_done,
+                    tables,
+                })
+            };
+            let w = WriteTxn::new(&self.shared, self.lock_writer())?;
+            if !w.relocate(pass == 0, &mut moving)? {
                 break;
             }
             c.moved = true;
         }
+        progress(CompactStep::Trimming);
         let guard = self.lock_writer();
         // Under the write lock: no commit appends to the log meanwhile.
         let restarted = self.shared.log.as_ref().and_then(|l| l.restart()).is_some();
@@ -454,12 +515,8 @@ impl Database {
             let rs = self.shared.read_state();
             rs.readers.iter().map(|(&t, &n)| (t, n)).collect()
         };
-        let r = self.begin_read()?;
-        let mut stats = verify::stats(r.snapshot())?;
-        stats.file_bytes = self.shared.storage.len()?;
-        stats.readers = own.iter().map(|&(_, n)| n).sum();
         let pid = std::process::id();
-        stats.reader_list = own
+        let mut reader_list: Vec<verify::ReaderInfo> = own
             .iter()
             .map(|&(txn, count)| verify::ReaderInfo {
                 pid,
@@ -474,16 +531,21 @@ impl Database {
             .as_ref()
             .map(|l| l.readers())
             .unwrap_or_default();
-        stats.other_readers = others.len();
-        stats
-            .reader_list
-            .extend(others.into_iter().map(|(pid, txn)| verify::ReaderInfo {
-                pid,
-                txn,
-                count: 1,
-                this_handle: false,
-            }));
-        stats.oldest_reader = stats.reader_list.iter().map(|r| r.txn).min();
+        let other_readers = others.len();
+        reader_list.extend(others.into_iter().map(|(pid, txn)| verify::ReaderInfo {
+            pid,
+            txn,
+            count: 1,
+            this_handle: false,
+        }));
+        let oldest = reader_list.iter().map(|r| r.txn).min();
+        let r = self.begin_read()?;
+        let mut stats = verify::stats(r.snapshot(), oldest)?;
+        stats.file_bytes = self.shared.storage.len()?;
+        stats.commits = self.shared.commit_stats();
+        stats.readers = own.iter().map(|&(_, n)| n).sum();
+        stats.other_readers = other_readers;
+        stats.reader_list = reader_list;
         Ok(stats)
     }
 

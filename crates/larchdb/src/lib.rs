@@ -68,7 +68,7 @@ pub mod typed;
 mod verify;
 
 pub use copy::Copied;
-pub use db::{Compacted, Database, DEFAULT_TABLE};
+pub use db::{CompactStep, Compacted, Database, DEFAULT_TABLE};
 pub use error::{Error, Result};
 pub use options::{
     Durability, Options, BOUNDED_BYTES_DEFAULT, BOUNDED_MILLIS_DEFAULT, CHECKPOINT_BYTES_DEFAULT,
@@ -79,4 +79,4 @@ pub use txn::{ReadTxn, Savepoint, WriteTxn};
 pub use typed::{TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};
 #[doc(hidden)]
 pub use verify::PageRole;
-pub use verify::{Problem, ReaderInfo, Stats, TableStats, VerifyReport};
+pub use verify::{CommitStats, Problem, ReaderInfo, Stats, TableStats, VerifyReport};

@@ -149,8 +149,45 @@ pub struct Stats {
     /// The oldest snapshot any live reader holds (the smallest `txn` of `reader_list`), if
     /// any: the commit from which on freed pages wait ([`Stats::pending_pages`]).
     pub oldest_reader: Option<u64>,
+    /// Of the pending pages, those the oldest reader may still reach and so keeps from
+    /// reuse: the pages freed by commits after its snapshot (0 without readers). An upper
+    /// bound: it counts pages written after the reader's snapshot too, which the writer
+    /// releases early (it knows, in memory, when each was written). Read from the
+    /// snapshot's free-space record, which with the log ([`crate::Options::log`]) is the
+    /// last commit that wrote pages.
+    pub oldest_reader_pages: u64,
     /// Per-table figures, sorted by name.
     pub tables: Vec<TableStats>,
+    /// What this handle's write transactions did since it was opened.
+    pub commits: CommitStats,
+}
+
+/// Counts of what a handle's write transactions did since it was opened ([`Stats::commits`]).
+/// Transactions the engine runs itself (checkpoints, a compaction's page moves) are counted
+/// only as `checkpoints`; [`crate::Database::get`]/`put`/`delete` are transactions like any.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommitStats {
+    /// `commit` and `commit_with` calls that succeeded, including those with nothing to
+    /// write.
+    pub commits: u64,
+    /// `commit` and `commit_with` calls that failed (the transaction's changes are gone).
+    pub failed_commits: u64,
+    /// Write transactions ended without a call to commit (`abort`, or dropped).
+    pub aborts: u64,
+    /// Commits that went to the write-ahead log and the overlay only
+    /// ([`crate::Options::log`]), writing no page.
+    pub logged_commits: u64,
+    /// Commits that wrote pages and a meta page: every commit that wrote something on a handle
+    /// without the log; with it, those that changed the catalog, were too large for the log,
+    /// or were sequential loads that write their pages directly.
+    pub page_commits: u64,
+    /// Checkpoints written: by the checkpoint thread, by [`crate::Database::checkpoint`] and
+    /// compaction, and by transactions that applied the overlay before writing pages.
+    pub checkpoints: u64,
+    /// Syncs of the write-ahead log for commits: `Immediate` commits (several share one
+    /// under group commit) and the flushes of `Bounded` ones.
+    pub log_syncs: u64,
 }
 
 type KeyValue = (Vec<u8>, Vec<u8>);
@@ -188,6 +225,8 @@ struct Walk<'s> {
     roles: Vec<PageRole>,
     problems: Vec<Problem>,
     pages_checked: u64,
+    /// Pending extents: the commit that freed each, and its pages.
+    pending: Vec<(u64, u64)>,
 }
 
 impl<'s> Walk<'s> {
@@ -452,6 +491,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
         roles: vec![PageRole::Unaccounted; meta.page_count as usize],
         problems: Vec::new(),
         pages_checked: 0,
+        pending: Vec::new(),
     };
     let mut stats = Stats {
         page_bytes: meta.page_bytes,
@@ -527,6 +567,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
                                 stats.free_pages += len;
                             } else {
                                 stats.pending_pages += len;
+                                w.pending.push((txn, len));
                             }
                         }
                     }
@@ -580,9 +621,20 @@ pub(crate) fn page_roles(snap: &Snapshot) -> Result<Vec<PageRole>> {
     Ok(w.roles)
 }
 
-/// Statistics of a snapshot (a structural walk without checksums).
-pub(crate) fn stats(snap: &Snapshot) -> Result<Stats> {
-    let (w, stats, _) = walk(snap, false);
+/// Statistics of a snapshot (a structural walk without checksums), with `oldest_reader` the
+/// oldest snapshot a live reader holds.
+pub(crate) fn stats(snap: &Snapshot, oldest_reader: Option<u64>) -> Result<Stats> {
+    let (w, mut stats, _) = walk(snap, false);
+    stats.oldest_reader = oldest_reader;
+    // A page freed by commit `c` was in the trees before `c`: a reader of tree `s` may reach
+    // it if `s < c`.
+    stats.oldest_reader_pages = oldest_reader.map_or(0, |s| {
+        w.pending
+            .iter()
+            .filter(|&&(c, _)| s < c)
+            .map(|&(_, n)| n)
+            .sum()
+    });
     match w.problems.into_iter().next() {
         Some(p) => Err(Error::Corrupted {
             page: p.page,

@@ -258,3 +258,52 @@ fn power_loss_during_a_compaction_keeps_every_record() {
         eprintln!("compaction, log {with_log}: power loss at each of {ops} I/O operations");
     }
 }
+
+/// `compact_with_progress` reports its steps in order: the checkpoint the log's commits need,
+/// each table of each move, then the trim.
+#[test]
+fn compaction_reports_its_steps() {
+    use larchdb::CompactStep;
+    let dir = tempfile::tempdir().unwrap();
+    let options = common::small_log_options();
+    let db = Database::open(dir.path().join("db"), options).unwrap();
+    let mut w = db.begin_write().unwrap();
+    for name in ["a", "b"] {
+        w.create_table(name).unwrap();
+        let mut t = w.table(name).unwrap();
+        for i in 0..20_000 {
+            t.put(&key(i), &[1; 80]).unwrap();
+        }
+    }
+    w.commit().unwrap();
+    // Through the log: the compaction starts with a checkpoint.
+    for i in 0..19_000 {
+        let mut w = db.begin_write().unwrap();
+        w.table(if i % 2 == 0 { "a" } else { "b" })
+            .unwrap()
+            .delete(&key(i))
+            .unwrap();
+        w.commit_with(Durability::None).unwrap();
+    }
+    let mut steps = Vec::new();
+    let c = db.compact_with_progress(|s| steps.push(s)).unwrap();
+    assert!(c.moved && c.data_bytes_after < c.data_bytes_before, "{c:?}");
+    assert_eq!(steps.first(), Some(&CompactStep::Checkpoint), "{steps:?}");
+    assert_eq!(steps.last(), Some(&CompactStep::Trimming), "{steps:?}");
+    let first_pass: Vec<_> = steps
+        .iter()
+        .filter(|s| matches!(s, CompactStep::Moving { pass: 0, .. }))
+        .collect();
+    let want: Vec<_> = (0..=2)
+        .map(|done| CompactStep::Moving {
+            pass: 0,
+            tables_done: done,
+            tables: 2,
+        })
+        .collect();
+    assert_eq!(first_pass, want.iter().collect::<Vec<_>>());
+    // A second compaction has nothing to write or move.
+    let mut steps = Vec::new();
+    db.compact_with_progress(|s| steps.push(s)).unwrap();
+    assert_eq!(steps, [CompactStep::Trimming]);
+}

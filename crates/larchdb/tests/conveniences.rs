@@ -181,3 +181,107 @@ fn a_reader_outliving_its_database_does_not_hold_the_write_lock() {
         assert_eq!(db.stats().unwrap().other_readers, 0);
     }
 }
+
+/// `Stats::commits`: what the handle's write transactions did, counted since it was opened.
+#[test]
+fn stats_count_commits_aborts_and_failures() {
+    use larchdb::storage::FaultStorage;
+    use std::sync::Arc;
+    for (dir, options) in both() {
+        let logged = options.log;
+        let path = dir.path().join("db");
+        let db = Database::open(&path, options.clone()).unwrap();
+        assert_eq!(db.stats().unwrap().commits, larchdb::CommitStats::default());
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        w.commit().unwrap();
+        for i in 0u8..5 {
+            db.put(&[i], b"v").unwrap();
+        }
+        db.begin_write().unwrap().commit().unwrap(); // nothing to write
+        db.begin_write().unwrap().abort();
+        let mut w = db.begin_write().unwrap();
+        w.table("t").unwrap().put(b"k", b"v").unwrap();
+        drop(w); // an abort too
+        let c = db.stats().unwrap().commits;
+        assert_eq!(c.commits, 7, "{c:?}");
+        assert_eq!(c.aborts, 2, "{c:?}");
+        assert_eq!(c.failed_commits, 0);
+        if logged {
+            // The first transaction on a new log writes pages, and so does a change of the
+            // catalog (the default table's creation); the other puts go to the log, each
+            // synced (`Immediate`, the default).
+            assert_eq!((c.page_commits, c.logged_commits), (2, 4), "{c:?}");
+            assert_eq!(c.log_syncs, 4, "{c:?}");
+        } else {
+            assert_eq!((c.page_commits, c.logged_commits), (6, 0), "{c:?}");
+            assert_eq!(c.log_syncs, 0);
+        }
+        assert_eq!(c.checkpoints, 0);
+        db.checkpoint().unwrap();
+        assert_eq!(db.stats().unwrap().commits.checkpoints, 1);
+        drop(db);
+        // Counted per handle: a reopen starts from zero.
+        let db = Database::open(&path, options).unwrap();
+        assert_eq!(db.stats().unwrap().commits.commits, 0);
+    }
+
+    // A commit that fails (the disk is full) is counted as failed, not as a commit.
+    let storage = FaultStorage::new();
+    let db = Database::open_storage(Arc::new(storage.clone()), Options::default()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    storage.set_space_limit(Some(storage.contents().len() as u64));
+    let mut w = db.begin_write().unwrap();
+    let r = (|| {
+        let mut t = w.default_table()?;
+        for i in 0u32..2000 {
+            t.put(&i.to_be_bytes(), &[1; 500])?;
+        }
+        Ok::<_, Error>(())
+    })();
+    let r = r.and_then(|()| w.commit());
+    assert!(matches!(r, Err(Error::DiskFull)), "{r:?}");
+    let c = db.stats().unwrap().commits;
+    assert_eq!((c.commits, c.failed_commits, c.aborts), (1, 1, 0), "{c:?}");
+}
+
+/// `Stats::oldest_reader` and the pages it keeps from reuse.
+#[test]
+fn stats_show_what_the_oldest_reader_pins() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    let mut t = w.default_table().unwrap();
+    for i in 0u32..20_000 {
+        t.put(&i.to_be_bytes(), &[1; 100]).unwrap();
+    }
+    w.commit().unwrap();
+    let s = db.stats().unwrap();
+    assert_eq!((s.oldest_reader, s.oldest_reader_pages), (None, 0));
+
+    let reader = db.begin_read().unwrap();
+    let held = reader.id();
+    for round in 0..3u8 {
+        let mut w = db.begin_write().unwrap();
+        let mut t = w.default_table().unwrap();
+        for i in 0u32..20_000 {
+            t.put(&i.to_be_bytes(), &[round; 100]).unwrap();
+        }
+        w.commit().unwrap();
+    }
+    let s = db.stats().unwrap();
+    assert_eq!(s.oldest_reader, Some(held));
+    // Every leaf was rewritten three times since: the old trees wait for the reader.
+    assert!(s.leaf_pages > 100, "{s:?}");
+    assert!(
+        s.oldest_reader_pages >= 2 * s.leaf_pages && s.oldest_reader_pages <= s.pending_pages,
+        "{} pinned, {} pending, {} leaves",
+        s.oldest_reader_pages,
+        s.pending_pages,
+        s.leaf_pages
+    );
+    drop(reader);
+    db.put(b"x", b"y").unwrap();
+    let s = db.stats().unwrap();
+    assert_eq!((s.oldest_reader, s.oldest_reader_pages), (None, 0));
+}

@@ -95,8 +95,9 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
             Some(txn) => {
                 let _ = writeln!(
                     out,
-                    "  Oldest reader: commit {txn} ({} commits behind)",
-                    s.txn.saturating_sub(txn)
+                    "  Oldest reader: commit {txn} ({} commits behind, up to {} pages pinned)",
+                    s.txn.saturating_sub(txn),
+                    s.oldest_reader_pages
                 );
             }
             None => {

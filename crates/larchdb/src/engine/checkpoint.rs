@@ -151,8 +151,9 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     // From here on, a failure leaves the disk state the new tree's and the published snapshot
     // the old one's: the handle stops writing (the log still holds every commit).
     let installed = written.and_then(|c| install(shared, guard, c, running.position));
-    if installed.is_err() {
-        guard.poisoned = true;
+    match installed {
+        Ok(()) => super::Counters::add(&shared.counters.checkpoints),
+        Err(_) => guard.poisoned = true,
     }
     installed
 }

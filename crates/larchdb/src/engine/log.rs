@@ -1273,8 +1273,7 @@ struct GroupState {
     log: Log,
     /// A leader is writing and syncing.
     leading: bool,
-    /// Syncs made, for tests.
-    #[cfg(test)]
+    /// Syncs made for commits (`Stats::commits`, and tests).
     syncs: u64,
 }
 
@@ -1284,7 +1283,6 @@ impl GroupLog {
             state: std::sync::Mutex::new(GroupState {
                 log,
                 leading: false,
-                #[cfg(test)]
                 syncs: 0,
             }),
             flushed: std::sync::Condvar::new(),
@@ -1349,10 +1347,7 @@ impl GroupLog {
             match r {
                 Ok(()) => {
                     st.log.synced = st.log.synced.max(flush.end);
-                    #[cfg(test)]
-                    {
-                        st.syncs += 1;
-                    }
+                    st.syncs += 1;
                 }
                 Err(e) => {
                     st.log.failed = true;
@@ -1397,8 +1392,8 @@ impl GroupLog {
         self.lock().log.failed
     }
 
-    /// Syncs made so far.
-    #[cfg(test)]
+    /// Syncs made so far for commits (`sync_to`: `Immediate` commits and `Bounded`'s
+    /// flushes).
     pub(crate) fn syncs(&self) -> u64 {
         self.lock().syncs
     }

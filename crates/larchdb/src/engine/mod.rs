@@ -122,6 +122,44 @@ pub(crate) struct Shared {
     pub(crate) flusher: flusher::Flusher,
     /// Memory dropped overlays leave for the next (`overlay::Spare`).
     pub(crate) spare: Arc<overlay::Spare>,
+    /// What the handle's write transactions did, for `Stats::commits`.
+    pub(crate) counters: Counters,
+}
+
+/// Counts of what a handle's write transactions did since it was opened
+/// ([`crate::CommitStats`]). Relaxed atomics: each is a count of its own, read for
+/// monitoring, not a synchronisation.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub(crate) commits: AtomicU64,
+    pub(crate) failed_commits: AtomicU64,
+    pub(crate) aborts: AtomicU64,
+    pub(crate) logged_commits: AtomicU64,
+    pub(crate) page_commits: AtomicU64,
+    pub(crate) checkpoints: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(counter: &AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// The counters' values now.
+    pub(crate) fn commit_stats(&self) -> crate::CommitStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let mut s = crate::CommitStats::default();
+        s.commits = get(&c.commits);
+        s.failed_commits = get(&c.failed_commits);
+        s.aborts = get(&c.aborts);
+        s.logged_commits = get(&c.logged_commits);
+        s.page_commits = get(&c.page_commits);
+        s.checkpoints = get(&c.checkpoints);
+        s.log_syncs = self.log.as_ref().map_or(0, |l| l.syncs());
+        s
+    }
 }
 
 impl Shared {

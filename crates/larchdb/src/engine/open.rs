@@ -230,6 +230,7 @@ impl Shared {
             writers_waiting: Default::default(),
             flusher: Default::default(),
             spare: Default::default(),
+            counters: Default::default(),
         })
     }
 }

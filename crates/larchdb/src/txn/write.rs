@@ -5,7 +5,7 @@ use crate::engine::catalog::{self, check_name};
 use crate::engine::checkpoint;
 use crate::engine::commit::{commit, commit_logged, finish_immediate, settle, LogAt};
 use crate::engine::readers::Published;
-use crate::engine::{Shared, WriterState};
+use crate::engine::{Counters, Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
@@ -79,6 +79,9 @@ pub struct WriteTxn<'db> {
     checkpoint_only: bool,
     /// Live savepoints, and how to undo the changes since the oldest.
     savepoints: Savepoints,
+    /// `commit` or `commit_with` was called (a drop without it is an abort, for the
+    /// counters).
+    committing: bool,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -139,6 +142,7 @@ impl<'db> WriteTxn<'db> {
             applied: false,
             checkpoint_only: false,
             savepoints: Savepoints::default(),
+            committing: false,
         };
         if !logged {
             w.start_pages()?;
@@ -759,12 +763,19 @@ impl<'db> WriteTxn<'db> {
     /// Commits with the database's default durability.
     pub fn commit(self) -> Result<()> {
         let d = self.durability;
-        self.commit_forced(d, false)
+        self.commit_with(d)
     }
 
     /// Commits with the given durability.
-    pub fn commit_with(self, durability: Durability) -> Result<()> {
-        self.commit_forced(durability, false)
+    pub fn commit_with(mut self, durability: Durability) -> Result<()> {
+        self.committing = true;
+        let counters = &self.shared.counters;
+        let r = self.commit_forced(durability, false);
+        Counters::add(match r {
+            Ok(()) => &counters.commits,
+            Err(_) => &counters.failed_commits,
+        });
+        r
     }
 
     /// Makes this transaction a checkpoint and commits it: `Durability::None` for the
@@ -775,7 +786,10 @@ impl<'db> WriteTxn<'db> {
         // holds no writes of its own.
         self.checkpoint_only = true;
         self.switch_to_pages()?;
-        self.commit_forced(durability, true)
+        let shared = self.shared;
+        self.commit_forced(durability, true)?;
+        Counters::add(&shared.counters.checkpoints);
+        Ok(())
     }
 
     /// Moves the pages of every tree that lie at the end of the file into free space below
@@ -784,7 +798,12 @@ impl<'db> WriteTxn<'db> {
     /// false, when the free space is too small a share of the file to be worth a walk of the
     /// trees (`compact_bound`). Called on a transaction just begun, after a durable
     /// checkpoint: the overlay is empty, and the pages freed before are reusable.
-    pub(crate) fn relocate(mut self, first: bool) -> Result<bool> {
+    /// `progress(done, tables)` is called before the first table and after each.
+    pub(crate) fn relocate(
+        mut self,
+        first: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<bool> {
         self.checkpoint_only = true;
         self.switch_to_pages()?;
         let pages = self.pages()?;
@@ -795,7 +814,10 @@ impl<'db> WriteTxn<'db> {
             let pages = t.pages.as_deref_mut().ok_or(Error::TxnFailed)?;
             let scratch = &mut t.guard.scratch;
             let mut value = Vec::new();
-            for name in catalog::list(&*pages, t.catalog)? {
+            let names = catalog::list(&*pages, t.catalog)?;
+            let tables = names.len() as u64;
+            progress(0, tables);
+            for (done, name) in names.into_iter().enumerate() {
                 let Some((mut hdr, entry)) = catalog::lookup(&*pages, &t.catalog, &name)? else {
                     continue;
                 };
@@ -813,6 +835,7 @@ impl<'db> WriteTxn<'db> {
                         None,
                     )?;
                 }
+                progress(done as u64 + 1, tables);
             }
             btree::relocate(pages, &mut t.catalog, above)?;
             Ok(())
@@ -836,6 +859,7 @@ impl<'db> WriteTxn<'db> {
                     return self.commit_direct(durability);
                 }
                 let base = self.base.clone();
+                let wrote = self.guard.batch.len() > 0;
                 // `None`: no room in the log; the transaction commits by writing pages (a
                 // checkpoint) below.
                 if let Some(c) =
@@ -848,6 +872,9 @@ impl<'db> WriteTxn<'db> {
                         self.hand_back(pages.abort());
                     }
                     self.guard.tables.committed(c.txn);
+                    if wrote {
+                        Counters::add(&self.shared.counters.logged_commits);
+                    }
                     let shared = self.shared;
                     // The write lock goes before the wait for the log's sync: the next
                     // transaction runs meanwhile, and its commit can share the sync.
@@ -984,6 +1011,14 @@ impl<'db> WriteTxn<'db> {
             log_at,
         )?;
         self.guard.tables.committed(txn);
+        if !self.checkpoint_only {
+            let counters = &self.shared.counters;
+            Counters::add(&counters.page_commits);
+            if log_checkpoint {
+                // The overlay's records were applied first: a checkpoint on this thread.
+                Counters::add(&counters.checkpoints);
+            }
+        }
         Ok(durability)
     }
 }
@@ -1068,6 +1103,9 @@ impl WriteTxn<'_> {
 
 impl Drop for WriteTxn<'_> {
     fn drop(&mut self) {
+        if !self.committing && !self.checkpoint_only {
+            Counters::add(&self.shared.counters.aborts);
+        }
         if let Some(pages) = self.pages.take() {
             self.hand_back(pages.abort());
         }
