@@ -150,15 +150,15 @@ impl Shared {
     pub(crate) fn commit_stats(&self) -> crate::CommitStats {
         let c = &self.counters;
         let get = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-        let mut s = crate::CommitStats::default();
-        s.commits = get(&c.commits);
-        s.failed_commits = get(&c.failed_commits);
-        s.aborts = get(&c.aborts);
-        s.logged_commits = get(&c.logged_commits);
-        s.page_commits = get(&c.page_commits);
-        s.checkpoints = get(&c.checkpoints);
-        s.log_syncs = self.log.as_ref().map_or(0, |l| l.syncs());
-        s
+        crate::CommitStats {
+            commits: get(&c.commits),
+            failed_commits: get(&c.failed_commits),
+            aborts: get(&c.aborts),
+            logged_commits: get(&c.logged_commits),
+            page_commits: get(&c.page_commits),
+            checkpoints: get(&c.checkpoints),
+            log_syncs: self.log.as_ref().map_or(0, |l| l.syncs()),
+        }
     }
 }
 

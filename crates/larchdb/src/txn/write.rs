@@ -859,7 +859,7 @@ impl<'db> WriteTxn<'db> {
                     return self.commit_direct(durability);
                 }
                 let base = self.base.clone();
-                let wrote = self.guard.batch.len() > 0;
+                let wrote = !self.guard.batch.is_empty();
                 // `None`: no room in the log; the transaction commits by writing pages (a
                 // checkpoint) below.
                 if let Some(c) =
