@@ -158,6 +158,20 @@ impl Database {
     /// An existing empty file is made a database only if `options.create` allows; a file that
     /// is not a database is refused ([`Error::NotADatabase`]) and the open leaves nothing
     /// behind (no lock file it would have created).
+    ///
+    /// ```
+    /// use larchdb::{Database, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("my.larch");
+    /// let db = Database::open(&path, Options::default())?;
+    /// db.put(b"k", b"v")?;
+    /// assert!(larchdb::storage::lock_path(&path).exists());
+    /// assert!(matches!(Database::open(&path, Options::default()), Err(Error::DatabaseLocked)));
+    /// drop(db);
+    /// let db = Database::open(&path, Options::default().create(false))?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Database> {
         let path = path.as_ref();
         let lock_existed = crate::storage::lock_path(path).exists();
@@ -181,6 +195,18 @@ impl Database {
     /// Opens a database on any [`Storage`] backend (for example the fault-injecting one of
     /// the `test-support` feature). There is no lock file: the caller guarantees that no other
     /// process writes the storage.
+    ///
+    /// ```
+    /// use larchdb::storage::FaultStorage;
+    /// use larchdb::{Database, Options};
+    /// use std::sync::Arc;
+    /// let storage = FaultStorage::new();
+    /// let db = Database::open_storage(Arc::new(storage.clone()), Options::default())?;
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(!storage.contents().is_empty());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Database> {
         let shared = Shared::open(storage, options, None, LogSource::None)?;
         Ok(Database::new(shared))
@@ -188,6 +214,22 @@ impl Database {
 
     /// Like [`Database::open_storage`], with `log` as the write-ahead log's storage (used when
     /// `options.log` is set, or when the database's last commit says its log holds commits).
+    ///
+    /// ```
+    /// use larchdb::{storage::FaultStorage, Database, Options};
+    /// # use std::sync::Arc;
+    /// let (data, log) = (Arc::new(FaultStorage::new()), Arc::new(FaultStorage::new()));
+    /// let options = Options::default().log(true).compact_on_close(false);
+    /// let db = Database::open_storage_with_log(data.clone(), log.clone(), options.clone())?;
+    /// db.put(b"k", b"v")?;
+    /// db.put(b"k", b"w")?;
+    /// assert!(db.stats()?.commits.logged_commits >= 1);
+    /// drop(db);
+    /// // Reopened, the commits still in the log are replayed.
+    /// let db = Database::open_storage_with_log(data, log, options)?;
+    /// assert_eq!(db.get(b"k")?, Some(b"w".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn open_storage_with_log(
         storage: Arc<dyn Storage>,
         log: Arc<dyn Storage>,
@@ -198,6 +240,19 @@ impl Database {
     }
 
     /// Page size of this database.
+    ///
+    /// ```
+    /// use larchdb::{Database, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("db");
+    /// let db = Database::open(&path, Options::default().page_bytes(16 * 1024))?;
+    /// assert_eq!(db.page_bytes(), 16 * 1024);
+    /// drop(db);
+    /// // An existing file keeps its own page size.
+    /// let db = Database::open(&path, Options::default())?;
+    /// assert_eq!(db.page_bytes(), 16 * 1024);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn page_bytes(&self) -> u32 {
         self.shared.page_bytes
     }
@@ -208,6 +263,19 @@ impl Database {
     /// On a read-only handle beside a writer in another process, the newest snapshot is found
     /// through the shared reader table: without a syscall when nothing was committed since the
     /// last look, with a read of the meta pages when something was.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// db.put(b"k", b"old")?;
+    /// let r = db.begin_read()?;
+    /// db.put(b"k", b"new")?;
+    /// // The transaction keeps reading the snapshot it started on.
+    /// assert_eq!(r.default_table()?.get(b"k")?, Some(&b"old"[..]));
+    /// let r2 = db.begin_read()?;
+    /// assert_eq!(r2.default_table()?.get(b"k")?, Some(&b"new"[..]));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn begin_read(&self) -> Result<ReadTxn> {
         ReadTxn::new(self.shared.clone())
     }
@@ -235,6 +303,16 @@ impl Database {
     /// Inserts or replaces `key` in the default table ([`DEFAULT_TABLE`]), in a write
     /// transaction of its own committed with the handle's durability
     /// ([`crate::Options::durability`]); creates the table the first time.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// db.put(b"k", b"v1")?;
+    /// db.put(b"k", b"v2")?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v2".to_vec()));
+    /// assert_eq!(db.begin_read()?.list_tables()?, vec![larchdb::DEFAULT_TABLE]);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut w = self.begin_write()?;
         w.default_table()?.set(key, value)?;
@@ -243,6 +321,16 @@ impl Database {
 
     /// Deletes `key` from the default table ([`DEFAULT_TABLE`]), in a write transaction of
     /// its own. Returns true if it was present.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// db.put(b"k", b"v")?;
+    /// assert!(db.delete(b"k")?);
+    /// assert!(!db.delete(b"k")?);
+    /// assert_eq!(db.get(b"k")?, None);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         let mut w = self.begin_write()?;
         let existed = match w.table(DEFAULT_TABLE) {
@@ -261,6 +349,20 @@ impl Database {
     /// On a handle that writes the log, a checkpoint that is due (the log grew by
     /// `Options::checkpoint_bytes` since the last) is started first, on a thread of its own
     /// (`Options::checkpoint_thread`), or written first.
+    ///
+    /// ```
+    /// use larchdb::Error;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// w.table("t")?.put(b"k", b"v")?;
+    /// // Nothing is visible to readers before the commit.
+    /// assert!(matches!(db.begin_read()?.table("t"), Err(Error::TableNotFound(_))));
+    /// w.commit()?;
+    /// assert_eq!(db.begin_read()?.table("t")?.get(b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
         loop {
             let guard = self.lock_writer();
@@ -306,6 +408,19 @@ impl Database {
 
     /// Writes every commit in the log to the tree, durably, and lets the log's space be
     /// reused: a checkpoint (`Options::log`). Without a log, the same as [`Database::sync`].
+    ///
+    /// ```
+    /// use larchdb::{Database, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = Database::open(dir.path().join("db"), Options::default().log(true))?;
+    /// db.put(b"k", b"v1")?;
+    /// db.put(b"k", b"v2")?;
+    /// let before = db.stats()?.commits.checkpoints;
+    /// db.checkpoint()?;
+    /// assert_eq!(db.stats()?.commits.checkpoints, before + 1);
+    /// assert_eq!(db.get(b"k")?, Some(b"v2".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn checkpoint(&self) -> Result<()> {
         let guard = self.lock_writer();
         WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
@@ -453,6 +568,20 @@ impl Database {
 
     /// Starts the write transaction, or fails with [`Error::WriteBusy`] if another is in
     /// progress.
+    ///
+    /// ```
+    /// use larchdb::Error;
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let w = db.begin_write()?;
+    /// assert!(matches!(db.try_begin_write(), Err(Error::WriteBusy)));
+    /// drop(w);
+    /// let mut w = db.try_begin_write()?;
+    /// w.default_table()?.put(b"k", b"v")?;
+    /// w.commit()?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
         let guard = match self.shared.writer.try_lock() {
             Ok(g) => g,
@@ -467,6 +596,21 @@ impl Database {
 
     /// Makes every earlier commit durable (a sync and a durable meta page), for callers that
     /// commit with `Durability::None` and want a durability point.
+    ///
+    /// ```
+    /// use larchdb::storage::{CrashMode, FaultStorage};
+    /// use larchdb::{Database, Durability, Options};
+    /// # use std::sync::Arc;
+    /// let disk = FaultStorage::new();
+    /// let options = Options::default().durability(Durability::None);
+    /// let db = Database::open_storage(Arc::new(disk.clone()), options.clone())?;
+    /// db.put(b"k", b"v")?;
+    /// db.sync()?;
+    /// // A power loss now keeps the commit.
+    /// let db = Database::open_storage(Arc::new(disk.crash(CrashMode::DropUnsynced)), options)?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn sync(&self) -> Result<()> {
         let w = self.begin_write()?;
         w.commit_forced(Durability::Immediate, true)
@@ -476,6 +620,18 @@ impl Database {
     /// free is read and checksummed, every tree is checked for order, depth and counts, and
     /// every page is accounted for exactly once. Returns the first problem as
     /// [`Error::Corrupted`]; [`Database::verify_all`] lists them all.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// db.put(b"a", b"1")?;
+    /// db.put(b"b", b"2")?;
+    /// let report = db.verify()?;
+    /// assert!(report.is_clean());
+    /// assert_eq!((report.tables, report.entries), (1, 2));
+    /// assert!(report.pages_checked > 0);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn verify(&self) -> Result<verify::VerifyReport> {
         let report = self.verify_all()?;
         match report.problems.first() {
@@ -488,6 +644,31 @@ impl Database {
     }
 
     /// Like [`Database::verify`], but returns every problem found in the report.
+    ///
+    /// ```
+    /// # use larchdb::{storage::FaultStorage, Database, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # for i in 0..2000u32 {
+    /// #     w.default_table()?.put(&i.to_be_bytes(), &[7u8; 100])?;
+    /// # }
+    /// # w.commit()?;
+    /// # assert!(db.verify_all()?.is_clean());
+    /// # drop(db);
+    /// // Bit rot in two pages in the middle of `disk`, a database's `FaultStorage`.
+    /// let mut bytes = disk.contents();
+    /// let page = bytes.len() / 4096 / 2;
+    /// bytes[page * 4096 + 100] ^= 0xff;
+    /// bytes[(page + 1) * 4096 + 100] ^= 0xff;
+    /// disk.set_contents(bytes);
+    /// let db = Database::open_storage(Arc::new(disk), Options::default())?;
+    /// let pages: Vec<u64> = db.verify_all()?.problems.iter().map(|p| p.page).collect();
+    /// assert!(pages.contains(&(page as u64)) && pages.contains(&(page as u64 + 1)));
+    /// assert!(matches!(db.verify(), Err(Error::Corrupted { .. })));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn verify_all(&self) -> Result<verify::VerifyReport> {
         // A registered reader: the snapshot stays intact while it is checked, even with a
         // writer running in another process.

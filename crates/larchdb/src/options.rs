@@ -171,49 +171,146 @@ pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 
 impl Options {
     /// Sets the page size for a new database.
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = Database::open(dir.path().join("db"), Options::default().page_bytes(8192))?;
+    /// assert_eq!(db.page_bytes(), 8192);
+    /// let odd = Options::default().page_bytes(5000);
+    /// assert!(matches!(Database::open(dir.path().join("x"), odd), Err(Error::InvalidOptions(_))));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn page_bytes(mut self, bytes: u32) -> Options {
         self.page_bytes = bytes;
         self
     }
     /// Sets the default durability of commits.
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().durability(Durability::None);
+    /// assert_eq!(o.durability, Durability::None);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?; // committed without a sync
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn durability(mut self, d: Durability) -> Options {
         self.durability = d;
         self
     }
     /// Opens read-only.
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("db");
+    /// # Database::open(&path, Options::default())?.put(b"k", b"v")?;
+    /// let db = Database::open(&path, Options::default().read_only(true))?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(matches!(db.put(b"k", b"w"), Err(Error::ReadOnly)));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn read_only(mut self, yes: bool) -> Options {
         self.read_only = yes;
         self
     }
     /// Creates the file if missing.
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("missing");
+    /// let r = Database::open(&path, Options::default().create(false));
+    /// assert!(matches!(r, Err(Error::Io { .. })));
+    /// assert!(!path.exists());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn create(mut self, yes: bool) -> Options {
         self.create = yes;
         self
     }
     /// Verifies checksums on every page read.
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().verify_checksums(true);
+    /// assert!(o.verify_checksums);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec())); // its pages checked as they are read
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn verify_checksums(mut self, yes: bool) -> Options {
         self.verify_checksums = yes;
         self
     }
     /// Lets the kernel read ahead in the memory map (see [`Options::readahead`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().readahead(true);
+    /// assert!(o.readahead);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn readahead(mut self, yes: bool) -> Options {
         self.readahead = yes;
         self
     }
 
     /// Commits through a write-ahead log (see [`Options::log`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("db");
+    /// let db = Database::open(&path, Options::default().log(true))?;
+    /// db.put(b"k", b"v")?;
+    /// assert!(larchdb::storage::log_path(&path).exists());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn log(mut self, yes: bool) -> Options {
         self.log = yes;
         self
     }
 
     /// Runs checkpoints on a thread of their own (see [`Options::checkpoint_thread`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().log(true).checkpoint_thread(false);
+    /// assert!(!o.checkpoint_thread);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn checkpoint_thread(mut self, yes: bool) -> Options {
         self.checkpoint_thread = yes;
         self
     }
 
     /// Compacts when the handle is closed (see [`Options::compact_on_close`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().log(true).compact_on_close(false);
+    /// assert!(!o.compact_on_close);
+    /// # let path = dir.path().join("db");
+    /// let db = Database::open(&path, o)?;
+    /// db.put(b"k", b"v")?;
+    /// db.put(b"k", b"w")?;
+    /// drop(db); // fast: the log is left for the next open to replay
+    /// assert_eq!(Database::open(&path, Options::default())?.get(b"k")?, Some(b"w".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn compact_on_close(mut self, yes: bool) -> Options {
         self.compact_on_close = yes;
         self
@@ -221,36 +318,101 @@ impl Options {
 
     /// Sets the bytes of pages `Durability::None` commits may pin (see
     /// [`Options::pinned_bytes_max`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().durability(Durability::None).pinned_bytes_max(1 << 20);
+    /// assert_eq!(o.pinned_bytes_max, 1 << 20);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn pinned_bytes_max(mut self, bytes: u64) -> Options {
         self.pinned_bytes_max = bytes;
         self
     }
 
     /// Sets the bytes of a new log's segment (see [`Options::log_segment_bytes`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().log(true).log_segment_bytes(1 << 20);
+    /// assert_eq!(o.log_segment_bytes, 1 << 20);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn log_segment_bytes(mut self, bytes: u64) -> Options {
         self.log_segment_bytes = bytes;
         self
     }
 
     /// Sets the most segments of a new log (see [`Options::log_segments`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().log(true).log_segments(4);
+    /// assert_eq!(o.log_segments, 4);
+    /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
+    /// let one = Options::default().log(true).log_segments(1);
+    /// assert!(matches!(Database::open(dir.path().join("x"), one), Err(Error::InvalidOptions(_))));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn log_segments(mut self, segments: u64) -> Options {
         self.log_segments = segments;
         self
     }
 
     /// Sets the bytes of log between checkpoints, at least (see [`Options::checkpoint_bytes`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().log(true).checkpoint_bytes(4 << 20);
+    /// assert_eq!(o.checkpoint_bytes, 4 << 20);
+    /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
+    /// let r = Database::open(dir.path().join("x"), Options::default().checkpoint_bytes(0));
+    /// assert!(matches!(r, Err(Error::InvalidOptions(_))));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn checkpoint_bytes(mut self, bytes: u64) -> Options {
         self.checkpoint_bytes = bytes;
         self
     }
 
     /// Sets `Durability::Bounded`'s time bound (see [`Options::bounded_millis`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().durability(Durability::Bounded).bounded_millis(10);
+    /// assert_eq!(o.bounded_millis, 10);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?; // returns at once; a thread makes it durable within ~10 ms
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn bounded_millis(mut self, millis: u64) -> Options {
         self.bounded_millis = millis;
         self
     }
 
     /// Sets `Durability::Bounded`'s byte bound (see [`Options::bounded_bytes`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default()
+    ///     .log(true)
+    ///     .durability(Durability::Bounded)
+    ///     .bounded_bytes(64 << 10);
+    /// assert_eq!(o.bounded_bytes, 64 << 10);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn bounded_bytes(mut self, bytes: u64) -> Options {
         self.bounded_bytes = bytes;
         self

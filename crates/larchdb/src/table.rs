@@ -505,6 +505,25 @@ impl<'t> ReadTable<'t> {
     }
 
     /// The value of `key`, if present.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// assert_eq!(t.get(b"a")?, Some(&b"1"[..]));
+    /// assert_eq!(t.get(b"c")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[inline]
     pub fn get(&self, key: &[u8]) -> Result<Option<&'t [u8]>> {
         // Monomorphised on the snapshot type: the page accesses of a lookup inline.
@@ -512,27 +531,124 @@ impl<'t> ReadTable<'t> {
     }
 
     /// The first entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// assert_eq!(t.first()?, Some((&b"a"[..], &b"1"[..])));
+    /// assert_eq!(r.table("empty")?.first()?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn first(&self) -> Result<Option<Entry<'t>>> {
         edge(self.src, self.hdr, self.upper, Edge::First)
     }
 
     /// The last entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// assert_eq!(t.last()?, Some((&b"d"[..], &b"4"[..])));
+    /// assert_eq!(r.table("empty")?.last()?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn last(&self) -> Result<Option<Entry<'t>>> {
         edge(self.src, self.hdr, self.upper, Edge::Last)
     }
 
     /// The first entry whose key is >= `key`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// assert_eq!(t.seek(b"b")?, Some((&b"b"[..], &b"2"[..])));
+    /// // There is no "c": the next key up is "d".
+    /// assert_eq!(t.seek(b"c")?, Some((&b"d"[..], &b"4"[..])));
+    /// assert_eq!(t.seek(b"e")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'t>>> {
         edge(self.src, self.hdr, self.upper, Edge::Seek(key))
     }
 
     /// Entries with keys in `range`, in ascending order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// let keys: Vec<&[u8]> = t.range(&b"b"[..]..&b"z"[..]).map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"b"[..], b"d"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'t> {
         let (s, e) = bounds(&range);
         self.range_of(s, e, false)
     }
 
     /// Entries with keys in `range`, in descending order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// let keys: Vec<&[u8]> = t.range_rev(&b"a"[..]..&b"d"[..]).map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"b"[..], b"a"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range_rev<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'t> {
         let (s, e) = bounds(&range);
         self.range_of(s, e, true)
@@ -585,11 +701,49 @@ impl<'t> ReadTable<'t> {
     }
 
     /// All entries, ascending.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// let keys: Vec<&[u8]> = t.iter().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"a"[..], b"b", b"d"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter(&self) -> Range<'t> {
         self.range_of(Bound::Unbounded, Bound::Unbounded, false)
     }
 
     /// All entries, descending.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// let keys: Vec<&[u8]> = t.iter_rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"d"[..], b"b", b"a"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter_rev(&self) -> Range<'t> {
         self.range_of(Bound::Unbounded, Bound::Unbounded, true)
     }
@@ -598,6 +752,25 @@ impl<'t> ReadTable<'t> {
     /// logged database each key that a blind write ([`WriteTable::set`]) counted as new is
     /// looked up in the tree once, by the first call that needs it (until the next
     /// checkpoint counts them exactly).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// assert_eq!(t.len()?, 3);
+    /// assert_eq!(r.table("empty")?.len()?, 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> Result<u64> {
         let (src, hdr) = (self.src, self.hdr);
         let in_tree = self
@@ -607,11 +780,50 @@ impl<'t> ReadTable<'t> {
     }
 
     /// True if the table has no entries (see [`ReadTable::len`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// assert!(!t.is_empty()?);
+    /// assert!(r.table("empty")?.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
 
     /// Levels of the table's tree (0 when empty), as of the last commit that wrote pages.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.create_table("empty")?;
+    /// # let mut t = w.table("t")?;
+    /// # for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"d", b"4")] {
+    /// #     t.put(k, v)?;
+    /// # }
+    /// # drop(t);
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// // Three small entries fit in one leaf page.
+    /// assert_eq!(t.depth(), 1);
+    /// assert_eq!(r.table("empty")?.depth(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn depth(&self) -> u32 {
         self.hdr.depth
     }
@@ -782,6 +994,18 @@ impl<'t> WriteTable<'t> {
     }
 
     /// Inserts or replaces. Returns true if it replaced an existing value.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// assert!(!t.put(b"k", b"1")?); // a new key
+    /// assert!(t.put(b"k", b"2")?); // replaced the value
+    /// assert_eq!(t.get(b"k")?, Some(&b"2"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check(key, value)?;
         if *self.failed {
@@ -857,6 +1081,22 @@ impl<'t> WriteTable<'t> {
     /// Inserts a key that sorts after every key in the table (sequential loads): skips the
     /// search and splits full pages at their end, leaving them full. Fails with
     /// [`Error::AppendOutOfOrder`], changing nothing, if the key is not the greatest.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.append(b"a", b"1")?;
+    /// t.append(b"b", b"2")?;
+    /// // A key not past the last one is refused, and nothing changes.
+    /// assert!(matches!(t.append(b"b", b"3"), Err(larchdb::Error::AppendOutOfOrder)));
+    /// assert!(matches!(t.append(b"a", b"3"), Err(larchdb::Error::AppendOutOfOrder)));
+    /// assert_eq!(t.get(b"b")?, Some(&b"2"[..]));
+    /// assert_eq!(t.len()?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(key, value)?;
         if self.logged.is_some() {
@@ -893,6 +1133,19 @@ impl<'t> WriteTable<'t> {
     }
 
     /// Deletes `key`. Returns true if it was present.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"k", b"v")?;
+    /// assert!(t.delete(b"k")?);
+    /// assert!(!t.delete(b"k")?); // already gone
+    /// assert_eq!(t.get(b"k")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
         if key.len() > key_bytes_max(self.src().page_bytes() as u32) {
             return Ok(false);
@@ -1123,32 +1376,114 @@ impl<'t> WriteTable<'t> {
     }
 
     /// The value of `key`, as this transaction sees it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.table("t")?.put(b"k", b"old")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"k", b"new")?;
+    /// // The transaction sees its own write before it commits; an earlier reader does not.
+    /// assert_eq!(t.get(b"k")?, Some(&b"new"[..]));
+    /// assert_eq!(r.table("t")?.get(b"k")?, Some(&b"old"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
         self.get_here(key)
     }
 
     /// The first entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"b", b"2")?;
+    /// t.put(b"a", b"1")?;
+    /// assert_eq!(t.first()?, Some((&b"a"[..], &b"1"[..])));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn first(&self) -> Result<Option<Entry<'_>>> {
         edge(self.src(), self.state.hdr, self.upper(), Edge::First)
     }
 
     /// The last entry.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"b", b"2")?;
+    /// t.put(b"a", b"1")?;
+    /// assert_eq!(t.last()?, Some((&b"b"[..], &b"2"[..])));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn last(&self) -> Result<Option<Entry<'_>>> {
         edge(self.src(), self.state.hdr, self.upper(), Edge::Last)
     }
 
     /// The first entry whose key is >= `key`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"a", b"1")?;
+    /// t.put(b"c", b"3")?;
+    /// assert_eq!(t.seek(b"b")?, Some((&b"c"[..], &b"3"[..])));
+    /// assert_eq!(t.seek(b"d")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'_>>> {
         edge(self.src(), self.state.hdr, self.upper(), Edge::Seek(key))
     }
 
     /// Entries with keys in `range`, ascending.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for k in [b"a", b"b", b"c", b"d"] {
+    ///     t.put(k, b"")?;
+    /// }
+    /// let keys: Vec<&[u8]> = t.range(&b"b"[..]..&b"d"[..]).map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"b"[..], b"c"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'_> {
         let (s, e) = bounds(&range);
         self.range_of(s, e, false)
     }
 
     /// Entries with keys in `range`, descending.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for k in [b"a", b"b", b"c", b"d"] {
+    ///     t.put(k, b"")?;
+    /// }
+    /// let keys: Vec<&[u8]> = t.range_rev(&b"a"[..]..=&b"c"[..]).map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"c"[..], b"b", b"a"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range_rev<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'_> {
         let (s, e) = bounds(&range);
         self.range_of(s, e, true)
@@ -1195,6 +1530,20 @@ impl<'t> WriteTable<'t> {
     }
 
     /// All entries, ascending.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// for k in [b"c", b"a", b"b"] {
+    ///     t.put(k, b"")?;
+    /// }
+    /// let keys: Vec<&[u8]> = t.iter().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [&b"a"[..], b"b", b"c"]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter(&self) -> Range<'_> {
         self.range_of(Bound::Unbounded, Bound::Unbounded, false)
     }
@@ -1220,6 +1569,19 @@ impl<'t> WriteTable<'t> {
 
     /// Number of entries, as this transaction sees them (see [`ReadTable::len`] for what
     /// blind writes cost it).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"a", b"1")?;
+    /// t.put(b"b", b"2")?;
+    /// t.put(b"a", b"3")?; // replaces: still two entries
+    /// assert_eq!(t.len()?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> Result<u64> {
         let Some(l) = &self.logged else {
             return Ok(self.state.hdr.entries);
@@ -1232,6 +1594,18 @@ impl<'t> WriteTable<'t> {
     }
 
     /// True if the table has no entries (see [`WriteTable::len`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// assert!(t.is_empty()?);
+    /// t.put(b"k", b"v")?;
+    /// assert!(!t.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }

@@ -39,6 +39,16 @@ pub struct VerifyReport {
 
 impl VerifyReport {
     /// True if no problem was found.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// db.put(b"k", b"v")?;
+    /// let report = db.verify_all()?;
+    /// assert!(report.is_clean());
+    /// assert!(report.problems.is_empty());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
     }

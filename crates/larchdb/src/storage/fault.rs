@@ -84,6 +84,19 @@ impl Default for FaultStorage {
 
 impl FaultStorage {
     /// An empty storage.
+    ///
+    /// ```
+    /// use larchdb::storage::FaultStorage;
+    /// use larchdb::{Database, Options};
+    /// use std::sync::Arc;
+    /// let disk = FaultStorage::new();
+    /// assert!(disk.contents().is_empty());
+    /// // The database gets a clone; this one drives faults and inspects the bytes.
+    /// let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// db.put(b"k", b"v")?;
+    /// assert!(!disk.contents().is_empty());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn new() -> FaultStorage {
         Self::with_contents(Vec::new(), 1)
     }
@@ -112,17 +125,59 @@ impl FaultStorage {
     }
 
     /// Number of writes and syncs attempted so far.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// let before = disk.op_count();
+    /// db.put(b"k", b"v")?;
+    /// assert!(disk.op_count() > before); // its writes and syncs
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn op_count(&self) -> u64 {
         self.lock().op_count
     }
 
     /// Number of syncs that succeeded so far.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// let options = Options::default().durability(Durability::None);
+    /// let db = Database::open_storage(Arc::new(disk.clone()), options)?;
+    /// let before = disk.sync_count();
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(disk.sync_count(), before);
+    /// db.sync()?;
+    /// assert!(disk.sync_count() > before);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn sync_count(&self) -> u64 {
         self.lock().syncs
     }
 
     /// Makes the `n`th write or sync from now (1 = the next one) fail with `kind`; with
     /// `sticky`, every later one fails too.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// db.put(b"k", b"v1")?;
+    /// disk.fail_after(1, FaultKind::Eio, false);
+    /// assert!(matches!(db.put(b"k", b"v2"), Err(Error::Io { .. })));
+    /// assert_eq!(db.get(b"k")?, Some(b"v1".to_vec()));
+    /// db.put(b"k", b"v3")?; // not sticky: the next write succeeds
+    /// assert_eq!(db.get(b"k")?, Some(b"v3".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn fail_after(&self, n: u64, kind: FaultKind, sticky: bool) {
         let mut s = self.lock();
         let at = s.op_count + n.max(1);
@@ -130,6 +185,19 @@ impl FaultStorage {
     }
 
     /// Removes any planned failure.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// disk.fail_after(1, FaultKind::Eio, true);
+    /// disk.clear_faults();
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn clear_faults(&self) {
         self.lock().fail = None;
     }
@@ -137,21 +205,77 @@ impl FaultStorage {
     /// Makes every sync take `delay` before it takes effect (without holding up other
     /// operations meanwhile), as a disk with much to write does: what runs beside a sync
     /// (the engine syncs a checkpoint on a thread of its own) gets time to run.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// disk.set_sync_delay(Some(std::time::Duration::from_millis(5)));
+    /// let before = disk.sync_count();
+    /// db.put(b"k", b"v")?; // its syncs each take 5 ms longer
+    /// assert!(disk.sync_count() > before);
+    /// disk.set_sync_delay(None);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn set_sync_delay(&self, delay: Option<std::time::Duration>) {
         self.lock().sync_delay = delay;
     }
 
     /// Caps the storage's length; a write or `set_len` past it fails with ENOSPC.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// db.put(b"small", b"v")?;
+    /// disk.set_space_limit(Some(disk.contents().len() as u64));
+    /// assert!(matches!(db.put(b"big", &[7u8; 100_000]), Err(Error::DiskFull)));
+    /// assert_eq!(db.get(b"small")?, Some(b"v".to_vec()));
+    /// disk.set_space_limit(None);
+    /// db.put(b"big", &[7u8; 100_000])?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn set_space_limit(&self, bytes: Option<u64>) {
         self.lock().space_bytes_max = bytes;
     }
 
     /// A copy of the current contents (what reads see).
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// db.put(b"key", b"hello larch")?;
+    /// let bytes = disk.contents();
+    /// assert_eq!(bytes.len() % db.page_bytes() as usize, 0);
+    /// assert!(bytes.windows(11).any(|w| w == b"hello larch"));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn contents(&self) -> Vec<u8> {
         self.lock().data.clone()
     }
 
     /// A copy of what a power loss would keep now: the contents as of the last sync.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// let options = Options::default().durability(Durability::None);
+    /// let db = Database::open_storage(Arc::new(disk.clone()), options)?;
+    /// db.put(b"k", b"v")?;
+    /// assert_ne!(disk.durable_contents(), disk.contents());
+    /// db.sync()?;
+    /// assert_eq!(disk.durable_contents(), disk.contents());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn durable_contents(&self) -> Vec<u8> {
         self.lock().durable.clone()
     }
@@ -159,12 +283,45 @@ impl FaultStorage {
     /// A new storage holding what a power loss would keep of this one now (its synced
     /// contents), leaving this one working: what a crash at this moment would reopen, while
     /// the workload goes on.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// db.put(b"a", b"1")?;
+    /// let mut w = db.begin_write()?;
+    /// w.default_table()?.put(b"b", b"2")?;
+    /// w.commit_with(Durability::None)?;
+    /// let copy = Database::open_storage(Arc::new(disk.durable_copy()), Options::default())?;
+    /// assert_eq!(copy.get(b"a")?, Some(b"1".to_vec()));
+    /// assert_eq!(copy.get(b"b")?, None);
+    /// assert_eq!(db.get(b"b")?, Some(b"2".to_vec())); // the original goes on
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn durable_copy(&self) -> FaultStorage {
         let durable = self.durable_contents();
         FaultStorage::with_contents(durable, self.lock().boot + 1)
     }
 
     /// Replaces the contents, as if synced (for corruption tests).
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// # let db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// # db.put(b"k", b"v")?;
+    /// let mut bytes = disk.contents();
+    /// bytes[..2 * db.page_bytes() as usize].fill(0xab); // both meta pages
+    /// let damaged = FaultStorage::new();
+    /// damaged.set_contents(bytes);
+    /// let r = Database::open_storage(Arc::new(damaged), Options::default());
+    /// assert!(matches!(r, Err(Error::NotADatabase)));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn set_contents(&self, bytes: Vec<u8>) {
         let mut s = self.lock();
         s.durable = bytes.clone();
@@ -174,6 +331,23 @@ impl FaultStorage {
 
     /// Simulates a crash. This handle (and its clones) stop working; the returned storage holds
     /// what the disk kept, with a new boot id unless the mode is `ProcessOnly`.
+    ///
+    /// ```
+    /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # use std::sync::Arc;
+    /// # let disk = FaultStorage::new();
+    /// let options = Options::default().durability(Durability::None);
+    /// let db = Database::open_storage(Arc::new(disk.clone()), options)?;
+    /// db.put(b"a", b"1")?;
+    /// db.sync()?;
+    /// db.put(b"b", b"2")?; // not synced
+    /// let after = disk.crash(CrashMode::DropUnsynced);
+    /// let db = Database::open_storage(Arc::new(after), Options::default())?;
+    /// assert_eq!(db.get(b"a")?, Some(b"1".to_vec()));
+    /// assert_eq!(db.get(b"b")?, None);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn crash(&self, mode: CrashMode) -> FaultStorage {
         let mut s = self.lock();
         s.dead = true;

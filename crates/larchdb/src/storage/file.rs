@@ -43,6 +43,18 @@ pub struct FileStorage {
 impl FileStorage {
     /// Opens (creating if `create`) the file at `path` and takes its lock: exclusive when
     /// writable, shared when read-only.
+    ///
+    /// ```
+    /// use larchdb::storage::{FileStorage, Storage};
+    /// use larchdb::Error;
+    /// # let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("db");
+    /// let storage = FileStorage::open(&path, false, true)?;
+    /// assert_eq!(storage.len()?, 0); // created, empty
+    /// // The exclusive lock keeps a second writer out.
+    /// assert!(matches!(FileStorage::open(&path, false, true), Err(Error::DatabaseLocked)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open(path: &Path, read_only: bool, create: bool) -> Result<FileStorage> {
         let lock = if read_only {
             FileLock::Shared
@@ -53,6 +65,22 @@ impl FileStorage {
     }
 
     /// Opens (creating if `create` and writable) the file at `path` with the given lock.
+    ///
+    /// ```
+    /// use larchdb::{storage::{FileLock, FileStorage, Storage}, Error};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("db");
+    /// let writer = FileStorage::open_with(&path, false, true, FileLock::Exclusive)?;
+    /// writer.write_at(b"hello", 0)?;
+    /// // Beside the exclusive lock, a shared one is refused; a handle without a lock opens.
+    /// let shared = FileStorage::open_with(&path, true, false, FileLock::Shared);
+    /// assert!(matches!(shared, Err(Error::DatabaseLocked)));
+    /// let reader = FileStorage::open_with(&path, true, false, FileLock::None)?;
+    /// let mut buf = [0u8; 5];
+    /// reader.read_at(&mut buf, 0)?;
+    /// assert_eq!(&buf, b"hello");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn open_with(
         path: &Path,
         read_only: bool,

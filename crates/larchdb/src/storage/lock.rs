@@ -59,8 +59,19 @@ const _: () = assert!(LOCK_SLOT_BYTES.is_multiple_of(8) && S_PID + 8 <= LOCK_SLO
 #[cfg(not(target_endian = "little"))]
 compile_error!("the lock file layout assumes a little-endian target");
 
-/// The path of the lock file of the database at `db`: the same name with `-lock` appended.
 /// The write-ahead log of the database at `db` (`Options::log`): `<db>-log`, beside it.
+///
+/// ```
+/// use larchdb::{storage::log_path, Database, Options};
+/// use std::path::{Path, PathBuf};
+/// assert_eq!(log_path(Path::new("/data/my.larch")), PathBuf::from("/data/my.larch-log"));
+/// # let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("my.larch");
+/// let db = Database::open(&path, Options::default().log(true))?;
+/// db.put(b"k", b"v")?;
+/// assert!(log_path(&path).exists());
+/// # Ok::<(), larchdb::Error>(())
+/// ```
 pub fn log_path(db: &Path) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
     name.push("-log");
@@ -68,6 +79,17 @@ pub fn log_path(db: &Path) -> PathBuf {
 }
 
 /// The lock file of the database at `db`: `<db>-lock`, beside it.
+///
+/// ```
+/// use larchdb::{storage::lock_path, Database, Options};
+/// use std::path::{Path, PathBuf};
+/// assert_eq!(lock_path(Path::new("/data/my.larch")), PathBuf::from("/data/my.larch-lock"));
+/// # let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("my.larch");
+/// let db = Database::open(&path, Options::default())?;
+/// assert!(lock_path(&path).exists());
+/// # Ok::<(), larchdb::Error>(())
+/// ```
 pub fn lock_path(db: &Path) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
     name.push("-lock");

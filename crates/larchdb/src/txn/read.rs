@@ -40,6 +40,19 @@ impl ReadTxn {
     /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
     /// error), the transaction stays on its current snapshot, which remains valid. After its
     /// [`crate::Database`] is dropped, it stays where it is.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut r = db.begin_read()?;
+    /// let before = r.id();
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(r.default_table()?.get(b"k")?, None);
+    /// r.renew();
+    /// assert!(r.id() > before);
+    /// assert_eq!(r.default_table()?.get(b"k")?, Some(&b"v"[..]));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn renew(&mut self) {
         if !self.shared.newer_than(&self.snap) {
             return;
@@ -51,11 +64,33 @@ impl ReadTxn {
     }
 
     /// Id of the commit this transaction sees.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let before = db.begin_read()?.id();
+    /// db.put(b"k", b"v")?;
+    /// assert_eq!(db.begin_read()?.id(), before + 1);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn id(&self) -> u64 {
         self.snap.txn()
     }
 
     /// Opens a table for reading.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.table("t")?.put(b"k", b"v")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// assert_eq!(r.table("t")?.get(b"k")?, Some(&b"v"[..]));
+    /// assert!(matches!(r.table("missing"), Err(larchdb::Error::TableNotFound(_))));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn table(&self, name: &str) -> Result<ReadTable<'_>> {
         check_name(name)?;
         let snap = &self.snap.snap;
@@ -128,12 +163,37 @@ impl ReadTxn {
     }
 
     /// Names of all tables, sorted.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("b")?;
+    /// w.create_table("a")?;
+    /// w.commit()?;
+    /// assert_eq!(db.begin_read()?.list_tables()?, ["a", "b"]);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn list_tables(&self) -> Result<Vec<String>> {
         catalog::list(&*self.snap.snap, self.snap.snap.meta.catalog)
     }
 
     /// The properties of a table, as set by [`crate::WriteTxn::set_table_properties`]: opaque
     /// bytes of the application's, empty if never set.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// w.create_table("plain")?;
+    /// w.set_table_properties("t", b"schema=2")?;
+    /// w.commit()?;
+    /// let r = db.begin_read()?;
+    /// assert_eq!(r.table_properties("t")?, b"schema=2");
+    /// assert!(r.table_properties("plain")?.is_empty());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn table_properties(&self, name: &str) -> Result<&[u8]> {
         check_name(name)?;
         match catalog::lookup(&*self.snap.snap, &self.snap.snap.meta.catalog, name)? {

@@ -309,6 +309,18 @@ impl<'db> WriteTxn<'db> {
     /// table, sets properties, or its batch does not fit the log) first waits for a running
     /// checkpoint, and may then be given a later id: the checkpoint's correction of entry
     /// counts is a commit of its own.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let before = db.begin_read()?.id();
+    /// let mut w = db.begin_write()?;
+    /// assert_eq!(w.id(), before + 1);
+    /// w.default_table()?.put(b"k", b"v")?;
+    /// w.commit()?;
+    /// assert_eq!(db.begin_read()?.id(), before + 1);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn id(&self) -> u64 {
         self.base.txn() + 1
     }
@@ -393,6 +405,17 @@ impl<'db> WriteTxn<'db> {
     /// table, stored in its catalog entry, kept until set again or the table is deleted, and
     /// read with [`ReadTxn::table_properties`]. The engine does not interpret them (the
     /// `larch` tool keeps there the dump header lines it cannot use, to write them back).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// w.set_table_properties("t", b"schema=2")?;
+    /// w.commit()?;
+    /// assert_eq!(db.begin_read()?.table_properties("t")?, b"schema=2");
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn set_table_properties(&mut self, name: &str, props: &[u8]) -> Result<()> {
         check_name(name)?;
         if props.len() > TABLE_PROPERTIES_BYTES_MAX {
@@ -430,6 +453,17 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Creates an empty table. Fails with [`Error::TableExists`] if the name is taken.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// assert!(matches!(w.create_table("t"), Err(larchdb::Error::TableExists(_))));
+    /// w.commit()?;
+    /// assert!(db.begin_read()?.table("t")?.is_empty()?);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn create_table(&mut self, name: &str) -> Result<()> {
         check_name(name)?;
         if self.lookup(name)?.is_some() {
@@ -457,6 +491,16 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Creates the table if it does not exist. Returns true if it created it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// assert!(w.ensure_table("t")?);
+    /// assert!(!w.ensure_table("t")?);
+    /// assert_eq!(w.list_tables()?, ["t"]);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn ensure_table(&mut self, name: &str) -> Result<bool> {
         check_name(name)?;
         if self.lookup(name)?.is_some() {
@@ -467,6 +511,18 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Opens a table for reading and writing.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"k", b"v")?;
+    /// assert_eq!(t.get(b"k")?, Some(&b"v"[..]));
+    /// assert!(matches!(w.table("missing"), Err(larchdb::Error::TableNotFound(_))));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn table(&mut self, name: &str) -> Result<WriteTable<'_>> {
         check_name(name)?;
         self.load_state(name)?;
@@ -591,6 +647,20 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Deletes a table and frees its pages. Returns false if it did not exist.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// # let mut w = db.begin_write()?;
+    /// # w.create_table("t")?;
+    /// # w.commit()?;
+    /// let mut w = db.begin_write()?;
+    /// assert!(w.delete_table("t")?);
+    /// assert!(!w.delete_table("t")?);
+    /// w.commit()?;
+    /// assert!(db.begin_read()?.list_tables()?.is_empty());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn delete_table(&mut self, name: &str) -> Result<bool> {
         check_name(name)?;
         if self.lookup(name)?.is_none() {
@@ -753,6 +823,18 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Names of all tables, as this transaction sees them, sorted.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("b")?;
+    /// w.create_table("a")?;
+    /// assert_eq!(w.list_tables()?, ["a", "b"]);
+    /// // Not committed yet: readers see none.
+    /// assert!(db.begin_read()?.list_tables()?.is_empty());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn list_tables(&mut self) -> Result<Vec<String>> {
         if self.failed {
             return Err(Error::TxnFailed);
@@ -761,12 +843,34 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Commits with the database's default durability.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.default_table()?.put(b"k", b"v")?;
+    /// assert_eq!(db.get(b"k")?, None);
+    /// w.commit()?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn commit(self) -> Result<()> {
         let d = self.durability;
         self.commit_with(d)
     }
 
     /// Commits with the given durability.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.default_table()?.put(b"k", b"v")?;
+    /// // Not synced: visible at once, durable with a later durable commit.
+    /// w.commit_with(larchdb::Durability::None)?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
         self.committing = true;
         let counters = &self.shared.counters;
@@ -847,6 +951,18 @@ impl<'db> WriteTxn<'db> {
     }
 
     /// Aborts: nothing this transaction did becomes visible. Same as dropping it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// w.default_table()?.put(b"k", b"v")?;
+    /// w.abort();
+    /// assert_eq!(db.get(b"k")?, None);
+    /// assert!(db.begin_read()?.list_tables()?.is_empty());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn abort(self) {}
 
     pub(crate) fn commit_forced(mut self, durability: Durability, force: bool) -> Result<()> {

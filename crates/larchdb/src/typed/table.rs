@@ -32,6 +32,17 @@ impl<'n, K: Key + 'static, V: Value + 'static> TableDefinition<'n, K, V> {
     }
 
     /// The table's name.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const USERS: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("users");
+    /// assert_eq!(USERS.name(), "users");
+    /// let mut w = db.begin_write()?;
+    /// w.open_table(USERS)?;
+    /// assert_eq!(w.list_tables()?, [USERS.name()]);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub fn name(&self) -> &'n str {
         self.name
     }
@@ -187,16 +198,65 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedReadTable<'t, K, V> {
     }
 
     /// The entry with the smallest key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(1, "one")?;
+    /// # t.put(2, "two")?;
+    /// # t.put(3, "three")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// assert_eq!(t.first()?, Some((1, "one")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn first(&self) -> Result<Option<TypedEntry<'t, K, V>>> {
         self.table.first()?.map(decode::<K, V>).transpose()
     }
 
     /// The entry with the greatest key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(1, "one")?;
+    /// # t.put(2, "two")?;
+    /// # t.put(3, "three")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// assert_eq!(t.last()?, Some((3, "three")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn last(&self) -> Result<Option<TypedEntry<'t, K, V>>> {
         self.table.last()?.map(decode::<K, V>).transpose()
     }
 
     /// The first entry whose key is `key` or greater.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(10, "ten")?;
+    /// # t.put(20, "twenty")?;
+    /// # t.put(30, "thirty")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// assert_eq!(t.seek(15)?, Some((20, "twenty")));
+    /// assert_eq!(t.seek(31)?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn seek<'k>(
         &self,
         key: impl Borrow<K::SelfType<'k>>,
@@ -233,6 +293,25 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedReadTable<'t, K, V> {
     }
 
     /// The entries with keys in `range`, greatest key first.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(1, "a")?;
+    /// # t.put(2, "b")?;
+    /// # t.put(3, "c")?;
+    /// # t.put(4, "d")?;
+    /// # t.put(5, "e")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// let got: Vec<(u64, &str)> = t.range_rev(2..5)?.collect::<Result<_, _>>()?;
+    /// assert_eq!(got, [(4, "d"), (3, "c"), (2, "b")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range_rev<'k, KR: Borrow<K::SelfType<'k>>>(
         &self,
         range: impl RangeBounds<KR>,
@@ -243,26 +322,107 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedReadTable<'t, K, V> {
     }
 
     /// Every entry, in key order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(1, "one")?;
+    /// # t.put(2, "two")?;
+    /// # t.put(3, "three")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// let all: Vec<(u64, &str)> = t.iter().collect::<Result<_, _>>()?;
+    /// assert_eq!(all, [(1, "one"), (2, "two"), (3, "three")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter(&self) -> TypedRange<'t, K, V> {
         TypedRange::new(self.table.iter())
     }
 
     /// Every entry, greatest key first.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(1, "one")?;
+    /// # t.put(2, "two")?;
+    /// # t.put(3, "three")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// let keys: Vec<u64> = t.iter_rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [3, 2, 1]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter_rev(&self) -> TypedRange<'t, K, V> {
         TypedRange::new(self.table.iter_rev())
     }
 
     /// Number of entries.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(1, "one")?;
+    /// # t.put(2, "two")?;
+    /// # t.put(3, "three")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// assert_eq!(t.len()?, 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> Result<u64> {
         self.table.len()
     }
 
     /// Whether the table has no entries.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// const E: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("e");
+    /// let mut w = db.begin_write()?;
+    /// w.open_table(T)?.put(1, "one")?;
+    /// w.open_table(E)?; // creates it, empty
+    /// w.commit()?;
+    /// let r = db.begin_read()?;
+    /// assert!(!r.open_table(T)?.is_empty()?);
+    /// assert!(r.open_table(E)?.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> Result<bool> {
         self.table.is_empty()
     }
 
     /// The table underneath, with the byte API (prefix scans, the keys' bytes).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// # let mut w = db.begin_write()?;
+    /// # let mut t = w.open_table(T)?;
+    /// # t.put(7, "seven")?;
+    /// # w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// // A u64 key is stored as its 8 big-endian bytes.
+    /// assert_eq!(t.bytes().get(&[0, 0, 0, 0, 0, 0, 0, 7])?, Some(&b"seven"[..]));
+    /// assert_eq!(t.bytes().prefix(&[0; 7]).count(), 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn bytes(&self) -> &ReadTable<'t> {
         &self.table
     }
@@ -310,6 +470,19 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
 
     /// Inserts a key greater than every key in the table (see [`WriteTable::append`]):
     /// [`Error::AppendOutOfOrder`] otherwise, changing nothing.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.append(1, "one")?;
+    /// t.append(2, "two")?;
+    /// assert!(matches!(t.append(1, "again"), Err(larchdb::Error::AppendOutOfOrder)));
+    /// assert_eq!(t.len()?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn append<'k, 'v>(
         &mut self,
         key: impl Borrow<K::SelfType<'k>>,
@@ -321,6 +494,19 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     }
 
     /// Deletes `key`. Returns true if it was there.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(1, "one")?;
+    /// assert!(t.delete(1)?);
+    /// assert!(!t.delete(1)?);
+    /// assert_eq!(t.get(1)?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete<'k>(&mut self, key: impl Borrow<K::SelfType<'k>>) -> Result<bool> {
         let k = K::as_bytes(key.borrow())?;
         self.table.delete(k.as_ref())
@@ -328,6 +514,21 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
 
     /// Deletes the entries with keys in `range` (see [`WriteTable::delete_range`]). Returns
     /// how many it deleted.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// for k in 1..=5 {
+    ///     t.put(k, "x")?;
+    /// }
+    /// assert_eq!(t.delete_range(2..4)?, 2);
+    /// let keys: Vec<u64> = t.iter().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(keys, [1, 4, 5]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn delete_range<'k, KR: Borrow<K::SelfType<'k>>>(
         &mut self,
         range: impl RangeBounds<KR>,
@@ -336,6 +537,19 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     }
 
     /// Deletes every entry. Returns how many there were.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(1, "one")?;
+    /// t.put(2, "two")?;
+    /// assert_eq!(t.clear()?, 2);
+    /// assert!(t.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn clear(&mut self) -> Result<u64> {
         self.table.clear()
     }
@@ -383,22 +597,71 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     }
 
     /// The value of `key` as this transaction sees it, if present.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(1, "one")?;
+    /// assert_eq!(t.get(1)?, Some("one"));
+    /// assert_eq!(t.get(2)?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn get<'k>(&self, key: impl Borrow<K::SelfType<'k>>) -> Result<Option<V::SelfType<'_>>> {
         let k = K::as_bytes(key.borrow())?;
         self.table.get(k.as_ref())?.map(V::from_bytes).transpose()
     }
 
     /// The entry with the smallest key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(2, "two")?;
+    /// t.put(1, "one")?;
+    /// assert_eq!(t.first()?, Some((1, "one")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn first(&self) -> Result<Option<TypedEntry<'_, K, V>>> {
         self.table.first()?.map(decode::<K, V>).transpose()
     }
 
     /// The entry with the greatest key.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(2, "two")?;
+    /// t.put(1, "one")?;
+    /// assert_eq!(t.last()?, Some((2, "two")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn last(&self) -> Result<Option<TypedEntry<'_, K, V>>> {
         self.table.last()?.map(decode::<K, V>).transpose()
     }
 
     /// The first entry whose key is `key` or greater.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(10, "ten")?;
+    /// t.put(20, "twenty")?;
+    /// assert_eq!(t.seek(11)?, Some((20, "twenty")));
+    /// assert_eq!(t.seek(21)?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn seek<'k>(
         &self,
         key: impl Borrow<K::SelfType<'k>>,
@@ -408,6 +671,20 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     }
 
     /// The entries with keys in `range`, in key order, as this transaction sees them.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// for (k, v) in [(1, "a"), (2, "b"), (3, "c"), (4, "d")] {
+    ///     t.put(k, v)?;
+    /// }
+    /// let got: Vec<(u64, &str)> = t.range(2..=3)?.collect::<Result<_, _>>()?;
+    /// assert_eq!(got, [(2, "b"), (3, "c")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range<'k, KR: Borrow<K::SelfType<'k>>>(
         &self,
         range: impl RangeBounds<KR>,
@@ -418,6 +695,20 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     }
 
     /// The entries with keys in `range`, greatest key first.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// for (k, v) in [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")] {
+    ///     t.put(k, v)?;
+    /// }
+    /// let got: Vec<(u64, &str)> = t.range_rev(2..5)?.collect::<Result<_, _>>()?;
+    /// assert_eq!(got, [(4, "d"), (3, "c"), (2, "b")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn range_rev<'k, KR: Borrow<K::SelfType<'k>>>(
         &self,
         range: impl RangeBounds<KR>,
@@ -428,31 +719,110 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     }
 
     /// Every entry, in key order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(2, "two")?;
+    /// t.put(1, "one")?;
+    /// let all: Vec<(u64, &str)> = t.iter().collect::<Result<_, _>>()?;
+    /// assert_eq!(all, [(1, "one"), (2, "two")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter(&self) -> TypedRange<'_, K, V> {
         TypedRange::new(self.table.iter())
     }
 
     /// Every entry, greatest key first.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(1, "one")?;
+    /// t.put(2, "two")?;
+    /// let all: Vec<(u64, &str)> = t.iter_rev().collect::<Result<_, _>>()?;
+    /// assert_eq!(all, [(2, "two"), (1, "one")]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn iter_rev(&self) -> TypedRange<'_, K, V> {
         TypedRange::new(self.table.iter_rev())
     }
 
     /// Number of entries, as this transaction sees them.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(1, "one")?;
+    /// t.put(2, "two")?;
+    /// t.put(1, "uno")?; // replaces
+    /// assert_eq!(t.len()?, 2);
+    /// t.delete(2)?;
+    /// assert_eq!(t.len()?, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn len(&self) -> Result<u64> {
         self.table.len()
     }
 
     /// Whether the table has no entries.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// assert!(t.is_empty()?);
+    /// t.put(1, "one")?;
+    /// assert!(!t.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn is_empty(&self) -> Result<bool> {
         self.table.is_empty()
     }
 
     /// The table underneath, with the byte API.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put(1, "one")?;
+    /// // A u64 key is stored as its 8 big-endian bytes.
+    /// assert_eq!(t.bytes().get(&1u64.to_be_bytes())?, Some(&b"one"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn bytes(&self) -> &WriteTable<'t> {
         &self.table
     }
 
     /// The table underneath, for writing with the byte API (`set`, `pop_first`, ...).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<u64, &str> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.bytes_mut().set(&1u64.to_be_bytes(), b"one")?;
+    /// assert_eq!(t.get(1)?, Some("one"));
+    /// let popped = t.bytes_mut().pop_first()?;
+    /// assert_eq!(popped, Some((1u64.to_be_bytes().to_vec(), b"one".to_vec())));
+    /// assert!(t.is_empty()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn bytes_mut(&mut self) -> &mut WriteTable<'t> {
         &mut self.table
     }
