@@ -29,6 +29,16 @@ pub const PAGE_COUNT_MAX: u64 = 1 << 40;
 /// Largest key, in bytes, for a page size: a quarter of the page less some cell overhead, so
 /// that no leaf or branch cell exceeds a third of a node's space and a split always produces
 /// two pages that fit. 1000 bytes at 4 KiB pages, 16360 at 64 KiB.
+///
+/// ```
+/// use larchdb::limits::key_bytes_max;
+/// assert_eq!(key_bytes_max(4096), 1000);
+/// # let dir = tempfile::tempdir()?;
+/// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+/// db.put(&[1; 1000], b"v")?;
+/// assert!(matches!(db.put(&[1; 1001], b"v"), Err(larchdb::Error::KeyTooLarge { len: 1001, max: 1000 })));
+/// # Ok::<(), larchdb::Error>(())
+/// ```
 pub const fn key_bytes_max(page_bytes: u32) -> usize {
     page_bytes as usize / 4 - 24
 }
@@ -38,6 +48,10 @@ pub const fn key_bytes_max(page_bytes: u32) -> usize {
 /// value whose cell would be larger goes to an overflow run and the cell keeps only a
 /// reference. A leaf split then needs a split point chosen so that both halves fit, which
 /// cells of at most half a leaf always allow (`btree::split_point`).
+///
+/// ```
+/// assert_eq!(larchdb::limits::inline_cell_bytes_max(4096), 2030);
+/// ```
 pub const fn inline_cell_bytes_max(page_bytes: u32) -> usize {
     (page_bytes as usize - crate::layout::header::BYTES) / 2 - crate::layout::node::SLOT_BYTES
 }

@@ -24,6 +24,19 @@ pub struct TableDefinition<'n, K: Key + 'static, V: Value + 'static> {
 impl<'n, K: Key + 'static, V: Value + 'static> TableDefinition<'n, K, V> {
     /// A definition of the table called `name` (a table name as
     /// [`crate::WriteTxn::create_table`] takes it).
+    ///
+    /// ```
+    /// use larchdb::TableDefinition;
+    /// // A constant: the definition is a name and two types, nothing opened yet.
+    /// const SCORES: TableDefinition<&str, u32> = TableDefinition::new("scores");
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.open_table(SCORES)?.put("alice", 10)?;
+    /// w.commit()?;
+    /// assert_eq!(db.begin_read()?.open_table(SCORES)?.get("alice")?, Some(10));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
     pub const fn new(name: &'n str) -> Self {
         TableDefinition {
             name,
