@@ -173,8 +173,10 @@ pub struct Stats {
 }
 
 /// Counts of what a handle's write transactions did since it was opened ([`Stats::commits`]).
-/// Transactions the engine runs itself (checkpoints, a compaction's page moves) are counted
-/// only as `checkpoints`; [`crate::Database::get`]/`put`/`delete` are transactions like any.
+/// Transactions the engine runs itself (checkpoints, a compaction's page moves, the empty
+/// durable commits of [`crate::Database::sync`] and of the `Bounded` flusher) are counted
+/// only as `checkpoints` where they are one; [`crate::Database::put`] and
+/// [`crate::Database::delete`] are transactions like any.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CommitStats {

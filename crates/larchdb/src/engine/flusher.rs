@@ -144,7 +144,8 @@ fn flush(shared: &Arc<Shared>) -> Result<()> {
         Some(log) => log.sync_end(),
         None => {
             let guard = shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-            crate::txn::WriteTxn::new(shared, guard)?.commit_with(Durability::Immediate)
+            // Not the application's commit: not counted as one (`Stats::commits`).
+            crate::txn::WriteTxn::new(shared, guard)?.commit_forced(Durability::Immediate, false)
         }
     }
 }

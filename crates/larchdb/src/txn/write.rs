@@ -79,9 +79,11 @@ pub struct WriteTxn<'db> {
     checkpoint_only: bool,
     /// Live savepoints, and how to undo the changes since the oldest.
     savepoints: Savepoints,
-    /// `commit` or `commit_with` was called (a drop without it is an abort, for the
-    /// counters).
+    /// A commit was attempted (a drop without one is an abort, for the counters).
     committing: bool,
+    /// The commit is the application's (`commit_with`), not one the engine makes itself
+    /// (`Database::sync`, the `Bounded` flusher): counted in `Stats::commits`.
+    counted: bool,
 }
 
 impl<'db> WriteTxn<'db> {
@@ -143,6 +145,7 @@ impl<'db> WriteTxn<'db> {
             checkpoint_only: false,
             savepoints: Savepoints::default(),
             committing: false,
+            counted: false,
         };
         if !logged {
             w.start_pages()?;
@@ -872,7 +875,7 @@ impl<'db> WriteTxn<'db> {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn commit_with(mut self, durability: Durability) -> Result<()> {
-        self.committing = true;
+        self.counted = true;
         let counters = &self.shared.counters;
         let r = self.commit_forced(durability, false);
         Counters::add(match r {
@@ -966,6 +969,7 @@ impl<'db> WriteTxn<'db> {
     pub fn abort(self) {}
 
     pub(crate) fn commit_forced(mut self, durability: Durability, force: bool) -> Result<()> {
+        self.committing = true;
         if self.failed {
             return Err(Error::TxnFailed);
         }
@@ -988,7 +992,7 @@ impl<'db> WriteTxn<'db> {
                         self.hand_back(pages.abort());
                     }
                     self.guard.tables.committed(c.txn);
-                    if wrote {
+                    if wrote && self.counted {
                         Counters::add(&self.shared.counters.logged_commits);
                     }
                     let shared = self.shared;
@@ -1127,13 +1131,13 @@ impl<'db> WriteTxn<'db> {
             log_at,
         )?;
         self.guard.tables.committed(txn);
-        if !self.checkpoint_only {
-            let counters = &self.shared.counters;
+        let counters = &self.shared.counters;
+        if self.counted {
             Counters::add(&counters.page_commits);
-            if log_checkpoint {
-                // The overlay's records were applied first: a checkpoint on this thread.
-                Counters::add(&counters.checkpoints);
-            }
+        }
+        if log_checkpoint && !self.checkpoint_only {
+            // The overlay's records were applied first: a checkpoint on this thread.
+            Counters::add(&counters.checkpoints);
         }
         Ok(durability)
     }
