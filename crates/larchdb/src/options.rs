@@ -35,7 +35,7 @@ pub enum Durability {
     None,
 }
 
-/// Options for [`Database::open`].
+/// Options for [`crate::Database::open`].
 ///
 /// Built from `Options::default()` with the setters below (or by assigning a field of a value
 /// one has); `#[non_exhaustive]`, so that options can be added without breaking callers.

@@ -10,9 +10,9 @@
 //!
 //! A table created by [`crate::WriteTxn::open_table`] records the names of its key and value
 //! encodings in its properties; opening it later with types of other encodings is
-//! [`Error::TableTypeMismatch`]. A table created through the byte API, or whose properties
+//! [`crate::Error::TableTypeMismatch`]. A table created through the byte API, or whose properties
 //! were set by the application, has no record and opens with any types; a stored key or value
-//! that the requested type cannot read is then [`Error::Decode`], never a panic.
+//! that the requested type cannot read is then [`crate::Error::Decode`], never a panic.
 //!
 //! ```
 //! use larchdb::{Database, Options, TableDefinition};
