@@ -890,6 +890,15 @@ impl<'t> WriteTable<'t> {
         Ok(Some(self.get_here(key)?.map(<[u8]>::to_vec)))
     }
 
+    /// Whether `key` is present before a logged change: from the value `undo_before` read,
+    /// or a lookup if it read none.
+    fn existed(&self, key: &[u8], old: &Option<Option<Vec<u8>>>) -> Result<bool> {
+        match old {
+            Some(old) => Ok(old.is_some()),
+            None => self.exists(key),
+        }
+    }
+
     /// Records the undo of a change of `key` that succeeded, its value before being `old`
     /// (from `undo_before`).
     fn undo_after(&mut self, key: &[u8], old: Option<Option<Vec<u8>>>) {
@@ -1013,10 +1022,7 @@ impl<'t> WriteTable<'t> {
         }
         let old = self.undo_before(key)?;
         let existed = if self.logged.is_some() {
-            let existed = match &old {
-                Some(old) => old.is_some(),
-                None => self.exists(key)?,
-            };
+            let existed = self.existed(key, &old)?;
             self.log_write(key, Some(value), if existed { 0 } else { 1 }, false);
             existed
         } else {
@@ -1155,10 +1161,7 @@ impl<'t> WriteTable<'t> {
         }
         let old = self.undo_before(key)?;
         let existed = if self.logged.is_some() {
-            let existed = match &old {
-                Some(old) => old.is_some(),
-                None => self.exists(key)?,
-            };
+            let existed = self.existed(key, &old)?;
             if existed {
                 self.log_write(key, None, -1, false);
             }

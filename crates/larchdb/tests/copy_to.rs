@@ -1,5 +1,7 @@
 //! `Database::copy_to`: a hot copy of one snapshot into a new, compacted file.
 
+mod common;
+
 use larchdb::{Database, Error, Options, TableDefinition};
 
 fn fill(db: &Database, n: u32) {
@@ -13,27 +15,6 @@ fn fill(db: &Database, n: u32) {
     }
     w.table("b").unwrap().put(b"only", b"one").unwrap();
     w.commit().unwrap();
-}
-
-/// A table: its name, its properties and its entries.
-type Table = (String, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
-
-fn contents(db: &Database) -> Vec<Table> {
-    let r = db.begin_read().unwrap();
-    r.list_tables()
-        .unwrap()
-        .into_iter()
-        .map(|name| {
-            let t = r.table(&name).unwrap();
-            let entries = t
-                .iter()
-                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-                .collect::<Result<_, _>>()
-                .unwrap();
-            let props = r.table_properties(&name).unwrap().to_vec();
-            (name, props, entries)
-        })
-        .collect()
 }
 
 #[test]
@@ -50,7 +31,7 @@ fn the_copy_holds_the_snapshot_it_began_on_while_the_writer_goes_on() {
         for i in 0..100u32 {
             db.put(&i.to_be_bytes(), b"default").unwrap();
         }
-        let before = contents(&db);
+        let before = common::contents(&db);
         let txn = db.begin_read().unwrap().id();
 
         // Commits made while the copy runs (from its progress callback) are not in it.
@@ -71,7 +52,7 @@ fn the_copy_holds_the_snapshot_it_began_on_while_the_writer_goes_on() {
         );
 
         let copy = Database::open(dir.path().join("copy"), Options::default()).unwrap();
-        assert_eq!(contents(&copy), before, "log {log}");
+        assert_eq!(common::contents(&copy), before, "log {log}");
         assert!(copy.verify().unwrap().is_clean());
         // Dense: leaves full, and at most the few pages the batches' commits freed.
         let stats = copy.stats().unwrap();

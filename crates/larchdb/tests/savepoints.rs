@@ -14,23 +14,6 @@ fn both() -> [(tempfile::TempDir, Options); 2] {
     ]
 }
 
-/// A table's name, properties and entries.
-type Table = (String, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
-
-/// Every table, through a read transaction.
-fn contents(db: &Database) -> Vec<Table> {
-    let r = db.begin_read().unwrap();
-    r.list_tables()
-        .unwrap()
-        .into_iter()
-        .map(|name| {
-            let props = r.table_properties(&name).unwrap().to_vec();
-            let entries = common::collect(r.table(&name).unwrap().iter());
-            (name, props, entries)
-        })
-        .collect()
-}
-
 #[test]
 fn rollback_restores_tables_properties_and_counts() {
     for (dir, options) in both() {
@@ -52,7 +35,7 @@ fn rollback_restores_tables_properties_and_counts() {
         }
         w.set_table_properties("drop", b"dropped-props").unwrap();
         w.commit().unwrap();
-        let committed = contents(&db);
+        let committed = common::contents(&db);
 
         // Logged handles start this transaction through the log (puts into the batch); the
         // properties change turns it to pages half way.
@@ -92,12 +75,12 @@ fn rollback_restores_tables_properties_and_counts() {
         let keep = want.iter_mut().find(|t| t.0 == "keep").unwrap();
         keep.2.push((b"after".to_vec(), b"x".to_vec()));
         keep.2.sort();
-        assert_eq!(contents(&db), want);
+        assert_eq!(common::contents(&db), want);
         let report = db.verify_all().unwrap();
         assert!(report.is_clean(), "{:?}", report.problems);
         drop(db);
         let db = Database::open(&path, options).unwrap();
-        assert_eq!(contents(&db), want);
+        assert_eq!(common::contents(&db), want);
         let r = db.begin_read().unwrap();
         assert_eq!(r.table("keep").unwrap().len().unwrap(), 3001);
     }

@@ -96,3 +96,22 @@ pub fn keys_in(
         .map(|(k, _)| k.clone())
         .collect()
 }
+
+/// A table: its name, its properties and its entries.
+#[allow(dead_code)] // Only the tests that compare whole databases use it.
+pub type Table = (String, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// Every table of the newest commit, by name, with its properties and entries.
+#[allow(dead_code)]
+pub fn contents(db: &larchdb::Database) -> Vec<Table> {
+    let r = db.begin_read().unwrap();
+    r.list_tables()
+        .unwrap()
+        .into_iter()
+        .map(|name| {
+            let props = r.table_properties(&name).unwrap().to_vec();
+            let entries = collect(r.table(&name).unwrap().iter());
+            (name, props, entries)
+        })
+        .collect()
+}
