@@ -2138,6 +2138,10 @@ mod tests {
         const EACH: u64 = 150;
         let (s, a) = storage();
         let log = Log::create(a, SEG, 64, 0).unwrap();
+        // A sync that takes time, as a device's does: committers arrive while it runs (an
+        // in-memory sync is so quick that on a loaded 2-core machine the threads sometimes
+        // never overlapped, and every commit synced alone: 1200 syncs for 1200 commits).
+        s.set_sync_delay(Some(std::time::Duration::from_micros(300)));
         let group = Arc::new(GroupLog::new(log));
         let writer = Arc::new(std::sync::Mutex::new(0u64));
         let threads: Vec<_> = (0..THREADS)
