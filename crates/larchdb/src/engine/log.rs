@@ -1273,6 +1273,9 @@ struct GroupState {
     log: Log,
     /// A leader is writing and syncing.
     leading: bool,
+    /// A leader took appended bytes (`Log::take`) and is writing them without the lock: the
+    /// file does not hold every byte before `Log::written` yet.
+    writing: bool,
     /// Syncs made for commits (`Stats::commits`, and tests).
     syncs: u64,
 }
@@ -1283,6 +1286,7 @@ impl GroupLog {
             state: std::sync::Mutex::new(GroupState {
                 log,
                 leading: false,
+                writing: false,
                 syncs: 0,
             }),
             flushed: std::sync::Condvar::new(),
@@ -1338,11 +1342,23 @@ impl GroupLog {
             }
             let flush = st.log.take();
             let sink = st.log.sink.clone();
+            st.writing = true;
             drop(st);
-            let r = sink
-                .write(&flush, false)
-                .and_then(|()| sink.storage.sync().map_err(Error::from_io));
+            let written = sink.write(&flush, false);
+            // The bytes are in the file (or failed): a `write` waiting for them may go on
+            // while this leader syncs.
             st = self.lock();
+            st.writing = false;
+            self.flushed.notify_all();
+            let r = match written {
+                Ok(()) => {
+                    drop(st);
+                    let r = sink.storage.sync().map_err(Error::from_io);
+                    st = self.lock();
+                    r
+                }
+                Err(e) => Err(e),
+            };
             st.leading = false;
             match r {
                 Ok(()) => {
@@ -1404,9 +1420,20 @@ impl GroupLog {
     }
 
     /// `Log::write`: hands every appended record to the storage, without a sync (a process
-    /// crash then loses none of them).
+    /// crash then loses none of them). A leader of a sync may have taken some of them
+    /// (`sync_to_gathering`) and be writing them without the lock: this waits until its
+    /// write is done, so that on return every record appended so far is in the file. The
+    /// caller publishes that end to readers in other processes (`LockTable::publish_log`),
+    /// and a commit that is not `Immediate` returns, promising that a process crash keeps
+    /// it; and this write's own bytes, stored after the leader's, never reach the file
+    /// ahead of the records before them (a crash between the two would leave a hole before
+    /// valid records, which reads back as damage).
     pub(crate) fn write(&self) -> Result<()> {
-        self.lock().log.write()
+        let mut st = self.lock();
+        while st.writing && !st.log.failed {
+            st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.log.write()
     }
 
     /// `Log::kept_bytes` and `Log::room_bytes`.
@@ -2176,6 +2203,90 @@ mod tests {
         let (_, back) = reopen(s.contents(), 0).unwrap();
         let txns: Vec<u64> = back.iter().map(|r| r.txn).collect();
         assert_eq!(txns, (1..=commits).collect::<Vec<_>>());
+    }
+
+    /// A storage whose writes before file offset `below` wait while `held` is set (after
+    /// saying so in `waiting`), as a group commit leader's write stalls on a busy device.
+    struct HeldWrites {
+        inner: FaultStorage,
+        below: std::sync::atomic::AtomicU64,
+        held: std::sync::atomic::AtomicBool,
+        waiting: std::sync::atomic::AtomicBool,
+    }
+
+    impl Storage for HeldWrites {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+            use std::sync::atomic::Ordering::SeqCst;
+            while offset < self.below.load(SeqCst) && self.held.load(SeqCst) {
+                self.waiting.store(true, SeqCst);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            self.inner.write_at(buf, offset)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            self.inner.sync()
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.inner.set_len(len)
+        }
+        fn boot_id(&self) -> Option<[u8; 16]> {
+            self.inner.boot_id()
+        }
+    }
+
+    /// A sync's leader takes the records appended so far and writes them without the lock;
+    /// a `write` meanwhile (a commit that is not `Immediate`, about to publish its end to
+    /// readers in other processes and return) waits until they are in the file, and writes
+    /// its own record after them. Mutation-checked: without the wait in `GroupLog::write`,
+    /// `write` returned with the first record not in the file (`follow_log`'s reader beside
+    /// a `Bounded` flusher met it as "published record is not there").
+    #[test]
+    fn a_write_returns_only_once_a_leaders_records_before_it_are_in_the_file() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let s = FaultStorage::new();
+        let held = Arc::new(HeldWrites {
+            inner: s.clone(),
+            below: 0.into(),
+            held: true.into(),
+            waiting: false.into(),
+        });
+        let log = Log::create(held.clone(), SEG, 4, 0).unwrap();
+        let group = Arc::new(GroupLog::new(log));
+        let first = group.append(KIND_COMMIT, 1, &[1; 100]).unwrap();
+        // Writes of the bytes before the second record wait.
+        held.below.store(file_offset(SEG, 4, first), SeqCst);
+        let leader = {
+            let group = group.clone();
+            std::thread::spawn(move || group.sync_to(first).unwrap())
+        };
+        while !held.waiting.load(SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // The leader holds record 1, unwritten. Record 2 is appended and written.
+        let second = group.append(KIND_COMMIT, 2, &[2; 100]).unwrap();
+        let writer = {
+            let group = group.clone();
+            std::thread::spawn(move || group.write().unwrap())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !writer.is_finished(),
+            "write returned before the leader's records were in the file"
+        );
+        held.held.store(false, SeqCst);
+        writer.join().unwrap();
+        // What the file holds now, as a reader in another process (or a reopen after a
+        // process crash) sees it: both records.
+        let (_, back) = reopen(s.contents(), 0).unwrap();
+        assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), [1, 2]);
+        assert!(back[1].position < second);
+        leader.join().unwrap();
     }
 
     /// What a power loss would keep of `s` now: its synced contents.
