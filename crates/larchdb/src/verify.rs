@@ -124,7 +124,10 @@ pub struct ReaderInfo {
 pub struct Stats {
     /// Page size.
     pub page_bytes: u32,
-    /// Commit id of the snapshot described.
+    /// Commit id of the snapshot described: the newest commit. With the log
+    /// ([`crate::Options::log`]) the page figures are those of the last commit that wrote
+    /// pages (a checkpoint), while the entry counts, here and per table, are the newest
+    /// commit's.
     pub txn: u64,
     /// Pages the file uses (the logical length), free ones included.
     pub page_count: u64,
