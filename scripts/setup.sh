@@ -13,6 +13,7 @@ packages=(
   db-util                         # BerkeleyDB 5.3 db_dump/db_load: larch-cli interop tests
   libwiredtiger-dev               # WiredTiger 3.2.1
   python3                         # larch-bench tools/crosscheck.sh (medians)
+  gcc valgrind                    # the C API's tests (crates/larch-c/tests/c/run.sh)
 )
 
 missing=()

@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 
 cargo test --workspace
 
+# The C API (crates/larch-c): its tests in C and the README's C example, under
+# AddressSanitizer/UBSan and under valgrind (docs/design/c-api.md).
+bash crates/larch-c/tests/c/run.sh
+
 # The engine crate packages as it would be published (its files, its metadata, a build of the
 # packaged sources), with no warning.
 package_log=$(cargo package -p larchdb --offline --allow-dirty 2>&1) || { echo "$package_log"; exit 1; }

@@ -1,0 +1,128 @@
+//! Handles for C: a handle is a slot number and the slot's generation, never a pointer to
+//! freed memory. A call with a handle whose object was freed (its slot's generation moved
+//! on) gets `LARCH_EBADHANDLE` instead of reading freed memory, which is what "use after
+//! free is an error code where it can be detected" asks of transactions and cursors; only a
+//! slot reused 2^32 times could answer a stale handle.
+//!
+//! Lookups take no lock: the slots are in chunks that, once allocated, stay until the
+//! process exits, so a slot's address never changes, and a handle's slot is read with two
+//! atomic loads (the chunk, the generation). Adding and removing take a mutex (the free
+//! list). An object is used by one thread at a time (the C API's rule for transactions and
+//! cursors, as LMDB's); a database handle's object is shared, which its type allows (`Sync`).
+
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::Mutex;
+
+/// Slots per chunk.
+const CHUNK_SLOTS: usize = 1024;
+/// Chunks at most: about four million live handles of one kind.
+const CHUNKS_MAX: usize = 4096;
+
+struct Slot<T> {
+    /// Odd while the slot holds an object; the handle carries the value it had then.
+    generation: AtomicU32,
+    object: AtomicPtr<T>,
+}
+
+pub(crate) struct Registry<T> {
+    chunks: Box<[AtomicPtr<Slot<T>>]>,
+    free: Mutex<Free>,
+}
+
+#[derive(Default)]
+struct Free {
+    /// Slots freed, reused last-freed first.
+    list: Vec<u32>,
+    /// Slots ever handed out.
+    used: u32,
+}
+
+/// A handle as C sees it: `(slot + 1) << 32 | generation`, never 0 (the generation of a live
+/// slot is odd).
+pub(crate) type Handle = u64;
+
+impl<T> Registry<T> {
+    pub(crate) fn new() -> Registry<T> {
+        Registry {
+            chunks: (0..CHUNKS_MAX)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            free: Mutex::new(Free::default()),
+        }
+    }
+
+    fn slot(&self, index: u32) -> Option<&Slot<T>> {
+        let (chunk, at) = (index as usize / CHUNK_SLOTS, index as usize % CHUNK_SLOTS);
+        let base = self.chunks.get(chunk)?.load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        // SAFETY: a chunk, once published, holds CHUNK_SLOTS slots and is never freed.
+        Some(unsafe { &*base.add(at) })
+    }
+
+    /// Stores `object` and returns its handle; `None` if every slot is taken.
+    pub(crate) fn insert(&self, object: Box<T>) -> Option<Handle> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let index = match free.list.pop() {
+            Some(i) => i,
+            None => {
+                let i = free.used;
+                if i as usize >= CHUNK_SLOTS * CHUNKS_MAX {
+                    return None;
+                }
+                let chunk = &self.chunks[i as usize / CHUNK_SLOTS];
+                if chunk.load(Ordering::Acquire).is_null() {
+                    let slots: Box<[Slot<T>]> = (0..CHUNK_SLOTS)
+                        .map(|_| Slot {
+                            generation: AtomicU32::new(0),
+                            object: AtomicPtr::new(std::ptr::null_mut()),
+                        })
+                        .collect();
+                    chunk.store(Box::into_raw(slots).cast::<Slot<T>>(), Ordering::Release);
+                }
+                free.used += 1;
+                i
+            }
+        };
+        let slot = self.slot(index)?;
+        slot.object.store(Box::into_raw(object), Ordering::Release);
+        let generation = slot.generation.load(Ordering::Relaxed).wrapping_add(1) | 1;
+        slot.generation.store(generation, Ordering::Release);
+        Some(((index as u64 + 1) << 32) | generation as u64)
+    }
+
+    fn live(&self, handle: Handle) -> Option<&Slot<T>> {
+        let index = (handle >> 32).checked_sub(1)?;
+        let slot = self.slot(u32::try_from(index).ok()?)?;
+        let generation = handle as u32;
+        (generation & 1 == 1 && slot.generation.load(Ordering::Acquire) == generation)
+            .then_some(slot)
+    }
+
+    /// The object of a live handle.
+    ///
+    /// # Safety
+    /// No other reference to the object is used while this one is (the C API's rule: a
+    /// transaction or cursor is used by one thread at a time), unless `T` is `Sync` and the
+    /// references are shared ones; the object is not removed while the reference lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn get(&self, handle: Handle) -> Option<&mut T> {
+        let slot = self.live(handle)?;
+        let object = slot.object.load(Ordering::Acquire);
+        // SAFETY: a live slot's object is a leaked Box; exclusivity is the caller's.
+        (!object.is_null()).then(|| unsafe { &mut *object })
+    }
+
+    /// Takes a live handle's object out: the handle (and any copy of it) is stale from now on.
+    pub(crate) fn remove(&self, handle: Handle) -> Option<Box<T>> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = self.live(handle)?;
+        let object = slot.object.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        slot.generation
+            .store((handle as u32).wrapping_add(1) & !1, Ordering::Release);
+        free.list.push(((handle >> 32) - 1) as u32);
+        // SAFETY: the slot held a leaked Box, taken out once (the generation moved on).
+        (!object.is_null()).then(|| unsafe { Box::from_raw(object) })
+    }
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The C API's tests in C (part of the test command, scripts/test.sh): builds liblarch, then
+# compiles tests/c/test_larch.c and the README's C example
+#   1. against the static library with AddressSanitizer and UndefinedBehaviorSanitizer, and
+#   2. against the shared library, run under valgrind (memcheck; any error fails).
+# Usage: crates/larch-c/tests/c/run.sh [--no-valgrind]
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+crate="$(cd "$here/../.." && pwd)"
+root="$(cd "$crate/../.." && pwd)"
+cd "$root"
+
+cargo build -q -p larch-c
+lib="$root/target/debug"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# The README's example, as a user would copy it: the first ```c block after "## From C".
+awk '/^## From C/{s=1} s&&/^```c$/{p=1;next} p&&/^```$/{exit} p' "$root/README.md" > "$work/example.c"
+test -s "$work/example.c" || { echo "no C example found in README.md"; exit 1; }
+
+cflags=(-std=c11 -Wall -Wextra -Werror -g -I "$crate/include")
+
+echo "== C tests, AddressSanitizer + UBSan, static library"
+for prog in test_larch example; do
+  src="$here/$prog.c"
+  [ "$prog" = example ] && src="$work/example.c"
+  gcc "${cflags[@]}" -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+    "$src" "$lib/liblarch.a" -lpthread -ldl -lm -o "$work/$prog-asan"
+  (cd "$work" && ASAN_OPTIONS=detect_leaks=1 "./$prog-asan")
+done
+
+if [ "${1:-}" != "--no-valgrind" ]; then
+  echo "== C tests, valgrind, shared library"
+  for prog in test_larch example; do
+    src="$here/$prog.c"
+    [ "$prog" = example ] && src="$work/example.c"
+    gcc "${cflags[@]}" "$src" -L "$lib" -llarch -Wl,-rpath,"$lib" -lpthread -o "$work/$prog"
+    (cd "$work" && valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+      "./$prog")
+  done
+fi
+echo "C API tests passed"
