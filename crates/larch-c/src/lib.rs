@@ -1106,6 +1106,22 @@ fn write_table<'a>(
     })
 }
 
+/// A write transaction's table `name` for reading: as `write_table`, but the default table,
+/// if it does not exist yet, is `None` (empty) instead of being created by a read.
+fn write_table_to_read<'a>(
+    w: &'a mut WriteTxn<'static>,
+    name: Option<&str>,
+) -> Result<Option<larchdb::WriteTable<'a>>, Failure> {
+    match name {
+        Some(n) => Ok(Some(w.table(n)?)),
+        None => match w.table(larchdb::DEFAULT_TABLE) {
+            Ok(t) => Ok(Some(t)),
+            Err(larchdb::Error::TableNotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        },
+    }
+}
+
 fn writer(cell: &mut TxnCell) -> Result<&mut WriteTxn<'static>, Failure> {
     match &mut cell.kind {
         TxnKind::Write(w) => Ok(w),
@@ -1212,7 +1228,10 @@ pub unsafe extern "C" fn larch_table_len(
         let cell = txn_of(txn)?;
         let len = match &mut cell.kind {
             TxnKind::Read { tables, txn } => read_table(tables, txn, n)?.len()?,
-            TxnKind::Write(w) => write_table(w, n)?.len()?,
+            TxnKind::Write(w) => match write_table_to_read(w, n)? {
+                Some(t) => t.len()?,
+                None => 0,
+            },
         };
         // SAFETY: the caller's contract.
         unsafe { count.write(len) };
@@ -1246,7 +1265,10 @@ pub unsafe extern "C" fn larch_get(
         let cell = txn_of(txn)?;
         let found = match &mut cell.kind {
             TxnKind::Read { tables, txn } => read_table(tables, txn, n)?.get(k)?.map(out),
-            TxnKind::Write(w) => write_table(w, n)?.get(k)?.map(out),
+            TxnKind::Write(w) => match write_table_to_read(w, n)? {
+                Some(t) => t.get(k)?.map(out),
+                None => None,
+            },
         };
         match found {
             Some(v) => {
@@ -1467,7 +1489,7 @@ pub unsafe extern "C" fn larch_cursor_open(
                 read_table(tables, txn, n)?;
             }
             TxnKind::Write(w) => {
-                write_table(w, n)?;
+                write_table_to_read(w, n)?;
             }
         }
         let c = CursorCell {
@@ -1610,7 +1632,9 @@ pub unsafe extern "C" fn larch_cursor_get(
                 (first.map(|(k, v)| (out(k), out(v))), Some((reverse, range)))
             }
             TxnKind::Write(w) => {
-                let t = write_table(w, c.table.as_deref())?;
+                let Some(t) = write_table_to_read(w, c.table.as_deref())? else {
+                    return Ok(LARCH_NOTFOUND);
+                };
                 let first = if reverse {
                     t.range_rev::<[u8], _>(bounds).next().transpose()?
                 } else {

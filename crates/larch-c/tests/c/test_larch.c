@@ -222,6 +222,24 @@ static void test_put_get_delete(int log) {
 
 static void test_default_table_and_durability(int log) {
   larch_db *db = open_new(log);
+  {
+    /* Reads of the default table before it exists find it empty, and do not create it. */
+    larch_txn *w = NULL;
+    OK(larch_begin(db, 0, &w));
+    larch_val k = V("k"), out;
+    EXPECT(larch_get(w, NULL, &k, &out), LARCH_NOTFOUND);
+    uint64_t n = 9;
+    OK(larch_table_len(w, NULL, &n));
+    CHECK(n == 0);
+    larch_cursor *c = NULL;
+    OK(larch_cursor_open(w, NULL, &c));
+    EXPECT(larch_cursor_get(c, &k, &out, LARCH_FIRST), LARCH_NOTFOUND);
+    OK(larch_cursor_close(c));
+    OK(larch_commit(w, LARCH_DURABILITY_DEFAULT));
+    larch_stats s;
+    OK(larch_stat(db, &s));
+    CHECK(s.tables == 0);
+  }
   int levels[] = {LARCH_DURABILITY_DEFAULT, LARCH_DURABILITY_IMMEDIATE,
                   LARCH_DURABILITY_BOUNDED, LARCH_DURABILITY_NONE};
   for (int i = 0; i < 4; i++) {
