@@ -185,7 +185,8 @@ typedef struct larch_stats {
   uint32_t page_bytes;
   // Depth of the deepest table's tree.
   uint32_t depth;
-  // The newest commit's id.
+  // The commit whose tree the page figures describe: the newest, or with the log the
+  // last checkpoint. (The entry counts are the newest commit's either way.)
   uint64_t txn;
   // Pages in the file.
   uint64_t page_count;

@@ -203,7 +203,8 @@ pub struct larch_stats {
     pub page_bytes: u32,
     /// Depth of the deepest table's tree.
     pub depth: u32,
-    /// The newest commit's id.
+    /// The commit whose tree the page figures describe: the newest, or with the log the
+    /// last checkpoint. (The entry counts are the newest commit's either way.)
     pub txn: u64,
     /// Pages in the file.
     pub page_count: u64,

@@ -729,7 +729,6 @@ impl Database {
                 t.entries = r.table(&t.name)?.len()?;
             }
             stats.entries = stats.tables.iter().map(|t| t.entries).sum();
-            stats.txn = r.id();
         }
         stats.file_bytes = self.shared.storage.len()?;
         stats.commits = self.shared.commit_stats();

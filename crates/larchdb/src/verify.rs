@@ -124,10 +124,9 @@ pub struct ReaderInfo {
 pub struct Stats {
     /// Page size.
     pub page_bytes: u32,
-    /// Commit id of the snapshot described: the newest commit. With the log
-    /// ([`crate::Options::log`]) the page figures are those of the last commit that wrote
-    /// pages (a checkpoint), while the entry counts, here and per table, are the newest
-    /// commit's.
+    /// Commit id of the tree the page figures describe: the newest commit, or with the log
+    /// ([`crate::Options::log`]) the last commit that wrote pages (a checkpoint). The entry
+    /// counts, here and per table, are the newest commit's either way.
     pub txn: u64,
     /// Pages the file uses (the logical length), free ones included.
     pub page_count: u64,
