@@ -740,7 +740,9 @@ pub extern "C" fn larch_close(db: *mut larch_db) -> c_int {
         }
         let cell = dbs.remove(handle(db));
         drop(dbs);
-        // The last reference: dropping it closes the files (outside the lock).
+        // Outside the lock: dropping the last reference closes the files. A call running on
+        // another thread (`larch_stat`, `larch_copy`, ...) holds one until it returns, and
+        // the files close then.
         drop(cell);
         Ok(LARCH_OK)
     })
