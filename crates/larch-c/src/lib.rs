@@ -562,35 +562,25 @@ fn need<T>(p: *const T, what: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-fn db_of(db: *mut larch_db) -> Result<Arc<DbCell>, Failure> {
+/// `LARCH_EBADHANDLE`'s messages, one per kind of handle.
+const STALE_DB: &str = "the database handle was closed or is not one";
+const STALE_TXN: &str = "the transaction has ended (committed or aborted) or the handle is not one";
+const STALE_CURSOR: &str = "the cursor was closed or the handle is not one";
+
+/// The database behind `db`. `for_txn`: counted as having one more transaction open, the
+/// count raised under the registry's lock, so that `larch_close` (under the write lock)
+/// either sees it and refuses, or ran first and this call finds the handle closed.
+fn db_of(db: *mut larch_db, for_txn: bool) -> Result<Arc<DbCell>, Failure> {
     let dbs = registries().dbs.read().unwrap_or_else(|e| e.into_inner());
     // SAFETY: the object is only read (an `Arc` cloned) under the registry's read lock, and
     // removed only under its write lock.
-    match unsafe { dbs.get(handle(db)) } {
-        Some(cell) => Ok(cell.clone()),
-        None => fail(
-            LARCH_EBADHANDLE,
-            "the database handle was closed or is not one",
-        ),
+    let Some(cell) = (unsafe { dbs.get(handle(db)) }) else {
+        return fail(LARCH_EBADHANDLE, STALE_DB);
+    };
+    if for_txn {
+        cell.txns.fetch_add(1, Ordering::AcqRel);
     }
-}
-
-/// The database behind `db`, counted as having one more transaction open: the count is
-/// raised under the registry's lock, so that `larch_close` (under the write lock) either sees
-/// it and refuses, or ran first and this call finds the handle closed.
-fn db_for_txn(db: *mut larch_db) -> Result<Arc<DbCell>, Failure> {
-    let dbs = registries().dbs.read().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: as in `db_of`.
-    match unsafe { dbs.get(handle(db)) } {
-        Some(cell) => {
-            cell.txns.fetch_add(1, Ordering::AcqRel);
-            Ok(cell.clone())
-        }
-        None => fail(
-            LARCH_EBADHANDLE,
-            "the database handle was closed or is not one",
-        ),
-    }
+    Ok(cell.clone())
 }
 
 fn txn_of<'a>(txn: *mut larch_txn) -> Result<&'a mut TxnCell, Failure> {
@@ -598,10 +588,7 @@ fn txn_of<'a>(txn: *mut larch_txn) -> Result<&'a mut TxnCell, Failure> {
     // only by `larch_commit`/`larch_abort` on that thread, after this reference's last use.
     match unsafe { registries().txns.get(handle(txn)) } {
         Some(cell) => Ok(cell),
-        None => fail(
-            LARCH_EBADHANDLE,
-            "the transaction has ended (committed or aborted) or the handle is not one",
-        ),
+        None => fail(LARCH_EBADHANDLE, STALE_TXN),
     }
 }
 
@@ -609,10 +596,7 @@ fn cursor_of<'a>(cursor: *mut larch_cursor) -> Result<&'a mut CursorCell, Failur
     // SAFETY: as `txn_of`: a cursor is used by its transaction's thread only.
     match unsafe { registries().cursors.get(handle(cursor)) } {
         Some(cell) => Ok(cell),
-        None => fail(
-            LARCH_EBADHANDLE,
-            "the cursor was closed or the handle is not one",
-        ),
+        None => fail(LARCH_EBADHANDLE, STALE_CURSOR),
     }
 }
 
@@ -724,10 +708,7 @@ pub extern "C" fn larch_close(db: *mut larch_db) -> c_int {
         let dbs = registries().dbs.write().unwrap_or_else(|e| e.into_inner());
         // SAFETY: under the registry's write lock, no other thread reads the object.
         let Some(cell) = (unsafe { dbs.get(handle(db)) }) else {
-            return fail(
-                LARCH_EBADHANDLE,
-                "the database handle was closed or is not one",
-            );
+            return fail(LARCH_EBADHANDLE, STALE_DB);
         };
         let open = cell.txns.load(Ordering::Acquire);
         if open > 0 {
@@ -750,7 +731,7 @@ pub extern "C" fn larch_close(db: *mut larch_db) -> c_int {
 
 /// Runs `f` on the database behind `db`.
 fn with_db(db: *mut larch_db, f: impl FnOnce(&Database) -> Outcome) -> c_int {
-    call(|| f(&db_of(db)?.db))
+    call(|| f(&db_of(db, false)?.db))
 }
 
 /// Writes the pages changed since the last checkpoint (with the log; nothing to do without).
@@ -935,7 +916,7 @@ pub unsafe extern "C" fn larch_begin(
         if flags & !(LARCH_RDONLY | LARCH_NOWAIT) != 0 {
             return fail(LARCH_EINVAL, format!("unknown flags {flags:#x}"));
         }
-        let cell = db_for_txn(db)?;
+        let cell = db_of(db, true)?;
         let begun = if flags & LARCH_RDONLY != 0 {
             cell.db.begin_read().map(|r| TxnKind::Read {
                 tables: Vec::new(),
@@ -980,10 +961,7 @@ pub unsafe extern "C" fn larch_begin(
 /// Ends a transaction's cursors (their handles stay until closed) and frees it.
 fn end(txn: *mut larch_txn) -> Result<Box<TxnCell>, Failure> {
     let Some(cell) = registries().txns.remove(handle(txn)) else {
-        return fail(
-            LARCH_EBADHANDLE,
-            "the transaction has ended (committed or aborted) or the handle is not one",
-        );
+        return fail(LARCH_EBADHANDLE, STALE_TXN);
     };
     for &c in &cell.cursors {
         // SAFETY: the cursors are used by this thread (the transaction's).
@@ -1738,10 +1716,7 @@ fn place(
 pub extern "C" fn larch_cursor_close(cursor: *mut larch_cursor) -> c_int {
     call(|| {
         let Some(c) = registries().cursors.remove(handle(cursor)) else {
-            return fail(
-                LARCH_EBADHANDLE,
-                "the cursor was closed or the handle is not one",
-            );
+            return fail(LARCH_EBADHANDLE, STALE_CURSOR);
         };
         if !c.ended {
             // SAFETY: the cursor's transaction is used by this thread.

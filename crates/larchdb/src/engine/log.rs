@@ -1750,6 +1750,25 @@ mod tests {
         );
     }
 
+    /// The `Storage` methods a test wrapper around a `FaultStorage` (`self.inner`) does not
+    /// change: sync, length and boot id go to the inner storage.
+    macro_rules! storage_rest_to_inner {
+        () => {
+            fn sync(&self) -> std::io::Result<()> {
+                self.inner.sync()
+            }
+            fn len(&self) -> std::io::Result<u64> {
+                self.inner.len()
+            }
+            fn set_len(&self, len: u64) -> std::io::Result<()> {
+                self.inner.set_len(len)
+            }
+            fn boot_id(&self) -> Option<[u8; 16]> {
+                self.inner.boot_id()
+            }
+        };
+    }
+
     /// A storage that cuts its file to `cut_to` just before the first read at or past
     /// `cut_to`, as a writer in another process cuts the log after a jump while a read-only
     /// handle reads it back.
@@ -1769,18 +1788,7 @@ mod tests {
         fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
             self.inner.write_at(buf, offset)
         }
-        fn sync(&self) -> std::io::Result<()> {
-            self.inner.sync()
-        }
-        fn len(&self) -> std::io::Result<u64> {
-            self.inner.len()
-        }
-        fn set_len(&self, len: u64) -> std::io::Result<()> {
-            self.inner.set_len(len)
-        }
-        fn boot_id(&self) -> Option<[u8; 16]> {
-            self.inner.boot_id()
-        }
+        storage_rest_to_inner!();
     }
 
     /// A read-only handle reading the log back while the file is cut under it reads what was
@@ -2226,18 +2234,7 @@ mod tests {
             }
             self.inner.write_at(buf, offset)
         }
-        fn sync(&self) -> std::io::Result<()> {
-            self.inner.sync()
-        }
-        fn len(&self) -> std::io::Result<u64> {
-            self.inner.len()
-        }
-        fn set_len(&self, len: u64) -> std::io::Result<()> {
-            self.inner.set_len(len)
-        }
-        fn boot_id(&self) -> Option<[u8; 16]> {
-            self.inner.boot_id()
-        }
+        storage_rest_to_inner!();
     }
 
     /// A sync's leader takes the records appended so far and writes them without the lock;
