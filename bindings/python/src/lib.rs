@@ -1,0 +1,1991 @@
+//! The `larch._larch` extension module: Larch from Python, in the shape of py-lmdb
+//! (docs/design/python.md). `python/larch/__init__.py` re-exports it with `open()` and the
+//! exception classes (`python/larch/_errors.py`).
+//!
+//! Objects and what they hold:
+//!
+//! - [`Environment`]: the `Arc<Database>` (dropped by `close()`), and weak references to its
+//!   transactions, which `close()` ends first, as py-lmdb does.
+//! - [`Transaction`]: a [`TxnCell`] shared with its cursors. A read transaction's state is an
+//!   `Arc<ReadCore>` (the `ReadTxn`) with the tables it opened; a write transaction's is the
+//!   `WriteTxn` and the `Arc<Database>` it borrows.
+//! - [`Cursor`]: on a read transaction, its own `Arc<ReadCore>`, table and live iterator; on a
+//!   write transaction, the current key and value, copied, and a seek per step.
+//! - [`Buffer`]: a value returned with `buffers=True` from a read transaction: the bytes in
+//!   the memory map and an `Arc<ReadCore>` that keeps the snapshot (and so those bytes) alive
+//!   for as long as any `memoryview` of it lives, even past the transaction's end.
+
+use larchdb::{Database, Durability, Options, ReadTable, ReadTxn, WriteTable, WriteTxn};
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyModule, PyString, PyTuple, PyType};
+use std::borrow::Cow;
+use std::ops::Bound as Edge;
+use std::os::raw::c_int;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError, Weak};
+use std::thread::ThreadId;
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/// `larch._errors`, where the exception classes are defined (in Python: several derive from
+/// a built-in as well as from `larch.Error`, which PyO3's `create_exception!` cannot express).
+static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// An exception of class `class` (a name in `larch._errors`) with `args`.
+fn exception<A>(py: Python<'_>, class: &str, args: A) -> PyErr
+where
+    A: pyo3::PyErrArguments + Send + Sync + 'static,
+{
+    let module = match ERRORS.get_or_try_init(py, || {
+        PyModule::import(py, "larch._errors").map(Bound::unbind)
+    }) {
+        Ok(m) => m.bind(py),
+        Err(e) => return e,
+    };
+    match module
+        .getattr(class)
+        .and_then(|c| Ok(c.cast_into::<PyType>()?))
+    {
+        Ok(ty) => PyErr::from_type(ty, args),
+        Err(e) => e,
+    }
+}
+
+/// `larch.Error` (or the subclass `class`) with `message`: the binding's own errors.
+fn error(py: Python<'_>, class: &str, message: impl Into<String>) -> PyErr {
+    exception(py, class, (message.into(),))
+}
+
+/// The engine's error as the exception of its kind, carrying the engine's message.
+fn engine_error(py: Python<'_>, e: larchdb::Error) -> PyErr {
+    use larchdb::Error as E;
+    let message = e.to_string();
+    let class = match &e {
+        E::Io { source, path, .. } => {
+            let errno = source.raw_os_error().unwrap_or(libc_eio());
+            let path = path.as_ref().map(|p| p.display().to_string());
+            return exception(py, "IoError", (errno, message, path));
+        }
+        E::DiskFull => return exception(py, "DiskFullError", (ENOSPC, message)),
+        E::Corrupted { .. } | E::CorruptedLog { .. } => "CorruptedError",
+        E::NotADatabase => "InvalidError",
+        E::UnsupportedVersion { .. } => "VersionMismatchError",
+        E::DatabaseLocked | E::LockFileInvalid(_) => "LockError",
+        E::WriteBusy => "BusyError",
+        E::ReadOnly => "ReadonlyError",
+        E::KeyTooLarge { .. } => "KeyTooLargeError",
+        E::ValueTooLarge { .. } => "ValueTooLargeError",
+        E::TableNotFound(_) => "NotFoundError",
+        E::TableExists(_) => "TableExistsError",
+        E::InvalidTableName(_) | E::InvalidOptions(_) => "InvalidParameterError",
+        E::Poisoned => "PoisonedError",
+        E::AppendOutOfOrder => "AppendOrderError",
+        E::TxnFailed => "BadTxnError",
+        E::DatabaseFull => "DatabaseFullError",
+        E::ReadersFull { .. } => "ReadersFullError",
+        E::Internal(_) => "InternalError",
+        _ => "Error",
+    };
+    error(py, class, message)
+}
+
+const ENOSPC: i32 = 28;
+
+fn libc_eio() -> i32 {
+    5
+}
+
+/// `Result<T, larchdb::Error>` into a `PyResult`.
+trait OrRaise<T> {
+    fn or_raise(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> OrRaise<T> for larchdb::Result<T> {
+    fn or_raise(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| engine_error(py, e))
+    }
+}
+
+fn ended(py: Python<'_>) -> PyErr {
+    error(
+        py,
+        "Error",
+        "the transaction has ended (committed, aborted, or its environment closed)",
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------------------
+
+/// A key or value argument: `bytes` (borrowed) or any object with the buffer protocol
+/// (`bytearray`, `memoryview`, ...: copied). A `str` is refused, as py-lmdb refuses it: which
+/// encoding is meant is the caller's to say.
+fn bytes_arg<'a>(obj: &'a Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'a, [u8]>> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Cow::Borrowed(b.as_bytes()));
+    }
+    if obj.is_instance_of::<PyString>() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must be bytes or a buffer, not str (encode it, for example with .encode())"
+        )));
+    }
+    match pyo3::buffer::PyBuffer::<u8>::get(obj) {
+        Ok(buf) => Ok(Cow::Owned(buf.to_vec(obj.py())?)),
+        Err(_) => Err(PyTypeError::new_err(format!(
+            "{what} must be bytes or a buffer, not {}",
+            obj.get_type().name()?
+        ))),
+    }
+}
+
+/// A table argument (`db=`): a [`Table`] from `Environment.open_db`, or `None` for the
+/// transaction's own (from `begin(db=...)`).
+fn table_arg(py: Python<'_>, db: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Option<Arc<str>>>> {
+    match db {
+        None => Ok(None),
+        Some(d) if d.is_none() => Ok(None),
+        Some(d) => match d.cast::<Table>() {
+            Ok(t) => Ok(Some(t.get().name.clone())),
+            Err(_) => Err(error(
+                py,
+                "InvalidParameterError",
+                "db must be a table handle from Environment.open_db",
+            )),
+        },
+    }
+}
+
+fn durability_arg(py: Python<'_>, d: Option<&str>) -> PyResult<Option<Durability>> {
+    Ok(match d {
+        None => None,
+        Some("immediate") => Some(Durability::Immediate),
+        Some("bounded") => Some(Durability::Bounded),
+        Some("none") => Some(Durability::None),
+        Some(other) => {
+            return Err(error(
+                py,
+                "InvalidParameterError",
+                format!("durability must be 'immediate', 'bounded' or 'none', not {other:?}"),
+            ))
+        }
+    })
+}
+
+/// Lets a value that is not `Send` cross `Python::detach`, whose closure runs on the calling
+/// thread (it only lets the GIL go meanwhile): nothing moves between threads.
+struct SameThread<T>(T);
+// SAFETY: `Python::detach` runs its closure on the thread that called it and returns there.
+unsafe impl<T> Send for SameThread<T> {}
+
+// ---------------------------------------------------------------------------------------
+// Transactions' state
+// ---------------------------------------------------------------------------------------
+
+/// A read transaction, shared by its `Transaction`, its cursors and the buffers it returned.
+struct ReadCore {
+    txn: ReadTxn,
+}
+
+struct ReadState {
+    /// Tables opened by this transaction, by name (`None`: the default table). Dropped before
+    /// `core`, which they borrow.
+    tables: Vec<(Option<Arc<str>>, ReadTable<'static>)>,
+    core: Arc<ReadCore>,
+}
+
+struct WriteState {
+    /// Borrows `*db` (as `'static`, see `begin`); dropped first.
+    txn: WriteTxn<'static>,
+    db: Arc<Database>,
+}
+
+enum TxnState {
+    Read(ReadState),
+    Write(Box<WriteState>),
+    Done,
+}
+
+/// A transaction's state, shared with its cursors and its environment (which ends it at
+/// `close()`).
+struct TxnCell {
+    state: Mutex<TxnState>,
+    /// Set once the state is `Done`: read by read cursors without taking the lock.
+    ended: AtomicBool,
+    /// The thread that began a write transaction: the only one that may use it (the engine's
+    /// `WriteTxn` holds its writer lock's guard, which is not `Send`). `None` for a read
+    /// transaction, which any thread may use.
+    owner: Option<ThreadId>,
+}
+
+// SAFETY: a `TxnCell` holding a `WriteTxn` is used only on its owner thread: every access goes
+// through `Transaction::write_state`/`Cursor` methods, which check `owner` first. The
+// exceptions are ending it from another thread (`Environment.close`, or the garbage
+// collector dropping the last reference there): the `WriteTxn` is then dropped there, which
+// unlocks the engine's `std::sync::Mutex` from a thread other than the one that locked it.
+// On Linux, the only platform Larch builds for, that mutex is a futex word with no owner: the
+// unlock is an atomic store and a wake, valid from any thread (the `!Send` bound on the guard
+// is for platforms whose native mutexes must be unlocked by their owner).
+unsafe impl Send for TxnCell {}
+// SAFETY: as above; the state is behind a mutex.
+unsafe impl Sync for TxnCell {}
+
+impl TxnCell {
+    fn lock(&self) -> MutexGuard<'_, TxnState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends the transaction (an abort, unless already ended) and returns what it held, to be
+    /// dropped by the caller (without the lock).
+    fn end(&self) -> TxnState {
+        let mut s = self.lock();
+        self.ended.store(true, Ordering::Release);
+        std::mem::replace(&mut *s, TxnState::Done)
+    }
+}
+
+impl ReadState {
+    /// The table `name` (`None`: the default table), opened once per transaction.
+    fn table(&mut self, name: Option<&str>) -> larchdb::Result<&ReadTable<'static>> {
+        if let Some(i) = self.tables.iter().position(|(n, _)| n.as_deref() == name) {
+            return Ok(&self.tables[i].1);
+        }
+        let t = open_read_table(&self.core, name)?;
+        self.tables.push((name.map(Arc::from), t));
+        Ok(&self.tables.last().expect("just pushed").1)
+    }
+}
+
+/// Opens table `name` of `core`'s snapshot, with the lifetime of `core`'s allocation.
+fn open_read_table(
+    core: &Arc<ReadCore>,
+    name: Option<&str>,
+) -> larchdb::Result<ReadTable<'static>> {
+    let t = match name {
+        Some(n) => core.txn.table(n)?,
+        None => core.txn.default_table()?,
+    };
+    // SAFETY: the table borrows the `ReadTxn` inside `core`'s allocation, which does not move;
+    // every holder of a `ReadTable<'static>` (`ReadState`, `ReadCursor`) holds an `Arc` of
+    // that `ReadCore` in a field declared after the table, so the table is dropped first.
+    Ok(unsafe { std::mem::transmute::<ReadTable<'_>, ReadTable<'static>>(t) })
+}
+
+/// A write transaction's table `name` for writing (the default table is created if needed).
+fn write_table<'a>(
+    w: &'a mut WriteTxn<'static>,
+    name: Option<&str>,
+) -> larchdb::Result<WriteTable<'a>> {
+    match name {
+        Some(n) => w.table(n),
+        None => w.default_table(),
+    }
+}
+
+/// A write transaction's table `name` for reading: as `write_table`, but a default table that
+/// does not exist yet is `None` (empty) instead of being created by a read.
+fn write_table_to_read<'a>(
+    w: &'a mut WriteTxn<'static>,
+    name: Option<&str>,
+) -> larchdb::Result<Option<WriteTable<'a>>> {
+    match name {
+        Some(n) => w.table(n).map(Some),
+        None => match w.table(larchdb::DEFAULT_TABLE) {
+            Ok(t) => Ok(Some(t)),
+            Err(larchdb::Error::TableNotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Buffers
+// ---------------------------------------------------------------------------------------
+
+/// Bytes of a read transaction's snapshot, exported read-only through the buffer protocol:
+/// `buffers=True` reads return `memoryview(Buffer)`. The `Arc<ReadCore>` keeps the snapshot,
+/// and so the bytes, alive while any view of them lives.
+#[pyclass(frozen, module = "larch")]
+struct Buffer {
+    ptr: *const u8,
+    len: usize,
+    _core: Arc<ReadCore>,
+}
+
+// SAFETY: `ptr` points into the snapshot `_core` keeps alive, which is immutable and shared
+// by threads (`ReadTxn` is `Send + Sync`).
+unsafe impl Send for Buffer {}
+// SAFETY: as above.
+unsafe impl Sync for Buffer {}
+
+#[pymethods]
+impl Buffer {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let b = slf.get();
+        // SAFETY: `view` is the caller's, `b.ptr..b.ptr + b.len` is valid for as long as `slf`
+        // lives, and `PyBuffer_FillInfo` takes a reference to `slf` for the view.
+        let r = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                b.ptr as *mut std::ffi::c_void,
+                b.len as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if r == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+}
+
+/// `bytes` of `data`, or with `buffers` a `memoryview` of the snapshot's bytes (`core`:
+/// a read transaction) or of a copy (a write transaction, whose pages a later write moves).
+fn value_out<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    buffers: bool,
+    core: Option<&Arc<ReadCore>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if !buffers {
+        return Ok(PyBytes::new(py, data).into_any());
+    }
+    let exporter = match core {
+        Some(core) => Bound::new(
+            py,
+            Buffer {
+                ptr: data.as_ptr(),
+                len: data.len(),
+                _core: core.clone(),
+            },
+        )?
+        .into_any(),
+        None => PyBytes::new(py, data).into_any(),
+    };
+    Ok(PyMemoryView::from(&exporter)?.into_any())
+}
+
+// ---------------------------------------------------------------------------------------
+// Environment
+// ---------------------------------------------------------------------------------------
+
+/// An open database (py-lmdb's `Environment`); made by `larch.open()`.
+#[pyclass(frozen, module = "larch")]
+struct Environment {
+    db: RwLock<Option<Arc<Database>>>,
+    /// Live transactions (weakly), ended by `close()`; dead entries are pruned as it grows.
+    txns: Mutex<Vec<Weak<TxnCell>>>,
+    path: String,
+    file: PathBuf,
+    readonly: bool,
+    page_bytes: u32,
+}
+
+impl Environment {
+    fn database(&self, py: Python<'_>) -> PyResult<Arc<Database>> {
+        match &*self.db.read().unwrap_or_else(|e| e.into_inner()) {
+            Some(db) => Ok(db.clone()),
+            None => Err(error(py, "Error", "the environment is closed")),
+        }
+    }
+
+    fn track(&self, cell: &Arc<TxnCell>) {
+        let mut txns = self.txns.lock().unwrap_or_else(|e| e.into_inner());
+        if txns.len() >= 64 && txns.len().is_power_of_two() {
+            txns.retain(|w| w.strong_count() > 0);
+        }
+        txns.push(Arc::downgrade(cell));
+    }
+
+    /// A write transaction of this thread that has not ended, if any (a second one would
+    /// wait for it forever).
+    fn writer_of_this_thread(&self) -> bool {
+        let me = std::thread::current().id();
+        let txns = self.txns.lock().unwrap_or_else(|e| e.into_inner());
+        txns.iter()
+            .filter_map(Weak::upgrade)
+            .any(|c| c.owner == Some(me) && !c.ended.load(Ordering::Acquire))
+    }
+}
+
+#[pymethods]
+impl Environment {
+    /// Opens (by default creates) the database file `file`; `larch.open()` is the documented
+    /// way in (it maps py-lmdb's arguments onto these).
+    #[new]
+    #[pyo3(signature = (path, file, *, readonly=false, create=true, durability="immediate",
+        log=false, page_size=None, readahead=false, verify_checksums=false,
+        compact_on_close=true, checkpoint_thread=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: String,
+        file: PathBuf,
+        readonly: bool,
+        create: bool,
+        durability: &str,
+        log: bool,
+        page_size: Option<u32>,
+        readahead: bool,
+        verify_checksums: bool,
+        compact_on_close: bool,
+        checkpoint_thread: bool,
+    ) -> PyResult<Environment> {
+        let mut options = Options::default()
+            .read_only(readonly)
+            .create(create)
+            .log(log)
+            .readahead(readahead)
+            .verify_checksums(verify_checksums)
+            .compact_on_close(compact_on_close)
+            .checkpoint_thread(checkpoint_thread);
+        if let Some(d) = durability_arg(py, Some(durability))? {
+            options = options.durability(d);
+        }
+        if let Some(p) = page_size {
+            options = options.page_bytes(p);
+        }
+        let opened = {
+            let file = file.clone();
+            // Opening may replay a log: without the GIL.
+            py.detach(move || Database::open(file, options))
+        };
+        let db = opened.or_raise(py)?;
+        let page_bytes = db.page_bytes();
+        Ok(Environment {
+            db: RwLock::new(Some(Arc::new(db))),
+            txns: Mutex::new(Vec::new()),
+            path,
+            file,
+            readonly,
+            page_bytes,
+        })
+    }
+
+    /// Begins a transaction: a read transaction (a snapshot of the newest commit), or with
+    /// `write=True` the write transaction (waiting, without the GIL, for one running in
+    /// another thread or process; `wait=False` raises `BusyError` instead). `db` is the table
+    /// its calls use when they are given none; `buffers=True` makes reads return
+    /// `memoryview`s instead of `bytes`; `durability` overrides the environment's for its
+    /// commit.
+    #[pyo3(signature = (db=None, write=false, buffers=false, durability=None, wait=true))]
+    fn begin(
+        slf: &Bound<'_, Self>,
+        db: Option<&Bound<'_, PyAny>>,
+        write: bool,
+        buffers: bool,
+        durability: Option<&str>,
+        wait: bool,
+    ) -> PyResult<Transaction> {
+        let py = slf.py();
+        let env = slf.get();
+        let table = table_arg(py, db)?.unwrap_or(None);
+        let durability = durability_arg(py, durability)?;
+        let database = env.database(py)?;
+        let (state, owner) = if write {
+            if env.writer_of_this_thread() {
+                return Err(error(
+                    py,
+                    "BusyError",
+                    "this thread has a write transaction open already: commit or abort it first",
+                ));
+            }
+            let begun = if wait {
+                // Waits for a writer in another thread or process: without the GIL, which
+                // that thread may need to finish.
+                py.detach(|| SameThread(database.begin_write())).0
+            } else {
+                database.try_begin_write()
+            };
+            // SAFETY: the transaction borrows `*database`; the `WriteState` below keeps that
+            // `Arc` in a field dropped after the transaction.
+            let begun =
+                begun.map(|w| unsafe { std::mem::transmute::<WriteTxn<'_>, WriteTxn<'static>>(w) });
+            let txn = begun.or_raise(py)?;
+            let state = TxnState::Write(Box::new(WriteState { txn, db: database }));
+            (state, Some(std::thread::current().id()))
+        } else {
+            let txn = database.begin_read().or_raise(py)?;
+            let state = TxnState::Read(ReadState {
+                tables: Vec::new(),
+                core: Arc::new(ReadCore { txn }),
+            });
+            (state, None)
+        };
+        let cell = Arc::new(TxnCell {
+            state: Mutex::new(state),
+            ended: AtomicBool::new(false),
+            owner,
+        });
+        env.track(&cell);
+        Ok(Transaction {
+            cell,
+            env: slf.clone().unbind(),
+            write,
+            buffers,
+            table,
+            durability,
+        })
+    }
+
+    /// A handle on table `key` (`bytes` or `str`, UTF-8; `None`: the default table), created
+    /// if missing unless `create=False` (`NotFoundError`). Created within `txn` if given,
+    /// else in a write transaction of its own. py-lmdb's flags for tables with duplicate
+    /// keys or integer keys are refused: a Larch table has one value per key, ordered by
+    /// bytes.
+    #[pyo3(signature = (key=None, txn=None, reverse_key=false, dupsort=false, create=true,
+        integerkey=false, integerdup=false, dupfixed=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn open_db(
+        slf: &Bound<'_, Self>,
+        key: Option<&Bound<'_, PyAny>>,
+        txn: Option<&Bound<'_, Transaction>>,
+        reverse_key: bool,
+        dupsort: bool,
+        create: bool,
+        integerkey: bool,
+        integerdup: bool,
+        dupfixed: bool,
+    ) -> PyResult<Table> {
+        let py = slf.py();
+        for (set, flag) in [
+            (reverse_key, "reverse_key"),
+            (dupsort, "dupsort"),
+            (integerkey, "integerkey"),
+            (integerdup, "integerdup"),
+            (dupfixed, "dupfixed"),
+        ] {
+            if set {
+                return Err(error(
+                    py,
+                    "InvalidParameterError",
+                    format!(
+                        "{flag} is not supported: a Larch table has one value per key, \
+                         ordered by its bytes"
+                    ),
+                ));
+            }
+        }
+        let name: Option<Arc<str>> = match key {
+            None => None,
+            Some(k) if k.is_none() => None,
+            Some(k) => {
+                if let Ok(s) = k.cast::<PyString>() {
+                    Some(Arc::from(s.to_str()?))
+                } else {
+                    let b = bytes_arg(k, "key")?;
+                    match std::str::from_utf8(&b) {
+                        Ok(s) => Some(Arc::from(s)),
+                        Err(_) => {
+                            return Err(error(
+                                py,
+                                "InvalidParameterError",
+                                "a table name must be UTF-8",
+                            ))
+                        }
+                    }
+                }
+            }
+        };
+        let env = slf.get();
+        if let Some(n) = name.as_deref() {
+            match txn {
+                Some(t) => {
+                    let t = t.get();
+                    let mut guard = t.write_state(py)?;
+                    let w = write_of(&mut guard, py)?;
+                    if create {
+                        w.txn.ensure_table(n).or_raise(py)?;
+                    } else {
+                        write_table_to_read(&mut w.txn, Some(n)).or_raise(py)?;
+                    }
+                }
+                None if create && !env.readonly => {
+                    if env.writer_of_this_thread() {
+                        return Err(error(
+                            py,
+                            "BusyError",
+                            "this thread has a write transaction open: pass it as txn= to \
+                             create the table within it",
+                        ));
+                    }
+                    let d = env.database(py)?;
+                    let name = n.to_owned();
+                    py.detach(move || {
+                        let mut w = d.begin_write()?;
+                        if w.ensure_table(&name)? {
+                            w.commit()?;
+                        }
+                        Ok(())
+                    })
+                    .or_raise(py)?;
+                }
+                None => {
+                    env.database(py)?
+                        .begin_read()
+                        .or_raise(py)?
+                        .table(n)
+                        .or_raise(py)?;
+                }
+            }
+        }
+        Ok(Table { name })
+    }
+
+    /// Ends every transaction of this environment (their cursors with them) and closes the
+    /// database, compacting it first unless opened with `compact_on_close=False`. Values
+    /// returned with `buffers=True` stay readable. Closing twice does nothing.
+    fn close(&self, py: Python<'_>) {
+        let txns = std::mem::take(&mut *self.txns.lock().unwrap_or_else(|e| e.into_inner()));
+        for cell in txns.iter().filter_map(Weak::upgrade) {
+            drop(cell.end());
+        }
+        let db = self.db.write().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(db) = db {
+            // Dropping the last handle compacts and syncs: without the GIL.
+            py.detach(move || drop(db));
+        }
+    }
+
+    /// The path given to `open()`.
+    fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The database file (in `path` with `subdir=True`).
+    fn file(&self) -> PathBuf {
+        self.file.clone()
+    }
+
+    fn readonly(&self) -> bool {
+        self.readonly
+    }
+
+    /// The longest key a table of this database takes.
+    fn max_key_size(&self) -> usize {
+        larchdb::limits::key_bytes_max(self.page_bytes)
+    }
+
+    /// The database's figures, with py-lmdb's names (`psize`, `depth`, `branch_pages`,
+    /// `leaf_pages`, `overflow_pages`, `entries`) and Larch's own.
+    fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.database(py)?;
+        let s = py.detach(move || db.stats()).or_raise(py)?;
+        let d = PyDict::new(py);
+        d.set_item("psize", s.page_bytes)?;
+        d.set_item("depth", s.depth)?;
+        d.set_item("branch_pages", s.branch_pages)?;
+        d.set_item("leaf_pages", s.leaf_pages)?;
+        d.set_item("overflow_pages", s.overflow_pages)?;
+        d.set_item("entries", s.entries)?;
+        d.set_item("txn", s.txn)?;
+        d.set_item("page_count", s.page_count)?;
+        d.set_item("file_bytes", s.file_bytes)?;
+        d.set_item("freelist_pages", s.freelist_pages)?;
+        d.set_item("free_pages", s.free_pages)?;
+        d.set_item("pending_pages", s.pending_pages)?;
+        d.set_item("readers", s.readers)?;
+        d.set_item("other_readers", s.other_readers)?;
+        d.set_item("commits", s.commits.commits)?;
+        d.set_item("aborts", s.commits.aborts)?;
+        d.set_item("checkpoints", s.commits.checkpoints)?;
+        let tables = PyDict::new(py);
+        for t in &s.tables {
+            let td = PyDict::new(py);
+            td.set_item("entries", t.entries)?;
+            td.set_item("depth", t.depth)?;
+            td.set_item("branch_pages", t.branch_pages)?;
+            td.set_item("leaf_pages", t.leaf_pages)?;
+            td.set_item("overflow_pages", t.overflow_pages)?;
+            tables.set_item(&t.name, td)?;
+        }
+        d.set_item("tables", tables)?;
+        Ok(d)
+    }
+
+    /// py-lmdb's `info()`: `map_size` is the file's length (Larch has no map size to set).
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.database(py)?;
+        let s = py.detach(move || db.stats()).or_raise(py)?;
+        let d = PyDict::new(py);
+        d.set_item("map_size", s.file_bytes)?;
+        d.set_item("last_pgno", s.page_count.saturating_sub(1))?;
+        d.set_item("last_txnid", s.txn)?;
+        d.set_item("max_readers", larchdb::limits::READERS_MAX)?;
+        d.set_item("num_readers", s.readers + s.other_readers)?;
+        Ok(d)
+    }
+
+    /// Writes a compact copy of the newest commit to a new file `path` (it must not exist),
+    /// without the GIL, while other threads read and write. Returns what it copied. py-lmdb's
+    /// `compact` is accepted; Larch's copy is always compact.
+    #[pyo3(signature = (path, compact=true))]
+    fn copy<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        compact: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = compact;
+        let db = self.database(py)?;
+        let c = py.detach(move || db.copy_to(path)).or_raise(py)?;
+        let d = PyDict::new(py);
+        d.set_item("txn", c.txn)?;
+        d.set_item("tables", c.tables)?;
+        d.set_item("entries", c.entries)?;
+        d.set_item("bytes", c.bytes)?;
+        Ok(d)
+    }
+
+    /// Makes every commit so far durable (a `bounded` or `none` one); `force` is accepted for
+    /// py-lmdb's signature.
+    #[pyo3(signature = (force=false))]
+    fn sync(&self, py: Python<'_>, force: bool) -> PyResult<()> {
+        let _ = force;
+        let db = self.database(py)?;
+        py.detach(move || db.sync()).or_raise(py)
+    }
+
+    /// Checks every page of the newest snapshot (checksums, structure, free space), without
+    /// the GIL. Returns the report; `problems` is empty for a sound database.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.database(py)?;
+        let r = py.detach(move || db.verify()).or_raise(py)?;
+        let d = PyDict::new(py);
+        d.set_item("txn", r.txn)?;
+        d.set_item("page_count", r.page_count)?;
+        d.set_item("pages_checked", r.pages_checked)?;
+        d.set_item("tables", r.tables)?;
+        d.set_item("entries", r.entries)?;
+        d.set_item("free_pages", r.free_pages)?;
+        d.set_item("pending_pages", r.pending_pages)?;
+        let problems: Vec<(u64, String)> =
+            r.problems.into_iter().map(|p| (p.page, p.reason)).collect();
+        d.set_item("problems", problems)?;
+        Ok(d)
+    }
+
+    /// With the log: writes the commits since the last checkpoint into the tree (without the
+    /// GIL). Without it, nothing to do.
+    fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
+        let db = self.database(py)?;
+        py.detach(move || db.checkpoint()).or_raise(py)
+    }
+
+    /// Gives the free space at the end of the file back to the file system (and cuts the log
+    /// to its header), without the GIL. Returns the sizes before and after.
+    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let db = self.database(py)?;
+        let c = py.detach(move || db.compact()).or_raise(py)?;
+        let d = PyDict::new(py);
+        d.set_item("data_bytes_before", c.data_bytes_before)?;
+        d.set_item("data_bytes_after", c.data_bytes_after)?;
+        d.set_item("log_bytes_before", c.log_bytes_before)?;
+        d.set_item("log_bytes_after", c.log_bytes_after)?;
+        Ok(d)
+    }
+
+    /// Names of the named tables (not the default table), sorted.
+    fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let db = self.database(py)?;
+        let r = db.begin_read().or_raise(py)?;
+        let mut names = r.list_tables().or_raise(py)?;
+        names.retain(|n| n != larchdb::DEFAULT_TABLE);
+        Ok(names)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+
+    fn __repr__(&self) -> String {
+        let state = if self.db.read().unwrap_or_else(|e| e.into_inner()).is_some() {
+            "open"
+        } else {
+            "closed"
+        };
+        format!("<larch.Environment {:?} {state}>", self.path)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Tables
+// ---------------------------------------------------------------------------------------
+
+/// A table handle (py-lmdb's `_Database`), from `Environment.open_db`: passed as `db=`.
+#[pyclass(frozen, module = "larch")]
+struct Table {
+    name: Option<Arc<str>>,
+}
+
+#[pymethods]
+impl Table {
+    /// The table's name; `None` for the default table.
+    #[getter]
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    fn __repr__(&self) -> String {
+        match &self.name {
+            Some(n) => format!("<larch.Table {n:?}>"),
+            None => "<larch.Table (default)>".to_owned(),
+        }
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other
+            .cast::<Table>()
+            .is_ok_and(|o| o.get().name == self.name)
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.name.hash(&mut h);
+        h.finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Transaction
+// ---------------------------------------------------------------------------------------
+
+/// A transaction, from `Environment.begin`. As a context manager it commits when the block
+/// ends normally and aborts when it raises.
+#[pyclass(frozen, module = "larch")]
+struct Transaction {
+    cell: Arc<TxnCell>,
+    env: Py<Environment>,
+    write: bool,
+    buffers: bool,
+    /// The table of calls given no `db=` (`None`: the default table).
+    table: Option<Arc<str>>,
+    durability: Option<Durability>,
+}
+
+fn write_of<'a>(guard: &'a mut TxnState, py: Python<'_>) -> PyResult<&'a mut WriteState> {
+    match guard {
+        TxnState::Write(w) => Ok(w),
+        TxnState::Read(_) => Err(error(
+            py,
+            "ReadonlyError",
+            "a read transaction cannot write",
+        )),
+        TxnState::Done => Err(ended(py)),
+    }
+}
+
+impl Transaction {
+    /// The state, for a call that may write: refused on another thread than the one that
+    /// began a write transaction.
+    fn write_state(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, TxnState>> {
+        if !self.write {
+            return Err(error(
+                py,
+                "ReadonlyError",
+                "a read transaction cannot write",
+            ));
+        }
+        self.state(py)
+    }
+
+    /// The state, checked for the thread (a write transaction's own thread only).
+    fn state(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, TxnState>> {
+        self.check_thread(py)?;
+        Ok(self.cell.lock())
+    }
+
+    /// A write transaction is used only by the thread that began it.
+    fn check_thread(&self, py: Python<'_>) -> PyResult<()> {
+        match self.cell.owner {
+            Some(owner) if owner != std::thread::current().id() => Err(error(
+                py,
+                "Error",
+                "a write transaction can only be used by the thread that began it",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn table_of(&self, db: Option<Option<Arc<str>>>) -> Option<Arc<str>> {
+        match db {
+            Some(t) => t,
+            None => self.table.clone(),
+        }
+    }
+
+    /// The value of `key` in `table` as a Python object, or `None`.
+    fn get_value<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        table: Option<&str>,
+        buffers: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let mut guard = self.state(py)?;
+        match &mut *guard {
+            TxnState::Read(r) => {
+                let t = r.table(table).or_raise(py)?;
+                match t.get(key).or_raise(py)? {
+                    Some(v) => Ok(Some(value_out(py, v, buffers, Some(&r.core))?)),
+                    None => Ok(None),
+                }
+            }
+            TxnState::Write(w) => match write_table_to_read(&mut w.txn, table).or_raise(py)? {
+                Some(t) => match t.get(key).or_raise(py)? {
+                    Some(v) => Ok(Some(value_out(py, v, buffers, None)?)),
+                    None => Ok(None),
+                },
+                None => Ok(None),
+            },
+            TxnState::Done => Err(ended(py)),
+        }
+    }
+
+    /// Commits, without the GIL (the state is taken out of the cell first, so that nothing
+    /// waits on its lock meanwhile).
+    fn commit_inner(&self, py: Python<'_>, durability: Option<Durability>) -> PyResult<()> {
+        let state = {
+            self.check_thread(py)?;
+            self.cell.end()
+        };
+        match state {
+            TxnState::Write(w) => {
+                let d = durability.or(self.durability);
+                let job = SameThread(*w);
+                let r = py.detach(move || {
+                    let WriteState { txn, db } = { job }.0;
+                    let r = match d {
+                        Some(d) => txn.commit_with(d),
+                        None => txn.commit(),
+                    };
+                    // The last handle, if the environment was closed meanwhile: closing
+                    // compacts, still without the GIL.
+                    drop(db);
+                    r
+                });
+                r.or_raise(py)
+            }
+            TxnState::Read(_) => Ok(()),
+            TxnState::Done => Err(ended(py)),
+        }
+    }
+}
+
+#[pymethods]
+impl Transaction {
+    /// The value of `key`, or `default` when it is absent.
+    #[pyo3(signature = (key, default=None, db=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+        db: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let table = self.table_of(table_arg(py, db)?);
+        let key = bytes_arg(key, "key")?;
+        match self.get_value(py, &key, table.as_deref(), self.buffers)? {
+            Some(v) => Ok(Some(v)),
+            None => Ok(default),
+        }
+    }
+
+    /// Stores `value` under `key`. Returns `True`, or `False` when `overwrite=False` and the
+    /// key exists (nothing changed). `append=True` takes the key as greater than every key of
+    /// the table (a fast load of sorted keys; `AppendOrderError` otherwise). `dupdata` is
+    /// accepted for py-lmdb's signature (Larch tables have one value per key).
+    #[pyo3(signature = (key, value, dupdata=true, overwrite=true, append=false, db=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        dupdata: bool,
+        overwrite: bool,
+        append: bool,
+        db: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let _ = dupdata;
+        let table = self.table_of(table_arg(py, db)?);
+        let key = bytes_arg(key, "key")?;
+        let value = bytes_arg(value, "value")?;
+        let mut guard = self.write_state(py)?;
+        let w = write_of(&mut guard, py)?;
+        let mut t = write_table(&mut w.txn, table.as_deref()).or_raise(py)?;
+        put_into(py, &mut t, &key, &value, overwrite, append)
+    }
+
+    /// Stores `value` under `key` and returns the value it replaced, or `None`.
+    #[pyo3(signature = (key, value, db=None))]
+    fn replace<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+        db: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let table = self.table_of(table_arg(py, db)?);
+        let key = bytes_arg(key, "key")?;
+        let value = bytes_arg(value, "value")?;
+        let mut guard = self.write_state(py)?;
+        let w = write_of(&mut guard, py)?;
+        let mut t = write_table(&mut w.txn, table.as_deref()).or_raise(py)?;
+        let old = t
+            .get(&key)
+            .or_raise(py)?
+            .map(|v| PyBytes::new(py, v).into_any());
+        t.set(&key, &value).or_raise(py)?;
+        Ok(old)
+    }
+
+    /// Deletes `key` and returns its value, or `None` when it was absent.
+    #[pyo3(signature = (key, db=None))]
+    fn pop<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        db: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let table = self.table_of(table_arg(py, db)?);
+        let key = bytes_arg(key, "key")?;
+        let mut guard = self.write_state(py)?;
+        let w = write_of(&mut guard, py)?;
+        let Some(mut t) = write_table_to_read(&mut w.txn, table.as_deref()).or_raise(py)? else {
+            return Ok(None);
+        };
+        let Some(old) = t
+            .get(&key)
+            .or_raise(py)?
+            .map(|v| PyBytes::new(py, v).into_any())
+        else {
+            return Ok(None);
+        };
+        t.delete(&key).or_raise(py)?;
+        Ok(Some(old))
+    }
+
+    /// Deletes `key`; `True` if it was there. `value` is accepted for py-lmdb's signature
+    /// and, as in LMDB for a table without duplicates, not compared.
+    #[pyo3(signature = (key, value=None, db=None))]
+    fn delete(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: Option<&Bound<'_, PyAny>>,
+        db: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let _ = value;
+        let table = self.table_of(table_arg(py, db)?);
+        let key = bytes_arg(key, "key")?;
+        let mut guard = self.write_state(py)?;
+        let w = write_of(&mut guard, py)?;
+        match write_table_to_read(&mut w.txn, table.as_deref()).or_raise(py)? {
+            Some(mut t) => t.delete(&key).or_raise(py),
+            None => Ok(false),
+        }
+    }
+
+    /// Deletes table `db` (`delete=True`) or only its entries (`delete=False`). The default
+    /// table can only be emptied.
+    #[pyo3(signature = (db, delete=true))]
+    fn drop(&self, py: Python<'_>, db: &Bound<'_, PyAny>, delete: bool) -> PyResult<()> {
+        let table = table_arg(py, Some(db))?.unwrap_or(None);
+        let mut guard = self.write_state(py)?;
+        let w = write_of(&mut guard, py)?;
+        match table.as_deref() {
+            Some(n) if delete => {
+                if !w.txn.delete_table(n).or_raise(py)? {
+                    return Err(engine_error(
+                        py,
+                        larchdb::Error::TableNotFound(n.to_owned()),
+                    ));
+                }
+            }
+            name => {
+                if let Some(mut t) = write_table_to_read(&mut w.txn, name).or_raise(py)? {
+                    t.clear().or_raise(py)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A cursor on table `db` (default: the transaction's).
+    #[pyo3(signature = (db=None))]
+    fn cursor(slf: &Bound<'_, Self>, db: Option<&Bound<'_, PyAny>>) -> PyResult<Cursor> {
+        let py = slf.py();
+        let t = slf.get();
+        let table = t.table_of(table_arg(py, db)?);
+        Cursor::open(slf, table)
+    }
+
+    /// Figures of table `db` (default: the transaction's) as of this transaction: `entries`
+    /// and `depth`, and `psize`.
+    #[pyo3(signature = (db=None))]
+    fn stat<'py>(
+        &self,
+        py: Python<'py>,
+        db: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let table = self.table_of(table_arg(py, db)?);
+        let (entries, depth) = {
+            let mut guard = self.state(py)?;
+            match &mut *guard {
+                TxnState::Read(r) => {
+                    let t = r.table(table.as_deref()).or_raise(py)?;
+                    (t.len().or_raise(py)?, t.depth())
+                }
+                TxnState::Write(w) => {
+                    match write_table_to_read(&mut w.txn, table.as_deref()).or_raise(py)? {
+                        Some(t) => (t.len().or_raise(py)?, 0),
+                        None => (0, 0),
+                    }
+                }
+                TxnState::Done => return Err(ended(py)),
+            }
+        };
+        let d = PyDict::new(py);
+        d.set_item("psize", self.env.get().page_bytes)?;
+        d.set_item("entries", entries)?;
+        d.set_item("depth", depth)?;
+        Ok(d)
+    }
+
+    /// The number of entries of table `db` (default: the transaction's).
+    #[pyo3(signature = (db=None))]
+    fn count(&self, py: Python<'_>, db: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+        let table = self.table_of(table_arg(py, db)?);
+        let mut guard = self.state(py)?;
+        match &mut *guard {
+            TxnState::Read(r) => r.table(table.as_deref()).and_then(|t| t.len()).or_raise(py),
+            TxnState::Write(w) => {
+                match write_table_to_read(&mut w.txn, table.as_deref()).or_raise(py)? {
+                    Some(t) => t.len().or_raise(py),
+                    None => Ok(0),
+                }
+            }
+            TxnState::Done => Err(ended(py)),
+        }
+    }
+
+    /// Commits a write transaction (with `durability`, default the one given to `begin` or
+    /// the environment's), without the GIL; ends a read transaction. The transaction cannot
+    /// be used afterwards, whatever the outcome.
+    #[pyo3(signature = (durability=None))]
+    fn commit(&self, py: Python<'_>, durability: Option<&str>) -> PyResult<()> {
+        let d = durability_arg(py, durability)?;
+        self.commit_inner(py, d)
+    }
+
+    /// Ends the transaction, discarding its writes. Aborting an ended transaction does
+    /// nothing.
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_thread(py)?;
+        let state = self.cell.end();
+        drop(state);
+        Ok(())
+    }
+
+    /// A read transaction moves to the newest commit (py-lmdb's `reset()` + `renew()`).
+    /// Its cursors stay on the snapshot they were opened on.
+    fn renew(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.state(py)?;
+        match &mut *guard {
+            TxnState::Read(r) => {
+                let txn = self.env.get().database(py)?.begin_read().or_raise(py)?;
+                // The tables borrow the old core: dropped first. Cursors and buffers keep the
+                // old snapshot through their own `Arc`.
+                r.tables.clear();
+                r.core = Arc::new(ReadCore { txn });
+                Ok(())
+            }
+            TxnState::Write(_) => Err(error(py, "Error", "only a read transaction can be renewed")),
+            TxnState::Done => Err(ended(py)),
+        }
+    }
+
+    /// The commit this transaction reads (a read transaction) or will make (a write one).
+    fn id(&self, py: Python<'_>) -> PyResult<u64> {
+        let guard = self.state(py)?;
+        match &*guard {
+            TxnState::Read(r) => Ok(r.core.txn.id()),
+            TxnState::Write(w) => Ok(w.txn.id()),
+            TxnState::Done => Err(ended(py)),
+        }
+    }
+
+    /// Whether this is a write transaction.
+    #[getter]
+    fn write(&self) -> bool {
+        self.write
+    }
+
+    #[getter]
+    fn buffers(&self) -> bool {
+        self.buffers
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if self.cell.ended.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        if exc_type.is_some_and(|t| !t.is_none()) {
+            self.abort(py)?;
+        } else {
+            self.commit_inner(py, None)?;
+        }
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        let kind = if self.write { "write" } else { "read" };
+        let state = if self.cell.ended.load(Ordering::Acquire) {
+            " ended"
+        } else {
+            ""
+        };
+        format!("<larch.Transaction {kind}{state}>")
+    }
+}
+
+/// `put` with py-lmdb's `overwrite` and `append`.
+fn put_into(
+    py: Python<'_>,
+    t: &mut WriteTable<'_>,
+    key: &[u8],
+    value: &[u8],
+    overwrite: bool,
+    append: bool,
+) -> PyResult<bool> {
+    if !overwrite && t.get(key).or_raise(py)?.is_some() {
+        return Ok(false);
+    }
+    if append {
+        t.append(key, value).or_raise(py)?;
+    } else {
+        t.set(key, value).or_raise(py)?;
+    }
+    Ok(true)
+}
+
+// ---------------------------------------------------------------------------------------
+// Cursor
+// ---------------------------------------------------------------------------------------
+
+type Slice = &'static [u8];
+
+/// A read transaction's cursor: its own table (and snapshot) and a live iterator.
+struct ReadCursor {
+    /// Iterator positioned just past `cur` in its direction (true: forward), if `live`.
+    range: Option<(bool, larchdb::Range<'static>)>,
+    table: ReadTable<'static>,
+    /// Keeps the snapshot `table`, `range` and `cur` point into alive; declared last, so
+    /// dropped last.
+    core: Arc<ReadCore>,
+    cur: Option<(Slice, Slice)>,
+}
+
+// SAFETY: everything here points into the snapshot `core` keeps alive, which is immutable and
+// shared by threads (`ReadTxn` is `Send + Sync`); the iterator is used under the cursor's lock.
+unsafe impl Send for ReadCursor {}
+
+impl ReadCursor {
+    fn step(&mut self, forward: bool) -> larchdb::Result<bool> {
+        let live = matches!(&self.range, Some((f, _)) if *f == forward);
+        if !live {
+            let r = match (self.cur, forward) {
+                (None, true) => self.table.iter(),
+                (None, false) => self.table.iter_rev(),
+                (Some((k, _)), true) => self
+                    .table
+                    .range::<[u8], _>((Edge::Excluded(k), Edge::Unbounded)),
+                (Some((k, _)), false) => self
+                    .table
+                    .range_rev::<[u8], _>((Edge::Unbounded, Edge::Excluded(k))),
+            };
+            self.range = Some((forward, r));
+        }
+        let (_, r) = self.range.as_mut().expect("set above");
+        match r.next().transpose()? {
+            Some(e) => {
+                self.cur = Some(e);
+                Ok(true)
+            }
+            None => {
+                self.cur = None;
+                self.range = None;
+                Ok(false)
+            }
+        }
+    }
+
+    fn seek(&mut self, key: &[u8], exact: bool) -> larchdb::Result<bool> {
+        self.range = None;
+        self.cur = match self.table.seek(key)? {
+            Some((k, v)) if !exact || k == key => Some((k, v)),
+            _ => None,
+        };
+        Ok(self.cur.is_some())
+    }
+}
+
+/// A cursor movement.
+#[derive(Clone, Copy)]
+enum Move<'k> {
+    First,
+    Last,
+    /// The next entry; the first when unpositioned.
+    Next,
+    /// The previous entry; the last when unpositioned.
+    Prev,
+    /// This key exactly.
+    Key(&'k [u8]),
+    /// The first key at or after this one.
+    Range(&'k [u8]),
+}
+
+impl ReadCursor {
+    fn go(&mut self, m: Move<'_>) -> larchdb::Result<bool> {
+        match m {
+            Move::First | Move::Last => {
+                self.cur = None;
+                self.range = None;
+                self.step(matches!(m, Move::First))
+            }
+            Move::Next => self.step(true),
+            Move::Prev => self.step(false),
+            Move::Key(k) => self.seek(k, true),
+            Move::Range(k) => self.seek(k, false),
+        }
+    }
+}
+
+enum CursorState {
+    Read(Box<ReadCursor>),
+    /// A write transaction's cursor: the current entry, copied; each step seeks from it.
+    Write {
+        cur: Option<(Vec<u8>, Vec<u8>)>,
+    },
+    Closed,
+}
+
+/// A cursor (py-lmdb's `Cursor`), from `Transaction.cursor()`: a position in one table.
+/// Unpositioned at first; `next()`/`prev()` on an unpositioned cursor go to the first/last
+/// entry, as in py-lmdb.
+#[pyclass(frozen, module = "larch")]
+struct Cursor {
+    txn: Py<Transaction>,
+    cell: Arc<TxnCell>,
+    table: Option<Arc<str>>,
+    buffers: bool,
+    state: Mutex<CursorState>,
+}
+
+/// What a write cursor's step does.
+enum Seek<'k> {
+    First,
+    Last,
+    After(&'k [u8]),
+    Before(&'k [u8]),
+    AtLeast(&'k [u8]),
+    Exactly(&'k [u8]),
+}
+
+fn seek_write(t: &WriteTable<'_>, how: Seek<'_>) -> larchdb::Result<Option<(Vec<u8>, Vec<u8>)>> {
+    let e = match how {
+        Seek::First => t.first()?,
+        Seek::Last => t.last()?,
+        Seek::After(k) => t
+            .range::<[u8], _>((Edge::Excluded(k), Edge::Unbounded))
+            .next()
+            .transpose()?,
+        Seek::Before(k) => t
+            .range_rev::<[u8], _>((Edge::Unbounded, Edge::Excluded(k)))
+            .next()
+            .transpose()?,
+        Seek::AtLeast(k) => t.seek(k)?,
+        Seek::Exactly(k) => t.seek(k)?.filter(|(found, _)| *found == k),
+    };
+    Ok(e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+}
+
+impl Cursor {
+    fn open(txn: &Bound<'_, Transaction>, table: Option<Arc<str>>) -> PyResult<Cursor> {
+        let py = txn.py();
+        let t = txn.get();
+        let state = {
+            let mut guard = t.state(py)?;
+            match &mut *guard {
+                TxnState::Read(r) => {
+                    let core = r.core.clone();
+                    let table = open_read_table(&core, table.as_deref()).or_raise(py)?;
+                    CursorState::Read(Box::new(ReadCursor {
+                        range: None,
+                        table,
+                        core,
+                        cur: None,
+                    }))
+                }
+                TxnState::Write(w) => {
+                    // Checks that the table exists (`NotFoundError` now, not at the first step).
+                    write_table_to_read(&mut w.txn, table.as_deref()).or_raise(py)?;
+                    CursorState::Write { cur: None }
+                }
+                TxnState::Done => return Err(ended(py)),
+            }
+        };
+        Ok(Cursor {
+            txn: txn.clone().unbind(),
+            cell: t.cell.clone(),
+            table,
+            buffers: t.buffers,
+            state: Mutex::new(state),
+        })
+    }
+
+    /// The cursor's state, for one call: a cursor is used by one thread at a time (a second
+    /// one gets an error, never a wait: the first may be running without the GIL).
+    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, CursorState>> {
+        if self.cell.ended.load(Ordering::Acquire) {
+            return Err(ended(py));
+        }
+        match self.state.try_lock() {
+            Ok(g) => Ok(g),
+            Err(TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(TryLockError::WouldBlock) => {
+                Err(error(py, "Error", "the cursor is in use by another thread"))
+            }
+        }
+    }
+
+    /// Runs `f` on the write transaction's table for reading (`None`: a default table not
+    /// created yet).
+    fn with_write_table<R>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(Option<&mut WriteTable<'_>>) -> larchdb::Result<R>,
+    ) -> PyResult<R> {
+        let t = self.txn.get();
+        let mut guard = t.state(py)?;
+        let w = match &mut *guard {
+            TxnState::Write(w) => w,
+            TxnState::Done => return Err(ended(py)),
+            TxnState::Read(_) => unreachable!("a write cursor's transaction writes"),
+        };
+        let mut table = write_table_to_read(&mut w.txn, self.table.as_deref()).or_raise(py)?;
+        f(table.as_mut()).or_raise(py)
+    }
+
+    /// Moves the cursor; returns whether it is positioned. On an error a write
+    /// transaction's cursor stays where it was.
+    fn go(&self, py: Python<'_>, m: Move<'_>) -> PyResult<bool> {
+        let mut guard = self.lock(py)?;
+        match &mut *guard {
+            CursorState::Read(r) => r.go(m).or_raise(py),
+            CursorState::Write { cur } => {
+                let at = cur.take();
+                let seek = match (m, at.as_ref()) {
+                    (Move::First, _) | (Move::Next, None) => Seek::First,
+                    (Move::Last, _) | (Move::Prev, None) => Seek::Last,
+                    (Move::Next, Some((k, _))) => Seek::After(k),
+                    (Move::Prev, Some((k, _))) => Seek::Before(k),
+                    (Move::Key(k), _) => Seek::Exactly(k),
+                    (Move::Range(k), _) => Seek::AtLeast(k),
+                };
+                let found = self.with_write_table(py, |t| match t {
+                    Some(t) => seek_write(t, seek),
+                    None => Ok(None),
+                });
+                match found {
+                    Ok(found) => {
+                        *cur = found;
+                        Ok(cur.is_some())
+                    }
+                    Err(e) => {
+                        *cur = at;
+                        Err(e)
+                    }
+                }
+            }
+            CursorState::Closed => Err(closed(py)),
+        }
+    }
+
+    fn current<'py>(
+        &self,
+        py: Python<'py>,
+        want_key: bool,
+        want_value: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let guard = self.lock(py)?;
+        let (k, v, core) = match &*guard {
+            CursorState::Read(r) => match r.cur {
+                Some((k, v)) => (k, v, Some(&r.core)),
+                None => (&b""[..], &b""[..], None),
+            },
+            CursorState::Write { cur: Some((k, v)) } => (k.as_slice(), v.as_slice(), None),
+            CursorState::Write { cur: None } => (&b""[..], &b""[..], None),
+            CursorState::Closed => return Err(closed(py)),
+        };
+        item_out(py, k, v, want_key, want_value, self.buffers, core)
+    }
+}
+
+fn closed(py: Python<'_>) -> PyErr {
+    error(py, "Error", "the cursor is closed")
+}
+
+/// The key, the value, or a `(key, value)` tuple.
+fn item_out<'py>(
+    py: Python<'py>,
+    k: &[u8],
+    v: &[u8],
+    want_key: bool,
+    want_value: bool,
+    buffers: bool,
+    core: Option<&Arc<ReadCore>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    match (want_key, want_value) {
+        (true, false) => value_out(py, k, buffers, core),
+        (false, true) => value_out(py, v, buffers, core),
+        _ => {
+            let k = value_out(py, k, buffers, core)?;
+            let v = value_out(py, v, buffers, core)?;
+            Ok(PyTuple::new(py, [k, v])?.into_any())
+        }
+    }
+}
+
+#[pymethods]
+impl Cursor {
+    /// Moves to the first entry; `False` if the table is empty.
+    fn first(&self, py: Python<'_>) -> PyResult<bool> {
+        self.go(py, Move::First)
+    }
+
+    /// Moves to the last entry; `False` if the table is empty.
+    fn last(&self, py: Python<'_>) -> PyResult<bool> {
+        self.go(py, Move::Last)
+    }
+
+    /// Moves to the next entry (the first, when unpositioned); `False` past the end
+    /// (the cursor is then unpositioned).
+    fn next(&self, py: Python<'_>) -> PyResult<bool> {
+        self.go(py, Move::Next)
+    }
+
+    /// Moves to the previous entry (the last, when unpositioned); `False` before the first.
+    fn prev(&self, py: Python<'_>) -> PyResult<bool> {
+        self.go(py, Move::Prev)
+    }
+
+    /// Moves to `key`; `False` (unpositioned) if it is absent.
+    fn set_key(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let key = bytes_arg(key, "key")?;
+        self.go(py, Move::Key(&key))
+    }
+
+    /// Moves to the first key at or after `key`; `False` (unpositioned) if there is none.
+    fn set_range(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let key = bytes_arg(key, "key")?;
+        self.go(py, Move::Range(&key))
+    }
+
+    /// The current key (`b''` when unpositioned).
+    fn key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.current(py, true, false)
+    }
+
+    /// The current value (`b''` when unpositioned).
+    fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.current(py, false, true)
+    }
+
+    /// The current `(key, value)`.
+    fn item<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.current(py, true, true)
+    }
+
+    /// Moves to `key` and returns its value, or `default` (unpositioned) if it is absent.
+    #[pyo3(signature = (key, default=None))]
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        default: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.set_key(py, key)? {
+            Ok(Some(self.current(py, false, true)?))
+        } else {
+            Ok(default)
+        }
+    }
+
+    /// An iterator from the current entry forward (from the first, when unpositioned),
+    /// yielding `(key, value)`, or keys or values only.
+    #[pyo3(signature = (keys=true, values=true))]
+    fn iternext(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<CursorIter> {
+        CursorIter::new(slf, true, keys, values)
+    }
+
+    /// An iterator from the current entry backward (from the last, when unpositioned).
+    #[pyo3(signature = (keys=true, values=true))]
+    fn iterprev(slf: &Bound<'_, Self>, keys: bool, values: bool) -> PyResult<CursorIter> {
+        CursorIter::new(slf, false, keys, values)
+    }
+
+    fn __iter__(slf: &Bound<'_, Self>) -> PyResult<CursorIter> {
+        CursorIter::new(slf, true, true, true)
+    }
+
+    /// Stores `value` under `key` (as `Transaction.put`) and moves to it.
+    #[pyo3(signature = (key, value, dupdata=true, overwrite=true, append=false))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        dupdata: bool,
+        overwrite: bool,
+        append: bool,
+    ) -> PyResult<bool> {
+        let _ = dupdata;
+        let key = bytes_arg(key, "key")?;
+        let value = bytes_arg(value, "value")?;
+        let mut guard = self.lock(py)?;
+        let CursorState::Write { cur } = &mut *guard else {
+            return Err(match &*guard {
+                CursorState::Closed => closed(py),
+                _ => error(py, "ReadonlyError", "a read transaction cannot write"),
+            });
+        };
+        let t = self.txn.get();
+        let mut tg = t.write_state(py)?;
+        let w = write_of(&mut tg, py)?;
+        let mut table = write_table(&mut w.txn, self.table.as_deref()).or_raise(py)?;
+        let stored = put_into(py, &mut table, &key, &value, overwrite, append)?;
+        *cur = seek_write(&table, Seek::Exactly(&key)).or_raise(py)?;
+        Ok(stored)
+    }
+
+    /// Stores each `(key, value)` of `items`; returns `(consumed, added)`: items read, and
+    /// those stored (with `overwrite=False`, keys that existed are not).
+    #[pyo3(signature = (items, dupdata=true, overwrite=true, append=false))]
+    fn putmulti(
+        &self,
+        py: Python<'_>,
+        items: &Bound<'_, PyAny>,
+        dupdata: bool,
+        overwrite: bool,
+        append: bool,
+    ) -> PyResult<(u64, u64)> {
+        let _ = dupdata;
+        let guard = self.lock(py)?;
+        if matches!(&*guard, CursorState::Closed) {
+            return Err(closed(py));
+        }
+        drop(guard);
+        let t = self.txn.get();
+        let mut tg = t.write_state(py)?;
+        let w = write_of(&mut tg, py)?;
+        let mut table = write_table(&mut w.txn, self.table.as_deref()).or_raise(py)?;
+        let (mut consumed, mut added) = (0, 0);
+        for item in items.try_iter()? {
+            let item = item?;
+            let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+            consumed += 1;
+            let k = bytes_arg(&k, "key")?;
+            let v = bytes_arg(&v, "value")?;
+            if put_into(py, &mut table, &k, &v, overwrite, append)? {
+                added += 1;
+            }
+        }
+        Ok((consumed, added))
+    }
+
+    /// Deletes the current entry and moves to the next; `False` when unpositioned.
+    fn delete(&self, py: Python<'_>) -> PyResult<bool> {
+        let mut guard = self.lock(py)?;
+        let CursorState::Write { cur } = &mut *guard else {
+            return Err(match &*guard {
+                CursorState::Closed => closed(py),
+                _ => error(py, "ReadonlyError", "a read transaction cannot write"),
+            });
+        };
+        let Some((k, _)) = cur.take() else {
+            return Ok(false);
+        };
+        *cur = self.with_write_table(py, |t| match t {
+            Some(t) => {
+                t.delete(&k)?;
+                seek_write(t, Seek::After(&k))
+            }
+            None => Ok(None),
+        })?;
+        Ok(true)
+    }
+
+    /// Deletes `key` and returns its value, or `None` (as `Transaction.pop`).
+    fn pop<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.check_open(py)?;
+        let table = Bound::new(
+            py,
+            Table {
+                name: self.table.clone(),
+            },
+        )?;
+        self.txn.get().pop(py, key, Some(table.as_any()))
+    }
+
+    /// Stores `value` under `key` and returns the old value, or `None`.
+    fn replace<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.check_open(py)?;
+        let table = Bound::new(
+            py,
+            Table {
+                name: self.table.clone(),
+            },
+        )?;
+        self.txn.get().replace(py, key, value, Some(table.as_any()))
+    }
+
+    /// Closes the cursor (its transaction goes on). Closing twice does nothing.
+    fn close(&self) {
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        *guard = CursorState::Closed;
+    }
+
+    /// The transaction this cursor belongs to.
+    #[getter]
+    fn txn(&self, py: Python<'_>) -> Py<Transaction> {
+        self.txn.clone_ref(py)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) -> bool {
+        self.close();
+        false
+    }
+}
+
+impl Cursor {
+    fn check_open(&self, py: Python<'_>) -> PyResult<()> {
+        match &*self.lock(py)? {
+            CursorState::Closed => Err(closed(py)),
+            _ => Ok(()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Iteration
+// ---------------------------------------------------------------------------------------
+
+/// Entries a read cursor's iterator fetches at once without the GIL.
+const BATCH: usize = 64;
+
+/// The iterator of `Cursor.iternext`/`iterprev`: yields the current entry, then steps.
+/// On a read transaction it fetches the entries in batches with the GIL let go (a scan of a
+/// database larger than memory waits on the disk without holding up other threads).
+#[pyclass(module = "larch")]
+struct CursorIter {
+    cursor: Py<Cursor>,
+    forward: bool,
+    keys: bool,
+    values: bool,
+    /// Entries fetched and not yet yielded (read transactions), in order.
+    batch: std::collections::VecDeque<(Slice, Slice)>,
+    /// The cursor was positioned at the start: yield its current entry first.
+    started: bool,
+    done: bool,
+    /// Keeps the snapshot `batch` points into alive.
+    core: Option<Arc<ReadCore>>,
+}
+
+impl CursorIter {
+    fn new(c: &Bound<'_, Cursor>, forward: bool, keys: bool, values: bool) -> PyResult<CursorIter> {
+        let py = c.py();
+        let cursor = c.get();
+        let positioned = {
+            let guard = cursor.lock(py)?;
+            match &*guard {
+                CursorState::Read(r) => r.cur.is_some(),
+                CursorState::Write { cur } => cur.is_some(),
+                CursorState::Closed => return Err(closed(py)),
+            }
+        };
+        if !positioned {
+            if forward {
+                cursor.first(py)?;
+            } else {
+                cursor.last(py)?;
+            }
+        }
+        Ok(CursorIter {
+            cursor: c.clone().unbind(),
+            forward,
+            keys,
+            values,
+            batch: Default::default(),
+            started: false,
+            done: false,
+            core: None,
+        })
+    }
+}
+
+#[pymethods]
+impl CursorIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let cursor = self.cursor.get();
+        let buffers = cursor.buffers;
+        let mut guard = cursor.lock(py)?;
+        match &mut *guard {
+            CursorState::Read(r) => {
+                if !self.started {
+                    self.started = true;
+                    self.core = Some(r.core.clone());
+                    if let Some(e) = r.cur {
+                        self.batch.push_back(e);
+                    }
+                }
+                if self.batch.is_empty() {
+                    // Fetch the next entries without the GIL (the cursor's lock is held:
+                    // another thread using it gets an error, not a wait).
+                    let forward = self.forward;
+                    let mut job = SameThread((&mut **r, &mut self.batch));
+                    let fetched = py.detach(move || {
+                        let (r, batch) = &mut job.0;
+                        for _ in 0..BATCH {
+                            match r.step(forward) {
+                                Ok(true) => batch.push_back(r.cur.expect("positioned")),
+                                Ok(false) => break,
+                                Err(e) => return SameThread(Err(e)),
+                            }
+                        }
+                        SameThread(Ok(()))
+                    });
+                    fetched.0.or_raise(py)?;
+                    // The cursor stands at the last entry fetched; it is moved back to each
+                    // entry as it is yielded.
+                    r.range = None;
+                }
+                match self.batch.pop_front() {
+                    Some((k, v)) => {
+                        r.cur = Some((k, v));
+                        Ok(Some(item_out(
+                            py,
+                            k,
+                            v,
+                            self.keys,
+                            self.values,
+                            buffers,
+                            self.core.as_ref(),
+                        )?))
+                    }
+                    None => {
+                        self.done = true;
+                        Ok(None)
+                    }
+                }
+            }
+            CursorState::Write { .. } => {
+                drop(guard);
+                if self.started {
+                    let moved = if self.forward {
+                        cursor.next(py)?
+                    } else {
+                        cursor.prev(py)?
+                    };
+                    if !moved {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                } else {
+                    self.started = true;
+                    let guard = cursor.lock(py)?;
+                    if matches!(&*guard, CursorState::Write { cur: None }) {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                }
+                Ok(Some(cursor.current(py, self.keys, self.values)?))
+            }
+            CursorState::Closed => Err(closed(py)),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Module
+// ---------------------------------------------------------------------------------------
+
+#[pymodule]
+fn _larch(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Environment>()?;
+    m.add_class::<Transaction>()?;
+    m.add_class::<Table>()?;
+    m.add_class::<Cursor>()?;
+    m.add_class::<CursorIter>()?;
+    m.add_class::<Buffer>()?;
+    m.add("VALUE_BYTES_MAX", larchdb::limits::VALUE_BYTES_MAX)?;
+    m.add("DEFAULT_TABLE", larchdb::DEFAULT_TABLE)?;
+    m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
