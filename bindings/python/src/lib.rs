@@ -11,9 +11,9 @@
 //!   `WriteTxn` and the `Arc<Database>` it borrows.
 //! - [`Cursor`]: on a read transaction, its own `Arc<ReadCore>`, table and live iterator; on a
 //!   write transaction, the current key and value, copied, and a seek per step.
-//! - [`Buffer`]: a value returned with `buffers=True` from a read transaction: the bytes in
-//!   the memory map and an `Arc<ReadCore>` that keeps the snapshot (and so those bytes) alive
-//!   for as long as any `memoryview` of it lives, even past the transaction's end.
+//! - [`Snapshot`]: the exporter of a read transaction's `buffers=True` values: every
+//!   `memoryview` of it holds it, and it holds the `Arc<ReadCore>`, so the bytes in the memory
+//!   map stay valid for as long as any view of them lives, even past the transaction's end.
 
 use larchdb::{Database, Durability, Options, ReadTable, ReadTxn, WriteTable, WriteTxn};
 use pyo3::exceptions::PyTypeError;
@@ -25,7 +25,7 @@ use std::borrow::Cow;
 use std::ops::Bound as Edge;
 use std::os::raw::c_int;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError, Weak};
 use std::thread::ThreadId;
 
@@ -198,6 +198,8 @@ struct ReadState {
     /// `core`, which they borrow.
     tables: Vec<(Option<Arc<str>>, ReadTable<'static>)>,
     core: Arc<ReadCore>,
+    /// The exporter of `buffers=True` values, made at the first.
+    snapshot: Option<Py<Snapshot>>,
 }
 
 struct WriteState {
@@ -308,38 +310,65 @@ fn write_table_to_read<'a>(
 // Buffers
 // ---------------------------------------------------------------------------------------
 
-/// Bytes of a read transaction's snapshot, exported read-only through the buffer protocol:
-/// `buffers=True` reads return `memoryview(Buffer)`. The `Arc<ReadCore>` keeps the snapshot,
-/// and so the bytes, alive while any view of them lives.
+/// A read transaction's snapshot as the exporter of `buffers=True` reads: each such read is a
+/// `memoryview` of this object, made by setting `next` to the bytes and asking Python for a
+/// view, whose `__getbuffer__` hands out `next` (and clears it). Every view holds a reference
+/// to this object, which holds the snapshot (`core`): the bytes stay valid for as long as any
+/// view of them lives, even past the transaction's end. One exporter per snapshot, not one
+/// per value: a view costs one object, as py-lmdb's (which are not kept valid).
 #[pyclass(frozen, module = "larch")]
-struct Buffer {
-    ptr: *const u8,
-    len: usize,
+struct Snapshot {
+    /// The bytes the next view exports: address and length. Set and used under the GIL,
+    /// within one call (`value_out`); empty otherwise, so that a view made some other way
+    /// (`memoryview(view.obj)`) exports nothing.
+    next_addr: AtomicUsize,
+    next_len: AtomicUsize,
+    /// Keeps the snapshot alive: never read, only held.
     _core: Arc<ReadCore>,
 }
 
-// SAFETY: `ptr` points into the snapshot `_core` keeps alive, which is immutable and shared
-// by threads (`ReadTxn` is `Send + Sync`).
-unsafe impl Send for Buffer {}
-// SAFETY: as above.
-unsafe impl Sync for Buffer {}
+impl Snapshot {
+    fn new(py: Python<'_>, core: &Arc<ReadCore>) -> PyResult<Py<Snapshot>> {
+        Py::new(
+            py,
+            Snapshot {
+                next_addr: AtomicUsize::new(0),
+                next_len: AtomicUsize::new(0),
+                _core: core.clone(),
+            },
+        )
+    }
+}
 
 #[pymethods]
-impl Buffer {
+impl Snapshot {
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        let b = slf.get();
-        // SAFETY: `view` is the caller's, `b.ptr..b.ptr + b.len` is valid for as long as `slf`
-        // lives, and `PyBuffer_FillInfo` takes a reference to `slf` for the view.
+        let snap = slf.get();
+        // Relaxed: set and read by the thread holding the GIL, within one call.
+        // (Loads and stores, not swaps: a swap is a locked instruction, a fifth of a view's
+        // cost.)
+        let addr = snap.next_addr.load(Ordering::Relaxed);
+        let len = snap.next_len.load(Ordering::Relaxed);
+        snap.next_addr.store(0, Ordering::Relaxed);
+        snap.next_len.store(0, Ordering::Relaxed);
+        // An empty view still needs an address; any non-null one will do.
+        let buf = if len == 0 {
+            std::ptr::NonNull::<u8>::dangling().as_ptr()
+        } else {
+            addr as *mut u8
+        };
+        // SAFETY: `view` is the caller's; `addr..addr + len` lies in the snapshot `core` keeps
+        // alive, and `PyBuffer_FillInfo` takes a reference to `slf` for the view.
         let r = unsafe {
             ffi::PyBuffer_FillInfo(
                 view,
                 slf.as_ptr(),
-                b.ptr as *mut std::ffi::c_void,
-                b.len as ffi::Py_ssize_t,
+                buf as *mut std::ffi::c_void,
+                len as ffi::Py_ssize_t,
                 1,
                 flags,
             )
@@ -349,36 +378,45 @@ impl Buffer {
         }
         Ok(())
     }
-
-    fn __len__(&self) -> usize {
-        self.len
-    }
 }
 
-/// `bytes` of `data`, or with `buffers` a `memoryview` of the snapshot's bytes (`core`:
-/// a read transaction) or of a copy (a write transaction, whose pages a later write moves).
+/// The exporter of `core`'s values kept in `slot` (made at the first use), if `buffers`.
+fn exporter<'py>(
+    py: Python<'py>,
+    slot: &mut Option<Py<Snapshot>>,
+    core: &Arc<ReadCore>,
+    buffers: bool,
+) -> PyResult<Option<Bound<'py, Snapshot>>> {
+    if !buffers {
+        return Ok(None);
+    }
+    if slot.is_none() {
+        *slot = Some(Snapshot::new(py, core)?);
+    }
+    Ok(slot.as_ref().map(|s| s.bind(py).clone()))
+}
+
+/// `bytes` of `data`, or with `buffers` a `memoryview`: of the snapshot's bytes through
+/// `snap` (a read transaction's, `data` lies in it), or of a copy (a write transaction, whose
+/// pages its next write may move).
 fn value_out<'py>(
     py: Python<'py>,
     data: &[u8],
     buffers: bool,
-    core: Option<&Arc<ReadCore>>,
+    snap: Option<&Bound<'py, Snapshot>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     if !buffers {
         return Ok(PyBytes::new(py, data).into_any());
     }
-    let exporter = match core {
-        Some(core) => Bound::new(
-            py,
-            Buffer {
-                ptr: data.as_ptr(),
-                len: data.len(),
-                _core: core.clone(),
-            },
-        )?
-        .into_any(),
-        None => PyBytes::new(py, data).into_any(),
-    };
-    Ok(PyMemoryView::from(&exporter)?.into_any())
+    match snap {
+        Some(snap) => {
+            let s = snap.get();
+            s.next_addr.store(data.as_ptr() as usize, Ordering::Relaxed);
+            s.next_len.store(data.len(), Ordering::Relaxed);
+            Ok(PyMemoryView::from(snap.as_any())?.into_any())
+        }
+        None => Ok(PyMemoryView::from(PyBytes::new(py, data).as_any())?.into_any()),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -525,6 +563,7 @@ impl Environment {
             let state = TxnState::Read(ReadState {
                 tables: Vec::new(),
                 core: Arc::new(ReadCore { txn }),
+                snapshot: None,
             });
             (state, None)
         };
@@ -948,11 +987,11 @@ impl Transaction {
         let mut guard = self.state(py)?;
         match &mut *guard {
             TxnState::Read(r) => {
-                let t = r.table(table).or_raise(py)?;
-                match t.get(key).or_raise(py)? {
-                    Some(v) => Ok(Some(value_out(py, v, buffers, Some(&r.core))?)),
-                    None => Ok(None),
-                }
+                let Some(v) = r.table(table).or_raise(py)?.get(key).or_raise(py)? else {
+                    return Ok(None);
+                };
+                let snap = exporter(py, &mut r.snapshot, &r.core, buffers)?;
+                Ok(Some(value_out(py, v, buffers, snap.as_ref())?))
             }
             TxnState::Write(w) => match write_table_to_read(&mut w.txn, table).or_raise(py)? {
                 Some(t) => match t.get(key).or_raise(py)? {
@@ -1221,6 +1260,7 @@ impl Transaction {
                 // The tables borrow the old core: dropped first. Cursors and buffers keep the
                 // old snapshot through their own `Arc`.
                 r.tables.clear();
+                r.snapshot = None;
                 r.core = Arc::new(ReadCore { txn });
                 Ok(())
             }
@@ -1319,6 +1359,8 @@ struct ReadCursor {
     /// dropped last.
     core: Arc<ReadCore>,
     cur: Option<(Slice, Slice)>,
+    /// The exporter of `buffers=True` values, made at the first.
+    snapshot: Option<Py<Snapshot>>,
 }
 
 // SAFETY: everything here points into the snapshot `core` keeps alive, which is immutable and
@@ -1460,6 +1502,7 @@ impl Cursor {
                         table,
                         core,
                         cur: None,
+                        snapshot: None,
                     }))
                 }
                 TxnState::Write(w) => {
@@ -1553,17 +1596,17 @@ impl Cursor {
         want_key: bool,
         want_value: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let guard = self.lock(py)?;
-        let (k, v, core) = match &*guard {
+        let mut guard = self.lock(py)?;
+        let (k, v, snap) = match &mut *guard {
             CursorState::Read(r) => match r.cur {
-                Some((k, v)) => (k, v, Some(&r.core)),
+                Some((k, v)) => (k, v, exporter(py, &mut r.snapshot, &r.core, self.buffers)?),
                 None => (&b""[..], &b""[..], None),
             },
             CursorState::Write { cur: Some((k, v)) } => (k.as_slice(), v.as_slice(), None),
             CursorState::Write { cur: None } => (&b""[..], &b""[..], None),
             CursorState::Closed => return Err(closed(py)),
         };
-        item_out(py, k, v, want_key, want_value, self.buffers, core)
+        item_out(py, k, v, want_key, want_value, self.buffers, snap.as_ref())
     }
 }
 
@@ -1579,14 +1622,14 @@ fn item_out<'py>(
     want_key: bool,
     want_value: bool,
     buffers: bool,
-    core: Option<&Arc<ReadCore>>,
+    snap: Option<&Bound<'py, Snapshot>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     match (want_key, want_value) {
-        (true, false) => value_out(py, k, buffers, core),
-        (false, true) => value_out(py, v, buffers, core),
+        (true, false) => value_out(py, k, buffers, snap),
+        (false, true) => value_out(py, v, buffers, snap),
         _ => {
-            let k = value_out(py, k, buffers, core)?;
-            let v = value_out(py, v, buffers, core)?;
+            let k = value_out(py, k, buffers, snap)?;
+            let v = value_out(py, v, buffers, snap)?;
             Ok(PyTuple::new(py, [k, v])?.into_any())
         }
     }
@@ -1831,7 +1874,7 @@ impl Cursor {
 // ---------------------------------------------------------------------------------------
 
 /// Entries a read cursor's iterator fetches at once without the GIL.
-const BATCH: usize = 64;
+const BATCH: usize = 128;
 
 /// The iterator of `Cursor.iternext`/`iterprev`: yields the current entry, then steps.
 /// On a read transaction it fetches the entries in batches with the GIL let go (a scan of a
@@ -1844,12 +1887,24 @@ struct CursorIter {
     values: bool,
     /// Entries fetched and not yet yielded (read transactions), in order.
     batch: std::collections::VecDeque<(Slice, Slice)>,
-    /// The cursor was positioned at the start: yield its current entry first.
+    /// The cursor's iterator, positioned after the last entry of `batch`: given back to the
+    /// cursor when the batch is used up (the cursor then stands at that entry).
+    ahead: Option<(bool, larchdb::Range<'static>)>,
+    /// The key (its address) of the entry last yielded, where this iterator left the cursor:
+    /// if the cursor stands elsewhere, it was moved meanwhile, and iteration goes on from there.
+    at: Option<usize>,
+    /// The first call yields the cursor's current entry.
     started: bool,
     done: bool,
-    /// Keeps the snapshot `batch` points into alive.
+    /// Keeps the snapshot `batch` and `ahead` point into alive; declared last, dropped last.
     core: Option<Arc<ReadCore>>,
 }
+
+// SAFETY: `batch` and `ahead` point into the snapshot `core` keeps alive, which is immutable
+// and shared by threads; PyO3 gives `&mut` access to the iterator only under its borrow flag.
+unsafe impl Send for CursorIter {}
+// SAFETY: as above.
+unsafe impl Sync for CursorIter {}
 
 impl CursorIter {
     fn new(c: &Bound<'_, Cursor>, forward: bool, keys: bool, values: bool) -> PyResult<CursorIter> {
@@ -1876,6 +1931,8 @@ impl CursorIter {
             keys,
             values,
             batch: Default::default(),
+            ahead: None,
+            at: None,
             started: false,
             done: false,
             core: None,
@@ -1904,6 +1961,15 @@ impl CursorIter {
                     if let Some(e) = r.cur {
                         self.batch.push_back(e);
                     }
+                } else if r.cur.map(|(k, _)| k.as_ptr() as usize) != self.at {
+                    // The cursor was moved since the last entry yielded: go on after where it
+                    // stands now (as py-lmdb's iterator, which steps the cursor each time).
+                    self.batch.clear();
+                    self.ahead = None;
+                    if r.cur.is_none() {
+                        self.done = true;
+                        return Ok(None);
+                    }
                 }
                 if self.batch.is_empty() {
                     // Fetch the next entries without the GIL (the cursor's lock is held:
@@ -1922,21 +1988,29 @@ impl CursorIter {
                         SameThread(Ok(()))
                     });
                     fetched.0.or_raise(py)?;
-                    // The cursor stands at the last entry fetched; it is moved back to each
-                    // entry as it is yielded.
-                    r.range = None;
+                    // The cursor is moved back to each entry as it is yielded; its iterator
+                    // waits here until the batch is used up.
+                    self.ahead = r.range.take();
                 }
                 match self.batch.pop_front() {
                     Some((k, v)) => {
                         r.cur = Some((k, v));
+                        self.at = Some(k.as_ptr() as usize);
+                        if self.batch.is_empty() {
+                            if let Some(ahead) = self.ahead.take() {
+                                r.range = Some(ahead);
+                            }
+                        }
+                        let snap = exporter(py, &mut r.snapshot, &r.core, buffers)?;
+                        let (keys, values) = (self.keys, self.values);
                         Ok(Some(item_out(
                             py,
                             k,
                             v,
-                            self.keys,
-                            self.values,
+                            keys,
+                            values,
                             buffers,
-                            self.core.as_ref(),
+                            snap.as_ref(),
                         )?))
                     }
                     None => {
@@ -1983,7 +2057,7 @@ fn _larch(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Table>()?;
     m.add_class::<Cursor>()?;
     m.add_class::<CursorIter>()?;
-    m.add_class::<Buffer>()?;
+    m.add_class::<Snapshot>()?;
     m.add("VALUE_BYTES_MAX", larchdb::limits::VALUE_BYTES_MAX)?;
     m.add("DEFAULT_TABLE", larchdb::DEFAULT_TABLE)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
