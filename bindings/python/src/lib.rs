@@ -708,8 +708,8 @@ impl Environment {
     }
 
     /// The database file (in `path` with `subdir=True`).
-    fn file(&self) -> PathBuf {
-        self.file.clone()
+    fn file(&self) -> String {
+        self.file.to_string_lossy().into_owned()
     }
 
     fn readonly(&self) -> bool {
