@@ -13,6 +13,7 @@ packages=(
   db-util                         # BerkeleyDB 5.3 db_dump/db_load: larch-cli interop tests
   libwiredtiger-dev               # WiredTiger 3.2.1
   python3                         # larch-bench tools/crosscheck.sh (medians)
+  python3-venv                    # the Python package's tests (bindings/python)
   gcc valgrind                    # the C API's tests (crates/larch-c/tests/c/run.sh)
 )
 
@@ -28,3 +29,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# The Python package (bindings/python): a virtual environment under target/ with its build
+# tool (maturin), its tests' runner (pytest) and the peer of its benchmark (py-lmdb, `lmdb`),
+# all from PyPI. scripts/test.sh installs the package into it (`pip install ./bindings/python`).
+cd "$(dirname "$0")/.."
+venv=target/python-venv
+if [ ! -x "$venv/bin/python" ]; then
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install --quiet --upgrade "maturin>=1.9,<2" "pytest>=7" "lmdb>=1.4"

@@ -10,6 +10,16 @@ cargo test --workspace
 # AddressSanitizer/UBSan and under valgrind (docs/design/c-api.md).
 bash crates/larch-c/tests/c/run.sh
 
+# The Python package (bindings/python): installed as a user would (`pip install`, which builds
+# the wheel with maturin), then its pytest suite, and its benchmark beside py-lmdb at a tiny
+# scale (that it runs, not how fast). Run from outside the source folder, so that the tests
+# import the installed package.
+# (--no-build-isolation: the build uses the maturin setup.sh installed, found on PATH.)
+PATH="$PWD/target/python-venv/bin:$PATH" target/python-venv/bin/pip install --quiet \
+  --force-reinstall --no-deps --no-build-isolation ./bindings/python
+(cd bindings/python/tests && ../../../target/python-venv/bin/python -m pytest -q -p no:cacheprovider .)
+target/python-venv/bin/python bindings/python/bench/bench.py --num 2000 --runs 1
+
 # The engine crate packages as it would be published (its files, its metadata, a build of the
 # packaged sources), with no warning.
 package_log=$(cargo package -p larchdb --offline --allow-dirty 2>&1) || { echo "$package_log"; exit 1; }

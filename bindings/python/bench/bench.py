@@ -12,6 +12,8 @@ Workloads, each on a fresh database per engine and run:
 - readseq_buffers: the same with ``buffers=True`` (zero-copy ``memoryview`` values)
 - put_nosync:      one put per write transaction, commit not synced (a tenth of --num)
 - put_sync:        one put per write transaction, each commit durable (1/500 of --num)
+- put_sync_log:    the same, Larch opened with ``log=True`` (one log append and one sync per
+                   commit; py-lmdb as in put_sync)
 
 Configurations (printed with the results): LMDB ``map_size`` 8 GiB, ``readahead=False``;
 ``sync=False`` for the not-synced commits (MDB_NOSYNC), the default ``sync=True`` for the
@@ -46,21 +48,21 @@ class Engine:
         self.name = name
         self.dir = directory
 
-    def open(self, sync):
+    def open(self, sync, log=False):
         raise NotImplementedError
 
 
 class Larch(Engine):
-    config = "larch.open(dir, durability='none' | 'immediate', readahead=False), no log"
+    config = "larch.open(dir, durability='none' | 'immediate'), readahead off (its default), no log but in put_sync_log"
 
-    def open(self, sync):
-        return larch.open(self.dir, durability="immediate" if sync else "none")
+    def open(self, sync, log=False):
+        return larch.open(self.dir, durability="immediate" if sync else "none", log=log)
 
 
 class Lmdb(Engine):
     config = "lmdb.open(dir, map_size=8 GiB, readahead=False, sync=False | True)"
 
-    def open(self, sync):
+    def open(self, sync, log=False):
         return lmdb.open(self.dir, map_size=8 << 30, readahead=False, sync=sync)
 
 
@@ -130,8 +132,8 @@ def run_one(engine_cls, workload, num, base):
         elif workload == "put_nosync":
             env = engine.open(sync=False)
             r = puts(env, shuffled[: max(1, num // 10)])
-        elif workload == "put_sync":
-            env = engine.open(sync=True)
+        elif workload in ("put_sync", "put_sync_log"):
+            env = engine.open(sync=True, log=workload == "put_sync_log")
             r = puts(env, shuffled[: max(1, num // 500)])
         else:
             raise ValueError(workload)
@@ -149,6 +151,7 @@ WORKLOADS = [
     "readseq_buffers",
     "put_nosync",
     "put_sync",
+    "put_sync_log",
 ]
 
 
