@@ -68,7 +68,7 @@ fn engine_error(py: Python<'_>, e: larchdb::Error) -> PyErr {
     let message = e.to_string();
     let class = match &e {
         E::Io { source, path, .. } => {
-            let errno = source.raw_os_error().unwrap_or(libc_eio());
+            let errno = source.raw_os_error().unwrap_or(EIO);
             let path = path.as_ref().map(|p| p.display().to_string());
             return exception(py, "IoError", (errno, message, path));
         }
@@ -95,11 +95,9 @@ fn engine_error(py: Python<'_>, e: larchdb::Error) -> PyErr {
     error(py, class, message)
 }
 
+/// Linux's `errno` values for the `OSError`s raised without one from the system.
 const ENOSPC: i32 = 28;
-
-fn libc_eio() -> i32 {
-    5
-}
+const EIO: i32 = 5;
 
 /// `Result<T, larchdb::Error>` into a `PyResult`.
 trait OrRaise<T> {
@@ -1183,8 +1181,9 @@ impl Transaction {
         Cursor::open(slf, table)
     }
 
-    /// Figures of table `db` (default: the transaction's) as of this transaction: `entries`
-    /// and `depth`, and `psize`.
+    /// Figures of table `db` (default: the transaction's) as of this transaction: `entries`,
+    /// `depth` (of its tree; 0 in a write transaction, whose tree is being written) and
+    /// `psize`.
     #[pyo3(signature = (db=None))]
     fn stat<'py>(
         &self,
