@@ -225,7 +225,7 @@ struct TxnCell {
 }
 
 // SAFETY: a `TxnCell` holding a `WriteTxn` is used only on its owner thread: every access goes
-// through `Transaction::write_state`/`Cursor` methods, which check `owner` first. The
+// through `Transaction::state`/`Transaction::writer`, which check `owner` first. The
 // exceptions are ending it from another thread (`Environment.close`, or the garbage
 // collector dropping the last reference there): the `WriteTxn` is then dropped there, which
 // unlocks the engine's `std::sync::Mutex` from a thread other than the one that locked it.
@@ -347,8 +347,8 @@ impl Snapshot {
     ) -> PyResult<()> {
         let snap = slf.get();
         // Relaxed: set and read by the thread holding the GIL, within one call.
-        // (Loads and stores, not swaps: a swap is a locked instruction, a fifth of a view's
-        // cost.)
+        // (Loads and stores, not swaps: a swap is a locked instruction, and perf put most of
+        // this function's own samples on the two swaps.)
         let addr = snap.next_addr.load(Ordering::Relaxed);
         let len = snap.next_len.load(Ordering::Relaxed);
         snap.next_addr.store(0, Ordering::Relaxed);
@@ -439,6 +439,16 @@ impl Environment {
             Some(db) => Ok(db.clone()),
             None => Err(error(py, "Error", "the environment is closed")),
         }
+    }
+
+    /// Runs `f` on the database without the GIL (for calls that may take long or wait).
+    fn detached<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Database) -> larchdb::Result<T> + Send,
+    ) -> PyResult<T> {
+        let db = self.database(py)?;
+        py.detach(move || f(&db)).or_raise(py)
     }
 
     fn track(&self, cell: &Arc<TxnCell>) {
@@ -645,12 +655,11 @@ impl Environment {
             match txn {
                 Some(t) => {
                     let t = t.get();
-                    let mut guard = t.write_state(py)?;
-                    let w = write_of(&mut guard, py)?;
+                    let mut w = t.writer(py)?;
                     if create {
-                        w.txn.ensure_table(n).or_raise(py)?;
+                        w.ensure_table(n).or_raise(py)?;
                     } else {
-                        write_table_to_read(&mut w.txn, Some(n)).or_raise(py)?;
+                        write_table_to_read(&mut w, Some(n)).or_raise(py)?;
                     }
                 }
                 None if create && !env.readonly => {
@@ -722,8 +731,7 @@ impl Environment {
     /// The database's figures, with py-lmdb's names (`psize`, `depth`, `branch_pages`,
     /// `leaf_pages`, `overflow_pages`, `entries`) and Larch's own.
     fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let db = self.database(py)?;
-        let s = py.detach(move || db.stats()).or_raise(py)?;
+        let s = self.detached(py, |db| db.stats())?;
         let d = PyDict::new(py);
         d.set_item("psize", s.page_bytes)?;
         d.set_item("depth", s.depth)?;
@@ -758,8 +766,7 @@ impl Environment {
 
     /// py-lmdb's `info()`: `map_size` is the file's length (Larch has no map size to set).
     fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let db = self.database(py)?;
-        let s = py.detach(move || db.stats()).or_raise(py)?;
+        let s = self.detached(py, |db| db.stats())?;
         let d = PyDict::new(py);
         d.set_item("map_size", s.file_bytes)?;
         d.set_item("last_pgno", s.page_count.saturating_sub(1))?;
@@ -780,8 +787,7 @@ impl Environment {
         compact: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = compact;
-        let db = self.database(py)?;
-        let c = py.detach(move || db.copy_to(path)).or_raise(py)?;
+        let c = self.detached(py, |db| db.copy_to(path))?;
         let d = PyDict::new(py);
         d.set_item("txn", c.txn)?;
         d.set_item("tables", c.tables)?;
@@ -795,15 +801,13 @@ impl Environment {
     #[pyo3(signature = (force=false))]
     fn sync(&self, py: Python<'_>, force: bool) -> PyResult<()> {
         let _ = force;
-        let db = self.database(py)?;
-        py.detach(move || db.sync()).or_raise(py)
+        self.detached(py, |db| db.sync())
     }
 
     /// Checks every page of the newest snapshot (checksums, structure, free space), without
     /// the GIL. Returns the report; `problems` is empty for a sound database.
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let db = self.database(py)?;
-        let r = py.detach(move || db.verify()).or_raise(py)?;
+        let r = self.detached(py, |db| db.verify())?;
         let d = PyDict::new(py);
         d.set_item("txn", r.txn)?;
         d.set_item("page_count", r.page_count)?;
@@ -821,15 +825,13 @@ impl Environment {
     /// With the log: writes the commits since the last checkpoint into the tree (without the
     /// GIL). Without it, nothing to do.
     fn checkpoint(&self, py: Python<'_>) -> PyResult<()> {
-        let db = self.database(py)?;
-        py.detach(move || db.checkpoint()).or_raise(py)
+        self.detached(py, |db| db.checkpoint())
     }
 
     /// Gives the free space at the end of the file back to the file system (and cuts the log
     /// to its header), without the GIL. Returns the sizes before and after.
     fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let db = self.database(py)?;
-        let c = py.detach(move || db.compact()).or_raise(py)?;
+        let c = self.detached(py, |db| db.compact())?;
         let d = PyDict::new(py);
         d.set_item("data_bytes_before", c.data_bytes_before)?;
         d.set_item("data_bytes_after", c.data_bytes_after)?;
@@ -935,10 +937,34 @@ fn write_of<'a>(guard: &'a mut TxnState, py: Python<'_>) -> PyResult<&'a mut Wri
     }
 }
 
+/// A write transaction's `WriteTxn`, under its cell's lock (`Transaction::writer`, which
+/// checked that the state is a write transaction's).
+struct Writer<'a>(MutexGuard<'a, TxnState>);
+
+impl std::ops::Deref for Writer<'_> {
+    type Target = WriteTxn<'static>;
+
+    fn deref(&self) -> &WriteTxn<'static> {
+        match &*self.0 {
+            TxnState::Write(w) => &w.txn,
+            _ => unreachable!("Transaction::writer checked the state"),
+        }
+    }
+}
+
+impl std::ops::DerefMut for Writer<'_> {
+    fn deref_mut(&mut self) -> &mut WriteTxn<'static> {
+        match &mut *self.0 {
+            TxnState::Write(w) => &mut w.txn,
+            _ => unreachable!("Transaction::writer checked the state"),
+        }
+    }
+}
+
 impl Transaction {
-    /// The state, for a call that may write: refused on another thread than the one that
-    /// began a write transaction.
-    fn write_state(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, TxnState>> {
+    /// The write transaction, for a call that writes: refused in a read transaction, on
+    /// another thread than the one that began it, and once it has ended.
+    fn writer(&self, py: Python<'_>) -> PyResult<Writer<'_>> {
         if !self.write {
             return Err(error(
                 py,
@@ -946,7 +972,9 @@ impl Transaction {
                 "a read transaction cannot write",
             ));
         }
-        self.state(py)
+        let mut guard = self.state(py)?;
+        write_of(&mut guard, py)?;
+        Ok(Writer(guard))
     }
 
     /// The state, checked for the thread (a write transaction's own thread only).
@@ -1071,9 +1099,8 @@ impl Transaction {
         let table = self.table_of(table_arg(py, db)?);
         let key = bytes_arg(key, "key")?;
         let value = bytes_arg(value, "value")?;
-        let mut guard = self.write_state(py)?;
-        let w = write_of(&mut guard, py)?;
-        let mut t = write_table(&mut w.txn, table.as_deref()).or_raise(py)?;
+        let mut w = self.writer(py)?;
+        let mut t = write_table(&mut w, table.as_deref()).or_raise(py)?;
         put_into(py, &mut t, &key, &value, overwrite, append)
     }
 
@@ -1089,9 +1116,8 @@ impl Transaction {
         let table = self.table_of(table_arg(py, db)?);
         let key = bytes_arg(key, "key")?;
         let value = bytes_arg(value, "value")?;
-        let mut guard = self.write_state(py)?;
-        let w = write_of(&mut guard, py)?;
-        let mut t = write_table(&mut w.txn, table.as_deref()).or_raise(py)?;
+        let mut w = self.writer(py)?;
+        let mut t = write_table(&mut w, table.as_deref()).or_raise(py)?;
         let old = t
             .get(&key)
             .or_raise(py)?
@@ -1110,9 +1136,8 @@ impl Transaction {
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let table = self.table_of(table_arg(py, db)?);
         let key = bytes_arg(key, "key")?;
-        let mut guard = self.write_state(py)?;
-        let w = write_of(&mut guard, py)?;
-        let Some(mut t) = write_table_to_read(&mut w.txn, table.as_deref()).or_raise(py)? else {
+        let mut w = self.writer(py)?;
+        let Some(mut t) = write_table_to_read(&mut w, table.as_deref()).or_raise(py)? else {
             return Ok(None);
         };
         let Some(old) = t
@@ -1139,9 +1164,8 @@ impl Transaction {
         let _ = value;
         let table = self.table_of(table_arg(py, db)?);
         let key = bytes_arg(key, "key")?;
-        let mut guard = self.write_state(py)?;
-        let w = write_of(&mut guard, py)?;
-        match write_table_to_read(&mut w.txn, table.as_deref()).or_raise(py)? {
+        let mut w = self.writer(py)?;
+        match write_table_to_read(&mut w, table.as_deref()).or_raise(py)? {
             Some(mut t) => t.delete(&key).or_raise(py),
             None => Ok(false),
         }
@@ -1152,11 +1176,10 @@ impl Transaction {
     #[pyo3(signature = (db, delete=true))]
     fn drop(&self, py: Python<'_>, db: &Bound<'_, PyAny>, delete: bool) -> PyResult<()> {
         let table = table_arg(py, Some(db))?.unwrap_or(None);
-        let mut guard = self.write_state(py)?;
-        let w = write_of(&mut guard, py)?;
+        let mut w = self.writer(py)?;
         match table.as_deref() {
             Some(n) if delete => {
-                if !w.txn.delete_table(n).or_raise(py)? {
+                if !w.delete_table(n).or_raise(py)? {
                     return Err(engine_error(
                         py,
                         larchdb::Error::TableNotFound(n.to_owned()),
@@ -1164,7 +1187,7 @@ impl Transaction {
                 }
             }
             name => {
-                if let Some(mut t) = write_table_to_read(&mut w.txn, name).or_raise(py)? {
+                if let Some(mut t) = write_table_to_read(&mut w, name).or_raise(py)? {
                     t.clear().or_raise(py)?;
                 }
             }
@@ -1543,14 +1566,8 @@ impl Cursor {
         py: Python<'_>,
         f: impl FnOnce(Option<&mut WriteTable<'_>>) -> larchdb::Result<R>,
     ) -> PyResult<R> {
-        let t = self.txn.get();
-        let mut guard = t.state(py)?;
-        let w = match &mut *guard {
-            TxnState::Write(w) => w,
-            TxnState::Done => return Err(ended(py)),
-            TxnState::Read(_) => unreachable!("a write cursor's transaction writes"),
-        };
-        let mut table = write_table_to_read(&mut w.txn, self.table.as_deref()).or_raise(py)?;
+        let mut w = self.txn.get().writer(py)?;
+        let mut table = write_table_to_read(&mut w, self.table.as_deref()).or_raise(py)?;
         f(table.as_mut()).or_raise(py)
     }
 
@@ -1738,9 +1755,8 @@ impl Cursor {
             });
         };
         let t = self.txn.get();
-        let mut tg = t.write_state(py)?;
-        let w = write_of(&mut tg, py)?;
-        let mut table = write_table(&mut w.txn, self.table.as_deref()).or_raise(py)?;
+        let mut w = t.writer(py)?;
+        let mut table = write_table(&mut w, self.table.as_deref()).or_raise(py)?;
         let stored = put_into(py, &mut table, &key, &value, overwrite, append)?;
         *cur = seek_write(&table, Seek::Exactly(&key)).or_raise(py)?;
         Ok(stored)
@@ -1764,9 +1780,8 @@ impl Cursor {
         }
         drop(guard);
         let t = self.txn.get();
-        let mut tg = t.write_state(py)?;
-        let w = write_of(&mut tg, py)?;
-        let mut table = write_table(&mut w.txn, self.table.as_deref()).or_raise(py)?;
+        let mut w = t.writer(py)?;
+        let mut table = write_table(&mut w, self.table.as_deref()).or_raise(py)?;
         let (mut consumed, mut added) = (0, 0);
         for item in items.try_iter()? {
             let item = item?;

@@ -1,23 +1,29 @@
-"""The README's Python example runs as written (its path moved into a temporary folder)."""
+"""The READMEs' Python examples run as written (their paths moved into a temporary folder)."""
 
 import contextlib
 import io
 import pathlib
 
-README = pathlib.Path(__file__).resolve().parents[3] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+
+
+def run_example(readme, after, path, tmp_path):
+    """Runs the first ```python block of `readme` after the text `after`, with the string
+    literal `path` replaced by a folder in `tmp_path`; returns the lines it printed."""
+    text = (ROOT / readme).read_text()
+    section = text[text.index(after):]
+    code = section[section.index("```python\n") + len("```python\n"):]
+    code = code[: code.index("```")]
+    assert repr(path).replace("'", '"') in code
+    code = code.replace(repr(path).replace("'", '"'), repr(str(tmp_path / "db")))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, readme, "exec"), {})
+    return out.getvalue().splitlines()
 
 
 def test_the_readme_example_runs(tmp_path):
-    text = README.read_text()
-    section = text[text.index("## From Python"):]
-    code = section[section.index("```python\n") + len("```python\n"):]
-    code = code[: code.index("```")]
-    assert '"/tmp/fruit"' in code
-    code = code.replace('"/tmp/fruit"', repr(str(tmp_path / "fruit")))
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})
-    assert out.getvalue().splitlines() == [
+    assert run_example("README.md", "## From Python", "/tmp/fruit", tmp_path) == [
         "b'apple' b'ripe'",
         "b'banana' b'ripe'",
         "b'cherry' b'ripe'",
@@ -26,12 +32,5 @@ def test_the_readme_example_runs(tmp_path):
 
 
 def test_the_package_readme_example_runs(tmp_path):
-    text = (README.parent / "bindings" / "python" / "README.md").read_text()
-    code = text[text.index("```python\n") + len("```python\n"):]
-    code = code[: code.index("```")]
-    assert '"/tmp/example"' in code
-    code = code.replace('"/tmp/example"', repr(str(tmp_path / "example")))
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        exec(compile(code, "bindings/python/README.md", "exec"), {})
-    assert out.getvalue().splitlines() == ["b'apple' b'red'", "b'banana' b'yellow'", "b'red'"]
+    lines = run_example("bindings/python/README.md", "# larch for Python", "/tmp/example", tmp_path)
+    assert lines == ["b'apple' b'red'", "b'banana' b'yellow'", "b'red'"]
