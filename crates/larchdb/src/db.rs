@@ -50,6 +50,8 @@ impl Drop for Database {
     fn drop(&mut self) {
         // `Durability::Bounded` commits not yet durable are made durable now.
         self.shared.flusher.stop();
+        // No idle checkpoint starts from here on (one it started is waited for below).
+        self.shared.idle.stop();
         // A checkpoint running on its own thread is waited for (it holds the handle's state);
         // if it failed, the log still holds what it was writing, for the next open.
         let mut guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());

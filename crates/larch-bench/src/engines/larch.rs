@@ -58,10 +58,12 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     let log_config = if log {
         format!(
             "on: up to {} segments of {} MiB (the ring follows a third of the data file), \
-             checkpoint every {} MiB of log or a 32nd of the data file if more",
+             checkpoint every {} MiB of log or a 32nd of the data file if more, and once \
+             the writer is idle for {} ms",
             options.log_segments,
             options.log_segment_bytes >> 20,
-            options.checkpoint_bytes >> 20
+            options.checkpoint_bytes >> 20,
+            options.idle_checkpoint_millis
         )
     } else {
         "off (every commit writes pages)".to_string()

@@ -13,6 +13,7 @@
 //! log.rs       the write-ahead log of stage 2: records in segments, sync and group commit,
 //!              read back at open
 //! flusher.rs   the thread that makes `Durability::Bounded` commits durable in time
+//! idle.rs      the thread that checkpoints the overlay once the writer goes idle
 //! overlay.rs   stage 2's overlay: commits' writes since the last checkpoint, versioned,
 //!              read without locks before the tree
 //! ```
@@ -27,6 +28,7 @@ pub(crate) mod catalog;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
 pub(crate) mod flusher;
+pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod open;
 pub(crate) mod overlay;
@@ -120,6 +122,8 @@ pub(crate) struct Shared {
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
     /// The thread that makes `Durability::Bounded` commits durable.
     pub(crate) flusher: flusher::Flusher,
+    /// The thread that checkpoints the overlay once the writer goes idle.
+    pub(crate) idle: idle::Idle,
     /// Memory dropped overlays leave for the next (`overlay::Spare`).
     pub(crate) spare: Arc<overlay::Spare>,
     /// What the handle's write transactions did, for `Stats::commits`.

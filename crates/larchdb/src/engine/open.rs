@@ -229,6 +229,7 @@ impl Shared {
             log: log.map(GroupLog::new),
             writers_waiting: Default::default(),
             flusher: Default::default(),
+            idle: Default::default(),
             spare: Default::default(),
             counters: Default::default(),
         })

@@ -999,6 +999,9 @@ impl<'db> WriteTxn<'db> {
                     // The write lock goes before the wait for the log's sync: the next
                     // transaction runs meanwhile, and its commit can share the sync.
                     drop(self);
+                    if wrote {
+                        shared.idle.note(shared);
+                    }
                     return match c.wait {
                         Some((end, published)) => finish_immediate(shared, end, published, true),
                         None if durability == Durability::Bounded => {

@@ -1,0 +1,193 @@
+//! Checkpoints when the writer goes idle (`Options::idle_checkpoint_millis`): a thread of a
+//! handle that writes the log which, once no commit has been made through the log for that
+//! long, merges what the overlay holds into the tree (a checkpoint on the checkpoint thread,
+//! `checkpoint::start`) and publishes the new tree as soon as it is written
+//! (`checkpoint::finish`), instead of leaving both to the next write transaction.
+//!
+//! Why: reads through an overlay cost more than reads of the tree alone (a probe of its hash
+//! table per point read; a scan merges its sorted runs, about 3x LMDB's time per key right
+//! after a 1M-record load), and a checkpoint the log's growth calls for only comes with more
+//! writes. After a burst of writes, readers get the tree's speed back within the idle period
+//! plus the checkpoint's own time (docs/design/write-path.md, "Where it stands (session 30)").
+//!
+//! Nothing depends on it for correctness: the checkpoint it starts is the same as one the
+//! log's growth starts, written without a sync. It never waits for the write lock: it takes it
+//! with `try_lock` and gives up while a transaction is open (the writer is not idle; its next
+//! commit arms the thread again). The commit path pays one atomic increment and one load.
+
+use super::{checkpoint, Shared};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+/// How often a checkpoint the thread started is looked at, to publish it once written.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Checkpoints started in one idle period, at most: the second merges the entry counts the
+/// first one corrected (`checkpoint::install` leaves them in a new overlay of their own).
+const CHECKPOINTS_PER_PERIOD: u32 = 2;
+
+/// The idle checkpointer's state, in `Shared`.
+#[derive(Default)]
+pub(crate) struct Idle {
+    /// Commits made through the log so far: the thread compares two readings a period apart.
+    commits: AtomicU64,
+    /// The thread is waiting for the writer to go quiet: commits need not wake it.
+    armed: AtomicBool,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    stop: bool,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Idle {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No code panics while holding this lock; recover the state if a panic ever did.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A commit through the log left records in the overlay. Arms the thread (starting it on
+    /// the first such commit) unless it is armed already, which is the case while commits
+    /// keep coming: then this is an increment and a load.
+    pub(crate) fn note(&self, shared: &Arc<Shared>) {
+        if shared.options.idle_checkpoint_millis == 0 || !shared.options.checkpoint_thread {
+            return;
+        }
+        // Both sequentially consistent, as the thread's disarm and its look at the count:
+        // either this commit sees the thread disarmed (and arms it), or the thread sees this
+        // commit (and stays armed).
+        self.commits.fetch_add(1, SeqCst);
+        if self.armed.load(SeqCst) {
+            return;
+        }
+        let mut st = self.lock();
+        if st.stop {
+            return;
+        }
+        self.armed.store(true, SeqCst);
+        if st.thread.is_none() {
+            let owner = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("larch-idle-checkpoint".into())
+                .spawn(move || run(owner));
+            // A thread that cannot be started leaves the overlay to the log's checkpoints, as
+            // with the option off (and stays armed: commits do not try again).
+            if let Ok(h) = spawned {
+                st.thread = Some(h);
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    /// Stops the thread (the handle is closing), after the step it is in: a checkpoint it
+    /// started is left to the close, which waits for it.
+    pub(crate) fn stop(&self) {
+        let thread = {
+            let mut st = self.lock();
+            st.stop = true;
+            self.wake.notify_one();
+            st.thread.take()
+        };
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+
+    /// Sleeps for `d`, or less if the handle closes: returns whether it is closing.
+    fn sleep(&self, d: Duration) -> bool {
+        let st = self.lock();
+        if st.stop {
+            return true;
+        }
+        let (st, _) = self
+            .wake
+            .wait_timeout_while(st, d, |st| !st.stop)
+            .unwrap_or_else(|e| e.into_inner());
+        st.stop
+    }
+
+    /// Waits until a commit arms the thread: returns whether the handle is closing instead.
+    fn wait_armed(&self) -> bool {
+        let mut st = self.lock();
+        while !self.armed.load(SeqCst) && !st.stop {
+            st = self.wake.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.stop
+    }
+
+    /// Waits (armed) until a whole period passes with no commit, then disarms: returns
+    /// whether the handle is closing instead.
+    fn wait_quiet(&self, period: Duration) -> bool {
+        let mut seen = self.commits.load(SeqCst);
+        loop {
+            if self.sleep(period) {
+                return true;
+            }
+            let now = self.commits.load(SeqCst);
+            if now != seen {
+                seen = now;
+                continue;
+            }
+            // Disarmed before the count is looked at again: a commit after this look finds
+            // the thread disarmed and arms it; one before it is seen here.
+            self.armed.store(false, SeqCst);
+            let now = self.commits.load(SeqCst);
+            if now == seen {
+                return false;
+            }
+            self.armed.store(true, SeqCst);
+            seen = now;
+        }
+    }
+}
+
+/// The thread: waits for the writer to go quiet, checkpoints, waits to be armed again.
+fn run(shared: Arc<Shared>) {
+    let idle = &shared.idle;
+    let period = Duration::from_millis(shared.options.idle_checkpoint_millis);
+    loop {
+        if idle.wait_quiet(period) || checkpoint_idle(&shared) || idle.wait_armed() {
+            return;
+        }
+    }
+}
+
+/// Publishes a checkpoint that is written and not yet in place, and starts one for what the
+/// overlay holds, then publishes that one once written; gives up as soon as the write lock
+/// is taken (a transaction is open: the writer is at work again). Returns whether the handle
+/// is closing.
+fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
+    let mut started = 0;
+    loop {
+        let mut guard = match shared.writer.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        if guard.poisoned {
+            return false;
+        }
+        // A failure poisons the handle (its next transaction reports it).
+        if checkpoint::finish(shared, &mut guard, false).is_err() {
+            return false;
+        }
+        if guard.checkpoint.is_none() {
+            if started == CHECKPOINTS_PER_PERIOD {
+                return false;
+            }
+            match checkpoint::start(shared, &mut guard) {
+                Ok(true) => started += 1,
+                // Nothing to merge, or a failure that poisoned the handle.
+                Ok(false) | Err(_) => return false,
+            }
+        }
+        drop(guard);
+        if shared.idle.sleep(POLL) {
+            return true;
+        }
+    }
+}

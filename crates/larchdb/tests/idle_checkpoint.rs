@@ -1,0 +1,283 @@
+//! Checkpoints when the writer goes idle (`Options::idle_checkpoint_millis`): once no commit
+//! has been made through the log for the period, the overlay's records are merged into the
+//! tree and the new tree is published without waiting for another write transaction. These
+//! tests check that it happens (and not with the option off), that an open write transaction
+//! puts it off and its commit brings it back, that blind writes' entry counts come out exact,
+//! that readers on other threads read consistent snapshots meanwhile, and that a close, a
+//! process crash or a power loss in the middle of it keeps what they must.
+
+mod common;
+
+use larchdb::storage::{CrashMode, FaultStorage};
+use larchdb::{Database, Durability, Options};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn options(idle_millis: u64) -> Options {
+    common::small_log_options()
+        .durability(Durability::None)
+        .idle_checkpoint_millis(idle_millis)
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// Commits `count` one-put transactions from `from` on (keys spread over 0..1000, so that
+/// past 1000 of them they overwrite), blind (`set`) or not; returns the last commit's id.
+fn puts(db: &Database, model: &mut Model, from: u32, count: u32, blind: bool) -> u64 {
+    let mut id = 0;
+    for i in from..from + count {
+        let k = key(i.wrapping_mul(7919) % 1000);
+        let v = format!("value {i}").into_bytes();
+        let mut w = db.begin_write().unwrap();
+        id = w.id();
+        let mut t = w.table("t").unwrap();
+        if blind {
+            t.set(&k, &v).unwrap();
+        } else {
+            t.put(&k, &v).unwrap();
+        }
+        drop(t);
+        w.commit().unwrap();
+        model.insert(k, v);
+    }
+    id
+}
+
+fn holds(db: &Database, model: &Model) -> bool {
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    let forward = common::collect(t.iter());
+    let mut backward = common::collect(t.iter_rev());
+    backward.reverse();
+    t.len().unwrap() == model.len() as u64
+        && forward == backward
+        && forward.iter().map(|(k, v)| (k, v)).eq(model.iter())
+        && model.iter().all(|(k, v)| t.get(k).unwrap() == Some(&v[..]))
+}
+
+/// Waits (up to a minute: a loaded test machine is slow, never this slow) until the tree the
+/// handle publishes is commit `id`'s; returns whether it got there.
+fn tree_reaches(db: &Database, id: u64) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if db.stats().unwrap().txn >= id {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
+/// After a burst of commits through the log, the tree comes to hold all of them by itself
+/// (the idle checkpoint, published by the idle thread: no write transaction follows).
+#[test]
+fn an_idle_writer_has_its_overlay_checkpointed() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = common::open_with_log(&data, &log, options(5)).unwrap();
+    common::create_table(&db, "t");
+    let mut model = Model::new();
+    for round in 0..3 {
+        let last = puts(&db, &mut model, round * 300, 300, false);
+        assert!(tree_reaches(&db, last), "round {round}: no idle checkpoint");
+        let stats = db.stats().unwrap();
+        assert_eq!(stats.txn, last, "round {round}");
+        assert_eq!(stats.entries, model.len() as u64, "round {round}");
+        assert!(holds(&db, &model), "round {round}");
+    }
+    assert!(db.stats().unwrap().commits.checkpoints >= 3);
+    assert!(db.verify_all().unwrap().is_clean());
+}
+
+/// With the option off the overlay stays (the log's growth has not called for a checkpoint).
+#[test]
+fn with_the_option_off_the_overlay_stays() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = common::open_with_log(&data, &log, options(0)).unwrap();
+    common::create_table(&db, "t");
+    let mut model = Model::new();
+    let before = db.stats().unwrap().txn;
+    let last = puts(&db, &mut model, 0, 300, false);
+    std::thread::sleep(Duration::from_millis(200));
+    let stats = db.stats().unwrap();
+    assert_eq!(stats.txn, before, "a checkpoint ran, last commit {last}");
+    assert_eq!(db.stats().unwrap().commits.checkpoints, 0);
+    assert!(holds(&db, &model));
+}
+
+/// An open write transaction puts the idle checkpoint off (the thread never waits for the
+/// write lock, nor takes it from under a transaction); its commit arms the thread again.
+#[test]
+fn an_open_transaction_puts_it_off_and_its_commit_brings_it_back() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = common::open_with_log(&data, &log, options(5)).unwrap();
+    common::create_table(&db, "t");
+    let mut model = Model::new();
+    let tree = db.stats().unwrap().txn;
+    let last = puts(&db, &mut model, 0, 100, false);
+    let mut w = db.begin_write().unwrap();
+    // Many periods pass while the transaction is open.
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(
+        db.stats().unwrap().txn,
+        tree,
+        "checkpointed under an open transaction"
+    );
+    assert!(last > tree);
+    w.table("t").unwrap().put(b"held", b"open").unwrap();
+    let id = w.id();
+    w.commit().unwrap();
+    model.insert(b"held".to_vec(), b"open".to_vec());
+    assert!(
+        tree_reaches(&db, id),
+        "the commit did not bring the idle checkpoint back"
+    );
+    assert!(holds(&db, &model));
+    assert!(db.verify_all().unwrap().is_clean());
+}
+
+/// Blind writes count every key as new; the idle checkpoints leave the tree's count exact
+/// (the second one merges the counts the first corrected).
+#[test]
+fn blind_writes_counts_come_out_exact() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = common::open_with_log(&data, &log, options(5)).unwrap();
+    common::create_table(&db, "t");
+    let mut model = Model::new();
+    let loaded = puts(&db, &mut model, 0, 1000, false);
+    assert!(tree_reaches(&db, loaded));
+    // Overwrites of keys in the tree, not the overlay: each counted as new.
+    let last = puts(&db, &mut model, 1000, 500, true);
+    assert_eq!(model.len(), 1000);
+    // The correction is a commit of its own (last + 1), merged by the second checkpoint.
+    assert!(
+        tree_reaches(&db, last + 1),
+        "the corrected counts were not checkpointed"
+    );
+    assert_eq!(db.stats().unwrap().entries, model.len() as u64);
+    assert!(holds(&db, &model));
+    assert!(db.verify_all().unwrap().is_clean());
+}
+
+/// Readers on other threads, each snapshot checked against the invariant that every key of
+/// the table holds the same generation, while the writer alternates bursts and pauses (each
+/// pause an idle checkpoint, published under the readers).
+#[test]
+fn readers_beside_idle_checkpoints_see_whole_commits() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = common::open_with_log(&data, &log, options(2)).unwrap();
+    common::create_table(&db, "t");
+    let keys: Vec<Vec<u8>> = (0..50).map(key).collect();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut checked = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    let all = common::collect(t.iter());
+                    if let Some((_, first)) = all.first() {
+                        assert_eq!(all.len(), keys.len());
+                        assert!(all.iter().all(|(_, v)| v == first), "a torn commit");
+                    }
+                    checked += 1;
+                }
+                assert!(checked > 0);
+            });
+        }
+        for generation in 0u32..40 {
+            for _ in 0..5 {
+                let mut w = db.begin_write().unwrap();
+                let mut t = w.table("t").unwrap();
+                for k in &keys {
+                    t.put(k, &generation.to_be_bytes()).unwrap();
+                }
+                drop(t);
+                w.commit().unwrap();
+            }
+            if generation % 4 == 0 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(db.stats().unwrap().commits.checkpoints > 0);
+    assert!(db.verify_all().unwrap().is_clean());
+}
+
+/// A close while the idle thread waits or checkpoints, a process crash and a power loss
+/// after idle checkpoints: what must be kept is (every commit after a close or a process
+/// crash; after a power loss, the model at a commit no earlier than the last durable one).
+#[test]
+fn close_crash_and_power_loss_around_idle_checkpoints() {
+    for pause in [0u64, 1, 3, 8, 20] {
+        // A close soon after a burst (the thread waiting, or its checkpoint running).
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let db = common::open_with_log(&data, &log, options(2)).unwrap();
+        common::create_table(&db, "t");
+        let mut model = Model::new();
+        puts(&db, &mut model, 0, 400, false);
+        std::thread::sleep(Duration::from_millis(pause));
+        drop(db);
+        let db = common::open_with_log(&data, &log, options(2)).unwrap();
+        assert!(holds(&db, &model), "close after {pause} ms");
+        drop(db);
+
+        // A process crash at the same moment.
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let db = common::open_with_log(&data, &log, options(2)).unwrap();
+        common::create_table(&db, "t");
+        let mut model = Model::new();
+        puts(&db, &mut model, 0, 400, false);
+        std::thread::sleep(Duration::from_millis(pause));
+        let crashed = (
+            data.crash(CrashMode::ProcessOnly),
+            log.crash(CrashMode::ProcessOnly),
+        );
+        drop(db);
+        let db = common::open_with_log(&crashed.0, &crashed.1, options(2)).unwrap();
+        assert!(holds(&db, &model), "process crash after {pause} ms");
+        assert!(db.verify_all().unwrap().is_clean());
+        drop(db);
+
+        // A power loss: the last durable commit is the `Immediate` one in the middle; the
+        // database comes back as the model at it or at a later commit.
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let db = common::open_with_log(&data, &log, options(2)).unwrap();
+        common::create_table(&db, "t");
+        let mut model = Model::new();
+        puts(&db, &mut model, 0, 200, false);
+        let mut w = db.begin_write().unwrap();
+        w.table("t").unwrap().put(b"durable", b"yes").unwrap();
+        w.commit_with(Durability::Immediate).unwrap();
+        model.insert(b"durable".to_vec(), b"yes".to_vec());
+        let mut states = vec![model.clone()];
+        std::thread::sleep(Duration::from_millis(pause));
+        for i in 200..400 {
+            puts(&db, &mut model, i, 1, false);
+            states.push(model.clone());
+        }
+        std::thread::sleep(Duration::from_millis(pause));
+        let lost = (
+            data.crash(CrashMode::DropUnsynced),
+            log.crash(CrashMode::DropUnsynced),
+        );
+        drop(db);
+        let db = common::open_with_log(&lost.0, &lost.1, options(2)).unwrap();
+        let r = db.begin_read().unwrap();
+        let got: Model = common::collect(r.table("t").unwrap().iter())
+            .into_iter()
+            .collect();
+        drop(r);
+        assert!(
+            states.contains(&got),
+            "power loss after {pause} ms: not the model at a commit since the durable one"
+        );
+        assert!(db.verify_all().unwrap().is_clean());
+    }
+}
