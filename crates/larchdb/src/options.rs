@@ -129,8 +129,8 @@ pub struct Options {
     /// made through the log for this many milliseconds, the checkpoint thread merges what the
     /// overlay holds into the tree, and the new tree is published as soon as it is written
     /// (not at the next write transaction), so that reads after a burst of writes go at the
-    /// tree's speed: a scan through the overlay's records costs about 3x a scan of the tree
-    /// (docs/design/write-path.md). The checkpoint is written without a sync, as any other,
+    /// tree's speed: right after a 1M-record load, readseq through the overlay took 3-4x the
+    /// time of readseq over the tree alone (docs/design/write-path.md). The checkpoint is written without a sync, as any other,
     /// and never waits for the write lock: an open transaction puts it off. 0 turns it off:
     /// the overlay then stays until the log's growth calls for a checkpoint.
     pub idle_checkpoint_millis: u64,

@@ -5,9 +5,9 @@
 //! (`checkpoint::finish`), instead of leaving both to the next write transaction.
 //!
 //! Why: reads through an overlay cost more than reads of the tree alone (a probe of its hash
-//! table per point read; a scan merges its sorted runs, about 3x LMDB's time per key right
-//! after a 1M-record load), and a checkpoint the log's growth calls for only comes with more
-//! writes. After a burst of writes, readers get the tree's speed back within the idle period
+//! table per point read; a scan merges its sorted runs: readseq, readreverse and seekrandom
+//! took 2.3-2.5x LMDB's time right after a 1M-record one-put load), and a checkpoint the
+//! log's growth calls for only comes with more writes. After a burst of writes, readers get the tree's speed back within the idle period
 //! plus the checkpoint's own time (docs/design/write-path.md, "Where it stands (session 30)").
 //!
 //! Nothing depends on it for correctness: the checkpoint it starts is the same as one the
