@@ -130,9 +130,10 @@ pub struct Options {
     /// overlay holds into the tree, and the new tree is published as soon as it is written
     /// (not at the next write transaction), so that reads after a burst of writes go at the
     /// tree's speed: right after a 1M-record load, readseq through the overlay took 3-4x the
-    /// time of readseq over the tree alone (docs/design/write-path.md). The checkpoint is written without a sync, as any other,
-    /// and never waits for the write lock: an open transaction puts it off. 0 turns it off:
-    /// the overlay then stays until the log's growth calls for a checkpoint.
+    /// time of readseq over the tree alone (docs/design/write-path.md). The checkpoint is
+    /// written without a sync, as any other, and never waits for the write lock: an open
+    /// transaction puts it off. 0 turns it off: the overlay then stays until the log's
+    /// growth calls for a checkpoint.
     pub idle_checkpoint_millis: u64,
     /// Whether closing a handle that writes (dropping the last `Database`) compacts
     /// ([`crate::Database::compact`]): writes a final durable checkpoint, so that the next
