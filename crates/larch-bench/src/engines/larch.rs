@@ -59,7 +59,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         format!(
             "on: up to {} segments of {} MiB (the ring follows a third of the data file), \
              checkpoint every {} MiB of log or a 32nd of the data file if more, and once \
-             the writer is idle for {} ms",
+             the writer is idle for {} ms (0: never)",
             options.log_segments,
             options.log_segment_bytes >> 20,
             options.checkpoint_bytes >> 20,
