@@ -22,6 +22,15 @@ fn options(idle_millis: u64) -> Options {
         .idle_checkpoint_millis(idle_millis)
 }
 
+/// A new database on fault storages (data and log), idle checkpoints after `idle_millis`,
+/// with table "t".
+fn fresh(idle_millis: u64) -> (FaultStorage, FaultStorage, Database) {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = common::open_with_log(&data, &log, options(idle_millis)).unwrap();
+    common::create_table(&db, "t");
+    (data, log, db)
+}
+
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
@@ -77,9 +86,7 @@ fn tree_reaches(db: &Database, id: u64) -> bool {
 /// (the idle checkpoint, published by the idle thread: no write transaction follows).
 #[test]
 fn an_idle_writer_has_its_overlay_checkpointed() {
-    let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = common::open_with_log(&data, &log, options(5)).unwrap();
-    common::create_table(&db, "t");
+    let (_, _, db) = fresh(5);
     let mut model = Model::new();
     for round in 0..3 {
         let last = puts(&db, &mut model, round * 300, 300, false);
@@ -96,9 +103,7 @@ fn an_idle_writer_has_its_overlay_checkpointed() {
 /// With the option off the overlay stays (the log's growth has not called for a checkpoint).
 #[test]
 fn with_the_option_off_the_overlay_stays() {
-    let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = common::open_with_log(&data, &log, options(0)).unwrap();
-    common::create_table(&db, "t");
+    let (_, _, db) = fresh(0);
     let mut model = Model::new();
     let before = db.stats().unwrap().txn;
     let last = puts(&db, &mut model, 0, 300, false);
@@ -113,9 +118,7 @@ fn with_the_option_off_the_overlay_stays() {
 /// write lock, nor takes it from under a transaction); its commit arms the thread again.
 #[test]
 fn an_open_transaction_puts_it_off_and_its_commit_brings_it_back() {
-    let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = common::open_with_log(&data, &log, options(5)).unwrap();
-    common::create_table(&db, "t");
+    let (_, _, db) = fresh(5);
     let mut model = Model::new();
     // A pause of a period between the burst and `begin_write` (a loaded machine) lets a
     // checkpoint in first: then the burst is tried again.
@@ -159,9 +162,7 @@ fn an_open_transaction_puts_it_off_and_its_commit_brings_it_back() {
 /// (the second one merges the counts the first corrected).
 #[test]
 fn blind_writes_counts_come_out_exact() {
-    let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = common::open_with_log(&data, &log, options(5)).unwrap();
-    common::create_table(&db, "t");
+    let (_, _, db) = fresh(5);
     let mut model = Model::new();
     let loaded = puts(&db, &mut model, 0, 1000, false);
     assert!(tree_reaches(&db, loaded));
@@ -183,9 +184,7 @@ fn blind_writes_counts_come_out_exact() {
 /// pause an idle checkpoint, published under the readers).
 #[test]
 fn readers_beside_idle_checkpoints_see_whole_commits() {
-    let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = common::open_with_log(&data, &log, options(2)).unwrap();
-    common::create_table(&db, "t");
+    let (_, _, db) = fresh(2);
     let keys: Vec<Vec<u8>> = (0..50).map(key).collect();
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -232,9 +231,7 @@ fn readers_beside_idle_checkpoints_see_whole_commits() {
 fn close_crash_and_power_loss_around_idle_checkpoints() {
     for pause in [0u64, 1, 3, 8, 20] {
         // A close soon after a burst (the thread waiting, or its checkpoint running).
-        let (data, log) = (FaultStorage::new(), FaultStorage::new());
-        let db = common::open_with_log(&data, &log, options(2)).unwrap();
-        common::create_table(&db, "t");
+        let (data, log, db) = fresh(2);
         let mut model = Model::new();
         puts(&db, &mut model, 0, 400, false);
         std::thread::sleep(Duration::from_millis(pause));
@@ -244,9 +241,7 @@ fn close_crash_and_power_loss_around_idle_checkpoints() {
         drop(db);
 
         // A process crash at the same moment.
-        let (data, log) = (FaultStorage::new(), FaultStorage::new());
-        let db = common::open_with_log(&data, &log, options(2)).unwrap();
-        common::create_table(&db, "t");
+        let (data, log, db) = fresh(2);
         let mut model = Model::new();
         puts(&db, &mut model, 0, 400, false);
         std::thread::sleep(Duration::from_millis(pause));
@@ -262,9 +257,7 @@ fn close_crash_and_power_loss_around_idle_checkpoints() {
 
         // A power loss: the last durable commit is the `Immediate` one in the middle; the
         // database comes back as the model at it or at a later commit.
-        let (data, log) = (FaultStorage::new(), FaultStorage::new());
-        let db = common::open_with_log(&data, &log, options(2)).unwrap();
-        common::create_table(&db, "t");
+        let (data, log, db) = fresh(2);
         let mut model = Model::new();
         puts(&db, &mut model, 0, 200, false);
         let mut w = db.begin_write().unwrap();
