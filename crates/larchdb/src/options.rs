@@ -132,9 +132,8 @@ pub struct Options {
     /// tree's speed: right after a 1M-record load, readseq through the overlay took 3-4x the
     /// time of readseq over the tree alone (docs/design/write-path.md). The checkpoint is
     /// written without a sync, as any other, and never waits for the write lock: an open
-    /// transaction puts it off. 0 (the default, until a failure the model test met with it
-    /// on is understood: docs/design/write-path.md, session 30) turns it off: the overlay
-    /// then stays until the log's growth calls for a checkpoint. 100 is what was measured.
+    /// transaction puts it off. 0 turns it off: the overlay then stays until the log's growth
+    /// calls for a checkpoint. The default, 100, is what was measured.
     pub idle_checkpoint_millis: u64,
     /// Whether closing a handle that writes (dropping the last `Database`) compacts
     /// ([`crate::Database::compact`]): writes a final durable checkpoint, so that the next
@@ -179,7 +178,7 @@ pub const BOUNDED_MILLIS_DEFAULT: u64 = 100;
 /// Default `Options::bounded_bytes`.
 pub const BOUNDED_BYTES_DEFAULT: u64 = 1 << 20;
 /// Default `Options::idle_checkpoint_millis`.
-pub const IDLE_CHECKPOINT_MILLIS_DEFAULT: u64 = 0;
+pub const IDLE_CHECKPOINT_MILLIS_DEFAULT: u64 = 100;
 /// Default `Options::checkpoint_bytes`.
 pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 

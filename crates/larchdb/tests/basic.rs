@@ -185,6 +185,69 @@ fn overflow_values_and_append() {
     db.verify().unwrap();
 }
 
+/// Appends after deletes from the end left an empty rightmost leaf: with long keys the
+/// branch above it cannot merge into its full sibling, and the separator over the empty leaf
+/// sorts after every key left. The next appends belong in the leaf left of it until they pass
+/// that separator (session 30's model-test failure; before the fix they went into the empty
+/// leaf, outside its bounds).
+#[test]
+fn appends_after_deletes_from_the_end() {
+    // Keys "0", "0~", "0~~", ...: each longer than the one before, so separators are long.
+    let tilde_key = |n: usize| {
+        let mut k = b"0".to_vec();
+        k.resize(1 + n, b'~');
+        k
+    };
+    for log in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path().join("db"), Options::default().log(log)).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for n in 0..=108 {
+                t.append(&tilde_key(n), &vec![n as u8; 1514]).unwrap();
+            }
+        }
+        w.commit().unwrap();
+        db.checkpoint().unwrap();
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for n in (1..=108).rev() {
+                assert!(t.delete(&tilde_key(n)).unwrap());
+            }
+        }
+        w.commit().unwrap();
+        db.checkpoint().unwrap();
+        assert!(db.verify_all().unwrap().is_clean());
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for n in 1..=120 {
+                t.append(&tilde_key(n), &vec![n as u8; 300]).unwrap();
+            }
+            assert!(matches!(
+                t.append(&tilde_key(60), b"x"),
+                Err(Error::AppendOutOfOrder)
+            ));
+        }
+        w.commit().unwrap();
+        db.checkpoint().unwrap();
+        let report = db.verify_all().unwrap();
+        assert!(report.is_clean(), "log {log}: {:?}", report.problems);
+        let r = db.begin_read().unwrap();
+        let t = r.table("t").unwrap();
+        let got = collect(t.iter());
+        assert_eq!(got.len(), 121, "log {log}");
+        for (n, (k, v)) in got.iter().enumerate() {
+            assert_eq!(k, &tilde_key(n));
+            let len = if n == 0 { 1514 } else { 300 };
+            assert_eq!(v, &vec![n as u8; len]);
+        }
+    }
+}
+
 #[test]
 fn abort_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();

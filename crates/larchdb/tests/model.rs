@@ -590,3 +590,38 @@ proptest! {
         run(ops, true);
     }
 }
+
+/// Session 30's failure, as proptest shrank it: appends in two tables, a savepoint after the
+/// first table's, the second table's appends rolled back, then one more append in each.
+#[test]
+fn appends_after_a_rollback_past_other_appends() {
+    let append = |table, count, len| Op::Append {
+        table,
+        count,
+        value: (0, len),
+    };
+    let put = |table, len| Op::Put {
+        table,
+        key: 0,
+        width: 0,
+        value: (0, len),
+        blind: false,
+    };
+    for log in [false, true] {
+        run(
+            vec![
+                put(0, 0),
+                put(1, 1007),
+                append(0, 1, 0),
+                Op::Savepoint,
+                append(1, 108, 1514),
+                Op::Savepoint,
+                Op::RollbackTo { back: 1 },
+                append(0, 1, 0),
+                append(1, 1, 0),
+                Op::Commit { durable: false },
+            ],
+            log,
+        );
+    }
+}

@@ -220,10 +220,11 @@ pub(crate) fn append(
             return Ok(());
         }
     }
-    let (_, leaf, _) = put_inner(w, scratch, hdr, key, value, PutMode::Append, None)?;
-    *hint = Some(AppendHint {
+    let placed = put_inner(w, scratch, hdr, key, value, PutMode::Append, None)?;
+    // Only the rightmost leaf has no upper bound for the next append's key to pass.
+    *hint = placed.rightmost.then_some(AppendHint {
         root: hdr.root.id,
-        leaf,
+        leaf: placed.leaf,
     });
     Ok(())
 }
@@ -278,10 +279,10 @@ pub(crate) fn put(
     debug_assert!(key.len() <= crate::limits::key_bytes_max(w.page_bytes() as u32));
     debug_assert!(value.len() <= crate::limits::VALUE_BYTES_MAX);
     let Some(hint) = hint else {
-        return put_inner(w, scratch, hdr, key, value, PutMode::Upsert, None).map(|r| r.0);
+        return put_inner(w, scratch, hdr, key, value, PutMode::Upsert, None).map(|p| p.replaced);
     };
     let before = hint.leaf;
-    let (replaced, landed, split) = put_inner(
+    let placed = put_inner(
         w,
         scratch,
         hdr,
@@ -290,11 +291,23 @@ pub(crate) fn put(
         PutMode::Upsert,
         Some(&mut *hint),
     )?;
-    hint.valid = !split;
-    hint.armed = !split && landed == before;
+    hint.valid = !placed.split;
+    hint.armed = !placed.split && placed.leaf == before;
     hint.root = hdr.root.id;
-    hint.leaf = landed;
-    Ok(replaced)
+    hint.leaf = placed.leaf;
+    Ok(placed.replaced)
+}
+
+/// What `put_inner` did.
+struct Placed {
+    /// The key was present: its value was replaced.
+    replaced: bool,
+    /// The leaf the key is in now.
+    leaf: u64,
+    /// A node split.
+    split: bool,
+    /// `leaf` is the tree's rightmost leaf.
+    rightmost: bool,
 }
 
 /// Where a put's key stands in its leaf, found before the leaf is changed.
@@ -322,7 +335,7 @@ fn put_inner(
     value: &[u8],
     mode: PutMode,
     mut hint: Option<&mut PutHint>,
-) -> Result<(bool, u64, bool)> {
+) -> Result<Placed> {
     let Scratch {
         cell, split_copy, ..
     } = scratch;
@@ -331,7 +344,12 @@ fn put_inner(
         if let Some(h) = hint.as_deref_mut() {
             h.path.clear();
         }
-        return put_first(w, cell, hdr, key, value).map(|(r, leaf)| (r, leaf, false));
+        return put_first(w, cell, hdr, key, value).map(|(replaced, leaf)| Placed {
+            replaced,
+            leaf,
+            split: false,
+            rightmost: true,
+        });
     }
     let mut local = None;
     let (path, hinted) = match hint {
@@ -341,7 +359,7 @@ fn put_inner(
         }
         None => (local.insert(Path::new()), None),
     };
-    let leaf_ref = match hinted {
+    let mut leaf_ref = match hinted {
         // Dirty in this transaction: referenced with its id.
         Some(leaf) => PageRef::new(leaf, w.txn),
         None => {
@@ -350,6 +368,14 @@ fn put_inner(
             descend(w, hdr, search_key, path)?
         }
     };
+    if mode == PutMode::Append && node_at(w, leaf_ref, true)?.n == 0 {
+        // An empty rightmost leaf: deletes leave one where its branch could not merge (long
+        // separators fill the sibling). Its lower bound, the separator above it, may sort
+        // after the key, so the key's leaf is found by its value instead; the key still
+        // sorts after every key there, so it goes at that leaf's end.
+        path.clear();
+        leaf_ref = descend(w, hdr, Some(key), path)?;
+    }
     let leaf_id = leaf_ref.id;
     // An upsert's leaf is copied before it is searched: the copy streams the whole page in
     // at once (it is almost never in the cache on a random put), so the binary search that
@@ -401,7 +427,12 @@ fn put_inner(
             if mode == PutMode::Append {
                 propagate(w, split_copy, hdr, path, leaf_id, leaf, None)?;
             }
-            return Ok((true, leaf, false));
+            return Ok(Placed {
+                replaced: true,
+                leaf,
+                split: false,
+                rightmost: path.rightmost,
+            });
         }
         edit::remove(w.page_mut(leaf)?, slot.idx, cell_len);
         if let Some((page, pages)) = run {
@@ -438,7 +469,13 @@ fn put_inner(
     if !found {
         hdr.entries += 1;
     }
-    Ok((found, landed, split_happened))
+    Ok(Placed {
+        replaced: found,
+        leaf: landed,
+        split: split_happened,
+        // After a split at the end, the key is in the new right page.
+        rightmost: path.rightmost && (landed != leaf || !split_happened),
+    })
 }
 
 /// The first put into an empty tree: a root leaf holding one cell.
