@@ -625,3 +625,172 @@ fn appends_after_a_rollback_past_other_appends() {
         );
     }
 }
+
+/// An edit at the ends of a tree of long keys (`ends_of_a_tree_of_long_keys`).
+#[derive(Debug, Clone)]
+enum EndOp {
+    /// Deletes `count` keys from the `at`-th (of the table's keys, modulo its length),
+    /// newest-first when `reverse`.
+    DeleteRun {
+        at: u16,
+        count: u16,
+        reverse: bool,
+    },
+    /// Appends `count` keys after the last, with `len`-byte values.
+    Append {
+        count: u8,
+        len: u16,
+    },
+    /// Puts `count` keys before the first.
+    Prepend {
+        count: u8,
+        len: u16,
+    },
+    Pop {
+        last: bool,
+    },
+    /// `delete_range` over the keys from the `at`-th, `count` of them.
+    RemoveRange {
+        at: u16,
+        count: u16,
+    },
+    /// Puts key `at` (modulo the span of the table's keys, from its first): present or not.
+    Middle {
+        at: u16,
+        len: u16,
+    },
+    Commit,
+}
+
+fn end_op() -> impl Strategy<Value = EndOp> {
+    let len = prop_oneof![Just(0u16), Just(100), Just(1514), Just(3000)];
+    prop_oneof![
+        4 => (any::<u16>(), 1u16..200, any::<bool>()).prop_map(|(at, count, reverse)| EndOp::DeleteRun { at, count, reverse }),
+        3 => (1u8..80, len.clone()).prop_map(|(count, len)| EndOp::Append { count, len }),
+        2 => (1u8..80, len).prop_map(|(count, len)| EndOp::Prepend { count, len }),
+        2 => any::<bool>().prop_map(|last| EndOp::Pop { last }),
+        2 => (any::<u16>(), 1u16..200).prop_map(|(at, count)| EndOp::RemoveRange { at, count }),
+        2 => (any::<u16>(), 0u16..2000).prop_map(|(at, len)| EndOp::Middle { at, len }),
+        2 => Just(EndOp::Commit),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("LARCH_MODEL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(64),
+        ..ProptestConfig::default()
+    })]
+    /// Deletes and inserts at both ends of a tree whose 241-byte keys make branches of about
+    /// fifteen children, so that merges often cannot happen and deletes leave empty leaves and
+    /// branches of one child at the edges (the shape behind session 30's append bug). Every
+    /// step is checked against a `BTreeMap`, every commit with `verify_all`.
+    #[test]
+    fn ends_of_a_tree_of_long_keys(
+        fill in 20u32..400,
+        fill_len in prop_oneof![Just(100u16), Just(1514)],
+        ops in proptest::collection::vec(end_op(), 1..60),
+        log in any::<bool>(),
+    ) {
+        let key = |n: u32| format!("{n:0241}").into_bytes();
+        let data = FaultStorage::new();
+        let db = if log {
+            common::open_with_log(&data, &FaultStorage::new(), common::small_log_options()).unwrap()
+        } else {
+            Database::open_storage(Arc::new(data), Options::default()).unwrap()
+        };
+        let mut model: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+        let mut w = db.begin_write().unwrap();
+        w.create_table("t").unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for n in 0..fill {
+                let v = value_bytes(n as u8, fill_len);
+                t.append(&key(1_000_000 + n), &v).unwrap();
+                model.insert(1_000_000 + n, v);
+            }
+        }
+        for op in ops.iter().chain([EndOp::Commit].iter()) {
+            match *op {
+                EndOp::DeleteRun { at, count, reverse } => {
+                    if model.is_empty() {
+                        continue;
+                    }
+                    let at = at as usize % model.len();
+                    let mut run: Vec<u32> = model.keys().skip(at).take(count as usize).copied().collect();
+                    if reverse {
+                        run.reverse();
+                    }
+                    let mut t = w.table("t").unwrap();
+                    for n in run {
+                        model.remove(&n);
+                        prop_assert!(t.delete(&key(n)).unwrap());
+                    }
+                }
+                EndOp::Append { count, len } => {
+                    let mut t = w.table("t").unwrap();
+                    let from = model.keys().next_back().map_or(1_000_000, |n| n + 1);
+                    for n in from..from + count as u32 {
+                        let v = value_bytes(n as u8, len);
+                        t.append(&key(n), &v).unwrap();
+                        model.insert(n, v);
+                    }
+                }
+                EndOp::Prepend { count, len } => {
+                    let mut t = w.table("t").unwrap();
+                    let below = model.keys().next().map_or(1_000_000, |n| *n);
+                    for n in (below - count as u32..below).rev() {
+                        let v = value_bytes(n as u8, len);
+                        prop_assert!(!t.put(&key(n), &v).unwrap());
+                        model.insert(n, v);
+                    }
+                }
+                EndOp::Pop { last } => {
+                    let mut t = w.table("t").unwrap();
+                    let got = if last { t.pop_last() } else { t.pop_first() }.unwrap();
+                    let want = if last { model.pop_last() } else { model.pop_first() };
+                    prop_assert_eq!(got, want.map(|(n, v)| (key(n), v)));
+                }
+                EndOp::RemoveRange { at, count } => {
+                    if model.is_empty() {
+                        continue;
+                    }
+                    let at = at as usize % model.len();
+                    let run: Vec<u32> = model.keys().skip(at).take(count as usize).copied().collect();
+                    let (lo, hi) = (key(run[0]), key(run[run.len() - 1]));
+                    for n in &run {
+                        model.remove(n);
+                    }
+                    let mut t = w.table("t").unwrap();
+                    prop_assert_eq!(t.delete_range(lo..=hi).unwrap(), run.len() as u64);
+                }
+                EndOp::Middle { at, len } => {
+                    let first = model.keys().next().map_or(1_000_000, |n| *n);
+                    let span = model.keys().next_back().map_or(1, |n| n - first + 1);
+                    let n = first + at as u32 % span;
+                    let v = value_bytes(n as u8, len);
+                    let mut t = w.table("t").unwrap();
+                    prop_assert_eq!(t.put(&key(n), &v).unwrap(), model.insert(n, v).is_some());
+                }
+                EndOp::Commit => {
+                    w.commit().unwrap();
+                    let report = db.verify_all().unwrap();
+                    prop_assert!(report.is_clean(), "{:?}", report.problems);
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(n, v)| (key(*n), v.clone())).collect();
+                    prop_assert!(common::collect(t.iter()) == want);
+                    let mut back = common::collect(t.iter_rev());
+                    back.reverse();
+                    prop_assert!(back == want);
+                    prop_assert_eq!(t.first().unwrap().map(|(k, _)| k.to_vec()), want.first().map(|e| e.0.clone()));
+                    prop_assert_eq!(t.last().unwrap().map(|(k, _)| k.to_vec()), want.last().map(|e| e.0.clone()));
+                    for (k, v) in want.iter().step_by(7) {
+                        prop_assert_eq!(t.get(k).unwrap(), Some(&v[..]));
+                    }
+                    drop(r);
+                    w = db.begin_write().unwrap();
+                }
+            }
+        }
+    }
+}
