@@ -660,6 +660,8 @@ enum EndOp {
         len: u16,
     },
     Commit,
+    /// A commit, then `Database::compact` (pages moved down, the file's end given back).
+    Compact,
 }
 
 fn end_op() -> impl Strategy<Value = EndOp> {
@@ -672,6 +674,7 @@ fn end_op() -> impl Strategy<Value = EndOp> {
         2 => (any::<u16>(), 1u16..200).prop_map(|(at, count)| EndOp::RemoveRange { at, count }),
         2 => (any::<u16>(), 0u16..2000).prop_map(|(at, len)| EndOp::Middle { at, len }),
         2 => Just(EndOp::Commit),
+        1 => Just(EndOp::Compact),
     ]
 }
 
@@ -771,8 +774,11 @@ proptest! {
                     let mut t = w.table("t").unwrap();
                     prop_assert_eq!(t.put(&key(n), &v).unwrap(), model.insert(n, v).is_some());
                 }
-                EndOp::Commit => {
+                EndOp::Commit | EndOp::Compact => {
                     w.commit().unwrap();
+                    if matches!(op, EndOp::Compact) {
+                        db.compact().unwrap();
+                    }
                     let report = db.verify_all().unwrap();
                     prop_assert!(report.is_clean(), "{:?}", report.problems);
                     let r = db.begin_read().unwrap();
