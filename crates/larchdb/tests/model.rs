@@ -695,12 +695,10 @@ proptest! {
         log in any::<bool>(),
     ) {
         let key = |n: u32| format!("{n:0241}").into_bytes();
-        let data = FaultStorage::new();
-        let db = if log {
-            common::open_with_log(&data, &FaultStorage::new(), common::small_log_options()).unwrap()
-        } else {
-            Database::open_storage(Arc::new(data), Options::default()).unwrap()
-        };
+        let db = open(&Files {
+            data: FaultStorage::new(),
+            log: log.then(FaultStorage::new),
+        });
         let mut model: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
         let mut w = db.begin_write().unwrap();
         w.create_table("t").unwrap();

@@ -368,15 +368,6 @@ fn put_inner(
             descend(w, hdr, search_key, path)?
         }
     };
-    if mode == PutMode::Append && node_at(w, leaf_ref, true)?.n == 0 {
-        // An empty rightmost leaf: deletes leave one where its branch could not merge (long
-        // separators fill the sibling). Its lower bound, the separator above it, may sort
-        // after the key, so the key's leaf is found by its value instead; the key still
-        // sorts after every key there, so it goes at that leaf's end.
-        path.clear();
-        leaf_ref = descend(w, hdr, Some(key), path)?;
-    }
-    let leaf_id = leaf_ref.id;
     // An upsert's leaf is copied before it is searched: the copy streams the whole page in
     // at once (it is almost never in the cache on a random put), so the binary search that
     // follows reads cached bytes instead of waiting for one miss per probe; and before the
@@ -386,11 +377,21 @@ fn put_inner(
     // bad copy never commits. An append must change nothing when its key is out of order, so
     // it checks that first and copies later.
     if mode == PutMode::Append {
-        let n = node_at(w, leaf_ref, true)?;
+        let mut n = node_at(w, leaf_ref, true)?;
+        if n.n == 0 {
+            // An empty rightmost leaf: deletes leave one where its branch could not merge
+            // (long separators fill the sibling). Its lower bound, the separator above it, may
+            // sort after the key, so the key's leaf is found by its value instead; the key
+            // still sorts after every key there, so it goes at that leaf's end.
+            path.clear();
+            leaf_ref = descend(w, hdr, Some(key), path)?;
+            n = node_at(w, leaf_ref, true)?;
+        }
         if n.n > 0 && compare_keys(n.key(n.n - 1)?, key) != std::cmp::Ordering::Less {
             return Err(Error::AppendOutOfOrder);
         }
     }
+    let leaf_id = leaf_ref.id;
     // The cell is built in the scratch buffer: no allocation per put. (Built before the copy,
     // so a large value's overflow run is allocated before the leaf's page.)
     make_cell(w, key, value, cell)?;

@@ -90,15 +90,11 @@ impl Flusher {
 
     /// Stops the thread after a last flush of what is pending (the handle is closing).
     pub(crate) fn stop(&self) {
-        let thread = {
+        super::stop_thread(&self.wake, || {
             let mut st = self.lock();
             st.stop = true;
-            self.wake.notify_one();
             st.thread.take()
-        };
-        if let Some(t) = thread {
-            let _ = t.join();
-        }
+        });
     }
 }
 

@@ -86,15 +86,11 @@ impl Idle {
     /// Stops the thread (the handle is closing), after the step it is in: a checkpoint it
     /// started is left to the close, which waits for it.
     pub(crate) fn stop(&self) {
-        let thread = {
+        super::stop_thread(&self.wake, || {
             let mut st = self.lock();
             st.stop = true;
-            self.wake.notify_one();
             st.thread.take()
-        };
-        if let Some(t) = thread {
-            let _ = t.join();
-        }
+        });
     }
 
     /// Sleeps for `d`, or less if the handle closes: returns whether it is closing.

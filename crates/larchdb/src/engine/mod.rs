@@ -182,3 +182,18 @@ impl Shared {
         self.boot_id.unwrap_or([0; 16])
     }
 }
+
+/// Stops one of a handle's background threads (the flusher, the idle checkpointer): `mark`
+/// sets the thread's stop flag under its state's lock and takes its join handle; the thread
+/// is then woken (it checks the flag under the same lock before it waits, so the wake cannot
+/// be lost) and joined.
+pub(crate) fn stop_thread(
+    wake: &std::sync::Condvar,
+    mark: impl FnOnce() -> Option<std::thread::JoinHandle<()>>,
+) {
+    let thread = mark();
+    wake.notify_one();
+    if let Some(t) = thread {
+        let _ = t.join();
+    }
+}
