@@ -12,6 +12,7 @@ packages=(
   libdb-dev                       # BerkeleyDB 5.3
   db-util                         # BerkeleyDB 5.3 db_dump/db_load: larch-cli interop tests
   libwiredtiger-dev               # WiredTiger 3.2.1
+  libclang-dev                    # libmdbx: the mdbx-sys crate generates its bindings (bindgen)
   python3                         # larch-bench tools/crosscheck.sh (medians)
   python3-venv                    # the Python package's tests (bindings/python)
   gcc valgrind                    # the C API's tests (crates/larch-c/tests/c/run.sh)

@@ -1,5 +1,6 @@
 //! larch-bench: a db_bench-compatible benchmark driver that runs Larch and the real peer engines
-//! (LMDB, RocksDB, LevelDB, Berkeley DB, WiredTiger, redb) with identical key and value streams.
+//! (LMDB, libmdbx, RocksDB, LevelDB, Berkeley DB, WiredTiger, redb, canopydb, fjall) with
+//! identical key and value streams.
 //!
 //! Layers, each depending only on the ones below it:
 //! `parent` (spawns one child process per engine, cgroups, JSON/CSV, summary table) ->

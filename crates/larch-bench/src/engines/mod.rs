@@ -6,14 +6,18 @@
 //! where a library is missing and reports that engine as unavailable with an install hint.
 //! Berkeley DB and WiredTiger expose structs of function pointers; for those a small C shim
 //! (shim/*.c, built by build.rs only when the header exists) calls the methods, and receives the
-//! one free entry point it needs from our dlopen.
+//! one free entry point it needs from our dlopen. The engines that are crates (redb, libmdbx
+//! through mdbx-sys, which builds libmdbx's C source, canopydb, fjall) are linked in.
 
 use crate::error::{Error, Result};
 use std::path::PathBuf;
 
 pub mod bdb;
+pub mod canopydb;
+pub mod fjall;
 pub mod larch;
 pub mod leveldb;
+pub mod libmdbx;
 pub mod lmdb;
 pub mod redb;
 pub mod rocksdb;
@@ -105,12 +109,15 @@ pub fn registry() -> Vec<EngineSpec> {
         larch::spec(),
         larch::spec_log(),
         lmdb::spec(),
+        libmdbx::spec(),
         rocksdb::spec(),
         leveldb::spec(),
         bdb::spec(),
         wiredtiger::spec_btree(),
         wiredtiger::spec_lsm(),
         redb::spec(),
+        canopydb::spec(),
+        fjall::spec(),
     ]
 }
 
@@ -126,6 +133,8 @@ pub fn find(name: &str) -> Result<EngineSpec> {
         "wt" | "wiredtiger-btree" | "wiredbtree" => "wiredtiger",
         "wt-lsm" | "wiredlsm" => "wiredtiger-lsm",
         "larchdb" => "larch",
+        "mdbx" => "libmdbx",
+        "canopy" => "canopydb",
         other => other,
     };
     registry()

@@ -36,7 +36,8 @@ fn register_font() -> Result<()> {
     }
 }
 
-/// The engines in the order of `--engine=all`, each with its colour (Tableau 10).
+/// The engines, each with its colour (Tableau 10, then black and a light orange; larch-log and
+/// any other name take the olive of `engine_color`'s fallback).
 const ENGINE_COLORS: &[(&str, RGBColor)] = &[
     ("larch", RGBColor(214, 39, 40)),
     ("lmdb", RGBColor(31, 119, 180)),
@@ -46,6 +47,9 @@ const ENGINE_COLORS: &[(&str, RGBColor)] = &[
     ("wiredtiger", RGBColor(140, 86, 75)),
     ("wiredtiger-lsm", RGBColor(227, 119, 194)),
     ("redb", RGBColor(127, 127, 127)),
+    ("libmdbx", RGBColor(23, 190, 207)),
+    ("canopydb", RGBColor(0, 0, 0)),
+    ("fjall", RGBColor(255, 187, 120)),
 ];
 
 /// Colours for series that are not engines (threads, memory levels).
