@@ -25,6 +25,7 @@ pub mod report;
 pub mod runner;
 pub mod suite;
 pub mod sys;
+pub mod verdict;
 
 pub use error::{Error, Result};
 

@@ -199,6 +199,18 @@ pub fn run(flags: &Flags) -> Result<()> {
     }
     println!();
     print!("{}", summary_table(&rows));
+    // The verdict: the figures to compare side by side, in the JSON too (kind=verdict).
+    let verdicts = crate::verdict::verdicts(&rows);
+    if let Some(j) = json_out.as_mut() {
+        for v in &verdicts {
+            writeln!(j, "{v}").map_err(|e| Error::io("write json", e))?;
+        }
+    }
+    let table = crate::verdict::verdict_table(&verdicts, &f.engines);
+    if !table.is_empty() {
+        println!();
+        print!("{table}");
+    }
     if !failures.is_empty() {
         return Err(Error::Child(format!(
             "engine run(s) failed: {}",

@@ -89,6 +89,17 @@ unsafe fn slice<'a>(v: &ffi::MDBX_val) -> &'a [u8] {
     }
 }
 
+/// libmdbx logs notices (the file's growth, readahead, shrinking) to stderr by default; the
+/// driver's output keeps its warnings and errors only.
+fn quiet_notices() {
+    // SAFETY: MDBX_LOGGER_DONTCHANGE in mdbx.h is the function pointer (intptr_t)-1, which
+    // libmdbx compares against and never calls; a non-null fn pointer value is a valid `Some`.
+    unsafe {
+        let keep_logger: ffi::MDBX_debug_func = std::mem::transmute::<usize, _>(usize::MAX);
+        ffi::mdbx_setup_debug(ffi::MDBX_LOG_WARN, ffi::MDBX_DBG_DONTCHANGE, keep_logger);
+    }
+}
+
 fn open(o: &OpenOptions) -> Result<Opened> {
     let mut flags = ffi::MDBX_WRITEMAP | ffi::MDBX_NOSTICKYTHREADS;
     let mut names = vec!["MDBX_WRITEMAP", "MDBX_NOSTICKYTHREADS"];
@@ -106,6 +117,7 @@ fn open(o: &OpenOptions) -> Result<Opened> {
     let readers = (o.threads_max + 16) as u64;
     let path = CString::new(o.dir.as_os_str().as_encoded_bytes())
         .map_err(|_| Error::Usage("--db path contains NUL".into()))?;
+    quiet_notices();
     let mut env = ptr::null_mut();
     // SAFETY: libmdbx's open sequence on a fresh env handle; the env is closed on every error
     // path, and `path` outlives the call.
