@@ -149,7 +149,7 @@ pub fn verdicts(results: &[Value]) -> Vec<Value> {
             "benchmark": row.benchmark,
             "threads": row.threads,
             "metric": "ops_per_sec",
-            "ops_per_sec": figures,
+            "figures": figures,
             "best_peer": best.as_ref().map(|b| b.0.clone()),
             "best_peer_ops_per_sec": best.as_ref().map(|b| b.1),
             "vs_best_peer": against,
@@ -198,7 +198,7 @@ pub fn verdict_table(verdicts: &[Value], engines: &[String]) -> String {
     s.push_str("|\n");
     let mut short = false;
     for v in verdicts {
-        let figure = |e: &str| v.get("ops_per_sec").and_then(|f| f.get(e));
+        let figure = |e: &str| v.get("figures").and_then(|f| f.get(e));
         s.push_str(&format!(
             "| {} | {} |",
             v["benchmark"].as_str().unwrap_or(""),
@@ -282,7 +282,7 @@ mod tests {
             result("rocksdb", "fillseq", 1, 5e5, 0.5),
         ];
         let v = verdicts(&rows);
-        assert_eq!(v[0]["ops_per_sec"]["larch"], "short");
+        assert_eq!(v[0]["figures"]["larch"], "short");
         assert_eq!(v[0]["vs_best_peer"]["larch"]["outcome"], "short");
         // A short peer is left out of the best: rocksdb is the best that can be trusted.
         assert_eq!(v[1]["best_peer"], "rocksdb");
