@@ -10,6 +10,7 @@
 //! of result rows pass it by).
 
 use serde_json::{json, Value};
+use std::collections::HashMap;
 
 /// Runs shorter than this are not compared: about five scheduler ticks at 250 Hz, below which
 /// one preemption moves the figure by a fifth (the 2 ms tiny runs that showed 0 writes/s).
@@ -40,9 +41,10 @@ struct Row {
 /// order.
 fn rows(results: &[Value]) -> Vec<Row> {
     let mut out: Vec<Row> = Vec::new();
-    // (benchmark label, threads, occurrence) -> index in out
-    let mut index: Vec<((String, u64, usize), usize)> = Vec::new();
-    let mut seen: Vec<(String, String, u64, usize)> = Vec::new(); // (engine, label, threads, count)
+    // (engine, label, threads) -> how many times that engine has run it so far.
+    let mut runs: HashMap<(String, String, u64), usize> = HashMap::new();
+    // (label, threads, occurrence) -> its row in `out`.
+    let mut index: HashMap<(String, u64, usize), usize> = HashMap::new();
     for r in results {
         if r.get("status").and_then(Value::as_str) != Some("ok") {
             continue;
@@ -57,32 +59,21 @@ fn rows(results: &[Value]) -> Vec<Row> {
             entries.push((format!("{benchmark} (writer)"), Some(w)));
         }
         for (label, ops) in entries {
-            let count = match seen
-                .iter_mut()
-                .find(|(e, l, t, _)| *e == engine && *l == label && *t == threads)
-            {
-                Some(s) => {
-                    s.3 += 1;
-                    s.3
-                }
-                None => {
-                    seen.push((engine.clone(), label.clone(), threads, 0));
-                    0
-                }
-            };
-            let key = (label.clone(), threads, count);
-            let i = match index.iter().find(|(k, _)| *k == key) {
-                Some((_, i)) => *i,
-                None => {
+            let run = runs
+                .entry((engine.clone(), label.clone(), threads))
+                .or_insert(0);
+            let occurrence = *run;
+            *run += 1;
+            let i = *index
+                .entry((label.clone(), threads, occurrence))
+                .or_insert_with(|| {
                     out.push(Row {
                         benchmark: label,
                         threads,
                         figures: Vec::new(),
                     });
-                    index.push((key, out.len() - 1));
                     out.len() - 1
-                }
-            };
+                });
             out[i].figures.push(Figure {
                 engine: engine.clone(),
                 ops_per_sec: if short { None } else { ops },

@@ -12,7 +12,7 @@
 //! in LMDB); reads use a fresh read transaction per operation so that every read sees the
 //! latest commit.
 
-use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
+use super::{kv, visit_up_to, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
 use crate::error::{Error, Result};
 use canopydb::{Database, DbOptions, EnvOptions};
 
@@ -132,9 +132,6 @@ impl Session for CanopySession<'_> {
         limit: u64,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
-        if limit == 0 {
-            return Ok(0);
-        }
         let rx = self.db.db.begin_read().map_err(|x| e("begin_read", x))?;
         let tree = rx
             .get_tree(TREE)
@@ -151,15 +148,6 @@ impl Session for CanopySession<'_> {
         } else {
             Box::new(range)
         };
-        let mut n = 0;
-        for item in iter {
-            let (k, v) = item.map_err(|x| e("range", x))?;
-            f(&k, &v);
-            n += 1;
-            if n >= limit {
-                break;
-            }
-        }
-        Ok(n)
+        visit_up_to(iter, limit, f, |x| e("range", x))
     }
 }

@@ -9,7 +9,7 @@
 //! --sync=1 it commits with `PersistMode::SyncAll` (fsync of the journal, the mode of the
 //! README's example). Reads go to the keyspace, which always sees the latest write.
 
-use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
+use super::{kv, visit_up_to, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
 use crate::error::{Error, Result};
 use fjall::config::CompressionPolicy;
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -115,9 +115,6 @@ impl Session for FjallSession<'_> {
         limit: u64,
         f: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<u64> {
-        if limit == 0 {
-            return Ok(0);
-        }
         let ks = &self.db.keyspace;
         let iter: Box<dyn Iterator<Item = fjall::Guard>> = match (start, reverse) {
             (Some(s), false) => Box::new(ks.range(s..)),
@@ -125,15 +122,8 @@ impl Session for FjallSession<'_> {
             (None, false) => Box::new(ks.iter()),
             (None, true) => Box::new(ks.iter().rev()),
         };
-        let mut n = 0;
-        for guard in iter {
-            let (k, v) = guard.into_inner().map_err(|x| e("iter", x))?;
-            f(&k, &v);
-            n += 1;
-            if n >= limit {
-                break;
-            }
-        }
-        Ok(n)
+        visit_up_to(iter.map(fjall::Guard::into_inner), limit, f, |x| {
+            e("iter", x)
+        })
     }
 }

@@ -199,6 +199,27 @@ macro_rules! dl_api {
 }
 pub(crate) use dl_api;
 
+/// Feeds up to `limit` pairs of a Rust iterator over key/value results to `f` (the loop of
+/// `Session::scan` for the engines whose scans are iterators); returns the number visited.
+pub(crate) fn visit_up_to<K, V, E>(
+    iter: impl Iterator<Item = std::result::Result<(K, V), E>>,
+    limit: u64,
+    f: &mut dyn FnMut(&[u8], &[u8]),
+    err: impl Fn(E) -> Error,
+) -> Result<u64>
+where
+    K: AsRef<[u8]>,
+    V: AsRef<[u8]>,
+{
+    let mut n = 0;
+    for item in iter.take(usize::try_from(limit).unwrap_or(usize::MAX)) {
+        let (k, v) = item.map_err(&err)?;
+        f(k.as_ref(), v.as_ref());
+        n += 1;
+    }
+    Ok(n)
+}
+
 /// Joins config pairs for the one-line description printed before each engine's results.
 pub fn describe(config: &[(String, String)]) -> String {
     config
