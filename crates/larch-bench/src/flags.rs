@@ -57,6 +57,13 @@ pub struct Flags {
     /// this many bytes of key and value a second (0: as fast as it goes), so that readers can
     /// be compared beside writers going at one rate. Other benchmarks ignore it.
     pub write_rate_limit: u64,
+    /// YCSB's `fieldcount` and `fieldlength`: a record of the ycsb_* benchmarks is one value
+    /// of fieldcount x fieldlength bytes (10 x 100).
+    pub ycsb_fieldcount: usize,
+    pub ycsb_fieldlength: usize,
+    /// Each engine runs the whole benchmark list this many times, each in a process of its
+    /// own; the summary and the verdict give the median and the spread (1).
+    pub repeat: usize,
 }
 
 pub const NUM_MAX: u64 = 1 << 40;
@@ -95,7 +102,30 @@ pub const KNOWN_BENCHMARKS: &[&str] = &[
     "fillunique_mt",
     "updateunique_mt",
     "insertunique_mt",
+    "ycsb_load",
+    "ycsb_a",
+    "ycsb_b",
+    "ycsb_c",
+    "ycsb_d",
+    "ycsb_e",
+    "ycsb_f",
 ];
+
+/// `--benchmarks=ycsb`: YCSB's load, then the core workloads in the order YCSB's documentation
+/// runs them (A, B, C, F, D, E: the two that insert last, so the others see the loaded
+/// records only).
+pub const YCSB_BENCHMARKS: &[&str] = &[
+    "ycsb_load",
+    "ycsb_a",
+    "ycsb_b",
+    "ycsb_c",
+    "ycsb_f",
+    "ycsb_d",
+    "ycsb_e",
+];
+
+/// Most runs of each engine `--repeat` takes.
+pub const REPEAT_MAX: usize = 100;
 
 impl Default for Flags {
     fn default() -> Self {
@@ -135,6 +165,9 @@ impl Default for Flags {
             fill_duration_s: 0,
             fill_threads: false,
             write_rate_limit: 0,
+            ycsb_fieldcount: crate::ycsb::FIELD_COUNT_DEFAULT,
+            ycsb_fieldlength: crate::ycsb::FIELD_LENGTH_DEFAULT,
+            repeat: 1,
         }
     }
 }
@@ -156,6 +189,10 @@ Usage: larch-bench [--flag=value ...]\n\
                          deleterandom deleteseq\n\
                          fillunique_mt updateunique_mt insertunique_mt (--threads writers\n\
                          over a seeded permutation of 0..num; see docs/design/bench-method.md)\n\
+                         ycsb (= ycsb_load,ycsb_a,ycsb_b,ycsb_c,ycsb_f,ycsb_d,ycsb_e): YCSB's load\n\
+                         and core workloads A-F on --threads clients, --reads ops per client\n\
+  --ycsb_fieldcount=N (10)  --ycsb_fieldlength=B (100): a YCSB record is one value of N x B\n\
+  --repeat=N             run each engine N times; summary and verdict give median and spread\n\
   --num=N                entries (1000000)      --reads/--writes/--deletes=N (-1 = num)\n\
   --threads=T|T1,T2,..   reader threads; a list runs each count after one load (1)\n\
   --duration=S           run read/mixed benchmarks for S seconds instead of a count (0)\n\
@@ -267,7 +304,27 @@ impl Flags {
             match n {
                 "engine" | "engines" => f.engines = list(v),
                 "db" => f.db = PathBuf::from(v),
-                "benchmarks" => f.benchmarks = list(v),
+                "benchmarks" => {
+                    f.benchmarks = list(v)
+                        .into_iter()
+                        .flat_map(|b| {
+                            if b == "ycsb" {
+                                YCSB_BENCHMARKS.iter().map(|s| s.to_string()).collect()
+                            } else {
+                                vec![b]
+                            }
+                        })
+                        .collect()
+                }
+                "ycsb_fieldcount" => {
+                    f.ycsb_fieldcount = in_range(n, parse_size(n, v)?, 1, 1024)? as usize
+                }
+                "ycsb_fieldlength" => {
+                    f.ycsb_fieldlength = in_range(n, parse_size(n, v)?, 1, 1 << 20)? as usize
+                }
+                "repeat" => {
+                    f.repeat = in_range(n, parse_size(n, v)?, 1, REPEAT_MAX as u64)? as usize
+                }
                 "num" => f.num = in_range(n, parse_size(n, v)?, 1, NUM_MAX)?,
                 "reads" => reads = parse_count_or_num(n, v)?,
                 "writes" => writes = parse_count_or_num(n, v)?,
@@ -442,6 +499,8 @@ impl Flags {
             format!("--fill_duration={}", self.fill_duration_s),
             format!("--fill_threads={}", self.fill_threads as u8),
             format!("--benchmark_write_rate_limit={}", self.write_rate_limit),
+            format!("--ycsb_fieldcount={}", self.ycsb_fieldcount),
+            format!("--ycsb_fieldlength={}", self.ycsb_fieldlength),
         ];
         if let Some(m) = self.memory_limit {
             a.push(format!("--memory_limit={m}"));
@@ -498,6 +557,7 @@ mod tests {
             &["--threads=0"],
             &["--num=100000", "--key_size=3"],
             &["--compression_ratio=0"],
+            &["--benchmarks=ycsb_z"],
             &["positional"],
         ] {
             match p(bad) {
@@ -519,6 +579,8 @@ mod tests {
             "--fill_duration=9",
             "--fill_threads=1",
             "--benchmark_write_rate_limit=8M",
+            "--ycsb_fieldcount=4",
+            "--ycsb_fieldlength=50",
         ])
         .unwrap();
         let g = Flags::parse(&f.to_child_args("lmdb")).unwrap();
@@ -532,6 +594,18 @@ mod tests {
         assert_eq!(g.fill_duration_s, 9);
         assert!(g.fill_threads);
         assert_eq!(g.write_rate_limit, 8 << 20);
+        assert_eq!((g.ycsb_fieldcount, g.ycsb_fieldlength), (4, 50));
+    }
+
+    #[test]
+    fn ycsb_expands_to_the_load_and_the_six_workloads() {
+        let f = p(&["--benchmarks=fillseq,ycsb,readseq", "--repeat=3"]).unwrap();
+        assert_eq!(f.benchmarks.len(), 2 + YCSB_BENCHMARKS.len());
+        assert_eq!(f.benchmarks[1], "ycsb_load");
+        assert_eq!(f.benchmarks[7], "ycsb_e");
+        assert_eq!(f.repeat, 3);
+        assert!(p(&["--repeat=0"]).is_err());
+        assert!(p(&["--ycsb_fieldcount=0"]).is_err());
     }
 
     #[test]

@@ -21,11 +21,13 @@ pub mod flags;
 pub mod gen;
 pub mod hist;
 pub mod parent;
+pub mod repeat;
 pub mod report;
 pub mod runner;
 pub mod suite;
 pub mod sys;
 pub mod verdict;
+pub mod ycsb;
 
 pub use error::{Error, Result};
 

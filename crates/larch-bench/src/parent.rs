@@ -38,6 +38,12 @@ fn print_header(f: &Flags) {
             .join(",")
     );
     println!("Sync:       {}", f.sync as u8);
+    if f.repeat > 1 {
+        println!(
+            "Repeat:     {} runs of each engine, interleaved; medians and spread reported",
+            f.repeat
+        );
+    }
     if let Some(m) = f.memory_limit {
         println!("MemLimit:   {m} bytes (memory cgroup per engine)");
     }
@@ -51,10 +57,12 @@ fn print_header(f: &Flags) {
     eprintln!("larch-bench {}", env!("CARGO_PKG_VERSION"));
     eprintln!(
         "Date:       {}",
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0)
+        crate::report::utc_datetime(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        )
     );
     eprintln!(
         "CPU:        {} * {}",
@@ -118,49 +126,56 @@ pub fn run(flags: &Flags) -> Result<()> {
         Ok(())
     };
 
-    for name in f.engines.clone() {
-        let spec = engines::find(&name)?;
-        if let Err(reason) = (spec.probe)() {
-            println!(
-                "{:<12} : unavailable ({reason}); install: {}",
-                spec.name, spec.install_hint
-            );
-            eprintln!(
-                "larch-bench: engine {} is unavailable and was not run",
+    for repeat in 0..f.repeat {
+        if f.repeat > 1 {
+            println!("Repeat:     {} of {}", repeat + 1, f.repeat);
+        }
+        for name in f.engines.clone() {
+            let spec = engines::find(&name)?;
+            if let Err(reason) = (spec.probe)() {
+                if repeat > 0 {
+                    continue;
+                }
+                println!(
+                    "{:<12} : unavailable ({reason}); install: {}",
+                    spec.name, spec.install_hint
+                );
+                eprintln!(
+                    "larch-bench: engine {} is unavailable and was not run",
+                    spec.name
+                );
+                emit(
+                    json!({
+                        "engine": spec.name, "benchmark": f.benchmarks.join(","),
+                        "status": "unavailable", "message": reason, "install_hint": spec.install_hint,
+                    }),
+                    &mut rows,
+                )?;
+                continue;
+            }
+            let results_path = f.db.join(format!(
+                ".larch-bench-{}-{}.jsonl",
+                std::process::id(),
                 spec.name
-            );
-            emit(
-                json!({
-                    "engine": spec.name, "benchmark": f.benchmarks.join(","),
-                    "status": "unavailable", "message": reason, "install_hint": spec.install_hint,
-                }),
-                &mut rows,
-            )?;
-            continue;
-        }
-        let results_path = f.db.join(format!(
-            ".larch-bench-{}-{}.jsonl",
-            std::process::id(),
-            spec.name
-        ));
-        let _ = std::fs::remove_file(&results_path);
-        let cgroup = match f.memory_limit {
-            Some(limit) => Some(MemoryCgroup::create(limit, spec.name)?),
-            None => None,
-        };
-        if let Some(cg) = &cgroup {
-            println!("cgroup       : {} (v{})", cg.dir.display(), cg.version);
-        }
-        let mut cmd = Command::new(&exe);
-        cmd.arg(crate::CHILD_SUBCOMMAND)
-            .arg(&results_path)
-            .args(f.to_child_args(spec.name));
-        let outcome = sys::spawn_measured(&mut cmd, cgroup.as_ref())?;
-        let u = outcome.usage;
-        // The engine's files once it is closed (the child drops its handle before it exits):
-        // what a load leaves on the disk, where `db_kb` is measured with the engine open.
-        let closed_bytes = sys::du_bytes(&f.db.join(spec.name));
-        println!(
+            ));
+            let _ = std::fs::remove_file(&results_path);
+            let cgroup = match f.memory_limit {
+                Some(limit) => Some(MemoryCgroup::create(limit, spec.name)?),
+                None => None,
+            };
+            if let Some(cg) = &cgroup {
+                println!("cgroup       : {} (v{})", cg.dir.display(), cg.version);
+            }
+            let mut cmd = Command::new(&exe);
+            cmd.arg(crate::CHILD_SUBCOMMAND)
+                .arg(&results_path)
+                .args(f.to_child_args(spec.name));
+            let outcome = sys::spawn_measured(&mut cmd, cgroup.as_ref())?;
+            let u = outcome.usage;
+            // The engine's files once it is closed (the child drops its handle before it exits):
+            // what a load leaves on the disk, where `db_kb` is measured with the engine open.
+            let closed_bytes = sys::du_bytes(&f.db.join(spec.name));
+            println!(
             "process      : engine {} exit {} wall {:.3} user {:.3} sys {:.3} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {} db_kb_closed {}{}",
             spec.name,
             outcome.code,
@@ -178,25 +193,45 @@ pub fn run(flags: &Flags) -> Result<()> {
                 .and_then(|c| c.peak_bytes())
                 .map_or(String::new(), |p| format!(" cgroup_peak_bytes {p}"))
         );
-        println!("{}", "-".repeat(48));
-        let text = std::fs::read_to_string(&results_path).unwrap_or_default();
-        let _ = std::fs::remove_file(&results_path);
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let mut v: Value = serde_json::from_str(line).map_err(|e| {
-                Error::Child(format!(
-                    "{}: unreadable result line ({e}): {line}",
-                    spec.name
-                ))
-            })?;
-            if let Some(o) = v.as_object_mut() {
-                o.insert("db_bytes_closed".into(), json!(closed_bytes));
+            println!("{}", "-".repeat(48));
+            let text = std::fs::read_to_string(&results_path).unwrap_or_default();
+            let _ = std::fs::remove_file(&results_path);
+            for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                let mut v: Value = serde_json::from_str(line).map_err(|e| {
+                    Error::Child(format!(
+                        "{}: unreadable result line ({e}): {line}",
+                        spec.name
+                    ))
+                })?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("db_bytes_closed".into(), json!(closed_bytes));
+                    if f.repeat > 1 {
+                        o.insert("repeat".into(), json!(repeat));
+                    }
+                }
+                emit(v, &mut rows)?;
             }
-            emit(v, &mut rows)?;
-        }
-        if outcome.code != 0 {
-            failures.push(format!("{} (exit {})", spec.name, outcome.code));
+            if outcome.code != 0 {
+                failures.push(format!("{} (exit {})", spec.name, outcome.code));
+            }
         }
     }
+    // With --repeat, the summary and the verdict are of the medians, which the JSON gets too
+    // (kind=median, status=median, so that readers of the runs' rows pass them by).
+    let rows = if f.repeat > 1 {
+        let medians = crate::repeat::medians(&rows);
+        if let Some(j) = json_out.as_mut() {
+            for m in medians.iter().filter(|m| m["status"] == "ok") {
+                let mut m = m.clone();
+                m["kind"] = json!("median");
+                m["status"] = json!("median");
+                writeln!(j, "{m}").map_err(|e| Error::io("write json", e))?;
+            }
+        }
+        medians
+    } else {
+        rows
+    };
     println!();
     print!("{}", summary_table(&rows));
     // The verdict: the figures to compare side by side, in the JSON too (kind=verdict).

@@ -225,21 +225,79 @@ pub fn csv_row(v: &Value) -> String {
         .join(",")
 }
 
-/// A Markdown summary table of all results (Symas' columns plus throughput and latency).
+/// `secs` since the Unix epoch as "YYYY-MM-DD HH:MM:SS UTC" (Howard Hinnant's
+/// civil-from-days: the proleptic Gregorian calendar, valid for any date after 1970).
+pub fn utc_datetime(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The order in which the summary shows `rows`: grouped by (benchmark, threads) in the order
+/// each first ran, the engines within a group in their own order, so that the figures to
+/// compare stand on adjacent lines; rows that are not results (unavailable engines) last.
+fn summary_order(rows: &[Value]) -> Vec<&Value> {
+    let key = |r: &Value| {
+        (
+            r.get("benchmark")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            r.get("threads").and_then(Value::as_u64).unwrap_or(0),
+        )
+    };
+    let mut groups: Vec<((String, u64), Vec<&Value>)> = Vec::new();
+    let mut rest = Vec::new();
+    for r in rows {
+        if r.get("status").and_then(Value::as_str) != Some("ok") {
+            rest.push(r);
+            continue;
+        }
+        let k = key(r);
+        match groups.iter_mut().find(|(g, _)| *g == k) {
+            Some((_, v)) => v.push(r),
+            None => groups.push((k, vec![r])),
+        }
+    }
+    groups
+        .into_iter()
+        .flat_map(|(_, v)| v)
+        .chain(rest)
+        .collect()
+}
+
+/// A Markdown summary table of all results (Symas' columns plus throughput and latency),
+/// grouped by benchmark. A run shorter than [`crate::verdict::MIN_WALL_S`] shows "short"
+/// instead of its rates; a median of repeats shows its spread beside it.
 pub fn summary_table(rows: &[Value]) -> String {
     let mut s = String::from(
-        "| engine | benchmark | thr | ops/sec | writer ops/sec | micros/op | P50 us | P99 us | \
+        "| benchmark | thr | engine | ops/sec | writer ops/sec | micros/op | P50 us | P99 us | \
          P99.9 us | wall s | user s | sys s | CPU% | DB KB | RSS KB | vcsw/ivcsw | wamp |\n\
          |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
-    for r in rows {
+    let mut short_seen = false;
+    for r in summary_order(rows) {
         let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         if r.get("status").and_then(Value::as_str) == Some("unavailable") {
             s.push_str(&format!(
-                "| {} | {} | | unavailable: {} | | | | | | | | | | | | | |\n",
-                text("engine"),
+                "| {} | | {} | unavailable: {} | | | | | | | | | | | | | |\n",
                 text("benchmark"),
+                text("engine"),
                 text("message")
             ));
             continue;
@@ -248,13 +306,26 @@ pub fn summary_table(rows: &[Value]) -> String {
         let f1 = |k: &str| num(r, k).map(|x| format!("{x:.1}")).unwrap_or_default();
         let f2 = |k: &str| num(r, k).map(|x| format!("{x:.2}")).unwrap_or_default();
         let f3 = |k: &str| num(r, k).map(|x| format!("{x:.3}")).unwrap_or_default();
+        let short = num(r, "wall_s").is_none_or(|w| w < crate::verdict::MIN_WALL_S);
+        short_seen |= short;
+        let spread = num(r, "spread_pct")
+            .map(|p| format!(" ±{p:.0}%"))
+            .unwrap_or_default();
+        let (ops, writer_ops) = if short {
+            ("short".to_string(), String::new())
+        } else {
+            (
+                format!("{}{spread}", f0("ops_per_sec")),
+                f0("writer_ops_per_sec"),
+            )
+        };
         s.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |\n",
-            text("engine"),
             text("benchmark"),
             f0("threads"),
-            f0("ops_per_sec"),
-            f0("writer_ops_per_sec"),
+            text("engine"),
+            ops,
+            writer_ops,
             f3("micros_per_op"),
             f2("p50_us"),
             f2("p99_us"),
@@ -269,6 +340,15 @@ pub fn summary_table(rows: &[Value]) -> String {
             f0("ivcsw"),
             f2("wamp"),
         ));
+    }
+    if short_seen {
+        s.push_str(&format!(
+            "\n\"short\": the run took under {} s, too short to trust as a rate; raise --num.\n",
+            crate::verdict::MIN_WALL_S
+        ));
+    }
+    if rows.iter().any(|r| r.get("spread_pct").is_some()) {
+        s.push_str("\nops/sec: the median of the repeats, ± (max - min) / median.\n");
     }
     s
 }
@@ -361,6 +441,44 @@ mod tests {
         let row = csv_row(&v);
         assert!(row.starts_with("lmdb,,fillseq,"), "{row}");
         assert!(row.contains("\"flags=MDB_NOSYNC,MDB_WRITEMAP\""), "{row}");
-        assert_eq!(summary_table(&[v]).lines().count(), 3);
+        let table = summary_table(&[v]);
+        assert_eq!(table.lines().filter(|l| l.starts_with('|')).count(), 3);
+    }
+
+    #[test]
+    fn dates_are_calendar_dates() {
+        assert_eq!(utc_datetime(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc_datetime(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(utc_datetime(1_795_705_825), "2026-11-26 15:10:25 UTC");
+    }
+
+    #[test]
+    fn the_summary_groups_by_benchmark_and_flags_short_runs() {
+        let row = |e: &str, b: &str, ops: f64, wall: f64| {
+            json!({"status": "ok", "engine": e, "benchmark": b, "threads": 1,
+                   "ops_per_sec": ops, "wall_s": wall})
+        };
+        let rows = vec![
+            row("larch", "fillseq", 1000.0, 1.0),
+            row("larch", "readseq", 2000.0, 0.001),
+            json!({"status": "unavailable", "engine": "bdb", "benchmark": "fillseq,readseq",
+                   "message": "no libdb"}),
+            row("lmdb", "fillseq", 900.0, 1.0),
+            row("lmdb", "readseq", 1800.0, 1.0),
+        ];
+        let t = summary_table(&rows);
+        let lines: Vec<&str> = t.lines().skip(2).take(5).collect();
+        assert!(
+            lines[0].starts_with("| fillseq | 1 | larch | 1000 |"),
+            "{t}"
+        );
+        assert!(lines[1].starts_with("| fillseq | 1 | lmdb | 900 |"), "{t}");
+        assert!(
+            lines[2].starts_with("| readseq | 1 | larch | short |"),
+            "{t}"
+        );
+        assert!(lines[3].starts_with("| readseq | 1 | lmdb | 1800 |"), "{t}");
+        assert!(lines[4].contains("unavailable: no libdb"), "{t}");
+        assert!(t.contains("too short to trust"), "{t}");
     }
 }

@@ -27,6 +27,8 @@ fn is_subject(engine: &str) -> bool {
 struct Figure {
     engine: String,
     ops_per_sec: Option<f64>,
+    /// (max - min) / median of the repeats, in percent, for a median of `--repeat` runs.
+    spread_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
@@ -59,6 +61,7 @@ fn rows(results: &[Value]) -> Vec<Row> {
             entries.push((format!("{benchmark} (writer)"), Some(w)));
         }
         for (label, ops) in entries {
+            let writer_row = label.ends_with("(writer)");
             let run = runs
                 .entry((engine.clone(), label.clone(), threads))
                 .or_insert(0);
@@ -77,6 +80,8 @@ fn rows(results: &[Value]) -> Vec<Row> {
             out[i].figures.push(Figure {
                 engine: engine.clone(),
                 ops_per_sec: if short { None } else { ops },
+                // The spread is of the repeats' ops/sec; the writer's row has none of its own.
+                spread_pct: num("spread_pct").filter(|_| !writer_row),
             });
         }
     }
@@ -124,6 +129,11 @@ pub fn verdicts(results: &[Value]) -> Vec<Value> {
                 )
             })
             .collect();
+        let spread: serde_json::Map<String, Value> = row
+            .figures
+            .iter()
+            .filter_map(|f| f.spread_pct.map(|p| (f.engine.clone(), json!(p))))
+            .collect();
         let mut against = serde_json::Map::new();
         for s in &subjects {
             let v = match (s.ops_per_sec, &best) {
@@ -135,7 +145,7 @@ pub fn verdicts(results: &[Value]) -> Vec<Value> {
             };
             against.insert(s.engine.clone(), v);
         }
-        out.push(json!({
+        let mut v = json!({
             "kind": "verdict",
             "benchmark": row.benchmark,
             "threads": row.threads,
@@ -144,7 +154,11 @@ pub fn verdicts(results: &[Value]) -> Vec<Value> {
             "best_peer": best.as_ref().map(|b| b.0.clone()),
             "best_peer_ops_per_sec": best.as_ref().map(|b| b.1),
             "vs_best_peer": against,
-        }));
+        });
+        if !spread.is_empty() {
+            v["spread_pct"] = Value::Object(spread);
+        }
+        out.push(v);
     }
     out
 }
@@ -196,8 +210,14 @@ pub fn verdict_table(verdicts: &[Value], engines: &[String]) -> String {
             v["threads"]
         ));
         for e in engines {
+            let spread = v
+                .get("spread_pct")
+                .and_then(|m| m.get(e.as_str()))
+                .and_then(Value::as_f64)
+                .map(|p| format!(" ±{p:.0}%"))
+                .unwrap_or_default();
             let cell = match figure(e) {
-                Some(Value::Number(n)) => compact(n.as_f64().unwrap_or(0.0)),
+                Some(Value::Number(n)) => format!("{}{spread}", compact(n.as_f64().unwrap_or(0.0))),
                 Some(Value::String(t)) => {
                     short = true;
                     t.clone()
@@ -317,5 +337,21 @@ mod tests {
         assert_eq!(v[3]["vs_best_peer"]["larch"]["ratio"], 2.0);
         // Only one engine: nothing to compare.
         assert!(verdicts(&rows[..2]).is_empty());
+    }
+
+    #[test]
+    fn medians_of_repeats_show_their_spread() {
+        let mut a = result("larch", "fillseq", 1, 300.0, 1.0);
+        a["spread_pct"] = json!(12.0);
+        let mut b = result("lmdb", "fillseq", 1, 200.0, 1.0);
+        b["spread_pct"] = json!(3.4);
+        let v = verdicts(&[a, b]);
+        assert_eq!(v[0]["spread_pct"]["larch"], 12.0);
+        let engines: Vec<String> = ["larch", "lmdb"].map(String::from).into();
+        let t = verdict_table(&v, &engines);
+        assert!(
+            t.contains("| fillseq | 1 | 300 ±12% | 200 ±3% | lmdb | 1.50 win |"),
+            "{t}"
+        );
     }
 }

@@ -1,0 +1,371 @@
+//! The benchmark child process: opens one engine, runs the benchmark list for each thread
+//! count, and measures each benchmark as a whole (rusage and /proc/self/io deltas, size on
+//! disk), printing db_bench lines and appending one JSON line per benchmark for the parent.
+
+use super::exec::{self, MtState};
+use super::stats::merge;
+use super::workload::{Kind, MtMode, Workload};
+use super::ycsb;
+use crate::engines::{self, Engine, EngineSpec, OpenOptions, Opened};
+use crate::error::{Error, Result};
+use crate::flags::{Flags, KeyFormat};
+use crate::report::{result_line, BenchResult};
+use crate::sys::{self, ProcIo, Usage};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// The state of a child run.
+struct Child {
+    flags: Flags,
+    spec: EngineSpec,
+    dir: PathBuf,
+    opened: Option<Opened>,
+    results: std::fs::File,
+    printed_config: bool,
+    threads_max: usize,
+    /// The durability the open engine was configured for.
+    open_sync: bool,
+    /// Where the *unique_mt inserts of this process stopped.
+    mt: Option<MtState>,
+    /// The YCSB records in the database: the load's (`--num`, also when loaded by an earlier
+    /// process) and the inserts of this process's run phases.
+    ycsb_records: u64,
+}
+
+impl Child {
+    /// (Re)opens the engine, emptied first when `fresh`. `sync` picks the engine-level
+    /// durability configuration: the fill*sync benchmarks open it durable even under --sync=0,
+    /// since several engines (LMDB's MDB_NOSYNC, WiredTiger without a log) cannot make one
+    /// commit durable otherwise.
+    fn open_engine(&mut self, fresh: bool, sync: bool) -> Result<()> {
+        self.opened = None; // closes the previous handle first
+        if fresh {
+            self.mt = None;
+            match std::fs::remove_dir_all(&self.dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(format!("remove {}", self.dir.display()), e)),
+            }
+        }
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::io(format!("create {}", self.dir.display()), e))?;
+        let f = &self.flags;
+        let o = OpenOptions {
+            dir: self.dir.clone(),
+            cache_bytes: f.cache_size,
+            sync,
+            num: f.num,
+            key_size: f.key_size,
+            value_size: f.value_size,
+            threads_max: self.threads_max,
+            memory_limit: f.memory_limit,
+            bloom_bits: f.bloom_bits,
+        };
+        let opened = (self.spec.open)(&o)?;
+        self.open_sync = sync;
+        if !self.printed_config || sync != f.sync {
+            println!("Engine:     {} {}", self.spec.name, opened.version);
+            println!("Config:     {}", engines::describe(&opened.config));
+            println!("DB path:    {}", self.dir.display());
+            self.printed_config = true;
+        }
+        self.opened = Some(opened);
+        Ok(())
+    }
+
+    fn run_one(&mut self, w: &Workload, threads: usize) -> Result<()> {
+        let f = self.flags.clone();
+        if f.drop_caches && !w.fresh {
+            sys::drop_caches()?;
+        }
+        let Some(opened) = self.opened.as_ref() else {
+            return Err(Error::Child("engine not open".into()));
+        };
+        let engine: &dyn Engine = opened.engine.as_ref();
+        let usage0 = Usage::of_self();
+        let io0 = ProcIo::of_self();
+        let t0 = Instant::now();
+        let out = match w.kind {
+            Kind::Fill(o) => exec::run_write(engine, w, &f, o, false, threads)?,
+            Kind::Delete(o) => exec::run_write(engine, w, &f, o, true, 1)?,
+            Kind::ReadSeq
+            | Kind::ReadReverse
+            | Kind::ReadRandom
+            | Kind::ReadMissing
+            | Kind::SeekRandom => exec::run_reads(engine, w, &f, threads)?,
+            Kind::ReadRandomWriteRandom | Kind::UpdateRandom => {
+                exec::run_mixed(engine, w, &f, threads)?
+            }
+            Kind::ReadWhileWriting => exec::run_readwhilewriting(engine, w, &f, threads)?,
+            Kind::OverwritePinned => exec::run_pinned(engine, w, &f)?,
+            Kind::YcsbLoad => {
+                let out = ycsb::run_load(engine, w, &f, threads)?;
+                self.ycsb_records = f.num;
+                out
+            }
+            Kind::YcsbRun(letter) => {
+                let mix = crate::ycsb::Mix::of(letter)
+                    .ok_or_else(|| Error::Child(format!("no YCSB workload {letter:?}")))?;
+                let (out, records) =
+                    ycsb::run_phase(engine, w, &f, threads, mix, self.ycsb_records)?;
+                self.ycsb_records = records;
+                out
+            }
+            Kind::UniqueMt(mode) => {
+                let (out, next) =
+                    exec::run_unique_mt(engine, w, &f, threads, mode, self.mt.as_ref())?;
+                if mode == MtMode::Insert {
+                    self.mt = Some(next);
+                }
+                out
+            }
+        };
+        let window_s = t0.elapsed().as_secs_f64();
+        let usage = Usage::of_self().since(&usage0);
+        let io = match (ProcIo::of_self(), io0) {
+            (Some(b), Some(a)) => b.since(&a),
+            _ => ProcIo::default(),
+        };
+        let db_bytes = sys::du_bytes(&self.dir);
+        let m = merge(&out.stats);
+        let ops_per_sec = if m.wall_s > 0.0 {
+            m.ops as f64 / m.wall_s
+        } else {
+            0.0
+        };
+        let micros_per_op = if m.ops > 0 {
+            m.thread_s * 1e6 / m.ops as f64
+        } else {
+            0.0
+        };
+        let mb_per_sec = if m.wall_s > 0.0 {
+            m.bytes as f64 / 1_048_576.0 / m.wall_s
+        } else {
+            0.0
+        };
+        let lat = m.lat.percentiles();
+        let writer_m = out.writer.as_ref().map(|w| merge(std::slice::from_ref(w)));
+        if let Some(wm) = &writer_m {
+            let wr = if wm.wall_s > 0.0 {
+                wm.ops as f64 / wm.wall_s
+            } else {
+                0.0
+            };
+            let wu = if wm.ops > 0 {
+                wm.thread_s * 1e6 / wm.ops as f64
+            } else {
+                0.0
+            };
+            println!(
+                "{}",
+                result_line(
+                    "writer",
+                    wu,
+                    wr,
+                    wm.wall_s,
+                    wm.ops,
+                    wm.bytes as f64 / 1_048_576.0 / wm.wall_s.max(1e-9),
+                    &format!("(writer of {})", w.name)
+                )
+            );
+        }
+        println!(
+            "{}",
+            result_line(
+                &w.name,
+                micros_per_op,
+                ops_per_sec,
+                m.wall_s,
+                m.ops,
+                mb_per_sec,
+                &out.message
+            )
+        );
+        if f.histogram {
+            let kind = match w.kind {
+                Kind::Fill(_)
+                | Kind::Delete(_)
+                | Kind::UniqueMt(_)
+                | Kind::OverwritePinned
+                | Kind::YcsbLoad => "write",
+                Kind::ReadSeq | Kind::ReadReverse => "iterate",
+                Kind::SeekRandom => "seek",
+                _ => "op",
+            };
+            print!("{}", m.lat.render(kind));
+            if let Some(wm) = &writer_m {
+                print!("{}", wm.lat.render("write (writer)"));
+            }
+        }
+        let cpu_pct = if window_s > 0.0 {
+            (usage.user_s + usage.sys_s) * 100.0 / window_s
+        } else {
+            0.0
+        };
+        let wamp = (out.user_bytes_written > 0)
+            .then(|| io.write_bytes as f64 / out.user_bytes_written as f64);
+        println!(
+            "rusage       : wall {window_s:.3} user {:.3} sys {:.3} cpu% {cpu_pct:.1} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {}",
+            usage.user_s, usage.sys_s, usage.maxrss_kb, usage.vcsw, usage.ivcsw, usage.fs_in, usage.fs_out
+        );
+        println!(
+            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} db_kb {}",
+            out.user_bytes_written,
+            io.write_bytes,
+            io.read_bytes,
+            wamp.map_or("-".to_string(), |x| format!("{x:.2}")),
+            db_bytes / 1024
+        );
+        let opened = self
+            .opened
+            .as_ref()
+            .ok_or_else(|| Error::Child("engine closed".into()))?;
+        let r = BenchResult {
+            engine: self.spec.name.to_string(),
+            engine_version: opened.version.clone(),
+            benchmark: w.name.clone(),
+            threads: out.threads,
+            num: f.num,
+            key_size: f.key_size,
+            value_size: f.value_size,
+            ops: m.ops,
+            ops_per_sec,
+            micros_per_op,
+            mb_per_sec,
+            writer_ops: writer_m.as_ref().map(|w| w.ops),
+            writer_ops_per_sec: writer_m.as_ref().map(|w| {
+                if w.wall_s > 0.0 {
+                    w.ops as f64 / w.wall_s
+                } else {
+                    0.0
+                }
+            }),
+            lat,
+            writer_lat: writer_m.as_ref().map(|w| w.lat.percentiles()),
+            wall_s: window_s,
+            user_s: usage.user_s,
+            sys_s: usage.sys_s,
+            cpu_pct,
+            vcsw: usage.vcsw,
+            ivcsw: usage.ivcsw,
+            fs_in: usage.fs_in,
+            fs_out: usage.fs_out,
+            read_bytes: io.read_bytes,
+            write_bytes: io.write_bytes,
+            user_bytes_written: out.user_bytes_written,
+            wamp,
+            db_bytes,
+            maxrss_kb: usage.maxrss_kb,
+            found: Some(m.found),
+            message: out.message.clone(),
+            config: opened.config.clone(),
+        };
+        let mut line = r.to_json();
+        if let serde_json::Value::Object(map) = &mut line {
+            if f.series_interval_ms > 0 {
+                let role = if w.kind == Kind::ReadWhileWriting {
+                    "reader"
+                } else {
+                    "worker"
+                };
+                let mut threads: Vec<serde_json::Value> = out
+                    .stats
+                    .iter()
+                    .filter_map(|s| s.series.as_ref().map(|x| x.to_json(s.tid, role)))
+                    .collect();
+                if let Some(wr) = &out.writer {
+                    if let Some(x) = &wr.series {
+                        threads.push(x.to_json(wr.tid, "writer"));
+                    }
+                }
+                map.insert(
+                    "series".into(),
+                    serde_json::json!({"interval_ms": f.series_interval_ms, "threads": threads}),
+                );
+            }
+            map.insert("status".into(), "ok".into());
+            map.insert("seed".into(), f.seed.into());
+            map.insert("sync".into(), f.sync.into());
+            map.insert("write_rate_limit".into(), f.write_rate_limit.into());
+            map.insert(
+                "key_format".into(),
+                match f.key_format {
+                    KeyFormat::Decimal => "decimal",
+                    KeyFormat::RocksDb => "rocksdb",
+                }
+                .into(),
+            );
+        }
+        writeln!(self.results, "{line}").map_err(|e| Error::io("write results", e))?;
+        std::io::stdout().flush().ok();
+        Ok(())
+    }
+}
+
+/// `larch-bench __child RESULTS_FILE --flags...`: runs one engine (the parent's --engine has
+/// been narrowed to one name) and appends one JSON line per benchmark to RESULTS_FILE.
+pub fn child_main(args: &[String]) -> Result<()> {
+    let Some(results_path) = args.first() else {
+        return Err(Error::Usage("__child RESULTS_FILE [flags]".into()));
+    };
+    let flags = Flags::parse(&args[1..])?;
+    let [name] = flags.engines.as_slice() else {
+        return Err(Error::Usage("__child takes exactly one --engine".into()));
+    };
+    let spec = engines::find(name)?;
+    let results = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(results_path)
+        .map_err(|e| Error::io(format!("open {results_path}"), e))?;
+    let workloads = flags
+        .benchmarks
+        .iter()
+        .map(|b| Workload::resolve(b, &flags))
+        .collect::<Result<Vec<_>>>()?;
+    let threads_max = flags.threads.iter().copied().max().unwrap_or(1) + 1;
+    let mut child = Child {
+        dir: flags.db.join(spec.name),
+        flags: flags.clone(),
+        spec,
+        opened: None,
+        results,
+        printed_config: false,
+        threads_max,
+        open_sync: flags.sync,
+        mt: None,
+        ycsb_records: flags.num,
+    };
+    for (pass, &threads) in flags.threads.iter().enumerate() {
+        if flags.threads.len() > 1 {
+            println!("Threads:    {threads}");
+        }
+        for w in &workloads {
+            if w.fresh && flags.use_existing_db {
+                println!("{:<12} : skipped (--use_existing_db is true)", w.name);
+                continue;
+            }
+            let threaded_fill =
+                (flags.fill_threads && matches!(w.kind, Kind::Fill(_))) || w.name == "fillsync_mt";
+            if w.fresh && pass > 0 && !threaded_fill {
+                println!("{:<12} : skipped (loaded in the first thread pass)", w.name);
+                continue;
+            }
+            let sync = flags.sync || (w.fresh && w.sync);
+            if w.fresh || child.opened.is_none() || child.open_sync != sync {
+                child.open_engine(w.fresh, sync)?;
+            }
+            child.run_one(
+                w,
+                if w.uses_threads() || threaded_fill {
+                    threads
+                } else {
+                    1
+                },
+            )?;
+        }
+    }
+    drop(child.opened.take());
+    Ok(())
+}
