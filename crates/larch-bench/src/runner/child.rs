@@ -2,8 +2,8 @@
 //! count, and measures each benchmark as a whole (rusage and /proc/self/io deltas, size on
 //! disk), printing db_bench lines and appending one JSON line per benchmark for the parent.
 
-use super::exec::{self, MtState};
-use super::stats::merge;
+use super::exec::{self, MtState, Outcome};
+use super::stats::{merge, Merged};
 use super::workload::{Kind, MtMode, Workload};
 use super::ycsb;
 use crate::engines::{self, Engine, EngineSpec, OpenOptions, Opened};
@@ -26,11 +26,7 @@ struct Child {
     threads_max: usize,
     /// The durability the open engine was configured for.
     open_sync: bool,
-    /// Where the *unique_mt inserts of this process stopped.
-    mt: Option<MtState>,
-    /// The YCSB records in the database: the load's (`--num`, also when loaded by an earlier
-    /// process) and the inserts of this process's run phases.
-    ycsb_records: u64,
+    carried: Carried,
 }
 
 impl Child {
@@ -41,7 +37,7 @@ impl Child {
     fn open_engine(&mut self, fresh: bool, sync: bool) -> Result<()> {
         self.opened = None; // closes the previous handle first
         if fresh {
-            self.mt = None;
+            self.carried.mt = None;
             match std::fs::remove_dir_all(&self.dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -74,6 +70,9 @@ impl Child {
         Ok(())
     }
 
+    /// Runs one benchmark and measures it as a whole: the threads' figures, this process's
+    /// rusage and /proc/self/io over the run, the size on disk after it. Prints db_bench's
+    /// lines and appends the JSON row.
     fn run_one(&mut self, w: &Workload, threads: usize) -> Result<()> {
         let f = self.flags.clone();
         if f.drop_caches && !w.fresh {
@@ -82,45 +81,10 @@ impl Child {
         let Some(opened) = self.opened.as_ref() else {
             return Err(Error::Child("engine not open".into()));
         };
-        let engine: &dyn Engine = opened.engine.as_ref();
         let usage0 = Usage::of_self();
         let io0 = ProcIo::of_self();
         let t0 = Instant::now();
-        let out = match w.kind {
-            Kind::Fill(o) => exec::run_write(engine, w, &f, o, false, threads)?,
-            Kind::Delete(o) => exec::run_write(engine, w, &f, o, true, 1)?,
-            Kind::ReadSeq
-            | Kind::ReadReverse
-            | Kind::ReadRandom
-            | Kind::ReadMissing
-            | Kind::SeekRandom => exec::run_reads(engine, w, &f, threads)?,
-            Kind::ReadRandomWriteRandom | Kind::UpdateRandom => {
-                exec::run_mixed(engine, w, &f, threads)?
-            }
-            Kind::ReadWhileWriting => exec::run_readwhilewriting(engine, w, &f, threads)?,
-            Kind::OverwritePinned => exec::run_pinned(engine, w, &f)?,
-            Kind::YcsbLoad => {
-                let out = ycsb::run_load(engine, w, &f, threads)?;
-                self.ycsb_records = f.num;
-                out
-            }
-            Kind::YcsbRun(letter) => {
-                let mix = crate::ycsb::Mix::of(letter)
-                    .ok_or_else(|| Error::Child(format!("no YCSB workload {letter:?}")))?;
-                let (out, records) =
-                    ycsb::run_phase(engine, w, &f, threads, mix, self.ycsb_records)?;
-                self.ycsb_records = records;
-                out
-            }
-            Kind::UniqueMt(mode) => {
-                let (out, next) =
-                    exec::run_unique_mt(engine, w, &f, threads, mode, self.mt.as_ref())?;
-                if mode == MtMode::Insert {
-                    self.mt = Some(next);
-                }
-                out
-            }
-        };
+        let out = execute(opened.engine.as_ref(), w, &f, threads, &mut self.carried)?;
         let window_s = t0.elapsed().as_secs_f64();
         let usage = Usage::of_self().since(&usage0);
         let io = match (ProcIo::of_self(), io0) {
@@ -129,71 +93,33 @@ impl Child {
         };
         let db_bytes = sys::du_bytes(&self.dir);
         let m = merge(&out.stats);
-        let ops_per_sec = if m.wall_s > 0.0 {
-            m.ops as f64 / m.wall_s
-        } else {
-            0.0
-        };
-        let micros_per_op = if m.ops > 0 {
-            m.thread_s * 1e6 / m.ops as f64
-        } else {
-            0.0
-        };
-        let mb_per_sec = if m.wall_s > 0.0 {
-            m.bytes as f64 / 1_048_576.0 / m.wall_s
-        } else {
-            0.0
-        };
-        let lat = m.lat.percentiles();
         let writer_m = out.writer.as_ref().map(|w| merge(std::slice::from_ref(w)));
+        let r = Rates::of(&m);
         if let Some(wm) = &writer_m {
-            let wr = if wm.wall_s > 0.0 {
-                wm.ops as f64 / wm.wall_s
-            } else {
-                0.0
-            };
-            let wu = if wm.ops > 0 {
-                wm.thread_s * 1e6 / wm.ops as f64
-            } else {
-                0.0
-            };
-            println!(
-                "{}",
-                result_line(
-                    "writer",
-                    wu,
-                    wr,
-                    wm.wall_s,
-                    wm.ops,
-                    wm.bytes as f64 / 1_048_576.0 / wm.wall_s.max(1e-9),
-                    &format!("(writer of {})", w.name)
-                )
+            let wr = Rates::of(wm);
+            let line = result_line(
+                "writer",
+                wr.micros_per_op,
+                wr.ops_per_sec,
+                wm.wall_s,
+                wm.ops,
+                wr.mb_per_sec,
+                &format!("(writer of {})", w.name),
             );
+            println!("{line}");
         }
-        println!(
-            "{}",
-            result_line(
-                &w.name,
-                micros_per_op,
-                ops_per_sec,
-                m.wall_s,
-                m.ops,
-                mb_per_sec,
-                &out.message
-            )
+        let line = result_line(
+            &w.name,
+            r.micros_per_op,
+            r.ops_per_sec,
+            m.wall_s,
+            m.ops,
+            r.mb_per_sec,
+            &out.message,
         );
+        println!("{line}");
         if f.histogram {
-            let kind = match w.kind {
-                Kind::Fill(_)
-                | Kind::Delete(_)
-                | Kind::UniqueMt(_)
-                | Kind::OverwritePinned
-                | Kind::YcsbLoad => "write",
-                Kind::ReadSeq | Kind::ReadReverse => "iterate",
-                Kind::SeekRandom => "seek",
-                _ => "op",
-            };
-            print!("{}", m.lat.render(kind));
+            print!("{}", m.lat.render(histogram_kind(w.kind)));
             if let Some(wm) = &writer_m {
                 print!("{}", wm.lat.render("write (writer)"));
             }
@@ -217,31 +143,27 @@ impl Child {
             wamp.map_or("-".to_string(), |x| format!("{x:.2}")),
             db_bytes / 1024
         );
-        let opened = self
-            .opened
-            .as_ref()
-            .ok_or_else(|| Error::Child("engine closed".into()))?;
-        let r = BenchResult {
+        let ycsb = matches!(w.kind, Kind::YcsbLoad | Kind::YcsbRun(_));
+        let result = BenchResult {
             engine: self.spec.name.to_string(),
             engine_version: opened.version.clone(),
             benchmark: w.name.clone(),
             threads: out.threads,
             num: f.num,
             key_size: f.key_size,
-            value_size: f.value_size,
+            // A YCSB record is its fields, one value.
+            value_size: if ycsb {
+                ycsb::record_bytes(&f)
+            } else {
+                f.value_size
+            },
             ops: m.ops,
-            ops_per_sec,
-            micros_per_op,
-            mb_per_sec,
+            ops_per_sec: r.ops_per_sec,
+            micros_per_op: r.micros_per_op,
+            mb_per_sec: r.mb_per_sec,
             writer_ops: writer_m.as_ref().map(|w| w.ops),
-            writer_ops_per_sec: writer_m.as_ref().map(|w| {
-                if w.wall_s > 0.0 {
-                    w.ops as f64 / w.wall_s
-                } else {
-                    0.0
-                }
-            }),
-            lat,
+            writer_ops_per_sec: writer_m.as_ref().map(|w| Rates::of(w).ops_per_sec),
+            lat: m.lat.percentiles(),
             writer_lat: writer_m.as_ref().map(|w| w.lat.percentiles()),
             wall_s: window_s,
             user_s: usage.user_s,
@@ -261,46 +183,144 @@ impl Child {
             message: out.message.clone(),
             config: opened.config.clone(),
         };
-        let mut line = r.to_json();
-        if let serde_json::Value::Object(map) = &mut line {
-            if f.series_interval_ms > 0 {
-                let role = if w.kind == Kind::ReadWhileWriting {
-                    "reader"
-                } else {
-                    "worker"
-                };
-                let mut threads: Vec<serde_json::Value> = out
-                    .stats
-                    .iter()
-                    .filter_map(|s| s.series.as_ref().map(|x| x.to_json(s.tid, role)))
-                    .collect();
-                if let Some(wr) = &out.writer {
-                    if let Some(x) = &wr.series {
-                        threads.push(x.to_json(wr.tid, "writer"));
-                    }
-                }
-                map.insert(
-                    "series".into(),
-                    serde_json::json!({"interval_ms": f.series_interval_ms, "threads": threads}),
-                );
-            }
-            map.insert("status".into(), "ok".into());
-            map.insert("seed".into(), f.seed.into());
-            map.insert("sync".into(), f.sync.into());
-            map.insert("write_rate_limit".into(), f.write_rate_limit.into());
-            map.insert(
-                "key_format".into(),
-                match f.key_format {
-                    KeyFormat::Decimal => "decimal",
-                    KeyFormat::RocksDb => "rocksdb",
-                }
-                .into(),
-            );
-        }
-        writeln!(self.results, "{line}").map_err(|e| Error::io("write results", e))?;
+        let row = json_row(&result, w, &out, &f);
+        writeln!(self.results, "{row}").map_err(|e| Error::io("write results", e))?;
         std::io::stdout().flush().ok();
         Ok(())
     }
+}
+
+/// What one benchmark leaves for the next ones of the same process.
+#[derive(Debug, Default)]
+struct Carried {
+    /// Where the *unique_mt inserts of this process stopped.
+    mt: Option<MtState>,
+    /// The YCSB records in the database: the load's (`--num`, also when loaded by an earlier
+    /// process) and the inserts of this process's run phases.
+    ycsb_records: u64,
+}
+
+/// Runs benchmark `w` on `threads` threads: the function of its family of workloads.
+fn execute(
+    engine: &dyn Engine,
+    w: &Workload,
+    f: &Flags,
+    threads: usize,
+    carried: &mut Carried,
+) -> Result<Outcome> {
+    Ok(match w.kind {
+        Kind::Fill(o) => exec::run_write(engine, w, f, o, false, threads)?,
+        Kind::Delete(o) => exec::run_write(engine, w, f, o, true, 1)?,
+        Kind::ReadSeq
+        | Kind::ReadReverse
+        | Kind::ReadRandom
+        | Kind::ReadMissing
+        | Kind::SeekRandom => exec::run_reads(engine, w, f, threads)?,
+        Kind::ReadRandomWriteRandom | Kind::UpdateRandom => exec::run_mixed(engine, w, f, threads)?,
+        Kind::ReadWhileWriting => exec::run_readwhilewriting(engine, w, f, threads)?,
+        Kind::OverwritePinned => exec::run_pinned(engine, w, f)?,
+        Kind::YcsbLoad => {
+            let out = ycsb::run_load(engine, w, f, threads)?;
+            carried.ycsb_records = f.num;
+            out
+        }
+        Kind::YcsbRun(letter) => {
+            let mix = crate::ycsb::Mix::of(letter)
+                .ok_or_else(|| Error::Child(format!("no YCSB workload {letter:?}")))?;
+            let (out, records) = ycsb::run_phase(engine, w, f, threads, mix, carried.ycsb_records)?;
+            carried.ycsb_records = records;
+            out
+        }
+        Kind::UniqueMt(mode) => {
+            let (out, next) =
+                exec::run_unique_mt(engine, w, f, threads, mode, carried.mt.as_ref())?;
+            if mode == MtMode::Insert {
+                carried.mt = Some(next);
+            }
+            out
+        }
+    })
+}
+
+/// db_bench's rates of combined thread figures.
+struct Rates {
+    ops_per_sec: f64,
+    /// Sum of the threads' elapsed times over the operations (db_bench's micros/op).
+    micros_per_op: f64,
+    mb_per_sec: f64,
+}
+
+impl Rates {
+    fn of(m: &Merged) -> Rates {
+        let per_s = |x: f64| if m.wall_s > 0.0 { x / m.wall_s } else { 0.0 };
+        Rates {
+            ops_per_sec: per_s(m.ops as f64),
+            micros_per_op: if m.ops > 0 {
+                m.thread_s * 1e6 / m.ops as f64
+            } else {
+                0.0
+            },
+            mb_per_sec: per_s(m.bytes as f64 / 1_048_576.0),
+        }
+    }
+}
+
+/// The operation name of `--histogram`'s header for a kind of benchmark.
+fn histogram_kind(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Fill(_)
+        | Kind::Delete(_)
+        | Kind::UniqueMt(_)
+        | Kind::OverwritePinned
+        | Kind::YcsbLoad => "write",
+        Kind::ReadSeq | Kind::ReadReverse => "iterate",
+        Kind::SeekRandom => "seek",
+        _ => "op",
+    }
+}
+
+/// The JSON row of a result: its fields, the per-thread series when sampled, and the flags a
+/// reader needs to compare rows (seed, sync, rate limit, key format).
+fn json_row(r: &BenchResult, w: &Workload, out: &Outcome, f: &Flags) -> serde_json::Value {
+    let mut line = r.to_json();
+    if let serde_json::Value::Object(map) = &mut line {
+        if f.series_interval_ms > 0 {
+            let role = if w.kind == Kind::ReadWhileWriting {
+                "reader"
+            } else {
+                "worker"
+            };
+            let mut threads: Vec<serde_json::Value> = out
+                .stats
+                .iter()
+                .filter_map(|s| s.series.as_ref().map(|x| x.to_json(s.tid, role)))
+                .collect();
+            if let Some(x) = out
+                .writer
+                .as_ref()
+                .and_then(|wr| wr.series.as_ref().map(|x| x.to_json(wr.tid, "writer")))
+            {
+                threads.push(x);
+            }
+            map.insert(
+                "series".into(),
+                serde_json::json!({"interval_ms": f.series_interval_ms, "threads": threads}),
+            );
+        }
+        map.insert("status".into(), "ok".into());
+        map.insert("seed".into(), f.seed.into());
+        map.insert("sync".into(), f.sync.into());
+        map.insert("write_rate_limit".into(), f.write_rate_limit.into());
+        map.insert(
+            "key_format".into(),
+            match f.key_format {
+                KeyFormat::Decimal => "decimal",
+                KeyFormat::RocksDb => "rocksdb",
+            }
+            .into(),
+        );
+    }
+    line
 }
 
 /// `larch-bench __child RESULTS_FILE --flags...`: runs one engine (the parent's --engine has
@@ -334,8 +354,10 @@ pub fn child_main(args: &[String]) -> Result<()> {
         printed_config: false,
         threads_max,
         open_sync: flags.sync,
-        mt: None,
-        ycsb_records: flags.num,
+        carried: Carried {
+            mt: None,
+            ycsb_records: flags.num,
+        },
     };
     for (pass, &threads) in flags.threads.iter().enumerate() {
         if flags.threads.len() > 1 {
