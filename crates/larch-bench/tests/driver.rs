@@ -174,3 +174,97 @@ fn fill_threads_loads_afresh_for_each_thread_count() {
         assert_eq!(get("fillrandom", 2)["status"], "ok");
     }
 }
+
+/// YCSB's load and A-F on two engines, twice each: every read finds its record (the choosers
+/// draw only loaded or acknowledged keys, D's latest ones included), D and E insert, E scans,
+/// and the JSON carries the runs, the medians and the verdict.
+#[test]
+fn ycsb_runs_the_load_and_the_six_workloads_with_medians() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("driver-ycsb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
+        .args([
+            "--engine=redb,larch",
+            "--num=3000",
+            "--reads=1000",
+            "--benchmarks=ycsb",
+            "--threads=1,2",
+            "--repeat=2",
+            "--seed=11",
+            "--progress=0",
+        ])
+        .arg(format!("--db={}", dir.join("db").display()))
+        .arg(format!("--json={}", json.display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for engine in ["redb", "larch"] {
+        let runs: Vec<_> = rows
+            .iter()
+            .filter(|r| r["engine"] == engine && r["status"] == "ok")
+            .collect();
+        // Per repeat: the load once, then A-F at 1 and at 2 threads.
+        assert_eq!(runs.len(), 2 * (1 + 6 * 2), "{engine}: {runs:?}");
+        for r in &runs {
+            let bench = r["benchmark"].as_str().unwrap();
+            let ops = r["ops"].as_u64().unwrap();
+            let threads = r["threads"].as_u64().unwrap();
+            let msg = r["message"].as_str().unwrap();
+            assert_eq!(r["value_size"], 1000, "{engine} {bench}");
+            match bench {
+                "ycsb_load" => assert_eq!(ops, 3000),
+                "ycsb_e" => {
+                    assert_eq!(ops, 1000 * threads);
+                    assert!(op_count(msg, "insert") > 0, "{msg}");
+                    // Every scan starts at an existing key, so it finds at least one record.
+                    assert_eq!(r["found"].as_u64().unwrap(), op_count(msg, "scan"), "{msg}");
+                }
+                _ => {
+                    assert_eq!(ops, 1000 * threads, "{engine} {bench}");
+                    // Reads and read-modify-writes find their records: found counts them.
+                    let reads = op_count(msg, "read") + op_count(msg, "rmw");
+                    assert_eq!(
+                        r["found"].as_u64().unwrap(),
+                        reads,
+                        "{engine} {bench}: {msg}"
+                    );
+                    if bench == "ycsb_d" {
+                        assert!(op_count(msg, "insert") > 0, "{msg}");
+                    }
+                }
+            }
+        }
+        let medians = rows
+            .iter()
+            .filter(|r| r["engine"] == engine && r["status"] == "median")
+            .count();
+        assert_eq!(medians, 1 + 6 * 2, "{engine}");
+    }
+    assert!(rows
+        .iter()
+        .any(|r| r["kind"] == "verdict" && r["benchmark"] == "ycsb_f"));
+    assert!(stdout.contains("Verdict"), "{stdout}");
+}
+
+/// The count of operation `op` in a YCSB result's message, "(read 950 p99 3.1us, ...)".
+fn op_count(message: &str, op: &str) -> u64 {
+    message
+        .trim_start_matches('(')
+        .split(", ")
+        .filter_map(|part| part.strip_prefix(op)?.strip_prefix(' '))
+        .filter_map(|rest| rest.split(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
