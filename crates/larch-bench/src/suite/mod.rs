@@ -8,39 +8,97 @@
 //! DIR/results.jsonl as they arrive, after a header row describing the suite, the scale and
 //! the machine. `report` (also run at the end of `suite`) reads only results.jsonl and writes
 //! DIR/report.md and the charts (PNG and SVG) under DIR/charts.
+//!
+//! The module reads by suite. Each suite is one file holding one value that implements
+//! [`Suite`]: its name and seed, its sizes for the header, its plan and its part of the report.
+//! - `ondisk.rs` (seed 000), `inmem.rs` (001), `memsweep.rs` (002), `tupl.rs` (003) and
+//!   `pmemkv.rs` (004): the suites, listed in `SUITES`;
+//! - `plan.rs`: what the plans share: the sizes each `--scale` gives ([`plan::Params`]), the
+//!   flags a run starts from, and [`plan::plan`], which makes a suite's runs for every engine;
+//! - `render.rs`: what the reports share: results.jsonl read back, the report's frame
+//!   (title, machine, scale, engines, failed steps, chart list) around the suite's own part,
+//!   and the tables and figures the suites build theirs from;
+//! - `chart.rs`: figures as PNG and SVG; `machine.rs`: the machine the header describes;
+//! - this file: the [`Suite`] interface and list, and the `suite` and `report` commands.
+//!
+//! A new suite is one new file implementing [`Suite`], with its `mod` line and its entry in
+//! `SUITES` below.
 
 pub mod chart;
 pub mod machine;
 pub mod plan;
 pub mod render;
 
+mod inmem;
+mod memsweep;
+mod ondisk;
+mod pmemkv;
+mod tupl;
+
 use crate::engines;
 use crate::error::{Error, Result};
 use crate::flags::parse_size;
-use plan::{Params, Step};
+use plan::{Params, Run, Step};
+use render::{Out, Results};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+/// One seed report's experiment: the driver runs that measure it and the report that shows
+/// the measurements as the seed did. Implemented by one unit struct per file.
+pub trait Suite: Sync {
+    /// The name `larch-bench suite NAME` takes and results.jsonl records.
+    fn name(&self) -> &'static str;
+    /// The seed report it reproduces, as the usage and the report's title give it.
+    fn title(&self) -> &'static str;
+    /// Its sizes at the scale `p`, for the header's "params" ([`Params::to_json`] adds the
+    /// read phases' length and the sampling interval).
+    fn params(&self, p: &Params) -> Value;
+    /// Seconds its timed read phases last at the scale `p`, for the header's "params": 0 when
+    /// they are counted (`p.reads` per reader), None when it has none.
+    fn run_s(&self, p: &Params) -> Option<u64> {
+        Some(p.run_s)
+    }
+    /// Its driver runs, databases under `db`; [`plan::plan`] makes them for every engine.
+    fn plan(&self, p: &Params, db: &Path, seed: u64) -> Result<Vec<Run>>;
+    /// Its sections of report.md (under "## Results") and its charts.
+    fn render(&self, r: &Results, o: &mut Out) -> Result<()>;
+}
+
 /// The suites, one per seed report, in the order of the seeds.
-pub const SUITES: &[(&str, &str)] = &[
-    (
-        "ondisk",
-        "000: Symas, LMDB vs RocksDB, Intel Optane SSD (DB 5x RAM)",
-    ),
-    ("inmem", "001: Symas, In-Memory Microbenchmark (Large)"),
-    (
-        "memsweep",
-        "002: Symas, Optane SSD / IMDT: the on-disk DB at several memory sizes",
-    ),
-    (
-        "tupl",
-        "003: Tupl, Intel Optane 900P: random inserts, then updates, then inserts",
-    ),
-    ("pmemkv", "004: Intel pmemkv 1.4 performance report"),
+static SUITES: &[&dyn Suite] = &[
+    &ondisk::Ondisk,
+    &inmem::Inmem,
+    &memsweep::Memsweep,
+    &tupl::Tupl,
+    &pmemkv::Pmemkv,
 ];
+
+/// Every suite, in the order of the seeds.
+pub fn all() -> &'static [&'static dyn Suite] {
+    SUITES
+}
+
+/// The suite called `name`.
+pub fn find(name: &str) -> Option<&'static dyn Suite> {
+    SUITES.iter().copied().find(|s| s.name() == name)
+}
+
+/// The suite called `name`, or a usage error that lists the known ones.
+fn find_or_usage(name: &str) -> Result<&'static dyn Suite> {
+    find(name).ok_or_else(|| {
+        Error::Usage(format!(
+            "unknown suite {name:?}; known: {}",
+            SUITES
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        ))
+    })
+}
 
 pub fn suite_usage() -> String {
     let mut s = String::from(
@@ -49,8 +107,8 @@ pub fn suite_usage() -> String {
          \x20      larch-bench report DIR\n\n\
          Suites (each reproduces one seed report's tables and figures):\n",
     );
-    for (n, d) in SUITES {
-        s.push_str(&format!("  {n:<9} {d}\n"));
+    for suite in SUITES {
+        s.push_str(&format!("  {:<9} {}\n", suite.name(), suite.title()));
     }
     s.push_str(
         "\n--scale: tiny (seconds, for CI), small (a few minutes), default (under 30 minutes on\n\
@@ -81,12 +139,7 @@ impl SuiteArgs {
                 suite_usage()
             )));
         };
-        if !SUITES.iter().any(|(n, _)| n == name) {
-            return Err(Error::Usage(format!(
-                "unknown suite {name:?}; known: {}",
-                SUITES.iter().map(|s| s.0).collect::<Vec<_>>().join(",")
-            )));
-        }
+        find_or_usage(name)?;
         // SAFETY: getuid has no preconditions and cannot fail.
         let uid = unsafe { libc::getuid() };
         let mut a = SuiteArgs {
@@ -245,6 +298,7 @@ pub fn suite_main(args: &[String]) -> Result<()> {
         return Ok(());
     }
     let a = SuiteArgs::parse(args)?;
+    let suite = find_or_usage(&a.name)?;
     let params = Params::for_scale(&a.scale)?;
     let (engines, missing) = select_engines(&a.engines)?;
     std::fs::create_dir_all(&a.out)
@@ -268,7 +322,7 @@ pub fn suite_main(args: &[String]) -> Result<()> {
             "kind": "header",
             "suite": a.name,
             "scale": a.scale,
-            "params": params.to_json(&a.name),
+            "params": params.to_json(suite),
             "seed": a.seed,
             "engines": engines,
             "started_unix_s": started,
@@ -285,7 +339,7 @@ pub fn suite_main(args: &[String]) -> Result<()> {
                     "message": why}),
         )?;
     }
-    let steps = plan::plan(&a.name, &params, &engines, &db, a.seed)?;
+    let steps = plan::plan(suite, &params, &engines, &db, a.seed)?;
     let total = steps.len();
     let t_suite = Instant::now();
     let mut errors = 0usize;

@@ -1,11 +1,14 @@
-//! Each suite as a plan of driver runs, and the sizes each `--scale` gives them.
+//! The sizes each `--scale` gives the suites ([`Params`]), and what their plans share: the
+//! [`Run`] a suite asks for, the flags every run starts from and the helpers that set counts,
+//! and [`plan`], which makes a suite's runs into [`Step`]s, once for each engine.
 
+use super::Suite;
 use crate::error::{Error, Result};
-use crate::flags::{Flags, KeyFormat};
+use crate::flags::Flags;
 use serde_json::{json, Value};
 use std::path::Path;
 
-const MIB: u64 = 1 << 20;
+pub(super) const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
 /// Bytes of one on-disk record (16-byte key, 4000-byte value), seeds 000 and 002.
@@ -25,10 +28,6 @@ pub const ONDISK_MEMORY_MIN_BYTES: u64 = 1024 * MIB;
 pub const TUPL_MEMORY_MIN_BYTES: u64 = 384 * MIB;
 /// The tiny scale's limit: its databases are a few MB, so no engine comes near it.
 pub const MEMORY_LIMIT_TINY_BYTES: u64 = 128 * MIB;
-/// The memsweep levels, as multiples of the on-disk memory limit: 5x is where the DB fits.
-pub const MEMSWEEP_LEVELS: &[u64] = &[1, 2, 6];
-/// pmemkv's value sizes (seed 004).
-pub const PMEMKV_VALUE_SIZES: &[usize] = &[8, 128, 1024];
 
 /// Every size a suite takes from `--scale`.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,15 +57,6 @@ pub struct Params {
     pub tupl_phase_cap_s: u64,
     pub pmemkv_num: u64,
     pub pmemkv_fill_cap_s: u64,
-}
-
-fn pow2_up_to(n: usize) -> Vec<usize> {
-    let mut v = vec![1];
-    while v[v.len() - 1] * 2 <= n.max(1) {
-        let next = v[v.len() - 1] * 2;
-        v.push(next);
-    }
-    v
 }
 
 impl Params {
@@ -192,62 +182,15 @@ impl Params {
         self.ondisk_memory * ONDISK_DB_OVER_MEMORY / (ONDISK_KEY_BYTES + ONDISK_VALUE_BYTES) as u64
     }
 
-    pub fn memsweep_levels(&self) -> Vec<u64> {
-        if self.scale == "tiny" {
-            return vec![128 * MIB, 192 * MIB, 256 * MIB];
-        }
-        MEMSWEEP_LEVELS
-            .iter()
-            .map(|l| l * self.ondisk_memory)
-            .collect()
-    }
-
-    /// Thread counts for pmemkv: powers of two up to the core count (1 and 2 here).
-    pub fn pmemkv_threads(&self) -> Vec<usize> {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        let v = pow2_up_to(cores);
-        if v.len() < 2 {
-            vec![1, 2]
-        } else {
-            v
-        }
-    }
-
-    /// The sizes `suite` uses, for the report.
-    pub fn to_json(&self, suite: &str) -> Value {
-        let secs = match suite {
-            "memsweep" => self.sweep_run_s,
-            "pmemkv" => self.pmemkv_run_s,
-            "tupl" => 0,
-            _ => self.run_s,
+    /// The header's "params": the sizes `suite` takes at this scale, how long its read phases
+    /// run (when it has timed ones) and the sampling interval.
+    pub fn to_json(&self, suite: &dyn Suite) -> Value {
+        let run = match suite.run_s(self) {
+            None => json!({}),
+            Some(secs) if secs > 0 => json!({"run_s": secs}),
+            Some(_) => json!({"reads_per_reader": self.reads}),
         };
-        let run = if suite == "tupl" {
-            json!({})
-        } else if secs > 0 {
-            json!({"run_s": secs})
-        } else {
-            json!({"reads_per_reader": self.reads})
-        };
-        let mut v = match suite {
-            "inmem" => json!({"num": self.inmem_num, "key_size": 16, "value_size": 100,
-                              "readers": self.inmem_readers, "cache_size": inmem_cache(self.inmem_num, 116)}),
-            "ondisk" => json!({"num": self.ondisk_num(), "key_size": ONDISK_KEY_BYTES,
-                               "value_size": ONDISK_VALUE_BYTES, "memory_limit": self.ondisk_memory,
-                               "cache_size": self.ondisk_memory / 4, "readers": self.ondisk_readers}),
-            "memsweep" => json!({"num": self.ondisk_num(), "key_size": ONDISK_KEY_BYTES,
-                                 "value_size": ONDISK_VALUE_BYTES, "memory_levels": self.memsweep_levels(),
-                                 "readers": self.memsweep_readers}),
-            "tupl" => json!({"inserts": self.tupl_inserts, "more_inserts": self.tupl_more,
-                             "key_size": 8, "value_size": 0, "threads": self.tupl_threads,
-                             "memory_limit": self.tupl_memory, "cache_size": self.tupl_memory / 4,
-                             "insert_cap_s": self.tupl_fill_cap_s, "phase_cap_s": self.tupl_phase_cap_s}),
-            "pmemkv" => json!({"num": self.pmemkv_num, "key_size": 8,
-                               "value_sizes": PMEMKV_VALUE_SIZES, "threads": self.pmemkv_threads(),
-                               "fill_cap_s": self.pmemkv_fill_cap_s}),
-            _ => json!({}),
-        };
+        let mut v = suite.params(self);
         if let (Value::Object(m), Value::Object(r)) = (&mut v, run) {
             m.extend(r);
             m.insert("series_interval_ms".into(), self.series_ms.into());
@@ -261,6 +204,34 @@ impl Params {
 /// 128 GB did for the engines that honoured them), at least 64 MiB.
 pub fn inmem_cache(num: u64, record_bytes: u64) -> u64 {
     (num.saturating_mul(record_bytes).saturating_mul(3) / MIB * MIB).max(64 * MIB)
+}
+
+/// One driver run of a suite's plan, made for every engine by [`plan`].
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub label: String,
+    pub flags: Flags,
+    /// Runs on the database the engine's previous run made (see [`Step::needs_previous`]).
+    pub needs_previous: bool,
+}
+
+impl Run {
+    /// A run that makes its own database.
+    pub fn new(label: impl Into<String>, flags: Flags) -> Run {
+        Run {
+            label: label.into(),
+            flags,
+            needs_previous: false,
+        }
+    }
+
+    /// A run on the database the engine's previous run made.
+    pub fn after_previous(label: impl Into<String>, flags: Flags) -> Run {
+        Run {
+            needs_previous: true,
+            ..Run::new(label, flags)
+        }
+    }
 }
 
 /// One driver run for one engine.
@@ -282,7 +253,7 @@ impl Step {
     }
 }
 
-fn base_flags(db: &Path, seed: u64, p: &Params) -> Flags {
+pub(super) fn base_flags(db: &Path, seed: u64, p: &Params) -> Flags {
     let mut f = Flags {
         db: db.to_path_buf(),
         seed,
@@ -295,8 +266,17 @@ fn base_flags(db: &Path, seed: u64, p: &Params) -> Flags {
     f
 }
 
+/// The flags of a run on the on-disk database of seeds 000 and 002: its records and their sizes.
+pub(super) fn ondisk_flags(db: &Path, seed: u64, p: &Params) -> Flags {
+    let mut f = base_flags(db, seed, p);
+    set_num(&mut f, p.ondisk_num(), p);
+    f.key_size = ONDISK_KEY_BYTES;
+    f.value_size = ONDISK_VALUE_BYTES;
+    f
+}
+
 /// Sets num and the counts that follow it (db_bench's -1 = num), then reads for counted runs.
-fn set_num(f: &mut Flags, num: u64, p: &Params) {
+pub(super) fn set_num(f: &mut Flags, num: u64, p: &Params) {
     f.num = num;
     f.writes = num;
     f.deletes = num;
@@ -304,121 +284,35 @@ fn set_num(f: &mut Flags, num: u64, p: &Params) {
 }
 
 /// Runs the read phases of `f` for `secs` seconds, or counted (`reads` per reader) when 0.
-fn timed(f: &mut Flags, secs: u64, p: &Params) {
+pub(super) fn timed(f: &mut Flags, secs: u64, p: &Params) {
     f.duration_s = secs;
     f.reads = if secs > 0 { f.num } else { p.reads.min(f.num) };
 }
 
-fn list(v: &[&str]) -> Vec<String> {
+pub(super) fn list(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// The plan of `suite` for `engines` (databases under `db`).
+/// The plan of `suite` for `engines` (databases under `db`): the suite's runs for each engine
+/// in turn, the last of an engine's marked so that its database is removed after it.
 pub fn plan(
-    suite: &str,
+    suite: &dyn Suite,
     p: &Params,
     engines: &[String],
     db: &Path,
     seed: u64,
 ) -> Result<Vec<Step>> {
+    let runs = suite.plan(p, db, seed)?;
     let mut steps = Vec::new();
     for e in engines {
         let first = steps.len();
-        let step = |label: String, flags: Flags, needs_previous: bool| Step {
+        steps.extend(runs.iter().map(|r| Step {
             engine: e.clone(),
-            label,
-            flags,
-            needs_previous,
+            label: r.label.clone(),
+            flags: r.flags.clone(),
+            needs_previous: r.needs_previous,
             last_for_engine: false,
-        };
-        match suite {
-            "inmem" => {
-                let mut f = base_flags(db, seed, p);
-                set_num(&mut f, p.inmem_num, p);
-                f.benchmarks = list(&["fillseqbatch", "readwhilewriting"]);
-                f.threads = p.inmem_readers.clone();
-                f.cache_size = inmem_cache(p.inmem_num, 116);
-                steps.push(step("load+run".into(), f, false));
-            }
-            "ondisk" => {
-                let mut f = base_flags(db, seed, p);
-                set_num(&mut f, p.ondisk_num(), p);
-                f.key_size = ONDISK_KEY_BYTES;
-                f.value_size = ONDISK_VALUE_BYTES;
-                f.benchmarks = list(&["fillseqbatch", "readwhilewriting"]);
-                f.threads = p.ondisk_readers.clone();
-                f.memory_limit = Some(p.ondisk_memory);
-                f.cache_size = p.ondisk_memory / 4;
-                f.drop_caches = true;
-                steps.push(step("load+run".into(), f, false));
-            }
-            "memsweep" => {
-                let levels = p.memsweep_levels();
-                let mut f = base_flags(db, seed, p);
-                set_num(&mut f, p.ondisk_num(), p);
-                f.key_size = ONDISK_KEY_BYTES;
-                f.value_size = ONDISK_VALUE_BYTES;
-                f.benchmarks = list(&["fillseqbatch"]);
-                f.memory_limit = Some(levels[0]);
-                f.cache_size = levels[0] / 4;
-                steps.push(step("load".into(), f.clone(), false));
-                for &m in &levels {
-                    let mut g = f.clone();
-                    g.benchmarks = list(&["readwhilewriting"]);
-                    g.use_existing_db = true;
-                    g.threads = p.memsweep_readers.clone();
-                    g.memory_limit = Some(m);
-                    g.cache_size = m / 4;
-                    g.drop_caches = true;
-                    timed(&mut g, p.sweep_run_s, p);
-                    steps.push(step(format!("mem={}MiB", m / MIB), g, true));
-                }
-            }
-            "tupl" => {
-                let mut f = base_flags(db, seed, p);
-                let universe = p.tupl_inserts + p.tupl_more;
-                set_num(&mut f, universe, p);
-                f.writes = p.tupl_inserts;
-                f.key_size = 8;
-                f.key_format = KeyFormat::RocksDb;
-                f.value_size = 0;
-                f.benchmarks = list(&["fillunique_mt", "updateunique_mt", "insertunique_mt"]);
-                f.threads = vec![p.tupl_threads];
-                f.memory_limit = Some(p.tupl_memory);
-                f.cache_size = p.tupl_memory / 4;
-                f.fill_duration_s = p.tupl_fill_cap_s;
-                f.duration_s = p.tupl_phase_cap_s;
-                steps.push(step("insert+update+insert".into(), f, false));
-            }
-            "pmemkv" => {
-                for &v in PMEMKV_VALUE_SIZES {
-                    let mut f = base_flags(db, seed, p);
-                    set_num(&mut f, p.pmemkv_num, p);
-                    f.key_size = 8;
-                    f.key_format = KeyFormat::RocksDb;
-                    f.value_size = v;
-                    f.threads = p.pmemkv_threads();
-                    f.cache_size = inmem_cache(p.pmemkv_num, 8 + v as u64);
-                    f.fill_duration_s = p.pmemkv_fill_cap_s;
-                    f.fill_threads = true;
-                    f.series_interval_ms = 0;
-                    timed(&mut f, p.pmemkv_run_s, p);
-                    let mut seq = f.clone();
-                    seq.benchmarks = list(&["fillseq", "readseq"]);
-                    seq.reads = p.pmemkv_num;
-                    steps.push(step(format!("v={v} seq"), seq, false));
-                    let mut rnd = f;
-                    rnd.benchmarks = list(&[
-                        "fillrandom",
-                        "readrandom",
-                        "readwhilewriting",
-                        "readrandomwriterandom",
-                    ]);
-                    steps.push(step(format!("v={v} random"), rnd, false));
-                }
-            }
-            other => return Err(Error::Usage(format!("unknown suite {other:?}"))),
-        }
+        }));
         if steps.len() > first {
             if let Some(last) = steps.last_mut() {
                 last.last_for_engine = true;
@@ -453,23 +347,11 @@ mod tests {
     }
 
     #[test]
-    fn ondisk_db_is_five_times_memory() {
-        let d = Params::default_scale();
-        let db = d.ondisk_num() * 4016;
-        assert!(db >= 5 * d.ondisk_memory - 4016 && db <= 5 * d.ondisk_memory);
-        let levels = d.memsweep_levels();
-        assert!(
-            levels.len() >= 3 && *levels.last().unwrap() > db,
-            "{levels:?}"
-        );
-    }
-
-    #[test]
     fn every_suite_plans_valid_driver_runs() {
         let engines = vec!["larch".to_string(), "lmdb".to_string()];
         for scale in ["tiny", "small", "default", "seed", "2"] {
             let p = Params::for_scale(scale).unwrap();
-            for (s, _) in super::super::SUITES {
+            for &s in super::super::all() {
                 let steps = plan(s, &p, &engines, Path::new("/tmp/x"), 42).unwrap();
                 assert!(!steps.is_empty());
                 assert_eq!(steps.iter().filter(|s| s.last_for_engine).count(), 2);

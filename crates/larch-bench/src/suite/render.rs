@@ -1,9 +1,9 @@
-//! report.md and the charts of a suite, from its results.jsonl alone.
+//! report.md and the charts of a suite, from its results.jsonl alone: the report's frame around
+//! the suite's own sections ([`super::Suite::render`]), and the helpers those sections share:
+//! reading rows, formatting numbers, Markdown tables, and the tables and figures of more than
+//! one kind of run (load tables, bars per engine, lines against threads, per-thread series).
 
-use super::chart::{
-    self, engine_color, series_color, Bar, BarPanel, Figure, Line, LinePanel, Panel,
-};
-use super::SUITES;
+use super::chart::{self, engine_color, series_color, Bar, Figure, Line, LinePanel, Panel};
 use crate::engines;
 use crate::error::{Error, Result};
 use plotters::style::RGBColor;
@@ -52,7 +52,7 @@ impl Results {
             .unwrap_or("")
     }
 
-    fn ok(&self) -> impl Iterator<Item = &Value> {
+    pub(super) fn ok(&self) -> impl Iterator<Item = &Value> {
         self.rows.iter().filter(|r| s(r, "status") == "ok")
     }
 
@@ -70,22 +70,22 @@ impl Results {
         seen
     }
 
-    fn find<'a>(&'a self, engine: &str, bench: &str) -> Vec<&'a Value> {
+    pub(super) fn find<'a>(&'a self, engine: &str, bench: &str) -> Vec<&'a Value> {
         self.ok()
             .filter(|r| s(r, "engine") == engine && s(r, "benchmark") == bench)
             .collect()
     }
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+pub(super) fn s<'a>(v: &'a Value, k: &str) -> &'a str {
     v.get(k).and_then(Value::as_str).unwrap_or("")
 }
 
-fn f(v: &Value, k: &str) -> f64 {
+pub(super) fn f(v: &Value, k: &str) -> f64 {
     v.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN)
 }
 
-fn u(v: &Value, k: &str) -> u64 {
+pub(super) fn u(v: &Value, k: &str) -> u64 {
     v.get(k).and_then(Value::as_u64).unwrap_or(0)
 }
 
@@ -104,7 +104,7 @@ pub fn hms(secs: f64) -> String {
     )
 }
 
-fn n0(x: f64) -> String {
+pub(super) fn n0(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.0}")
     } else {
@@ -112,7 +112,7 @@ fn n0(x: f64) -> String {
     }
 }
 
-fn n2(x: f64) -> String {
+pub(super) fn n2(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.2}")
     } else {
@@ -121,7 +121,7 @@ fn n2(x: f64) -> String {
 }
 
 /// "1 reader", "4 readers".
-fn plural(n: u64, what: &str) -> String {
+pub(super) fn plural(n: u64, what: &str) -> String {
     if n == 1 {
         format!("1 {what}")
     } else {
@@ -129,7 +129,7 @@ fn plural(n: u64, what: &str) -> String {
     }
 }
 
-fn mib(bytes: u64) -> String {
+pub(super) fn mib(bytes: u64) -> String {
     format!("{} MiB", bytes >> 20)
 }
 
@@ -143,12 +143,12 @@ pub fn table(head: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 /// Largest thread count among `rows`.
-fn max_threads<'a>(rows: &[&'a Value]) -> Option<&'a Value> {
+pub(super) fn max_threads<'a>(rows: &[&'a Value]) -> Option<&'a Value> {
     rows.iter().copied().max_by_key(|r| u(r, "threads"))
 }
 
 /// The highest process size any step of `engine` reached (KB).
-fn process_kb(r: &Results, engine: &str) -> u64 {
+pub(super) fn process_kb(r: &Results, engine: &str) -> u64 {
     r.ok()
         .filter(|x| s(x, "engine") == engine)
         .map(|x| u(x, "maxrss_kb"))
@@ -157,7 +157,7 @@ fn process_kb(r: &Results, engine: &str) -> u64 {
 }
 
 /// A thread's series as (t_s, cumulative ops).
-fn thread_points(t: &Value) -> Vec<(f64, f64)> {
+pub(super) fn thread_points(t: &Value) -> Vec<(f64, f64)> {
     let ts = t.get("t_s").and_then(Value::as_array);
     let ops = t.get("ops").and_then(Value::as_array);
     match (ts, ops) {
@@ -170,7 +170,7 @@ fn thread_points(t: &Value) -> Vec<(f64, f64)> {
     }
 }
 
-fn series_threads(row: &Value) -> Vec<&Value> {
+pub(super) fn series_threads(row: &Value) -> Vec<&Value> {
     row.get("series")
         .and_then(|s| s.get("threads"))
         .and_then(Value::as_array)
@@ -237,7 +237,7 @@ pub fn summed(threads: &[Vec<(f64, f64)>], n: usize) -> Vec<(f64, f64)> {
 }
 
 /// The figure legend of the engines with results, in their colours.
-fn engine_legend(r: &Results) -> Vec<(String, RGBColor)> {
+pub(super) fn engine_legend(r: &Results) -> Vec<(String, RGBColor)> {
     r.engines()
         .into_iter()
         .map(|e| {
@@ -247,7 +247,7 @@ fn engine_legend(r: &Results) -> Vec<(String, RGBColor)> {
         .collect()
 }
 
-fn bars(r: &Results, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
+pub(super) fn bars(r: &Results, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
     r.engines()
         .iter()
         .filter_map(|e| {
@@ -260,9 +260,12 @@ fn bars(r: &Results, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar> {
         .collect()
 }
 
-fn lines_vs_threads(
+/// One line per engine: `key` of its `bench` rows that pass `filter`, against `x` of each row
+/// (engines without such rows have none).
+pub(super) fn engine_lines(
     r: &Results,
     bench: &str,
+    x: impl Fn(&Value) -> f64,
     key: &str,
     filter: impl Fn(&Value) -> bool,
 ) -> Vec<Line> {
@@ -272,9 +275,8 @@ fn lines_vs_threads(
             let mut pts: Vec<(f64, f64)> = r
                 .find(e, bench)
                 .into_iter()
-                .filter(|x| filter(x))
-                .map(|x| (u(x, "threads") as f64, f(x, key)))
-                .filter(|p| p.1.is_finite())
+                .filter(|row| filter(row))
+                .map(|row| (x(row), f(row, key)))
                 .collect();
             pts.sort_by(|a, b| a.0.total_cmp(&b.0));
             (!pts.is_empty()).then(|| Line {
@@ -287,14 +289,29 @@ fn lines_vs_threads(
         .collect()
 }
 
-struct Out<'a> {
-    md: String,
+/// [`engine_lines`] against the thread count, of the rows that have `key`.
+pub(super) fn lines_vs_threads(
+    r: &Results,
+    bench: &str,
+    key: &str,
+    filter: impl Fn(&Value) -> bool,
+) -> Vec<Line> {
+    let threads = |x: &Value| u(x, "threads") as f64;
+    engine_lines(r, bench, threads, key, |x| {
+        filter(x) && f(x, key).is_finite()
+    })
+}
+
+/// The report being written: its Markdown, and the charts it has drawn so far.
+pub struct Out<'a> {
+    pub md: String,
     dir: &'a Path,
     charts: Vec<(String, String)>,
 }
 
 impl Out<'_> {
-    fn figure(&mut self, stem: &str, fig: Figure) -> Result<()> {
+    /// Draws `fig` as charts/`stem`.{png,svg} and links it from the report.
+    pub fn figure(&mut self, stem: &str, fig: Figure) -> Result<()> {
         let charts = self.dir.join("charts");
         std::fs::create_dir_all(&charts)
             .map_err(|e| Error::io(format!("create {}", charts.display()), e))?;
@@ -322,19 +339,17 @@ pub fn render_dir(dir: &Path) -> Result<()> {
 
 /// The report of `r`, writing its charts under `dir/charts`.
 pub fn render(r: &Results, dir: &Path) -> Result<String> {
-    let suite = r.suite().to_string();
-    let title = SUITES
-        .iter()
-        .find(|(n, _)| *n == suite)
-        .map(|(_, d)| *d)
-        .ok_or_else(|| Error::Usage(format!("unknown suite {suite:?} in results.jsonl")))?;
+    let name = r.suite();
+    let suite = super::find(name)
+        .ok_or_else(|| Error::Usage(format!("unknown suite {name:?} in results.jsonl")))?;
+    let title = suite.title();
     let mut o = Out {
         md: String::new(),
         dir,
         charts: Vec::new(),
     };
     let h = &r.header;
-    let _ = writeln!(o.md, "# larch-bench suite `{suite}`: seed {title}\n");
+    let _ = writeln!(o.md, "# larch-bench suite `{name}`: seed {title}\n");
     let _ = writeln!(
         o.md,
         "Scale **{}**; command `{}`; larch-bench {}; seed {}; {}.\n",
@@ -355,14 +370,7 @@ pub fn render(r: &Results, dir: &Path) -> Result<String> {
     params_section(&mut o.md, h);
     engines_section(&mut o.md, r);
     let _ = writeln!(o.md, "## Results\n");
-    match suite.as_str() {
-        "inmem" => inmem(r, &mut o)?,
-        "ondisk" => ondisk(r, &mut o)?,
-        "memsweep" => memsweep(r, &mut o)?,
-        "tupl" => tupl(r, &mut o)?,
-        "pmemkv" => pmemkv(r, &mut o)?,
-        _ => {}
-    }
+    suite.render(r, &mut o)?;
     let errors: Vec<&Value> = r
         .rows
         .iter()
@@ -517,7 +525,7 @@ fn engines_section(md: &mut String, r: &Results) {
 }
 
 /// Load-throughput-over-time lines (ops/s against seconds) from each engine's `bench` row.
-fn load_lines(r: &Results, bench: &str) -> Vec<Line> {
+pub(super) fn load_lines(r: &Results, bench: &str) -> Vec<Line> {
     r.engines()
         .iter()
         .filter_map(|e| {
@@ -540,218 +548,8 @@ fn load_lines(r: &Results, bench: &str) -> Vec<Line> {
         .collect()
 }
 
-fn inmem(r: &Results, o: &mut Out) -> Result<()> {
-    let mut main = Vec::new();
-    let mut ctx = Vec::new();
-    let mut per = Vec::new();
-    for e in r.engines() {
-        let Some(load) = r.find(&e, "fillseqbatch").first().copied() else {
-            continue;
-        };
-        let runs = r.find(&e, "readwhilewriting");
-        let run = max_threads(&runs);
-        let g = |k: &str| run.map_or(f64::NAN, |x| f(x, k));
-        main.push(vec![
-            e.clone(),
-            hms(f(load, "wall_s")),
-            hms(f(load, "user_s")),
-            hms(f(load, "sys_s")),
-            n2((f(load, "user_s") + f(load, "sys_s")) / f(load, "wall_s")),
-            n0(f(load, "db_bytes") / 1024.0),
-            n0(g("writer_ops_per_sec")),
-            n0(g("ops_per_sec")),
-            hms(g("wall_s")),
-            hms(g("user_s")),
-            hms(g("sys_s")),
-            n0(g("db_bytes") / 1024.0),
-            n0(g("cpu_pct")),
-            process_kb(r, &e).to_string(),
-        ]);
-        ctx.push(vec![
-            e.clone(),
-            u(load, "vcsw").to_string(),
-            u(load, "ivcsw").to_string(),
-            run.map_or(String::new(), |x| u(x, "vcsw").to_string()),
-            run.map_or(String::new(), |x| u(x, "ivcsw").to_string()),
-        ]);
-        let mut sorted = runs.clone();
-        sorted.sort_by_key(|x| u(x, "threads"));
-        for x in sorted {
-            per.push(vec![
-                e.clone(),
-                u(x, "threads").to_string(),
-                n0(f(x, "writer_ops_per_sec")),
-                n0(f(x, "ops_per_sec")),
-                n2(f(x, "p99_us")),
-                n2(f(x, "writer_p99_us")),
-                n0(f(x, "cpu_pct")),
-            ]);
-        }
-    }
-    let readers = r
-        .ok()
-        .filter(|x| s(x, "benchmark") == "readwhilewriting")
-        .map(|x| u(x, "threads"))
-        .max()
-        .unwrap_or(0);
-    let _ = writeln!(
-        o.md,
-        "The seed's table (load = fillseqbatch of every record, 1000 per transaction; run = \
-         readwhilewriting with one writer updating existing records and {}, the \
-         largest reader count). Times are HH:MM:SS.ss; Overhead = (User + Sys) / Wall of the \
-         load; sizes are allocated KB on disk; Process Size is the engine process's peak RSS (KB).\n",
-        plural(readers, "reader")
-    );
-    o.md.push_str(&table(
-        &[
-            "Engine",
-            "Load Wall",
-            "Load User",
-            "Load Sys",
-            "Overhead",
-            "Load Size KB",
-            "Writes/Sec",
-            "Reads/Sec",
-            "Run Wall",
-            "Run User",
-            "Run Sys",
-            "Final Size KB",
-            "CPU%",
-            "Process Size KB",
-        ],
-        &main,
-    ));
-    let _ = writeln!(
-        o.md,
-        "\nContext switches (the seed's second table), loading and running ({}):\n",
-        plural(readers, "reader")
-    );
-    o.md.push_str(&table(
-        &[
-            "Engine",
-            "Loading Voluntary",
-            "Loading Involuntary",
-            "Running Voluntary",
-            "Running Involuntary",
-        ],
-        &ctx,
-    ));
-    let _ = writeln!(o.md, "\nreadwhilewriting at every reader count:\n");
-    o.md.push_str(&table(
-        &[
-            "Engine",
-            "Readers",
-            "Writes/Sec",
-            "Reads/Sec",
-            "Read P99 us",
-            "Write P99 us",
-            "CPU%",
-        ],
-        &per,
-    ));
-    o.figure(
-        "inmem_load_throughput",
-        Figure {
-            title: "Load throughput over time (fillseqbatch, 16 B keys, 100 B values)".into(),
-            panels: vec![Panel::Lines(LinePanel {
-                title: "Records loaded per second (log time axis, as the seed)".into(),
-                x_label: "Time since load start (s, log scale)".into(),
-                y_label: "Load throughput (records/s)".into(),
-                x_log: true,
-                y_log: false,
-                lines: load_lines(r, "fillseqbatch"),
-                marks: vec![],
-            })],
-            cols: 1,
-            legend: engine_legend(r),
-        },
-    )?;
-    thread_figure(r, o, "inmem_thread_throughput", "readwhilewriting")?;
-    let wr =
-        |e: &str| max_threads(&r.find(e, "readwhilewriting")).map(|x| f(x, "writer_ops_per_sec"));
-    let rd = |e: &str| max_threads(&r.find(e, "readwhilewriting")).map(|x| f(x, "ops_per_sec"));
-    o.figure(
-        "inmem_throughput",
-        Figure {
-            title: format!(
-                "readwhilewriting throughput: 1 writer updating, {}",
-                plural(readers, "reader")
-            ),
-            panels: vec![
-                Panel::Bars(BarPanel {
-                    title: format!("Writes/s ({})", plural(readers, "reader")),
-                    y_label: "Writes per second (ops/s)".into(),
-                    y_log: false,
-                    bars: bars(r, wr),
-                }),
-                Panel::Bars(BarPanel {
-                    title: format!("Reads/s ({})", plural(readers, "reader")),
-                    y_label: "Reads per second (ops/s)".into(),
-                    y_log: false,
-                    bars: bars(r, rd),
-                }),
-                Panel::Lines(LinePanel {
-                    title: "Writes/s against reader count".into(),
-                    x_label: "Reader threads".into(),
-                    y_label: "Writes per second (ops/s)".into(),
-                    x_log: false,
-                    y_log: false,
-                    lines: lines_vs_threads(r, "readwhilewriting", "writer_ops_per_sec", |_| true),
-                    marks: vec![],
-                }),
-                Panel::Lines(LinePanel {
-                    title: "Reads/s against reader count".into(),
-                    x_label: "Reader threads".into(),
-                    y_label: "Reads per second (ops/s)".into(),
-                    x_log: false,
-                    y_log: false,
-                    lines: lines_vs_threads(r, "readwhilewriting", "ops_per_sec", |_| true),
-                    marks: vec![],
-                }),
-            ],
-            cols: 2,
-            legend: engine_legend(r),
-        },
-    )?;
-    let mb = |b: f64| b / 1_048_576.0;
-    o.figure(
-        "inmem_space",
-        Figure {
-            title: "Space used".into(),
-            panels: vec![
-                Panel::Bars(BarPanel {
-                    title: "Load Size (after the load)".into(),
-                    y_label: "Size on disk (MiB)".into(),
-                    y_log: false,
-                    bars: bars(r, |e| {
-                        r.find(e, "fillseqbatch")
-                            .first()
-                            .map(|x| mb(f(x, "db_bytes")))
-                    }),
-                }),
-                Panel::Bars(BarPanel {
-                    title: "Final Size (after readwhilewriting)".into(),
-                    y_label: "Size on disk (MiB)".into(),
-                    y_log: false,
-                    bars: bars(r, |e| {
-                        max_threads(&r.find(e, "readwhilewriting")).map(|x| mb(f(x, "db_bytes")))
-                    }),
-                }),
-                Panel::Bars(BarPanel {
-                    title: "Process Size (peak RSS)".into(),
-                    y_label: "Peak resident memory (MiB)".into(),
-                    y_log: false,
-                    bars: bars(r, |e| Some(process_kb(r, e) as f64 / 1024.0)),
-                }),
-            ],
-            cols: 3,
-            legend: engine_legend(r),
-        },
-    )
-}
-
 /// Per-thread ops/s over time, one panel per engine, for the largest thread count of `bench`.
-fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -> Result<()> {
+pub(super) fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -> Result<()> {
     let mut panels = Vec::new();
     let mut readers = 0;
     for e in r.engines() {
@@ -809,7 +607,7 @@ fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -> Result<()
 }
 
 /// The seed 000/002 load table for `bench`.
-fn load_table(r: &Results, bench: &str, with_storage: bool) -> String {
+pub(super) fn load_table(r: &Results, bench: &str, with_storage: bool) -> String {
     let h = &r.header["machine"]["storage"];
     let storage = format!("{}/{}", s(h, "device"), s(h, "fstype"));
     let journal = match h.get("journal").and_then(Value::as_bool) {
@@ -860,93 +658,14 @@ fn load_table(r: &Results, bench: &str, with_storage: bool) -> String {
     table(&head, &rows)
 }
 
-const LOAD_NOTE: &str = "Wall/User/Sys are HH:MM:SS.ss; % = (User + Sys) / Wall; KB = database \
+pub(super) const LOAD_NOTE: &str =
+    "Wall/User/Sys are HH:MM:SS.ss; % = (User + Sys) / Wall; KB = database \
 size on disk (allocated); Vol/Invol = context switches; In/Out = file-system blocks read and \
 written by the process (512-byte units, getrusage), counted when pages are dirtied, as in the \
 seed; Write Amp = Out / records written (the seed's definition: blocks per record; a 4016-byte \
 record is 7.84 blocks, so 8 is about 1x in bytes).";
 
-fn ondisk(r: &Results, o: &mut Out) -> Result<()> {
-    let p = &r.header["params"];
-    let _ = writeln!(
-        o.md,
-        "Loading the DB ({} records of 16 B keys and 4000 B values, fillseqbatch with 1000 \
-         records per transaction, memory limit {} for each engine's process, page cache \
-         included):\n",
-        u(p, "num"),
-        mib(u(p, "memory_limit"))
-    );
-    o.md.push_str(&load_table(r, "fillseqbatch", true));
-    let _ = writeln!(o.md, "\n{LOAD_NOTE}\n");
-    let _ = writeln!(
-        o.md,
-        "readwhilewriting (page cache dropped before each run; one writer updating existing \
-         records):\n"
-    );
-    let mut rows = Vec::new();
-    for e in r.engines() {
-        let mut runs = r.find(&e, "readwhilewriting");
-        runs.sort_by_key(|x| u(x, "threads"));
-        for x in runs {
-            rows.push(vec![
-                e.clone(),
-                u(x, "threads").to_string(),
-                n0(f(x, "writer_ops_per_sec")),
-                n0(f(x, "ops_per_sec")),
-                n2(f(x, "p99_us")),
-                n0(f(x, "cpu_pct")),
-                u(x, "fs_in").to_string(),
-                u(x, "fs_out").to_string(),
-                n0(f(x, "db_bytes") / 1024.0),
-            ]);
-        }
-    }
-    o.md.push_str(&table(
-        &[
-            "Engine",
-            "Readers",
-            "Writes/Sec",
-            "Reads/Sec",
-            "Read P99 us",
-            "CPU%",
-            "In",
-            "Out",
-            "Final Size KB",
-        ],
-        &rows,
-    ));
-    o.figure(
-        "ondisk_load",
-        Figure {
-            title: "Loading the DB (5x the memory limit)".into(),
-            panels: vec![
-                Panel::Bars(BarPanel {
-                    title: "Load wall time".into(),
-                    y_label: "Wall time (s)".into(),
-                    y_log: false,
-                    bars: bars(r, |e| {
-                        r.find(e, "fillseqbatch").first().map(|x| f(x, "wall_s"))
-                    }),
-                }),
-                Panel::Bars(BarPanel {
-                    title: "Write amplification".into(),
-                    y_label: "FS blocks out per record (512 B)".into(),
-                    y_log: false,
-                    bars: bars(r, |e| {
-                        r.find(e, "fillseqbatch")
-                            .first()
-                            .map(|x| u(x, "fs_out") as f64 / u(x, "ops").max(1) as f64)
-                    }),
-                }),
-            ],
-            cols: 2,
-            legend: engine_legend(r),
-        },
-    )?;
-    rww_vs_readers(r, o, "ondisk_readwhilewriting", |_| true, "")
-}
-
-fn rww_vs_readers(
+pub(super) fn rww_vs_readers(
     r: &Results,
     o: &mut Out,
     stem: &str,
@@ -977,462 +696,6 @@ fn rww_vs_readers(
                     marks: vec![],
                 }),
             ],
-            cols: 2,
-            legend: engine_legend(r),
-        },
-    )
-}
-
-fn memsweep(r: &Results, o: &mut Out) -> Result<()> {
-    let p = &r.header["params"];
-    let _ = writeln!(
-        o.md,
-        "Loading the DB ({} records of 16 B keys and 4000 B values, at the lowest memory \
-         limit), the seed's load table:\n",
-        u(p, "num")
-    );
-    o.md.push_str(&load_table(r, "fillseqbatch", false));
-    let _ = writeln!(o.md, "\n{LOAD_NOTE}\n");
-    let _ = writeln!(
-        o.md,
-        "readwhilewriting at each memory limit (page cache dropped before each run; engine \
-         caches a quarter of the limit):\n"
-    );
-    let mut rows = Vec::new();
-    let mut levels: Vec<u64> = Vec::new();
-    for e in r.engines() {
-        let mut runs = r.find(&e, "readwhilewriting");
-        runs.sort_by_key(|x| (u(x, "memory_limit_bytes"), u(x, "threads")));
-        for x in runs {
-            let m = u(x, "memory_limit_bytes");
-            if !levels.contains(&m) {
-                levels.push(m);
-            }
-            rows.push(vec![
-                e.clone(),
-                mib(m),
-                u(x, "threads").to_string(),
-                n0(f(x, "writer_ops_per_sec")),
-                n0(f(x, "ops_per_sec")),
-                n2(f(x, "p99_us")),
-                u(x, "fs_in").to_string(),
-            ]);
-        }
-    }
-    levels.sort();
-    o.md.push_str(&table(
-        &[
-            "Engine",
-            "Memory",
-            "Readers",
-            "Writes/Sec",
-            "Reads/Sec",
-            "Read P99 us",
-            "In",
-        ],
-        &rows,
-    ));
-    let readers = r
-        .ok()
-        .filter(|x| s(x, "benchmark") == "readwhilewriting")
-        .map(|x| u(x, "threads"))
-        .max()
-        .unwrap_or(0);
-    let vs_mem = |key: &str| -> Vec<Line> {
-        r.engines()
-            .iter()
-            .filter_map(|e| {
-                let mut pts: Vec<(f64, f64)> = r
-                    .find(e, "readwhilewriting")
-                    .into_iter()
-                    .filter(|x| u(x, "threads") == readers)
-                    .map(|x| ((u(x, "memory_limit_bytes") >> 20) as f64, f(x, key)))
-                    .collect();
-                pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                (!pts.is_empty()).then(|| Line {
-                    name: e.clone(),
-                    color: engine_color(e),
-                    points: pts,
-                    markers: true,
-                })
-            })
-            .collect()
-    };
-    o.figure(
-        "memsweep_memory",
-        Figure {
-            title: format!(
-                "Throughput against memory ({}, 1 writer)",
-                plural(readers, "reader")
-            ),
-            panels: vec![
-                Panel::Lines(LinePanel {
-                    title: "Write throughput".into(),
-                    x_label: "Memory limit (MiB)".into(),
-                    y_label: "Writes per second (ops/s)".into(),
-                    x_log: false,
-                    y_log: false,
-                    lines: vs_mem("writer_ops_per_sec"),
-                    marks: vec![],
-                }),
-                Panel::Lines(LinePanel {
-                    title: "Read throughput".into(),
-                    x_label: "Memory limit (MiB)".into(),
-                    y_label: "Reads per second (ops/s)".into(),
-                    x_log: false,
-                    y_log: true,
-                    lines: vs_mem("ops_per_sec"),
-                    marks: vec![],
-                }),
-            ],
-            cols: 2,
-            legend: engine_legend(r),
-        },
-    )?;
-    // The seed's per-engine graphs: one line per memory size, against reader count.
-    let mut panels = Vec::new();
-    for e in r.engines() {
-        if r.find(&e, "readwhilewriting").is_empty() {
-            continue;
-        }
-        for (key, what) in [("ops_per_sec", "Reads"), ("writer_ops_per_sec", "Writes")] {
-            let lines: Vec<Line> = levels
-                .iter()
-                .enumerate()
-                .map(|(i, &m)| {
-                    let mut pts: Vec<(f64, f64)> = r
-                        .find(&e, "readwhilewriting")
-                        .into_iter()
-                        .filter(|x| u(x, "memory_limit_bytes") == m)
-                        .map(|x| (u(x, "threads") as f64, f(x, key)))
-                        .collect();
-                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    Line {
-                        name: mib(m),
-                        color: series_color(i),
-                        points: pts,
-                        markers: true,
-                    }
-                })
-                .filter(|l| !l.points.is_empty())
-                .collect();
-            panels.push(Panel::Lines(LinePanel {
-                title: format!("{e}: {what}/s"),
-                x_label: "Reader threads".into(),
-                y_label: format!("{what} per second (ops/s)"),
-                x_log: false,
-                y_log: false,
-                lines,
-                marks: vec![],
-            }));
-        }
-    }
-    if !panels.is_empty() {
-        o.figure(
-            "memsweep_engines",
-            Figure {
-                title: "Each engine at each memory limit (readwhilewriting)".into(),
-                panels,
-                cols: 2,
-                legend: vec![],
-            },
-        )?;
-    }
-    Ok(())
-}
-
-const TUPL_PHASES: &[(&str, &str)] = &[
-    ("fillunique_mt", "inserts"),
-    ("updateunique_mt", "updates"),
-    ("insertunique_mt", "more inserts"),
-];
-
-fn tupl(r: &Results, o: &mut Out) -> Result<()> {
-    let p = &r.header["params"];
-    let _ = writeln!(
-        o.md,
-        "{} threads insert random distinct 8-byte keys with 0-byte values into a new database \
-         (one transaction per insert) until {} records or the time cap, then update every \
-         inserted record, then insert new records; memory limit {} per engine process.\n",
-        u(p, "threads"),
-        u(p, "inserts"),
-        mib(u(p, "memory_limit"))
-    );
-    let mut rows = Vec::new();
-    let mut rate_panels = Vec::new();
-    let mut progress = Vec::new();
-    for e in r.engines() {
-        let mut row = vec![e.clone()];
-        let mut offset = 0.0;
-        let mut rate_lines = Vec::new();
-        let mut marks = Vec::new();
-        let mut cum_pts: Vec<(f64, f64)> = Vec::new();
-        let mut cum = 0.0;
-        let mut last: Option<&Value> = None;
-        for (i, (bench, what)) in TUPL_PHASES.iter().enumerate() {
-            let Some(x) = r.find(&e, bench).first().copied() else {
-                row.extend([String::new(), String::new()]);
-                continue;
-            };
-            row.push(u(x, "ops").to_string());
-            row.push(n0(f(x, "ops_per_sec")));
-            let threads: Vec<Vec<(f64, f64)>> =
-                series_threads(x).iter().map(|t| thread_points(t)).collect();
-            let sum = summed(&threads, 120);
-            if i > 0 {
-                marks.push((offset, (*what).to_string()));
-            }
-            rate_lines.push(Line {
-                name: format!("{what}/s"),
-                color: if i == 1 {
-                    series_color(9)
-                } else {
-                    engine_color(&e)
-                },
-                points: rates(&sum)
-                    .into_iter()
-                    .map(|(t, v)| (t + offset, v))
-                    .collect(),
-                markers: false,
-            });
-            cum_pts.extend(sum.iter().map(|&(t, v)| (t + offset, cum + v)));
-            cum += u(x, "ops") as f64;
-            offset += f(x, "wall_s").max(0.0);
-            last = Some(x);
-        }
-        if let Some(x) = last {
-            row.push(n0(f(x, "db_bytes") / 1024.0));
-            row.push(process_kb(r, &e).to_string());
-            row.push(hms(offset));
-        }
-        rows.push(row);
-        rate_panels.push(Panel::Lines(LinePanel {
-            title: e.clone(),
-            x_label: "Time (s)".into(),
-            y_label: "Records per second (ops/s)".into(),
-            x_log: false,
-            y_log: false,
-            lines: rate_lines,
-            marks,
-        }));
-        progress.push(Line {
-            name: e.clone(),
-            color: engine_color(&e),
-            points: cum_pts,
-            markers: false,
-        });
-    }
-    o.md.push_str(&table(
-        &[
-            "Engine",
-            "Inserts",
-            "Inserts/s",
-            "Updates",
-            "Updates/s",
-            "More inserts",
-            "Inserts/s (more)",
-            "Final Size KB",
-            "Process Size KB",
-            "Total time",
-        ],
-        &rows,
-    ));
-    if rate_panels.is_empty() {
-        return Ok(());
-    }
-    o.figure(
-        "tupl_rates",
-        Figure {
-            title: "Inserts/s, then updates/s, then inserts/s over time (8 B keys, 0 B values)"
-                .into(),
-            panels: rate_panels,
-            cols: 2,
-            // Each panel is one engine: inserts in its colour, updates in one colour for all.
-            legend: vec![
-                (
-                    "inserts/s (in the engine's colour)".into(),
-                    RGBColor(90, 90, 90),
-                ),
-                ("updates/s".into(), series_color(9)),
-            ],
-        },
-    )?;
-    o.figure(
-        "tupl_progress",
-        Figure {
-            title: "Records written over time (inserts, then updates, then inserts)".into(),
-            panels: vec![Panel::Lines(LinePanel {
-                title: "Cumulative records written (the slope is the rate)".into(),
-                x_label: "Time (s)".into(),
-                y_label: "Records written".into(),
-                x_log: false,
-                y_log: false,
-                lines: progress,
-                marks: vec![],
-            })],
-            cols: 1,
-            legend: engine_legend(r),
-        },
-    )
-}
-
-const PMEMKV_BENCHES: &[(&str, &str)] = &[
-    ("fillseq", "fillseq"),
-    ("fillrandom", "fillrandom"),
-    ("readseq", "readseq (after fillseq)"),
-    ("readrandom", "readrandom (after fillrandom)"),
-    ("readrandomwriterandom", "readrandomwriterandom (90/10)"),
-    ("readwhilewriting", "readwhilewriting"),
-];
-
-fn pmemkv(r: &Results, o: &mut Out) -> Result<()> {
-    let _ = writeln!(
-        o.md,
-        "pmemkv-bench's CSV table, one row per benchmark, engine, thread count and value size \
-         (8-byte keys). micros/op is db_bench's (summed thread time / ops), ops/sec is wall \
-         throughput; percentiles in microseconds (pmemkv-bench's P90 is not measured; P99 is \
-         shown in its place). As in pmemkv-bench, every thread of a benchmark does the whole \
-         count: fillseq's threads put the same keys in the same order, fillrandom's draw from \
-         their own streams, each thread count loading afresh. readwhilewriting's ops/sec counts \
-         the readers, its writer rate is in extra_data.\n"
-    );
-    let mut rows = Vec::new();
-    for (bench, _) in PMEMKV_BENCHES {
-        for e in r.engines() {
-            let mut xs = r.find(&e, bench);
-            xs.sort_by_key(|x| (u(x, "value_size"), u(x, "threads")));
-            for x in xs {
-                let mut extra = s(x, "message").to_string();
-                if let Some(w) = x.get("writer_ops_per_sec").and_then(Value::as_f64) {
-                    extra = format!("{extra} writer {w:.0} ops/s").trim().to_string();
-                }
-                rows.push(vec![
-                    bench.to_string(),
-                    e.clone(),
-                    u(x, "threads").to_string(),
-                    u(x, "key_size").to_string(),
-                    u(x, "value_size").to_string(),
-                    u(x, "num").to_string(),
-                    format!("{:.3}", f(x, "micros_per_op")),
-                    n0(f(x, "ops_per_sec")),
-                    n2(f(x, "mb_per_sec")),
-                    extra,
-                    n2(f(x, "p50_us")),
-                    n2(f(x, "p75_us")),
-                    n2(f(x, "p99_us")),
-                    n2(f(x, "p999_us")),
-                    n2(f(x, "p9999_us")),
-                ]);
-            }
-        }
-    }
-    o.md.push_str(&table(
-        &[
-            "Benchmark",
-            "Engine",
-            "Threads",
-            "Keys",
-            "Values",
-            "Entries",
-            "micros/op (average)",
-            "ops/sec",
-            "throughput [MB/s]",
-            "extra_data",
-            "P50 [micros/op]",
-            "P75 [micros/op]",
-            "P99 [micros/op]",
-            "P99.9 [micros/op]",
-            "P99.99 [micros/op]",
-        ],
-        &rows,
-    ));
-    let v8 = |x: &Value| u(x, "value_size") == 8;
-    let panels: Vec<Panel> = PMEMKV_BENCHES
-        .iter()
-        .map(|(b, t)| {
-            Panel::Lines(LinePanel {
-                title: (*t).into(),
-                x_label: "Threads".into(),
-                y_label: "Throughput (ops/s)".into(),
-                x_log: false,
-                y_log: false,
-                lines: lines_vs_threads(r, b, "ops_per_sec", v8),
-                marks: vec![],
-            })
-        })
-        .collect();
-    o.figure(
-        "pmemkv_threads",
-        Figure {
-            title: "ops/sec against threads, 8 B keys and 8 B values".into(),
-            panels,
-            cols: 2,
-            legend: engine_legend(r),
-        },
-    )?;
-    let panels: Vec<Panel> = PMEMKV_BENCHES[..4]
-        .iter()
-        .map(|(b, t)| {
-            let lines = r
-                .engines()
-                .iter()
-                .filter_map(|e| {
-                    let mut pts: Vec<(f64, f64)> = r
-                        .find(e, b)
-                        .into_iter()
-                        .filter(|x| u(x, "threads") == 1)
-                        .map(|x| (u(x, "value_size") as f64, f(x, "ops_per_sec")))
-                        .collect();
-                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    (!pts.is_empty()).then(|| Line {
-                        name: e.clone(),
-                        color: engine_color(e),
-                        points: pts,
-                        markers: true,
-                    })
-                })
-                .collect();
-            Panel::Lines(LinePanel {
-                title: (*t).into(),
-                x_label: "Value size (bytes, log scale)".into(),
-                y_label: "Throughput (ops/s)".into(),
-                x_log: true,
-                y_log: false,
-                lines,
-                marks: vec![],
-            })
-        })
-        .collect();
-    o.figure(
-        "pmemkv_value_size",
-        Figure {
-            title: "ops/sec against value size, 8 B keys, single thread".into(),
-            panels,
-            cols: 2,
-            legend: engine_legend(r),
-        },
-    )?;
-    let panels: Vec<Panel> = PMEMKV_BENCHES[..4]
-        .iter()
-        .map(|(b, t)| {
-            Panel::Bars(BarPanel {
-                title: (*t).into(),
-                y_label: "P99.9 latency (microseconds, log scale)".into(),
-                y_log: true,
-                bars: bars(r, |e| {
-                    r.find(e, b)
-                        .into_iter()
-                        .find(|x| v8(x) && u(x, "threads") == 1)
-                        .map(|x| f(x, "p999_us"))
-                }),
-            })
-        })
-        .collect();
-    o.figure(
-        "pmemkv_p999",
-        Figure {
-            title: "Latency P99.9 per engine, 8 B keys and values, 1 thread".into(),
-            panels,
             cols: 2,
             legend: engine_legend(r),
         },
