@@ -17,6 +17,7 @@ pub mod canopydb;
 pub mod fjall;
 pub mod larch;
 pub mod leveldb;
+mod leveldb_c;
 pub mod libmdbx;
 pub mod lmdb;
 pub mod redb;
