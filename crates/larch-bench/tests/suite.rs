@@ -253,3 +253,53 @@ fn bad_suite_arguments_are_usage_errors() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+/// The ycsb suite at the tiny scale on the engines linked in: the verdict opens its results,
+/// the load, throughput and latency tables carry every workload, and the charts are drawn.
+#[test]
+fn ycsb_suite_runs_and_reports() {
+    let dir = scratch("ycsb");
+    let out = dir.join("out");
+    bench(&[
+        "suite",
+        "ycsb",
+        "--scale=tiny",
+        "--engine=larch,redb",
+        &format!("--out={}", out.display()),
+        &format!("--db={}", dir.join("db").display()),
+    ]);
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let verdict = report.find("### Verdict").expect("no verdict");
+    assert!(verdict < report.find("### Load").expect("no load table"));
+    assert_table(
+        &report,
+        "| Engine | Records | Inserts/s | Wall s | P99 us | wamp | DB MiB |",
+    );
+    assert_table(&report, "| Workload | Clients | larch | redb |");
+    for w in [
+        "A: 50% read",
+        "B: 95% read",
+        "C: 100% read",
+        "D: 95% read latest",
+        "E: 95% scan",
+        "F: 50% read",
+    ] {
+        assert_eq!(
+            report
+                .lines()
+                .filter(|l| l.starts_with(&format!("| {w}")))
+                .count(),
+            2 + 2,
+            "{w}: two client counts in the throughput table, two engines in the latency table"
+        );
+    }
+    assert!(report.contains("| ycsb_e | 2 |"), "{report}");
+    check_chart(&out, "ycsb_throughput");
+    check_chart(&out, "ycsb_load");
+    // The report re-renders from results.jsonl alone, to the same text.
+    bench(&["report", &out.display().to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(out.join("report.md")).unwrap(),
+        report
+    );
+}

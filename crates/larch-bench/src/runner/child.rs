@@ -220,8 +220,8 @@ fn execute(
         Kind::ReadWhileWriting => exec::run_readwhilewriting(engine, w, f, threads)?,
         Kind::OverwritePinned => exec::run_pinned(engine, w, f)?,
         Kind::YcsbLoad => {
-            let out = ycsb::run_load(engine, w, f, threads)?;
-            carried.ycsb_records = f.num;
+            let (out, loaded) = ycsb::run_load(engine, w, f, threads)?;
+            carried.ycsb_records = loaded;
             out
         }
         Kind::YcsbRun(letter) => {

@@ -1,5 +1,5 @@
 //! The YCSB core workloads on an engine: the load phase (`ycsb_load`: records 0..num inserted
-//! one per transaction, `--batch_size` per commit, interleaved over `--threads` clients) and
+//! one per transaction, `--batch_size` per commit, by `--threads` clients) and
 //! the run phases `ycsb_a`..`ycsb_f` (each client draws operations by its workload's mix and
 //! keys by its chooser, crate::ycsb). A record is one value of `--ycsb_fieldcount` x
 //! `--ycsb_fieldlength` bytes under the key `user<fnv hash of its number>`.
@@ -11,7 +11,7 @@
 //! 1..=100 records; read-modify-write = a get, then a put of the record read with one field
 //! rewritten. Each write is one transaction through the engine's own write path.
 
-use super::exec::{mt_count_below, mt_index, run_threads, Budget, Outcome};
+use super::exec::{run_threads, Budget, Outcome};
 use super::stats::merge;
 use super::workload::Workload;
 use crate::engines::{Engine, Op, WriteOpts};
@@ -20,64 +20,77 @@ use crate::flags::Flags;
 use crate::gen::{Rng, ValueGenerator};
 use crate::hist::Latency;
 use crate::ycsb::{key_name, scan_length, Chooser, InsertSequence, Mix, Operation};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Bytes of one record.
 pub fn record_bytes(f: &Flags) -> usize {
     f.ycsb_fieldcount * f.ycsb_fieldlength
 }
 
-/// `ycsb_load`: records 0..num, client `tid` of `threads` inserting numbers tid, tid +
-/// threads, ...; `--batch_size` records a commit.
+/// `ycsb_load`: records 0..num inserted by `threads` clients, each taking the next
+/// `--batch_size` record numbers from one counter (YCSB's load hands out numbers the same
+/// way); `--fill_duration` stops the clients taking more, and every number taken is inserted,
+/// so the load leaves records 0..loaded with nothing missing below. Returns the outcome and
+/// the records loaded.
 pub(crate) fn run_load(
     engine: &dyn Engine,
     w: &Workload,
     f: &Flags,
     threads: usize,
-) -> Result<Outcome> {
+) -> Result<(Outcome, u64)> {
     let record = record_bytes(f);
-    let stats = run_threads(engine, threads, &w.name, f, None, None, |tid, s, st| {
+    let next = AtomicU64::new(0);
+    let deadline =
+        (f.fill_duration_s > 0).then(|| Instant::now() + Duration::from_secs(f.fill_duration_s));
+    let stats = run_threads(engine, threads, &w.name, f, None, None, |_, s, st| {
         let mut values = ValueGenerator::new(f.compression_ratio, record);
-        let total = mt_count_below(0, tid, threads, f.num);
-        let mut budget = Budget::capped(total, f.fill_duration_s);
         let opts = WriteOpts {
             sync: w.sync,
             append: false,
         };
         let mut keys: Vec<Vec<u8>> = (0..w.batch).map(|_| Vec::new()).collect();
         let mut vals: Vec<Vec<u8>> = (0..w.batch).map(|_| Vec::new()).collect();
-        let mut k = 0u64;
-        while budget.more(k) {
-            let n = (w.batch as u64).min(total - k) as usize;
+        while deadline.is_none_or(|d| Instant::now() < d) {
+            let first = next.fetch_add(w.batch as u64, Ordering::Relaxed);
+            if first >= f.num {
+                break;
+            }
+            let n = (w.batch as u64).min(f.num - first) as usize;
             for j in 0..n {
-                key_name(mt_index(0, tid, threads, k + j as u64), &mut keys[j]);
+                key_name(first + j as u64, &mut keys[j]);
                 vals[j].clear();
                 vals[j].extend_from_slice(values.generate(record));
             }
             let ops: Vec<Op<'_>> = (0..n).map(|j| Op::Put(&keys[j], &vals[j])).collect();
             s.write(&ops, opts)?;
-            st.bytes += ops
-                .iter()
-                .map(|o| match o {
-                    Op::Put(k, v) => (k.len() + v.len()) as u64,
-                    Op::Delete(k) => k.len() as u64,
-                })
-                .sum::<u64>();
+            st.bytes += (0..n).map(|j| (keys[j].len() + record) as u64).sum::<u64>();
             st.writes += n as u64;
             st.finished(n as u64);
-            k += n as u64;
         }
         Ok(())
     })?;
     let m = merge(&stats);
-    Ok(Outcome {
-        user_bytes_written: m.bytes,
-        message: format!("(inserts:{} record_bytes:{record})", m.writes),
-        stats,
-        writer: None,
-        threads,
-    })
+    let loaded = next.load(Ordering::Relaxed).min(f.num);
+    let capped = if loaded < f.num {
+        format!(
+            " capped at {} s: {loaded} of {} records",
+            f.fill_duration_s, f.num
+        )
+    } else {
+        String::new()
+    };
+    Ok((
+        Outcome {
+            user_bytes_written: m.bytes,
+            message: format!("(inserts:{} record_bytes:{record}{capped})", m.writes),
+            stats,
+            writer: None,
+            threads,
+        },
+        loaded,
+    ))
 }
 
 /// Per operation: how many ran and their latencies, and the bytes written, summed over the

@@ -74,6 +74,14 @@ impl Suite for Memsweep {
         Ok(runs)
     }
 
+    fn headline(&self, row: &Value) -> Option<String> {
+        Some(format!(
+            "{} at {}",
+            s(row, "benchmark"),
+            mib(u(row, "memory_limit_bytes"))
+        ))
+    }
+
     fn render(&self, r: &Results, o: &mut Out) -> Result<()> {
         report(r, o)
     }

@@ -34,6 +34,7 @@ mod memsweep;
 mod ondisk;
 mod pmemkv;
 mod tupl;
+mod ycsb;
 
 use crate::engines;
 use crate::error::{Error, Result};
@@ -65,18 +66,26 @@ pub trait Suite: Sync {
     fn plan(&self, p: &Params, db: &Path, seed: u64) -> Result<Vec<Run>>;
     /// Its sections of report.md (under "## Results") and its charts.
     fn render(&self, r: &Results, o: &mut Out) -> Result<()>;
+    /// The label of result `row` in the verdict that opens the report (the benchmark, and
+    /// what else tells the suite's runs of it apart), or None to leave the row out of it.
+    fn headline(&self, row: &Value) -> Option<String> {
+        row.get("benchmark")
+            .and_then(Value::as_str)
+            .map(String::from)
+    }
 }
 
-/// The suites, one per seed report, in the order of the seeds.
+/// The suites: one per seed report, in the order of the seeds, then YCSB's workloads.
 static SUITES: &[&dyn Suite] = &[
     &ondisk::Ondisk,
     &inmem::Inmem,
     &memsweep::Memsweep,
     &tupl::Tupl,
     &pmemkv::Pmemkv,
+    &ycsb::Ycsb,
 ];
 
-/// Every suite, in the order of the seeds.
+/// Every suite: the seeds' in their order, then YCSB's.
 pub fn all() -> &'static [&'static dyn Suite] {
     SUITES
 }

@@ -57,6 +57,12 @@ pub struct Params {
     pub tupl_phase_cap_s: u64,
     pub pmemkv_num: u64,
     pub pmemkv_fill_cap_s: u64,
+    /// YCSB: records loaded, client thread counts, seconds of each workload at each count
+    /// (0: counted, `reads` operations per client), cap on the load (s, 0: none).
+    pub ycsb_num: u64,
+    pub ycsb_threads: Vec<usize>,
+    pub ycsb_run_s: u64,
+    pub ycsb_load_cap_s: u64,
 }
 
 impl Params {
@@ -82,6 +88,10 @@ impl Params {
             tupl_phase_cap_s: 30,
             pmemkv_num: 1_000_000,
             pmemkv_fill_cap_s: 10,
+            ycsb_num: 1_000_000,
+            ycsb_threads: vec![1, 4],
+            ycsb_run_s: 5,
+            ycsb_load_cap_s: 60,
         }
     }
 
@@ -109,6 +119,10 @@ impl Params {
                 tupl_phase_cap_s: 0,
                 pmemkv_num: 3000,
                 pmemkv_fill_cap_s: 0,
+                ycsb_num: 3000,
+                ycsb_threads: vec![1, 2],
+                ycsb_run_s: 0,
+                ycsb_load_cap_s: 0,
             },
             "small" => Params {
                 scale: "small".into(),
@@ -125,6 +139,9 @@ impl Params {
                 tupl_phase_cap_s: 12,
                 pmemkv_num: 200_000,
                 pmemkv_fill_cap_s: 5,
+                ycsb_num: 200_000,
+                ycsb_run_s: 2,
+                ycsb_load_cap_s: 20,
                 ..d
             },
             "seed" => Params {
@@ -147,6 +164,11 @@ impl Params {
                 tupl_phase_cap_s: 6 * 3600,
                 pmemkv_num: 10_000_000,
                 pmemkv_fill_cap_s: 0,
+                // YCSB's papers load 10^7-10^8 records and run each workload for minutes.
+                ycsb_num: 100_000_000,
+                ycsb_threads: vec![1, 2, 4, 8, 16],
+                ycsb_run_s: 300,
+                ycsb_load_cap_s: 0,
             },
             other => {
                 let f: f64 = other.parse().map_err(|_| {
@@ -167,6 +189,7 @@ impl Params {
                     tupl_inserts: n(d.tupl_inserts),
                     tupl_more: n(d.tupl_more),
                     pmemkv_num: n(d.pmemkv_num),
+                    ycsb_num: n(d.ycsb_num),
                     ..d
                 }
             }

@@ -92,6 +92,14 @@ impl Suite for Pmemkv {
         Ok(runs)
     }
 
+    fn headline(&self, row: &Value) -> Option<String> {
+        Some(format!(
+            "{} {} B values",
+            s(row, "benchmark"),
+            u(row, "value_size")
+        ))
+    }
+
     fn render(&self, r: &Results, o: &mut Out) -> Result<()> {
         report(r, o)
     }

@@ -4,8 +4,10 @@
 //! one kind of run (load tables, bars per engine, lines against threads, per-thread series).
 
 use super::chart::{self, engine_color, series_color, Bar, Figure, Line, LinePanel, Panel};
+use super::Suite;
 use crate::engines;
 use crate::error::{Error, Result};
+use crate::verdict::MIN_WALL_S;
 use plotters::style::RGBColor;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -34,7 +36,7 @@ impl Results {
             match v.get("kind").and_then(Value::as_str) {
                 Some("header") => r.header = v,
                 Some("footer") => r.footer = Some(v),
-                _ => r.rows.push(v),
+                _ => r.rows.push(unrated_if_short(v)),
             }
         }
         if r.header.is_null() {
@@ -75,6 +77,28 @@ impl Results {
             .filter(|r| s(r, "engine") == engine && s(r, "benchmark") == bench)
             .collect()
     }
+}
+
+/// The rates of a run too short to trust (under [`MIN_WALL_S`]: the 2 ms runs of a tiny scale
+/// whose writer had not committed yet) are taken out of the row, so that no table shows them
+/// and no chart draws them, and the row is marked `"short": true`; its counts stay.
+fn unrated_if_short(mut v: Value) -> Value {
+    let short = s(&v, "status") == "ok"
+        && v.get("wall_s")
+            .and_then(Value::as_f64)
+            .is_some_and(|w| w < MIN_WALL_S);
+    if let (true, Some(o)) = (short, v.as_object_mut()) {
+        for k in [
+            "ops_per_sec",
+            "writer_ops_per_sec",
+            "micros_per_op",
+            "mb_per_sec",
+        ] {
+            o.remove(k);
+        }
+        o.insert("short".into(), Value::Bool(true));
+    }
+    v
 }
 
 pub(super) fn s<'a>(v: &'a Value, k: &str) -> &'a str {
@@ -251,7 +275,8 @@ pub(super) fn bars(r: &Results, value: impl Fn(&str) -> Option<f64>) -> Vec<Bar>
     r.engines()
         .iter()
         .filter_map(|e| {
-            value(e).map(|v| Bar {
+            // A figure a run did not give (too short, not measured) gets no bar.
+            value(e).filter(|v| v.is_finite()).map(|v| Bar {
                 label: e.clone(),
                 color: engine_color(e),
                 value: v,
@@ -349,7 +374,13 @@ pub fn render(r: &Results, dir: &Path) -> Result<String> {
         charts: Vec::new(),
     };
     let h = &r.header;
-    let _ = writeln!(o.md, "# larch-bench suite `{name}`: seed {title}\n");
+    // The seeds' titles start with their number ("000: Symas, ...").
+    let seed = if title.starts_with(|c: char| c.is_ascii_digit()) {
+        "seed "
+    } else {
+        ""
+    };
+    let _ = writeln!(o.md, "# larch-bench suite `{name}`: {seed}{title}\n");
     let _ = writeln!(
         o.md,
         "Scale **{}**; command `{}`; larch-bench {}; seed {}; {}.\n",
@@ -370,6 +401,7 @@ pub fn render(r: &Results, dir: &Path) -> Result<String> {
     params_section(&mut o.md, h);
     engines_section(&mut o.md, r);
     let _ = writeln!(o.md, "## Results\n");
+    verdict_section(&mut o.md, r, suite);
     suite.render(r, &mut o)?;
     let errors: Vec<&Value> = r
         .rows
@@ -396,6 +428,50 @@ pub fn render(r: &Results, dir: &Path) -> Result<String> {
         );
     }
     Ok(o.md)
+}
+
+/// The verdict over the suite's headline figures (crate::verdict): each engine's ops/sec side
+/// by side and Larch / best peer, so that the reader does not have to compute who won.
+fn verdict_section(md: &mut String, r: &Results, suite: &dyn Suite) {
+    let rows: Vec<Value> = r
+        .ok()
+        .filter_map(|x| {
+            let label = suite.headline(x)?;
+            let mut x = x.clone();
+            x["benchmark"] = Value::String(label);
+            if x.get("short").is_some() {
+                // Shown as "short" by the verdict (it keys on the wall time).
+                x["wall_s"] = Value::from(0.0);
+            }
+            Some(x)
+        })
+        .collect();
+    let table = crate::verdict::verdict_table(&crate::verdict::verdicts(&rows), &r.engines());
+    if !table.is_empty() {
+        let _ = writeln!(md, "### Verdict\n\n{table}");
+    }
+    let short: Vec<String> = r
+        .ok()
+        .filter(|x| x.get("short").is_some())
+        .map(|x| {
+            format!(
+                "{} {} ({} thr, {:.1} ms)",
+                s(x, "engine"),
+                s(x, "benchmark"),
+                u(x, "threads"),
+                f(x, "wall_s") * 1000.0
+            )
+        })
+        .collect();
+    if !short.is_empty() {
+        let _ = writeln!(
+            md,
+            "Runs under {} ms, too short to give a rate (left blank in the tables, out of the \
+             charts; a larger --scale gives them one): {}.\n",
+            MIN_WALL_S * 1000.0,
+            short.join(", ")
+        );
+    }
 }
 
 fn machine_section(md: &mut String, h: &Value) {
@@ -559,8 +635,11 @@ pub(super) fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -
         readers = u(row, "threads");
         let mut lines = Vec::new();
         for (i, t) in series_threads(row).iter().enumerate() {
-            let pts = smoothed_rates(&thread_points(t), 0.02, 0.01);
-            if pts.is_empty() {
+            // A line needs two rates it can draw on the log axis: a run of a few ms gives
+            // none (its samples are too close together to be a rate, or zero).
+            let mut pts = smoothed_rates(&thread_points(t), 0.02, 0.01);
+            pts.retain(|p| p.0.is_finite() && p.1.is_finite() && p.1 > 0.0);
+            if pts.len() < 2 {
                 continue;
             }
             let role = s(t, "role");
@@ -579,6 +658,9 @@ pub(super) fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -
                 markers: false,
             });
         }
+        if lines.is_empty() {
+            continue;
+        }
         panels.push(Panel::Lines(LinePanel {
             title: e.to_string(),
             x_label: "Time (s)".into(),
@@ -590,6 +672,12 @@ pub(super) fn thread_figure(r: &Results, o: &mut Out, stem: &str, bench: &str) -
         }));
     }
     if panels.is_empty() {
+        let _ = writeln!(
+            o.md,
+            "\n(No per-thread throughput chart for {bench}: no run sampled its threads over \
+             time; the samples start after 1 ms and need two points a thread, which runs this \
+             short or `--series_interval_ms=0` do not give.)\n"
+        );
         return Ok(());
     }
     o.figure(
@@ -735,5 +823,17 @@ mod tests {
             smoothed_rates(&b, 0.0, 0.9),
             vec![(1.0, 100.0), (2.0, 200.0)]
         );
+    }
+
+    #[test]
+    fn a_short_run_keeps_its_counts_and_loses_its_rates() {
+        let row = serde_json::json!({"status": "ok", "engine": "lmdb", "wall_s": 0.002,
+            "ops": 1000, "ops_per_sec": 500000.0, "writer_ops_per_sec": 0.0});
+        let v = unrated_if_short(row);
+        assert_eq!(v["short"], true);
+        assert_eq!(v["ops"], 1000);
+        assert!(v.get("ops_per_sec").is_none() && v.get("writer_ops_per_sec").is_none());
+        let long = serde_json::json!({"status": "ok", "wall_s": 0.5, "ops_per_sec": 1.0});
+        assert_eq!(unrated_if_short(long.clone()), long);
     }
 }
