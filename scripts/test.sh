@@ -47,11 +47,11 @@ if grep -q '"status":"error"' "$smoke_dir/smoke.jsonl"; then
 fi
 test -s "$smoke_dir/smoke.jsonl"
 
-# Every seed-report suite at the tiny scale over every available engine (about a minute here):
+# Every suite (the seed reports' and YCSB's) at the tiny scale over every available engine:
 # checks each suite's plan of driver runs, the driver features they use (memory cgroups,
 # dropped caches, time series, multi-threaded unique inserts) and the rendering of report.md
 # and the charts. A failed step makes the suite exit non-zero; any error row fails too.
-for suite in inmem ondisk memsweep tupl pmemkv; do
+for suite in inmem ondisk memsweep tupl pmemkv ycsb; do
   ./target/release/larch-bench suite "$suite" --scale=tiny --out="$smoke_dir/suite-$suite" \
     --db="$smoke_dir/suite-db"
   if grep -q '"status":"error"' "$smoke_dir/suite-$suite/results.jsonl"; then
