@@ -177,9 +177,10 @@ impl Chooser {
             Distribution::Zipfian => {
                 let expected_new = (ops as f64 * insert_proportion * 2.0) as u64;
                 Chooser::Scrambled {
+                    // `new ZipfianGenerator(0, ITEM_COUNT, ZIPFIAN_CONSTANT, ZETAN)`.
                     zipf: Zipfian::with_zetan(
                         0,
-                        SCRAMBLED_ITEM_COUNT - 1,
+                        SCRAMBLED_ITEM_COUNT,
                         ZIPFIAN_CONSTANT,
                         SCRAMBLED_ZETAN,
                     ),
@@ -187,8 +188,9 @@ impl Chooser {
                     items: records + expected_new + 1,
                 }
             }
+            // `new ZipfianGenerator(basis.lastValue())`: items 0..last, last = records - 1.
             Distribution::Latest => Chooser::Latest {
-                zipf: Zipfian::new(0, records.max(2) - 1, ZIPFIAN_CONSTANT),
+                zipf: Zipfian::new(0, records.max(3) - 2, ZIPFIAN_CONSTANT),
             },
             Distribution::Uniform => Chooser::Uniform { records },
         }
