@@ -1,24 +1,21 @@
 //! Random operations on Larch and on a `BTreeMap` model must agree, across commits, aborts,
 //! reopens (process crashes) and power losses, on the fault-injecting storage with the smallest
 //! pages (4 KiB), so that splits, merges and overflow runs happen all the time. The
-//! coverage-guided sibling of crates/larchdb/tests/model.rs.
+//! coverage-guided sibling of crates/larchdb/tests/model.rs, with the same harness
+//! (`larchdb::testing`: the model, the writes applied to both, the crashes, the comparisons).
 
 #![no_main]
 
 use arbitrary::Arbitrary;
-use larchdb::storage::{CrashMode, FaultStorage};
-use larchdb::{Database, Durability, Error, Options, WriteTxn};
+use larchdb::testing::{self, Crash, Harness, Model};
+use larchdb::{Durability, Error, WriteTxn};
 use libfuzzer_sys::fuzz_target;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 
 const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
 /// Operations per input: keeps each execution short.
 const OPS_MAX: usize = 300;
 /// Largest key at 4 KiB pages (docs/design/file-format.md).
 const KEY_BYTES_MAX: usize = 1000;
-
-type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 #[derive(Arbitrary, Debug)]
 enum Op {
@@ -100,10 +97,6 @@ fn is_write(op: &Op) -> bool {
     )
 }
 
-fn open(storage: &FaultStorage) -> Database {
-    Database::open_storage(Arc::new(storage.clone()), Options::default()).expect("open")
-}
-
 fn apply(w: &mut WriteTxn<'_>, pending: &mut Model, op: &Op) {
     match *op {
         Op::Put {
@@ -114,14 +107,11 @@ fn apply(w: &mut WriteTxn<'_>, pending: &mut Model, op: &Op) {
             len,
         } => {
             let name = table(t);
-            w.ensure_table(name).unwrap();
-            let m = pending.entry(name.to_string()).or_default();
-            let k = key_bytes(key, width);
-            let v = value_bytes(seed, len);
-            let mut tab = w.table(name).unwrap();
+            let (k, v) = (key_bytes(key, width), value_bytes(seed, len));
             if k.len() > KEY_BYTES_MAX {
                 // Refused before anything changes: the transaction stays usable.
-                match tab.put(&k, &v) {
+                testing::ensure_table(w, pending, name);
+                match w.table(name).unwrap().put(&k, &v) {
                     Err(Error::KeyTooLarge {
                         len,
                         max: KEY_BYTES_MAX,
@@ -130,33 +120,14 @@ fn apply(w: &mut WriteTxn<'_>, pending: &mut Model, op: &Op) {
                 }
                 return;
             }
-            let replaced = tab.put(&k, &v).unwrap();
-            assert_eq!(replaced, m.insert(k.clone(), v.clone()).is_some());
-            assert_eq!(tab.get(&k).unwrap(), Some(&v[..]));
+            testing::put(w, pending, name, &k, &v, false);
         }
         Op::Delete {
             table: t,
             key,
             width,
-        } => {
-            let name = table(t);
-            let k = key_bytes(key, width);
-            let present = pending
-                .get_mut(name)
-                .is_some_and(|m| m.remove(&k).is_some());
-            match w.table(name) {
-                Ok(mut tab) => assert_eq!(tab.delete(&k).unwrap(), present),
-                Err(Error::TableNotFound(_)) => assert!(!present),
-                Err(e) => panic!("{e}"),
-            }
-        }
-        Op::DropTable { table: t } => {
-            let name = table(t);
-            assert_eq!(
-                w.delete_table(name).unwrap(),
-                pending.remove(name).is_some()
-            );
-        }
+        } => testing::delete(w, pending, table(t), &key_bytes(key, width)),
+        Op::DropTable { table: t } => testing::drop_table(w, pending, table(t)),
         _ => unreachable!("not a write"),
     }
 }
@@ -174,66 +145,20 @@ fn get_in_txn(w: &mut WriteTxn<'_>, pending: &Model, t: u8, key: u16, width: u8)
 }
 
 /// A range scan of the newest commit, either direction.
-fn scan(db: &Database, model: &Model, t: u8, from: u16, to: u16, reverse: bool) {
-    let name = table(t);
-    let (a, b) = (key_bytes(from, 3), key_bytes(to, 4));
-    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    let r = db.begin_read().unwrap();
-    let Some(m) = model.get(name) else {
-        assert!(matches!(r.table(name), Err(Error::TableNotFound(_))));
-        return;
-    };
-    let tab = r.table(name).unwrap();
-    let it = if reverse {
-        tab.range_rev(lo.as_slice()..hi.as_slice())
-    } else {
-        tab.range(lo.as_slice()..hi.as_slice())
-    };
-    let got: Vec<(Vec<u8>, Vec<u8>)> = it
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-        .collect();
-    let mut want: Vec<(Vec<u8>, Vec<u8>)> = m
-        .range(lo..hi)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    if reverse {
-        want.reverse();
-    }
-    assert!(got == want, "scan of {name} differs");
-}
-
-/// Every table equals the model, and `verify()` is clean.
-fn check(db: &Database, model: &Model) {
-    let report = db.verify_all().unwrap();
-    assert!(report.is_clean(), "verify: {:?}", report.problems);
-    let r = db.begin_read().unwrap();
-    let names: Vec<String> = model.keys().cloned().collect();
-    assert_eq!(r.list_tables().unwrap(), names);
-    for (name, m) in model {
-        let tab = r.table(name).unwrap();
-        assert_eq!(tab.len().unwrap(), m.len() as u64);
-        let got: Vec<(Vec<u8>, Vec<u8>)> = tab
-            .iter()
-            .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-            .collect();
-        let want: Vec<(Vec<u8>, Vec<u8>)> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        assert!(got == want, "contents of {name} differ");
-    }
+fn scan(h: &Harness, t: u8, from: u16, to: u16, reverse: bool) {
+    h.check_range(table(t), &key_bytes(from, 3), &key_bytes(to, 4), reverse);
 }
 
 fuzz_target!(|ops: Vec<Op>| {
     let ops = &ops[..ops.len().min(OPS_MAX)];
-    let mut storage = FaultStorage::new();
-    let mut db = open(&storage);
-    // The newest commit, and the newest durable one.
-    let mut latest = Model::new();
-    let mut durable = Model::new();
+    // The database, with the newest commit and the newest durable one.
+    let mut h = Harness::new(false);
     let mut i = 0;
     while i < ops.len() {
         if is_write(&ops[i]) {
             // A write transaction runs until a commit, an abort, or a crash.
-            let mut w = db.begin_write().unwrap();
-            let mut pending = latest.clone();
+            let mut w = h.db().begin_write().unwrap();
+            let mut pending = h.latest().clone();
             while i < ops.len() {
                 match ops[i] {
                     ref op if is_write(op) => apply(&mut w, &mut pending, op),
@@ -245,18 +170,15 @@ fuzz_target!(|ops: Vec<Op>| {
                         from,
                         to,
                         reverse,
-                    } => scan(&db, &latest, table, from, to, reverse),
-                    Op::Commit { durable: d } => {
-                        let how = if d {
+                    } => scan(&h, table, from, to, reverse),
+                    Op::Commit { durable } => {
+                        let how = if durable {
                             Durability::Immediate
                         } else {
                             Durability::None
                         };
                         w.commit_with(how).unwrap();
-                        latest = pending;
-                        if d {
-                            durable = latest.clone();
-                        }
+                        h.committed(pending, durable);
                         i += 1;
                         break;
                     }
@@ -278,9 +200,9 @@ fuzz_target!(|ops: Vec<Op>| {
                 key,
                 width,
             } => {
-                let r = db.begin_read().unwrap();
+                let r = h.db().begin_read().unwrap();
                 let k = key_bytes(key, width);
-                let want = latest.get(table(t)).and_then(|m| m.get(&k));
+                let want = h.latest().get(table(t)).and_then(|m| m.get(&k));
                 match r.table(table(t)) {
                     Ok(tab) => assert_eq!(tab.get(&k).unwrap(), want.map(|v| v.as_slice())),
                     Err(Error::TableNotFound(_)) => assert!(want.is_none()),
@@ -292,27 +214,14 @@ fuzz_target!(|ops: Vec<Op>| {
                 from,
                 to,
                 reverse,
-            } => scan(&db, &latest, table, from, to, reverse),
-            Op::Reopen | Op::PowerLoss { .. } => {
-                drop(db);
-                storage = match ops[i] {
-                    Op::Reopen => storage.crash(CrashMode::ProcessOnly),
-                    Op::PowerLoss {
-                        seed,
-                        keep_some: true,
-                    } => storage.crash(CrashMode::KeepRandom { seed }),
-                    _ => storage.crash(CrashMode::DropUnsynced),
-                };
-                if !matches!(ops[i], Op::Reopen) {
-                    // A power loss returns to the last durable commit, exactly.
-                    latest = durable.clone();
-                }
-                db = open(&storage);
-                check(&db, &latest);
-            }
+            } => scan(&h, table, from, to, reverse),
+            // The harness reopens and checks: after a power loss, against the last durable
+            // commit, exactly.
+            Op::Reopen => h.crash(Crash::Process),
+            Op::PowerLoss { seed, keep_some } => h.crash(Crash::PowerLoss { seed, keep_some }),
             _ => {}
         }
         i += 1;
     }
-    check(&db, &latest);
+    h.check();
 });

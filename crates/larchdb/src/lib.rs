@@ -63,6 +63,8 @@ mod options;
 mod pager;
 pub mod storage;
 mod table;
+#[cfg(feature = "test-support")]
+pub mod testing;
 mod txn;
 pub mod typed;
 mod verify;

@@ -1,18 +1,14 @@
 //! Model-based test: random operations on Larch and on a `BTreeMap` model must agree, across
 //! commits, aborts, reopens (process crashes) and power losses, on the fault-injecting storage.
-//! Values are sized so that splits, merges and overflow runs happen all the time.
+//! Values are sized so that splits, merges and overflow runs happen all the time. The harness
+//! (the model, the writes applied to both, the crashes and the comparisons) is
+//! `larchdb::testing`, shared with the fuzz target fuzz/fuzz_targets/ops_model.rs.
 
-mod common;
-
-use larchdb::storage::{CrashMode, FaultStorage};
-use larchdb::{Database, Durability, Options};
+use larchdb::testing::{self, Crash, Harness, Model};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
-
-type Model = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -137,93 +133,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The database's storage, and its log's when it commits through one.
-struct Files {
-    data: FaultStorage,
-    log: Option<FaultStorage>,
-}
-
-impl Files {
-    fn crash(&self, mode: CrashMode) -> Files {
-        let log_mode = match mode {
-            CrashMode::KeepRandom { seed } => CrashMode::KeepRandom {
-                seed: seed.rotate_left(17) ^ 0x5eed,
-            },
-            m => m,
-        };
-        Files {
-            data: self.data.crash(mode),
-            log: self.log.as_ref().map(|l| l.crash(log_mode)),
-        }
-    }
-}
-
-fn open(files: &Files) -> Database {
-    let data = Arc::new(files.data.clone());
-    match &files.log {
-        // A reopen is a crash of the process: closing would make every commit durable.
-        None => {
-            Database::open_storage(data, Options::default().compact_on_close(false)).expect("open")
-        }
-        Some(log) => {
-            // Most checkpoints are never synced (their pages are reused by the checkpoint
-            // after next), every fifth or so is made durable; a reopen replays the log
-            // (`Op::Compact` does what a close would).
-            let options = common::small_log_options();
-            Database::open_storage_with_log(data, Arc::new(log.clone()), options).expect("open")
-        }
-    }
-}
-
-/// Whether every table of `db` holds exactly `expected`.
-fn holds(db: &Database, expected: &Model) -> bool {
-    let r = db.begin_read().unwrap();
-    let want: Vec<String> = expected.keys().cloned().collect();
-    if r.list_tables().unwrap() != want {
-        return false;
-    }
-    expected.iter().all(|(name, map)| {
-        let t = r.table(name).unwrap();
-        let got = common::collect(t.iter());
-        t.len().unwrap() == map.len() as u64 && got.iter().map(|(k, v)| (k, v)).eq(map.iter())
-    })
-}
-
-/// Checks every table of `db` against `expected`, both scan directions, and verifies the file.
-fn check(db: &Database, expected: &Model) {
-    let report = db.verify_all().unwrap();
-    assert!(report.is_clean(), "verify: {:?}", report.problems);
-    let r = db.begin_read().unwrap();
-    let want: Vec<String> = expected.keys().cloned().collect();
-    assert_eq!(r.list_tables().unwrap(), want);
-    for (name, map) in expected {
-        let t = r.table(name).unwrap();
-        common::assert_holds(&t, map, name);
-    }
-}
-
-fn scan(db: &Database, model: &Model, table: usize, from: u16, to: u16, reverse: bool) {
-    let name = TABLES[table];
+fn scan(h: &Harness, table: usize, from: u16, to: u16, reverse: bool) {
     let (a, b) = (key_bytes(from, 1), key_bytes(to, 2));
-    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
-    let r = db.begin_read().unwrap();
-    let Some(m) = model.get(name) else {
-        assert!(r.table(name).is_err());
-        return;
-    };
-    let t = r.table(name).unwrap();
-    assert_eq!(t.len().unwrap(), m.len() as u64, "count of {name}");
-    let it = if reverse {
-        t.range_rev(lo.as_slice()..hi.as_slice())
-    } else {
-        t.range(lo.as_slice()..hi.as_slice())
-    };
-    let got: Vec<Vec<u8>> = it.map(|e| e.unwrap().0.to_vec()).collect();
-    let mut exp: Vec<Vec<u8>> = m.range(lo..hi).map(|(k, _)| k.clone()).collect();
-    if reverse {
-        exp.reverse();
-    }
-    assert_eq!(got, exp);
+    h.check_range(TABLES[table], &a, &b, reverse);
 }
 
 /// Applies one write operation to the transaction and the model.
@@ -236,37 +148,11 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
             value: (seed, len),
             blind,
         } => {
-            let name = TABLES[table];
-            w.ensure_table(name).unwrap();
-            let k = key_bytes(key, width);
-            let v = value_bytes(seed, len);
-            let m = pending.entry(name.to_string()).or_default();
-            let was = m.insert(k.clone(), v.clone()).is_some();
-            let mut t = w.table(name).unwrap();
-            if blind {
-                t.set(&k, &v).unwrap();
-            } else {
-                assert_eq!(t.put(&k, &v).unwrap(), was);
-            }
-            assert_eq!(t.get(&k).unwrap(), Some(&v[..]));
-            assert_eq!(
-                t.len().unwrap(),
-                m.len() as u64,
-                "count of {name} in the writer"
-            );
+            let (k, v) = (key_bytes(key, width), value_bytes(seed, len));
+            testing::put(w, pending, TABLES[table], &k, &v, blind);
         }
         Op::Delete { table, key, width } => {
-            let name = TABLES[table];
-            let k = key_bytes(key, width);
-            let present = pending
-                .get_mut(name)
-                .map(|m| m.remove(&k).is_some())
-                .unwrap_or(false);
-            match w.table(name) {
-                Ok(mut t) => assert_eq!(t.delete(&k).unwrap(), present),
-                Err(larchdb::Error::TableNotFound(_)) => assert!(!present),
-                Err(e) => panic!("{e}"),
-            }
+            testing::delete(w, pending, TABLES[table], &key_bytes(key, width));
         }
         Op::DeleteRange { table, from, count } => {
             let name = TABLES[table];
@@ -307,7 +193,7 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
                 end(key_bytes(to, 1), ends / 3),
             );
             let range = (lo.as_ref().map(|k| &k[..]), hi.as_ref().map(|k| &k[..]));
-            let victims = common::keys_in(m, range.0, range.1);
+            let victims = testing::keys_in(m, range.0, range.1);
             for k in &victims {
                 m.remove(k);
             }
@@ -365,13 +251,7 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
             assert!(t.is_empty().unwrap());
             assert!(t.first().unwrap().is_none());
         }
-        Op::DropTable { table } => {
-            let name = TABLES[table];
-            assert_eq!(
-                w.delete_table(name).unwrap(),
-                pending.remove(name).is_some()
-            );
-        }
+        Op::DropTable { table } => testing::drop_table(w, pending, TABLES[table]),
         Op::Append {
             table,
             count,
@@ -379,8 +259,7 @@ fn apply(w: &mut larchdb::WriteTxn<'_>, pending: &mut Model, op: &Op) {
         } => {
             // Keys that sort after everything in the table: the last key plus a suffix byte.
             let name = TABLES[table];
-            w.ensure_table(name).unwrap();
-            let m = pending.entry(name.to_string()).or_default();
+            let m = testing::ensure_table(w, pending, name);
             let mut t = w.table(name).unwrap();
             for n in 0..count {
                 let mut k = m.keys().next_back().cloned().unwrap_or_default();
@@ -422,25 +301,15 @@ fn is_write(op: &Op) -> bool {
 }
 
 fn run(ops: Vec<Op>, log: bool) {
-    let mut storage = Files {
-        data: FaultStorage::new(),
-        log: log.then(FaultStorage::new),
-    };
-    let mut db = open(&storage);
-    // State of the newest commit, and of the newest durable commit.
-    let mut latest = Model::new();
-    let mut durable = Model::new();
-    // With a log, commits may also become durable on their own (a checkpoint, a commit that
-    // writes pages): after a power loss the database holds the newest durable state or one
-    // of the states committed after it, in order (`since_durable`).
-    let mut since_durable: Vec<Model> = Vec::new();
+    // The database, with the newest commit and the commits that may survive a power loss.
+    let mut h = Harness::new(log);
     let mut i = 0;
     while i < ops.len() {
         let op = &ops[i];
         if is_write(op) {
             // A write transaction runs until a commit, an abort, or a crash.
-            let mut w = db.begin_write().unwrap();
-            let mut pending = latest.clone();
+            let mut w = h.db().begin_write().unwrap();
+            let mut pending = h.latest().clone();
             // Live savepoints, oldest first, with the state each marks.
             let mut savepoints: Vec<(larchdb::Savepoint, Model)> = Vec::new();
             while i < ops.len() {
@@ -462,7 +331,7 @@ fn run(ops: Vec<Op>, log: bool) {
                             for (name, m) in &pending {
                                 let t = w.table(name).unwrap();
                                 assert_eq!(t.len().unwrap(), m.len() as u64, "count of {name}");
-                                let got = common::collect(t.iter());
+                                let got = testing::collect(t.iter());
                                 assert!(got.iter().map(|(k, v)| (k, v)).eq(m.iter()));
                             }
                             assert_eq!(
@@ -490,22 +359,16 @@ fn run(ops: Vec<Op>, log: bool) {
                         from,
                         to,
                         reverse,
-                    } => scan(&db, &latest, *table, *from, *to, *reverse),
+                    } => scan(&h, *table, *from, *to, *reverse),
                     Op::Commit { durable: d } => {
                         w.commit_with(if *d {
-                            Durability::Immediate
+                            larchdb::Durability::Immediate
                         } else {
-                            Durability::None
+                            larchdb::Durability::None
                         })
                         .unwrap();
-                        latest = pending;
-                        if *d {
-                            durable = latest.clone();
-                            since_durable.clear();
-                        } else {
-                            since_durable.push(latest.clone());
-                        }
-                        let report = db.verify_all().unwrap();
+                        h.committed(pending, *d);
+                        let report = h.db().verify_all().unwrap();
                         assert!(
                             report.is_clean(),
                             "verify after commit: {:?}",
@@ -531,46 +394,25 @@ fn run(ops: Vec<Op>, log: bool) {
                 from,
                 to,
                 reverse,
-            } => scan(&db, &latest, table, from, to, reverse),
-            Op::Reopen | Op::PowerLoss { .. } => {
-                drop(db);
-                storage = match *op {
-                    Op::Reopen => storage.crash(CrashMode::ProcessOnly),
-                    Op::PowerLoss {
-                        seed,
-                        keep_some: true,
-                    } => storage.crash(CrashMode::KeepRandom { seed }),
-                    _ => storage.crash(CrashMode::DropUnsynced),
-                };
-                db = open(&storage);
-                if !matches!(op, Op::Reopen) {
-                    // A power loss returns to the last durable commit, exactly (without a
-                    // log), or to it or a later commit (with one).
-                    let later = since_durable.iter().rev().find(|m| log && holds(&db, m));
-                    latest = later.cloned().unwrap_or_else(|| durable.clone());
-                    durable = latest.clone();
-                    since_durable.clear();
-                }
-                check(&db, &latest);
-            }
+            } => scan(&h, table, from, to, reverse),
+            Op::Reopen => h.crash(Crash::Process),
+            Op::PowerLoss { seed, keep_some } => h.crash(Crash::PowerLoss { seed, keep_some }),
             Op::Compact => {
                 // (The file may grow: the checkpoint first writes the overlay into the tree.)
-                db.compact().unwrap();
-                durable = latest.clone();
-                since_durable.clear();
-                check(&db, &latest);
+                h.db().compact().unwrap();
+                h.made_durable();
+                h.check();
             }
             Op::Checkpoint => {
-                db.checkpoint().unwrap();
-                durable = latest.clone();
-                since_durable.clear();
-                check(&db, &latest);
+                h.db().checkpoint().unwrap();
+                h.made_durable();
+                h.check();
             }
             _ => {}
         }
         i += 1;
     }
-    check(&db, &latest);
+    h.check();
 }
 
 proptest! {
@@ -695,10 +537,8 @@ proptest! {
         log in any::<bool>(),
     ) {
         let key = |n: u32| format!("{n:0241}").into_bytes();
-        let db = open(&Files {
-            data: FaultStorage::new(),
-            log: log.then(FaultStorage::new),
-        });
+        let h = Harness::new(log);
+        let db = h.db();
         let mut model: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
         let mut w = db.begin_write().unwrap();
         w.create_table("t").unwrap();
@@ -782,8 +622,8 @@ proptest! {
                     let r = db.begin_read().unwrap();
                     let t = r.table("t").unwrap();
                     let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(n, v)| (key(*n), v.clone())).collect();
-                    prop_assert!(common::collect(t.iter()) == want);
-                    let mut back = common::collect(t.iter_rev());
+                    prop_assert!(testing::collect(t.iter()) == want);
+                    let mut back = testing::collect(t.iter_rev());
                     back.reverse();
                     prop_assert!(back == want);
                     prop_assert_eq!(t.first().unwrap().map(|(k, _)| k.to_vec()), want.first().map(|e| e.0.clone()));

@@ -1,0 +1,351 @@
+//! The model harness that the model-based tests (tests/model.rs) and the fuzz targets
+//! (fuzz/fuzz_targets/ops_model.rs) share, with the `test-support` feature: a database as a
+//! [`Model`] of tables, each a `BTreeMap`; writes applied to a transaction and to the model at
+//! once, each checked as it goes; a [`Harness`] that crashes the process or the power under the
+//! database (on [`FaultStorage`]) and knows which commits may survive; and the comparisons of a
+//! database, a table or a range scan with the model.
+//!
+//! Each test keeps its own operations and how it draws them (proptest there, `arbitrary`
+//! here): only what they do to a database and to the model is shared. Everything here panics
+//! on a difference, with the table's name in the message.
+
+use crate::storage::{CrashMode, FaultStorage};
+use crate::{Database, Error, Options, Range, ReadTable, WriteTxn};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// A table's entries, in key order.
+pub type TableModel = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// A database's tables, by name.
+pub type Model = BTreeMap<String, TableModel>;
+
+/// Every entry of a range, copied out, in its order; panics on a read error.
+pub fn collect(it: Range<'_>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// The keys of `model` within `lo..hi`, as a range delete should find them: none for bounds no
+/// key can satisfy (`BTreeMap::range` panics on those; the engine deletes nothing).
+pub fn keys_in(model: &TableModel, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Vec<Vec<u8>> {
+    let empty = match (lo, hi) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => false,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+    };
+    if empty {
+        return Vec::new();
+    }
+    model
+        .range::<[u8], _>((lo, hi))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// Options for a logged database with a small log (six 1 MiB segments, a checkpoint every
+/// MiB), so that checkpoints come often and the log wraps around with room for several of
+/// them; no compaction at close, so that a drop stands for a process crash and the next open
+/// replays the log.
+pub fn small_log_options() -> Options {
+    Options::default()
+        .log(true)
+        .log_segment_bytes(1 << 20)
+        .log_segments(6)
+        .checkpoint_bytes(1 << 20)
+        .compact_on_close(false)
+}
+
+/// Asserts that table `t` holds exactly `expected`: its entry count, a forward scan of keys
+/// and values, and a reverse scan of keys. `what` names the table in the messages.
+pub fn assert_holds(t: &ReadTable<'_>, expected: &TableModel, what: &str) {
+    assert_eq!(t.len().unwrap(), expected.len() as u64, "{what}: count");
+    let got = collect(t.iter());
+    let want: Vec<(Vec<u8>, Vec<u8>)> = expected
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(
+        got == want,
+        "{what}: scan differs ({} vs {} entries)",
+        got.len(),
+        want.len()
+    );
+    let rev: Vec<Vec<u8>> = t.iter_rev().map(|e| e.unwrap().0.to_vec()).collect();
+    assert!(
+        rev.iter().rev().eq(expected.keys()),
+        "{what}: reverse scan differs"
+    );
+}
+
+/// Whether the newest commit of `db` holds exactly `expected`: its tables, their counts and
+/// their entries.
+pub fn holds(db: &Database, expected: &Model) -> bool {
+    let r = db.begin_read().unwrap();
+    let want: Vec<String> = expected.keys().cloned().collect();
+    if r.list_tables().unwrap() != want {
+        return false;
+    }
+    expected.iter().all(|(name, map)| {
+        let t = r.table(name).unwrap();
+        let got = collect(t.iter());
+        t.len().unwrap() == map.len() as u64 && got.iter().map(|(k, v)| (k, v)).eq(map.iter())
+    })
+}
+
+/// Asserts that `db` verifies clean and that its newest commit holds exactly `expected`: the
+/// list of tables, and each table as [`assert_holds`] checks it.
+pub fn check(db: &Database, expected: &Model) {
+    let report = db.verify_all().unwrap();
+    assert!(report.is_clean(), "verify: {:?}", report.problems);
+    let r = db.begin_read().unwrap();
+    let want: Vec<String> = expected.keys().cloned().collect();
+    assert_eq!(r.list_tables().unwrap(), want);
+    for (name, map) in expected {
+        let t = r.table(name).unwrap();
+        assert_holds(&t, map, name);
+    }
+}
+
+/// Asserts that a range scan of table `name` in the newest commit of `db`, between keys `a`
+/// and `b` (the smaller included, the larger excluded), ascending or descending, gives the
+/// model's entries; that the table's count is the model's; and that a table the model does not
+/// have is not found.
+pub fn check_range(db: &Database, model: &Model, name: &str, a: &[u8], b: &[u8], reverse: bool) {
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let r = db.begin_read().unwrap();
+    let Some(m) = model.get(name) else {
+        assert!(
+            matches!(r.table(name), Err(Error::TableNotFound(_))),
+            "{name}: found, but the model has no such table"
+        );
+        return;
+    };
+    let t = r.table(name).unwrap();
+    assert_eq!(t.len().unwrap(), m.len() as u64, "count of {name}");
+    let it = if reverse {
+        t.range_rev(lo..hi)
+    } else {
+        t.range(lo..hi)
+    };
+    let got = collect(it);
+    let mut want: Vec<(Vec<u8>, Vec<u8>)> = m
+        .range::<[u8], _>((Bound::Included(lo), Bound::Excluded(hi)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if reverse {
+        want.reverse();
+    }
+    assert!(got == want, "scan of {name} differs");
+}
+
+/// Creates table `name` in the transaction if it is missing, and in `pending`; returns the
+/// model's table.
+pub fn ensure_table<'m>(
+    w: &mut WriteTxn<'_>,
+    pending: &'m mut Model,
+    name: &str,
+) -> &'m mut TableModel {
+    w.ensure_table(name).unwrap();
+    pending.entry(name.to_string()).or_default()
+}
+
+/// Puts `k` -> `v` in table `name` (created if missing) of the transaction and of `pending`.
+/// `put` must say whether the key was there (`set`, used when `blind`, does not say); the
+/// value must read back, and the table's count must be the model's.
+pub fn put(w: &mut WriteTxn<'_>, pending: &mut Model, name: &str, k: &[u8], v: &[u8], blind: bool) {
+    let m = ensure_table(w, pending, name);
+    let was = m.insert(k.to_vec(), v.to_vec()).is_some();
+    let mut t = w.table(name).unwrap();
+    if blind {
+        t.set(k, v).unwrap();
+    } else {
+        assert_eq!(
+            t.put(k, v).unwrap(),
+            was,
+            "put in {name}: whether the key was there"
+        );
+    }
+    assert_eq!(t.get(k).unwrap(), Some(v), "put in {name}: read back");
+    assert_eq!(
+        t.len().unwrap(),
+        m.len() as u64,
+        "count of {name} in the writer"
+    );
+}
+
+/// Deletes `k` from table `name` of the transaction and of `pending`: the delete must say
+/// whether the key was there, and a table the model does not have must not be found.
+pub fn delete(w: &mut WriteTxn<'_>, pending: &mut Model, name: &str, k: &[u8]) {
+    let present = pending.get_mut(name).is_some_and(|m| m.remove(k).is_some());
+    match w.table(name) {
+        Ok(mut t) => assert_eq!(t.delete(k).unwrap(), present, "delete in {name}"),
+        Err(Error::TableNotFound(_)) => assert!(!present, "{name} not found"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Deletes table `name` from the transaction and from `pending`; the delete must say whether
+/// it was there.
+pub fn drop_table(w: &mut WriteTxn<'_>, pending: &mut Model, name: &str) {
+    assert_eq!(
+        w.delete_table(name).unwrap(),
+        pending.remove(name).is_some(),
+        "delete_table {name}"
+    );
+}
+
+/// A crash under the database.
+#[derive(Debug, Clone, Copy)]
+pub enum Crash {
+    /// The process dies (kill -9): nothing written is lost.
+    Process,
+    /// The power fails: unsynced writes are lost, or with `keep_some`, a random subset of them
+    /// (chosen by `seed`) reaches the disk, the last one torn.
+    PowerLoss {
+        /// Seed of the subset kept.
+        seed: u64,
+        /// Whether some unsynced writes survive.
+        keep_some: bool,
+    },
+}
+
+impl Crash {
+    /// The crash of the fault storage.
+    pub fn mode(self) -> CrashMode {
+        match self {
+            Crash::Process => CrashMode::ProcessOnly,
+            Crash::PowerLoss {
+                seed,
+                keep_some: true,
+            } => CrashMode::KeepRandom { seed },
+            Crash::PowerLoss { .. } => CrashMode::DropUnsynced,
+        }
+    }
+}
+
+/// A database on fault storage (with a write-ahead log on its own fault storage, or without),
+/// and the commits the model expects of it: the newest, and the newest durable one.
+///
+/// A test runs write transactions on [`Harness::db`] against a copy of [`Harness::latest`],
+/// reports each commit to [`Harness::committed`] and each checkpoint to
+/// [`Harness::made_durable`], and crashes the database with [`Harness::crash`], which checks
+/// what the reopened database holds.
+pub struct Harness {
+    data: FaultStorage,
+    log: Option<FaultStorage>,
+    /// The open database (none only inside `crash`).
+    db: Option<Database>,
+    /// The tables of the newest commit.
+    latest: Model,
+    /// The tables of the newest durable commit.
+    durable: Model,
+    /// With a log, commits may also become durable on their own (a checkpoint, a commit that
+    /// writes pages): after a power loss the database holds `durable` or one of the states
+    /// committed after it, listed here in order.
+    since_durable: Vec<Model>,
+}
+
+impl Harness {
+    /// An empty database with the default (smallest) 4 KiB pages, committing through a log
+    /// when `log`, with [`small_log_options`] so that checkpoints come often. No compaction at
+    /// close either way: a drop of the handle stands for a process crash, which leaves the
+    /// commits that were not durable as they were (a compaction would make them durable).
+    pub fn new(log: bool) -> Harness {
+        let data = FaultStorage::new();
+        let log = log.then(FaultStorage::new);
+        let db = Some(Self::open(&data, log.as_ref()));
+        Harness {
+            data,
+            log,
+            db,
+            latest: Model::new(),
+            durable: Model::new(),
+            since_durable: Vec::new(),
+        }
+    }
+
+    fn open(data: &FaultStorage, log: Option<&FaultStorage>) -> Database {
+        let data = Arc::new(data.clone());
+        match log {
+            None => Database::open_storage(data, Options::default().compact_on_close(false))
+                .expect("open"),
+            // Most checkpoints are never synced (their pages are reused by the checkpoint
+            // after next), every fifth or so is made durable; a reopen replays the log.
+            Some(log) => {
+                Database::open_storage_with_log(data, Arc::new(log.clone()), small_log_options())
+                    .expect("open")
+            }
+        }
+    }
+
+    /// Records a commit of `pending` (with [`crate::Durability::Immediate`] when `durable`).
+    pub fn committed(&mut self, pending: Model, durable: bool) {
+        self.latest = pending;
+        if durable {
+            self.durable = self.latest.clone();
+            self.since_durable.clear();
+        } else if self.log.is_some() {
+            self.since_durable.push(self.latest.clone());
+        }
+    }
+
+    /// Records that the newest commit is durable (a checkpoint or a compaction returned).
+    pub fn made_durable(&mut self) {
+        self.durable = self.latest.clone();
+        self.since_durable.clear();
+    }
+
+    /// Crashes the database and reopens it. After a power loss the model expects the last
+    /// durable commit exactly (without a log), or it or a later commit (with one). Then checks
+    /// the database against the model.
+    pub fn crash(&mut self, crash: Crash) {
+        let mode = crash.mode();
+        // The log's torn subset is drawn apart from the data file's.
+        let log_mode = match mode {
+            CrashMode::KeepRandom { seed } => CrashMode::KeepRandom {
+                seed: seed.rotate_left(17) ^ 0x5eed,
+            },
+            m => m,
+        };
+        // The handle goes first (without compacting: see `new`).
+        drop(self.db.take());
+        self.data = self.data.crash(mode);
+        self.log = self.log.as_ref().map(|l| l.crash(log_mode));
+        self.db = Some(Self::open(&self.data, self.log.as_ref()));
+        if let Crash::PowerLoss { .. } = crash {
+            let later = self
+                .since_durable
+                .iter()
+                .rev()
+                .find(|m| holds(self.db(), m));
+            self.latest = later.cloned().unwrap_or_else(|| self.durable.clone());
+            self.made_durable();
+        }
+        self.check();
+    }
+
+    /// The open database.
+    pub fn db(&self) -> &Database {
+        self.db.as_ref().expect("open")
+    }
+
+    /// The tables the newest commit holds, as the model has them.
+    pub fn latest(&self) -> &Model {
+        &self.latest
+    }
+
+    /// [`check`] of the newest commit.
+    pub fn check(&self) {
+        check(self.db(), &self.latest);
+    }
+
+    /// [`check_range`] on the newest commit.
+    pub fn check_range(&self, name: &str, a: &[u8], b: &[u8], reverse: bool) {
+        check_range(self.db(), &self.latest, name, a, b, reverse);
+    }
+}
