@@ -5,53 +5,8 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// A mounted loop file system, unmounted on drop.
-struct LoopFs {
-    dir: PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-impl LoopFs {
-    fn new(mib: u64) -> Option<LoopFs> {
-        let tmp = tempfile::tempdir().ok()?;
-        let image = tmp.path().join("fs.img");
-        let dir = tmp.path().join("mnt");
-        std::fs::create_dir(&dir).ok()?;
-        std::fs::File::create(&image)
-            .ok()?
-            .set_len(mib << 20)
-            .ok()?;
-        let ok = |cmd: &mut Command| cmd.output().map(|o| o.status.success()).unwrap_or(false);
-        if !ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image)) {
-            return None;
-        }
-        if !ok(Command::new("mount")
-            .args(["-o", "loop"])
-            .arg(&image)
-            .arg(&dir))
-        {
-            return None;
-        }
-        Some(LoopFs { dir, _tmp: tmp })
-    }
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.dir).output();
-    }
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| o.stdout.starts_with(b"0"))
-        .unwrap_or(false)
-}
+use larchdb::testing::{is_root, LoopFs};
+use std::path::Path;
 
 /// A bytevalue dump of one table `big` of `n` 20 000-byte values.
 fn big_dump(path: &Path, n: u32) {

@@ -8,6 +8,9 @@
 //! Each test keeps its own operations and how it draws them (proptest there, `arbitrary`
 //! here): only what they do to a database and to the model is shared. Everything here panics
 //! on a difference, with the table's name in the message.
+//!
+//! Also [`LoopFs`], a small real file system on a loop device, for the disk-full tests of the
+//! engine and of the command-line tool.
 
 use crate::storage::{CrashMode, FaultStorage};
 use crate::{Database, Error, Options, Range, ReadTable, WriteTxn};
@@ -348,4 +351,71 @@ impl Harness {
     pub fn check_range(&self, name: &str, a: &[u8], b: &[u8], reverse: bool) {
         check_range(self.db(), &self.latest, name, a, b, reverse);
     }
+}
+
+/// A small ext4 file system on a loop device, mounted under a fresh temporary folder: a real
+/// disk that fills up, for the disk-full tests. Unmounted, and its folder removed, on drop.
+/// It needs root, `mkfs.ext4` and loop devices: [`LoopFs::new`] returns None without them (the
+/// tests say so and skip).
+pub struct LoopFs {
+    /// The mount point: where the test puts its files.
+    pub dir: std::path::PathBuf,
+    root: std::path::PathBuf,
+    mounted: bool,
+}
+
+impl LoopFs {
+    /// A `mib` MiB file system, or None when this process cannot make and mount one.
+    pub fn new(mib: u64) -> Option<LoopFs> {
+        use std::process::Command;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        if !is_root() {
+            return None;
+        }
+        let root = std::env::temp_dir().join(format!(
+            "larch-loopfs-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&root);
+        let mut fs = LoopFs {
+            dir: root.join("mnt"),
+            root,
+            mounted: false,
+        };
+        std::fs::create_dir_all(&fs.dir).ok()?;
+        let image = fs.root.join("fs.img");
+        std::fs::File::create(&image)
+            .ok()?
+            .set_len(mib << 20)
+            .ok()?;
+        let ok = |cmd: &mut Command| cmd.output().map(|o| o.status.success()).unwrap_or(false);
+        if !ok(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image)) {
+            return None;
+        }
+        fs.mounted = ok(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(&fs.dir));
+        fs.mounted.then_some(fs)
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = std::process::Command::new("umount").arg(&self.dir).output();
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Whether this process runs as root (`id -u` is 0).
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0\n"))
+        .unwrap_or(false)
 }
