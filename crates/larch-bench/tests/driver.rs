@@ -6,6 +6,35 @@ use larch_bench::report::parse_result_line;
 use serde_json::Value;
 use std::process::Command;
 
+/// Runs larch-bench with `args` on databases under a fresh scratch folder `name`, asserts that
+/// it succeeded, and returns its stdout and the JSON rows it wrote.
+fn run_with_json(name: &str, args: &[&str]) -> (String, Vec<Value>) {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("out.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
+        .args(args)
+        .arg(format!("--db={}", dir.join("db").display()))
+        .arg(format!("--json={}", json.display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    (stdout, rows)
+}
+
 #[test]
 fn small_comparison_produces_parsable_lines_json_and_csv() {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -121,13 +150,9 @@ fn repeated_fresh_fills_on_a_threaded_engine_finish() {
 
 #[test]
 fn fill_threads_loads_afresh_for_each_thread_count() {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("fill-threads-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("out.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
-        .args([
+    let (_, rows) = run_with_json(
+        "fill-threads",
+        &[
             "--engine=lmdb,larch",
             "--num=1000",
             "--benchmarks=fillseq,readseq,fillrandom",
@@ -138,22 +163,8 @@ fn fill_threads_loads_afresh_for_each_thread_count() {
             "--value_size=8",
             "--seed=3",
             "--progress=0",
-        ])
-        .arg(format!("--db={}", dir.join("db").display()))
-        .arg(format!("--json={}", json.display()))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let rows: Vec<Value> = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     for e in ["lmdb", "larch"] {
         let get = |b: &str, t: u64| {
             rows.iter()
@@ -180,13 +191,9 @@ fn fill_threads_loads_afresh_for_each_thread_count() {
 /// and the JSON carries the runs, the medians and the verdict.
 #[test]
 fn ycsb_runs_the_load_and_the_six_workloads_with_medians() {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("driver-ycsb-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let json = dir.join("out.jsonl");
-    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
-        .args([
+    let (stdout, rows) = run_with_json(
+        "driver-ycsb",
+        &[
             "--engine=redb,larch",
             "--num=3000",
             "--reads=1000",
@@ -195,22 +202,8 @@ fn ycsb_runs_the_load_and_the_six_workloads_with_medians() {
             "--repeat=2",
             "--seed=11",
             "--progress=0",
-        ])
-        .arg(format!("--db={}", dir.join("db").display()))
-        .arg(format!("--json={}", json.display()))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "stdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let rows: Vec<Value> = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     for engine in ["redb", "larch"] {
         let runs: Vec<_> = rows
             .iter()

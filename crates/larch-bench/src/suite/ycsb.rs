@@ -121,7 +121,7 @@ fn report(r: &Results, o: &mut Out) -> Result<()> {
     let capped: Vec<String> = r
         .ok()
         .filter(|x| s(x, "benchmark") == "ycsb_load" && s(x, "message").contains("capped"))
-        .map(|x| format!("{} ({})", s(x, "engine"), s(x, "message")))
+        .map(|x| format!("{} {}", s(x, "engine"), s(x, "message")))
         .collect();
     if !capped.is_empty() {
         let _ = writeln!(
