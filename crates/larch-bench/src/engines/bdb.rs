@@ -238,10 +238,8 @@ mod imp {
             match rc {
                 0 => {
                     out.clear();
-                    if vl > 0 {
-                        // SAFETY: see above.
-                        out.extend_from_slice(unsafe { std::slice::from_raw_parts(v.cast(), vl) });
-                    }
+                    // SAFETY: see above.
+                    out.extend_from_slice(unsafe { crate::engines::c_bytes(v.cast(), vl) });
                     Ok(true)
                 }
                 LB_NOTFOUND => Ok(false),
@@ -320,12 +318,8 @@ mod imp {
                 // SAFETY: as above; used only inside the callback.
                 unsafe {
                     f(
-                        std::slice::from_raw_parts(k.cast(), kl),
-                        if vl == 0 {
-                            &[]
-                        } else {
-                            std::slice::from_raw_parts(v.cast(), vl)
-                        },
+                        crate::engines::c_bytes(k.cast(), kl),
+                        crate::engines::c_bytes(v.cast(), vl),
                     );
                 }
                 n += 1;

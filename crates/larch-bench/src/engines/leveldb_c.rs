@@ -8,7 +8,7 @@
 //! own entry points (a [`Flavor`]: the configuration beyond the shared options, and the point
 //! read, which differs) and the configuration it prints.
 
-use super::{kv, open_library, Engine, Op, OpenOptions, Session, WriteOpts};
+use super::{c_bytes, kv, open_library, Engine, Op, OpenOptions, Session, WriteOpts};
 use crate::error::{Error, Result};
 use std::ffi::{c_char, c_int, c_uchar, c_void, CStr, CString};
 use std::ptr;
@@ -181,10 +181,8 @@ impl CApi {
 /// `value` points to `len` readable bytes (it may be null where `len` is 0).
 pub(crate) unsafe fn copy_value(out: &mut Vec<u8>, value: *const c_char, len: usize) {
     out.clear();
-    if len > 0 {
-        // SAFETY: as the caller promises.
-        out.extend_from_slice(unsafe { std::slice::from_raw_parts(value.cast(), len) });
-    }
+    // SAFETY: as the caller promises.
+    out.extend_from_slice(unsafe { c_bytes(value.cast(), len) });
 }
 
 /// The configuration lines for what the shared open sets, in the order both engines print
@@ -403,14 +401,7 @@ impl<F: Flavor> Session for DbSession<'_, F> {
                 let (mut kl, mut vl) = (0, 0);
                 let k = (c.iter_key)(it, &mut kl);
                 let v = (c.iter_value)(it, &mut vl);
-                f(
-                    std::slice::from_raw_parts(k.cast(), kl),
-                    if vl == 0 {
-                        &[]
-                    } else {
-                        std::slice::from_raw_parts(v.cast(), vl)
-                    },
-                );
+                f(c_bytes(k.cast(), kl), c_bytes(v.cast(), vl));
                 n += 1;
                 if n >= limit {
                     break;

@@ -200,6 +200,20 @@ macro_rules! dl_api {
 }
 pub(crate) use dl_api;
 
+/// A buffer a C library returned, as a slice: empty for a zero length, whatever the pointer
+/// (which may then be null, where `from_raw_parts` would be undefined behaviour).
+///
+/// # Safety
+/// Where `len > 0`, `p` points to `len` readable bytes that stay valid for `'a`.
+pub(crate) unsafe fn c_bytes<'a>(p: *const std::ffi::c_void, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: as the caller promises.
+        unsafe { std::slice::from_raw_parts(p.cast(), len) }
+    }
+}
+
 /// Feeds up to `limit` pairs of a Rust iterator over key/value results to `f` (the loop of
 /// `Session::scan` for the engines whose scans are iterators); returns the number visited.
 pub(crate) fn visit_up_to<K, V, E>(

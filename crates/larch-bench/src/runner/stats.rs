@@ -117,11 +117,21 @@ impl ThreadStats {
     }
 
     /// Records `n` operations finished now, timed since the previous one (db_bench's
-    /// FinishedOps: one latency sample per call).
+    /// FinishedOps: one latency sample per call). Returns that sample (ns), for callers that
+    /// also keep it by operation.
     #[inline]
-    pub(crate) fn finished(&mut self, n: u64) {
+    pub(crate) fn finished(&mut self, n: u64) -> u64 {
         let now = Instant::now();
-        self.lat.record_ns((now - self.last).as_nanos() as u64);
+        let ns = (now - self.last).as_nanos() as u64;
+        self.lat.record_ns(ns);
+        self.counted(n, now);
+        ns
+    }
+
+    /// `n` more operations done at `now`, their latency recorded: the time series, the
+    /// interval lines and the progress bar follow.
+    #[inline]
+    fn counted(&mut self, n: u64, now: Instant) {
         self.last = now;
         self.ops += n;
         if let Some(s) = self.series.as_mut() {
@@ -156,18 +166,7 @@ impl ThreadStats {
         let now = Instant::now();
         let ns = (now - self.last).as_nanos() as u64;
         self.lat.record_ns_n(ns / n, n);
-        self.last = now;
-        self.ops += n;
-        if let Some(s) = self.series.as_mut() {
-            s.observe((now - self.start).as_secs_f64(), self.ops);
-        }
-        if self.stats_interval > 0 && self.ops >= self.next_report {
-            self.report(now);
-            self.next_report = self.ops + self.stats_interval;
-        }
-        if self.progress_total.is_some() && self.ops >= self.next_progress {
-            self.progress();
-        }
+        self.counted(n, now);
     }
 
     /// db_bench's per-thread incremental line (stderr), interval and cumulative.

@@ -97,7 +97,7 @@ pub(crate) fn run_load(
 /// clients.
 struct OpTally {
     count: [u64; 5],
-    lat: Vec<Latency>,
+    lat: [Latency; 5],
     written: u64,
 }
 
@@ -105,7 +105,7 @@ impl OpTally {
     fn new() -> OpTally {
         OpTally {
             count: [0; 5],
-            lat: (0..5).map(|_| Latency::new()).collect(),
+            lat: std::array::from_fn(|_| Latency::new()),
             written: 0,
         }
     }
@@ -174,7 +174,6 @@ pub(crate) fn run_phase(
         let r = (|| -> Result<()> {
             while budget.more(st.ops) {
                 let op = mix.choose(&mut rng);
-                let t0 = Instant::now();
                 match op {
                     Operation::Read => {
                         key_name(chooser.next(seq.last(), &mut rng), &mut key);
@@ -237,10 +236,12 @@ pub(crate) fn run_phase(
                         st.writes += 1;
                     }
                 }
+                // The operation's sample is the benchmark's own (since the previous one
+                // finished, its draw included), kept by operation too.
+                let ns = st.finished(1);
                 let i = op as usize;
                 mine.count[i] += 1;
-                mine.lat[i].record_ns(t0.elapsed().as_nanos() as u64);
-                st.finished(1);
+                mine.lat[i].record_ns(ns);
             }
             Ok(())
         })();

@@ -437,12 +437,9 @@ fn verdict_section(md: &mut String, r: &Results, suite: &dyn Suite) {
         .ok()
         .filter_map(|x| {
             let label = suite.headline(x)?;
+            // A short run has no rates left (`unrated_if_short`): the verdict shows it so.
             let mut x = x.clone();
             x["benchmark"] = Value::String(label);
-            if x.get("short").is_some() {
-                // Shown as "short" by the verdict (it keys on the wall time).
-                x["wall_s"] = Value::from(0.0);
-            }
             Some(x)
         })
         .collect();

@@ -11,6 +11,7 @@ use super::render::{Out, Results};
 use super::Suite;
 use crate::error::Result;
 use crate::flags::YCSB_BENCHMARKS;
+use crate::ycsb::{FIELD_COUNT_DEFAULT, FIELD_LENGTH_DEFAULT};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -25,8 +26,8 @@ const PHASES: &[(&str, &str)] = &[
     ("ycsb_e", "E: 95% scan (1-100), 5% insert"),
 ];
 
-/// YCSB's record: 10 fields of 100 bytes.
-const RECORD_BYTES: u64 = 1000;
+/// YCSB's record, which the suite runs with: 10 fields of 100 bytes.
+const RECORD_BYTES: u64 = (FIELD_COUNT_DEFAULT * FIELD_LENGTH_DEFAULT) as u64;
 
 /// The YCSB suite.
 pub struct Ycsb;
@@ -41,8 +42,8 @@ impl Suite for Ycsb {
     }
 
     fn params(&self, p: &Params) -> Value {
-        json!({"records": p.ycsb_num, "record_bytes": RECORD_BYTES, "fields": 10,
-               "field_bytes": 100, "clients": p.ycsb_threads,
+        json!({"records": p.ycsb_num, "record_bytes": RECORD_BYTES,
+               "fields": FIELD_COUNT_DEFAULT, "field_bytes": FIELD_LENGTH_DEFAULT, "clients": p.ycsb_threads,
                "load_cap_s": p.ycsb_load_cap_s, "cache_size": ycsb_cache(p.ycsb_num)})
     }
 
