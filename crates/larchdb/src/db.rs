@@ -382,16 +382,18 @@ impl Database {
         mut guard: std::sync::MutexGuard<'a, crate::engine::WriterState>,
     ) -> Result<Option<std::sync::MutexGuard<'a, crate::engine::WriterState>>> {
         if !WriteTxn::checkpoint_due(&self.shared, &guard) {
+            crate::engine::pace::before_write(&self.shared, &mut guard)?;
             return Ok(Some(guard));
         }
         if self.shared.options.checkpoint_thread && !guard.poisoned {
-            // One running already: the log has room for it to finish (a commit that finds
-            // the log full waits for it).
+            // One running already: the writer is paced so that the log has room for it to
+            // finish, and waits for it if the log is nearly full anyway (`pace`).
             checkpoint::finish(&self.shared, &mut guard, false)?;
             if guard.checkpoint.is_some()
                 || !WriteTxn::checkpoint_due(&self.shared, &guard)
                 || checkpoint::start(&self.shared, &mut guard)?
             {
+                crate::engine::pace::before_write(&self.shared, &mut guard)?;
                 return Ok(Some(guard));
             }
         }

@@ -202,6 +202,17 @@ pub struct CommitStats {
     /// Syncs of the write-ahead log for commits: `Immediate` commits (several share one
     /// under group commit) and the flushes of `Bounded` ones.
     pub log_syncs: u64,
+    /// Microseconds write transactions were held back at their start so that the log's
+    /// checkpoints keep up with the writer (the log kept past half its ring): the writer's
+    /// rate was limited instead of the log filling (docs/design/write-path.md, "the writer
+    /// paced by the checkpoints").
+    pub paced_micros: u64,
+    /// Write transactions that waited, at their start, for a checkpoint to give back room in
+    /// a nearly full log: a writer faster than the checkpoints for longer than the pacing
+    /// could absorb.
+    pub log_full_waits: u64,
+    /// Microseconds those waits took in all.
+    pub log_full_wait_micros: u64,
 }
 
 type KeyValue = (Vec<u8>, Vec<u8>);

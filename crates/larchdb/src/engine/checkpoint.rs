@@ -41,12 +41,18 @@ pub(crate) struct Running {
     done: Option<Outcome>,
     /// The log position the checkpoint's commit ends at: replay starts there once it is in.
     position: u64,
+    /// The log bytes it covers, and when it started: how long checkpoints take paces the
+    /// writer (`pace::Pacer::observe`).
+    bytes: u64,
+    started: std::time::Instant,
 }
 
 /// What the thread hands back: the disk state, always, and the checkpoint or its failure.
 struct Outcome {
     disk: Disk,
     written: Result<Checkpointed>,
+    /// When the thread finished writing (and syncing) it.
+    ended: std::time::Instant,
 }
 
 struct Checkpointed {
@@ -60,6 +66,11 @@ struct Checkpointed {
 type Recount = (u64, u64, u64);
 
 impl Running {
+    /// How long it has been running.
+    pub(crate) fn elapsed(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
     /// Whether the checkpoint is written (`finish` then waits for nothing).
     pub(crate) fn finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
@@ -91,6 +102,8 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     };
     // The write lock is held and every commit published: the log ends with commit F's record.
     let position = log.end();
+    let bytes = log.since(guard.checkpoint_position);
+    let started = std::time::Instant::now();
     let Some(disk) = guard.disk.take() else {
         return Ok(false);
     };
@@ -119,6 +132,8 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         thread,
         done: disk.map(|disk| run(shared, disk, &frozen, position)),
         position,
+        bytes,
+        started,
     });
     Ok(true)
 }
@@ -142,12 +157,19 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
         (Some(t), _) => t.join().ok().flatten(),
         (None, done) => done,
     };
-    let Some(Outcome { disk, written }) = outcome else {
+    let Some(Outcome {
+        disk,
+        written,
+        ended,
+    }) = outcome
+    else {
         // The thread panicked (or never received the disk state), and the state is lost.
         guard.poisoned = true;
         return Err(Error::Internal("the checkpoint thread panicked".into()));
     };
     guard.disk = Some(disk);
+    let elapsed = ended.saturating_duration_since(running.started);
+    guard.pacer.observe(running.bytes, elapsed);
     // From here on, a failure leaves the disk state the new tree's and the published snapshot
     // the old one's: the handle stops writing (the log still holds every commit).
     let installed = written.and_then(|c| install(shared, guard, c, running.position));
@@ -168,13 +190,16 @@ fn install(
     // Published before the snapshot changes (`start` did so for the commits it wrote; these
     // came after).
     publish_pending(shared, guard)?;
-    let current = shared.writer_base();
-    let recounts = recounts(&current, &checkpointed.recounted)?;
+    // The snapshot the checkpoint replaces is let go before it is replaced, so that the
+    // frozen overlay it holds is freed off this thread (`commit::retire`).
+    let (mut txn, mut overlay, recounts) = {
+        let current = shared.writer_base();
+        let recounts = recounts(&current, &checkpointed.recounted)?;
+        (current.txn(), current.overlay.clone(), recounts)
+    };
     guard.checkpoint_position = position;
     // The states describe the old tree's pages.
     guard.tables.tree_changed();
-    let mut txn = current.txn();
-    let mut overlay = current.overlay.clone();
     if !recounts.is_empty() {
         txn += 1;
         let o = overlay.get_or_insert_with(|| shared.new_overlay());
@@ -213,7 +238,11 @@ fn recounts(current: &Published, recounted: &[Recount]) -> Result<Vec<([u8; 8], 
 /// The thread's work: `Outcome` always carries the disk state back.
 fn run(shared: &Shared, mut disk: Disk, job: &Published, position: u64) -> Outcome {
     let written = write(shared, &mut disk, job, position);
-    Outcome { disk, written }
+    Outcome {
+        disk,
+        written,
+        ended: std::time::Instant::now(),
+    }
 }
 
 /// Writes the checkpoint of `job` (the published snapshot as frozen by `start`): its frozen

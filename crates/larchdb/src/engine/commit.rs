@@ -410,12 +410,14 @@ pub(crate) fn publish_written(
     txn: u64,
 ) {
     let meta_txn = written.meta.txn;
-    {
+    let old = {
         let mut rs = shared.read_state();
         debug_assert!(txn >= rs.current.txn(), "commits publish in order");
-        rs.current = published(written.snap);
+        let old = std::mem::replace(&mut rs.current, published(written.snap));
         shared.current_txn.store(txn, Ordering::Release);
-    }
+        old
+    };
+    retire(old);
     if let Some(lock) = shared.lock.as_ref() {
         lock.publish(meta_txn);
     }
@@ -431,6 +433,23 @@ pub(crate) fn publish_written(
     }
 }
 
+/// Drops the snapshot a checkpoint replaced. When it was the last to hold the overlay the
+/// checkpoint merged (hundreds of megabytes of arena after a burst of large records), freeing
+/// it takes tens of milliseconds: a thread of its own does it, off the writer's thread and
+/// outside the read state's lock.
+fn retire(old: Arc<Published>) {
+    let last = |o: &Option<Arc<super::overlay::Overlay>>| {
+        o.as_ref().is_some_and(|o| Arc::strong_count(o) == 1)
+    };
+    if Arc::strong_count(&old) > 1 || !(last(&old.frozen) || last(&old.overlay)) {
+        return;
+    }
+    // A thread that cannot be started drops its closure, and `old` with it, here.
+    let _ = std::thread::Builder::new()
+        .name("larch-retire".into())
+        .spawn(move || drop(old));
+}
+
 /// Whether a checkpoint written without a sync must be made durable (`Settling`): when the
 /// log kept since the last durable checkpoint, plus another checkpoint's worth, would not fit
 /// in the log's ring (`Log::plan`: it grows with the data file, so that a large tree is
@@ -444,11 +463,17 @@ pub(crate) fn publish_written(
 /// unsynced checkpoints dirtied: hundreds of milliseconds at 1M commits a second), so the
 /// margin is two checkpoints' worth: with one, the log filled during the sync and the commit
 /// that found it full wrote pages (a durable checkpoint of its own) on the writer's thread.
-fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
-    let (kept, room) = log.kept_and_room();
+///
+/// The room is what is left of the ring after the log kept, or less just after the ring grew
+/// (`Pressure::room_left`); and less than a segment of it always calls for a durable
+/// checkpoint: the writer waits for one to give room back (`pace::before_write`), which only
+/// a durable one does.
+pub(crate) fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
+    let p = log.pressure();
     let options = &shared.options;
     let margin = if options.checkpoint_thread { 2 } else { 1 };
-    kept.saturating_add(margin * log.checkpoint_bytes()) > room
+    let reserve = (margin * log.checkpoint_bytes()).max(p.segment);
+    p.room_left() < reserve
 }
 
 /// Completes the meta page `prepare_commit` built: whether the commit is synced, and what it

@@ -16,6 +16,7 @@
 //! idle.rs      the thread that checkpoints the overlay once the writer goes idle
 //! overlay.rs   stage 2's overlay: commits' writes since the last checkpoint, versioned,
 //!              read without locks before the tree
+//! pace.rs      the writer paced by the checkpoints, so that the log's ring does not fill
 //! ```
 //!
 //! batch.rs    a logged write transaction's own writes, and their log record's body
@@ -32,6 +33,7 @@ pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod open;
 pub(crate) mod overlay;
+pub(crate) mod pace;
 pub(crate) mod readers;
 
 use crate::btree::Scratch;
@@ -85,6 +87,8 @@ pub(crate) struct WriterState {
     /// commit, a checkpoint) first waits until it is durable, so that readers never see an
     /// `Immediate` commit before it is durable (`commit::publish_pending`).
     pub(crate) pending: Option<(Arc<readers::Published>, u64)>,
+    /// How fast the checkpoints drain the log, and the writer's debt (`pace`).
+    pub(crate) pacer: pace::Pacer,
 }
 
 impl WriterState {
@@ -141,6 +145,9 @@ pub(crate) struct Counters {
     pub(crate) logged_commits: AtomicU64,
     pub(crate) page_commits: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
+    pub(crate) paced_micros: AtomicU64,
+    pub(crate) log_full_waits: AtomicU64,
+    pub(crate) log_full_wait_micros: AtomicU64,
 }
 
 impl Counters {
@@ -162,6 +169,9 @@ impl Shared {
             page_commits: get(&c.page_commits),
             checkpoints: get(&c.checkpoints),
             log_syncs: self.log.as_ref().map_or(0, |l| l.syncs()),
+            paced_micros: get(&c.paced_micros),
+            log_full_waits: get(&c.log_full_waits),
+            log_full_wait_micros: get(&c.log_full_wait_micros),
         }
     }
 }

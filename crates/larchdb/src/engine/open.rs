@@ -180,6 +180,7 @@ impl Shared {
             checkpoint_position: log.as_ref().map_or(0, |l| l.end()),
             checkpoint: None,
             pending: None,
+            pacer: Default::default(),
         };
         let tree = Published::new(snap);
         let mut current = replay(&tree, records)?;

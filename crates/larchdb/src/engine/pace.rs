@@ -1,0 +1,308 @@
+//! The writer paced by the checkpoints (docs/design/write-path.md, "the writer paced by the
+//! checkpoints").
+//!
+//! Commits through the log are retired only by checkpoints, which merge them into the tree on
+//! a thread of their own; the log's ring holds what they have not retired yet. A writer that
+//! appends faster than checkpoints merge fills the ring, and a full ring can only stop the
+//! writer until a checkpoint gives room back: a stall as long as a checkpoint and its sync
+//! (seconds, with large records). So before each write transaction (`before_write`):
+//!
+//! - The writer is held to a rate at which the room left in the ring, less a reserve of one
+//!   segment, lasts `PACE_HORIZON` times as long as a checkpoint takes (`Pacer`; the running
+//!   one's time so far if it is longer): the running checkpoint gives room back once it is
+//!   written, synced and put in place. The rate follows the room left, so it binds only near
+//!   full and falls to nothing at the reserve; and it is derived from a time, not from the
+//!   checkpoints' rate (a paced writer makes smaller checkpoints, which merge fewer records per
+//!   leaf and so drain more slowly: pacing by their rate slowed the writer further each time,
+//!   measured). The writer sleeps its debt in steps of `PACE_SLEEP_MIN` to `PACE_SLEEP_MAX`,
+//!   under the write lock, so that the rate bounds every writer together, as RocksDB's write
+//!   controller does (`delayed_write_rate`).
+//! - A log whose room calls for a durable checkpoint (`commit::durable_checkpoint_due`) gets
+//!   one at once if none runs, without waiting for the log to grow by a checkpoint's bytes: a
+//!   writer paced near the reserve would take long to append them.
+//! - With less than the reserve left (a record may need a new segment), the writer waits for
+//!   the running checkpoint to be put in place, or starts one and waits, before its
+//!   transaction starts: a commit that found the log full would otherwise merge the whole
+//!   overlay on the writer's thread (`WriteTxn::commit_forced`), the work of a checkpoint and
+//!   of the one already running. Pacing makes this rare (`CommitStats::log_full_waits`).
+
+use super::log::Pressure;
+use super::{checkpoint, Counters, Shared, WriterState};
+use crate::error::Result;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How many checkpoints' time the room left in the ring must last at the writer's rate.
+const PACE_HORIZON: f64 = 1.0;
+/// A debt shorter than this is carried to the next transaction rather than slept.
+const PACE_SLEEP_MIN: Duration = Duration::from_millis(1);
+/// The longest a transaction sleeps; a larger debt is slept by the next ones.
+const PACE_SLEEP_MAX: Duration = Duration::from_millis(4);
+/// The segments a log needs for a reserve to be kept: in a log of two the reserve would be
+/// half of it, and a commit that finds it full writes pages instead
+/// (`WriteTxn::commit_forced`), as it was built for.
+const RESERVE_SEGMENTS_MIN: u64 = 3;
+/// Each checkpoint's duration counts for this share of the average.
+const DURATION_WEIGHT: f64 = 0.5;
+
+/// The writer's pacing state, in `WriterState` (one writer at a time).
+#[derive(Default)]
+pub(crate) struct Pacer {
+    /// How long a checkpoint takes, from its start to its tree written (and synced when it
+    /// was made durable), in seconds, averaged; `None` before the first.
+    duration: Option<f64>,
+    /// The log's bytes appended at the last transaction (`None` before the first).
+    appended: Option<u64>,
+    /// When the writer, at its allowed rate, may start its next transaction (a virtual clock:
+    /// a writer slower than its rate earns no credit, `delay` starts it from now).
+    until: Option<Instant>,
+}
+
+impl Pacer {
+    /// A checkpoint that covered `bytes` of log took `elapsed`; one that covered nothing (an
+    /// idle handle's) says nothing of the writer's.
+    pub(crate) fn observe(&mut self, bytes: u64, elapsed: Duration) {
+        if bytes == 0 {
+            return;
+        }
+        let secs = elapsed.as_secs_f64();
+        self.duration = Some(match self.duration {
+            Some(d) => d + (secs - d) * DURATION_WEIGHT,
+            None => secs,
+        });
+    }
+
+    /// How long the writer sleeps before its next transaction, the log being as `p` says;
+    /// `running`: how long the checkpoint running now has run, if one does (one slower than
+    /// the ones before slows the writer while it runs, not once it is done).
+    pub(crate) fn delay(
+        &mut self,
+        p: Pressure,
+        running: Option<Duration>,
+        now: Instant,
+    ) -> Option<Duration> {
+        let bytes = self.appended.map_or(0, |a| p.appended.saturating_sub(a));
+        self.appended = Some(p.appended);
+        let duration = self.duration?;
+        let duration = running.map_or(duration, |r| duration.max(r.as_secs_f64()));
+        // Bytes a second at which the room left before the reserve lasts the horizon.
+        let room = p.room_left().saturating_sub(reserve(p));
+        let rate = room as f64 / (duration * PACE_HORIZON).max(1e-3);
+        let step = if rate > 0.0 {
+            Duration::from_secs_f64((bytes as f64 / rate).min(1.0))
+        } else {
+            PACE_SLEEP_MAX
+        };
+        let until = self.until.map_or(now, |u| u.max(now)) + step;
+        self.until = Some(until);
+        let ahead = until - now;
+        (ahead >= PACE_SLEEP_MIN).then(|| ahead.min(PACE_SLEEP_MAX))
+    }
+}
+
+/// Before a write transaction starts (`Database::begin_write`, with the write lock held and
+/// any checkpoint due started): waits for room in the log if it is nearly full, then sleeps
+/// what the pacing says. Only on a handle that writes the log with checkpoints on a thread of
+/// their own (without one, a due checkpoint is written before the transaction anyway).
+pub(crate) fn before_write(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
+    let Some(log) = shared.log.as_ref() else {
+        return Ok(());
+    };
+    if !shared.options.checkpoint_thread || guard.poisoned {
+        return Ok(());
+    }
+    if guard.checkpoint.is_none() && super::commit::durable_checkpoint_due(shared, log) {
+        // The log needs room back before the checkpoint its growth calls for would start (the
+        // writer paced near the reserve appends too slowly to reach it): a checkpoint started
+        // now is made durable, and gives the room back once it is in place.
+        checkpoint::start(shared, guard)?;
+    }
+    let mut p = log.pressure();
+    if short_of_room(p) {
+        let waited = Instant::now();
+        // The running checkpoint's tree put in place gives back the log before it, if it was
+        // made durable; otherwise (or with none running) a checkpoint started now is made
+        // durable, the log's room calling for it (`commit::durable_checkpoint_due`).
+        checkpoint::finish(shared, guard, true)?;
+        if short_of_room(log.pressure()) && checkpoint::start(shared, guard)? {
+            checkpoint::finish(shared, guard, true)?;
+        }
+        let c = &shared.counters;
+        Counters::add(&c.log_full_waits);
+        c.log_full_wait_micros
+            .fetch_add(micros(waited.elapsed()), Ordering::Relaxed);
+        p = log.pressure();
+    }
+    let running = guard.checkpoint.as_ref().map(|r| r.elapsed());
+    if let Some(sleep) = guard.pacer.delay(p, running, Instant::now()) {
+        std::thread::sleep(sleep);
+        shared
+            .counters
+            .paced_micros
+            .fetch_add(micros(sleep), Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// The room kept for the next transaction's record: a segment (a record never spans two),
+/// in a log large enough to keep it; none in a smaller one.
+fn reserve(p: Pressure) -> u64 {
+    if p.segments >= RESERVE_SEGMENTS_MIN {
+        p.segment
+    } else {
+        0
+    }
+}
+
+/// Whether the log may have no room for the next transaction's record: less than the
+/// reserve left.
+fn short_of_room(p: Pressure) -> bool {
+    p.left < reserve(p)
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+
+    /// 100 MB of ring, `kept` of it kept, `appended` appended.
+    fn pressure(appended: u64, kept: u64) -> Pressure {
+        Pressure {
+            appended,
+            kept,
+            room: 100 * MB,
+            left: 200 * MB,
+            segment: 10 * MB,
+            segments: 20,
+        }
+    }
+
+    fn close(a: Duration, b: Duration) -> bool {
+        a.abs_diff(b) < Duration::from_micros(10)
+    }
+
+    #[test]
+    fn nothing_is_paced_before_a_checkpoint_was_timed() {
+        let mut p = Pacer::default();
+        let now = Instant::now();
+        assert_eq!(p.delay(pressure(90 * MB, 99 * MB), None, now), None);
+    }
+
+    #[test]
+    fn the_room_left_must_last_a_checkpoint() {
+        // Checkpoints of 0.5 s. With 50 MB left of 100, 40 MB past the 10 MB reserve must
+        // last 0.5 s: 80 MB/s, and 1 MB more of log is 12.5 ms, slept 4 ms at a time, the
+        // rest carried.
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500));
+        let now = Instant::now();
+        assert_eq!(p.delay(pressure(50 * MB, 50 * MB), None, now), None);
+        assert_eq!(
+            p.delay(pressure(51 * MB, 50 * MB), None, now),
+            Some(PACE_SLEEP_MAX)
+        );
+        let later = now + Duration::from_micros(10_500);
+        let left = p.delay(pressure(51 * MB, 50 * MB), None, later).unwrap();
+        assert!(close(left, Duration::from_millis(2)), "{left:?}");
+        // With 95 MB left, 85 MB/0.5 s: a 64 KB record is 0.37 ms, under the shortest sleep.
+        let mut q = Pacer::default();
+        q.observe(10 * MB, Duration::from_millis(500));
+        q.delay(pressure(0, 5 * MB), None, now);
+        assert_eq!(q.delay(pressure(MB / 16, 5 * MB), None, now), None);
+        let until = q.until.unwrap() - now;
+        assert!(
+            close(until, Duration::from_secs_f64(1.0 / 16.0 / 170.0)),
+            "{until:?}"
+        );
+        // Nothing left past the reserve: the longest sleep for any write.
+        let mut r = Pacer::default();
+        r.observe(10 * MB, Duration::from_millis(500));
+        r.delay(pressure(0, 90 * MB), None, now);
+        assert_eq!(
+            r.delay(pressure(1, 90 * MB), None, now),
+            Some(PACE_SLEEP_MAX)
+        );
+    }
+
+    #[test]
+    fn a_slow_writer_earns_no_credit() {
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500));
+        let now = Instant::now();
+        p.delay(pressure(50 * MB, 50 * MB), None, now);
+        // A second later (far slower than the rate), a 1 MB burst is still paced from now.
+        let later = now + Duration::from_secs(1);
+        assert_eq!(
+            p.delay(pressure(51 * MB, 50 * MB), None, later),
+            Some(PACE_SLEEP_MAX)
+        );
+        let until = p.until.unwrap() - later;
+        assert!(close(until, Duration::from_micros(12_500)), "{until:?}");
+    }
+
+    #[test]
+    fn a_long_running_checkpoint_lowers_the_rate() {
+        // The average says 0.5 s; the checkpoint running has run 2 s: 40 MB must last 2 s.
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500));
+        let now = Instant::now();
+        let running = Some(Duration::from_secs(2));
+        p.delay(pressure(50 * MB, 50 * MB), running, now);
+        p.delay(pressure(51 * MB, 50 * MB), running, now);
+        let until = p.until.unwrap() - now;
+        assert!(close(until, Duration::from_millis(50)), "{until:?}");
+    }
+
+    #[test]
+    fn the_room_left_counts_when_the_ring_has_just_grown() {
+        // Kept 10 of 100 MB, but only 20 MB can be appended.
+        let p = Pressure {
+            appended: 0,
+            kept: 10 * MB,
+            room: 100 * MB,
+            left: 20 * MB,
+            segment: 10 * MB,
+            segments: 20,
+        };
+        assert_eq!(p.room_left(), 20 * MB);
+        assert_eq!(
+            Pressure {
+                left: 200 * MB,
+                ..p
+            }
+            .room_left(),
+            90 * MB
+        );
+    }
+
+    #[test]
+    fn the_duration_is_averaged() {
+        let mut p = Pacer::default();
+        p.observe(MB, Duration::from_secs(1));
+        p.observe(MB, Duration::from_secs(3));
+        assert_eq!(p.duration, Some(2.0));
+        p.observe(0, Duration::from_secs(9));
+        assert_eq!(p.duration, Some(2.0), "an empty checkpoint says nothing");
+    }
+
+    #[test]
+    fn the_reserve_needs_a_log_of_three_segments() {
+        let p = |left, segments| Pressure {
+            appended: 0,
+            kept: 0,
+            room: 10 * MB,
+            left,
+            segment: 10 * MB,
+            segments,
+        };
+        assert!(short_of_room(p(9 * MB, 3)), "a ring smaller than the log");
+        assert!(!short_of_room(p(10 * MB, 3)));
+        assert!(!short_of_room(p(MB, 2)), "a log of two segments fills");
+    }
+}
