@@ -750,6 +750,8 @@ impl Environment {
         d.set_item("commits", s.commits.commits)?;
         d.set_item("aborts", s.commits.aborts)?;
         d.set_item("checkpoints", s.commits.checkpoints)?;
+        d.set_item("paced_micros", s.commits.paced_micros)?;
+        d.set_item("log_full_waits", s.commits.log_full_waits)?;
         let tables = PyDict::new(py);
         for t in &s.tables {
             let td = PyDict::new(py);

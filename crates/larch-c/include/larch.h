@@ -230,6 +230,12 @@ typedef struct larch_stats {
   uint64_t checkpoints;
   // Syncs of the log for commits.
   uint64_t log_syncs;
+  // Microseconds write transactions were held back so that checkpoints keep up.
+  uint64_t paced_micros;
+  // Write transactions that waited for a checkpoint to give back room in the log.
+  uint64_t log_full_waits;
+  // Microseconds those waits took.
+  uint64_t log_full_wait_micros;
 } larch_stats;
 
 // `larch_verify`'s report.

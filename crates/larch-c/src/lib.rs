@@ -248,6 +248,12 @@ pub struct larch_stats {
     pub checkpoints: u64,
     /// Syncs of the log for commits.
     pub log_syncs: u64,
+    /// Microseconds write transactions were held back so that checkpoints keep up.
+    pub paced_micros: u64,
+    /// Write transactions that waited for a checkpoint to give back room in the log.
+    pub log_full_waits: u64,
+    /// Microseconds those waits took.
+    pub log_full_wait_micros: u64,
 }
 
 /// `larch_verify`'s report.
@@ -787,6 +793,9 @@ pub unsafe extern "C" fn larch_stat(db: *mut larch_db, stats: *mut larch_stats) 
             page_commits: c.page_commits,
             checkpoints: c.checkpoints,
             log_syncs: c.log_syncs,
+            paced_micros: c.paced_micros,
+            log_full_waits: c.log_full_waits,
+            log_full_wait_micros: c.log_full_wait_micros,
         };
         // SAFETY: the caller's contract.
         unsafe { stats.write(out) };

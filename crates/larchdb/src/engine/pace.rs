@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 /// How many checkpoints' time the room left in the ring must last at the writer's rate.
 const PACE_HORIZON: f64 = 1.0;
 /// A debt shorter than this is carried to the next transaction rather than slept.
-const PACE_SLEEP_MIN: Duration = Duration::from_millis(1);
+const PACE_SLEEP_MIN: Duration = Duration::from_micros(200);
 /// The longest a transaction sleeps; a larger debt is slept by the next ones.
 const PACE_SLEEP_MAX: Duration = Duration::from_millis(4);
 /// The segments a log needs for a reserve to be kept: in a log of two the reserve would be
@@ -198,7 +198,7 @@ mod tests {
     fn the_room_left_must_last_a_checkpoint() {
         // Checkpoints of 0.5 s. With 50 MB left of 100, 40 MB past the 10 MB reserve must
         // last 0.5 s: 80 MB/s, and 1 MB more of log is 12.5 ms, slept 4 ms at a time, the
-        // rest carried.
+        // rest carried (2 ms left after 10.5 ms).
         let mut p = Pacer::default();
         p.observe(10 * MB, Duration::from_millis(500));
         let now = Instant::now();
@@ -210,14 +210,14 @@ mod tests {
         let later = now + Duration::from_micros(10_500);
         let left = p.delay(pressure(51 * MB, 50 * MB), None, later).unwrap();
         assert!(close(left, Duration::from_millis(2)), "{left:?}");
-        // With 95 MB left, 85 MB/0.5 s: a 64 KB record is 0.37 ms, under the shortest sleep.
+        // With 95 MB left, 85 MB/0.5 s: a 16 KB record is 92 us, under the shortest sleep.
         let mut q = Pacer::default();
         q.observe(10 * MB, Duration::from_millis(500));
         q.delay(pressure(0, 5 * MB), None, now);
-        assert_eq!(q.delay(pressure(MB / 16, 5 * MB), None, now), None);
+        assert_eq!(q.delay(pressure(MB / 64, 5 * MB), None, now), None);
         let until = q.until.unwrap() - now;
         assert!(
-            close(until, Duration::from_secs_f64(1.0 / 16.0 / 170.0)),
+            close(until, Duration::from_secs_f64(1.0 / 64.0 / 170.0)),
             "{until:?}"
         );
         // Nothing left past the reserve: the longest sleep for any write.
