@@ -59,6 +59,8 @@ struct Checkpointed {
     written: Written,
     /// Tables whose entry count the checkpoint found different from the frozen overlay's.
     recounted: Vec<Recount>,
+    /// Whether it was made durable (synced) before it ended.
+    durable: bool,
 }
 
 /// A table's number, and two entry counts: the one said before (by the overlay, or the
@@ -169,7 +171,8 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     };
     guard.disk = Some(disk);
     let elapsed = ended.saturating_duration_since(running.started);
-    guard.pacer.observe(running.bytes, elapsed);
+    let durable = written.as_ref().is_ok_and(|c| c.durable);
+    guard.pacer.observe(running.bytes, elapsed, durable);
     // From here on, a failure leaves the disk state the new tree's and the published snapshot
     // the old one's: the handle stops writing (the log still holds every commit).
     let installed = written.and_then(|c| install(shared, guard, c, running.position));
@@ -300,8 +303,13 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     // room comes back as soon as the checkpoint is published (`install`), not at the next
     // checkpoint. Not before: read-only handles in other processes read the log from the
     // published tree's position.
-    written.release_after(settle_keeping_log(shared, disk, &mut poisoned)?);
-    Ok(Checkpointed { written, recounted })
+    let settled = settle_keeping_log(shared, disk, &mut poisoned)?;
+    written.release_after(settled);
+    Ok(Checkpointed {
+        written,
+        recounted,
+        durable: settled.is_some(),
+    })
 }
 
 /// Merges the records of `overlay` visible at commit `txn` into the tree, table by table in

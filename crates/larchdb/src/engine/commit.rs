@@ -342,7 +342,7 @@ pub(crate) fn write_commit(
     }
     if let Some(log) = shared.log.as_ref() {
         log.plan(needed, shared.options.checkpoint_bytes);
-        if !sync && durable_checkpoint_due(shared, log) {
+        if !sync && durable_checkpoint_due(shared, log.pressure()) {
             disk.settling = Some(Settling::start(shared, meta, slot));
         }
     }
@@ -468,11 +468,13 @@ fn retire(old: Arc<Published>) {
 /// (`Pressure::room_left`); and less than a segment of it always calls for a durable
 /// checkpoint: the writer waits for one to give room back (`pace::before_write`), which only
 /// a durable one does.
-pub(crate) fn durable_checkpoint_due(shared: &Shared, log: &super::log::GroupLog) -> bool {
-    let p = log.pressure();
-    let options = &shared.options;
-    let margin = if options.checkpoint_thread { 2 } else { 1 };
-    let reserve = (margin * log.checkpoint_bytes()).max(p.segment);
+pub(crate) fn durable_checkpoint_due(shared: &Shared, p: super::log::Pressure) -> bool {
+    let margin = if shared.options.checkpoint_thread {
+        2
+    } else {
+        1
+    };
+    let reserve = (margin * p.checkpoint).max(p.segment);
     p.room_left() < reserve
 }
 

@@ -67,6 +67,12 @@ pub(crate) struct Log {
     /// Record bytes appended by this handle: the end moves by jumps and pads too
     /// (`Pressure::appended`).
     appended: u64,
+    /// `left_bytes` as last walked, and the end then: good while the end stays in that
+    /// segment and nothing is released or planned (appends there take from it byte for
+    /// byte; where the walk stopped at the ring's room, the figure then reads low, never
+    /// below what the ring leaves), so that pacing, which asks before every write
+    /// transaction, walks the ring only once a segment.
+    left_at: std::cell::Cell<Option<(u64, u64)>>,
     /// Bytes from `written` to `end`, not yet handed to the storage.
     buf: Vec<u8>,
     written: u64,
@@ -515,6 +521,7 @@ impl Log {
             grower: None,
             grow_asked: 0,
             read_cache: Default::default(),
+            left_at: Default::default(),
             read_limit: None,
             ring: segments,
             checkpoint_bytes: u64::MAX,
@@ -610,6 +617,7 @@ impl Log {
         }
         Ok(Log {
             read_cache: Default::default(),
+            left_at: Default::default(),
             read_limit: None,
             sink: Sink {
                 map: if mapped {
@@ -750,6 +758,7 @@ impl Log {
     /// before it dirtied, come as rarely per record in a large tree as in a small one, while
     /// the file of a small database's log stays small. Both are bounded by the geometry.
     pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64) {
+        self.left_at.set(None);
         let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
         let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
             .max(checkpoint_bytes_min)
@@ -928,6 +937,18 @@ impl Log {
     /// counted: an estimate, high by at most a record header per segment.
     fn left_bytes(&self) -> u64 {
         let seg = self.sink.segment_bytes;
+        if let Some((end, left)) = self.left_at.get() {
+            if end / seg == self.end / seg && end <= self.end {
+                return left.saturating_sub(self.end - end);
+            }
+        }
+        let left = self.walk_left(seg);
+        self.left_at.set(Some((self.end, left)));
+        left
+    }
+
+    /// `left_bytes`, walked.
+    fn walk_left(&self, seg: u64) -> u64 {
         let cycle = self.sink.segments * seg;
         let mut at = self.end;
         let mut left = 0;
@@ -959,6 +980,7 @@ impl Log {
     /// Records before `position` are no longer needed (a checkpoint covers them): their
     /// segments may be reused.
     pub(crate) fn release_to(&mut self, position: u64) {
+        self.left_at.set(None);
         debug_assert!(position <= self.end);
         self.keep_from = self.keep_from.max(position.min(self.end));
         let keep_from = self.keep_from;
@@ -973,6 +995,7 @@ impl Log {
     /// log whose version does not allow jumps (an older build would read the jump as the end
     /// of the log: it is left as it is).
     pub(crate) fn restart(&mut self) -> Option<u64> {
+        self.left_at.set(None);
         let cycle = self.sink.segments * self.sink.segment_bytes;
         let idle = self.keep_from >= self.end && self.written == self.end && self.buf.is_empty();
         let cut = self.end.is_multiple_of(cycle) && self.sink.extent.len() <= FILE_HEADER_BYTES;
@@ -1322,6 +1345,8 @@ pub(crate) struct Pressure {
     /// The segments of the log's geometry: its ring may be smaller, but the log goes past
     /// the ring into free slots rather than fail (`Log::append`).
     pub(crate) segments: u64,
+    /// The log bytes a checkpoint comes after (`Log::plan`).
+    pub(crate) checkpoint: u64,
 }
 
 impl Pressure {
@@ -1485,6 +1510,7 @@ impl GroupLog {
             left: st.log.left_bytes(),
             segment: st.log.sink.segment_bytes,
             segments: st.log.sink.segments,
+            checkpoint: st.log.checkpoint_bytes,
         }
     }
 
@@ -1800,6 +1826,15 @@ mod tests {
                     Ok(end) => {
                         appended += size;
                         positions.push(end);
+                        // The cached figure is the walked one, or, where the walk stopped at
+                        // the ring's room, never less than what the ring leaves.
+                        let (cached, walked) = (log.left_bytes(), log.walk_left(SEG));
+                        assert!(
+                            cached == walked
+                                || (walked >= log.room_bytes()
+                                    && cached + log.kept_bytes() >= log.room_bytes()),
+                            "round {round}: {cached} cached, {walked} walked"
+                        );
                     }
                     Err(NoRoom::Full) => break,
                     Err(e) => panic!("round {round}: {e:?}"),
@@ -1820,8 +1855,10 @@ mod tests {
             }
             log.write().unwrap();
             // A checkpoint covers a random share of what is kept.
+            assert_eq!(log.left_bytes(), log.walk_left(SEG));
             let keep = positions.len() - rng.gen_range(1..=positions.len().min(200));
             log.release_to(positions[keep]);
+            assert_eq!(log.left_bytes(), log.walk_left(SEG));
             positions.drain(..keep);
         }
     }

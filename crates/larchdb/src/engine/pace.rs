@@ -7,20 +7,21 @@
 //! writer until a checkpoint gives room back: a stall as long as a checkpoint and its sync
 //! (seconds, with large records). So before each write transaction (`before_write`):
 //!
-//! - The writer is held to a rate at which the room left in the ring, less a reserve of one
-//!   segment, lasts `PACE_HORIZON` times as long as a checkpoint takes (`Pacer`; the running
-//!   one's time so far if it is longer): the running checkpoint gives room back once it is
-//!   written, synced and put in place. The rate follows the room left, so it binds only near
-//!   full and falls to nothing at the reserve; and it is derived from a time, not from the
-//!   checkpoints' rate (a paced writer makes smaller checkpoints, which merge fewer records per
-//!   leaf and so drain more slowly: pacing by their rate slowed the writer further each time,
-//!   measured). The writer sleeps its debt in steps of `PACE_SLEEP_MIN` to `PACE_SLEEP_MAX`,
-//!   under the write lock, so that the rate bounds every writer together, as RocksDB's write
-//!   controller does (`delayed_write_rate`).
+//! - The writer is held to a rate at which the room left in the ring, less a small reserve,
+//!   lasts `PACE_HORIZON` times as long as a checkpoint takes: the longer of the average over
+//!   the last checkpoints, the average over the last durable ones (the only ones that give
+//!   room back, longer by their sync) and the running one's time so far (`Pacer`). The rate
+//!   follows the room left, so it binds only near full and falls to nothing at the reserve;
+//!   and it is derived from a time, not from the checkpoints' rate (a paced writer makes
+//!   smaller checkpoints, which merge fewer records per leaf and so drain more slowly: pacing
+//!   by their rate slowed the writer further each time, measured). The writer sleeps its debt
+//!   in steps of `PACE_SLEEP_MIN` to `PACE_SLEEP_MAX`, under the write lock, so that the rate
+//!   bounds every writer together, as RocksDB's write controller does
+//!   (`delayed_write_rate`).
 //! - A log whose room calls for a durable checkpoint (`commit::durable_checkpoint_due`) gets
 //!   one at once if none runs, without waiting for the log to grow by a checkpoint's bytes: a
 //!   writer paced near the reserve would take long to append them.
-//! - With less than the reserve left (a record may need a new segment), the writer waits for
+//! - With less than the reserve left (the next record may not fit), the writer waits for
 //!   the running checkpoint to be put in place, or starts one and waits, before its
 //!   transaction starts: a commit that found the log full would otherwise merge the whole
 //!   overlay on the writer's thread (`WriteTxn::commit_forced`), the work of a checkpoint and
@@ -43,6 +44,8 @@ const PACE_SLEEP_MAX: Duration = Duration::from_millis(4);
 /// half of it, and a commit that finds it full writes pages instead
 /// (`WriteTxn::commit_forced`), as it was built for.
 const RESERVE_SEGMENTS_MIN: u64 = 3;
+/// The reserve is this share of a segment (`reserve`).
+const RESERVE_SEGMENT_FRACTION: u64 = 8;
 /// Each checkpoint's duration counts for this share of the average.
 const DURATION_WEIGHT: f64 = 0.5;
 
@@ -52,6 +55,10 @@ pub(crate) struct Pacer {
     /// How long a checkpoint takes, from its start to its tree written (and synced when it
     /// was made durable), in seconds, averaged; `None` before the first.
     duration: Option<f64>,
+    /// The same for the checkpoints made durable, the only ones that give room back, and
+    /// longer by their sync: most checkpoints are not, and their average alone let the
+    /// ring fill while a durable one synced.
+    durable: Option<f64>,
     /// The log's bytes appended at the last transaction (`None` before the first).
     appended: Option<u64>,
     /// When the writer, at its allowed rate, may start its next transaction (a virtual clock:
@@ -60,17 +67,23 @@ pub(crate) struct Pacer {
 }
 
 impl Pacer {
-    /// A checkpoint that covered `bytes` of log took `elapsed`; one that covered nothing (an
-    /// idle handle's) says nothing of the writer's.
-    pub(crate) fn observe(&mut self, bytes: u64, elapsed: Duration) {
+    /// A checkpoint that covered `bytes` of log took `elapsed`, made `durable` or not; one
+    /// that covered nothing (an idle handle's) says nothing of the writer's.
+    pub(crate) fn observe(&mut self, bytes: u64, elapsed: Duration, durable: bool) {
         if bytes == 0 {
             return;
         }
         let secs = elapsed.as_secs_f64();
-        self.duration = Some(match self.duration {
-            Some(d) => d + (secs - d) * DURATION_WEIGHT,
-            None => secs,
-        });
+        let average = |a: Option<f64>| {
+            Some(match a {
+                Some(d) => d + (secs - d) * DURATION_WEIGHT,
+                None => secs,
+            })
+        };
+        self.duration = average(self.duration);
+        if durable {
+            self.durable = average(self.durable);
+        }
     }
 
     /// How long the writer sleeps before its next transaction, the log being as `p` says;
@@ -84,7 +97,7 @@ impl Pacer {
     ) -> Option<Duration> {
         let bytes = self.appended.map_or(0, |a| p.appended.saturating_sub(a));
         self.appended = Some(p.appended);
-        let duration = self.duration?;
+        let duration = self.duration?.max(self.durable.unwrap_or(0.0));
         let duration = running.map_or(duration, |r| duration.max(r.as_secs_f64()));
         // Bytes a second at which the room left before the reserve lasts the horizon.
         let room = p.room_left().saturating_sub(reserve(p));
@@ -112,13 +125,15 @@ pub(crate) fn before_write(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
     if !shared.options.checkpoint_thread || guard.poisoned {
         return Ok(());
     }
-    if guard.checkpoint.is_none() && super::commit::durable_checkpoint_due(shared, log) {
+    let mut p = log.pressure();
+    if guard.checkpoint.is_none() && super::commit::durable_checkpoint_due(shared, p) {
         // The log needs room back before the checkpoint its growth calls for would start (the
         // writer paced near the reserve appends too slowly to reach it): a checkpoint started
         // now is made durable, and gives the room back once it is in place.
-        checkpoint::start(shared, guard)?;
+        if checkpoint::start(shared, guard)? {
+            p = log.pressure();
+        }
     }
-    let mut p = log.pressure();
     if short_of_room(p) {
         let waited = Instant::now();
         // The running checkpoint's tree put in place gives back the log before it, if it was
@@ -145,11 +160,14 @@ pub(crate) fn before_write(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
     Ok(())
 }
 
-/// The room kept for the next transaction's record: a segment (a record never spans two),
-/// in a log large enough to keep it; none in a smaller one.
+/// The room kept for the next transaction's record: an eighth of a segment, in a log large
+/// enough to keep it (none in a smaller one). A larger record that finds the log full writes
+/// pages (`WriteTxn::commit_forced`); a whole segment (the largest record is half of one)
+/// was a third of a small database's ring, and pacing toward it cost a quarter of a 1M
+/// one-put fillrandom's rate, measured.
 fn reserve(p: Pressure) -> u64 {
     if p.segments >= RESERVE_SEGMENTS_MIN {
-        p.segment
+        p.segment / RESERVE_SEGMENT_FRACTION
     } else {
         0
     }
@@ -180,6 +198,7 @@ mod tests {
             left: 200 * MB,
             segment: 10 * MB,
             segments: 20,
+            checkpoint: 5 * MB,
         }
     }
 
@@ -194,38 +213,44 @@ mod tests {
         assert_eq!(p.delay(pressure(90 * MB, 99 * MB), None, now), None);
     }
 
+    /// The log kept when 40 MB are left past the reserve (1.25 MB) of the 100 MB ring.
+    const KEPT_40_LEFT: u64 = 100 * MB - 40 * MB - MB * 5 / 4;
+
     #[test]
     fn the_room_left_must_last_a_checkpoint() {
-        // Checkpoints of 0.5 s. With 50 MB left of 100, 40 MB past the 10 MB reserve must
-        // last 0.5 s: 80 MB/s, and 1 MB more of log is 12.5 ms, slept 4 ms at a time, the
-        // rest carried (2 ms left after 10.5 ms).
+        // Checkpoints of 0.5 s. The 40 MB left past the reserve must last 0.5 s: 80 MB/s, and
+        // 1 MB more of log is 12.5 ms, slept 4 ms at a time, the rest carried (2 ms left
+        // after 10.5 ms).
         let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500));
+        p.observe(10 * MB, Duration::from_millis(500), false);
         let now = Instant::now();
-        assert_eq!(p.delay(pressure(50 * MB, 50 * MB), None, now), None);
+        assert_eq!(p.delay(pressure(50 * MB, KEPT_40_LEFT), None, now), None);
         assert_eq!(
-            p.delay(pressure(51 * MB, 50 * MB), None, now),
+            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, now),
             Some(PACE_SLEEP_MAX)
         );
         let later = now + Duration::from_micros(10_500);
-        let left = p.delay(pressure(51 * MB, 50 * MB), None, later).unwrap();
+        let left = p
+            .delay(pressure(51 * MB, KEPT_40_LEFT), None, later)
+            .unwrap();
         assert!(close(left, Duration::from_millis(2)), "{left:?}");
-        // With 95 MB left, 85 MB/0.5 s: a 16 KB record is 92 us, under the shortest sleep.
+        // With 95 MB left, 93.75 MB/0.5 s: a 16 KB record is 83 us, under the shortest
+        // sleep, carried.
         let mut q = Pacer::default();
-        q.observe(10 * MB, Duration::from_millis(500));
+        q.observe(10 * MB, Duration::from_millis(500), false);
         q.delay(pressure(0, 5 * MB), None, now);
         assert_eq!(q.delay(pressure(MB / 64, 5 * MB), None, now), None);
         let until = q.until.unwrap() - now;
         assert!(
-            close(until, Duration::from_secs_f64(1.0 / 64.0 / 170.0)),
+            close(until, Duration::from_secs_f64(1.0 / 64.0 / 187.5)),
             "{until:?}"
         );
         // Nothing left past the reserve: the longest sleep for any write.
         let mut r = Pacer::default();
-        r.observe(10 * MB, Duration::from_millis(500));
-        r.delay(pressure(0, 90 * MB), None, now);
+        r.observe(10 * MB, Duration::from_millis(500), false);
+        r.delay(pressure(0, 100 * MB - MB * 5 / 4), None, now);
         assert_eq!(
-            r.delay(pressure(1, 90 * MB), None, now),
+            r.delay(pressure(1, 100 * MB - MB * 5 / 4), None, now),
             Some(PACE_SLEEP_MAX)
         );
     }
@@ -233,13 +258,13 @@ mod tests {
     #[test]
     fn a_slow_writer_earns_no_credit() {
         let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500));
+        p.observe(10 * MB, Duration::from_millis(500), false);
         let now = Instant::now();
-        p.delay(pressure(50 * MB, 50 * MB), None, now);
+        p.delay(pressure(50 * MB, KEPT_40_LEFT), None, now);
         // A second later (far slower than the rate), a 1 MB burst is still paced from now.
         let later = now + Duration::from_secs(1);
         assert_eq!(
-            p.delay(pressure(51 * MB, 50 * MB), None, later),
+            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, later),
             Some(PACE_SLEEP_MAX)
         );
         let until = p.until.unwrap() - later;
@@ -247,16 +272,26 @@ mod tests {
     }
 
     #[test]
-    fn a_long_running_checkpoint_lowers_the_rate() {
+    fn a_long_running_or_durable_checkpoint_lowers_the_rate() {
         // The average says 0.5 s; the checkpoint running has run 2 s: 40 MB must last 2 s.
         let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500));
+        p.observe(10 * MB, Duration::from_millis(500), false);
         let now = Instant::now();
         let running = Some(Duration::from_secs(2));
-        p.delay(pressure(50 * MB, 50 * MB), running, now);
-        p.delay(pressure(51 * MB, 50 * MB), running, now);
+        p.delay(pressure(50 * MB, KEPT_40_LEFT), running, now);
+        p.delay(pressure(51 * MB, KEPT_40_LEFT), running, now);
         let until = p.until.unwrap() - now;
         assert!(close(until, Duration::from_millis(50)), "{until:?}");
+        // Durable checkpoints of 1 s among unsynced ones: 40 MB must last 1 s.
+        let mut q = Pacer::default();
+        q.observe(10 * MB, Duration::from_secs(1), true);
+        for _ in 0..10 {
+            q.observe(10 * MB, Duration::from_millis(100), false);
+        }
+        q.delay(pressure(50 * MB, KEPT_40_LEFT), None, now);
+        q.delay(pressure(51 * MB, KEPT_40_LEFT), None, now);
+        let until = q.until.unwrap() - now;
+        assert!(close(until, Duration::from_millis(25)), "{until:?}");
     }
 
     #[test]
@@ -269,6 +304,7 @@ mod tests {
             left: 20 * MB,
             segment: 10 * MB,
             segments: 20,
+            checkpoint: 5 * MB,
         };
         assert_eq!(p.room_left(), 20 * MB);
         assert_eq!(
@@ -284,10 +320,10 @@ mod tests {
     #[test]
     fn the_duration_is_averaged() {
         let mut p = Pacer::default();
-        p.observe(MB, Duration::from_secs(1));
-        p.observe(MB, Duration::from_secs(3));
-        assert_eq!(p.duration, Some(2.0));
-        p.observe(0, Duration::from_secs(9));
+        p.observe(MB, Duration::from_secs(1), true);
+        p.observe(MB, Duration::from_secs(3), false);
+        assert_eq!((p.duration, p.durable), (Some(2.0), Some(1.0)));
+        p.observe(0, Duration::from_secs(9), true);
         assert_eq!(p.duration, Some(2.0), "an empty checkpoint says nothing");
     }
 
@@ -300,9 +336,10 @@ mod tests {
             left,
             segment: 10 * MB,
             segments,
+            checkpoint: 5 * MB,
         };
-        assert!(short_of_room(p(9 * MB, 3)), "a ring smaller than the log");
-        assert!(!short_of_room(p(10 * MB, 3)));
+        assert!(short_of_room(p(MB, 3)), "a ring smaller than the log");
+        assert!(!short_of_room(p(2 * MB, 3)));
         assert!(!short_of_room(p(MB, 2)), "a log of two segments fills");
     }
 }
