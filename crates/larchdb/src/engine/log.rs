@@ -1514,11 +1514,6 @@ impl GroupLog {
         }
     }
 
-    /// The log bytes a checkpoint comes after (`Log::plan`).
-    pub(crate) fn checkpoint_bytes(&self) -> u64 {
-        self.lock().log.checkpoint_bytes
-    }
-
     /// Whether a write or sync of the log failed (every later commit fails).
     pub(crate) fn failed(&self) -> bool {
         self.lock().log.failed
