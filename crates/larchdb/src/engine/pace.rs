@@ -19,8 +19,9 @@
 //!   bounds every writer together, as RocksDB's write controller does
 //!   (`delayed_write_rate`).
 //! - A log whose room calls for a durable checkpoint (`commit::durable_checkpoint_due`) gets
-//!   one at once if none runs, without waiting for the log to grow by a checkpoint's bytes: a
-//!   writer paced near the reserve would take long to append them.
+//!   one as soon as none runs and the log has grown by a quarter of a checkpoint's bytes,
+//!   without waiting for all of them: a writer paced near the reserve would take long to
+//!   append them.
 //! - With less than the reserve left (the next record may not fit), the writer waits for
 //!   the running checkpoint to be put in place, or starts one and waits, before its
 //!   transaction starts: a commit that found the log full would otherwise merge the whole
@@ -46,6 +47,9 @@ const PACE_SLEEP_MAX: Duration = Duration::from_millis(4);
 const RESERVE_SEGMENTS_MIN: u64 = 3;
 /// The reserve is this share of a segment (`reserve`).
 const RESERVE_SEGMENT_FRACTION: u64 = 8;
+/// A checkpoint the log's room calls for starts before the log has grown by a checkpoint's
+/// bytes, once it has grown by this share of them (`before_write`).
+const EARLY_CHECKPOINT_FRACTION: u64 = 4;
 /// Each checkpoint's duration counts for this share of the average.
 const DURATION_WEIGHT: f64 = 0.5;
 
@@ -126,10 +130,16 @@ pub(crate) fn before_write(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
         return Ok(());
     }
     let mut p = log.pressure();
-    if guard.checkpoint.is_none() && super::commit::durable_checkpoint_due(shared, p) {
+    if guard.checkpoint.is_none()
+        && super::commit::durable_checkpoint_due(shared, p)
+        && log.since(guard.checkpoint_position) >= p.checkpoint / EARLY_CHECKPOINT_FRACTION
+    {
         // The log needs room back before the checkpoint its growth calls for would start (the
         // writer paced near the reserve appends too slowly to reach it): a checkpoint started
-        // now is made durable, and gives the room back once it is in place.
+        // now is made durable, and gives the room back once it is in place. Not before the
+        // log has grown by a share of a checkpoint's bytes: in a log too small for two
+        // checkpoints, whose room always calls for a durable one, that would be a durable
+        // checkpoint a transaction.
         if checkpoint::start(shared, guard)? {
             p = log.pressure();
         }
