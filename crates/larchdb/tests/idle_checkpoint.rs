@@ -100,6 +100,59 @@ fn an_idle_writer_has_its_overlay_checkpointed() {
     assert!(db.verify_all().unwrap().is_clean());
 }
 
+/// The tree commits this handle's readers read, as its reader list shows them.
+fn reader_tree(db: &Database) -> Vec<u64> {
+    let stats = db.stats().unwrap();
+    stats
+        .reader_list
+        .iter()
+        .filter(|r| r.this_handle)
+        .map(|r| r.txn)
+        .collect()
+}
+
+/// A reader that renews after an idle checkpoint moves to the checkpoint's tree, although no
+/// commit came after it (the same commit id): it no longer reads the merged records through
+/// the overlay (a probe of its table per point read), nor keeps the overlay and the old tree
+/// alive, until the next commit.
+#[test]
+fn a_renewed_reader_moves_to_the_checkpoints_tree() {
+    let (_, _, db) = fresh(50);
+    let mut model = Model::new();
+    // A reader on the overlay: begun before the idle checkpoint (a machine that stalls this
+    // thread past the idle period gets another round).
+    let mut round = 0;
+    let (mut r, last) = loop {
+        round += 1;
+        assert!(round <= 20, "every reader began after the idle checkpoint");
+        let last = puts(&db, &mut model, round * 300, 300, false);
+        let r = db.begin_read().unwrap();
+        assert_eq!(r.id(), last);
+        let pinned = reader_tree(&db);
+        assert_eq!(pinned.len(), 1);
+        if pinned[0] < last {
+            break (r, last);
+        }
+    };
+    assert!(tree_reaches(&db, last), "no idle checkpoint");
+    assert_eq!(db.stats().unwrap().txn, last);
+    r.renew();
+    assert_eq!(r.id(), last, "no commit came");
+    assert_eq!(
+        reader_tree(&db),
+        [last],
+        "the reader kept the overlay's tree"
+    );
+    {
+        let t = r.table("t").unwrap();
+        assert_eq!(t.len().unwrap(), model.len() as u64);
+        assert!(model.iter().all(|(k, v)| t.get(k).unwrap() == Some(&v[..])));
+    }
+    // Nothing newer: renewing again stays.
+    r.renew();
+    assert_eq!(reader_tree(&db), [last]);
+}
+
 /// With the option off the overlay stays (the log's growth has not called for a checkpoint).
 #[test]
 fn with_the_option_off_the_overlay_stays() {

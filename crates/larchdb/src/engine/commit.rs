@@ -153,11 +153,10 @@ pub(crate) fn finish_immediate(
 fn publish(shared: &Shared, published: Arc<Published>, end: u64) {
     let mut rs = shared.read_state();
     if rs.current.txn() < published.txn() {
-        shared.current_txn.store(published.txn(), Ordering::Release);
         if let Some(lock) = shared.lock.as_ref() {
             lock.publish_log(published.txn(), end);
         }
-        rs.current = published;
+        shared.set_current(&mut rs, published);
     }
 }
 
@@ -413,9 +412,9 @@ pub(crate) fn publish_written(
     let old = {
         let mut rs = shared.read_state();
         debug_assert!(txn >= rs.current.txn(), "commits publish in order");
-        let old = std::mem::replace(&mut rs.current, published(written.snap));
-        shared.current_txn.store(txn, Ordering::Release);
-        old
+        let new = published(written.snap);
+        debug_assert_eq!(new.txn(), txn);
+        shared.set_current(&mut rs, new)
     };
     retire(old);
     if let Some(lock) = shared.lock.as_ref() {

@@ -110,6 +110,9 @@ pub(crate) struct Shared {
     pub(crate) read: Mutex<ReadState>,
     /// Txn id of `read.current`, readable without the lock (for `ReadTxn::renew`).
     pub(crate) current_txn: AtomicU64,
+    /// The commit of `read.current`'s tree, readable without the lock: a checkpoint publishes
+    /// a new tree under the same txn id, and `ReadTxn::renew` moves to it (`Shared::newer_than`).
+    pub(crate) current_tree_txn: AtomicU64,
     pub(crate) writer: Mutex<WriterState>,
     pub(crate) boot_id: Option<[u8; 16]>,
     /// The lock file's reader table, for handles on a real file (see `storage/lock.rs`).

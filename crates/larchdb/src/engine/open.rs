@@ -220,6 +220,7 @@ impl Shared {
         Ok(Shared {
             page_bytes: meta.page_bytes,
             current_txn: AtomicU64::new(current.txn()),
+            current_tree_txn: AtomicU64::new(current.tree_txn()),
             read: Mutex::new(ReadState::new(current, follow)),
             writer: Mutex::new(writer),
             storage,

@@ -302,7 +302,10 @@ impl Shared {
                 return None;
             }
         }
-        if rs.current.txn() == held.txn() {
+        // A newer commit, or the same one on a newer tree: a checkpoint's, which reads
+        // through no overlay (readers renewing per operation would otherwise read the
+        // overlay a checkpoint merged, and keep it alive, until the next commit).
+        if rs.current.txn() == held.txn() && rs.current.tree_txn() == held.tree_txn() {
             return None;
         }
         let snap = rs.current.clone();
@@ -363,8 +366,26 @@ impl Shared {
                 lock.published() > held.tree_txn() || lock.log_txn() > held.txn()
             }
             Some(lock) => lock.published() > held.txn(),
-            None => self.current_txn.load(Ordering::Acquire) != held.txn(),
+            // A commit, or a checkpoint's tree under the same commit (whose snapshot reads
+            // no overlay the held one reads).
+            None => {
+                self.current_txn.load(Ordering::Acquire) != held.txn()
+                    || self.current_tree_txn.load(Ordering::Acquire) != held.tree_txn()
+            }
         }
+    }
+
+    /// Makes `published` the snapshot new readers start from (`rs` is this handle's read
+    /// state) and returns the one it replaces.
+    pub(crate) fn set_current(
+        &self,
+        rs: &mut ReadState,
+        published: Arc<Published>,
+    ) -> Arc<Published> {
+        self.current_txn.store(published.txn(), Ordering::Release);
+        self.current_tree_txn
+            .store(published.tree_txn(), Ordering::Release);
+        std::mem::replace(&mut rs.current, published)
     }
 
     /// For a read-only handle beside a writer in another process: makes `rs.current` the
@@ -458,8 +479,7 @@ impl Shared {
         // A follower's new tree with the records after it is at least as new as what it had:
         // both read the same log, up to an end that only grows.
         debug_assert!(fresh.txn() >= current || rs.follow.is_none());
-        self.current_txn.store(fresh.txn(), Ordering::Release);
-        rs.current = fresh;
+        self.set_current(rs, fresh);
         Ok(())
     }
 
@@ -476,8 +496,7 @@ impl Shared {
         let applied = follow.applied;
         let next = follow.catch_up(&rs.current, applied, Some(end), false)?;
         if next.txn() > rs.current.txn() {
-            self.current_txn.store(next.txn(), Ordering::Release);
-            rs.current = next;
+            self.set_current(rs, next);
         }
         Ok(())
     }
