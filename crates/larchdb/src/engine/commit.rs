@@ -432,11 +432,12 @@ pub(crate) fn publish_written(
     }
 }
 
-/// Drops the snapshot a checkpoint replaced. When it was the last to hold the overlay the
-/// checkpoint merged (hundreds of megabytes of arena after a burst of large records), freeing
-/// it takes tens of milliseconds: a thread of its own does it, off the writer's thread and
+/// Drops the snapshot a checkpoint replaced, or one a reader let go of
+/// (`ReadTxn::renew`). When it was the last to hold the overlay the checkpoint merged
+/// (hundreds of megabytes of arena after a burst of large records), freeing it takes tens of
+/// milliseconds: a thread of its own does it, off the writer's or the reader's thread and
 /// outside the read state's lock.
-fn retire(old: Arc<Published>) {
+pub(crate) fn retire(old: Arc<Published>) {
     let last = |o: &Option<Arc<super::overlay::Overlay>>| {
         o.as_ref().is_some_and(|o| Arc::strong_count(o) == 1)
     };

@@ -58,8 +58,9 @@ impl ReadTxn {
             return;
         }
         if let Some(snap) = self.shared.renew_reader(&self.snap) {
-            // The old snapshot (and possibly its mapping) is released outside the lock.
-            let _old = std::mem::replace(&mut self.snap, snap);
+            // The old snapshot (and possibly its mapping) is released outside the lock, and
+            // a merged overlay it was the last to hold off this thread.
+            crate::engine::commit::retire(std::mem::replace(&mut self.snap, snap));
         }
     }
 
