@@ -80,6 +80,15 @@ impl<'t> Upper<'t> {
         self.overlay.is_none() && self.frozen.is_none() && self.batch.is_none()
     }
 
+    /// The table's entry count at the snapshot, if a commit in an overlay changed it.
+    fn count(&self) -> Option<u64> {
+        let overlays = Overlays {
+            active: self.overlay,
+            frozen: self.frozen,
+        };
+        overlays.count(self.table, self.txn)
+    }
+
     /// Keys counted as new by blind writes (`WriteTable::set`) that `in_tree` says the tree
     /// has, in both overlays (a key blind in the frozen one and written again in the active
     /// one was known there, so no key is counted twice).
@@ -100,15 +109,20 @@ impl<'t> Upper<'t> {
                 None => Lookup::Deleted,
             };
         }
-        if let Some(o) = self.overlay {
-            let found = o.get(self.table, key, self.txn);
-            if !matches!(found, Lookup::Absent) {
-                return found;
+        match (self.overlay, self.frozen) {
+            (Some(active), Some(frozen)) => {
+                // Both probes are a cache miss in a large overlay: the frozen one's slot is
+                // asked for first, so that its miss overlaps the active one's.
+                let in_frozen = frozen.hash(self.table, key);
+                frozen.prefetch_hashed(in_frozen);
+                let found = active.get(self.table, key, self.txn);
+                if !matches!(found, Lookup::Absent) {
+                    return found;
+                }
+                frozen.get_hashed(in_frozen, self.table, key, self.txn)
             }
-        }
-        match self.frozen {
-            Some(o) => o.get(self.table, key, self.txn),
-            None => Lookup::Absent,
+            (Some(o), None) | (None, Some(o)) => o.get(self.table, key, self.txn),
+            (None, None) => Lookup::Absent,
         }
     }
 
@@ -472,7 +486,6 @@ pub struct ReadTable<'t> {
     src: &'t Snapshot,
     hdr: TableHeader,
     upper: Upper<'t>,
-    entries: u64,
 }
 
 impl<'t> ReadTable<'t> {
@@ -481,23 +494,15 @@ impl<'t> ReadTable<'t> {
             src,
             hdr,
             upper: Upper::default(),
-            entries: hdr.entries,
         }
     }
 
-    /// A table whose commits since the tree's are in `upper` (the overlay), holding `entries`.
-    pub(crate) fn layered(
-        src: &'t Snapshot,
-        hdr: TableHeader,
-        upper: Upper<'t>,
-        entries: u64,
-    ) -> ReadTable<'t> {
-        ReadTable {
-            src,
-            hdr,
-            upper,
-            entries,
-        }
+    /// A table whose commits since the tree's are in `upper` (the overlay). Its entry count
+    /// is looked up there only when asked (`len`): the count's entry in the overlay gets a
+    /// new version at every commit, so a reader that opened a table per read beside a writer
+    /// read a cache line the writer had just written, twice, per read.
+    pub(crate) fn layered(src: &'t Snapshot, hdr: TableHeader, upper: Upper<'t>) -> ReadTable<'t> {
+        ReadTable { src, hdr, upper }
     }
 
     fn range_of(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool) -> Range<'t> {
@@ -776,7 +781,7 @@ impl<'t> ReadTable<'t> {
         let in_tree = self
             .upper
             .blind_in_tree(|k| Ok(btree::get(src, &hdr, k)?.is_some()))?;
-        uncount(self.entries, in_tree)
+        uncount(self.upper.count().unwrap_or(hdr.entries), in_tree)
     }
 
     /// True if the table has no entries (see [`ReadTable::len`]).

@@ -653,8 +653,19 @@ impl Overlay {
         self.len.load(Ordering::Acquire)
     }
 
-    fn hash(&self, table: u64, key: &[u8]) -> u64 {
+    #[inline]
+    pub(crate) fn hash(&self, table: u64, key: &[u8]) -> u64 {
         key_hash(&self.hasher, table, key)
+    }
+
+    /// Asks the CPU for the slot where the search for a key of hash `hash` starts (a read
+    /// about to probe another overlay first: `table::Upper::get`).
+    #[inline]
+    pub(crate) fn prefetch_hashed(&self, hash: u64) {
+        // SAFETY: as in `get`: the pointer names a table the overlay owns while it lives.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        let i = hash as usize & (slots.slots.len() - 1);
+        prefetch(&slots.slots[i] as *const Slot as *const u8);
     }
 
     /// Asks the CPU for the slot where `(table, key)`'s search starts, so that the commit
@@ -665,10 +676,7 @@ impl Overlay {
     /// to arrive.
     #[inline]
     pub(crate) fn prefetch_slot(&self, table: u64, key: &[u8]) {
-        // SAFETY: as in `get`: the pointer names a table the overlay owns while it lives.
-        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        let i = self.hash(table, key) as usize & (slots.slots.len() - 1);
-        prefetch(&slots.slots[i] as *const Slot as *const u8);
+        self.prefetch_hashed(self.hash(table, key));
     }
 
     /// The entry of `(table, key)` in `slots`, or the index of the empty slot where it would
@@ -703,11 +711,17 @@ impl Overlay {
 
     /// The version of `(table, key)` visible at snapshot `txn`: the newest written by a commit
     /// no later than `txn`.
+    #[inline]
     pub(crate) fn get(&self, table: u64, key: &[u8], txn: u64) -> Lookup<'_> {
+        self.get_hashed(self.hash(table, key), table, key, txn)
+    }
+
+    /// `get`, with the key's hash (`hash`) already made.
+    pub(crate) fn get_hashed(&self, hash: u64, table: u64, key: &[u8], txn: u64) -> Lookup<'_> {
         // SAFETY: the table pointer always names a table boxed in `owned` (retired tables are
         // kept too), published with a release store.
         let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        let Ok(entry) = self.find(slots, self.hash(table, key), table, key) else {
+        let Ok(entry) = self.find(slots, hash, table, key) else {
             return Lookup::Absent;
         };
         // SAFETY: as in `find`.

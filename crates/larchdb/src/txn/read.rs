@@ -114,9 +114,8 @@ impl ReadTxn {
         let txn = self.snap.txn();
         let id = self.snap.catalog.table_id(snap, name.as_bytes())?;
         let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
-        let entries = overlays.count(id, txn).unwrap_or(hdr.entries);
         let upper = Upper::new(overlays, None, id, txn);
-        Ok(ReadTable::layered(snap, hdr, upper, entries))
+        Ok(ReadTable::layered(snap, hdr, upper))
     }
 
     /// The default table ([`crate::DEFAULT_TABLE`]): the one [`crate::Database::get`] reads.
