@@ -309,8 +309,11 @@ impl Shared {
             return None;
         }
         let snap = rs.current.clone();
-        *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
-        self.unregister_reader(&mut rs, held.tree_txn());
+        // Readers are registered by their tree: a commit through the log keeps it.
+        if snap.tree_txn() != held.tree_txn() {
+            *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
+            self.unregister_reader(&mut rs, held.tree_txn());
+        }
         Some(snap)
     }
 
