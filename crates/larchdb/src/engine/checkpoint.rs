@@ -68,9 +68,9 @@ struct Checkpointed {
 type Recount = (u64, u64, u64);
 
 impl Running {
-    /// How long it has been running.
-    pub(crate) fn elapsed(&self) -> std::time::Duration {
-        self.started.elapsed()
+    /// When it started.
+    pub(crate) fn started(&self) -> std::time::Instant {
+        self.started
     }
 
     /// Whether the checkpoint is written (`finish` then waits for nothing).

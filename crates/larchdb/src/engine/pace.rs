@@ -68,6 +68,16 @@ pub(crate) struct Pacer {
     /// When the writer, at its allowed rate, may start its next transaction (a virtual clock:
     /// a writer slower than its rate earns no credit, `delay` starts it from now).
     until: Option<Instant>,
+    /// How far `until` can be ahead of the clock, at most: its lead at the last reading of the
+    /// clock, less the sleep then, plus the steps since. While that is under `PACE_SLEEP_MIN`
+    /// no transaction owes a sleep, and `delay` reads no clock: far from a full log that is
+    /// every transaction, and the two clock reads were a few percent of a one-put commit.
+    /// The steps taken meanwhile are added to `until` without the no-credit rule, which the
+    /// next reading applies: a slow writer's credit is under `PACE_SLEEP_MIN` a reading.
+    lead: Duration,
+    /// How long the running checkpoint had run at the last reading of the clock: the steps
+    /// between readings use it (it only grows, and the next reading corrects it).
+    running_seen: Option<f64>,
 }
 
 impl Pacer {
@@ -91,30 +101,46 @@ impl Pacer {
     }
 
     /// How long the writer sleeps before its next transaction, the log being as `p` says;
-    /// `running`: how long the checkpoint running now has run, if one does (one slower than
-    /// the ones before slows the writer while it runs, not once it is done).
+    /// `started`: when the checkpoint running now started, if one runs (one slower than the
+    /// ones before slows the writer while it runs, not once it is done); `now` reads the
+    /// clock, which is done only when a sleep may be owed (`lead`).
     pub(crate) fn delay(
         &mut self,
         p: Pressure,
-        running: Option<Duration>,
-        now: Instant,
+        started: Option<Instant>,
+        now: impl FnOnce() -> Instant,
     ) -> Option<Duration> {
         let bytes = self.appended.map_or(0, |a| p.appended.saturating_sub(a));
         self.appended = Some(p.appended);
-        let duration = self.duration?.max(self.durable.unwrap_or(0.0));
-        let duration = running.map_or(duration, |r| duration.max(r.as_secs_f64()));
-        // Bytes a second at which the room left before the reserve lasts the horizon.
+        let average = self.duration?.max(self.durable.unwrap_or(0.0));
+        // Bytes a second at which the room left before the reserve lasts the horizon; the
+        // time `bytes` take at that rate.
         let room = p.room_left().saturating_sub(reserve(p));
-        let rate = room as f64 / (duration * PACE_HORIZON).max(1e-3);
-        let step = if rate > 0.0 {
-            Duration::from_secs_f64((bytes as f64 / rate).min(1.0))
-        } else {
-            PACE_SLEEP_MAX
+        let step = |running: Option<f64>| {
+            let duration = running.map_or(average, |r| average.max(r));
+            let rate = room as f64 / (duration * PACE_HORIZON).max(1e-3);
+            if rate > 0.0 {
+                Duration::from_secs_f64((bytes as f64 / rate).min(1.0))
+            } else {
+                PACE_SLEEP_MAX
+            }
         };
-        let until = self.until.map_or(now, |u| u.max(now)) + step;
+        let skipped = step(started.and(self.running_seen));
+        let lead = self.lead + skipped;
+        if lead < PACE_SLEEP_MIN {
+            self.lead = lead;
+            self.until = self.until.map(|u| u + skipped);
+            return None;
+        }
+        let now = now();
+        let running = started.map(|s| now.saturating_duration_since(s).as_secs_f64());
+        self.running_seen = running;
+        let until = self.until.map_or(now, |u| u.max(now)) + step(running);
         self.until = Some(until);
         let ahead = until - now;
-        (ahead >= PACE_SLEEP_MIN).then(|| ahead.min(PACE_SLEEP_MAX))
+        let sleep = (ahead >= PACE_SLEEP_MIN).then(|| ahead.min(PACE_SLEEP_MAX));
+        self.lead = ahead - sleep.unwrap_or_default();
+        sleep
     }
 }
 
@@ -159,8 +185,8 @@ pub(crate) fn before_write(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
             .fetch_add(micros(waited.elapsed()), Ordering::Relaxed);
         p = log.pressure();
     }
-    let running = guard.checkpoint.as_ref().map(|r| r.elapsed());
-    if let Some(sleep) = guard.pacer.delay(p, running, Instant::now()) {
+    let started = guard.checkpoint.as_ref().map(|r| r.started());
+    if let Some(sleep) = guard.pacer.delay(p, started, Instant::now) {
         std::thread::sleep(sleep);
         shared
             .counters
@@ -220,7 +246,7 @@ mod tests {
     fn nothing_is_paced_before_a_checkpoint_was_timed() {
         let mut p = Pacer::default();
         let now = Instant::now();
-        assert_eq!(p.delay(pressure(90 * MB, 99 * MB), None, now), None);
+        assert_eq!(p.delay(pressure(90 * MB, 99 * MB), None, || now), None);
     }
 
     /// The log kept when 40 MB are left past the reserve (1.25 MB) of the 100 MB ring.
@@ -234,35 +260,64 @@ mod tests {
         let mut p = Pacer::default();
         p.observe(10 * MB, Duration::from_millis(500), false);
         let now = Instant::now();
-        assert_eq!(p.delay(pressure(50 * MB, KEPT_40_LEFT), None, now), None);
+        assert_eq!(p.delay(pressure(50 * MB, KEPT_40_LEFT), None, || now), None);
         assert_eq!(
-            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, now),
+            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, || now),
             Some(PACE_SLEEP_MAX)
         );
         let later = now + Duration::from_micros(10_500);
         let left = p
-            .delay(pressure(51 * MB, KEPT_40_LEFT), None, later)
+            .delay(pressure(51 * MB, KEPT_40_LEFT), None, || later)
             .unwrap();
         assert!(close(left, Duration::from_millis(2)), "{left:?}");
         // With 95 MB left, 93.75 MB/0.5 s: a 16 KB record is 83 us, under the shortest
         // sleep, carried.
         let mut q = Pacer::default();
         q.observe(10 * MB, Duration::from_millis(500), false);
-        q.delay(pressure(0, 5 * MB), None, now);
-        assert_eq!(q.delay(pressure(MB / 64, 5 * MB), None, now), None);
-        let until = q.until.unwrap() - now;
+        q.delay(pressure(0, 5 * MB), None, || now);
+        assert_eq!(q.delay(pressure(MB / 64, 5 * MB), None, || now), None);
         assert!(
-            close(until, Duration::from_secs_f64(1.0 / 64.0 / 187.5)),
-            "{until:?}"
+            close(q.lead, Duration::from_secs_f64(1.0 / 64.0 / 187.5)),
+            "{:?}",
+            q.lead
         );
         // Nothing left past the reserve: the longest sleep for any write.
         let mut r = Pacer::default();
         r.observe(10 * MB, Duration::from_millis(500), false);
-        r.delay(pressure(0, 100 * MB - MB * 5 / 4), None, now);
+        r.delay(pressure(0, 100 * MB - MB * 5 / 4), None, || now);
         assert_eq!(
-            r.delay(pressure(1, 100 * MB - MB * 5 / 4), None, now),
+            r.delay(pressure(1, 100 * MB - MB * 5 / 4), None, || now),
             Some(PACE_SLEEP_MAX)
         );
+    }
+
+    #[test]
+    fn the_clock_is_read_only_when_a_sleep_may_be_owed() {
+        // 93.75 MB left past the reserve, checkpoints of 0.5 s: a 16 KB record is 83 us at
+        // that rate. Two owe less than the shortest sleep together, and read no clock; the
+        // third may owe 250 us, and reads it (and owes 83 us: the steps before the first
+        // reading start nothing). A 1 MB record then owes 5.3 ms, read and slept.
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500), false);
+        let now = Instant::now();
+        let reads = std::cell::Cell::new(0);
+        let clock = || {
+            reads.set(reads.get() + 1);
+            now
+        };
+        for i in 0..4 {
+            assert_eq!(p.delay(pressure(i * MB / 64, 5 * MB), None, clock), None);
+            assert_eq!(reads.get(), u32::from(i == 3), "transaction {i}");
+        }
+        assert!(close(p.lead, Duration::from_micros(83)), "{:?}", p.lead);
+        assert_eq!(
+            p.delay(pressure(3 * MB / 64 + MB, 5 * MB), None, clock),
+            Some(PACE_SLEEP_MAX)
+        );
+        assert_eq!(reads.get(), 2);
+        // What was not slept is the lead the next transactions start from.
+        let owed = Duration::from_secs_f64((1.0 + 1.0 / 64.0) / 187.5);
+        assert!(close(p.lead, owed - PACE_SLEEP_MAX), "{:?}", p.lead);
     }
 
     #[test]
@@ -270,11 +325,11 @@ mod tests {
         let mut p = Pacer::default();
         p.observe(10 * MB, Duration::from_millis(500), false);
         let now = Instant::now();
-        p.delay(pressure(50 * MB, KEPT_40_LEFT), None, now);
+        p.delay(pressure(50 * MB, KEPT_40_LEFT), None, || now);
         // A second later (far slower than the rate), a 1 MB burst is still paced from now.
         let later = now + Duration::from_secs(1);
         assert_eq!(
-            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, later),
+            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, || later),
             Some(PACE_SLEEP_MAX)
         );
         let until = p.until.unwrap() - later;
@@ -287,9 +342,9 @@ mod tests {
         let mut p = Pacer::default();
         p.observe(10 * MB, Duration::from_millis(500), false);
         let now = Instant::now();
-        let running = Some(Duration::from_secs(2));
-        p.delay(pressure(50 * MB, KEPT_40_LEFT), running, now);
-        p.delay(pressure(51 * MB, KEPT_40_LEFT), running, now);
+        let running = now.checked_sub(Duration::from_secs(2));
+        p.delay(pressure(50 * MB, KEPT_40_LEFT), running, || now);
+        p.delay(pressure(51 * MB, KEPT_40_LEFT), running, || now);
         let until = p.until.unwrap() - now;
         assert!(close(until, Duration::from_millis(50)), "{until:?}");
         // Durable checkpoints of 1 s among unsynced ones: 40 MB must last 1 s.
@@ -298,8 +353,8 @@ mod tests {
         for _ in 0..10 {
             q.observe(10 * MB, Duration::from_millis(100), false);
         }
-        q.delay(pressure(50 * MB, KEPT_40_LEFT), None, now);
-        q.delay(pressure(51 * MB, KEPT_40_LEFT), None, now);
+        q.delay(pressure(50 * MB, KEPT_40_LEFT), None, || now);
+        q.delay(pressure(51 * MB, KEPT_40_LEFT), None, || now);
         let until = q.until.unwrap() - now;
         assert!(close(until, Duration::from_millis(25)), "{until:?}");
     }
