@@ -1320,15 +1320,6 @@ fn file_offset(segment_bytes: u64, segments: u64, position: u64) -> u64 {
 /// syncs (`GroupLog::sync_to_gathering`).
 const GATHER_YIELDS_MAX: u32 = 16;
 
-/// The log shared by committing threads, for group commit: a commit appends its record under
-/// the writer's lock, lets the lock go, and waits in `sync_to_gathering` until its record is
-/// durable. The
-/// first waiter becomes the leader: it takes every record appended so far, writes and syncs
-/// them without holding the log, and wakes the others; those whose records it covered return,
-/// the rest elect the next leader, which takes what was appended meanwhile. So one sync serves
-/// every commit that was waiting, and the next transaction runs while the log is flushed
-/// (RocksDB's write group, without its pipelining). A failed write or sync fails every waiter
-/// and every later call (`Error::Poisoned`).
 /// How full the log is (`GroupLog::pressure`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pressure {
@@ -1358,6 +1349,15 @@ impl Pressure {
     }
 }
 
+/// The log shared by committing threads, for group commit: a commit appends its record under
+/// the writer's lock, lets the lock go, and waits in `sync_to_gathering` until its record is
+/// durable. The
+/// first waiter becomes the leader: it takes every record appended so far, writes and syncs
+/// them without holding the log, and wakes the others; those whose records it covered return,
+/// the rest elect the next leader, which takes what was appended meanwhile. So one sync serves
+/// every commit that was waiting, and the next transaction runs while the log is flushed
+/// (RocksDB's write group, without its pipelining). A failed write or sync fails every waiter
+/// and every later call (`Error::Poisoned`).
 pub(crate) struct GroupLog {
     state: std::sync::Mutex<GroupState>,
     flushed: std::sync::Condvar,

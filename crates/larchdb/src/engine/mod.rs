@@ -87,7 +87,7 @@ pub(crate) struct WriterState {
     /// commit, a checkpoint) first waits until it is durable, so that readers never see an
     /// `Immediate` commit before it is durable (`commit::publish_pending`).
     pub(crate) pending: Option<(Arc<readers::Published>, u64)>,
-    /// How fast the checkpoints drain the log, and the writer's debt (`pace`).
+    /// How long checkpoints take, and the writer's debt (`pace`).
     pub(crate) pacer: pace::Pacer,
 }
 
