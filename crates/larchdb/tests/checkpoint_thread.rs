@@ -158,9 +158,11 @@ fn readers_on_other_threads_see_whole_commits_across_checkpoints() {
     let db = Arc::new(Database::open(dir.path().join("db"), options(true)).unwrap());
     common::create_table(&db, "t");
     let stop = Arc::new(AtomicBool::new(false));
+    // Snapshots each reader checked: the writer goes on until both have checked some.
+    let checked: Arc<[std::sync::atomic::AtomicU64; 2]> = Arc::default();
     let readers: Vec<_> = (0..2)
-        .map(|_| {
-            let (db, stop) = (db.clone(), stop.clone());
+        .map(|i| {
+            let (db, stop, checked) = (db.clone(), stop.clone(), checked.clone());
             std::thread::spawn(move || {
                 let mut seen = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -189,6 +191,7 @@ fn readers_on_other_threads_see_whole_commits_across_checkpoints() {
                         }
                     }
                     seen += 1;
+                    checked[i].fetch_add(1, Ordering::Relaxed);
                 }
                 seen
             })
@@ -196,7 +199,13 @@ fn readers_on_other_threads_see_whole_commits_across_checkpoints() {
         .collect();
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let mut live = BTreeSet::new();
-    for _ in 0..4000 {
+    // 4,000 commits at least, and on until each reader has checked 20 snapshots (a loaded
+    // machine may leave the readers' threads waiting).
+    for n in 0u64.. {
+        if n >= 4000 && checked.iter().all(|c| c.load(Ordering::Relaxed) >= 20) {
+            break;
+        }
+        assert!(n < 2_000_000, "the readers made no progress");
         let mut w = db.begin_write().unwrap();
         let id = w.id();
         let mut t = w.table("t").unwrap();
@@ -218,6 +227,111 @@ fn readers_on_other_threads_see_whole_commits_across_checkpoints() {
         assert!(r.join().unwrap() > 0);
     }
     assert!(db.verify_all().unwrap().is_clean());
+}
+
+/// Readers that keep one transaction and renew it (as LMDB's reset and renew) while the
+/// writer commits through the log and the thread checkpoints. A renew moves either by the
+/// commit id alone (commits into the overlay the reader already reads) or to a new snapshot
+/// (a checkpoint's tree, a new overlay): either way the transaction reads the commit it names
+/// (key "last" holds the id of the commit that wrote it: the newest one the transaction reads
+/// is at most its id, and no commit of the writer's lies between the two; checkpoints make
+/// commits of their own, which write no "last"), never goes back, and sees every commit that
+/// returned before the renew began.
+#[test]
+fn renewed_readers_see_each_commit_exactly_across_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Database::open(dir.path().join("db"), options(true)).unwrap());
+    common::create_table(&db, "t");
+    let stop = Arc::new(AtomicBool::new(false));
+    let committed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    // Renews that moved, by each reader: the writer goes on until there are enough.
+    let moves: Arc<[std::sync::atomic::AtomicU64; 2]> = Arc::default();
+    let readers: Vec<_> = (0..2)
+        .map(|i| {
+            let (db, stop, committed) = (db.clone(), stop.clone(), committed.clone());
+            let (ids, moves) = (ids.clone(), moves.clone());
+            std::thread::spawn(move || {
+                let mut r = db.begin_read().unwrap();
+                let (mut renews, mut moved) = (0u64, 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    let before = r.id();
+                    let returned = committed.load(Ordering::Acquire);
+                    r.renew();
+                    let id = r.id();
+                    assert!(id >= before, "renew went back from {before} to {id}");
+                    assert!(
+                        id >= returned,
+                        "commit {returned} returned, renew gave {id}"
+                    );
+                    if id > before {
+                        moved += 1;
+                        moves[i].fetch_add(1, Ordering::Relaxed);
+                    }
+                    let t = match r.table("t") {
+                        Ok(t) => t,
+                        Err(larchdb::Error::TableNotFound(_)) => continue,
+                        Err(e) => panic!("{e}"),
+                    };
+                    let last = t.get(b"last").unwrap().map_or(0, |v| {
+                        u64::from_le_bytes(v.try_into().expect("an 8-byte id"))
+                    });
+                    assert!(last <= id, "snapshot {id} reads commit {last}'s last");
+                    let ids = ids.lock().unwrap();
+                    let next = ids[ids.partition_point(|&c| c <= last)..].first();
+                    if let Some(&c) = next {
+                        assert!(c > id, "snapshot {id} reads {last}'s last, not {c}'s");
+                    }
+                    drop(ids);
+                    let sum = t.get(b"sum").unwrap().map_or(0, |v| {
+                        u64::from_le_bytes(v.try_into().expect("an 8-byte sum"))
+                    });
+                    let entries = t.len().unwrap();
+                    let fixed = u64::from(last != 0) + u64::from(sum != 0 || last != 0);
+                    if last != 0 {
+                        assert_eq!(sum + fixed, entries, "snapshot {id}: sum against len");
+                    }
+                    renews += 1;
+                }
+                (renews, moved)
+            })
+        })
+        .collect();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let mut live = BTreeSet::new();
+    // 4,000 commits at least, and on until each reader has moved 100 times and 5
+    // checkpoints were made (a loaded machine may leave the readers' threads waiting).
+    for n in 0u64.. {
+        if n >= 4000
+            && n % 500 == 0
+            && moves.iter().all(|m| m.load(Ordering::Relaxed) >= 100)
+            && db.stats().unwrap().commits.checkpoints >= 5
+        {
+            break;
+        }
+        assert!(n < 2_000_000, "the readers made no progress");
+        let mut w = db.begin_write().unwrap();
+        let id = w.id();
+        let mut t = w.table("t").unwrap();
+        let k = key(rng.gen_range(0..800));
+        if rng.gen_bool(0.3) {
+            t.delete(&k).unwrap();
+            live.remove(&k);
+        } else {
+            t.set(&k, &[9; 20]).unwrap();
+            live.insert(k);
+        }
+        t.set(b"sum", &(live.len() as u64).to_le_bytes()).unwrap();
+        t.set(b"last", &id.to_le_bytes()).unwrap();
+        w.commit().unwrap();
+        ids.lock().unwrap().push(id);
+        committed.store(id, Ordering::Release);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        let (renews, moved) = r.join().unwrap();
+        assert!(renews > 0 && moved > 0, "{renews} renews, {moved} moved");
+    }
 }
 
 /// A process crash and a power loss at points spread over a workload whose checkpoints run

@@ -875,7 +875,14 @@ impl Log {
         if self.sink.map.is_none() || self.sink.extent.len() >= end.saturating_add(chunk) {
             return;
         }
-        let want = end.saturating_add(2 * chunk).min(self.sink.extent.total);
+        // Two chunks past `end`, rounded up to a chunk's end: the same for every record in
+        // a chunk, so that a grower still writing the last chunk asked for is not asked
+        // again (a lock and a wake) at every append.
+        let want = end
+            .saturating_add(2 * chunk)
+            .div_ceil(chunk)
+            .saturating_mul(chunk)
+            .min(self.sink.extent.total);
         if want <= self.grow_asked || want <= self.sink.extent.len() {
             return;
         }

@@ -113,6 +113,9 @@ pub(crate) struct Shared {
     /// The commit of `read.current`'s tree, readable without the lock: a checkpoint publishes
     /// a new tree under the same txn id, and `ReadTxn::renew` moves to it (`Shared::newer_than`).
     pub(crate) current_tree_txn: AtomicU64,
+    /// `read.shape`, readable without the lock: a reader whose snapshot has this shape moves
+    /// to the commit `current_txn` names by taking its number alone (`ReadTxn::renew`).
+    pub(crate) current_shape: AtomicU64,
     pub(crate) writer: Mutex<WriterState>,
     pub(crate) boot_id: Option<[u8; 16]>,
     /// The lock file's reader table, for handles on a real file (see `storage/lock.rs`).

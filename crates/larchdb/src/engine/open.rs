@@ -221,6 +221,7 @@ impl Shared {
             page_bytes: meta.page_bytes,
             current_txn: AtomicU64::new(current.txn()),
             current_tree_txn: AtomicU64::new(current.tree_txn()),
+            current_shape: AtomicU64::new(super::readers::SHAPE_FIRST),
             read: Mutex::new(ReadState::new(current, follow)),
             writer: Mutex::new(writer),
             storage,

@@ -118,6 +118,11 @@ impl Published {
 /// Readers and the snapshot they start from.
 pub(crate) struct ReadState {
     pub(crate) current: Arc<Published>,
+    /// Changes whenever `current` is replaced by a snapshot that differs from it in more than
+    /// its commit id: another tree, catalog or overlay (`Shared::set_current`). Snapshots of
+    /// one shape differ only in the commits they see in the same overlay, so a reader on one
+    /// of them reads a later one's commit by taking its number (`Shared::txn_in_shape`).
+    pub(crate) shape: u64,
     /// Snapshot txn -> number of live read transactions on it.
     pub(crate) readers: BTreeMap<u64, usize>,
     /// For a read-only handle registered in the lock file: where it is in the log of a
@@ -129,9 +134,15 @@ impl ReadState {
     pub(crate) fn new(current: Arc<Published>, follow: Option<Follower>) -> ReadState {
         ReadState {
             current,
+            shape: SHAPE_FIRST,
             readers: BTreeMap::new(),
             follow,
         }
+    }
+
+    /// The current snapshot and its shape.
+    pub(crate) fn current(&self) -> (Arc<Published>, u64) {
+        (self.current.clone(), self.shape)
     }
 
     /// Oldest snapshot that a live reader of this handle holds, if any.
@@ -139,6 +150,11 @@ impl ReadState {
         self.readers.keys().next().copied()
     }
 }
+
+/// The shape of a handle's first snapshot (`ReadState::shape`); 0 is no shape (a reader on a
+/// snapshot it was given: `Shared::register_reader_on`).
+pub(crate) const SHAPE_FIRST: u64 = 1;
+pub(crate) const SHAPE_NONE: u64 = 0;
 
 /// A read-only handle's place in the log of the writer (in another process) it follows:
 /// commits through the log reach its readers when the writer publishes them in the lock file
@@ -246,16 +262,16 @@ impl Shared {
         }
     }
 
-    /// Registers a reader on the newest committed snapshot and returns it.
+    /// Registers a reader on the newest committed snapshot and returns it, with its shape.
     #[inline]
-    pub(crate) fn register_reader(&self) -> Result<Arc<Published>> {
+    pub(crate) fn register_reader(&self) -> Result<(Arc<Published>, u64)> {
         let mut rs = self.read_state();
         if let Some(lock) = self.shared_reader() {
             self.refresh_shared(&mut rs, lock)?;
         }
-        let snap = rs.current.clone();
+        let (snap, shape) = rs.current();
         *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
-        Ok(snap)
+        Ok((snap, shape))
     }
 
     /// Registers a reader on `snap`, a snapshot the writer holds (a write transaction's base):
@@ -285,12 +301,13 @@ impl Shared {
         }
     }
 
-    /// Moves a reader registered on `held` to the newest committed snapshot, if there is a
-    /// newer one: returns it, or `None` to stay. Callers check `newer_than` first (one atomic
-    /// load, no lock) and call this only when it is true. On a read-only handle beside a
+    /// Moves a reader registered on `held`, reading its overlay up to commit `txn`, to the
+    /// newest committed snapshot, if there is a newer one: returns it with its shape, or
+    /// `None` to stay. Callers check `newer_than` first (atomic loads, no lock) and call this
+    /// only when it is true. On a read-only handle beside a
     /// writer in another process, if the newest snapshot cannot be read (an I/O error), the
     /// reader stays on `held`, which remains valid.
-    pub(crate) fn renew_reader(&self, held: &Published) -> Option<Arc<Published>> {
+    pub(crate) fn renew_reader(&self, held: &Published, txn: u64) -> Option<(Arc<Published>, u64)> {
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             // The handle is closed: its state follows no writer any more.
             return None;
@@ -305,16 +322,16 @@ impl Shared {
         // A newer commit, or the same one on a newer tree: a checkpoint's, which reads
         // through no overlay (readers renewing per operation would otherwise read the
         // overlay a checkpoint merged, and keep it alive, until the next commit).
-        if rs.current.txn() == held.txn() && rs.current.tree_txn() == held.tree_txn() {
+        if rs.current.txn() == txn && rs.current.tree_txn() == held.tree_txn() {
             return None;
         }
-        let snap = rs.current.clone();
+        let (snap, shape) = rs.current();
         // Readers are registered by their tree: a commit through the log keeps it.
         if snap.tree_txn() != held.tree_txn() {
             *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
             self.unregister_reader(&mut rs, held.tree_txn());
         }
-        Some(snap)
+        Some((snap, shape))
     }
 
     /// For the writer starting a transaction: the newest published snapshot.
@@ -357,25 +374,44 @@ impl Shared {
         Ok(())
     }
 
-    /// Whether a writer may have published a snapshot newer than `held`, seen without a lock:
-    /// for a read-only handle beside a writer in another process, a commit with a newer tree,
-    /// or a commit through the log past `held`'s.
+    /// Whether a writer may have published a snapshot newer than `held` read up to commit
+    /// `txn`, seen without a lock: for a read-only handle beside a writer in another process,
+    /// a commit with a newer tree, or a commit through the log past `txn`.
     #[inline]
-    pub(crate) fn newer_than(&self, held: &Published) -> bool {
+    pub(crate) fn newer_than(&self, held: &Published, txn: u64) -> bool {
         match self.shared_reader() {
             // A read-only handle follows the log: a newer tree (a tree is never newer than its
             // snapshot), or a commit through the log past the snapshot.
             Some(lock) if self.options.read_only => {
-                lock.published() > held.tree_txn() || lock.log_txn() > held.txn()
+                lock.published() > held.tree_txn() || lock.log_txn() > txn
             }
-            Some(lock) => lock.published() > held.txn(),
+            Some(lock) => lock.published() > txn,
             // A commit, or a checkpoint's tree under the same commit (whose snapshot reads
             // no overlay the held one reads).
             None => {
-                self.current_txn.load(Ordering::Acquire) != held.txn()
+                self.current_txn.load(Ordering::Acquire) != txn
                     || self.current_tree_txn.load(Ordering::Acquire) != held.tree_txn()
             }
         }
+    }
+
+    /// The newest commit, if its snapshot has the shape `shape` (`ReadState::shape`): a
+    /// reader on a snapshot of that shape reads it by reading its overlay up to that commit,
+    /// with two atomic loads and no lock. `None` for another shape, and on handles whose
+    /// readers follow another process's writer (`shared_reader`).
+    ///
+    /// `set_current` stores the shape before the commit id, and this loads them in the other
+    /// order, so a commit id read here that a snapshot of a newer shape published comes with
+    /// that shape (or a newer one), never with the old: the id is taken only with the shape
+    /// of the snapshot that published it, whose overlay holds the commit (inserted before it
+    /// was published).
+    #[inline]
+    pub(crate) fn txn_in_shape(&self, shape: u64) -> Option<u64> {
+        if shape == SHAPE_NONE || self.shared_reader().is_some() {
+            return None;
+        }
+        let txn = self.current_txn.load(Ordering::Acquire);
+        (self.current_shape.load(Ordering::Acquire) == shape).then_some(txn)
     }
 
     /// Makes `published` the snapshot new readers start from (`rs` is this handle's read
@@ -385,6 +421,20 @@ impl Shared {
         rs: &mut ReadState,
         published: Arc<Published>,
     ) -> Arc<Published> {
+        let cur = &rs.current;
+        let same = |a: Option<&Arc<Overlay>>, b: Option<&Arc<Overlay>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        let same_shape = Arc::ptr_eq(&cur.snap, &published.snap)
+            && Arc::ptr_eq(&cur.catalog, &published.catalog)
+            && same(cur.overlay.as_ref(), published.overlay.as_ref())
+            && same(cur.frozen.as_ref(), published.frozen.as_ref());
+        if !same_shape {
+            // Before the commit id: see `txn_in_shape`.
+            rs.shape += 1;
+            self.current_shape.store(rs.shape, Ordering::Release);
+        }
         self.current_txn.store(published.txn(), Ordering::Release);
         self.current_tree_txn
             .store(published.tree_txn(), Ordering::Release);

@@ -1,7 +1,7 @@
 //! The read transaction.
 
 use crate::engine::catalog::{self, check_name};
-use crate::engine::readers::Published;
+use crate::engine::readers::{Published, SHAPE_NONE};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::pager::{Snapshot, TableHeader};
@@ -16,18 +16,33 @@ use std::sync::Arc;
 pub struct ReadTxn {
     shared: Arc<Shared>,
     snap: Arc<Published>,
+    /// The commit this transaction sees: `snap`'s, or a later one of the same shape (same
+    /// tree and overlays), which `renew` moves to without taking a new snapshot.
+    txn: u64,
+    /// `snap`'s shape (`ReadState::shape`), or `SHAPE_NONE`.
+    shape: u64,
 }
 
 impl ReadTxn {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<ReadTxn> {
-        let snap = shared.register_reader()?;
-        Ok(ReadTxn { shared, snap })
+        let (snap, shape) = shared.register_reader()?;
+        Ok(ReadTxn {
+            shared,
+            txn: snap.txn(),
+            snap,
+            shape,
+        })
     }
 
     /// A read transaction on `snap`, registered (`Shared::register_reader_on`).
     pub(crate) fn on(shared: Arc<Shared>, snap: Arc<Published>) -> ReadTxn {
         shared.register_reader_on(&snap);
-        ReadTxn { shared, snap }
+        ReadTxn {
+            shared,
+            txn: snap.txn(),
+            snap,
+            shape: SHAPE_NONE,
+        }
     }
 
     pub(crate) fn snapshot(&self) -> &Snapshot {
@@ -35,8 +50,10 @@ impl ReadTxn {
     }
 
     /// Moves this transaction to the newest committed snapshot, like LMDB's
-    /// `mdb_txn_reset` + `mdb_txn_renew`. Costs one atomic load when nothing was committed
-    /// since; otherwise the same short registration as `begin_read`. On a read-only handle
+    /// `mdb_txn_reset` + `mdb_txn_renew`. Costs two atomic loads when nothing was committed
+    /// since, or when the commits since went through the log into the overlay this
+    /// transaction already reads (it then reads up to the newest of them); otherwise (a
+    /// checkpoint's new tree, a new overlay) the same short registration as `begin_read`. On a read-only handle
     /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
     /// error), the transaction stays on its current snapshot, which remains valid. After its
     /// [`crate::Database`] is dropped, it stays where it is.
@@ -54,10 +71,17 @@ impl ReadTxn {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn renew(&mut self) {
-        if !self.shared.newer_than(&self.snap) {
+        if let Some(txn) = self.shared.txn_in_shape(self.shape) {
+            // Commits go only forward; the check keeps a stale load from moving back.
+            self.txn = self.txn.max(txn);
             return;
         }
-        if let Some(snap) = self.shared.renew_reader(&self.snap) {
+        if !self.shared.newer_than(&self.snap, self.txn) {
+            return;
+        }
+        if let Some((snap, shape)) = self.shared.renew_reader(&self.snap, self.txn) {
+            self.txn = snap.txn();
+            self.shape = shape;
             // The old snapshot (and possibly its mapping) is released outside the lock, and
             // a merged overlay it was the last to hold off this thread.
             crate::engine::commit::retire(std::mem::replace(&mut self.snap, snap));
@@ -75,7 +99,7 @@ impl ReadTxn {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn id(&self) -> u64 {
-        self.snap.txn()
+        self.txn
     }
 
     /// Opens a table for reading.
@@ -111,7 +135,7 @@ impl ReadTxn {
         let overlays = self.snap.overlays();
         // Commits since the tree's are in the overlay: the table's number there, and its
         // entry count at this snapshot.
-        let txn = self.snap.txn();
+        let txn = self.txn;
         let id = self.snap.catalog.table_id(snap, name.as_bytes())?;
         let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
         let upper = Upper::new(overlays, None, id, txn);
