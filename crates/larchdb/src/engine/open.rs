@@ -317,6 +317,9 @@ struct Decoder<'s> {
     snap: &'s Snapshot,
     catalog: &'s CatalogCache,
     tables: HashMap<&'s [u8], (u64, TableHeader)>,
+    /// The table the last record named first (most records name the one table most
+    /// commits write): found without hashing its name.
+    last: Option<(&'s [u8], u64, TableHeader)>,
     txn: u64,
 }
 
@@ -331,27 +334,12 @@ impl<'s> Decoder<'s> {
         self.txn = rec.txn;
         let mut out = Vec::new();
         for t in batch::decode(&rec.body, rec.position)? {
-            let (id, hdr) = match self.tables.entry(t.name) {
-                Entry::Occupied(e) => *e.get(),
-                Entry::Vacant(e) => {
-                    let snap = self.snap;
-                    let name = std::str::from_utf8(t.name).ok();
-                    let found = match name {
-                        Some(n) => catalog::lookup(snap, &snap.meta.catalog, n)?,
-                        None => None,
-                    };
-                    let (Some((hdr, _)), Some(id)) = (found, self.catalog.table_id(snap, t.name)?)
-                    else {
-                        return Err(Error::CorruptedLog {
-                            position: rec.position,
-                            reason: format!(
-                                "commit {} writes table {:?}, which the checkpoint does not have",
-                                rec.txn,
-                                String::from_utf8_lossy(t.name)
-                            ),
-                        });
-                    };
-                    *e.insert((id, hdr))
+            let (id, hdr) = match self.last {
+                Some((name, id, hdr)) if name == t.name => (id, hdr),
+                _ => {
+                    let (id, hdr) = self.table(rec, t.name)?;
+                    self.last = Some((t.name, id, hdr));
+                    (id, hdr)
                 }
             };
             for &(key, _) in t.records.iter().take(REPLAY_PREFETCH_KEYS) {
@@ -360,6 +348,32 @@ impl<'s> Decoder<'s> {
             out.push((id, hdr, t.records));
         }
         Ok((rec.txn, out))
+    }
+
+    /// The number and header (as of the checkpoint) of the table `name`, which `rec` writes:
+    /// looked up in the tree once per name.
+    fn table(&mut self, rec: &Record, name: &'s [u8]) -> Result<(u64, TableHeader)> {
+        match self.tables.entry(name) {
+            Entry::Occupied(e) => Ok(*e.get()),
+            Entry::Vacant(e) => {
+                let snap = self.snap;
+                let found = match std::str::from_utf8(name).ok() {
+                    Some(n) => catalog::lookup(snap, &snap.meta.catalog, n)?,
+                    None => None,
+                };
+                let (Some((hdr, _)), Some(id)) = (found, self.catalog.table_id(snap, name)?) else {
+                    return Err(Error::CorruptedLog {
+                        position: rec.position,
+                        reason: format!(
+                            "commit {} writes table {:?}, which the checkpoint does not have",
+                            rec.txn,
+                            String::from_utf8_lossy(name)
+                        ),
+                    });
+                };
+                Ok(*e.insert((id, hdr)))
+            }
+        }
     }
 }
 
@@ -388,12 +402,17 @@ pub(crate) fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<
         snap,
         catalog: &tree.catalog,
         tables: HashMap::new(),
+        last: None,
         txn: start,
     };
     let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
     let mut txn = start;
-    // By table number: its entry count so far.
-    let mut counts: HashMap<u64, u64> = HashMap::new();
+    // By table number: its entry count so far (hashed with foldhash: std's SipHash of a
+    // number per record showed in the profile).
+    let mut counts: HashMap<u64, u64, foldhash::fast::RandomState> = HashMap::default();
+    // A record's writes and changed counts, in buffers reused from record to record.
+    let mut writes = Vec::new();
+    let mut changed = Vec::new();
     loop {
         while ahead.len() < REPLAY_LOOKAHEAD && !matches!(ahead.back(), Some(Err(_))) {
             let Some(rec) = commits.next() else { break };
@@ -401,8 +420,8 @@ pub(crate) fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<
         }
         let Some(next) = ahead.pop_front() else { break };
         let (rec_txn, decoded) = next?;
-        let mut writes = Vec::new();
-        let mut changed = Vec::new();
+        writes.clear();
+        changed.clear();
         for (id, hdr, records) in decoded {
             let n = counts.entry(id).or_insert_with(|| {
                 // Where an earlier replay left the count, if it changed it.
@@ -437,7 +456,7 @@ pub(crate) fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<
         let count_records = changed
             .iter()
             .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-        overlay.insert_marked(rec_txn, writes.into_iter().chain(count_records));
+        overlay.insert_marked(rec_txn, writes.drain(..).chain(count_records));
         txn = rec_txn;
     }
     if txn == start {
