@@ -304,9 +304,9 @@ impl Shared {
     /// Moves a reader registered on `held`, reading its overlay up to commit `txn`, to the
     /// newest committed snapshot, if there is a newer one: returns it with its shape, or
     /// `None` to stay. Callers check `newer_than` first (atomic loads, no lock) and call this
-    /// only when it is true. On a read-only handle beside a
-    /// writer in another process, if the newest snapshot cannot be read (an I/O error), the
-    /// reader stays on `held`, which remains valid.
+    /// only when it is true. On a read-only handle beside a writer in another process, if the
+    /// newest snapshot cannot be read (an I/O error), the reader stays on `held`, which
+    /// remains valid.
     pub(crate) fn renew_reader(&self, held: &Published, txn: u64) -> Option<(Arc<Published>, u64)> {
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             // The handle is closed: its state follows no writer any more.

@@ -53,10 +53,10 @@ impl ReadTxn {
     /// `mdb_txn_reset` + `mdb_txn_renew`. Costs two atomic loads when nothing was committed
     /// since, or when the commits since went through the log into the overlay this
     /// transaction already reads (it then reads up to the newest of them); otherwise (a
-    /// checkpoint's new tree, a new overlay) the same short registration as `begin_read`. On a read-only handle
-    /// beside a writer in another process, if the newest snapshot cannot be read (an I/O
-    /// error), the transaction stays on its current snapshot, which remains valid. After its
-    /// [`crate::Database`] is dropped, it stays where it is.
+    /// checkpoint's new tree, a new overlay) the same short registration as `begin_read`. On
+    /// a read-only handle beside a writer in another process, if the newest snapshot cannot
+    /// be read (an I/O error), the transaction stays on its current snapshot, which remains
+    /// valid. After its [`crate::Database`] is dropped, it stays where it is.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
