@@ -148,6 +148,35 @@ fn checkpoints_run_inline_with_the_thread_off() {
     );
 }
 
+/// One commit of the readers' tests to table "t": one of 800 keys deleted (3 in 10) or set to
+/// `value(rng, id)`, then key "sum" set to the number of those keys live (`live`), and, if
+/// `last`, key "last" to the commit's id. Returns the id.
+fn commit_with_sum(
+    db: &Database,
+    rng: &mut rand::rngs::StdRng,
+    live: &mut BTreeSet<Vec<u8>>,
+    last: bool,
+    value: impl FnOnce(&mut rand::rngs::StdRng, u64) -> Vec<u8>,
+) -> u64 {
+    let mut w = db.begin_write().unwrap();
+    let id = w.id();
+    let mut t = w.table("t").unwrap();
+    let k = key(rng.gen_range(0..800));
+    if rng.gen_bool(0.3) {
+        t.delete(&k).unwrap();
+        live.remove(&k);
+    } else {
+        t.set(&k, &value(rng, id)).unwrap();
+        live.insert(k);
+    }
+    t.set(b"sum", &(live.len() as u64).to_le_bytes()).unwrap();
+    if last {
+        t.set(b"last", &id.to_le_bytes()).unwrap();
+    }
+    w.commit().unwrap();
+    id
+}
+
 /// Readers on other threads open snapshot after snapshot while the writer commits and the
 /// thread checkpoints. The writer keeps two invariants in every commit: key "sum" holds the
 /// number of other keys, and every other key's value names the commit that wrote it, which
@@ -206,21 +235,11 @@ fn readers_on_other_threads_see_whole_commits_across_checkpoints() {
             break;
         }
         assert!(n < 2_000_000, "the readers made no progress");
-        let mut w = db.begin_write().unwrap();
-        let id = w.id();
-        let mut t = w.table("t").unwrap();
-        let k = key(rng.gen_range(0..800));
-        if rng.gen_bool(0.3) {
-            t.delete(&k).unwrap();
-            live.remove(&k);
-        } else {
+        commit_with_sum(&db, &mut rng, &mut live, false, |rng, id| {
             let mut v = id.to_le_bytes().to_vec();
             v.resize(rng.gen_range(8..100), 7);
-            t.set(&k, &v).unwrap();
-            live.insert(k);
-        }
-        t.set(b"sum", &(live.len() as u64).to_le_bytes()).unwrap();
-        w.commit().unwrap();
+            v
+        });
     }
     stop.store(true, Ordering::Relaxed);
     for r in readers {
@@ -310,20 +329,7 @@ fn renewed_readers_see_each_commit_exactly_across_checkpoints() {
             break;
         }
         assert!(n < 2_000_000, "the readers made no progress");
-        let mut w = db.begin_write().unwrap();
-        let id = w.id();
-        let mut t = w.table("t").unwrap();
-        let k = key(rng.gen_range(0..800));
-        if rng.gen_bool(0.3) {
-            t.delete(&k).unwrap();
-            live.remove(&k);
-        } else {
-            t.set(&k, &[9; 20]).unwrap();
-            live.insert(k);
-        }
-        t.set(b"sum", &(live.len() as u64).to_le_bytes()).unwrap();
-        t.set(b"last", &id.to_le_bytes()).unwrap();
-        w.commit().unwrap();
+        let id = commit_with_sum(&db, &mut rng, &mut live, true, |_, _| vec![9; 20]);
         ids.lock().unwrap().push(id);
         committed.store(id, Ordering::Release);
     }
