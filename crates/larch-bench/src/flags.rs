@@ -43,6 +43,8 @@ pub struct Flags {
     pub readwritepercent: u32,
     pub seek_nexts: u64,
     pub bloom_bits: u32,
+    /// Larch's `Options::background_nice` (0: the engine's default).
+    pub background_nice: u8,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
     pub key_offset: u64,
@@ -159,6 +161,7 @@ impl Default for Flags {
             readwritepercent: 90,
             seek_nexts: 0,
             bloom_bits: 10,
+            background_nice: 0,
             progress: true,
             key_offset: 0,
             series_interval_ms: 0,
@@ -201,6 +204,7 @@ Usage: larch-bench [--flag=value ...]\n\
   --use_existing_db=0|1  --histogram=0|1  --stats_interval=N (per-thread lines every N ops)\n\
   --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
+  --background_nice=N    Larch's background threads N nice steps below the benchmark's (0)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
   --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
   --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\
@@ -393,6 +397,9 @@ impl Flags {
                 }
                 "seek_nexts" => f.seek_nexts = parse_size(n, v)?,
                 "bloom_bits" => f.bloom_bits = in_range(n, parse_size(n, v)?, 0, 64)? as u32,
+                "background_nice" => {
+                    f.background_nice = in_range(n, parse_size(n, v)?, 0, 19)? as u8
+                }
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
@@ -493,6 +500,7 @@ impl Flags {
             format!("--readwritepercent={}", self.readwritepercent),
             format!("--seek_nexts={}", self.seek_nexts),
             format!("--bloom_bits={}", self.bloom_bits),
+            format!("--background_nice={}", self.background_nice),
             format!("--progress={}", self.progress as u8),
             format!("--key_offset={}", self.key_offset),
             format!("--series_interval_ms={}", self.series_interval_ms),

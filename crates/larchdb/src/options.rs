@@ -143,6 +143,17 @@ pub struct Options {
     /// running checkpoint and for `Durability::Bounded` commits: it takes no time, and the
     /// next open replays the log (RocksDB's `avoid_flush_during_shutdown`).
     pub compact_on_close: bool,
+    /// How many steps of nice value below the thread that starts them the handle's background
+    /// work runs (0 to 19; Linux, ignored elsewhere): the checkpoint thread, the idle
+    /// checkpointer and the thread that grows the log file. 0, the default, runs them as any
+    /// thread of the application. Raised, they yield the CPU to the application's threads
+    /// when there are more runnable threads than cores: readers beside a busy writer keep
+    /// more of it (on 2 cores, readwhilewriting's readers 0.70x of LMDB's to about 0.95x at
+    /// 8, docs/design/write-path.md), and the writer, paced by the checkpoints
+    /// (`checkpoint_bytes`), commits more slowly (its rate beside 4 readers halved at 8).
+    /// Without contention it changes nothing. Commits' durability is not affected: the
+    /// thread that syncs `Durability::Bounded` commits keeps its priority.
+    pub background_nice: u8,
 }
 
 impl Default for Options {
@@ -164,6 +175,7 @@ impl Default for Options {
             bounded_millis: BOUNDED_MILLIS_DEFAULT,
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
             compact_on_close: true,
+            background_nice: 0,
         }
     }
 }
@@ -179,6 +191,8 @@ pub const BOUNDED_MILLIS_DEFAULT: u64 = 100;
 pub const BOUNDED_BYTES_DEFAULT: u64 = 1 << 20;
 /// Default `Options::idle_checkpoint_millis`.
 pub const IDLE_CHECKPOINT_MILLIS_DEFAULT: u64 = 100;
+/// The largest `Options::background_nice`: the nice scale's range (-20 to 19).
+pub const BACKGROUND_NICE_MAX: u8 = 19;
 /// Default `Options::checkpoint_bytes`.
 pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 
@@ -421,6 +435,24 @@ impl Options {
         self
     }
 
+    /// Lowers the priority of the handle's background threads (see
+    /// [`Options::background_nice`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Durability, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().log(true).background_nice(8);
+    /// assert_eq!(o.background_nice, 8);
+    /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
+    /// let r = Database::open(dir.path().join("x"), Options::default().background_nice(20));
+    /// assert!(matches!(r, Err(Error::InvalidOptions(_))));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn background_nice(mut self, steps: u8) -> Options {
+        self.background_nice = steps;
+        self
+    }
+
     /// Sets `Durability::Bounded`'s time bound (see [`Options::bounded_millis`]).
     ///
     /// ```
@@ -475,6 +507,12 @@ impl Options {
                 "checkpoint_bytes ({}) must be from 1 to (log_segments - 1) x log_segment_bytes \
                  ({room}), with at least 2 segments",
                 self.checkpoint_bytes
+            )));
+        }
+        if self.background_nice > BACKGROUND_NICE_MAX {
+            return Err(Error::InvalidOptions(format!(
+                "background_nice must be from 0 to {BACKGROUND_NICE_MAX}, got {}",
+                self.background_nice
             )));
         }
         Ok(())

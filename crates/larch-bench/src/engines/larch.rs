@@ -54,7 +54,8 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         } else {
             Durability::None
         })
-        .log(log);
+        .log(log)
+        .background_nice(o.background_nice);
     let log_config = if log {
         format!(
             "on: up to {} segments of {} MiB (the ring follows a third of the data file), \
@@ -69,6 +70,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         "off (every commit writes pages)".to_string()
     };
     let page_bytes = options.page_bytes;
+    let background_nice = options.background_nice;
     let readahead = options.readahead;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
     let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
@@ -96,6 +98,18 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
                 "one read txn per session, renewed to the newest snapshot per op",
             ),
             kv("cache", "OS page cache (no engine cache)"),
+            kv(
+                "background_nice",
+                if background_nice == 0 {
+                    "0 (the default: checkpoints and the log's grower at the benchmark's priority)"
+                        .to_string()
+                } else {
+                    format!(
+                        "{background_nice} (checkpoints and the log's grower that many nice \
+                         steps below the benchmark's threads, --background_nice)"
+                    )
+                },
+            ),
             kv(
                 "readahead",
                 if readahead {

@@ -53,6 +53,8 @@ pub struct OpenOptions {
     pub threads_max: usize,
     pub memory_limit: Option<u64>,
     pub bloom_bits: u32,
+    /// Larch's `Options::background_nice`.
+    pub background_nice: u8,
 }
 
 impl OpenOptions {

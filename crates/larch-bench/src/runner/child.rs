@@ -57,6 +57,7 @@ impl Child {
             threads_max: self.threads_max,
             memory_limit: f.memory_limit,
             bloom_bits: f.bloom_bits,
+            background_nice: f.background_nice,
         };
         let opened = (self.spec.open)(&o)?;
         self.open_sync = sync;

@@ -117,6 +117,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let spawned = std::thread::Builder::new()
         .name("larch-checkpoint".into())
         .spawn(move || {
+            super::lower_priority(owner.options.background_nice);
             let disk = receive.recv().ok()?;
             // Off the writer's thread: the table the last merged overlay left is emptied
             // for a later overlay (`overlay::Spare`).

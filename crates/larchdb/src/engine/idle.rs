@@ -143,6 +143,7 @@ impl Idle {
 
 /// The thread: waits for the writer to go quiet, checkpoints, waits to be armed again.
 fn run(shared: Arc<Shared>) {
+    super::lower_priority(shared.options.background_nice);
     let idle = &shared.idle;
     let period = Duration::from_millis(shared.options.idle_checkpoint_millis);
     loop {

@@ -138,6 +138,8 @@ pub(crate) struct Log {
     /// map), and the length last asked of it.
     grower: Option<Grower>,
     grow_asked: u64,
+    /// How far the grower's priority is lowered (`Options::background_nice`).
+    grower_nice: u8,
     /// Slots the log goes round before it starts again at the first (`plan`): at most
     /// `segments`. A log of the current version whose end reaches a slot past it, with the first
     /// slot free, jumps to the next cycle's first position (a pad record naming the jump), so
@@ -321,12 +323,15 @@ struct GrowState {
 
 impl Grower {
     /// Starts the thread for the log written through `sink`; `None` if it cannot start.
-    fn start(sink: Sink) -> Option<Grower> {
+    fn start(sink: Sink, nice: u8) -> Option<Grower> {
         let state: Arc<(Mutex<GrowState>, Condvar)> = Arc::default();
         let theirs = state.clone();
         let thread = std::thread::Builder::new()
             .name("larch-log-grow".into())
-            .spawn(move || grow_run(&sink, &theirs))
+            .spawn(move || {
+                super::lower_priority(nice);
+                grow_run(&sink, &theirs)
+            })
             .ok()?;
         Some(Grower {
             state,
@@ -570,6 +575,7 @@ impl Log {
             },
             grower: None,
             grow_asked: 0,
+            grower_nice: 0,
             read_cache: Default::default(),
             left_at: Default::default(),
             read_limit: None,
@@ -682,6 +688,7 @@ impl Log {
             },
             grower: None,
             grow_asked: 0,
+            grower_nice: 0,
             ring: segments,
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),
@@ -937,12 +944,18 @@ impl Log {
             return;
         }
         if self.grower.is_none() {
-            self.grower = Grower::start(self.sink.clone());
+            self.grower = Grower::start(self.sink.clone(), self.grower_nice);
         }
         if let Some(g) = &self.grower {
             g.ask(want);
             self.grow_asked = want;
         }
+    }
+
+    /// Lowers the priority of the thread that grows the file by `nice`
+    /// (`Options::background_nice`), from its start.
+    pub(crate) fn set_grower_nice(&mut self, nice: u8) {
+        self.grower_nice = nice;
     }
 
     /// Stops growing the file before it is cut to `len`.

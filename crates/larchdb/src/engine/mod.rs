@@ -199,6 +199,24 @@ impl Shared {
     }
 }
 
+/// Lowers the calling thread's CPU priority by `nice` steps (`Options::background_nice`): a
+/// background thread's first call. Linux only, where the nice value is the thread's own
+/// (`setpriority(PRIO_PROCESS, 0)` names the calling thread); elsewhere it names the whole
+/// process, so nothing is done. Best effort: a thread whose priority cannot be changed runs
+/// at its own, which costs only the readers' share of the CPU.
+pub(crate) fn lower_priority(nice: u8) {
+    #[cfg(target_os = "linux")]
+    if nice > 0 {
+        // SAFETY: `nice` changes only the calling thread's scheduling priority; its return
+        // value (the new nice value, or -1 with errno set) is not needed.
+        unsafe {
+            libc::nice(libc::c_int::from(nice));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+}
+
 /// Stops one of a handle's background threads (the flusher, the idle checkpointer): `mark`
 /// sets the thread's stop flag under its state's lock and takes its join handle; the thread
 /// is then woken (it checks the flag under the same lock before it waits, so the wake cannot

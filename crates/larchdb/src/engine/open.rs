@@ -266,10 +266,12 @@ fn open_log(
     if !meta.log {
         // A new log: whatever the file held belongs to no commit the database has.
         storage.set_len(0)?;
-        let log = Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?;
+        let mut log = Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?;
+        log.set_grower_nice(options.background_nice);
         return Ok((Some(log), Vec::new()));
     }
-    let (log, records) = Log::open(storage, meta.log_position, keep_from)?;
+    let (mut log, records) = Log::open(storage, meta.log_position, keep_from)?;
+    log.set_grower_nice(options.background_nice);
     Ok((writes_log.then_some(log), records))
 }
 
