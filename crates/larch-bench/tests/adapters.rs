@@ -41,6 +41,7 @@ fn conforms(name: &str) -> bool {
         threads_max: 2,
         memory_limit: None,
         bloom_bits: 10,
+        background_nice: 0,
     };
     let opened = (spec.open)(&options).unwrap_or_else(|e| panic!("{name}: open: {e}"));
     let mut s = opened.engine.session().unwrap();

@@ -113,6 +113,32 @@ fn unknown_engine_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown engine"));
 }
 
+/// `--background_nice` reaches Larch's options (printed in its configuration) through the
+/// child process's flags; out of range is a usage error.
+#[test]
+fn background_nice_reaches_larch_and_is_range_checked() {
+    let (_, rows) = run_with_json(
+        "nice",
+        &[
+            "--engine=larch-log",
+            "--num=2000",
+            "--benchmarks=fillrandom",
+            "--background_nice=3",
+            "--progress=0",
+        ],
+    );
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    let said = rows[0]["config"]["background_nice"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.starts_with("3 "), "{:?}", rows[0]["config"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
+        .args(["--engine=larch", "--num=10", "--background_nice=20"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// Regression: reopening a dlopen'ed engine for a second fresh fill must not load a second copy
 /// of the library beside the first one's background threads (LevelDB hung in compaction).
 #[test]

@@ -148,11 +148,15 @@ pub struct Options {
     /// checkpointer and the thread that grows the log file. 0, the default, runs them as any
     /// thread of the application. Raised, they yield the CPU to the application's threads
     /// when there are more runnable threads than cores: readers beside a busy writer keep
-    /// more of it (on 2 cores, readwhilewriting's readers 0.70x of LMDB's to about 0.95x at
-    /// 8, docs/design/write-path.md), and the writer, paced by the checkpoints
-    /// (`checkpoint_bytes`), commits more slowly (its rate beside 4 readers halved at 8).
-    /// Without contention it changes nothing. Commits' durability is not affected: the
-    /// thread that syncs `Durability::Bounded` commits keeps its priority.
+    /// more of it, and the writer, paced by the checkpoints it outruns, commits more slowly.
+    /// Measured on 2 cores (readwhilewriting at 1M with 2 and 4 readers, medians of five
+    /// runs, docs/design/write-path.md): at 0 the readers read 0.74x and 0.72x of LMDB's
+    /// readers beside a writer 3.3x LMDB's; at 5, 0.93x and 0.99x beside 2.4x and 1.65x; at
+    /// 8, 1.12x and 1.07x beside 1.8x and 1.4x. Without contention it changes nothing (1M
+    /// one-put loads, no readers: the same rate). Where every core is busy with the
+    /// application's threads, the checkpoints get less than a thread's share, and so does the
+    /// writer they pace. Durability is not affected: the thread that syncs
+    /// `Durability::Bounded` commits keeps its priority.
     pub background_nice: u8,
 }
 

@@ -81,7 +81,10 @@ fn background_threads_run_lower_and_no_other_thread_does() {
                 }
                 seen.insert(name, nice);
             } else {
-                assert_eq!(nice, mine, "thread {name:?} is not the engine's and was lowered");
+                assert_eq!(
+                    nice, mine,
+                    "thread {name:?} is not the engine's and was lowered"
+                );
             }
         }
     }
