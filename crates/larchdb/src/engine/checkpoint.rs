@@ -114,10 +114,11 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
     let job = frozen.clone();
+    let nice = super::background_nice(shared.options.background_nice);
     let spawned = std::thread::Builder::new()
         .name("larch-checkpoint".into())
         .spawn(move || {
-            super::lower_priority(owner.options.background_nice);
+            super::lower_priority(nice);
             let disk = receive.recv().ok()?;
             // Off the writer's thread: the table the last merged overlay left is emptied
             // for a later overlay (`overlay::Spare`).

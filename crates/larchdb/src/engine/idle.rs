@@ -71,9 +71,10 @@ impl Idle {
         self.armed.store(true, SeqCst);
         if st.thread.is_none() {
             let owner = shared.clone();
+            let nice = super::background_nice(shared.options.background_nice);
             let spawned = std::thread::Builder::new()
                 .name("larch-idle-checkpoint".into())
-                .spawn(move || run(owner));
+                .spawn(move || run(owner, nice));
             // A thread that cannot be started leaves the overlay to the log's checkpoints, as
             // with the option off (and stays armed: commits do not try again).
             if let Ok(h) = spawned {
@@ -142,8 +143,8 @@ impl Idle {
 }
 
 /// The thread: waits for the writer to go quiet, checkpoints, waits to be armed again.
-fn run(shared: Arc<Shared>) {
-    super::lower_priority(shared.options.background_nice);
+fn run(shared: Arc<Shared>, nice: u8) {
+    super::lower_priority(nice);
     let idle = &shared.idle;
     let period = Duration::from_millis(shared.options.idle_checkpoint_millis);
     loop {

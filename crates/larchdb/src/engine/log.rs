@@ -944,7 +944,8 @@ impl Log {
             return;
         }
         if self.grower.is_none() {
-            self.grower = Grower::start(self.sink.clone(), self.grower_nice);
+            let nice = super::background_nice(self.grower_nice);
+            self.grower = Grower::start(self.sink.clone(), nice);
         }
         if let Some(g) = &self.grower {
             g.ask(want);

@@ -199,12 +199,32 @@ impl Shared {
     }
 }
 
-/// Lowers the calling thread's CPU priority by `nice` steps (`Options::background_nice`): a
-/// background thread's first call. Linux only, where the nice value is the thread's own
-/// (`setpriority(PRIO_PROCESS, 0)` names the calling thread); elsewhere it names the whole
-/// process, so nothing is done. Best effort: a thread whose priority cannot be changed runs
-/// at its own, which costs only the readers' share of the CPU.
+std::thread_local! {
+    /// Whether this thread is one of the engine's background threads, its priority lowered
+    /// already (`lower_priority`).
+    static LOWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// How many steps a background thread started from the calling thread lowers its priority
+/// by (`lower_priority`): `nice` (`Options::background_nice`), or 0 when the calling thread
+/// is a lowered background thread itself (the idle checkpointer starting a checkpoint's
+/// thread), whose value the new thread inherits. Called on the starting thread.
+pub(crate) fn background_nice(nice: u8) -> u8 {
+    if LOWERED.with(|l| l.get()) {
+        0
+    } else {
+        nice
+    }
+}
+
+/// Lowers the calling thread's CPU priority by `nice` steps, from `background_nice` on the
+/// thread that started it: a background thread's first call. Linux only, where the nice
+/// value is the thread's own (`setpriority(PRIO_PROCESS, 0)` names the calling thread);
+/// elsewhere it names the whole process, so nothing is done. Best effort: a thread whose
+/// priority cannot be changed runs at its own, which costs only the readers' share of the
+/// CPU.
 pub(crate) fn lower_priority(nice: u8) {
+    LOWERED.with(|l| l.set(true));
     #[cfg(target_os = "linux")]
     if nice > 0 {
         // SAFETY: `nice` changes only the calling thread's scheduling priority; its return
