@@ -45,6 +45,14 @@ fn threads() -> Vec<(String, i64)> {
         .collect()
 }
 
+/// A handle that writes the log without syncs, checkpointing once idle for `idle_millis`.
+fn logged(idle_millis: u64) -> Options {
+    Options::default()
+        .log(true)
+        .durability(Durability::None)
+        .idle_checkpoint_millis(idle_millis)
+}
+
 fn own_nice() -> i64 {
     // SAFETY: `gettid` has no preconditions.
     let tid = unsafe { libc::gettid() };
@@ -57,12 +65,9 @@ fn background_threads_run_lower_and_no_other_thread_does() {
     let mine = own_nice();
     let main_before = std::fs::read_to_string("/proc/self/stat").unwrap();
     let expected = (mine + STEPS).min(19);
-    let options = Options::default()
-        .log(true)
-        .durability(Durability::None)
+    let options = logged(1)
         .log_segment_bytes(256 << 10)
         .checkpoint_bytes(64 << 10)
-        .idle_checkpoint_millis(1)
         .background_nice(STEPS as u8);
     let db = Database::open(dir.path().join("db"), options).unwrap();
     // Commits until a checkpoint thread, the grower and the idle checkpointer have each been
@@ -107,15 +112,8 @@ fn background_threads_run_lower_and_no_other_thread_does() {
     // A checkpoint the idle checkpointer starts, from its own lowered thread, is lowered by
     // N from the application's value, not by 2N: a load below a checkpoint's bytes, then
     // quiet, and the idle checkpoint's merge of it watched for.
-    let db = Database::open(
-        dir.path().join("idle"),
-        Options::default()
-            .log(true)
-            .durability(Durability::None)
-            .idle_checkpoint_millis(20)
-            .background_nice(STEPS as u8),
-    )
-    .unwrap();
+    let options = logged(20).background_nice(STEPS as u8);
+    let db = Database::open(dir.path().join("idle"), options).unwrap();
     let mut w = db.begin_write().unwrap();
     w.ensure_table("t").unwrap();
     w.commit().unwrap();
@@ -148,30 +146,22 @@ fn background_threads_run_lower_and_no_other_thread_does() {
     assert_eq!(idle_checkpoint, Some(expected));
     drop(db);
 
-    // The default leaves them at the starting thread's value.
-    let db = Database::open(
-        dir.path().join("plain"),
-        Options::default()
-            .log(true)
-            .durability(Durability::None)
-            .idle_checkpoint_millis(1),
-    )
-    .unwrap();
+    // The default leaves them at the starting thread's value (the handles above joined
+    // their growers when dropped). Read once the grower has had time to lower itself: a new
+    // thread shows the starting thread's value until it does.
+    let db = Database::open(dir.path().join("plain"), logged(1)).unwrap();
     let start = Instant::now();
-    loop {
-        db.put(b"k", b"v").unwrap();
-        // Threads of the first handle that are still winding down are told apart by nice.
-        let grower = threads()
+    let grower = || {
+        threads()
             .into_iter()
-            .any(|(name, nice)| name == "larch-log-grow" && nice == mine);
-        if grower {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(120),
-            "no grower at nice {mine}: {:?}",
-            threads()
-        );
+            .find(|(name, _)| name == "larch-log-grow")
+            .map(|(_, nice)| nice)
+    };
+    while grower().is_none() {
+        assert!(start.elapsed() < Duration::from_secs(120), "no grower");
+        db.put(b"k", b"v").unwrap();
         std::thread::sleep(Duration::from_millis(1));
     }
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(grower(), Some(mine), "{:?}", threads());
 }

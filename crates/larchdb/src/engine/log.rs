@@ -1180,31 +1180,36 @@ impl Log {
         let seg = position - position % self.sink.segment_bytes;
         let seg_end = seg + self.sink.segment_bytes;
         let mut cache = self.read_cache.borrow_mut();
-        let hit = |(start, b): &(u64, Arc<Vec<u8>>)| {
-            *start <= position && position + len as u64 <= start + b.len() as u64
-        };
-        if !cache.as_ref().is_some_and(hit) {
-            // Reading back: the whole segment. Following a writer: from `position` to the
-            // published end (or what was asked, if more), within the segment.
-            let (start, end) = match self.read_limit {
-                None => (seg, seg_end),
-                Some(limit) => (position, limit.max(position + len as u64).min(seg_end)),
-            };
-            let mut buf = vec![0u8; (end - start) as usize];
-            let at = self.offset(start);
-            let n = self.sink.extent.len().saturating_sub(at).min(end - start) as usize;
-            if n > 0 {
-                self.read_segment(&mut buf[..n], at, seg)?;
+        let hit = cache
+            .as_ref()
+            .filter(|(start, b)| {
+                *start <= position && position + len as u64 <= start + b.len() as u64
+            })
+            .cloned();
+        let (start, buf) = match hit {
+            Some(cached) => cached,
+            None => {
+                // Reading back: the whole segment. Following a writer: from `position` to the
+                // published end (or what was asked, if more), within the segment.
+                let (start, end) = match self.read_limit {
+                    None => (seg, seg_end),
+                    Some(limit) => (position, limit.max(position + len as u64).min(seg_end)),
+                };
+                let mut buf = vec![0u8; (end - start) as usize];
+                let at = self.offset(start);
+                let n = self.sink.extent.len().saturating_sub(at).min(end - start) as usize;
+                if n > 0 {
+                    self.read_segment(&mut buf[..n], at, seg)?;
+                }
+                let buf = Arc::new(buf);
+                *cache = Some((start, buf.clone()));
+                (start, buf)
             }
-            *cache = Some((start, Arc::new(buf)));
-        }
-        let Some((start, buf)) = cache.as_ref() else {
-            unreachable!("filled above")
         };
-        let at = position.saturating_sub(*start) as usize;
+        let at = position.saturating_sub(start) as usize;
         match buf.get(at..at + len) {
             Some(_) => Ok(Bytes {
-                buf: buf.clone(),
+                buf,
                 start: at,
                 len,
             }),

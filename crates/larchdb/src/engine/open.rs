@@ -263,14 +263,15 @@ fn open_log(
             "Options::log on a storage opened without a log".into(),
         ));
     };
-    if !meta.log {
-        // A new log: whatever the file held belongs to no commit the database has.
+    let (mut log, records) = if meta.log {
+        Log::open(storage, meta.log_position, keep_from)?
+    } else {
+        // A new log (`writes_log`): whatever the file held belongs to no commit the
+        // database has.
         storage.set_len(0)?;
-        let mut log = Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?;
-        log.set_grower_nice(options.background_nice);
-        return Ok((Some(log), Vec::new()));
-    }
-    let (mut log, records) = Log::open(storage, meta.log_position, keep_from)?;
+        let log = Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?;
+        (log, Vec::new())
+    };
     log.set_grower_nice(options.background_nice);
     Ok((writes_log.then_some(log), records))
 }
