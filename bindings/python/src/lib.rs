@@ -476,7 +476,7 @@ impl Environment {
     /// way in (it maps py-lmdb's arguments onto these).
     #[new]
     #[pyo3(signature = (path, file, *, readonly=false, create=true, durability="immediate",
-        log=false, page_size=None, readahead=false, verify_checksums=false,
+        log=true, page_size=None, readahead=false, verify_checksums=false,
         compact_on_close=true, checkpoint_thread=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(

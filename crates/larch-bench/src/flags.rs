@@ -182,7 +182,7 @@ Usage: larch-bench [--flag=value ...]\n\
 \x20      larch-bench suite NAME [--scale=S] [--out=DIR]   (see larch-bench suite --help)\n\
 \x20      larch-bench report DIR\n\n\
   --engine=LIST          comma list, run one after another, each in its own process\n\
-                         (larch,larch-log,lmdb,libmdbx,rocksdb,leveldb,bdb,wiredtiger,\n\
+                         (larch,larch-pages,lmdb,libmdbx,rocksdb,leveldb,bdb,wiredtiger,\n\
                          wiredtiger-lsm,redb,canopydb,fjall; 'all')\n\
   --db=DIR               parent directory; each engine uses DIR/<engine> (/tmp/dbbench-<uid>)\n\
   --benchmarks=LIST      default {DEFAULT_BENCHMARKS}\n\

@@ -157,7 +157,14 @@ fn every_adapter_keeps_what_it_is_given() {
         }
     }
     eprintln!("ran: {ran:?}; skipped: {skipped:?}");
-    for linked_in in ["larch", "larch-log", "redb", "libmdbx", "canopydb", "fjall"] {
+    for linked_in in [
+        "larch",
+        "larch-pages",
+        "redb",
+        "libmdbx",
+        "canopydb",
+        "fjall",
+    ] {
         assert!(ran.contains(&linked_in), "{linked_in} did not run");
     }
 }

@@ -120,7 +120,7 @@ fn background_nice_reaches_larch_and_is_range_checked() {
     let (_, rows) = run_with_json(
         "nice",
         &[
-            "--engine=larch-log",
+            "--engine=larch",
             "--num=2000",
             "--benchmarks=fillrandom",
             "--background_nice=3",

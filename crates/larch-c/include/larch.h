@@ -165,8 +165,8 @@ typedef struct larch_options {
   int read_only;
   // Non-zero (the default): create the file if it does not exist.
   int create;
-  // Non-zero: commit through a write-ahead log (small commits cost a log append; pages are
-  // written at checkpoints).
+  // Non-zero (the default): commit through a write-ahead log beside the file (small commits
+  // cost a log append; pages are written at checkpoints). Zero: every commit writes pages.
   int log;
   // The durability of `larch_commit(txn, LARCH_DURABILITY_DEFAULT)`:
   // `LARCH_DURABILITY_IMMEDIATE` (the default), `_BOUNDED` or `_NONE`.

@@ -181,8 +181,8 @@ pub struct larch_options {
     pub read_only: c_int,
     /// Non-zero (the default): create the file if it does not exist.
     pub create: c_int,
-    /// Non-zero: commit through a write-ahead log (small commits cost a log append; pages are
-    /// written at checkpoints).
+    /// Non-zero (the default): commit through a write-ahead log beside the file (small commits
+    /// cost a log append; pages are written at checkpoints). Zero: every commit writes pages.
     pub log: c_int,
     /// The durability of `larch_commit(txn, LARCH_DURABILITY_DEFAULT)`:
     /// `LARCH_DURABILITY_IMMEDIATE` (the default), `_BOUNDED` or `_NONE`.
@@ -621,7 +621,7 @@ pub unsafe extern "C" fn larch_options_init(options: *mut larch_options) {
         page_bytes: 0,
         read_only: 0,
         create: 1,
-        log: 0,
+        log: 1,
         durability: LARCH_DURABILITY_IMMEDIATE,
         verify_checksums: 1,
         compact_on_close: 1,

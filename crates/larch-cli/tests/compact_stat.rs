@@ -4,9 +4,13 @@ mod common;
 use common::*;
 use larchdb::{Database, Options};
 
-fn churned(dir: &std::path::Path) -> std::path::PathBuf {
+/// A database whose last commit deleted most of what the one before put, left as it is at
+/// close: pages only (`log(false)`), so that the deletions have freed their pages; through
+/// the log (`log`) they wait in the log for a checkpoint.
+fn churned_with(dir: &std::path::Path, log: bool) -> std::path::PathBuf {
     let path = dir.join("db.larch");
-    let db = Database::open(&path, Options::default().compact_on_close(false)).unwrap();
+    let options = Options::default().compact_on_close(false).log(log);
+    let db = Database::open(&path, options).unwrap();
     let mut w = db.begin_write().unwrap();
     w.create_table("t").unwrap();
     let mut t = w.table("t").unwrap();
@@ -21,6 +25,10 @@ fn churned(dir: &std::path::Path) -> std::path::PathBuf {
         .unwrap();
     w.commit().unwrap();
     path
+}
+
+fn churned(dir: &std::path::Path) -> std::path::PathBuf {
+    churned_with(dir, false)
 }
 
 #[test]
@@ -52,6 +60,27 @@ fn compact_gives_space_back_and_keeps_the_data() {
     assert_eq!(larch(&["compact", junk.to_str().unwrap()], b"").code, 4);
     assert_eq!(std::fs::read(&junk).unwrap(), vec![1u8; 8192]);
     assert_eq!(larch(&["compact"], b"").code, 2);
+
+    // Through the log: the commits are checkpointed into the pages, and the log file is cut
+    // to its header.
+    let dir = tempfile::tempdir().unwrap();
+    let path = churned_with(dir.path(), true);
+    let p = path.to_str().unwrap();
+    let log_path = larchdb::storage::log_path(&path);
+    let before_dump = larch_ok(&["dump", p], b"");
+    let log_before = std::fs::metadata(&log_path).unwrap().len();
+    let out = String::from_utf8(larch_ok(&["compact", p], b"")).unwrap();
+    let log_after = std::fs::metadata(&log_path).unwrap().len();
+    assert!(log_after < log_before, "{log_before} -> {log_after}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines[0].starts_with("data file: "), "{out}");
+    assert!(
+        lines[1].ends_with(&format!(" -> {log_after} bytes")),
+        "{out}"
+    );
+    assert!(larch_ok(&["dump", p], b"") == before_dump);
+    assert_eq!(larch(&["check", p], b"").code, 0);
 }
 
 #[test]

@@ -111,9 +111,11 @@ impl Database {
         let snap = self.begin_read()?;
         let dst = Database::open(
             tmp,
+            // Pages only: the copy is one file, renamed into place, with no log beside it.
             Options::default()
                 .page_bytes(self.page_bytes())
-                .durability(Durability::None),
+                .durability(Durability::None)
+                .log(false),
         )?;
         let mut copied = Copied {
             txn: snap.id(),

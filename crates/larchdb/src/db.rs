@@ -61,8 +61,8 @@ impl Drop for Database {
         // A failure leaves the database as the last step that succeeded left it (each step is
         // a commit), and a close has no one to report it to: the next open reports what it
         // finds.
-        if writes && self.shared.options.compact_on_close {
-            let _ = self.compact();
+        if writes && self.shared.options.compact_on_close && self.compact().is_ok() {
+            let _ = self.detach_log();
         }
         if !self.shared.options.read_only {
             self.hand_over_to_readers();
@@ -71,6 +71,24 @@ impl Drop for Database {
 }
 
 impl Database {
+    /// At close, after a compaction that left the log holding nothing: one more durable
+    /// commit, whose meta page says the database has no log, so that the data file alone is
+    /// the whole database (a copy of it opens without its `-log` file; the next handle that
+    /// writes the log starts a new one). Nothing is committed after it: the handle is closing.
+    fn detach_log(&self) -> Result<()> {
+        let Some(log) = self.shared.log.as_ref() else {
+            return Ok(());
+        };
+        let guard = self.lock_writer();
+        if !log.holds_nothing() || !self.shared.writer_base().snap.meta.durable {
+            return Ok(());
+        }
+        self.shared
+            .log_detached
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
+    }
+
     /// At close, if read transactions of this handle live on (they hold its state): registers
     /// them in the lock file's reader table, as a read-only handle does, and releases the
     /// database's lock, so that another writer can open it while they read. The next writer
@@ -623,13 +641,17 @@ impl Database {
     /// Verifies the whole file: every page reachable from the newest snapshot or recorded as
     /// free is read and checksummed, every tree is checked for order, depth and counts, and
     /// every page is accounted for exactly once. Returns the first problem as
-    /// [`Error::Corrupted`]; [`Database::verify_all`] lists them all.
+    /// [`Error::Corrupted`]; [`Database::verify_all`] lists them all. Commits still in the
+    /// log (checked by their own checksums when they were read back) are in the pages from
+    /// the next checkpoint on: the figures are the pages' ([`Database::checkpoint`] first to
+    /// count every commit).
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
     /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
     /// db.put(b"a", b"1")?;
     /// db.put(b"b", b"2")?;
+    /// db.checkpoint()?; // the two commits, from the log into the pages
     /// let report = db.verify()?;
     /// assert!(report.is_clean());
     /// assert_eq!((report.tables, report.entries), (1, 2));

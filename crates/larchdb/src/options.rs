@@ -170,7 +170,7 @@ impl Default for Options {
             verify_checksums: false,
             pinned_bytes_max: PINNED_BYTES_MAX_DEFAULT,
             readahead: false,
-            log: false,
+            log: true,
             log_segment_bytes: LOG_SEGMENT_BYTES_DEFAULT,
             log_segments: LOG_SEGMENTS_DEFAULT,
             checkpoint_bytes: CHECKPOINT_BYTES_DEFAULT,

@@ -39,7 +39,7 @@ fn commit_value(n: u64) -> Vec<u8> {
 /// are never synced; their pages are reused while the last durable one's stay pinned).
 fn options(log: bool) -> Options {
     if !log {
-        return Options::default();
+        return Options::default().log(false);
     }
     Options::default()
         .log(true)

@@ -76,11 +76,21 @@ fn a_full_file_system_is_disk_full_and_loses_nothing() {
     assert_eq!(total, more as u64 * 16);
     drop(db);
 
-    // Everything acknowledged is there after reopening, and the file is sound.
+    // Everything acknowledged is there after reopening, and the file is sound. The disk is
+    // still full: the log's open leaves the rest of its segment to the next append (which
+    // needs the room), so the open itself writes nothing that needs any.
     let db = Database::open(&path, Options::default()).unwrap();
     assert_eq!(count(&db), total);
     db.verify().unwrap();
     check_values(&db, more);
+    // Writes after the reopen fail as a full disk too, and lose nothing.
+    let (last, err) = fill_until_full(&db, more);
+    assert!(
+        matches!(err, Error::DiskFull),
+        "expected DiskFull after the reopen, got {err}"
+    );
+    assert_eq!(count(&db), last as u64 * 16);
+    db.verify().unwrap();
 }
 
 fn check_values(db: &Database, commits: u32) {

@@ -59,7 +59,7 @@ def open(  # noqa: A001  (py-lmdb's name)
     lock=True,
     *,
     durability=None,
-    log=False,
+    log=True,
     page_size=None,
     verify_checksums=False,
     compact_on_close=True,
@@ -76,7 +76,8 @@ def open(  # noqa: A001  (py-lmdb's name)
       it returns), ``"bounded"`` (made durable by a background sync within 100 ms) or
       ``"none"`` (not synced: a process crash loses nothing, a power loss loses the commits
       since the last sync and never corrupts). ``sync=False`` means ``"none"``.
-    - ``log``: commit through the write-ahead log (fewer bytes written per small commit).
+    - ``log``: commit through the write-ahead log (the default: one log append per small
+      commit, the pages written at checkpoints); ``False`` writes pages at every commit.
     - ``page_size``: for a new database, a power of two from 4096 to 65536.
     - ``verify_checksums``: check every page's checksum on every read.
     - ``compact_on_close``: ``close()`` gives free space back to the file system.

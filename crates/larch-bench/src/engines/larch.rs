@@ -10,8 +10,10 @@
 //! not apply. Puts are `WriteTable::set`, which like the peers' puts does not report whether
 //! the key was there (with the log, it then skips the tree lookup `put` makes to say so).
 //!
-//! `larch-log` is the same with `Options::log` (stage 2, opt-in while it is built): commits go
-//! through the write-ahead log beside the file, the tree is written at checkpoints.
+//! `larch` commits through the write-ahead log beside the file (`Options::log`, the default
+//! since session 50): a commit appends to the log, the tree is written at checkpoints.
+//! `larch-pages` is the same with `Options::log(false)`: every commit writes its pages (stage 1's
+//! write path). `larch-log`, the log's name while it was opt-in, is an alias of `larch`.
 
 use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
 use crate::error::{Error, Result};
@@ -25,17 +27,17 @@ pub fn spec() -> EngineSpec {
         name: "larch",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open: |o| open_with(o, false),
+        open: |o| open_with(o, true),
     }
 }
 
-/// Larch committing through its write-ahead log (`Options::log`).
-pub fn spec_log() -> EngineSpec {
+/// Larch with every commit writing its pages (`Options::log(false)`).
+pub fn spec_pages() -> EngineSpec {
     EngineSpec {
-        name: "larch-log",
+        name: "larch-pages",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open: |o| open_with(o, true),
+        open: |o| open_with(o, false),
     }
 }
 
@@ -58,7 +60,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .background_nice(o.background_nice);
     let log_config = if log {
         format!(
-            "on: up to {} segments of {} MiB (the ring follows a third of the data file), \
+            "on (the default): up to {} segments of {} MiB (the ring follows a third of the data file), \
              checkpoint every {} MiB of log or a 32nd of the data file if more, and once \
              the writer is idle for {} ms (0: never)",
             options.log_segments,
@@ -67,7 +69,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
             options.idle_checkpoint_millis
         )
     } else {
-        "off (every commit writes pages)".to_string()
+        "off (Options::log(false): every commit writes pages)".to_string()
     };
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;

@@ -110,7 +110,7 @@ pub struct EngineSpec {
 pub fn registry() -> Vec<EngineSpec> {
     vec![
         larch::spec(),
-        larch::spec_log(),
+        larch::spec_pages(),
         lmdb::spec(),
         libmdbx::spec(),
         rocksdb::spec(),
@@ -135,7 +135,7 @@ pub fn find(name: &str) -> Result<EngineSpec> {
         "berkeleydb" | "bdb-btree" => "bdb",
         "wt" | "wiredtiger-btree" | "wiredbtree" => "wiredtiger",
         "wt-lsm" | "wiredlsm" => "wiredtiger-lsm",
-        "larchdb" => "larch",
+        "larchdb" | "larch-log" => "larch",
         "mdbx" => "libmdbx",
         "canopy" => "canopydb",
         other => other,

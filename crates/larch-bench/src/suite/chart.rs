@@ -36,7 +36,7 @@ fn register_font() -> Result<()> {
     }
 }
 
-/// The engines, each with its colour (Tableau 10, then black and a light orange; larch-log and
+/// The engines, each with its colour (Tableau 10, then black and a light orange; larch-pages and
 /// any other name take the olive of `engine_color`'s fallback).
 const ENGINE_COLORS: &[(&str, RGBColor)] = &[
     ("larch", RGBColor(214, 39, 40)),

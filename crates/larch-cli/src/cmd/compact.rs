@@ -26,7 +26,12 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
     let pos = args.positionals(&["DB"])?;
     let path = Path::new(pos[0]);
     check_exists(path)?;
-    let options = Options::default().create(false).compact_on_close(false);
+    // With the log only where the database has one (a compaction has nothing to log, and
+    // opening a database without one with the log would start one). The close compacts
+    // again, finding nothing left to do, and marks a log that holds nothing as not needed,
+    // so that the data file is the whole database.
+    let has_log = larchdb::storage::log_path(path).exists();
+    let options = Options::default().create(false).log(has_log);
     let db = Database::open(path, options).map_err(|e| Failure::engine(path, e))?;
     let c = db.compact().map_err(|e| Failure::engine(path, e))?;
     println!(

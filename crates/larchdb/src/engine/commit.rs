@@ -502,7 +502,10 @@ fn seal_meta(
     let sync = durability == Durability::Immediate
         || (pinned_bytes > pinned_bytes_max && shared.log.is_none());
     meta.durable = sync;
-    meta.log = shared.log.is_some();
+    meta.log = shared.log.is_some()
+        && !shared
+            .log_detached
+            .load(std::sync::atomic::Ordering::Relaxed);
     meta.log_position = if meta.log { log_position } else { 0 };
     meta.boot_id = shared.boot_id_or_zero();
     meta.last_durable_txn = if sync {

@@ -134,6 +134,10 @@ pub(crate) struct Log {
     /// A write or sync failed: what reached the disk is unknown, so nothing more is claimed
     /// durable (fail-stop, as the page file's commits).
     failed: bool,
+    /// The log was read back to an end inside a segment and the file had no room for the
+    /// rest of that segment (a full disk at open): the next append pads it first, as at any
+    /// segment's end (`close_tail`), and fails as a full disk until the file can grow.
+    tail_open: bool,
     /// Grows the file ahead of the appends (started at the first append, where there is a
     /// map), and the length last asked of it.
     grower: Option<Grower>,
@@ -591,6 +595,7 @@ impl Log {
             synced: start,
             keep_from: start,
             failed: false,
+            tail_open: false,
         })
     }
 
@@ -701,6 +706,7 @@ impl Log {
             synced: from,
             keep_from: from,
             failed: false,
+            tail_open: false,
         })
     }
 
@@ -854,7 +860,8 @@ impl Log {
         // Where the record goes: here, or at the start of the next segment.
         let mut at = self.end;
         let rest = self.sink.segment_bytes - at % self.sink.segment_bytes;
-        let skip = !at.is_multiple_of(self.sink.segment_bytes) && size + reserve > rest;
+        let skip = !at.is_multiple_of(self.sink.segment_bytes)
+            && (size + reserve > rest || self.tail_open);
         if skip {
             at += rest;
         }
@@ -895,6 +902,7 @@ impl Log {
         self.grow_ahead(record_end);
         if skip {
             self.pad(rest, jump.unwrap_or(0));
+            self.tail_open = false;
         }
         if let Some(to) = jump {
             // The slots after this one hold only positions older than the first slot's, which
@@ -1078,6 +1086,7 @@ impl Log {
         self.written = to;
         self.synced = self.synced.max(to);
         self.keep_from = to;
+        self.tail_open = false;
         self.jumps.clear();
         Some(to)
     }
@@ -1308,16 +1317,25 @@ impl Log {
     ///
     /// Syncs in any case: the records read back may be in the page cache only (a process
     /// crash), and the next record appended says the log was synced up to them.
+    ///
+    /// On a full disk the file may lack the rest of the segment: the pad is then left to the
+    /// first append (`tail_open`), which pads as at any segment's end and fails as a full disk
+    /// until the file can grow, so that a database on a full disk still opens and reads.
     fn close_tail(&mut self) -> Result<()> {
         let rest = self.sink.segment_bytes - self.end % self.sink.segment_bytes;
         if rest != self.sink.segment_bytes {
-            self.sink.extent.cover(
+            match self.sink.extent.cover(
                 &*self.sink.storage,
                 self.sink.map.as_deref(),
                 self.offset(self.end) + rest,
-            )?;
-            self.pad(rest, 0);
-            self.write()?;
+            ) {
+                Ok(()) => {
+                    self.pad(rest, 0);
+                    self.write()?;
+                }
+                Err(Error::DiskFull) => self.tail_open = true,
+                Err(e) => return Err(e),
+            }
         }
         self.sink.storage.sync()?;
         self.synced = self.written;
@@ -1652,6 +1670,21 @@ impl GroupLog {
         if !st.leading {
             st.log.cut();
         }
+    }
+
+    /// Whether the log holds nothing: every record is in a durable checkpoint, and the file
+    /// is cut to its header (`restart` and `cut` after a durable commit naming the new end).
+    pub(crate) fn holds_nothing(&self) -> bool {
+        let st = self.lock();
+        let log = &st.log;
+        let cycle = log.sink.segments * log.sink.segment_bytes;
+        !st.leading
+            && !log.failed
+            && log.buf.is_empty()
+            && log.written == log.end
+            && log.keep_from >= log.end
+            && log.end.is_multiple_of(cycle)
+            && log.sink.extent.len() <= FILE_HEADER_BYTES
     }
 }
 
@@ -2187,6 +2220,62 @@ mod tests {
         log.sync().unwrap();
         let (_, back) = reopen(s.durable_contents(), 0).unwrap();
         assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), kept);
+    }
+
+    /// A log read back to an end inside a segment, on a disk with no room for the rest of
+    /// that segment: it opens (a database on a full disk still opens and reads), the first
+    /// append is refused as a full disk with nothing appended, and once there is room it pads
+    /// the segment and goes on in the next one, as after any torn tail.
+    #[test]
+    fn a_tail_with_no_room_to_close_opens_and_pads_at_the_next_append() {
+        const BIG: u64 = 4 << 20;
+        let (s, a) = storage();
+        let mut log = Log::create(a, BIG, 4, 0).unwrap();
+        let mut txn = 0;
+        let mut all = Vec::new();
+        while log.end() < BIG / 3 {
+            txn += 1;
+            let body = body(txn, 3000);
+            let position = log.end();
+            log.append(KIND_COMMIT, txn, &body).unwrap();
+            all.push(txn);
+            assert!(position < BIG);
+        }
+        log.sync().unwrap();
+        let contents = s.durable_contents();
+        assert!(
+            (contents.len() as u64) < FILE_HEADER_BYTES + BIG,
+            "the segment is not all there"
+        );
+        let full = FaultStorage::new();
+        full.set_contents(contents.clone());
+        full.set_space_limit(Some(contents.len() as u64));
+        let (mut log, back) = Log::open(Arc::new(full.clone()), 0, 0).unwrap();
+        assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), all);
+        let end = log.end();
+        assert!(
+            !end.is_multiple_of(BIG),
+            "the tail stays inside the segment"
+        );
+        txn += 1;
+        match log.append(KIND_COMMIT, txn, &body(txn, 3000)) {
+            Err(NoRoom::Grow(Error::DiskFull)) => {}
+            other => panic!("expected a full disk, got {other:?}"),
+        }
+        assert_eq!(log.end(), end, "nothing appended");
+        full.set_space_limit(None);
+        let position = log.end();
+        log.append(KIND_COMMIT, txn, &body(txn, 3000)).unwrap();
+        all.push(txn);
+        log.sync().unwrap();
+        let (_, back) = reopen(full.durable_contents(), 0).unwrap();
+        assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), all);
+        let new = back.last().unwrap().position;
+        assert_eq!(
+            new,
+            BIG + SEGMENT_HEADER_BYTES as u64,
+            "the record after the tail starts the next segment (it was appended at {position})"
+        );
     }
 
     #[test]

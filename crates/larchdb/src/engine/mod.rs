@@ -127,6 +127,10 @@ pub(crate) struct Shared {
     pub(crate) closed: std::sync::atomic::AtomicBool,
     /// The write-ahead log, for a writing handle opened with `Options::log`.
     pub(crate) log: Option<GroupLog>,
+    /// Set by the close once the log holds nothing: the last commit's meta page then says the
+    /// database has no log (`commit::seal_meta`), so that the data file alone is the whole
+    /// database (`Database`'s drop).
+    pub(crate) log_detached: std::sync::atomic::AtomicBool,
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
     /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,

@@ -229,6 +229,7 @@ impl Shared {
             boot_id,
             lock,
             closed: std::sync::atomic::AtomicBool::new(false),
+            log_detached: std::sync::atomic::AtomicBool::new(false),
             log: log.map(GroupLog::new),
             writers_waiting: Default::default(),
             flusher: Default::default(),
@@ -249,19 +250,18 @@ fn open_log(
     keep_from: u64,
     options: &Options,
 ) -> Result<(Option<Log>, Vec<Record>)> {
-    let writes_log = options.log && !options.read_only;
+    // A storage opened without a log (`Database::open_storage`) writes pages, whatever
+    // `options.log` says: there is nowhere to put a log.
+    let writes_log = options.log && !options.read_only && !matches!(source, LogSource::None);
     if (!meta.log && !writes_log) || options.read_only {
         // A read-only handle reads the log itself (`readers::Follower`).
         return Ok((None, Vec::new()));
     }
     let storage = source.open(false, writes_log)?;
+    // Missing only when the handle does not write the log (a log it writes is created), so
+    // the meta page names it.
     let Some(storage) = storage else {
-        if meta.log {
-            return Err(no_log(meta));
-        }
-        return Err(Error::InvalidOptions(
-            "Options::log on a storage opened without a log".into(),
-        ));
+        return Err(no_log(meta));
     };
     let (mut log, records) = if meta.log {
         Log::open(storage, meta.log_position, keep_from)?
