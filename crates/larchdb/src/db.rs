@@ -214,7 +214,9 @@ impl Database {
 
     /// Opens a database on any [`Storage`] backend (for example the fault-injecting one of
     /// the `test-support` feature). There is no lock file: the caller guarantees that no other
-    /// process writes the storage.
+    /// process writes the storage. There is no log either: commits write pages, whatever
+    /// `Options::log` says ([`Database::open_storage_with_log`] gives one), and a database
+    /// whose last commit says its log holds commits is refused (`Error::CorruptedLog`).
     ///
     /// ```
     /// use larchdb::storage::FaultStorage;

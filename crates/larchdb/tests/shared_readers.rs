@@ -454,8 +454,10 @@ fn foreign_reader_remaps_when_the_file_outgrows_its_mapping() {
         "the file did not outgrow 1 GiB: {file_bytes}"
     );
 
+    // The writer's last commit, or a later one: its close ends with a commit that marks its
+    // log as no longer needed.
     let r = ro.begin_read().unwrap();
-    assert_eq!(r.id(), last);
+    assert!(r.id() >= last, "{} before {last}", r.id());
     let big = r.table("big").unwrap();
     assert_eq!(big.len().unwrap(), GROW_VALUES as u64);
     for i in 0..GROW_VALUES {
