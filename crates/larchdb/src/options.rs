@@ -86,7 +86,7 @@ pub struct Options {
     ///
     /// Off, every commit writes its pages (the leaf-to-root path, the free space, a meta page:
     /// two syncs when durable), as LMDB does. That path is the faster one for bulk loads in
-    /// key order (1000-put sequential fills, session 50: about twice the log's rate) and keeps
+    /// key order (1000-put sequential fills, session 50: 2.4 times the log's rate) and keeps
     /// the files at the data's size and the process at its mapping; with the log the data
     /// file holds up to a few checkpoints' worth of pages kept for a power loss, the log file
     /// its ring (up to a third of the data file), and memory the commits since the last

@@ -1075,12 +1075,10 @@ impl Log {
     /// of the log: it is left as it is).
     pub(crate) fn restart(&mut self) -> Option<u64> {
         self.left_at.set(None);
-        let cycle = self.sink.segments * self.sink.segment_bytes;
-        let idle = self.keep_from >= self.end && self.written == self.end && self.buf.is_empty();
-        let cut = self.end.is_multiple_of(cycle) && self.sink.extent.len() <= FILE_HEADER_BYTES;
-        if !idle || cut || !self.jumps_allowed || self.failed {
+        if !self.idle() || self.is_cut() || !self.jumps_allowed || self.failed {
             return None;
         }
+        let cycle = self.sink.segments * self.sink.segment_bytes;
         let to = (self.end / cycle + 1) * cycle;
         self.end = to;
         self.written = to;
@@ -1089,6 +1087,19 @@ impl Log {
         self.tail_open = false;
         self.jumps.clear();
         Some(to)
+    }
+
+    /// Every record is in a durable checkpoint (`release_to` reached the end) and every
+    /// appended byte was handed to the storage.
+    fn idle(&self) -> bool {
+        self.keep_from >= self.end && self.written == self.end && self.buf.is_empty()
+    }
+
+    /// The end is a cycle's first position and the file is cut to its header (`restart`, then
+    /// `cut`).
+    fn is_cut(&self) -> bool {
+        let cycle = self.sink.segments * self.sink.segment_bytes;
+        self.end.is_multiple_of(cycle) && self.sink.extent.len() <= FILE_HEADER_BYTES
     }
 
     /// Gives back every byte of the file after its header. Requires: the log was `restart`ed
@@ -1676,15 +1687,7 @@ impl GroupLog {
     /// is cut to its header (`restart` and `cut` after a durable commit naming the new end).
     pub(crate) fn holds_nothing(&self) -> bool {
         let st = self.lock();
-        let log = &st.log;
-        let cycle = log.sink.segments * log.sink.segment_bytes;
-        !st.leading
-            && !log.failed
-            && log.buf.is_empty()
-            && log.written == log.end
-            && log.keep_from >= log.end
-            && log.end.is_multiple_of(cycle)
-            && log.sink.extent.len() <= FILE_HEADER_BYTES
+        !st.leading && !st.log.failed && st.log.idle() && st.log.is_cut()
     }
 }
 
