@@ -33,6 +33,9 @@ pub(crate) const SEGMENT_BYTES_MIN: u64 = 64 << 10;
 const ZERO_CHUNK_BYTES: u64 = 1 << 20;
 /// Bytes of zeros a `write_at` while the file grows (`Extent::cover`).
 const ZERO_WRITE_BYTES: usize = 4096;
+/// Buffers of segments read before that reading back keeps for reuse (`Log::read_spare`):
+/// the one the last records applied came from, and one more.
+const READ_SPARE_BUFFERS: usize = 2;
 
 /// A record read back from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +45,22 @@ pub(crate) struct Record {
     pub(crate) kind: u8,
     pub(crate) txn: u64,
     pub(crate) body: Bytes,
+}
+
+/// Where reading the log back puts the records it reads, in log order.
+pub(crate) trait ReadBack {
+    /// About how many bytes of log are to come (`Log::span_hint`), before the first record.
+    fn expect(&mut self, _bytes: u64) {}
+    /// The next record (a commit; pads are not handed over). An error stops the reading.
+    fn record(&mut self, rec: Record) -> Result<()>;
+}
+
+/// Every record, kept.
+impl ReadBack for Vec<Record> {
+    fn record(&mut self, rec: Record) -> Result<()> {
+        self.push(rec);
+        Ok(())
+    }
 }
 
 /// Bytes read back from the log: a range of a buffer read whole (a segment, or while
@@ -162,6 +181,15 @@ pub(crate) struct Log {
     /// The bytes last read while reading back (their first position, and the bytes: a whole
     /// segment, or, while following, up to the published end); emptied when reading is done.
     read_cache: std::cell::RefCell<Option<(u64, Arc<Vec<u8>>)>>,
+    /// Buffers `read_cache` held before, reused for the next segment once no record read
+    /// from them is left (`ReadBack` consumers that apply each record as it comes): reading
+    /// back a log of hundreds of megabytes then takes two segments' memory, not the log's in
+    /// fresh pages (at 10M records, the kernel's zeroing of those pages was a fifth of a
+    /// crashed open, docs/design/write-path.md, session 51).
+    read_spare: std::cell::RefCell<Vec<Arc<Vec<u8>>>>,
+    /// Buffers `read` allocated afresh (tests).
+    #[cfg(test)]
+    read_fresh: std::cell::Cell<usize>,
     /// While following a writer (`follow`): the published end, past which nothing is read.
     read_limit: Option<u64>,
 }
@@ -581,6 +609,9 @@ impl Log {
             grow_asked: 0,
             grower_nice: 0,
             read_cache: Default::default(),
+            read_spare: Default::default(),
+            #[cfg(test)]
+            read_fresh: Default::default(),
             left_at: Default::default(),
             read_limit: None,
             ring: segments,
@@ -603,34 +634,51 @@ impl Log {
     /// checkpoint's) to the end of the log. Appending continues after the last record; the
     /// records from `keep_from` (the last durable checkpoint's position, at most `from`) are
     /// kept until `release_to` lets them go.
+    #[cfg(test)]
     pub(crate) fn open(
         storage: Arc<dyn Storage>,
         from: u64,
         keep_from: u64,
     ) -> Result<(Log, Vec<Record>)> {
+        let mut records = Vec::new();
+        let log = Log::open_into(storage, from, keep_from, &mut records)?;
+        Ok((log, records))
+    }
+
+    /// `open`, handing each record to `into` as it is read (`ReadBack`) instead of returning
+    /// them all: a replay that applies them as they come reads a log of any size in two
+    /// segments' memory.
+    pub(crate) fn open_into(
+        storage: Arc<dyn Storage>,
+        from: u64,
+        keep_from: u64,
+        into: &mut dyn ReadBack,
+    ) -> Result<Log> {
         if keep_from > from {
             return Err(corrupted(
                 keep_from,
                 format!("the durable checkpoint's position is after the newest one's, {from}"),
             ));
         }
-        let (mut log, records) = Log::open_inner(storage, from, true)?;
+        let mut log = Log::open_inner(storage, from, true, into)?;
         log.keep_from = keep_from;
-        Ok((log, records))
+        Ok(log)
     }
 
     fn open_inner(
         storage: Arc<dyn Storage>,
         from: u64,
         close_tail: bool,
-    ) -> Result<(Log, Vec<Record>)> {
+        into: &mut dyn ReadBack,
+    ) -> Result<Log> {
         let mut log = Log::at(storage, from, close_tail)?;
-        let records = log.read_back(from)?;
-        *log.read_cache.get_mut() = None;
+        let read = log.read_back(from, into);
+        log.drop_read_buffers();
+        read?;
         if close_tail {
             log.close_tail()?;
         }
-        Ok((log, records))
+        Ok(log)
     }
 
     /// The log in `storage`, its header checked, positioned at `from`, nothing read yet;
@@ -678,6 +726,9 @@ impl Log {
         }
         Ok(Log {
             read_cache: Default::default(),
+            read_spare: Default::default(),
+            #[cfg(test)]
+            read_fresh: Default::default(),
             left_at: Default::default(),
             read_limit: None,
             sink: Sink {
@@ -712,9 +763,20 @@ impl Log {
 
     /// Reads back every record from position `from` like `open`, writing nothing (for a
     /// read-only handle); returns them and the position after the last.
+    #[cfg(test)]
     pub(crate) fn read_records(storage: Arc<dyn Storage>, from: u64) -> Result<(Vec<Record>, u64)> {
-        let (log, records) = Log::open_inner(storage, from, false)?;
-        Ok((records, log.end))
+        let mut records = Vec::new();
+        let end = Log::read_records_into(storage, from, &mut records)?;
+        Ok((records, end))
+    }
+
+    /// `read_records`, handing each record to `into` as it is read.
+    pub(crate) fn read_records_into(
+        storage: Arc<dyn Storage>,
+        from: u64,
+        into: &mut dyn ReadBack,
+    ) -> Result<u64> {
+        Ok(Log::open_inner(storage, from, false, into)?.end)
     }
 
     /// A reader of the log in `storage` for a read-only handle that follows a writer in
@@ -745,7 +807,7 @@ impl Log {
         self.read_limit = Some(to);
         let read = self.follow_inner(from, to);
         self.read_limit = None;
-        *self.read_cache.get_mut() = None;
+        self.drop_read_buffers();
         read
     }
 
@@ -1191,6 +1253,30 @@ impl Log {
         (position / self.sink.segment_bytes + 1) * self.sink.segment_bytes
     }
 
+    /// A buffer of `len` bytes to read into: a spare one no record holds any more, whatever it
+    /// holds, or a new one, zeroed (the flag).
+    fn read_buffer(&self, len: usize) -> (Vec<u8>, bool) {
+        let mut spare = self.read_spare.borrow_mut();
+        let free = spare.iter().position(|b| Arc::strong_count(b) == 1);
+        match free.map(|i| Arc::try_unwrap(spare.remove(i))) {
+            Some(Ok(mut buf)) => {
+                buf.resize(len, 0);
+                (buf, false)
+            }
+            _ => {
+                #[cfg(test)]
+                self.read_fresh.set(self.read_fresh.get() + 1);
+                (vec![0u8; len], true)
+            }
+        }
+    }
+
+    /// Empties the read cache and its spares (reading is done).
+    fn drop_read_buffers(&mut self) {
+        *self.read_cache.get_mut() = None;
+        self.read_spare.get_mut().clear();
+    }
+
     /// Reads `len` bytes at `position` (within one segment). Reading back goes through the
     /// segment holding `position`, read whole once (`read_cache`): the scan for later records
     /// that vouch for a bad one looks at every 8-byte boundary of a segment, one syscall each
@@ -1215,14 +1301,24 @@ impl Log {
                     None => (seg, seg_end),
                     Some(limit) => (position, limit.max(position + len as u64).min(seg_end)),
                 };
-                let mut buf = vec![0u8; (end - start) as usize];
+                let len = (end - start) as usize;
+                let (mut buf, zeroed) = self.read_buffer(len);
                 let at = self.offset(start);
                 let n = self.sink.extent.len().saturating_sub(at).min(end - start) as usize;
+                if !zeroed {
+                    buf[n..].fill(0);
+                }
                 if n > 0 {
                     self.read_segment(&mut buf[..n], at, seg)?;
                 }
                 let buf = Arc::new(buf);
-                *cache = Some((start, buf.clone()));
+                if let Some((_, old)) = cache.replace((start, buf.clone())) {
+                    let mut spare = self.read_spare.borrow_mut();
+                    if spare.len() == READ_SPARE_BUFFERS {
+                        spare.remove(0);
+                    }
+                    spare.push(old);
+                }
                 (start, buf)
             }
         };
@@ -1275,9 +1371,11 @@ impl Log {
         Ok(Some((record, get_u64(&h, REC_SYNCED_AT), size)))
     }
 
-    /// Reads every record from `from` to the end of the log and leaves `end` after the last.
-    fn read_back(&mut self, from: u64) -> Result<Vec<Record>> {
-        let mut records = Vec::new();
+    /// Reads every record from `from` to the end of the log, handing each to `into` in order,
+    /// and leaves `end` after the last. The records are handed over before the end is known:
+    /// a log whose end turns out to be damage (`vouched_after`) is an error after them.
+    fn read_back(&mut self, from: u64, into: &mut dyn ReadBack) -> Result<()> {
+        into.expect(self.span_hint(from));
         let mut pos = from;
         loop {
             if pos.is_multiple_of(self.sink.segment_bytes) {
@@ -1296,7 +1394,7 @@ impl Log {
                         pos = next;
                     } else {
                         pos += size;
-                        records.push(rec);
+                        into.record(rec)?;
                     }
                 }
                 // A remainder too small for a record: the writer went on to the next segment.
@@ -1318,7 +1416,29 @@ impl Log {
         self.end = pos;
         self.written = pos;
         self.synced = pos;
-        Ok(records)
+        Ok(())
+    }
+
+    /// About how many bytes of log reading back from `from` will cover, for sizing what the
+    /// records go into: up to the end of the last segment in the run of segments entered in
+    /// this cycle from `from`'s (their headers alone are read). High by less than a segment
+    /// (the last one's unwritten rest); low where the writer jumped to the next cycle.
+    fn span_hint(&self, from: u64) -> u64 {
+        let seg = self.sink.segment_bytes;
+        let first = from - from % seg;
+        let mut at = first;
+        let mut h = [0u8; SEGMENT_HEADER_BYTES];
+        while at - first < self.sink.segments * seg {
+            let valid = self.sink.storage.read_at(&mut h, self.offset(at)).is_ok()
+                && h[SEG_MAGIC_AT..SEG_MAGIC_AT + 8] == SEGMENT_MAGIC
+                && get_u64(&h, SEG_BASE_AT) == at
+                && get_u32(&h, SEG_CRC_AT) == crc32c(&h[..SEG_CRC_AT]);
+            if !valid {
+                break;
+            }
+            at += seg;
+        }
+        at.saturating_sub(from)
     }
 
     /// After reading back: if the log ended inside a segment, fills the rest of that segment
@@ -1791,6 +1911,67 @@ mod tests {
         let more = append_some(&mut log, &mut rng, &mut txn, 3);
         log.sync().unwrap();
         assert!(more[0].position > back.last().unwrap().position);
+    }
+
+    /// Reading back hands each record over as it is read: a consumer that lets go of them
+    /// gets every record, in order, from two segment buffers reused (`read_spare`), where one
+    /// that keeps them all takes a buffer per segment; the bytes announced first cover the
+    /// records, by less than a segment more.
+    #[test]
+    fn records_handed_over_as_read_reuse_the_segment_buffers() {
+        struct Each {
+            seen: Vec<Record>,
+            expected: u64,
+        }
+        impl ReadBack for Each {
+            fn expect(&mut self, bytes: u64) {
+                self.expected = bytes;
+            }
+            fn record(&mut self, rec: Record) -> Result<()> {
+                // A copy: the segment buffer is let go.
+                self.seen.push(Record {
+                    body: rec.body.to_vec().into(),
+                    ..rec
+                });
+                Ok(())
+            }
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 32, 0).unwrap();
+        let mut txn = 0;
+        let all = append_some(&mut log, &mut rng, &mut txn, 600);
+        log.sync().unwrap();
+        let segments = log.end().div_ceil(SEG) as usize;
+        assert!(segments >= 8, "{segments} segments");
+        let from = all[10].position;
+        let read = |into: &mut dyn ReadBack| {
+            let c = FaultStorage::new();
+            c.set_contents(s.contents());
+            let mut log = Log::at(Arc::new(c), from, false).unwrap();
+            log.read_back(from, into).unwrap();
+            (log.read_fresh.get(), log.end())
+        };
+        let mut each = Each {
+            seen: Vec::new(),
+            expected: 0,
+        };
+        let (fresh, end) = read(&mut each);
+        assert_eq!(each.seen, all[10..]);
+        assert!(fresh <= READ_SPARE_BUFFERS + 1, "{fresh} buffers");
+        assert!(
+            each.expected >= end - from && each.expected < end - from + SEG,
+            "{} expected, {} read",
+            each.expected,
+            end - from
+        );
+        let mut kept = Vec::new();
+        let (fresh, _) = read(&mut kept);
+        assert_eq!(kept, all[10..]);
+        assert!(
+            fresh >= segments - 1,
+            "{fresh} buffers for {segments} segments"
+        );
     }
 
     /// A follower reads exactly the records between two published ends, across segments and

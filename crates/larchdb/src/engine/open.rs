@@ -6,7 +6,7 @@
 use super::batch;
 use super::catalog::{self, CatalogCache, TableStates};
 use super::commit;
-use super::log::{GroupLog, Log, Record};
+use super::log::{GroupLog, Log, ReadBack, Record};
 use super::overlay::{Lookup, Overlay, Visible, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
 use super::{Disk, Shared, WriterState};
@@ -140,15 +140,17 @@ impl Shared {
             None,
             options.readahead,
         )?);
-        let snap = Snapshot::new(meta, access, options.verify_checksums);
-        let (mut log, records) = open_log(&log_source, &meta, keep_from, &options)?;
+        let tree = Published::new(Snapshot::new(meta, access, options.verify_checksums));
+        let mut replay = Replay::new(&tree);
+        let mut log = open_log(&log_source, &meta, keep_from, &options, &mut replay)?;
+        let mut current = replay.finish()?;
         if let Some(log) = log.as_mut() {
             log.plan(
                 meta.page_count * meta.page_bytes as u64,
                 options.checkpoint_bytes,
             );
         }
-        let free = snap.load_free_set()?;
+        let free = tree.snap.load_free_set()?;
         let (durable_slot, last_durable_txn) = if meta.durable {
             (slot, meta.txn)
         } else {
@@ -182,8 +184,6 @@ impl Shared {
             pending: None,
             pacer: Default::default(),
         };
-        let tree = Published::new(snap);
-        let mut current = replay(&tree, records)?;
         let mut follow = None;
         if options.read_only {
             // A read-only handle reads the log after the tree itself: up to the end a writer
@@ -240,8 +240,8 @@ impl Shared {
     }
 }
 
-/// The log a handle opens with, and the records to replay from it: those after the meta
-/// page's position if it says the log is in use, whatever `options.log` says. A writing handle
+/// The log a handle opens with, its records replayed into `replay` as they are read: those
+/// after the meta page's position if it says the log is in use, whatever `options.log` says. A writing handle
 /// opened with `options.log` keeps the log for its commits; it starts a new one if the meta
 /// page does not name one (any file there is stale). A read-only handle only reads.
 fn open_log(
@@ -249,13 +249,14 @@ fn open_log(
     meta: &Meta,
     keep_from: u64,
     options: &Options,
-) -> Result<(Option<Log>, Vec<Record>)> {
+    replay: &mut Replay<'_>,
+) -> Result<Option<Log>> {
     // A storage opened without a log (`Database::open_storage`) writes pages, whatever
     // `options.log` says: there is nowhere to put a log.
     let writes_log = options.log && !options.read_only && !matches!(source, LogSource::None);
     if (!meta.log && !writes_log) || options.read_only {
         // A read-only handle reads the log itself (`readers::Follower`).
-        return Ok((None, Vec::new()));
+        return Ok(None);
     }
     let storage = source.open(false, writes_log)?;
     // Missing only when the handle does not write the log (a log it writes is created), so
@@ -263,17 +264,16 @@ fn open_log(
     let Some(storage) = storage else {
         return Err(no_log(meta));
     };
-    let (mut log, records) = if meta.log {
-        Log::open(storage, meta.log_position, keep_from)?
+    let mut log = if meta.log {
+        Log::open_into(storage, meta.log_position, keep_from, replay)?
     } else {
         // A new log (`writes_log`): whatever the file held belongs to no commit the
         // database has.
         storage.set_len(0)?;
-        let log = Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?;
-        (log, Vec::new())
+        Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?
     };
     log.set_grower_nice(options.background_nice);
-    Ok((writes_log.then_some(log), records))
+    Ok(writes_log.then_some(log))
 }
 
 /// The error for a commit `meta` that names a log where there is none.
@@ -381,9 +381,28 @@ impl<'s> Decoder<'s> {
 }
 
 /// The snapshot a handle starts from: `tree`, with the log's records after it replayed into
-/// an overlay. Each record is one commit; the tables it names must be in the tree's catalog
-/// (tables are created and deleted only by commits that write pages), and the entry counts
-/// are rebuilt as the commits were made.
+/// an overlay (`Replay`, given every record at once).
+#[cfg(test)]
+pub(crate) fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
+    let mut r = Replay::new(tree);
+    r.expect_records(records.len());
+    for rec in records {
+        r.record(rec)?;
+    }
+    r.finish()
+}
+
+/// Records held before they are applied, at most: they are decoded together, so that each
+/// is resolved and its slots prefetched `REPLAY_LOOKAHEAD` ahead of the one applied. A chunk
+/// of one-put commits spans a few hundred KiB of log, so the segment buffers behind it are
+/// reused as reading goes on (`Log::read_spare`).
+const REPLAY_CHUNK: usize = 4096;
+
+/// Replays the log's records after `tree` into an overlay, as they are read back
+/// (`log::ReadBack`), and gives the snapshot a handle starts from (`finish`). Each record is
+/// one commit; the tables it names must be in the tree's catalog (tables are created and
+/// deleted only by commits that write pages), and the entry counts are rebuilt as the
+/// commits were made.
 ///
 /// Records are decoded, checked for order and resolved to table numbers `REPLAY_LOOKAHEAD`
 /// ahead of the one applied, and their slots prefetched; a record that fails there is queued
@@ -393,79 +412,180 @@ impl<'s> Decoder<'s> {
 /// following a writer in another process, `Shared::follow_log`): the records go on into it,
 /// after its newest commit, and the entry counts go on from it. Only the handle that made that
 /// overlay may pass it: an overlay has one writer.
-pub(crate) fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<Published>> {
-    let snap = &*tree.snap;
-    let mut commits = records.iter().filter(|r| r.kind == KIND_COMMIT);
-    let overlay = match &tree.overlay {
-        Some(o) => o.clone(),
-        None => Arc::new(Overlay::with_capacity(commits.clone().count())),
-    };
-    let start = tree.txn();
-    let mut decoder = Decoder {
-        snap,
-        catalog: &tree.catalog,
-        tables: HashMap::new(),
-        last: None,
-        txn: start,
-    };
-    let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
-    let mut txn = start;
-    // By table number: its entry count so far (hashed with foldhash: std's SipHash of a
-    // number per record showed in the profile).
-    let mut counts: HashMap<u64, u64, foldhash::fast::RandomState> = HashMap::default();
-    // A record's writes and changed counts, in buffers reused from record to record.
-    let mut writes = Vec::new();
-    let mut changed = Vec::new();
-    loop {
-        while ahead.len() < REPLAY_LOOKAHEAD && !matches!(ahead.back(), Some(Err(_))) {
-            let Some(rec) = commits.next() else { break };
-            ahead.push_back(decoder.decode(rec, &overlay));
+pub(crate) struct Replay<'t> {
+    tree: &'t Arc<Published>,
+    /// Made at the first chunk, sized for the records expected.
+    overlay: Option<Arc<Overlay>>,
+    /// Records read and not applied yet.
+    chunk: Vec<Record>,
+    /// Bytes of log expected (`ReadBack::expect`), or records (`expect_records`).
+    expected_bytes: u64,
+    expected_records: Option<usize>,
+    /// By table number: its entry count so far (hashed with foldhash: std's SipHash of a
+    /// number per record showed in the profile).
+    counts: HashMap<u64, u64, foldhash::fast::RandomState>,
+    /// The commit the tree is, and the last commit applied.
+    start: u64,
+    txn: u64,
+}
+
+impl<'t> Replay<'t> {
+    pub(crate) fn new(tree: &'t Arc<Published>) -> Replay<'t> {
+        Replay {
+            tree,
+            overlay: tree.overlay.clone(),
+            chunk: Vec::new(),
+            expected_bytes: 0,
+            expected_records: None,
+            counts: HashMap::default(),
+            start: tree.txn(),
+            txn: tree.txn(),
         }
-        let Some(next) = ahead.pop_front() else { break };
-        let (rec_txn, decoded) = next?;
-        writes.clear();
-        changed.clear();
-        for (id, hdr, records) in decoded {
-            let n = counts.entry(id).or_insert_with(|| {
-                // Where an earlier replay left the count, if it changed it.
-                match overlay.get(COUNTS, &id.to_be_bytes(), start) {
-                    Lookup::Value(v) => v.try_into().map_or(hdr.entries, u64::from_le_bytes),
-                    _ => hdr.entries,
-                }
-            });
-            let before = *n;
-            for (key, value) in records {
-                // A put of a key the overlay does not have is counted as new without looking
-                // in the tree, and marked, as a blind write of a live commit is
-                // (`Overlay::blind_in_tree` corrects the count when it is asked for): a tree
-                // lookup a record made replay several times slower. A deletion looks.
-                let (existed, blind) = match (overlay.get(id, key, txn), value) {
-                    (Lookup::Value(_), _) => (true, false),
-                    (Lookup::Deleted, _) => (false, false),
-                    (Lookup::Absent, Some(_)) => (false, true),
-                    (Lookup::Absent, None) => (btree::get(snap, &hdr, key)?.is_some(), false),
-                };
-                match (existed, value) {
-                    (false, Some(_)) => *n += 1,
-                    (true, None) => *n = n.saturating_sub(1),
-                    _ => {}
-                }
-                writes.push((id, key, value, blind));
+    }
+
+    /// Sizes the overlay for `n` records instead of estimating them from the bytes expected.
+    pub(crate) fn expect_records(&mut self, n: usize) {
+        self.expected_records = Some(n);
+    }
+
+    /// Whether a record has gone into the overlay (an error after that leaves it partly
+    /// applied).
+    pub(crate) fn applied(&self) -> bool {
+        self.txn != self.start
+    }
+
+    /// The snapshot with every record applied: `tree` itself if there were none.
+    pub(crate) fn finish(mut self) -> Result<Arc<Published>> {
+        self.apply_chunk()?;
+        match self.overlay {
+            Some(overlay) if self.txn != self.start => {
+                Ok(Published::logged(self.tree, overlay, self.txn))
             }
-            if *n != before {
-                changed.push((id.to_be_bytes(), n.to_le_bytes()));
-            }
+            _ => Ok(self.tree.clone()),
         }
-        let count_records = changed
-            .iter()
-            .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-        overlay.insert_marked(rec_txn, writes.drain(..).chain(count_records));
-        txn = rec_txn;
     }
-    if txn == start {
-        return Ok(tree.clone());
+
+    /// The overlay the records go into, made for the records expected if there is none: the
+    /// chunk's records, scaled by the bytes expected to the bytes they span when more are to
+    /// come (growing the table rehashes every entry, and leaves the slots prefetched for the
+    /// old table wrong).
+    fn overlay(&mut self, more: bool) -> Arc<Overlay> {
+        if let Some(o) = &self.overlay {
+            return o.clone();
+        }
+        let n = self.chunk.len();
+        let expected = match (self.expected_records, self.chunk.first(), self.chunk.last()) {
+            (Some(records), ..) => records,
+            (None, Some(first), Some(last)) if more && last.position > first.position => {
+                let spanned = last.position - first.position;
+                let scaled = (n as u128 * self.expected_bytes as u128 / spanned as u128) as usize;
+                scaled.max(n)
+            }
+            _ => n,
+        };
+        let o = Arc::new(Overlay::with_capacity(expected));
+        self.overlay = Some(o.clone());
+        o
     }
-    Ok(Published::logged(tree, overlay, txn))
+
+    /// Applies the records held, in order.
+    fn apply_chunk(&mut self) -> Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let more = self.chunk.len() == REPLAY_CHUNK;
+        let overlay = self.overlay(more);
+        let chunk = std::mem::take(&mut self.chunk);
+        let r = self.apply(&chunk, &overlay);
+        // The chunk's allocation is kept; its records (and the segment buffers they share)
+        // are let go.
+        self.chunk = chunk;
+        self.chunk.clear();
+        r
+    }
+
+    fn apply(&mut self, records: &[Record], overlay: &Overlay) -> Result<()> {
+        let snap = &*self.tree.snap;
+        let start = self.start;
+        let mut decoder = Decoder {
+            snap,
+            catalog: &self.tree.catalog,
+            tables: HashMap::new(),
+            last: None,
+            txn: self.txn,
+        };
+        let mut commits = records.iter();
+        let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
+        // A record's writes and changed counts, in buffers reused from record to record.
+        let mut writes = Vec::new();
+        let mut changed = Vec::new();
+        let mut txn = self.txn;
+        loop {
+            while ahead.len() < REPLAY_LOOKAHEAD && !matches!(ahead.back(), Some(Err(_))) {
+                let Some(rec) = commits.next() else { break };
+                ahead.push_back(decoder.decode(rec, overlay));
+            }
+            let Some(next) = ahead.pop_front() else { break };
+            let (rec_txn, decoded) = next?;
+            writes.clear();
+            changed.clear();
+            for (id, hdr, records) in decoded {
+                let n = self.counts.entry(id).or_insert_with(|| {
+                    // Where an earlier replay left the count, if it changed it.
+                    match overlay.get(COUNTS, &id.to_be_bytes(), start) {
+                        Lookup::Value(v) => v.try_into().map_or(hdr.entries, u64::from_le_bytes),
+                        _ => hdr.entries,
+                    }
+                });
+                let before = *n;
+                for (key, value) in records {
+                    // A put of a key the overlay does not have is counted as new without
+                    // looking in the tree, and marked, as a blind write of a live commit is
+                    // (`Overlay::blind_in_tree` corrects the count when it is asked for): a
+                    // tree lookup a record made replay several times slower. A deletion looks.
+                    let (existed, blind) = match (overlay.get(id, key, txn), value) {
+                        (Lookup::Value(_), _) => (true, false),
+                        (Lookup::Deleted, _) => (false, false),
+                        (Lookup::Absent, Some(_)) => (false, true),
+                        (Lookup::Absent, None) => (btree::get(snap, &hdr, key)?.is_some(), false),
+                    };
+                    match (existed, value) {
+                        (false, Some(_)) => *n += 1,
+                        (true, None) => *n = n.saturating_sub(1),
+                        _ => {}
+                    }
+                    writes.push((id, key, value, blind));
+                }
+                if *n != before {
+                    changed.push((id.to_be_bytes(), n.to_le_bytes()));
+                }
+            }
+            let count_records = changed
+                .iter()
+                .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
+            overlay.insert_marked(rec_txn, writes.drain(..).chain(count_records));
+            txn = rec_txn;
+            self.txn = txn;
+        }
+        Ok(())
+    }
+}
+
+impl ReadBack for Replay<'_> {
+    fn expect(&mut self, bytes: u64) {
+        self.expected_bytes = bytes;
+    }
+
+    fn record(&mut self, rec: Record) -> Result<()> {
+        if rec.kind != KIND_COMMIT {
+            return Ok(());
+        }
+        self.chunk.push(rec);
+        if self.chunk.len() == REPLAY_CHUNK {
+            self.apply_chunk()?;
+        }
+        Ok(())
+    }
 }
 
 /// The commit to open from. A read-only handle registered in the reader table chooses it
@@ -520,6 +640,13 @@ mod tests {
     /// A database with table `t` whose log holds `n` one-put commits after its last
     /// checkpoint: the tree as of that checkpoint, and the log's records after it.
     fn logged(n: u32) -> (Arc<Published>, Vec<Record>) {
+        let (tree, log) = logged_log(n);
+        let (records, _) = Log::read_records(log, tree.snap.meta.log_position).unwrap();
+        (tree, records)
+    }
+
+    /// `logged`, with the log itself instead of its records.
+    fn logged_log(n: u32) -> (Arc<Published>, Arc<dyn Storage>) {
         let data = FaultStorage::new();
         let log = FaultStorage::new();
         let options = Options::default()
@@ -550,8 +677,7 @@ mod tests {
         )
         .unwrap();
         let tree = Published::new(Snapshot::new(meta, Arc::new(access), false));
-        let (records, _) = Log::read_records(Arc::new(log), meta.log_position).unwrap();
-        (tree, records)
+        (tree, Arc::new(log))
     }
 
     fn failed_at(result: Result<Arc<Published>>) -> u64 {
@@ -583,6 +709,38 @@ mod tests {
             );
         }
         assert_eq!(overlay.count(id, last), Some(n as u64));
+    }
+
+    /// Replayed as the log is read back, a chunk of records at a time: every commit of
+    /// several chunks comes back, with the entry count, into an overlay sized for them from
+    /// the bytes announced; damage in a later chunk is reported at its record.
+    #[test]
+    fn replay_as_read_goes_on_across_chunks() {
+        let n = 2 * REPLAY_CHUNK as u32 + 5;
+        let (tree, log) = logged_log(n);
+        let from = tree.snap.meta.log_position;
+        let mut r = Replay::new(&tree);
+        Log::read_records_into(log.clone(), from, &mut r).unwrap();
+        let current = r.finish().unwrap();
+        let Some(overlay) = current.overlay.as_ref() else {
+            panic!("no overlay after a replay")
+        };
+        let last = current.txn();
+        let id = tree.catalog.table_id(&tree.snap, b"t").unwrap().unwrap();
+        for i in 0..n {
+            assert!(
+                matches!(overlay.get(id, &i.to_be_bytes(), last), Lookup::Value(b"v")),
+                "key {i}"
+            );
+        }
+        assert_eq!(overlay.count(id, last), Some(n as u64));
+        // Sized from the first chunk's bytes, the table did not grow.
+        assert_eq!(overlay.tables(), 1);
+        let (records, _) = Log::read_records(log, from).unwrap();
+        let k = REPLAY_CHUNK + 7;
+        let mut damaged = records.clone();
+        damaged[k].body.truncate(3);
+        assert_eq!(failed_at(replay(&tree, damaged)), records[k].position);
     }
 
     /// Records are decoded ahead of the one applied; whatever fails first in the log's order

@@ -732,6 +732,12 @@ impl Overlay {
         }
     }
 
+    /// How many slot tables the overlay has had (1 until it first grew).
+    #[cfg(test)]
+    pub(crate) fn tables(&self) -> usize {
+        self.owned.lock().map_or(0, |o| o.tables.len())
+    }
+
     /// The number of entries of table `table` at snapshot `txn`, if a commit in the overlay
     /// changed it.
     pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {

@@ -4,7 +4,7 @@
 //! writer asks it for the oldest snapshot any reader holds before it reuses a page.
 
 use super::catalog::CatalogCache;
-use super::log::Log;
+use super::log::{Log, ReadBack};
 use super::open::{self, LogSource};
 use super::overlay::Overlay;
 use super::Shared;
@@ -217,7 +217,8 @@ impl Follower {
                 reason: "an earlier read of the log from here failed".into(),
             });
         }
-        let (records, end) = match to {
+        let mut replay = open::Replay::new(base);
+        let end = match to {
             Some(to) if to <= from => {
                 self.applied = from;
                 return Ok(base.clone());
@@ -230,17 +231,23 @@ impl Follower {
                     .log
                     .as_mut()
                     .ok_or_else(|| Error::Internal("a follower without its log reader".into()))?;
-                (log.follow(from, to)?, to)
+                let records = log.follow(from, to)?;
+                replay.expect_records(records.len());
+                records
+                    .into_iter()
+                    .try_for_each(|rec| replay.record(rec))
+                    .map(|()| to)
             }
-            None => Log::read_records(storage, from)?,
+            None => Log::read_records_into(storage, from, &mut replay),
         };
-        match open::replay(base, records) {
-            Ok(p) => {
+        let touched = replay.applied();
+        match end.and_then(|end| Ok((replay.finish()?, end))) {
+            Ok((p, end)) => {
                 self.applied = end;
                 Ok(p)
             }
             Err(e) => {
-                if !fresh {
+                if !fresh && touched {
                     self.stuck = Some(from);
                 }
                 Err(e)

@@ -16,6 +16,9 @@
 //!
 //!   cargo run --release --manifest-path experiments/write-path/Cargo.toml --bin replay [BASE] [N] [SEGMENTS]
 //!
+//! `SEGMENTS` 0 keeps the default bounds, with checkpoints as they come: the warm open is then
+//! the open after a process crash (the log from the last checkpoint), not after a power loss.
+//!
 //! `replay child DIR BASE N SEGMENTS` makes the crashed database alone; `replay open DIR`
 //! times one open of it; `replay close DIR` opens, checkpoints and closes it.
 
@@ -29,10 +32,15 @@ use larch_write_path_experiments::load_then_crash;
 const SEGMENT_BYTES: u64 = 32 << 20;
 
 fn child(dir: &Path, base: u64, n: u64, segments: u64) {
-    let options = Options::default()
-        .log(true)
-        .log_segments(segments)
-        .checkpoint_bytes((segments - 1) * SEGMENT_BYTES);
+    // SEGMENTS 0: the default bounds, checkpoints not held back; the open then replays what a
+    // process crash leaves (the commits since the last checkpoint, not the last durable one).
+    let options = match segments {
+        0 => Options::default(),
+        _ => Options::default()
+            .log(true)
+            .log_segments(segments)
+            .checkpoint_bytes((segments - 1) * SEGMENT_BYTES),
+    };
     let db = Database::open(dir.join("db"), options).unwrap();
     load_then_crash(&db, base, n);
 }
