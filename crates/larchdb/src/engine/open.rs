@@ -241,9 +241,11 @@ impl Shared {
 }
 
 /// The log a handle opens with, its records replayed into `replay` as they are read: those
-/// after the meta page's position if it says the log is in use, whatever `options.log` says. A writing handle
-/// opened with `options.log` keeps the log for its commits; it starts a new one if the meta
-/// page does not name one (any file there is stale). A read-only handle only reads.
+/// after the meta page's position if it says the log is in use, whatever `options.log` says.
+/// A writing handle opened with `options.log` keeps the log for its commits; it starts a new
+/// one if the meta page does not name one (any file there is stale). A read-only handle only
+/// reads (and replays nothing here). A record that fails to replay stops the reading before
+/// the tail is closed: a failed open writes nothing to the log.
 fn open_log(
     source: &LogSource,
     meta: &Meta,
@@ -456,7 +458,7 @@ impl<'t> Replay<'t> {
 
     /// The snapshot with every record applied: `tree` itself if there were none.
     pub(crate) fn finish(mut self) -> Result<Arc<Published>> {
-        self.apply_chunk()?;
+        self.flush()?;
         match self.overlay {
             Some(overlay) if self.txn != self.start => {
                 Ok(Published::logged(self.tree, overlay, self.txn))
@@ -488,8 +490,9 @@ impl<'t> Replay<'t> {
         o
     }
 
-    /// Applies the records held, in order.
-    fn apply_chunk(&mut self) -> Result<()> {
+    /// Applies the records held, in order (the first failure ends it: the records before it
+    /// are in the overlay).
+    pub(crate) fn flush(&mut self) -> Result<()> {
         if self.chunk.is_empty() {
             return Ok(());
         }
@@ -582,7 +585,7 @@ impl ReadBack for Replay<'_> {
         }
         self.chunk.push(rec);
         if self.chunk.len() == REPLAY_CHUNK {
-            self.apply_chunk()?;
+            self.flush()?;
         }
         Ok(())
     }

@@ -240,6 +240,8 @@ impl Follower {
             }
             None => Log::read_records_into(storage, from, &mut replay),
         };
+        // Applied to the last record (or the first failure), then whether any went in.
+        let end = end.and_then(|end| replay.flush().map(|()| end));
         let touched = replay.applied();
         match end.and_then(|end| Ok((replay.finish()?, end))) {
             Ok((p, end)) => {
