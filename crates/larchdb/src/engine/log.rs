@@ -1335,10 +1335,10 @@ impl Log {
 
     /// Whether the segment starting at `position` was entered in this cycle of its slot.
     fn segment_valid(&self, position: u64) -> Result<bool> {
-        let h = self.read(position, SEGMENT_HEADER_BYTES)?;
-        Ok(h[SEG_MAGIC_AT..SEG_MAGIC_AT + 8] == SEGMENT_MAGIC
-            && get_u64(&h, SEG_BASE_AT) == position
-            && get_u32(&h, SEG_CRC_AT) == crc32c(&h[..SEG_CRC_AT]))
+        Ok(segment_header_names(
+            &self.read(position, SEGMENT_HEADER_BYTES)?,
+            position,
+        ))
     }
 
     /// The record at `position`, if a valid one starts there: (kind, txn, synced, body, size).
@@ -1430,9 +1430,7 @@ impl Log {
         let mut h = [0u8; SEGMENT_HEADER_BYTES];
         while at - first < self.sink.segments * seg {
             let valid = self.sink.storage.read_at(&mut h, self.offset(at)).is_ok()
-                && h[SEG_MAGIC_AT..SEG_MAGIC_AT + 8] == SEGMENT_MAGIC
-                && get_u64(&h, SEG_BASE_AT) == at
-                && get_u32(&h, SEG_CRC_AT) == crc32c(&h[..SEG_CRC_AT]);
+                && segment_header_names(&h, at);
             if !valid {
                 break;
             }
@@ -1809,6 +1807,14 @@ impl GroupLog {
         let st = self.lock();
         !st.leading && !st.log.failed && st.log.idle() && st.log.is_cut()
     }
+}
+
+/// Whether `h`, a segment header's bytes, is intact and starts the segment at `position`
+/// (not one of an earlier cycle of its slot).
+fn segment_header_names(h: &[u8], position: u64) -> bool {
+    h[SEG_MAGIC_AT..SEG_MAGIC_AT + 8] == SEGMENT_MAGIC
+        && get_u64(h, SEG_BASE_AT) == position
+        && get_u32(h, SEG_CRC_AT) == crc32c(&h[..SEG_CRC_AT])
 }
 
 fn corrupted(position: u64, reason: impl Into<String>) -> Error {

@@ -701,9 +701,16 @@ mod tests {
         let last = commits.last().unwrap().txn;
         let current = replay(&tree, records).unwrap();
         assert_eq!(current.txn(), last);
-        let Some(overlay) = current.overlay.as_ref() else {
+        assert_every_key(&tree, &current, n);
+    }
+
+    /// The overlay of `current`, replayed over `tree` from `logged(n)`'s log: every key of
+    /// table `t` with its value, and the entry count. Returns the overlay.
+    fn assert_every_key<'c>(tree: &Published, current: &'c Published, n: u32) -> &'c Overlay {
+        let Some(overlay) = current.overlay.as_deref() else {
             panic!("no overlay after a replay")
         };
+        let last = current.txn();
         let id = tree.catalog.table_id(&tree.snap, b"t").unwrap().unwrap();
         for i in 0..n {
             assert!(
@@ -712,6 +719,7 @@ mod tests {
             );
         }
         assert_eq!(overlay.count(id, last), Some(n as u64));
+        overlay
     }
 
     /// Replayed as the log is read back, a chunk of records at a time: every commit of
@@ -725,18 +733,7 @@ mod tests {
         let mut r = Replay::new(&tree);
         Log::read_records_into(log.clone(), from, &mut r).unwrap();
         let current = r.finish().unwrap();
-        let Some(overlay) = current.overlay.as_ref() else {
-            panic!("no overlay after a replay")
-        };
-        let last = current.txn();
-        let id = tree.catalog.table_id(&tree.snap, b"t").unwrap().unwrap();
-        for i in 0..n {
-            assert!(
-                matches!(overlay.get(id, &i.to_be_bytes(), last), Lookup::Value(b"v")),
-                "key {i}"
-            );
-        }
-        assert_eq!(overlay.count(id, last), Some(n as u64));
+        let overlay = assert_every_key(&tree, &current, n);
         // Sized from the first chunk's bytes, the table did not grow.
         assert_eq!(overlay.tables(), 1);
         let (records, _) = Log::read_records(log, from).unwrap();
