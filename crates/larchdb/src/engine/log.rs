@@ -53,6 +53,58 @@ pub(crate) trait ReadBack {
     fn expect(&mut self, _bytes: u64) {}
     /// The next record (a commit; pads are not handed over). An error stops the reading.
     fn record(&mut self, rec: Record) -> Result<()>;
+    /// Every record has been handed over, and the log read back whole: whatever is held is
+    /// to be dealt with now, before an open closes the log's tail (an error fails the open
+    /// with nothing written).
+    fn done(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Records the thread that reads the log back hands to the one that consumes them at a time
+/// (`Log::read_beside`), and the batches it may be ahead by: a few thousand records, far
+/// less than a segment's, so that the segment buffers are reused as when one thread does
+/// both (`READ_SPARE_BUFFERS`).
+const HANDOVER_BATCH: usize = 1024;
+const HANDOVER_DEPTH: usize = 4;
+
+/// What the reading thread sends the consuming one.
+enum Handed {
+    Expect(u64),
+    Records(Vec<Record>),
+}
+
+/// The reading thread's end of `Log::read_beside`: records batched and sent.
+struct Handover {
+    to: std::sync::mpsc::SyncSender<Handed>,
+    batch: Vec<Record>,
+}
+
+impl Handover {
+    fn send(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(HANDOVER_BATCH));
+        // The consumer is gone only after it failed, and reports its own error.
+        self.to
+            .send(Handed::Records(batch))
+            .map_err(|_| Error::internal("the log's records are no longer wanted"))
+    }
+}
+
+impl ReadBack for Handover {
+    fn expect(&mut self, bytes: u64) {
+        let _ = self.to.send(Handed::Expect(bytes));
+    }
+
+    fn record(&mut self, rec: Record) -> Result<()> {
+        self.batch.push(rec);
+        if self.batch.len() == HANDOVER_BATCH {
+            self.send()?;
+        }
+        Ok(())
+    }
 }
 
 /// Every record, kept.
@@ -671,14 +723,65 @@ impl Log {
         close_tail: bool,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
-        let mut log = Log::at(storage, from, close_tail)?;
-        let read = log.read_back(from, into);
-        log.drop_read_buffers();
-        read?;
+        let mut log = Log::read_beside(storage, from, close_tail, into)?;
+        into.done()?;
         if close_tail {
             log.close_tail()?;
         }
         Ok(log)
+    }
+
+    /// The log in `storage` read back from `from` (`Log::at`, `read_back`) on a thread of its
+    /// own, the records handed to `into` on this one as they come, in batches: reading,
+    /// checking and parsing records (a quarter of a 10M-record crashed open) overlap
+    /// replaying them. The reader runs at most `HANDOVER_DEPTH` batches ahead; what it read
+    /// when `into` fails is dropped, and its own error comes after every record before the
+    /// damage was handed over, as on one thread. A thread that cannot be started leaves the
+    /// reading to this one.
+    fn read_beside(
+        storage: Arc<dyn Storage>,
+        from: u64,
+        mapped: bool,
+        into: &mut dyn ReadBack,
+    ) -> Result<Log> {
+        let read = |storage: Arc<dyn Storage>, into: &mut dyn ReadBack| -> Result<Log> {
+            let mut log = Log::at(storage, from, mapped)?;
+            let read = log.read_back(from, into);
+            log.drop_read_buffers();
+            read.map(|()| log)
+        };
+        std::thread::scope(|s| {
+            let (to, handed) = std::sync::mpsc::sync_channel(HANDOVER_DEPTH);
+            let reading = storage.clone();
+            let spawned = std::thread::Builder::new()
+                .name("larch-log-read".into())
+                .spawn_scoped(s, move || {
+                    let mut hand = Handover {
+                        to,
+                        batch: Vec::with_capacity(HANDOVER_BATCH),
+                    };
+                    let log = read(reading, &mut hand)?;
+                    hand.send()?;
+                    Ok(log)
+                });
+            let Ok(reader) = spawned else {
+                return read(storage, into);
+            };
+            let consumed = handed.iter().try_for_each(|h| match h {
+                Handed::Expect(bytes) => {
+                    into.expect(bytes);
+                    Ok(())
+                }
+                Handed::Records(batch) => batch.into_iter().try_for_each(|r| into.record(r)),
+            });
+            // A reader waiting to hand more over is told they are not wanted.
+            drop(handed);
+            let read = reader
+                .join()
+                .unwrap_or_else(|_| Err(Error::internal("the log's reader panicked")));
+            consumed?;
+            read
+        })
     }
 
     /// The log in `storage`, its header checked, positioned at `from`, nothing read yet;
@@ -1977,6 +2080,91 @@ mod tests {
         assert!(
             fresh >= segments - 1,
             "{fresh} buffers for {segments} segments"
+        );
+    }
+
+    /// Reading back runs on a thread of its own (`Log::read_beside`): a consumer that fails
+    /// stops it, its own error is the one returned, and an open whose consumer fails, while
+    /// records come or once all are read (`ReadBack::done`), closes no tail: nothing is
+    /// written to the log.
+    #[test]
+    fn a_consumer_that_fails_stops_the_reading_and_the_open_writes_nothing() {
+        struct FailAt {
+            seen: usize,
+            at: Option<usize>,
+        }
+        impl ReadBack for FailAt {
+            fn record(&mut self, _rec: Record) -> Result<()> {
+                if Some(self.seen) == self.at {
+                    return Err(Error::internal("consumer failed"));
+                }
+                self.seen += 1;
+                Ok(())
+            }
+            fn done(&mut self) -> Result<()> {
+                match self.at {
+                    None => Err(Error::internal("consumer failed at the end")),
+                    Some(_) => Ok(()),
+                }
+            }
+        }
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 64, 0).unwrap();
+        // More records than the reader may run ahead by, over several segments, the last
+        // one partly written (an open closes it).
+        let mut all = Vec::new();
+        for txn in 1..=(3 * HANDOVER_BATCH * HANDOVER_DEPTH) as u64 {
+            let b = body(txn, txn as usize % 90);
+            let end = log.append(KIND_COMMIT, txn, &b).unwrap();
+            all.push(Record {
+                position: end - aligned((RECORD_HEADER_BYTES + b.len()) as u64),
+                kind: KIND_COMMIT,
+                txn,
+                body: b.into(),
+            });
+        }
+        assert!(log.end() > 8 * SEG, "{} bytes", log.end());
+        log.sync().unwrap();
+        assert!(
+            !log.end().is_multiple_of(SEG),
+            "the tail is inside a segment"
+        );
+        let contents = s.contents();
+        let open = |at: Option<usize>| {
+            let c = FaultStorage::new();
+            c.set_contents(contents.clone());
+            let mut fail = FailAt { seen: 0, at };
+            let opened = Log::open_into(Arc::new(c.clone()), 0, 0, &mut fail).map(|_| ());
+            (opened, fail.seen, c.contents() == contents)
+        };
+        for at in [0, 1, HANDOVER_BATCH, all.len() / 2, all.len() - 1] {
+            let (opened, seen, unchanged) = open(Some(at));
+            match opened {
+                Err(Error::Internal(m)) if m.contains("consumer failed") => {}
+                other => panic!("failing at record {at}: {other:?}"),
+            }
+            assert_eq!(seen, at);
+            assert!(
+                unchanged,
+                "failing at record {at}, the open wrote to the log"
+            );
+        }
+        let (opened, seen, unchanged) = open(None);
+        assert!(
+            matches!(&opened, Err(Error::Internal(m)) if m.contains("at the end")),
+            "{opened:?}"
+        );
+        assert_eq!(seen, all.len());
+        assert!(unchanged, "failing at the end, the open wrote to the log");
+        // The same open with a consumer that takes everything closes the tail.
+        let c = FaultStorage::new();
+        c.set_contents(contents.clone());
+        let (_, back) = Log::open(Arc::new(c.clone()), 0, 0).unwrap();
+        assert_eq!(back, all);
+        assert_ne!(
+            c.contents(),
+            contents,
+            "a successful open pads the tail's segment"
         );
     }
 

@@ -404,7 +404,10 @@ const REPLAY_CHUNK: usize = 4096;
 /// (`log::ReadBack`), and gives the snapshot a handle starts from (`finish`). Each record is
 /// one commit; the tables it names must be in the tree's catalog (tables are created and
 /// deleted only by commits that write pages), and the entry counts are rebuilt as the
-/// commits were made.
+/// commits were made. A count changed is written once per chunk, at the last commit applied,
+/// not at each commit that changed it as a live commit does: no reader ever reads at a
+/// commit inside a replay (the handle publishes its last one), and a version of `COUNTS` per
+/// one-put commit was a second insert and a sixth of the overlay's memory.
 ///
 /// Records are decoded, checked for order and resolved to table numbers `REPLAY_LOOKAHEAD`
 /// ahead of the one applied, and their slots prefetched; a record that fails there is queued
@@ -519,64 +522,85 @@ impl<'t> Replay<'t> {
         };
         let mut commits = records.iter();
         let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
-        // A record's writes and changed counts, in buffers reused from record to record.
+        // A record's writes, in a buffer reused from record to record.
         let mut writes = Vec::new();
+        // The tables whose counts changed, written at the last commit applied, failed or not.
         let mut changed = Vec::new();
         let mut txn = self.txn;
-        loop {
-            while ahead.len() < REPLAY_LOOKAHEAD && !matches!(ahead.back(), Some(Err(_))) {
-                let Some(rec) = commits.next() else { break };
-                ahead.push_back(decoder.decode(rec, overlay));
-            }
-            let Some(next) = ahead.pop_front() else { break };
-            let (rec_txn, decoded) = next?;
-            writes.clear();
-            changed.clear();
-            for (id, hdr, records) in decoded {
-                let n = self.counts.entry(id).or_insert_with(|| {
-                    // Where an earlier replay left the count, if it changed it.
-                    match overlay.get(COUNTS, &id.to_be_bytes(), start) {
-                        Lookup::Value(v) => v.try_into().map_or(hdr.entries, u64::from_le_bytes),
-                        _ => hdr.entries,
-                    }
-                });
-                let before = *n;
-                for (key, value) in records {
-                    // A put of a key the overlay does not have is counted as new without
-                    // looking in the tree, and marked, as a blind write of a live commit is
-                    // (`Overlay::blind_in_tree` corrects the count when it is asked for): a
-                    // tree lookup a record made replay several times slower. A deletion looks.
-                    let (existed, blind) = match (overlay.get(id, key, txn), value) {
-                        (Lookup::Value(_), _) => (true, false),
-                        (Lookup::Deleted, _) => (false, false),
-                        (Lookup::Absent, Some(_)) => (false, true),
-                        (Lookup::Absent, None) => (btree::get(snap, &hdr, key)?.is_some(), false),
-                    };
-                    match (existed, value) {
-                        (false, Some(_)) => *n += 1,
-                        (true, None) => *n = n.saturating_sub(1),
-                        _ => {}
-                    }
-                    writes.push((id, key, value, blind));
+        let mut apply = || -> Result<()> {
+            loop {
+                while ahead.len() < REPLAY_LOOKAHEAD && !matches!(ahead.back(), Some(Err(_))) {
+                    let Some(rec) = commits.next() else { break };
+                    ahead.push_back(decoder.decode(rec, overlay));
                 }
-                if *n != before {
-                    changed.push((id.to_be_bytes(), n.to_le_bytes()));
+                let Some(next) = ahead.pop_front() else { break };
+                let (rec_txn, decoded) = next?;
+                writes.clear();
+                for (id, hdr, records) in decoded {
+                    let n = self.counts.entry(id).or_insert_with(|| {
+                        // Where an earlier replay left the count, if it changed it.
+                        match overlay.get(COUNTS, &id.to_be_bytes(), start) {
+                            Lookup::Value(v) => {
+                                v.try_into().map_or(hdr.entries, u64::from_le_bytes)
+                            }
+                            _ => hdr.entries,
+                        }
+                    });
+                    let before = *n;
+                    for (key, value) in records {
+                        // A put of a key the overlay does not have is counted as new without
+                        // looking in the tree, and marked, as a blind write of a live commit is
+                        // (`Overlay::blind_in_tree` corrects the count when it is asked for): a
+                        // tree lookup a record made replay several times slower. A deletion looks.
+                        let (existed, blind) = match (overlay.get(id, key, txn), value) {
+                            (Lookup::Value(_), _) => (true, false),
+                            (Lookup::Deleted, _) => (false, false),
+                            (Lookup::Absent, Some(_)) => (false, true),
+                            (Lookup::Absent, None) => {
+                                (btree::get(snap, &hdr, key)?.is_some(), false)
+                            }
+                        };
+                        match (existed, value) {
+                            (false, Some(_)) => *n += 1,
+                            (true, None) => *n = n.saturating_sub(1),
+                            _ => {}
+                        }
+                        writes.push((id, key, value, blind));
+                    }
+                    if *n != before && !changed.contains(&id) {
+                        changed.push(id);
+                    }
                 }
+                overlay.insert_marked(rec_txn, writes.drain(..));
+                txn = rec_txn;
+                self.txn = txn;
             }
-            let count_records = changed
-                .iter()
-                .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-            overlay.insert_marked(rec_txn, writes.drain(..).chain(count_records));
-            txn = rec_txn;
-            self.txn = txn;
+            Ok(())
+        };
+        let applied = apply();
+        let counts: Vec<_> = changed
+            .iter()
+            .filter_map(|id| Some((id.to_be_bytes(), self.counts.get(id)?.to_le_bytes())))
+            .collect();
+        if !counts.is_empty() {
+            overlay.insert_marked(
+                self.txn,
+                counts
+                    .iter()
+                    .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false)),
+            );
         }
-        Ok(())
+        applied
     }
 }
 
 impl ReadBack for Replay<'_> {
     fn expect(&mut self, bytes: u64) {
         self.expected_bytes = bytes;
+    }
+
+    fn done(&mut self) -> Result<()> {
+        self.flush()
     }
 
     fn record(&mut self, rec: Record) -> Result<()> {
