@@ -707,6 +707,77 @@ mod tests {
         (tree, Arc::new(log))
     }
 
+    /// A read-only handle's follower whose replay into its overlay fails after some records
+    /// went in stays stuck at that position: reading from there again would apply them a
+    /// second time. One that failed before any record went in is not stuck, and a new tree
+    /// clears it.
+    #[test]
+    fn a_follower_that_applied_part_of_a_failed_replay_stays_stuck() {
+        use super::super::readers::Follower;
+        let (tree, log) = logged_log(100);
+        let from = tree.snap.meta.log_position;
+        // A commit record after the others that passes its checksum and cannot be decoded.
+        let (mut writer, _) = Log::open(log.clone(), from, from).unwrap();
+        let (records, _) = Log::read_records(log.clone(), from).unwrap();
+        writer
+            .append(KIND_COMMIT, records.last().unwrap().txn + 1, &[1, 2, 3])
+            .unwrap();
+        writer.sync().unwrap();
+        let (all, _) = Log::read_records(log.clone(), from).unwrap();
+        assert_eq!(all.len(), records.len() + 1);
+        let bad = all.last().unwrap().position;
+        let damaged = |r: Result<Arc<Published>>| match r {
+            Err(Error::CorruptedLog { position, reason }) if !reason.contains("earlier read") => {
+                assert_eq!(position, bad, "{reason}");
+            }
+            other => panic!("expected the bad record, got {:?}", other.map(|p| p.txn())),
+        };
+        let stuck = |r: Result<Arc<Published>>, at: u64| match r {
+            Err(Error::CorruptedLog { position, reason }) if reason.contains("earlier read") => {
+                assert_eq!(position, at);
+            }
+            other => panic!(
+                "expected the follower stuck, got {:?}",
+                other.map(|p| p.txn())
+            ),
+        };
+        let table = tree
+            .catalog
+            .table_id(&tree.snap, b"t")
+            .unwrap()
+            .expect("table t");
+        let mut f = Follower::new(LogSource::Storage(log.clone()));
+        // The first half, up to an end a writer published.
+        let half = records[50].position;
+        let base = f.catch_up(&tree, from, Some(half), true).unwrap();
+        assert_eq!(base.txn(), records[49].txn);
+        let overlay = base.overlay.clone().expect("an overlay");
+        let entries = overlay.len();
+        // The rest and the bad record: the rest goes into the shared overlay, then it fails.
+        damaged(f.catch_up(&base, half, None, false));
+        let applied = overlay.len();
+        assert!(applied > entries, "the records before the bad one went in");
+        // From the same place again: stuck, nothing applied a second time.
+        stuck(f.catch_up(&base, half, None, false), half);
+        assert_eq!(overlay.len(), applied);
+        // The snapshot's readers still see the first half only.
+        let key = 60u32.to_be_bytes();
+        assert!(matches!(
+            overlay.get(table, &key, base.txn()),
+            Lookup::Absent
+        ));
+        // A new tree clears it: the replay is tried again, up to every good record.
+        let whole = f.catch_up(&tree, from, Some(bad), true).unwrap();
+        assert_eq!(whole.txn(), records.last().unwrap().txn);
+        // Failing at the first record read, nothing went in: not stuck, the same damage is
+        // reported again.
+        let entries = whole.overlay.as_ref().expect("an overlay").len();
+        for _ in 0..2 {
+            damaged(f.catch_up(&whole, bad, None, false));
+        }
+        assert_eq!(whole.overlay.as_ref().unwrap().len(), entries);
+    }
+
     fn failed_at(result: Result<Arc<Published>>) -> u64 {
         match result {
             Err(Error::CorruptedLog { position, .. }) => position,
