@@ -524,8 +524,10 @@ impl<'t> Replay<'t> {
         let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
         // A record's writes, in a buffer reused from record to record.
         let mut writes = Vec::new();
-        // The tables whose counts changed, written at the last commit applied, failed or not.
-        let mut changed = Vec::new();
+        // The counts a record changed, then each table's count as of the last commit applied
+        // (written once the chunk is applied, or fails part way).
+        let mut record_counts = Vec::new();
+        let mut changed: Vec<(u64, u64)> = Vec::new();
         let mut txn = self.txn;
         let mut apply = || -> Result<()> {
             loop {
@@ -567,11 +569,17 @@ impl<'t> Replay<'t> {
                         }
                         writes.push((id, key, value, blind));
                     }
-                    if *n != before && !changed.contains(&id) {
-                        changed.push(id);
+                    if *n != before {
+                        record_counts.push((id, *n));
                     }
                 }
                 overlay.insert_marked(rec_txn, writes.drain(..));
+                for (id, n) in record_counts.drain(..) {
+                    match changed.iter_mut().find(|(t, _)| *t == id) {
+                        Some(c) => c.1 = n,
+                        None => changed.push((id, n)),
+                    }
+                }
                 txn = rec_txn;
                 self.txn = txn;
             }
@@ -580,7 +588,7 @@ impl<'t> Replay<'t> {
         let applied = apply();
         let counts: Vec<_> = changed
             .iter()
-            .filter_map(|id| Some((id.to_be_bytes(), self.counts.get(id)?.to_le_bytes())))
+            .map(|(id, n)| (id.to_be_bytes(), n.to_le_bytes()))
             .collect();
         if !counts.is_empty() {
             overlay.insert_marked(
