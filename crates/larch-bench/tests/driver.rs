@@ -113,8 +113,8 @@ fn unknown_engine_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown engine"));
 }
 
-/// `--background_nice` reaches Larch's options (printed in its configuration) through the
-/// child process's flags; out of range is a usage error.
+/// `--background_nice` and `--checkpoint_nice_beside_readers` reach Larch's options (printed
+/// in its configuration) through the child process's flags; out of range is a usage error.
 #[test]
 fn background_nice_reaches_larch_and_is_range_checked() {
     let (_, rows) = run_with_json(
@@ -124,19 +124,46 @@ fn background_nice_reaches_larch_and_is_range_checked() {
             "--num=2000",
             "--benchmarks=fillrandom",
             "--background_nice=3",
+            "--checkpoint_nice_beside_readers=7",
             "--progress=0",
         ],
     );
     assert_eq!(rows.len(), 1, "{rows:?}");
-    let said = rows[0]["config"]["background_nice"]
+    let config = &rows[0]["config"];
+    let said = |key: &str| config[key].as_str().unwrap_or_default().to_string();
+    assert!(said("background_nice").starts_with("3 "), "{config:?}");
+    assert!(
+        said("checkpoint_nice_beside_readers").starts_with("7 "),
+        "{config:?}"
+    );
+    // Left out, the engine's default is printed, and said to be the default.
+    let (_, rows) = run_with_json(
+        "nice-default",
+        &[
+            "--engine=larch",
+            "--num=2000",
+            "--benchmarks=fillrandom",
+            "--progress=0",
+        ],
+    );
+    let said = rows[0]["config"]["checkpoint_nice_beside_readers"]
         .as_str()
         .unwrap_or_default();
-    assert!(said.starts_with("3 "), "{:?}", rows[0]["config"]);
-    let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
-        .args(["--engine=larch", "--num=10", "--background_nice=20"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    let default = larchdb::CHECKPOINT_NICE_BESIDE_READERS_DEFAULT;
+    assert!(
+        said.starts_with(&format!("{default} ")) && said.contains("default"),
+        "{said:?}"
+    );
+    for bad in [
+        "--background_nice=20",
+        "--checkpoint_nice_beside_readers=20",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
+            .args(["--engine=larch", "--num=10", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+    }
 }
 
 /// Regression: reopening a dlopen'ed engine for a second fresh fill must not load a second copy

@@ -3,14 +3,16 @@
 //! thread that started them, and no other thread's priority changes (the nice value is set
 //! per thread: a call that named the whole process would lower the application's threads
 //! too). A checkpoint the idle checkpointer starts, from its own lowered thread, is lowered
-//! by N in all, not by N again.
+//! by N in all, not by N again. `Options::checkpoint_nice_beside_readers`: a checkpoint that
+//! starts while the handle has a read transaction open runs lower, one without at the
+//! application's value.
 //!
 //! One test in its own binary: it reads every thread's nice value from /proc, and another
 //! test's handles, run beside it, would have background threads of their own.
 
 #![cfg(target_os = "linux")]
 
-use larchdb::{Database, Durability, Options};
+use larchdb::{Database, Durability, Options, CHECKPOINT_NICE_BESIDE_READERS_DEFAULT};
 use std::time::{Duration, Instant};
 
 const STEPS: i64 = 5;
@@ -166,4 +168,67 @@ fn background_threads_run_lower_and_no_other_thread_does() {
     }
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(grower(), Some(mine), "{:?}", threads());
+    drop(db);
+
+    // Beside readers (`Options::checkpoint_nice_beside_readers`, by default 5, with
+    // `background_nice` at 0): a checkpoint that starts while the handle has no read
+    // transaction open runs at the application's value, one that starts while one is open
+    // runs that many steps below it. Without idle checkpoints, every checkpoint is started by
+    // the writer (this thread), between two transactions.
+    let beside = (mine + i64::from(CHECKPOINT_NICE_BESIDE_READERS_DEFAULT)).min(19);
+    assert_ne!(beside, mine, "the test needs a thread that can be lowered");
+    let options = logged(0)
+        .log_segment_bytes(256 << 10)
+        .checkpoint_bytes(64 << 10);
+    let db = Database::open(dir.path().join("readers"), options).unwrap();
+    let checkpoints = |db: &Database| db.stats().unwrap().commits.checkpoints;
+    let checkpoint_nice = || {
+        threads()
+            .into_iter()
+            .filter(|(name, _)| name == "larch-checkpoin")
+            .map(|(_, nice)| nice)
+            .collect::<Vec<_>>()
+    };
+    // No reader: several checkpoints, each sighting of their threads at the application's
+    // value (a thread that is not to be lowered never shows another).
+    let before = checkpoints(&db);
+    let mut sightings = 0;
+    let start = Instant::now();
+    let mut i = 0u64;
+    while sightings == 0 || checkpoints(&db) < before + 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "checkpoints without readers: {sightings} sightings, {} checkpoints",
+            checkpoints(&db) - before
+        );
+        for _ in 0..50 {
+            db.put(&(i % 5000).to_be_bytes(), &[7u8; 100]).unwrap();
+            i += 1;
+        }
+        for nice in checkpoint_nice() {
+            assert_eq!(nice, mine, "a checkpoint without readers was lowered");
+            sightings += 1;
+        }
+    }
+    // A reader open: checkpoints from here start beside it, and are seen lowered (a first
+    // sighting may come before the thread lowers itself; one never lowered fails at the
+    // deadline).
+    let reader = db.begin_read().unwrap();
+    let mut highest = None;
+    let start = Instant::now();
+    while highest != Some(beside) {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "checkpoints beside a reader seen at {highest:?}, wanted {beside}"
+        );
+        for _ in 0..50 {
+            db.put(&(i % 5000).to_be_bytes(), &[7u8; 100]).unwrap();
+            i += 1;
+        }
+        for nice in checkpoint_nice() {
+            highest = highest.max(Some(nice));
+        }
+    }
+    drop(reader);
+    assert_eq!(own_nice(), mine);
 }

@@ -50,7 +50,7 @@ struct Larch {
 }
 
 fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
-    let options = Options::default()
+    let mut options = Options::default()
         .durability(if o.sync {
             Durability::Immediate
         } else {
@@ -58,6 +58,9 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         })
         .log(log)
         .background_nice(o.background_nice);
+    if let Some(n) = o.checkpoint_nice_beside_readers {
+        options = options.checkpoint_nice_beside_readers(n);
+    }
     let log_config = if log {
         format!(
             "on (the default): up to {} segments of {} MiB (the ring follows a third of the data file), \
@@ -73,6 +76,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     };
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;
+    let beside_readers = options.checkpoint_nice_beside_readers;
     let readahead = options.readahead;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
     let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
@@ -111,6 +115,19 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
                          steps below the benchmark's threads, --background_nice)"
                     )
                 },
+            ),
+            kv(
+                "checkpoint_nice_beside_readers",
+                format!(
+                    "{beside_readers} (a checkpoint that starts while the handle has read \
+                     transactions open runs that many nice steps below the benchmark's threads; \
+                     {} --checkpoint_nice_beside_readers)",
+                    if o.checkpoint_nice_beside_readers.is_some() {
+                        "set by"
+                    } else {
+                        "the engine's default, see"
+                    }
+                ),
             ),
             kv(
                 "readahead",

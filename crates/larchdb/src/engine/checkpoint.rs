@@ -93,14 +93,14 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     if disk.carry.is_none() {
         return Err(Error::Poisoned);
     }
-    let frozen = {
+    let (frozen, readers) = {
         let mut rs = shared.read_state();
         if rs.current.overlay.is_none() || rs.current.frozen.is_some() {
             return Ok(false);
         }
         let frozen = rs.current.frozen();
         rs.current = frozen.clone();
-        frozen
+        (frozen, !rs.readers.is_empty())
     };
     // The write lock is held and every commit published: the log ends with commit F's record.
     let position = log.end();
@@ -114,11 +114,11 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
     let job = frozen.clone();
-    let nice = super::background_nice(shared.options.background_nice);
+    let nice = super::background_nice(checkpoint_nice(&shared.options, readers));
     let spawned = std::thread::Builder::new()
         .name("larch-checkpoint".into())
         .spawn(move || {
-            super::lower_priority(nice);
+            nice.apply();
             let disk = receive.recv().ok()?;
             // Off the writer's thread: the table the last merged overlay left is emptied
             // for a later overlay (`overlay::Spare`).
@@ -140,6 +140,20 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         started,
     });
     Ok(true)
+}
+
+/// How many nice steps below the application's threads a checkpoint starting now runs:
+/// `Options::background_nice`, or beside this handle's `readers` (read transactions open as
+/// it starts) `Options::checkpoint_nice_beside_readers` if that is lower still
+/// (docs/design/write-path.md, session 53).
+pub(crate) fn checkpoint_nice(options: &crate::Options, readers: bool) -> u8 {
+    if readers {
+        options
+            .background_nice
+            .max(options.checkpoint_nice_beside_readers)
+    } else {
+        options.background_nice
+    }
 }
 
 /// Completes the running checkpoint, if any, when it is written, or with `wait`, once it is:

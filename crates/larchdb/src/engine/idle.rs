@@ -143,8 +143,8 @@ impl Idle {
 }
 
 /// The thread: waits for the writer to go quiet, checkpoints, waits to be armed again.
-fn run(shared: Arc<Shared>, nice: u8) {
-    super::lower_priority(nice);
+fn run(shared: Arc<Shared>, nice: super::Lowering) {
+    nice.apply();
     let idle = &shared.idle;
     let period = Duration::from_millis(shared.options.idle_checkpoint_millis);
     loop {

@@ -407,13 +407,13 @@ struct GrowState {
 
 impl Grower {
     /// Starts the thread for the log written through `sink`; `None` if it cannot start.
-    fn start(sink: Sink, nice: u8) -> Option<Grower> {
+    fn start(sink: Sink, nice: super::Lowering) -> Option<Grower> {
         let state: Arc<(Mutex<GrowState>, Condvar)> = Arc::default();
         let theirs = state.clone();
         let thread = std::thread::Builder::new()
             .name("larch-log-grow".into())
             .spawn(move || {
-                super::lower_priority(nice);
+                nice.apply();
                 grow_run(&sink, &theirs)
             })
             .ok()?;

@@ -204,41 +204,53 @@ impl Shared {
 }
 
 std::thread_local! {
-    /// Whether this thread is one of the engine's background threads, its priority lowered
-    /// already (`lower_priority`).
-    static LOWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How many nice steps this thread, one of the engine's background threads, runs below
+    /// the application thread that started the chain of threads it comes from
+    /// (`Lowering::apply`); 0 on every other thread.
+    static LOWERED: std::cell::Cell<u8> = const { std::cell::Cell::new(0) };
 }
 
-/// How many steps a background thread started from the calling thread lowers its priority
-/// by (`lower_priority`): `nice` (`Options::background_nice`), or 0 when the calling thread
-/// is a lowered background thread itself (the idle checkpointer starting a checkpoint's
-/// thread), whose value the new thread inherits. Called on the starting thread.
-pub(crate) fn background_nice(nice: u8) -> u8 {
-    if LOWERED.with(|l| l.get()) {
-        0
-    } else {
-        nice
-    }
+/// How a background thread about to be started from the calling thread sets its priority
+/// (`Lowering::apply`, its first call): `nice` steps below the application's threads in all
+/// (`Options::background_nice`, or for a checkpoint beside readers
+/// `Options::checkpoint_nice_beside_readers`). A thread inherits its starter's nice value, so
+/// one started from a lowered background thread (the idle checkpointer starting a
+/// checkpoint's thread) lowers itself only by the steps it lacks. Called on the starting
+/// thread.
+pub(crate) fn background_nice(nice: u8) -> Lowering {
+    let inherited = LOWERED.with(|l| l.get());
+    Lowering { inherited, nice }
 }
 
-/// Lowers the calling thread's CPU priority by `nice` steps, from `background_nice` on the
-/// thread that started it: a background thread's first call. Linux only, where the nice
-/// value is the thread's own (`setpriority(PRIO_PROCESS, 0)` names the calling thread);
-/// elsewhere it names the whole process, so nothing is done. Best effort: a thread whose
-/// priority cannot be changed runs at its own, which costs only the readers' share of the
-/// CPU.
-pub(crate) fn lower_priority(nice: u8) {
-    LOWERED.with(|l| l.set(true));
-    #[cfg(target_os = "linux")]
-    if nice > 0 {
-        // SAFETY: `nice` changes only the calling thread's scheduling priority; its return
-        // value (the new nice value, or -1 with errno set) is not needed.
-        unsafe {
-            libc::nice(libc::c_int::from(nice));
+/// A new background thread's priority (`background_nice`).
+#[derive(Clone, Copy)]
+pub(crate) struct Lowering {
+    /// The steps its starter was lowered by, which it inherits.
+    inherited: u8,
+    /// The steps it is to run at.
+    nice: u8,
+}
+
+impl Lowering {
+    /// Lowers the calling thread's CPU priority to the steps wanted. Linux only, where the nice
+    /// value is the thread's own (`nice(2)` changes the calling thread); elsewhere it names
+    /// the whole process, so nothing is done. Best effort: a thread whose priority cannot be
+    /// changed runs at its own, which costs only the readers' share of the CPU. A thread
+    /// already below the steps wanted stays there: an unprivileged thread cannot raise it.
+    pub(crate) fn apply(self) {
+        let steps = self.nice.saturating_sub(self.inherited);
+        LOWERED.with(|l| l.set(self.inherited.max(self.nice)));
+        #[cfg(target_os = "linux")]
+        if steps > 0 {
+            // SAFETY: `nice` changes only the calling thread's scheduling priority; its return
+            // value (the new nice value, or -1 with errno set) is not needed.
+            unsafe {
+                libc::nice(libc::c_int::from(steps));
+            }
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = steps;
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = nice;
 }
 
 /// Stops one of a handle's background threads (the flusher, the idle checkpointer): `mark`
