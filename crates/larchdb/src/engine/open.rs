@@ -96,6 +96,12 @@ fn cannot_write(e: &Error) -> bool {
     }
 }
 
+/// A file at least this large has its free set loaded beside the log's replay at open (a
+/// thread's start costs more than a small file's free set takes to load). The crate's own
+/// tests load every free set beside the replay, and the integration tests' small files load
+/// theirs inline, so that both ways run.
+const FREE_SET_BESIDE_BYTES: u64 = if cfg!(test) { 0 } else { 64 << 20 };
+
 impl Shared {
     /// The state of a handle on `storage`, starting from its newest trustworthy commit (a new
     /// database is created first if the storage is empty and `options` allow).
@@ -141,16 +147,44 @@ impl Shared {
             options.readahead,
         )?);
         let tree = Published::new(Snapshot::new(meta, access, options.verify_checksums));
-        let mut replay = Replay::new(&tree);
-        let mut log = open_log(&log_source, &meta, keep_from, &options, &mut replay)?;
-        let mut current = replay.finish()?;
+        // The free set is read from the tree's pages, which replaying the log does not
+        // change: in a large file it is loaded on a thread of its own while the log is
+        // replayed (cold, its chain of pages is read one page at a time: 90 ms of a 10M
+        // database's crashed open, docs/design/write-path.md, session 53).
+        let (replayed, free) = std::thread::scope(|s| {
+            let beside = meta.page_count * meta.page_bytes as u64 >= FREE_SET_BESIDE_BYTES;
+            let loader = beside
+                .then(|| {
+                    std::thread::Builder::new()
+                        .name("larch-free-load".into())
+                        .spawn_scoped(s, || tree.snap.load_free_set())
+                        .ok()
+                })
+                .flatten();
+            let replayed = (|| -> Result<_> {
+                let mut replay = Replay::new(&tree);
+                let log = open_log(&log_source, &meta, keep_from, &options, &mut replay)?;
+                Ok((log, replay.finish()?))
+            })();
+            let free = match loader {
+                Some(h) => h.join().unwrap_or_else(|_| {
+                    Err(Error::Internal(
+                        "the free set's loading thread panicked".into(),
+                    ))
+                }),
+                // Small, or no thread could be started: loaded here.
+                None => tree.snap.load_free_set(),
+            };
+            (replayed, free)
+        });
+        let (mut log, mut current) = replayed?;
         if let Some(log) = log.as_mut() {
             log.plan(
                 meta.page_count * meta.page_bytes as u64,
                 options.checkpoint_bytes,
             );
         }
-        let free = tree.snap.load_free_set()?;
+        let free = free?;
         let (durable_slot, last_durable_txn) = if meta.durable {
             (slot, meta.txn)
         } else {
