@@ -97,10 +97,15 @@ fn cannot_write(e: &Error) -> bool {
 }
 
 /// A file at least this large has its free set loaded beside the log's replay at open (a
-/// thread's start costs more than a small file's free set takes to load). The crate's own
-/// tests load every free set beside the replay, and the integration tests' small files load
+/// thread's start costs more than a small file's free set takes to load).
+const FREE_SET_BESIDE_BYTES: u64 = 64 << 20;
+
+/// Whether the free set of a file of `bytes` is loaded beside the log's replay. The crate's
+/// own tests load every free set beside it, and the integration tests' small files load
 /// theirs inline, so that both ways run.
-const FREE_SET_BESIDE_BYTES: u64 = if cfg!(test) { 0 } else { 64 << 20 };
+fn free_set_beside(bytes: u64) -> bool {
+    cfg!(test) || bytes >= FREE_SET_BESIDE_BYTES
+}
 
 impl Shared {
     /// The state of a handle on `storage`, starting from its newest trustworthy commit (a new
@@ -152,7 +157,7 @@ impl Shared {
         // replayed (cold, its chain of pages is read one page at a time: 90 ms of a 10M
         // database's crashed open, docs/design/write-path.md, session 53).
         let (replayed, free) = std::thread::scope(|s| {
-            let beside = meta.page_count * meta.page_bytes as u64 >= FREE_SET_BESIDE_BYTES;
+            let beside = free_set_beside(meta.page_count * meta.page_bytes as u64);
             let loader = beside
                 .then(|| {
                     std::thread::Builder::new()
