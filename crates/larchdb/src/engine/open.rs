@@ -172,17 +172,19 @@ impl Shared {
                 Ok((log, replay.finish()?))
             })();
             let free = match loader {
-                Some(h) => h.join().unwrap_or_else(|_| {
+                Some(h) => Some(h.join().unwrap_or_else(|_| {
                     Err(Error::Internal(
                         "the free set's loading thread panicked".into(),
                     ))
-                }),
-                // Small, or no thread could be started: loaded here.
-                None => tree.snap.load_free_set(),
+                })),
+                // Small, or no thread could be started: loaded here, after a replay that
+                // succeeded.
+                None => replayed.is_ok().then(|| tree.snap.load_free_set()),
             };
             (replayed, free)
         });
         let (mut log, mut current) = replayed?;
+        let free = free.ok_or_else(|| Error::Internal("no free set loaded".into()))?;
         if let Some(log) = log.as_mut() {
             log.plan(
                 meta.page_count * meta.page_bytes as u64,
