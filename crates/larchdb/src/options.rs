@@ -161,7 +161,8 @@ pub struct Options {
     /// How many steps of nice value below the thread that starts them the handle's background
     /// work runs (0 to 19; Linux, ignored elsewhere): the checkpoint thread, the idle
     /// checkpointer and the thread that grows the log file. 0, the default, runs them as any
-    /// thread of the application. Raised, they yield the CPU to the application's threads
+    /// thread of the application, except checkpoints that start beside readers
+    /// (`checkpoint_nice_beside_readers`, 5 by default). Raised, they yield the CPU to the application's threads
     /// when there are more runnable threads than cores: readers beside a busy writer keep
     /// more of it, and the writer, paced by the checkpoints it outruns, commits more slowly.
     /// Measured on 2 cores (readwhilewriting at 1M with 2 and 4 readers, medians of five
