@@ -146,7 +146,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
 /// `Options::background_nice`, or beside this handle's `readers` (read transactions open as
 /// it starts) `Options::checkpoint_nice_beside_readers` if that is lower still
 /// (docs/design/write-path.md, session 53).
-pub(crate) fn checkpoint_nice(options: &crate::Options, readers: bool) -> u8 {
+fn checkpoint_nice(options: &crate::Options, readers: bool) -> u8 {
     if readers {
         options
             .background_nice

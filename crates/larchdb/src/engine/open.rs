@@ -156,7 +156,7 @@ impl Shared {
         // change: in a large file it is loaded on a thread of its own while the log is
         // replayed (cold, its chain of pages is read one page at a time: 90 ms of a 10M
         // database's crashed open, docs/design/write-path.md, session 53).
-        let (replayed, free) = std::thread::scope(|s| {
+        let (replayed, loaded) = std::thread::scope(|s| {
             let beside = free_set_beside(meta.page_count * meta.page_bytes as u64);
             let loader = beside
                 .then(|| {
@@ -171,27 +171,27 @@ impl Shared {
                 let log = open_log(&log_source, &meta, keep_from, &options, &mut replay)?;
                 Ok((log, replay.finish()?))
             })();
-            let free = match loader {
-                Some(h) => Some(h.join().unwrap_or_else(|_| {
+            let loaded = loader.map(|h| {
+                h.join().unwrap_or_else(|_| {
                     Err(Error::Internal(
                         "the free set's loading thread panicked".into(),
                     ))
-                })),
-                // Small, or no thread could be started: loaded here, after a replay that
-                // succeeded.
-                None => replayed.is_ok().then(|| tree.snap.load_free_set()),
-            };
-            (replayed, free)
+                })
+            });
+            (replayed, loaded)
         });
         let (mut log, mut current) = replayed?;
-        let free = free.ok_or_else(|| Error::Internal("no free set loaded".into()))?;
         if let Some(log) = log.as_mut() {
             log.plan(
                 meta.page_count * meta.page_bytes as u64,
                 options.checkpoint_bytes,
             );
         }
-        let free = free?;
+        // A small file's, or one whose loading thread could not be started: loaded here.
+        let free = match loaded {
+            Some(free) => free?,
+            None => tree.snap.load_free_set()?,
+        };
         let (durable_slot, last_durable_txn) = if meta.durable {
             (slot, meta.txn)
         } else {
