@@ -686,6 +686,7 @@ impl Log {
     /// checkpoint's) to the end of the log. Appending continues after the last record; the
     /// records from `keep_from` (the last durable checkpoint's position, at most `from`) are
     /// kept until `release_to` lets them go.
+    /// The tests' logs are reopened as after a power loss (`open_into`'s `restarted`).
     #[cfg(test)]
     pub(crate) fn open(
         storage: Arc<dyn Storage>,
@@ -693,17 +694,20 @@ impl Log {
         keep_from: u64,
     ) -> Result<(Log, Vec<Record>)> {
         let mut records = Vec::new();
-        let log = Log::open_into(storage, from, keep_from, &mut records)?;
+        let log = Log::open_into(storage, from, keep_from, true, &mut records)?;
         Ok((log, records))
     }
 
     /// `open`, handing each record to `into` as it is read (`ReadBack`) instead of returning
     /// them all: a replay that applies them as they come reads a log of any size in two
-    /// segments' memory.
+    /// segments' memory. `restarted`: the machine may have restarted since the log was last
+    /// written (a power loss may have kept some of its unsynced writes and not others), so
+    /// the slots past its end may hold records written after it (`close_tail`).
     pub(crate) fn open_into(
         storage: Arc<dyn Storage>,
         from: u64,
         keep_from: u64,
+        restarted: bool,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
         if keep_from > from {
@@ -712,21 +716,22 @@ impl Log {
                 format!("the durable checkpoint's position is after the newest one's, {from}"),
             ));
         }
-        let mut log = Log::open_inner(storage, from, true, into)?;
-        log.keep_from = keep_from;
-        Ok(log)
+        Log::open_inner(storage, from, Some((keep_from, restarted)), into)
     }
 
+    /// Reads the log back from `from`; with `close`, as its writer (the position kept from,
+    /// and whether the machine may have restarted), closes its tail for appending.
     fn open_inner(
         storage: Arc<dyn Storage>,
         from: u64,
-        close_tail: bool,
+        close: Option<(u64, bool)>,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
-        let mut log = Log::read_beside(storage, from, close_tail, into)?;
+        let mut log = Log::read_beside(storage, from, close.is_some(), into)?;
         into.done()?;
-        if close_tail {
-            log.close_tail()?;
+        if let Some((keep_from, restarted)) = close {
+            log.keep_from = keep_from;
+            log.close_tail(restarted)?;
         }
         Ok(log)
     }
@@ -879,7 +884,7 @@ impl Log {
         from: u64,
         into: &mut dyn ReadBack,
     ) -> Result<u64> {
-        Ok(Log::open_inner(storage, from, false, into)?.end)
+        Ok(Log::open_inner(storage, from, None, into)?.end)
     }
 
     /// A reader of the log in `storage` for a read-only handle that follows a writer in
@@ -1547,13 +1552,25 @@ impl Log {
     /// a fresh segment and no record of the lost tail, intact but never vouched for, can ever
     /// be read back as part of the log.
     ///
+    /// If the machine may have `restarted`, the records of the lost tail may also lie in the
+    /// segments after this one: a power loss keeps any subset of the unsynced writes, and
+    /// their segment headers name the same positions the log is about to reach again. Read
+    /// back after the pad, or after the records appended there from now on, they would be
+    /// commits that the power loss took away coming back after later ones. So every slot
+    /// after the end that holds no record still needed (`reusable`) is zeroed first, and
+    /// synced before the pad can be (`zero_past_end`). After a process crash nothing was
+    /// written past the end.
+    ///
     /// Syncs in any case: the records read back may be in the page cache only (a process
     /// crash), and the next record appended says the log was synced up to them.
     ///
     /// On a full disk the file may lack the rest of the segment: the pad is then left to the
     /// first append (`tail_open`), which pads as at any segment's end and fails as a full disk
     /// until the file can grow, so that a database on a full disk still opens and reads.
-    fn close_tail(&mut self) -> Result<()> {
+    fn close_tail(&mut self, restarted: bool) -> Result<()> {
+        if restarted && self.zero_past_end()? {
+            self.sink.storage.sync()?;
+        }
         let rest = self.sink.segment_bytes - self.end % self.sink.segment_bytes;
         if rest != self.sink.segment_bytes {
             match self.sink.extent.cover(
@@ -1572,6 +1589,30 @@ impl Log {
         self.sink.storage.sync()?;
         self.synced = self.written;
         Ok(())
+    }
+
+    /// Zeroes the slots after the end, in ring order, up to the first one holding records
+    /// still needed (`reusable`), where the file reaches them; the end's own slot too when
+    /// the end is its first position (a segment whose header was lost may still hold
+    /// records). Returns whether it zeroed anything.
+    fn zero_past_end(&self) -> Result<bool> {
+        let seg = self.sink.segment_bytes;
+        let len = self.sink.storage.len()?;
+        let first = if self.end.is_multiple_of(seg) { 0 } else { 1 };
+        let mut zeroed = false;
+        for j in first..self.sink.segments {
+            let at = (self.end / seg + j) * seg;
+            if !self.reusable(at) {
+                break;
+            }
+            let offset = self.offset(at);
+            let n = len.saturating_sub(offset).min(seg);
+            if n > 0 {
+                self.sink.storage.zero_range(offset, n)?;
+                zeroed = true;
+            }
+        }
+        Ok(zeroed)
     }
 
     /// Where the log goes on after the pad record `pad`: the next segment, or the first
@@ -2134,7 +2175,7 @@ mod tests {
             let c = FaultStorage::new();
             c.set_contents(contents.clone());
             let mut fail = FailAt { seen: 0, at };
-            let opened = Log::open_into(Arc::new(c.clone()), 0, 0, &mut fail).map(|_| ());
+            let opened = Log::open_into(Arc::new(c.clone()), 0, 0, true, &mut fail).map(|_| ());
             (opened, fail.seen, c.contents() == contents)
         };
         for at in [0, 1, HANDOVER_BATCH, all.len() / 2, all.len() - 1] {
@@ -2811,6 +2852,81 @@ mod tests {
         let (_, again) = Log::open(Arc::new(c), 0, 0).unwrap();
         let txns: Vec<(u64, u8)> = again.iter().map(|r| (r.txn, r.body[0])).collect();
         assert_eq!(txns, [(1, 1), (2, 2), (3, 3), (4, 9)]);
+    }
+
+    /// A lost tail that runs into the next segment, whose later pages reached the disk (a
+    /// power loss keeps any subset of the unsynced writes): the segment's header names the
+    /// position the log reaches again after the reopen, so its stale records, intact, would
+    /// read back after the pad that closes the tail, and after the records appended from
+    /// there. They never do: neither at the next open, nor after new appends (of the same
+    /// size, so that the new records end where stale ones begin). The same when the tail is
+    /// a segment's first position, its header lost and the rest of the segment kept.
+    #[test]
+    fn stale_records_after_a_lost_tail_are_never_read_back() {
+        for header_lost in [false, true] {
+            let (s, a) = storage();
+            let mut log = Log::create(a, SEG, 4, 0).unwrap();
+            let mut txn = 0;
+            let mut append = |log: &mut Log| {
+                txn += 1;
+                (
+                    txn,
+                    log.append(KIND_COMMIT, txn, &[txn as u8; 100]).unwrap(),
+                )
+            };
+            // Synced halfway through the first segment, then written into the second.
+            let mut synced_txn = 0;
+            while log.end() < SEG / 2 {
+                synced_txn = append(&mut log).0;
+            }
+            log.sync().unwrap();
+            let synced = s.contents();
+            let mut in_first = synced_txn;
+            while log.end() < SEG + SEG / 2 {
+                let (t, end) = append(&mut log);
+                if end <= SEG {
+                    in_first = t;
+                }
+            }
+            log.write().unwrap();
+            let all = s.contents();
+            // What the power loss kept of the unsynced writes: the second segment, and with
+            // `header_lost` the whole first segment but not the second's first page.
+            let mut crashed = synced;
+            crashed.resize(all.len(), 0);
+            let mut keep = |from: u64, to: u64| {
+                let (from, to) = (from as usize, (to as usize).min(all.len()));
+                crashed[from..to].copy_from_slice(&all[from..to]);
+            };
+            let (first, second) = (log.offset(0), log.offset(SEG));
+            let n = if header_lost {
+                keep(first, first + SEG);
+                keep(second + 4096, second + SEG);
+                in_first
+            } else {
+                keep(second, second + SEG);
+                synced_txn
+            };
+            let c = FaultStorage::new();
+            c.set_contents(crashed);
+            let open = |c: &FaultStorage| {
+                let (log, back) = Log::open(Arc::new(c.clone()), 0, 0).unwrap();
+                (log, back.iter().map(|r| r.txn).collect::<Vec<_>>())
+            };
+            let what = format!("header lost: {header_lost}");
+            let (_, back) = open(&c);
+            assert_eq!(back, (1..=n).collect::<Vec<_>>(), "{what}");
+            // Opened again before anything is appended, then after 40 appends (past the
+            // second segment's first page).
+            let (mut log, again) = open(&c);
+            assert_eq!(again, (1..=n).collect::<Vec<_>>(), "{what}");
+            for t in n + 1..=n + 40 {
+                log.append(KIND_COMMIT, t, &[0xEE; 100]).unwrap();
+            }
+            log.sync().unwrap();
+            let (_, again) = open(&c);
+            assert_eq!(again, (1..=n + 40).collect::<Vec<_>>(), "{what}");
+        }
     }
 
     /// A bit flipped in a synced record that a later record vouches for is `CorruptedLog` at

@@ -152,6 +152,10 @@ impl Shared {
             options.readahead,
         )?);
         let tree = Published::new(Snapshot::new(meta, access, options.verify_checksums));
+        // The machine may have restarted since the newest commit was written (a power loss),
+        // unless both carry the same boot id: the log's tail is then closed as after one
+        // (`Log::close_tail`).
+        let restarted = boot_id != Some(meta.boot_id);
         // The free set is read from the tree's pages, which replaying the log does not
         // change: in a large file it is loaded on a thread of its own while the log is
         // replayed (cold, its chain of pages is read one page at a time: 90 ms of a 10M
@@ -168,7 +172,14 @@ impl Shared {
                 .flatten();
             let replayed = (|| -> Result<_> {
                 let mut replay = Replay::new(&tree);
-                let log = open_log(&log_source, &meta, keep_from, &options, &mut replay)?;
+                let log = open_log(
+                    &log_source,
+                    &meta,
+                    keep_from,
+                    restarted,
+                    &options,
+                    &mut replay,
+                )?;
                 Ok((log, replay.finish()?))
             })();
             let loaded = loader.map(|h| {
@@ -291,6 +302,7 @@ fn open_log(
     source: &LogSource,
     meta: &Meta,
     keep_from: u64,
+    restarted: bool,
     options: &Options,
     replay: &mut Replay<'_>,
 ) -> Result<Option<Log>> {
@@ -308,7 +320,7 @@ fn open_log(
         return Err(no_log(meta));
     };
     let mut log = if meta.log {
-        Log::open_into(storage, meta.log_position, keep_from, replay)?
+        Log::open_into(storage, meta.log_position, keep_from, restarted, replay)?
     } else {
         // A new log (`writes_log`): whatever the file held belongs to no commit the
         // database has.

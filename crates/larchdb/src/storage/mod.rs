@@ -39,6 +39,13 @@ pub trait Storage: Send + Sync + 'static {
         }
         Ok(())
     }
+    /// Makes `len` bytes from `offset` read as zeros, as a `write_at` of zeros would (and as
+    /// durable as one: after the next `sync`), keeping the storage's length and, where the
+    /// backend allocates space, the range's space allocated. Requires: the range is below the
+    /// current length. The default writes zeros.
+    fn zero_range(&self, offset: u64, len: u64) -> io::Result<()> {
+        write_zeros(self, offset, len)
+    }
     /// Makes every earlier write durable.
     fn sync(&self) -> io::Result<()>;
     /// Current length in bytes.
@@ -78,4 +85,17 @@ pub trait Storage: Send + Sync + 'static {
     fn unlock(&self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// Writes `len` zeros from `offset` with `write_at`, 64 KiB at a time (`Storage::zero_range`).
+pub(crate) fn write_zeros<S: Storage + ?Sized>(s: &S, offset: u64, len: u64) -> io::Result<()> {
+    static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+    let mut at = offset;
+    let end = offset.saturating_add(len);
+    while at < end {
+        let n = (end - at).min(ZEROS.len() as u64) as usize;
+        s.write_at(&ZEROS[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
 }
