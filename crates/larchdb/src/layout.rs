@@ -318,15 +318,22 @@ pub(crate) mod meta {
 ///                 appended), body, zeros to the next multiple of 8
 /// ```
 ///
+/// Kinds: 1, a commit (the body: its writes, `engine::batch`); 2, a pad to the segment's end
+/// (its txn field: 0, or from version 2 the position the log jumps to); 3, from version 3, a
+/// mark: a commit that wrote its pages, whose writes are not in the log (no body). A version-2
+/// log is read and written to as before, without marks; new logs are version 3.
+///
 /// A record's CRC-32C covers its position (u64, little-endian), then its header from byte 4,
 /// then its body: a record left by an earlier cycle of a reused segment, intact but at another
 /// position, does not check out.
 pub(crate) mod log {
     pub(crate) const FILE_MAGIC: [u8; 8] = *b"LARCHWAL";
-    /// Version 2: a pad record's txn field may name a jump to the next cycle's first
-    /// position (`engine::log`, `Log::append`).
-    pub(crate) const FILE_VERSION: u32 = 2;
-    /// The version before jumps, still read (and written to without jumps).
+    /// Version 3: a record may be a mark (`KIND_MARK`). Version 2: a pad record's txn field
+    /// may name a jump to the next cycle's first position (`engine::log`, `Log::append`).
+    pub(crate) const FILE_VERSION: u32 = 3;
+    /// The version before marks, still read (and written to without marks).
+    pub(crate) const FILE_VERSION_NO_MARKS: u32 = 2;
+    /// The version before jumps, still read (and written to without jumps or marks).
     pub(crate) const FILE_VERSION_NO_JUMPS: u32 = 1;
     pub(crate) const FILE_MAGIC_AT: usize = 0;
     pub(crate) const FILE_VERSION_AT: usize = 8;
@@ -357,6 +364,11 @@ pub(crate) mod log {
     pub(crate) const KIND_COMMIT: u8 = 1;
     /// Fills the rest of a segment that the next record does not fit in.
     pub(crate) const KIND_PAD: u8 = 2;
+    /// A commit that wrote its pages and a meta page not yet synced, and whose writes are not
+    /// in the log (a large sequential batch, `Durability::None`): no body. Reading back
+    /// from a tree older than it ends the log there (the records after it were made on top of
+    /// pages a power loss may have taken away).
+    pub(crate) const KIND_MARK: u8 = 3;
 
     const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(RECORD_ALIGN));
     const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(RECORD_ALIGN));

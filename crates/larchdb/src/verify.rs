@@ -196,6 +196,13 @@ pub struct CommitStats {
     /// without the log; with it, those that changed the catalog, were too large for the log,
     /// or were sequential loads that write their pages directly.
     pub page_commits: u64,
+    /// Page commits that put only a mark in the log, not their writes: `Durability::None`
+    /// sequential loads that write their pages directly (docs/design/write-path.md, session
+    /// 54).
+    pub marked_commits: u64,
+    /// Commits that had to be durable and first made such a commit durable (a sync of the
+    /// data file and of its meta page, or a commit by pages while a checkpoint was written).
+    pub marks_settled: u64,
     /// Checkpoints written: by the checkpoint thread, by [`crate::Database::checkpoint`] and
     /// compaction, and by transactions that applied the overlay before writing pages.
     pub checkpoints: u64,

@@ -201,3 +201,59 @@ fn readers_and_writers_opened_in_any_order() {
     assert_eq!(r2.id(), r.id());
     common::assert_holds(&r2.table(TABLE).unwrap(), &model, "a reader opened late");
 }
+
+/// A read-only handle beside a writer whose sequential batches leave only a mark in the log
+/// (`Durability::None`, 64 appends or more: they write their pages) between one-put commits:
+/// every read sees the newest commit, batches and puts alike (a follower that reads a mark
+/// moves to the batch's tree, published before any record after it), and a writer
+/// reopened after a drop without its last checkpoint replays past the marks.
+#[test]
+fn a_read_only_handle_follows_the_log_across_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let (db, ro) = writer_and_reader(&path);
+    let mut model = BTreeMap::new();
+    let mut next = 0u32;
+    for round in 0..300u32 {
+        if round % 3 == 0 {
+            let mut w = db.begin_write().unwrap();
+            {
+                let mut t = w.table(TABLE).unwrap();
+                for _ in 0..100 {
+                    next += 1;
+                    let k = (0x8000_0000 + next).to_be_bytes().to_vec();
+                    let v = value(next, round);
+                    t.append(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+            w.commit_with(Durability::None).unwrap();
+        } else {
+            commit_one(&db, &mut model, round % 500, round);
+        }
+        let newest = db.begin_read().unwrap().id();
+        let r = ro.begin_read().unwrap();
+        assert_eq!(r.id(), newest, "round {round}: the reader is behind");
+        if round % 25 == 0 {
+            common::assert_holds(&r.table(TABLE).unwrap(), &model, "the reader's table");
+        }
+    }
+    let marked = db.stats().unwrap().commits.marked_commits;
+    assert!(marked > 50, "{marked} commits left a mark");
+    // Gone without a last checkpoint, as after a crash: a new writer replays from its
+    // checkpoint, across the marks after it, and the reader follows it.
+    drop(db);
+    let db = writer(&path);
+    for round in 300..400u32 {
+        commit_one(&db, &mut model, round % 500, round);
+    }
+    let w = db.begin_read().unwrap();
+    common::assert_holds(&w.table(TABLE).unwrap(), &model, "the reopened writer");
+    let r = ro.begin_read().unwrap();
+    assert_eq!(r.id(), w.id());
+    common::assert_holds(
+        &r.table(TABLE).unwrap(),
+        &model,
+        "the reader after the reopen",
+    );
+}

@@ -14,7 +14,7 @@ use super::overlay::COUNTS;
 use super::readers::Published;
 use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
-use crate::layout::log::KIND_COMMIT;
+use crate::layout::log::{KIND_COMMIT, KIND_MARK};
 use crate::options::Durability;
 use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
 use std::sync::atomic::Ordering;
@@ -201,6 +201,14 @@ pub(crate) enum LogAt<'a> {
         body: &'a [u8],
         durability: Durability,
     },
+    /// A `Durability::None` transaction that writes pages itself, whose writes are not put
+    /// in the log: a mark (`KIND_MARK`, no body) is appended in their place, where `Append`
+    /// puts the record. A power loss that takes the pages (not synced) ends the log at the
+    /// mark: the open replays up to it and drops what follows, the commits after it made on
+    /// top of those pages, none of which was promised durable, since every commit that must
+    /// be durable makes the mark's pages durable first (`settle_marks`). Saves the log the
+    /// batch's bytes, half of what a sequential load writes, and their copy.
+    Mark,
 }
 
 /// Commits `pages` with `catalog` as the new catalog root. On failure the transaction leaves
@@ -305,7 +313,7 @@ pub(crate) fn write_commit(
         LogAt::Append {
             body,
             durability: logged,
-        } => match append_direct(shared, pages.txn, body, logged) {
+        } => match append_direct(shared, pages.txn, KIND_COMMIT, body, logged) {
             Ok(Some(position)) => (durability, position),
             Ok(None) => (Durability::Immediate, end()),
             // Appended and not written or synced: the log is failed (every later commit
@@ -314,6 +322,14 @@ pub(crate) fn write_commit(
                 return Err(fail_commit(disk, poisoned, pages, e, true))
             }
             // The log file could not grow: nothing was appended.
+            Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
+        },
+        LogAt::Mark => match append_direct(shared, pages.txn, KIND_MARK, &[], Durability::None) {
+            Ok(Some(position)) => (durability, position),
+            Ok(None) => (Durability::Immediate, end()),
+            Err(e) if shared.log.as_ref().is_some_and(|l| l.failed()) => {
+                return Err(fail_commit(disk, poisoned, pages, e, true))
+            }
             Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
         },
     };
@@ -338,6 +354,9 @@ pub(crate) fn write_commit(
     if sync {
         disk.durable_slot = slot;
         disk.last_durable_txn = meta.txn;
+        disk.unsynced = None;
+    } else {
+        disk.unsynced = Some((meta, slot));
     }
     if let Some(log) = shared.log.as_ref() {
         log.plan(needed, shared.options.checkpoint_bytes);
@@ -373,17 +392,18 @@ fn log_of(shared: &Shared) -> Result<&super::log::GroupLog> {
         .ok_or_else(|| Error::Internal("a logged commit without a log".into()))
 }
 
-/// Appends commit `txn`'s record, `body`, to the log and makes it reach the file, synced if
-/// `durability` is `Immediate` (`LogAt::Append`). Returns the log's end after it, or `None`
-/// when the log has no room for it (nothing appended).
+/// Appends commit `txn`'s record of `kind`, `body`, to the log and makes it reach the file,
+/// synced if `durability` is `Immediate` (`LogAt::Append`, `LogAt::Mark`). Returns the log's
+/// end after it, or `None` when the log has no room for it (nothing appended).
 fn append_direct(
     shared: &Shared,
     txn: u64,
+    kind: u8,
     body: &[u8],
     durability: Durability,
 ) -> Result<Option<u64>> {
     let log = log_of(shared)?;
-    let end = match log.append(KIND_COMMIT, txn, body) {
+    let end = match log.append(kind, txn, body) {
         Ok(end) => end,
         Err(NoRoom::Grow(e)) => return Err(e),
         Err(NoRoom::Full | NoRoom::TooLarge) => return Ok(None),
@@ -667,7 +687,74 @@ pub(crate) fn settle_keeping_log(
     };
     disk.durable_slot = s.slot;
     disk.last_durable_txn = meta.txn;
+    if disk.unsynced.is_some_and(|(m, _)| m.txn <= meta.txn) {
+        disk.unsynced = None;
+    }
     Ok(Some(meta.log_position))
+}
+
+/// Whether the commit `guard.marked` names, which left only a mark in the log
+/// (`LogAt::Mark`), may not be durable yet; forgets it once it is. Unknown (true) while a
+/// checkpoint thread holds the disk state.
+pub(crate) fn mark_unsettled(guard: &mut WriterState) -> bool {
+    let Some(marked) = guard.marked else {
+        return false;
+    };
+    match guard.disk.as_ref() {
+        Some(disk) if marked <= disk.last_durable_txn => {
+            guard.marked = None;
+            false
+        }
+        _ => true,
+    }
+}
+
+/// Makes the newest commit that wrote pages durable if a mark may not be (`mark_unsettled`):
+/// called under the write lock, with no checkpoint being written, before a commit that must
+/// be durable appends its record, so that a sync of the log that makes that record durable
+/// never leaves a mark before it whose pages a power loss may take (the open would end the
+/// log at the mark and drop the record). Syncs the data file, writes the newest meta page
+/// again as durable and syncs that (as `settle` does for a checkpoint), then releases the
+/// log before it. A failure poisons the handle.
+pub(crate) fn settle_marks(shared: &Shared, guard: &mut WriterState) -> Result<()> {
+    let WriterState { disk, poisoned, .. } = &mut *guard;
+    let disk = disk.as_mut().ok_or(Error::Poisoned)?;
+    settle(shared, disk, poisoned)?;
+    if !mark_unsettled(guard) {
+        return Ok(());
+    }
+    let WriterState {
+        disk,
+        poisoned,
+        marked,
+        ..
+    } = &mut *guard;
+    let disk = disk.as_mut().ok_or(Error::Poisoned)?;
+    let Some((meta, slot)) = disk.unsynced else {
+        return Err(Error::Internal(
+            "a mark with no meta page to make durable".into(),
+        ));
+    };
+    let durable = shared
+        .storage
+        .sync()
+        .map_err(Error::from)
+        .and_then(|()| make_durable(&*shared.storage, meta, slot));
+    let meta = match durable {
+        Ok(m) => m,
+        Err(e) => {
+            *poisoned = true;
+            return Err(e);
+        }
+    };
+    disk.durable_slot = slot;
+    disk.last_durable_txn = meta.txn;
+    disk.unsynced = None;
+    *marked = None;
+    if let Some(log) = shared.log.as_ref() {
+        log.release_to(meta.log_position);
+    }
+    Ok(())
 }
 
 /// Writes `meta`, whose pages are synced, again in `slot` as a durable commit, and syncs it.

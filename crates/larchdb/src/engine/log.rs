@@ -37,6 +37,20 @@ const ZERO_WRITE_BYTES: usize = 4096;
 /// the one the last records applied came from, and one more.
 const READ_SPARE_BUFFERS: usize = 2;
 
+/// How a writer's open reads its log back and closes its tail (`Log::open_into`).
+pub(crate) struct Reopen {
+    /// The oldest position still needed: the last durable checkpoint's (at most the position
+    /// read from).
+    pub(crate) keep_from: u64,
+    /// The commit the records are replayed onto: a mark of a newer commit ends the log
+    /// (`KIND_MARK`).
+    pub(crate) tree_txn: u64,
+    /// The machine may have restarted since the log was last written (a power loss may have
+    /// kept some of its unsynced writes and not others), so the slots past its end may hold
+    /// records written after it (`close_tail`).
+    pub(crate) restarted: bool,
+}
+
 /// A record read back from the log.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Record {
@@ -228,6 +242,12 @@ pub(crate) struct Log {
     /// The file's version allows jumps (version 1 logs never jump: an older build would read a
     /// jump as the end of the log).
     jumps_allowed: bool,
+    /// The file's version allows marks (`KIND_MARK`; an older build would read one as the
+    /// end of the log).
+    marks_allowed: bool,
+    /// Reading back ends at a mark of a commit newer than this (the tree the records are
+    /// replayed onto, for an open; `None`: marks are handed over like commits).
+    marks_after: Option<u64>,
     /// The jumps inside `buf`, for the next `Flush`.
     jump_flush: Vec<(usize, u64)>,
     /// The bytes last read while reading back (their first position, and the bytes: a whole
@@ -670,6 +690,8 @@ impl Log {
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),
             jumps_allowed: true,
+            marks_allowed: true,
+            marks_after: None,
             jump_flush: Vec::new(),
             end: start,
             appended: 0,
@@ -686,7 +708,8 @@ impl Log {
     /// checkpoint's) to the end of the log. Appending continues after the last record; the
     /// records from `keep_from` (the last durable checkpoint's position, at most `from`) are
     /// kept until `release_to` lets them go.
-    /// The tests' logs are reopened as after a power loss (`open_into`'s `restarted`).
+    /// The tests' logs are reopened as after a power loss (`Reopen::restarted`), onto a tree
+    /// older than any mark.
     #[cfg(test)]
     pub(crate) fn open(
         storage: Arc<dyn Storage>,
@@ -694,44 +717,47 @@ impl Log {
         keep_from: u64,
     ) -> Result<(Log, Vec<Record>)> {
         let mut records = Vec::new();
-        let log = Log::open_into(storage, from, keep_from, true, &mut records)?;
+        let reopen = Reopen {
+            keep_from,
+            tree_txn: 0,
+            restarted: true,
+        };
+        let log = Log::open_into(storage, from, reopen, &mut records)?;
         Ok((log, records))
     }
 
     /// `open`, handing each record to `into` as it is read (`ReadBack`) instead of returning
     /// them all: a replay that applies them as they come reads a log of any size in two
-    /// segments' memory. `restarted`: the machine may have restarted since the log was last
-    /// written (a power loss may have kept some of its unsynced writes and not others), so
-    /// the slots past its end may hold records written after it (`close_tail`).
+    /// segments' memory.
     pub(crate) fn open_into(
         storage: Arc<dyn Storage>,
         from: u64,
-        keep_from: u64,
-        restarted: bool,
+        reopen: Reopen,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
-        if keep_from > from {
+        if reopen.keep_from > from {
             return Err(corrupted(
-                keep_from,
+                reopen.keep_from,
                 format!("the durable checkpoint's position is after the newest one's, {from}"),
             ));
         }
-        Log::open_inner(storage, from, Some((keep_from, restarted)), into)
+        Log::open_inner(storage, from, Some(reopen), into)
     }
 
-    /// Reads the log back from `from`; with `close`, as its writer (the position kept from,
-    /// and whether the machine may have restarted), closes its tail for appending.
+    /// Reads the log back from `from`; with `reopen`, as its writer, closes its tail for
+    /// appending.
     fn open_inner(
         storage: Arc<dyn Storage>,
         from: u64,
-        close: Option<(u64, bool)>,
+        reopen: Option<Reopen>,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
-        let mut log = Log::read_beside(storage, from, close.is_some(), into)?;
+        let marks_after = reopen.as_ref().map(|r| r.tree_txn);
+        let mut log = Log::read_beside(storage, from, reopen.is_some(), marks_after, into)?;
         into.done()?;
-        if let Some((keep_from, restarted)) = close {
-            log.keep_from = keep_from;
-            log.close_tail(restarted)?;
+        if let Some(reopen) = reopen {
+            log.keep_from = reopen.keep_from;
+            log.close_tail(reopen.restarted)?;
         }
         Ok(log)
     }
@@ -747,10 +773,12 @@ impl Log {
         storage: Arc<dyn Storage>,
         from: u64,
         mapped: bool,
+        marks_after: Option<u64>,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
         let read = |storage: Arc<dyn Storage>, into: &mut dyn ReadBack| -> Result<Log> {
             let mut log = Log::at(storage, from, mapped)?;
+            log.marks_after = marks_after;
             let read = log.read_back(from, into);
             log.drop_read_buffers();
             read.map(|()| log)
@@ -857,6 +885,8 @@ impl Log {
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),
             jumps_allowed: version > FILE_VERSION_NO_JUMPS,
+            marks_allowed: version > FILE_VERSION_NO_MARKS,
+            marks_after: None,
             jump_flush: Vec::new(),
             end: from,
             appended: 0,
@@ -1460,10 +1490,9 @@ impl Log {
         let kind = h[REC_KIND_AT];
         let size = aligned(RECORD_HEADER_BYTES as u64 + len);
         // Cheap rejections first (zeros, garbage): the body is read only for a plausible header.
-        if !matches!(kind, KIND_COMMIT | KIND_PAD)
-            || h[REC_KIND_AT + 1..REC_TXN_AT].iter().any(|&b| b != 0)
-            || size > room
-        {
+        let known = matches!(kind, KIND_COMMIT | KIND_PAD)
+            || (kind == KIND_MARK && self.marks_allowed && len == 0);
+        if !known || h[REC_KIND_AT + 1..REC_TXN_AT].iter().any(|&b| b != 0) || size > room {
             return Ok(None);
         }
         let body = self.read(position + RECORD_HEADER_BYTES as u64, len as usize)?;
@@ -1493,6 +1522,16 @@ impl Log {
                 pos += SEGMENT_HEADER_BYTES as u64;
             }
             match self.record_at(pos)? {
+                Some((rec, ..))
+                    if rec.kind == KIND_MARK && self.marks_after.is_some_and(|t| rec.txn > t) =>
+                {
+                    // The log ends here for a tree older than the mark: no bad record, so
+                    // nothing after it is asked to vouch for one.
+                    self.end = pos;
+                    self.written = pos;
+                    self.synced = pos;
+                    return Ok(());
+                }
                 Some((rec, _, size)) => {
                     if rec.kind == KIND_PAD {
                         let next = self.after_pad(&rec)?;
@@ -1885,6 +1924,11 @@ impl GroupLog {
         }
     }
 
+    /// Whether the log's version allows marks (`KIND_MARK`).
+    pub(crate) fn marks_allowed(&self) -> bool {
+        self.lock().log.marks_allowed
+    }
+
     /// Whether a write or sync of the log failed (every later commit fails).
     pub(crate) fn failed(&self) -> bool {
         self.lock().log.failed
@@ -2175,7 +2219,12 @@ mod tests {
             let c = FaultStorage::new();
             c.set_contents(contents.clone());
             let mut fail = FailAt { seen: 0, at };
-            let opened = Log::open_into(Arc::new(c.clone()), 0, 0, true, &mut fail).map(|_| ());
+            let reopen = Reopen {
+                keep_from: 0,
+                tree_txn: 0,
+                restarted: true,
+            };
+            let opened = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut fail).map(|_| ());
             (opened, fail.seen, c.contents() == contents)
         };
         for at in [0, 1, HANDOVER_BATCH, all.len() / 2, all.len() - 1] {
@@ -2926,6 +2975,68 @@ mod tests {
             log.sync().unwrap();
             let (_, again) = open(&c);
             assert_eq!(again, (1..=n + 40).collect::<Vec<_>>(), "{what}");
+        }
+    }
+
+    /// A mark (`KIND_MARK`) ends the log for a tree older than its commit, wherever the
+    /// records after it were synced to (no damage is called for: the records after it vouch
+    /// for positions past it), and the tail closed there takes the next appends; a tree at or
+    /// after the mark reads it (handed over, for the replay to skip) and the records after it.
+    #[test]
+    fn a_mark_ends_the_log_for_an_older_tree_only() {
+        let (s, a) = storage();
+        let mut log = Log::create(a, SEG, 4, 0).unwrap();
+        for txn in 1..=10 {
+            log.append(KIND_COMMIT, txn, &body(txn, 100)).unwrap();
+        }
+        log.append(KIND_MARK, 11, &[]).unwrap();
+        for txn in 12..=700 {
+            log.append(KIND_COMMIT, txn, &body(txn, 100)).unwrap();
+            if txn == 20 {
+                // Synced past the mark: the records after vouch for it.
+                log.sync().unwrap();
+            }
+        }
+        log.write().unwrap();
+        assert!(
+            log.end() > SEG,
+            "the records after the mark reach the next segment"
+        );
+        let contents = s.contents();
+        let open = |tree_txn: u64| {
+            let c = FaultStorage::new();
+            c.set_contents(contents.clone());
+            let mut back = Vec::new();
+            let reopen = Reopen {
+                keep_from: 0,
+                tree_txn,
+                restarted: true,
+            };
+            let log = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut back).unwrap();
+            (c, log, back)
+        };
+        // A tree older than the mark: the log ends at it.
+        let (c, mut log, back) = open(5);
+        assert_eq!(
+            back.iter().map(|r| r.txn).collect::<Vec<_>>(),
+            (1..=10).collect::<Vec<_>>()
+        );
+        // The rest of the mark's segment padded: appending goes on in the next.
+        assert_eq!(log.end(), SEG);
+        log.append(KIND_COMMIT, 11, &body(11, 50)).unwrap();
+        log.sync().unwrap();
+        let (_, again) = Log::open(Arc::new(c), 0, 0).unwrap();
+        assert_eq!(
+            again.iter().map(|r| r.txn).collect::<Vec<_>>(),
+            (1..=11).collect::<Vec<_>>()
+        );
+        // The mark's own tree, or a newer one: the records after the mark are read.
+        for tree_txn in [11, 12] {
+            let (_, _, back) = open(tree_txn);
+            let kinds: Vec<(u64, u8)> = back.iter().map(|r| (r.txn, r.kind)).collect();
+            assert_eq!(kinds.len(), 700, "tree {tree_txn}");
+            assert_eq!(kinds[10], (11, KIND_MARK), "tree {tree_txn}");
+            assert!(back[10].body.is_empty());
         }
     }
 

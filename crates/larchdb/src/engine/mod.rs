@@ -60,12 +60,19 @@ pub(crate) struct Disk {
     /// A checkpoint written without a sync, whose sync runs on a thread of its own
     /// (`commit::settle`).
     pub(crate) settling: Option<commit::Settling>,
+    /// The newest meta page written without a sync, and its slot (`None` once one is synced).
+    pub(crate) unsynced: Option<(crate::pager::Meta, u64)>,
 }
 
 /// State owned by whoever holds the write lock.
 pub(crate) struct WriterState {
     /// `None` while a checkpoint thread holds it (`checkpoint`).
     pub(crate) disk: Option<Disk>,
+    /// The newest commit that left only a mark in the log (`LogAt::Mark`), while it may not
+    /// be durable yet: a commit that must be durable makes it durable first
+    /// (`commit::settle_marks`). Kept here, not in `disk`: it is read while a checkpoint
+    /// thread holds that.
+    pub(crate) marked: Option<u64>,
     /// Set by a failed sync or meta write: no more writes through this handle.
     pub(crate) poisoned: bool,
     /// The tables write transactions open (see `TableStates`).
@@ -154,6 +161,8 @@ pub(crate) struct Counters {
     pub(crate) aborts: AtomicU64,
     pub(crate) logged_commits: AtomicU64,
     pub(crate) page_commits: AtomicU64,
+    pub(crate) marked_commits: AtomicU64,
+    pub(crate) marks_settled: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) paced_micros: AtomicU64,
     pub(crate) log_full_waits: AtomicU64,
@@ -177,6 +186,8 @@ impl Shared {
             aborts: get(&c.aborts),
             logged_commits: get(&c.logged_commits),
             page_commits: get(&c.page_commits),
+            marked_commits: get(&c.marked_commits),
+            marks_settled: get(&c.marks_settled),
             checkpoints: get(&c.checkpoints),
             log_syncs: self.log.as_ref().map_or(0, |l| l.syncs()),
             paced_micros: get(&c.paced_micros),

@@ -6,13 +6,13 @@
 use super::batch;
 use super::catalog::{self, CatalogCache, TableStates};
 use super::commit;
-use super::log::{GroupLog, Log, ReadBack, Record};
+use super::log::{GroupLog, Log, ReadBack, Record, Reopen};
 use super::overlay::{Lookup, Overlay, Visible, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
 use super::{Disk, Shared, WriterState};
 use crate::btree;
 use crate::error::{Error, Result};
-use crate::layout::log::KIND_COMMIT;
+use crate::layout::log::{KIND_COMMIT, KIND_MARK};
 use crate::options::Options;
 use crate::pager::{
     choose_meta, create, Access, Carry, Chosen, FreeSet, Meta, Snapshot, TableHeader, WriteMap,
@@ -225,7 +225,13 @@ impl Shared {
                 durable_slot,
                 last_durable_txn,
                 settling: None,
+                unsynced: (!meta.durable).then_some((meta, slot)),
             }),
+            // A commit not synced, trusted after a process crash: the log between the durable
+            // checkpoint's position and its own, which a power loss replays, may hold a mark
+            // (`LogAt::Mark`). Not read to find out: the first commit that must be durable
+            // makes this one durable first, as after a mark.
+            marked: (!meta.durable && meta.log).then_some(meta.txn),
             poisoned: false,
             tables: TableStates::default(),
             scratch: Default::default(),
@@ -320,7 +326,12 @@ fn open_log(
         return Err(no_log(meta));
     };
     let mut log = if meta.log {
-        Log::open_into(storage, meta.log_position, keep_from, restarted, replay)?
+        let reopen = Reopen {
+            keep_from,
+            tree_txn: meta.txn,
+            restarted,
+        };
+        Log::open_into(storage, meta.log_position, reopen, replay)?
     } else {
         // A new log (`writes_log`): whatever the file held belongs to no commit the
         // database has.
@@ -665,6 +676,18 @@ impl ReadBack for Replay<'_> {
     }
 
     fn record(&mut self, rec: Record) -> Result<()> {
+        if rec.kind == KIND_MARK && rec.txn > self.start {
+            // A commit that wrote its pages: its writes are in a newer tree, not in the log.
+            // A writer's open never gets here (the reading ends at the mark); a follower
+            // moves to that tree, which is published before any record after the mark.
+            return Err(Error::CorruptedLog {
+                position: rec.position,
+                reason: format!(
+                    "commit {} wrote its pages; the records after it need its tree",
+                    rec.txn
+                ),
+            });
+        }
         if rec.kind != KIND_COMMIT {
             return Ok(());
         }
@@ -858,6 +881,34 @@ mod tests {
         let current = replay(&tree, records).unwrap();
         assert_eq!(current.txn(), last);
         assert_every_key(&tree, &current, n);
+    }
+
+    /// A mark of a commit newer than the tree stops a replay with `CorruptedLog` at the mark
+    /// (a follower then moves to the newer tree); one the tree holds is passed over.
+    #[test]
+    fn a_mark_newer_than_the_tree_stops_a_replay() {
+        let (tree, records) = logged(40);
+        let mark = |txn: u64, position: u64| Record {
+            position,
+            kind: KIND_MARK,
+            txn,
+            body: Vec::new().into(),
+        };
+        let last = records.last().unwrap().clone();
+        let mut with_newer = records[..20].to_vec();
+        let at = with_newer.last().unwrap().position + 64;
+        with_newer.push(mark(with_newer.last().unwrap().txn + 1, at));
+        with_newer.extend(records[20..].iter().cloned());
+        match replay(&tree, with_newer) {
+            Err(Error::CorruptedLog { position, .. }) => assert_eq!(position, at),
+            other => panic!(
+                "a newer mark was replayed past: {:?}",
+                other.map(|p| p.txn())
+            ),
+        }
+        let mut with_older = vec![mark(tree.txn(), 0)];
+        with_older.extend(records.iter().cloned());
+        assert_eq!(replay(&tree, with_older).unwrap().txn(), last.txn);
     }
 
     /// The overlay of `current`, replayed over `tree` from `logged(n)`'s log: every key of

@@ -973,6 +973,23 @@ impl<'db> WriteTxn<'db> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
+        if self.logged && (durability != Durability::None || force) {
+            // A commit that must be durable, after a mark whose pages may not be: they are
+            // made durable first (`commit::settle_marks`), by this commit's own pages while a
+            // checkpoint is being written (its meta page is the one to make durable, and the
+            // checkpoint thread holds the disk state meanwhile).
+            let unsettled = crate::engine::commit::mark_unsettled(&mut self.guard);
+            if unsettled {
+                Counters::add(&self.shared.counters.marks_settled);
+            }
+            if unsettled && self.guard.checkpoint.is_some() {
+                self.switch_to_pages()?;
+                return self.commit_pages(Durability::Immediate, force, LogAt::End);
+            }
+            if unsettled {
+                crate::engine::commit::settle_marks(self.shared, &mut self.guard)?;
+            }
+        }
         if self.logged {
             if self.guard.batch.bytes() <= self.shared.options.log_batch_bytes_max() {
                 if writes_pages_itself(&self.guard.batch) && pages_free_to_write(&self.guard) {
@@ -1025,28 +1042,52 @@ impl<'db> WriteTxn<'db> {
     /// checkpoint on the writer's thread when there are any). The log makes the commit
     /// durable as `durability` says; the pages are synced when the log needs the room, as a
     /// checkpoint's are.
+    ///
+    /// A `Durability::None` batch puts only a mark in the log (`LogAt::Mark`): nothing
+    /// promised it would survive a power loss, and the commits after it that must be durable
+    /// make its pages durable first (`commit::settle_marks`).
     fn commit_direct(mut self, durability: Durability) -> Result<()> {
+        let mark = durability == Durability::None
+            && self.shared.log.as_ref().is_some_and(|l| l.marks_allowed());
         let mut body = std::mem::take(&mut self.guard.record);
         let base = self.base.clone();
-        let encoded = self.guard.batch.encode(
-            |id| {
-                base.catalog
-                    .name(&base.snap, id)?
-                    .ok_or_else(|| Error::Internal(format!("no table numbered {id}")))
-            },
-            &mut body,
-        );
+        body.clear();
+        let encoded = if mark {
+            Ok(())
+        } else {
+            self.guard.batch.encode(
+                |id| {
+                    base.catalog
+                        .name(&base.snap, id)?
+                        .ok_or_else(|| Error::Internal(format!("no table numbered {id}")))
+                },
+                &mut body,
+            )
+        };
         let r = encoded.and_then(|()| self.switch_to_pages());
         let r = r.and_then(|()| {
             // The pages' own durability: the log's, through `LogAt::Append`.
-            let log_at = LogAt::Append {
-                body: &body,
-                durability,
+            let log_at = if mark {
+                LogAt::Mark
+            } else {
+                LogAt::Append {
+                    body: &body,
+                    durability,
+                }
             };
             self.commit_txn(Durability::None, false, log_at)
         });
         self.guard.record = body;
         r?;
+        if mark {
+            // (Durable already if the log had no room for the mark: forgotten at the next look.)
+            let txn = self
+                .shared
+                .current_txn
+                .load(std::sync::atomic::Ordering::Acquire);
+            self.guard.marked = Some(txn);
+            Counters::add(&self.shared.counters.marked_commits);
+        }
         if durability == Durability::Bounded {
             // After the write lock is let go: the flusher may need it.
             let shared = self.shared;
@@ -1091,7 +1132,7 @@ impl<'db> WriteTxn<'db> {
         // from the last durable checkpoint redoes it. So may a transaction whose record goes to
         // the log with its pages (`LogAt::Append`).
         let log = self.shared.log.is_some();
-        let in_log = self.checkpoint_only || matches!(log_at, LogAt::Append { .. });
+        let in_log = self.checkpoint_only || matches!(log_at, LogAt::Append { .. } | LogAt::Mark);
         let durability = if (self.base.has_overlay() && !log) || (log && !in_log) {
             Durability::Immediate
         } else {

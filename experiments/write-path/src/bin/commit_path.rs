@@ -32,9 +32,12 @@ fn main() {
 fn round(kind: &str, n: u64) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let mut opts = Options::default().log(true);
-    // Room for every record: no checkpoint runs in the timed loop.
-    opts.log_segment_bytes = ((n * 200) >> 20).next_multiple_of(16).max(16) << 20;
-    opts.checkpoint_bytes = opts.log_segment_bytes * (opts.log_segments - 1);
+    // Room for every record: no checkpoint runs in the timed loop (unless
+    // COMMIT_PATH_CHECKPOINTS is set: the default bounds, as larch-bench runs).
+    if std::env::var_os("COMMIT_PATH_CHECKPOINTS").is_none() {
+        opts.log_segment_bytes = ((n * 200) >> 20).next_multiple_of(16).max(16) << 20;
+        opts.checkpoint_bytes = opts.log_segment_bytes * (opts.log_segments - 1);
+    }
     let db = Database::open(dir.path().join("db"), opts).unwrap();
     {
         let mut w = db.begin_write().unwrap();
@@ -60,5 +63,11 @@ fn round(kind: &str, n: u64) -> f64 {
         }
         w.commit_with(Durability::None).unwrap();
     }
-    start.elapsed().as_nanos() as f64 / n as f64
+    let ns = start.elapsed().as_nanos() as f64 / n as f64;
+    if std::env::var_os("COMMIT_PATH_EXIT").is_some() {
+        // For a profile of the loop alone: leave without the close's checkpoint.
+        println!("{kind:>8}: {ns:7.0} ns/commit (one round, exited before the close)");
+        std::process::exit(0);
+    }
+    ns
 }
