@@ -557,6 +557,17 @@ impl Shared {
         }
         let applied = follow.applied;
         let next = follow.catch_up(&rs.current, applied, Some(end), false)?;
+        // A commit that wrote pages with no record in the log (a batch too large for it, one
+        // that found it full) publishes its tree before any record after it is published:
+        // seen here, after the caller's check found no newer tree, such a record was just
+        // applied without that commit's writes. The newer tree is read instead
+        // (`refresh_shared` retries on this error while a newer tree is published).
+        if lock.published() > rs.current.tree_txn() {
+            return Err(Error::CorruptedLog {
+                position: applied,
+                reason: "a newer tree was published while the log was read".into(),
+            });
+        }
         if next.txn() > rs.current.txn() {
             self.set_current(rs, next);
         }
