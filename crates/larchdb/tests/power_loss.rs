@@ -541,9 +541,19 @@ fn power_loss_with_sequential_batches_keeps_a_durable_prefix() {
             let what = format!("{} op {k}", if failing_log { "log" } else { "data" });
             let data = data.crash(CrashMode::KeepRandom { seed: k });
             let log = log.crash(CrashMode::KeepRandom { seed: k ^ 0x5eed });
+            // A read-only handle first (it reads the log as the writer's open does, ending
+            // at a mark newer than its tree), then the writer: the same state.
+            let ro = common::open_with_log(&data, &log, options().read_only(true))
+                .unwrap_or_else(|e| panic!("{what}: read-only open failed: {e}"));
+            let seen = read_state(&ro);
+            drop(ro);
             let db = common::open_with_log(&data, &log, options())
                 .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
             recovered_a_durable_prefix(&db, &states, &attempted, acked, durable, &what);
+            assert!(
+                read_state(&db) == seen,
+                "{what}: the read-only handle read another state"
+            );
             checked += 1;
         }
     }

@@ -741,24 +741,20 @@ impl Log {
                 format!("the durable checkpoint's position is after the newest one's, {from}"),
             ));
         }
-        Log::open_inner(storage, from, Some(reopen), into)
+        Log::open_inner(storage, from, reopen, into)
     }
 
-    /// Reads the log back from `from`; with `reopen`, as its writer, closes its tail for
-    /// appending.
+    /// Reads the log back from `from` as its writer, and closes its tail for appending.
     fn open_inner(
         storage: Arc<dyn Storage>,
         from: u64,
-        reopen: Option<Reopen>,
+        reopen: Reopen,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
-        let marks_after = reopen.as_ref().map(|r| r.tree_txn);
-        let mut log = Log::read_beside(storage, from, reopen.is_some(), marks_after, into)?;
+        let mut log = Log::read_beside(storage, from, true, Some(reopen.tree_txn), into)?;
         into.done()?;
-        if let Some(reopen) = reopen {
-            log.keep_from = reopen.keep_from;
-            log.close_tail(reopen.restarted)?;
-        }
+        log.keep_from = reopen.keep_from;
+        log.close_tail(reopen.restarted)?;
         Ok(log)
     }
 
@@ -904,17 +900,21 @@ impl Log {
     #[cfg(test)]
     pub(crate) fn read_records(storage: Arc<dyn Storage>, from: u64) -> Result<(Vec<Record>, u64)> {
         let mut records = Vec::new();
-        let end = Log::read_records_into(storage, from, &mut records)?;
+        let end = Log::read_records_into(storage, from, None, &mut records)?;
         Ok((records, end))
     }
 
-    /// `read_records`, handing each record to `into` as it is read.
+    /// `read_records`, handing each record to `into` as it is read; a mark of a commit newer
+    /// than `marks_after` ends the log, as at a writer's open (`Reopen::tree_txn`).
     pub(crate) fn read_records_into(
         storage: Arc<dyn Storage>,
         from: u64,
+        marks_after: Option<u64>,
         into: &mut dyn ReadBack,
     ) -> Result<u64> {
-        Ok(Log::open_inner(storage, from, None, into)?.end)
+        let log = Log::read_beside(storage, from, false, marks_after, into)?;
+        into.done()?;
+        Ok(log.end)
     }
 
     /// A reader of the log in `storage` for a read-only handle that follows a writer in

@@ -938,7 +938,7 @@ mod tests {
         let (tree, log) = logged_log(n);
         let from = tree.snap.meta.log_position;
         let mut r = Replay::new(&tree);
-        Log::read_records_into(log.clone(), from, &mut r).unwrap();
+        Log::read_records_into(log.clone(), from, None, &mut r).unwrap();
         let current = r.finish().unwrap();
         let overlay = assert_every_key(&tree, &current, n);
         // Sized from the first chunk's bytes, the table did not grow.

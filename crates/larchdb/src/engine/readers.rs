@@ -238,7 +238,10 @@ impl Follower {
                     .try_for_each(|rec| replay.record(rec))
                     .map(|()| to)
             }
-            None => Log::read_records_into(storage, from, &mut replay),
+            // No writer publishing (none has run since the lock file was reset): the log as
+            // an open after a crash reads it, ending at a mark newer than this snapshot (its
+            // pages may have been lost with a power loss).
+            None => Log::read_records_into(storage, from, Some(base.txn()), &mut replay),
         };
         // Applied to the last record (or the first failure), then whether any went in.
         let end = end.and_then(|end| replay.flush().map(|()| end));

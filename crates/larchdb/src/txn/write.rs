@@ -1080,13 +1080,20 @@ impl<'db> WriteTxn<'db> {
         self.guard.record = body;
         r?;
         if mark {
-            // (Durable already if the log had no room for the mark: forgotten at the next look.)
             let txn = self
                 .shared
                 .current_txn
                 .load(std::sync::atomic::Ordering::Acquire);
-            self.guard.marked = Some(txn);
-            Counters::add(&self.shared.counters.marked_commits);
+            // Made durable instead if the log had no room for the mark.
+            let durable = self
+                .guard
+                .disk
+                .as_ref()
+                .is_some_and(|d| d.last_durable_txn >= txn);
+            if !durable {
+                self.guard.marked = Some(txn);
+                Counters::add(&self.shared.counters.marked_commits);
+            }
         }
         if durability == Durability::Bounded {
             // After the write lock is let go: the flusher may need it.
