@@ -883,6 +883,68 @@ mod tests {
         assert_every_key(&tree, &current, n);
     }
 
+    /// A sequential `None` batch leaves a mark only in a log whose version allows marks: in
+    /// a version-2 log (an older build's, which would read a mark as the log's end) it
+    /// appends its record, as before marks; in a new log, a mark.
+    #[test]
+    fn a_version_2_log_gets_the_batch_record_not_a_mark() {
+        use crate::bytes::put_u32;
+        use crate::layout::log::{FILE_CRC_AT, FILE_VERSION_AT, FILE_VERSION_NO_MARKS};
+        for version_2 in [false, true] {
+            let (data, log) = (FaultStorage::new(), FaultStorage::new());
+            let options = || {
+                Options::default()
+                    .log(true)
+                    .checkpoint_thread(false)
+                    .idle_checkpoint_millis(0)
+                    .compact_on_close(false)
+            };
+            let open = || {
+                Database::open_storage_with_log(
+                    Arc::new(data.clone()),
+                    Arc::new(log.clone()),
+                    options(),
+                )
+                .unwrap()
+            };
+            let db = open();
+            let mut w = db.begin_write().unwrap();
+            w.create_table("t").unwrap();
+            w.commit().unwrap();
+            db.put(b"x", b"y").unwrap();
+            drop(db);
+            if version_2 {
+                let mut c = log.contents();
+                put_u32(&mut c, FILE_VERSION_AT, FILE_VERSION_NO_MARKS);
+                let crc = crate::pager::shift::crc32c(&c[..FILE_CRC_AT]);
+                put_u32(&mut c, FILE_CRC_AT, crc);
+                log.set_contents(c);
+            }
+            let db = open();
+            let mut w = db.begin_write().unwrap();
+            {
+                let mut t = w.table("t").unwrap();
+                for i in 0..100u32 {
+                    t.append(&i.to_be_bytes(), &[7; 40]).unwrap();
+                }
+            }
+            w.commit_with(crate::Durability::None).unwrap();
+            let txn = db.begin_read().unwrap().id();
+            assert_eq!(
+                db.stats().unwrap().commits.marked_commits,
+                u64::from(!version_2)
+            );
+            drop(db);
+            let (records, _) = Log::read_records(Arc::new(log.clone()), 0).unwrap();
+            let batch = records
+                .iter()
+                .find(|r| r.txn == txn)
+                .expect("the batch's record");
+            let want = if version_2 { KIND_COMMIT } else { KIND_MARK };
+            assert_eq!(batch.kind, want, "version 2: {version_2}");
+        }
+    }
+
     /// A mark of a commit newer than the tree stops a replay with `CorruptedLog` at the mark
     /// (a follower then moves to the newer tree); one the tree holds is passed over.
     #[test]
