@@ -271,15 +271,19 @@ impl TableStates {
 
     /// Tables this transaction changed, sorted by name.
     pub(crate) fn changed(&self) -> Vec<(&str, &TableState)> {
-        let mut out: Vec<(&str, &TableState)> = self
-            .map
+        let mut out: Vec<(&str, &TableState)> = self.changed_unordered().collect();
+        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        out
+    }
+
+    /// Tables this transaction changed, in no particular order (no allocation: a logged
+    /// commit's entry counts, once per commit).
+    pub(crate) fn changed_unordered(&self) -> impl Iterator<Item = (&str, &TableState)> {
+        self.map
             .iter()
             .filter(|(_, s)| {
                 s.generation == self.generation && s.tree_epoch == self.tree_epoch && s.dirty
             })
             .map(|(n, s)| (n.as_str(), s))
-            .collect();
-        out.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        out
     }
 }

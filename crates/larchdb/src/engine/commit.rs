@@ -52,13 +52,17 @@ pub(crate) fn commit_logged(
 ) -> Result<Option<LoggedCommit>> {
     let log = log_of(shared)?;
     let immediate = durability == Durability::Immediate || force;
-    let mut counts = Vec::new();
-    for (name, state) in guard.tables.changed() {
+    // The buffer is the writer's, kept from commit to commit (put back below; a commit that
+    // fails leaves a fresh one).
+    let mut counts = std::mem::take(&mut guard.counts);
+    counts.clear();
+    for (name, state) in guard.tables.changed_unordered() {
         let id = base.catalog.table_id(&base.snap, name.as_bytes())?;
         let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
         counts.push((id.to_be_bytes(), state.hdr.entries.to_le_bytes()));
     }
     if guard.batch.is_empty() && counts.is_empty() {
+        guard.counts = counts;
         // Nothing to commit; a durable commit still makes the earlier ones durable (and
         // publishes the base, if it is a commit still waiting for its sync).
         let wait = immediate.then(|| (log.end(), base.clone()));
@@ -107,6 +111,7 @@ pub(crate) fn commit_logged(
         .iter()
         .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
     overlay.insert_marked(txn, records.chain(count_records));
+    guard.counts = counts;
     let published = Published::logged(base, overlay, txn);
     if immediate {
         guard.pending = Some((published.clone(), end));

@@ -83,6 +83,9 @@ pub(crate) struct WriterState {
     /// encoded into; kept from one transaction to the next.
     pub(crate) batch: Batch,
     pub(crate) record: Vec<u8>,
+    /// A logged commit's entry counts (table number, entries, as stored in the overlay under
+    /// `COUNTS`); kept from one commit to the next.
+    pub(crate) counts: Vec<([u8; 8], [u8; 8])>,
     /// The log position of the last checkpoint: the log since is replayed at open.
     pub(crate) checkpoint_position: u64,
     /// The checkpoint running on its own thread, if any (`checkpoint`).

@@ -237,6 +237,7 @@ impl Shared {
             scratch: Default::default(),
             batch: Default::default(),
             record: Vec::new(),
+            counts: Vec::new(),
             checkpoint_position: log.as_ref().map_or(0, |l| l.end()),
             checkpoint: None,
             pending: None,
