@@ -13,12 +13,27 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const CHILD_ENV: &str = "LARCH_CRASH_CHILD_DB";
-/// Set to "none" or "bounded" to make the child commit with `Durability::None` or `Bounded`.
+/// Set to "none" or "bounded" to make the child commit with `Durability::None` or `Bounded`;
+/// "batches" for `None` with every third commit a sequential batch (`SEQ`).
 const DURABILITY_ENV: &str = "LARCH_CRASH_CHILD_DURABILITY";
 /// Set to "1" to make the child (and the parent's reopen) commit through the write-ahead log.
 const LOG_ENV: &str = "LARCH_CRASH_CHILD_LOG";
 const TABLE: &str = "data";
 const LOG: &str = "commits";
+/// Commits `n` with `n % 3 == 2` of the "batches" mode append `SEQ_BATCH` keys here (and put
+/// their `LOG` key): 64 or more appends, a sequential batch that writes its pages and leaves
+/// only a mark in the log.
+const SEQ: &str = "seq";
+const SEQ_BATCH: u64 = 100;
+
+fn is_batch(n: u64) -> bool {
+    n % 3 == 2
+}
+
+/// Batch commits among commits `0..=last`.
+fn batches_upto(last: u64) -> u64 {
+    (last + 1) / 3
+}
 
 fn commit_key(n: u64) -> Vec<u8> {
     format!("commit{n:010}").into_bytes()
@@ -49,7 +64,7 @@ fn options(log: bool) -> Options {
 }
 
 /// The child: continues the commit sequence found in the database, forever.
-fn child(path: &Path, durability: Durability, log: bool) {
+fn child(path: &Path, durability: Durability, log: bool, batches: bool) {
     let db = Database::open(path, options(log)).expect("child open");
     let start = {
         let r = db.begin_read().unwrap();
@@ -78,6 +93,25 @@ fn child(path: &Path, durability: Durability, log: bool) {
         let mut w = db.begin_write().unwrap();
         w.ensure_table(LOG).unwrap();
         w.ensure_table(TABLE).unwrap();
+        if batches && is_batch(n) {
+            w.ensure_table(SEQ).unwrap();
+            let mut t = w.table(SEQ).unwrap();
+            for i in 0..SEQ_BATCH {
+                t.append(format!("s{n:010}{i:03}").as_bytes(), &[n as u8; 60])
+                    .unwrap();
+            }
+            drop(t);
+            w.table(LOG)
+                .unwrap()
+                .put(&commit_key(n), &commit_value(n))
+                .unwrap();
+            if n >= 50 {
+                w.table(LOG).unwrap().put(&commit_key(n - 50), b"").unwrap();
+            }
+            w.commit_with(durability).unwrap();
+            println!("ack {n}");
+            continue;
+        }
         w.table(LOG)
             .unwrap()
             .put(&commit_key(n), &commit_value(n))
@@ -106,13 +140,19 @@ fn child(path: &Path, durability: Durability, log: bool) {
 #[test]
 fn child_entry() {
     if let Ok(path) = std::env::var(CHILD_ENV) {
-        let durability = match std::env::var(DURABILITY_ENV).as_deref() {
-            Ok("none") => Durability::None,
+        let mode = std::env::var(DURABILITY_ENV);
+        let durability = match mode.as_deref() {
+            Ok("none") | Ok("batches") => Durability::None,
             Ok("bounded") => Durability::Bounded,
             _ => Durability::Immediate,
         };
         let log = std::env::var(LOG_ENV).as_deref() == Ok("1");
-        child(Path::new(&path), durability, log);
+        child(
+            Path::new(&path),
+            durability,
+            log,
+            mode.as_deref() == Ok("batches"),
+        );
     }
 }
 
@@ -145,6 +185,14 @@ fn kill_nine_with_a_log_loses_no_acknowledged_commit() {
 #[test]
 fn kill_nine_with_a_log_keeps_unsynced_commits() {
     sweep(kill_points() / 2, "none", true);
+}
+
+/// Sequential batches that leave only a mark in the log, every third commit, between
+/// `None` commits through it: a process crash anywhere, a batch's mark written and its meta
+/// page not yet included, keeps every acknowledged commit, and each batch whole or not at all.
+#[test]
+fn kill_nine_with_a_log_keeps_sequential_batches() {
+    sweep(kill_points() / 2, "batches", true);
 }
 
 /// `Durability::Bounded`: written like `None`, so a process crash keeps them whatever the
@@ -250,6 +298,15 @@ fn sweep(points: usize, durability: &str, log: bool) {
                 v,
                 expected.as_slice(),
                 "kill point {point}: value of commit {n} (last {last})"
+            );
+        }
+        if durability == "batches" {
+            // Each batch whole, none past the last commit.
+            let seq = r.table(SEQ).map_or(Ok(0), |t| t.len()).unwrap();
+            assert_eq!(
+                seq,
+                SEQ_BATCH * batches_upto(last),
+                "kill point {point}: the batches' keys (last commit {last})"
             );
         }
         found_max = Some(last);
