@@ -7,6 +7,10 @@
 //! once checkpoints cost nothing.
 //!
 //!   cargo run --release --manifest-path experiments/write-path/Cargo.toml --bin commit_path [N] [R] [KIND]
+//!
+//! `COMMIT_PATH_CHECKPOINTS=1`: the default log bounds (checkpoints run, as in larch-bench);
+//! `COMMIT_PATH_EXIT=1`: one round, the process leaves before the close (to profile the loop
+//! alone); `COMMIT_PATH_STATS=1`: the handle's `CommitStats` after the loop.
 
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
@@ -20,7 +24,10 @@ fn main() {
     let rounds: u32 = args.next().map_or(3, |a| a.parse().expect("R"));
     let only = args.next();
     let kinds = ["empty", "table", "append", "set"];
-    for kind in kinds.into_iter().filter(|k| only.as_deref().is_none_or(|o| o == *k)) {
+    for kind in kinds
+        .into_iter()
+        .filter(|k| only.as_deref().is_none_or(|o| o == *k))
+    {
         let mut best = f64::MAX;
         for _ in 0..rounds {
             best = best.min(round(kind, n));
@@ -64,6 +71,10 @@ fn round(kind: &str, n: u64) -> f64 {
         w.commit_with(Durability::None).unwrap();
     }
     let ns = start.elapsed().as_nanos() as f64 / n as f64;
+    if std::env::var_os("COMMIT_PATH_STATS").is_some() {
+        // What held the writer back: the pacing's sleeps, waits for room, checkpoints.
+        println!("{:?}", db.stats().unwrap().commits);
+    }
     if std::env::var_os("COMMIT_PATH_EXIT").is_some() {
         // For a profile of the loop alone: leave without the close's checkpoint.
         println!("{kind:>8}: {ns:7.0} ns/commit (one round, exited before the close)");
