@@ -679,8 +679,9 @@ impl ReadBack for Replay<'_> {
     fn record(&mut self, rec: Record) -> Result<()> {
         if rec.kind == KIND_MARK && rec.txn > self.start {
             // A commit that wrote its pages: its writes are in a newer tree, not in the log.
-            // A writer's open never gets here (the reading ends at the mark); a follower
-            // moves to that tree, which is published before any record after the mark.
+            // An open never gets here (its reading ends at the mark: `Reopen::tree_txn`,
+            // `Log::read_records_into`); a follower beside a writer moves to that tree,
+            // which is published before any record after the mark.
             return Err(Error::CorruptedLog {
                 position: rec.position,
                 reason: format!(
