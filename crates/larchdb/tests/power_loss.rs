@@ -28,18 +28,72 @@ fn workload(db: &Database, hold_reader: bool) -> (Vec<State>, usize, usize) {
     workload_upto(db, hold_reader, 200)
 }
 
+/// What a workload run keeps: the states after each commit attempt (index 0: empty), the
+/// commits acknowledged and the last acknowledged `Immediate` one.
+struct Tally {
+    states: Vec<State>,
+    acked: usize,
+    durable: usize,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            states: vec![State::new()],
+            acked: 0,
+            durable: 0,
+        }
+    }
+
+    /// The state the next attempt starts from.
+    fn last(&self) -> State {
+        self.states.last().unwrap().clone()
+    }
+
+    /// Records an attempt that leaves `next` if it commits; false once one failed (the run
+    /// stops there).
+    fn attempt(
+        &mut self,
+        next: State,
+        durability: Durability,
+        result: larchdb::Result<()>,
+    ) -> bool {
+        self.states.push(next);
+        if result.is_err() {
+            return false;
+        }
+        self.acked = self.states.len() - 1;
+        if durability == Durability::Immediate {
+            self.durable = self.acked;
+        }
+        true
+    }
+
+    fn into_parts(self) -> (Vec<State>, usize, usize) {
+        (self.states, self.acked, self.durable)
+    }
+}
+
+/// The crash points of a sweep over `ops` operations: every one with `LARCH_POWER_LOSS_ALL`,
+/// else about `samples` of them, evenly spread.
+fn crash_points(ops: u64, samples: u64) -> Vec<u64> {
+    if std::env::var("LARCH_POWER_LOSS_ALL").is_ok() {
+        (1..=ops).collect()
+    } else {
+        (1..=ops).step_by((ops / samples).max(1) as usize).collect()
+    }
+}
+
 /// The workload's first `txns` transactions.
 fn workload_upto(db: &Database, hold_reader: bool, txns: usize) -> (Vec<State>, usize, usize) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let mut states = vec![State::new()];
-    let mut acked = 0;
-    let mut durable = 0;
+    let mut tally = Tally::new();
     let mut reader = None;
     for txn in 0..txns {
         if hold_reader && txn == 1 && reader.is_none() {
             reader = db.begin_read().ok();
         }
-        let mut next = states.last().unwrap().clone();
+        let mut next = tally.last();
         let durability = if rng.gen_bool(0.7) {
             Durability::Immediate
         } else {
@@ -68,18 +122,11 @@ fn workload_upto(db: &Database, hold_reader: bool, txns: usize) -> (Vec<State>, 
             }
             w.commit_with(durability)
         })();
-        states.push(next);
-        match result {
-            Ok(()) => {
-                acked = states.len() - 1;
-                if durability == Durability::Immediate {
-                    durable = acked;
-                }
-            }
-            Err(_) => break,
+        if !tally.attempt(next, durability, result) {
+            break;
         }
     }
-    (states, acked, durable)
+    tally.into_parts()
 }
 
 fn read_state(db: &Database) -> State {
@@ -138,12 +185,7 @@ fn power_loss_run(hold_reader: bool) {
     );
     assert_eq!(acked, 200);
     let ops = probe.op_count();
-    let all = std::env::var("LARCH_POWER_LOSS_ALL").is_ok();
-    let points: Vec<u64> = if all {
-        (1..=ops).collect()
-    } else {
-        (1..=ops).step_by((ops / 60).max(1) as usize).collect()
-    };
+    let points = crash_points(ops, 60);
     let mut checked = 0;
     for &k in &points {
         let s = FaultStorage::new();
@@ -256,14 +298,7 @@ fn power_loss_with_a_log(rare_durable: bool) {
         data_ops > 20 && log_ops > 200,
         "{data_ops} data, {log_ops} log operations"
     );
-    let all = std::env::var("LARCH_POWER_LOSS_ALL").is_ok();
-    let points = |ops: u64| -> Vec<u64> {
-        if all {
-            (1..=ops).collect()
-        } else {
-            (1..=ops).step_by((ops / 40).max(1) as usize).collect()
-        }
-    };
+    let points = |ops: u64| crash_points(ops, 40);
     let mut checked = 0;
     for (failing_log, ops) in [(false, data_ops), (true, log_ops)] {
         for k in points(ops) {
@@ -436,22 +471,18 @@ fn batch_workload(db: &Database) -> (Vec<State>, usize, usize) {
 /// The sequential-batch workload's first `txns` transactions after the table's creation.
 fn batch_workload_upto(db: &Database, txns: usize) -> (Vec<State>, usize, usize) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-    let mut states = vec![State::new()];
-    let (mut acked, mut durable) = (0, 0);
+    let mut tally = Tally::new();
     let mut next_key = 0u32;
     let created = (|| -> larchdb::Result<()> {
         let mut w = db.begin_write()?;
         w.ensure_table("a")?;
         w.commit_with(Durability::Immediate)
     })();
-    states.push(State::new());
-    if created.is_err() {
-        return (states, acked, durable);
+    if !tally.attempt(State::new(), Durability::Immediate, created) {
+        return tally.into_parts();
     }
-    acked = 1;
-    durable = 1;
     for txn in 0..txns {
-        let mut next = states.last().unwrap().clone();
+        let mut next = tally.last();
         let pick = rng.gen_range(0..10);
         let durability = match pick {
             0..=5 => Durability::None,
@@ -484,18 +515,11 @@ fn batch_workload_upto(db: &Database, txns: usize) -> (Vec<State>, usize, usize)
             drop(table);
             w.commit_with(durability)
         })();
-        states.push(next);
-        match result {
-            Ok(()) => {
-                acked = states.len() - 1;
-                if durability == Durability::Immediate {
-                    durable = acked;
-                }
-            }
-            Err(_) => break,
+        if !tally.attempt(next, durability, result) {
+            break;
         }
     }
-    (states, acked, durable)
+    tally.into_parts()
 }
 
 /// Power loss at I/O operations of the sequential-batch workload (`batch_workload`): batches
@@ -521,14 +545,7 @@ fn power_loss_with_sequential_batches_keeps_a_durable_prefix() {
     drop(db);
     let data_ops = data.op_count() - data_start;
     let log_ops = log.op_count() - log_start;
-    let all = std::env::var("LARCH_POWER_LOSS_ALL").is_ok();
-    let points = |ops: u64| -> Vec<u64> {
-        if all {
-            (1..=ops).collect()
-        } else {
-            (1..=ops).step_by((ops / 60).max(1) as usize).collect()
-        }
-    };
+    let points = |ops: u64| crash_points(ops, 60);
     let mut checked = 0;
     for (failing_log, ops) in [(false, data_ops), (true, log_ops)] {
         for k in points(ops) {

@@ -312,31 +312,26 @@ pub(crate) fn write_commit(
     // The log position the meta page names; a transaction that writes pages and the log
     // appends its record now (`LogAt::Append`).
     let end = || shared.log.as_ref().map_or(0, |l| l.end());
-    let (durability, log_position) = match log_at {
-        LogAt::End => (durability, end()),
-        LogAt::At(position) => (durability, position),
+    let appended = match log_at {
+        LogAt::End => Ok(Some(end())),
+        LogAt::At(position) => Ok(Some(position)),
         LogAt::Append {
             body,
             durability: logged,
-        } => match append_direct(shared, pages.txn, KIND_COMMIT, body, logged) {
-            Ok(Some(position)) => (durability, position),
-            Ok(None) => (Durability::Immediate, end()),
-            // Appended and not written or synced: the log is failed (every later commit
-            // fails), and the record may be in the file.
-            Err(e) if shared.log.as_ref().is_some_and(|l| l.failed()) => {
-                return Err(fail_commit(disk, poisoned, pages, e, true))
-            }
-            // The log file could not grow: nothing was appended.
-            Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
-        },
-        LogAt::Mark => match append_direct(shared, pages.txn, KIND_MARK, &[], Durability::None) {
-            Ok(Some(position)) => (durability, position),
-            Ok(None) => (Durability::Immediate, end()),
-            Err(e) if shared.log.as_ref().is_some_and(|l| l.failed()) => {
-                return Err(fail_commit(disk, poisoned, pages, e, true))
-            }
-            Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
-        },
+        } => append_direct(shared, pages.txn, KIND_COMMIT, body, logged),
+        LogAt::Mark => append_direct(shared, pages.txn, KIND_MARK, &[], Durability::None),
+    };
+    let (durability, log_position) = match appended {
+        Ok(Some(position)) => (durability, position),
+        // No room in the log for the record: the commit is made durable by its pages.
+        Ok(None) => (Durability::Immediate, end()),
+        // Appended and not written or synced: the log is failed (every later commit fails),
+        // and the record may be in the file. Otherwise the log file could not grow: nothing
+        // was appended.
+        Err(e) => {
+            let failed = shared.log.as_ref().is_some_and(|l| l.failed());
+            return Err(fail_commit(disk, poisoned, pages, e, failed));
+        }
     };
     let meta = seal_meta(shared, disk, &pages, meta, durability, log_position);
     // 2. Sync them, then write and sync the meta page. A failure from here on may leave the

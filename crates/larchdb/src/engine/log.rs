@@ -707,9 +707,8 @@ impl Log {
     /// Opens the log on `storage` and reads back every record from position `from` (the last
     /// checkpoint's) to the end of the log. Appending continues after the last record; the
     /// records from `keep_from` (the last durable checkpoint's position, at most `from`) are
-    /// kept until `release_to` lets them go.
-    /// The tests' logs are reopened as after a power loss (`Reopen::restarted`), onto a tree
-    /// older than any mark.
+    /// kept until `release_to` lets them go. Reopened as after a power loss
+    /// (`Reopen::restarted`), onto a tree older than any mark.
     #[cfg(test)]
     pub(crate) fn open(
         storage: Arc<dyn Storage>,

@@ -303,28 +303,19 @@ impl FileStorage {
     }
 
     fn fallocate(&self, len: u64) -> io::Result<bool> {
-        let Ok(len) = libc::off_t::try_from(len) else {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "length too large",
-            ));
-        };
-        // SAFETY: fallocate only reads its integer arguments; the descriptor is owned by
-        // `self.file` and open for writing.
-        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(false),
-            _ => Err(e),
-        }
+        self.fallocate_mode(0, 0, len)
     }
 
     /// `fallocate(FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE)`: `Ok(false)` where the file
     /// system does not support it.
     fn fallocate_zero(&self, offset: u64, len: u64) -> io::Result<bool> {
+        let mode = libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE;
+        self.fallocate_mode(mode, offset, len)
+    }
+
+    /// `fallocate` with `mode` over `len` bytes from `offset`: `Ok(false)` where the file
+    /// system does not support it.
+    fn fallocate_mode(&self, mode: libc::c_int, offset: u64, len: u64) -> io::Result<bool> {
         let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
         else {
             return Err(io::Error::new(
@@ -332,15 +323,9 @@ impl FileStorage {
                 "range too large",
             ));
         };
-        // SAFETY: as in `fallocate`.
-        let rc = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
-                offset,
-                len,
-            )
-        };
+        // SAFETY: fallocate only reads its integer arguments; the descriptor is owned by
+        // `self.file` and open for writing.
+        let rc = unsafe { libc::fallocate(self.file.as_raw_fd(), mode, offset, len) };
         if rc == 0 {
             return Ok(true);
         }

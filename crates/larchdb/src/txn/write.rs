@@ -1051,7 +1051,6 @@ impl<'db> WriteTxn<'db> {
             && self.shared.log.as_ref().is_some_and(|l| l.marks_allowed());
         let mut body = std::mem::take(&mut self.guard.record);
         let base = self.base.clone();
-        body.clear();
         let encoded = if mark {
             Ok(())
         } else {
