@@ -242,6 +242,7 @@ impl Shared {
             checkpoint: None,
             pending: None,
             pacer: Default::default(),
+            savepoints: Default::default(),
         };
         let mut follow = None;
         if options.read_only {

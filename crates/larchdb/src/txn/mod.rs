@@ -2,7 +2,7 @@
 //! the dirty pages of the next snapshot. Both work on `engine::Shared`, not on `Database`.
 
 mod read;
-mod savepoint;
+pub(crate) mod savepoint;
 mod write;
 
 pub use read::ReadTxn;

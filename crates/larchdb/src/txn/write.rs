@@ -77,8 +77,6 @@ pub struct WriteTxn<'db> {
     applied: bool,
     /// Made by `checkpoint`: it writes only what the log holds already.
     checkpoint_only: bool,
-    /// Live savepoints, and how to undo the changes since the oldest.
-    savepoints: Savepoints,
     /// A commit was attempted (a drop without one is an abort, for the counters).
     committing: bool,
     /// The commit is the application's (`commit_with`), not one the engine makes itself
@@ -126,6 +124,7 @@ impl<'db> WriteTxn<'db> {
         let catalog = published.snap.meta.catalog;
         guard.tables.begin(base_txn);
         guard.batch.clear();
+        guard.savepoints = Savepoints::default();
         // Until a durable commit says its log holds later commits (`Meta::log`), a power loss
         // returns to a commit whose open starts a new log, dropping what the log held: so the
         // first transaction on a log just created writes pages (durably, as every
@@ -143,7 +142,6 @@ impl<'db> WriteTxn<'db> {
             logged,
             applied: false,
             checkpoint_only: false,
-            savepoints: Savepoints::default(),
             committing: false,
             counted: false,
         };
@@ -445,8 +443,8 @@ impl<'db> WriteTxn<'db> {
         if state.props != props {
             let old = std::mem::replace(&mut state.props, props.to_vec());
             state.dirty = true;
-            if self.savepoints.active() {
-                self.savepoints.undo.push(Undo::Props {
+            if self.guard.savepoints.active() {
+                self.guard.savepoints.undo.push(Undo::Props {
                     table: name.to_string(),
                     old,
                 });
@@ -486,8 +484,11 @@ impl<'db> WriteTxn<'db> {
             )?;
             ws.tables.open(name, TableHeader::default(), &[]);
             t.catalog = catalog;
-            if t.savepoints.active() {
-                t.savepoints.undo.push(Undo::Created(name.to_string()));
+            if t.guard.savepoints.active() {
+                t.guard
+                    .savepoints
+                    .undo
+                    .push(Undo::Created(name.to_string()));
             }
             Ok(())
         })
@@ -551,8 +552,8 @@ impl<'db> WriteTxn<'db> {
             table,
             txn: self.base.txn(),
         });
-        let undo = self.savepoints.active().then(|| UndoSink {
-            log: &mut self.savepoints.undo,
+        let undo = ws.savepoints.active().then(|| UndoSink {
+            log: &mut ws.savepoints.undo,
             table: name.into(),
         });
         Ok(WriteTable::new(
@@ -674,7 +675,7 @@ impl<'db> WriteTxn<'db> {
             return Ok(false);
         };
         // A savepoint keeps the table's entries and properties, to make it again.
-        let undo = if self.savepoints.active() {
+        let undo = if self.guard.savepoints.active() {
             self.load_state(name)?;
             let props = self.guard.tables.get(name).map(|s| s.props.clone());
             let t = self.table(name)?;
@@ -697,7 +698,7 @@ impl<'db> WriteTxn<'db> {
             btree::delete(pages, &mut catalog, name.as_bytes())?;
             t.catalog = catalog;
             t.guard.tables.remove(name);
-            t.savepoints.undo.extend(undo);
+            t.guard.savepoints.undo.extend(undo);
             Ok(true)
         })
     }
@@ -733,7 +734,7 @@ impl<'db> WriteTxn<'db> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
-        Ok(self.savepoints.make())
+        Ok(self.guard.savepoints.make())
     }
 
     /// Undoes every change made since `savepoint`: keys, counts, tables created or deleted,
@@ -759,9 +760,9 @@ impl<'db> WriteTxn<'db> {
         if self.failed {
             return Err(Error::TxnFailed);
         }
-        let (undo, marks) = self.savepoints.unwind(savepoint)?;
+        let (undo, marks) = self.guard.savepoints.unwind(savepoint)?;
         let r = self.guarded(|t| t.undo(undo));
-        self.savepoints.resume(marks);
+        self.guard.savepoints.resume(marks);
         r
     }
 
@@ -781,7 +782,7 @@ impl<'db> WriteTxn<'db> {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn release(&mut self, savepoint: Savepoint) -> Result<()> {
-        self.savepoints.release(&savepoint)
+        self.guard.savepoints.release(&savepoint)
     }
 
     /// Applies undo records, newest first (`rollback_to`; recording is off).
