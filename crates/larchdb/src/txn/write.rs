@@ -1280,5 +1280,10 @@ impl Drop for WriteTxn<'_> {
         if let Some(pages) = self.pages.take() {
             self.hand_back(pages.abort());
         }
+        if self.guard.savepoints.active() || !self.guard.savepoints.undo.is_empty() {
+            // What the undo records hold (a deleted table's entries) is not kept past the
+            // transaction.
+            self.guard.savepoints = Savepoints::default();
+        }
     }
 }
