@@ -498,7 +498,8 @@ impl Default for Overlay {
 }
 
 /// Equal byte strings, compared inline 8 bytes at a time (a call to `memcmp` costs more than
-/// comparing a 16-byte key).
+/// comparing a 16-byte key). The chunks are compared as numbers, and the tail byte by byte:
+/// an array's or a slice's `==` calls `memcmp` (2% of a one-put commit's samples, session 55).
 #[inline(always)]
 fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -506,7 +507,10 @@ fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     }
     let (a8, at) = a.as_chunks::<8>();
     let (b8, bt) = b.as_chunks::<8>();
-    a8.iter().zip(b8).all(|(x, y)| x == y) && at == bt
+    a8.iter()
+        .zip(b8)
+        .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+        && at.iter().zip(bt).all(|(x, y)| x == y)
 }
 
 /// A record being sorted: the first 16 key bytes as two big-endian numbers compare as the
