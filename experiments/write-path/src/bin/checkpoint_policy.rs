@@ -1,0 +1,115 @@
+//! A model of how many leaf pages a random one-put load writes under two checkpoint policies,
+//! at equal overlay memory (no engine code: leaves as key ranges, records as counts), for the
+//! write-amplification target (write-path.md, session 55). `N` random 16-byte-key records of
+//! `R` bytes go into a B-tree whose leaves hold up to `C = 4096 / (R + 6)` records and split
+//! evenly when full (the merge's even split), through an overlay of at most `M` records:
+//!
+//! - `full`: when the overlay holds `M`, every leaf with a pending record is rewritten (a
+//!   checkpoint of the whole overlay, as now); the overlay empties.
+//! - `partial`: when it holds `M`, the leaves with the most pending records are rewritten,
+//!   densest first, until it holds `M / 2`; the others keep their records for later.
+//!
+//! Printed: leaf pages written per record's bytes (the tree's part of the write
+//! amplification; the log adds its own, the same for both), for each `M`. The partial
+//! policy also keeps records longer, which the log must hold: the model charges the worst
+//! case, every record a checkpoint leaves behind written to the log again (a record of
+//! `R + 60` bytes, the log's one-put record), as `relogged`.
+//!
+//!   cargo run --release --manifest-path experiments/write-path/Cargo.toml --bin checkpoint_policy [N] [R]
+
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+
+/// A leaf: records in the tree, records pending in the overlay.
+#[derive(Clone, Copy, Default)]
+struct Leaf {
+    count: u64,
+    pending: u64,
+}
+
+const PAGE: u64 = 4096;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n: u64 = args.next().map_or(10_000_000, |a| a.parse().expect("N"));
+    let record: u64 = args.next().map_or(116, |a| a.parse().expect("R"));
+    let capacity = PAGE / (record + 6);
+    println!("{n} records of {record} bytes, {capacity} a full leaf");
+    for m in [n / 40, n / 10, n / 4] {
+        for partial in [false, true] {
+            let (pages, kept) = run(n, capacity, m, partial);
+            let amp = (pages * PAGE) as f64 / (n * record) as f64;
+            let relogged = (kept * (record + 60)) as f64 / (n * record) as f64;
+            println!(
+                "overlay of {m:>8} records, {:>7}: {pages:>9} leaf pages written, tree write \
+                 amplification {amp:.2}, relogged at most {relogged:.2}",
+                if partial { "partial" } else { "full" }
+            );
+        }
+    }
+}
+
+/// Leaf pages written by a load of `n` random records, and the records its checkpoints left
+/// behind, summed over the checkpoints.
+fn run(n: u64, capacity: u64, m: u64, partial: bool) -> (u64, u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(55);
+    // Leaves by their first key.
+    let mut leaves: BTreeMap<u64, Leaf> = BTreeMap::new();
+    leaves.insert(0, Leaf::default());
+    let (mut pending, mut pages, mut kept) = (0u64, 0u64, 0u64);
+    for _ in 0..n {
+        let key: u64 = rng.gen();
+        let Some((_, leaf)) = leaves.range_mut(..=key).next_back() else {
+            unreachable!("the first leaf starts at 0")
+        };
+        leaf.pending += 1;
+        pending += 1;
+        if pending < m {
+            continue;
+        }
+        // A checkpoint: which leaves are rewritten.
+        let mut chosen: Vec<(u64, u64)> = leaves
+            .iter()
+            .filter(|(_, l)| l.pending > 0)
+            .map(|(&start, l)| (start, l.pending))
+            .collect();
+        if partial {
+            chosen.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+            let mut freed = 0;
+            let keep = chosen
+                .iter()
+                .take_while(|(_, p)| {
+                    let more = pending - freed > m / 2;
+                    freed += p;
+                    more
+                })
+                .count();
+            chosen.truncate(keep);
+        }
+        for (start, _) in chosen {
+            let end = leaves
+                .range(start + 1..)
+                .next()
+                .map_or(u64::MAX, |(&s, _)| s);
+            let leaf = leaves[&start];
+            let total = leaf.count + leaf.pending;
+            pending -= leaf.pending;
+            // Split evenly into the fewest leaves that hold them.
+            let parts = total.div_ceil(capacity).max(1);
+            pages += parts;
+            let width = (end - start) / parts;
+            for i in 0..parts {
+                let each = total / parts + u64::from(i < total % parts);
+                leaves.insert(
+                    start + i * width,
+                    Leaf {
+                        count: each,
+                        pending: 0,
+                    },
+                );
+            }
+        }
+        kept += pending;
+    }
+    (pages, kept)
+}
