@@ -1119,7 +1119,7 @@ impl<'t> WriteTable<'t> {
                 self.state.last_key = Some(last.unwrap_or_default());
             }
             let in_order = match &self.state.last_key {
-                Some(last) if crate::bytes::cmp_keys(key, last).is_gt() => true,
+                Some(last) if crate::btree::node::compare_keys(key, last).is_gt() => true,
                 Some(last) if last.is_empty() => self.is_empty()?,
                 _ => false,
             };

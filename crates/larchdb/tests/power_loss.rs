@@ -248,6 +248,38 @@ fn open_with_log(
     common::open_with_log(data, log, log_options(rare_durable))
 }
 
+/// A power loss after the `txns`-th step of a test: the handle `db` is gone without its
+/// destructor, both files keep a random subset of their unsynced writes (seeded by `txns`),
+/// and `reopen` opens them again: the database verifies clean and holds `expected`.
+fn power_loss_keeps(
+    db: Database,
+    data: &FaultStorage,
+    log: &FaultStorage,
+    txns: usize,
+    expected: &State,
+    reopen: impl FnOnce(&FaultStorage, &FaultStorage) -> larchdb::Result<Database>,
+) {
+    std::mem::forget(db);
+    let (data, log) = (
+        data.crash(CrashMode::KeepRandom { seed: txns as u64 }),
+        log.crash(CrashMode::KeepRandom {
+            seed: !(txns as u64),
+        }),
+    );
+    let db = reopen(&data, &log)
+        .unwrap_or_else(|e| panic!("after {txns}: reopen after the power loss: {e}"));
+    let report = db.verify_all().unwrap();
+    assert!(
+        report.is_clean(),
+        "after {txns}: verify: {:?}",
+        report.problems
+    );
+    assert!(
+        read_state(&db) == *expected,
+        "after {txns}: the state after the power loss"
+    );
+}
+
 /// Power loss at every I/O operation of a workload that commits through the log: for each k,
 /// every operation from the k-th on fails on the data file (the log stays healthy) or on the
 /// log (the data file stays healthy), then both keep a random subset of their unsynced writes, the last torn. After
@@ -364,25 +396,9 @@ fn a_power_loss_after_reopening_from_a_crash_keeps_everything_durable() {
             w.commit_with(Durability::Immediate).unwrap();
             expected.insert((0, key), value);
         }
-        std::mem::forget(db);
-        let (data, log) = (
-            data.crash(CrashMode::KeepRandom { seed: txns as u64 }),
-            log.crash(CrashMode::KeepRandom {
-                seed: !(txns as u64),
-            }),
-        );
-        let db = open_with_log(&data, &log, true)
-            .unwrap_or_else(|e| panic!("after {txns}: reopen after the power loss: {e}"));
-        let report = db.verify_all().unwrap();
-        assert!(
-            report.is_clean(),
-            "after {txns}: verify: {:?}",
-            report.problems
-        );
-        assert!(
-            read_state(&db) == expected,
-            "after {txns}: the state after the power loss"
-        );
+        power_loss_keeps(db, &data, &log, txns, &expected, |d, l| {
+            open_with_log(d, l, true)
+        });
     }
 }
 
@@ -617,25 +633,9 @@ fn a_power_loss_after_reopening_from_a_crash_amid_sequential_batches_keeps_every
         if db.stats().unwrap().commits.marks_settled > 0 {
             unsynced_opens += 1;
         }
-        std::mem::forget(db);
-        let (data, log) = (
-            data.crash(CrashMode::KeepRandom { seed: txns as u64 }),
-            log.crash(CrashMode::KeepRandom {
-                seed: !(txns as u64),
-            }),
-        );
-        let db = common::open_with_log(&data, &log, options())
-            .unwrap_or_else(|e| panic!("after {txns}: reopen after the power loss: {e}"));
-        let report = db.verify_all().unwrap();
-        assert!(
-            report.is_clean(),
-            "after {txns}: verify: {:?}",
-            report.problems
-        );
-        assert!(
-            read_state(&db) == expected,
-            "after {txns}: the state after the power loss"
-        );
+        power_loss_keeps(db, &data, &log, txns, &expected, |d, l| {
+            common::open_with_log(d, l, options())
+        });
     }
     assert!(
         unsynced_opens > 3,
