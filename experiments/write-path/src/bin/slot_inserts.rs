@@ -2,7 +2,7 @@
 //! table, `engine/overlay.rs`): `N` random hashes inserted into a table of twice `N` slots
 //! (16 bytes each, linear probing), one at a time, in groups of `G` sorted by slot, and in
 //! groups of 32 whose slots are prefetched first. Three rounds. Session 55: in a tight loop
-//! the processor overlaps the inserts' cache misses by itself (24-25 ns an insert at 1M, 18-20
+//! the processor overlaps the inserts' cache misses by itself (22-25 ns an insert at 1M, 16-20
 //! prefetched), which a one-put commit, with hundreds of ns of other work between two
 //! inserts, does not get.
 //!
