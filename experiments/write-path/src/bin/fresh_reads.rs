@@ -77,7 +77,10 @@ fn round(kind: &str, n: u64) -> (f64, f64) {
     let times = (time(0), time(1));
     if std::env::var_os("FRESH_READS_STATS").is_some() {
         let c = db.stats().unwrap().commits;
-        println!("checkpoints {} logged {} page {}", c.checkpoints, c.logged_commits, c.page_commits);
+        println!(
+            "checkpoints {} logged {} page {}",
+            c.checkpoints, c.logged_commits, c.page_commits
+        );
     }
     times
 }
