@@ -751,6 +751,7 @@ impl Environment {
         d.set_item("aborts", s.commits.aborts)?;
         d.set_item("checkpoints", s.commits.checkpoints)?;
         d.set_item("paced_micros", s.commits.paced_micros)?;
+        d.set_item("share_micros", s.commits.share_micros)?;
         d.set_item("log_full_waits", s.commits.log_full_waits)?;
         let tables = PyDict::new(py);
         for t in &s.tables {

@@ -47,6 +47,8 @@ pub struct Flags {
     pub background_nice: u8,
     /// Larch's `Options::checkpoint_nice_beside_readers` (`None`: the engine's default).
     pub checkpoint_nice_beside_readers: Option<u8>,
+    /// Larch's `Options::checkpoint_share_beside_readers` (`None`: the engine's default).
+    pub checkpoint_share_beside_readers: Option<bool>,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
     pub key_offset: u64,
@@ -165,6 +167,7 @@ impl Default for Flags {
             bloom_bits: 10,
             background_nice: 0,
             checkpoint_nice_beside_readers: None,
+            checkpoint_share_beside_readers: None,
             progress: true,
             key_offset: 0,
             series_interval_ms: 0,
@@ -209,6 +212,8 @@ Usage: larch-bench [--flag=value ...]\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
   --background_nice=N    Larch's background threads N nice steps below the benchmark's (0)\n\
   --checkpoint_nice_beside_readers=N  Larch's checkpoints beside readers N steps below (engine's, 5)\n\
+  --checkpoint_share_beside_readers=0|1  Larch's writer pays for its checkpoints' CPU beside\n\
+                         readers when the cores are contended (engine's, 1)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
   --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
   --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\
@@ -408,6 +413,9 @@ impl Flags {
                     f.checkpoint_nice_beside_readers =
                         Some(in_range(n, parse_size(n, v)?, 0, 19)? as u8)
                 }
+                "checkpoint_share_beside_readers" => {
+                    f.checkpoint_share_beside_readers = Some(parse_bool(n, v)?)
+                }
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
@@ -524,6 +532,12 @@ impl Flags {
         if let Some(n) = self.checkpoint_nice_beside_readers {
             a.push(format!("--checkpoint_nice_beside_readers={n}"));
         }
+        if let Some(on) = self.checkpoint_share_beside_readers {
+            a.push(format!(
+                "--checkpoint_share_beside_readers={}",
+                u8::from(on)
+            ));
+        }
         a
     }
 }
@@ -601,12 +615,15 @@ mod tests {
             "--ycsb_fieldcount=4",
             "--ycsb_fieldlength=50",
             "--checkpoint_nice_beside_readers=0",
+            "--checkpoint_share_beside_readers=0",
         ])
         .unwrap();
         let g = Flags::parse(&f.to_child_args("lmdb")).unwrap();
         assert_eq!(g.checkpoint_nice_beside_readers, Some(0));
+        assert_eq!(g.checkpoint_share_beside_readers, Some(false));
         let d = Flags::parse(&p(&[]).unwrap().to_child_args("lmdb")).unwrap();
         assert_eq!(d.checkpoint_nice_beside_readers, None);
+        assert_eq!(d.checkpoint_share_beside_readers, None);
         assert_eq!(g.engines, vec!["lmdb"]);
         assert_eq!(g.num, 1234);
         assert_eq!(g.threads, vec![2, 8]);

@@ -193,6 +193,19 @@ pub struct Options {
     /// busy commits more slowly than at 0: the checkpoints get less than a thread's share,
     /// and they pace it.
     pub checkpoint_nice_beside_readers: u8,
+    /// Whether a writer whose checkpoint runs beside this handle's readers pays for the
+    /// checkpoint's CPU time (default true; Linux, ignored elsewhere). A checkpoint that
+    /// starts while the handle has read transactions open is timed on its thread's CPU
+    /// clock, and while more threads can run than the process has cores (read from
+    /// `/proc/loadavg`), the writer sleeps before its transactions for the time the
+    /// checkpoint used: the writer and its checkpoints then take one thread's share of the
+    /// CPU between them, as a writer that merged its own commits would, and readers keep
+    /// theirs. With a core to spare (readers held open but idle) nothing is slept. Off, the
+    /// checkpoint thread competes as a thread of its own (at
+    /// `checkpoint_nice_beside_readers`), and a writer and a reader on two cores leave the
+    /// reader about 0.86 of a core. Measured on 2 cores (docs/design/write-path.md, session
+    /// 56): MEASURED.
+    pub checkpoint_share_beside_readers: bool,
 }
 
 impl Default for Options {
@@ -216,6 +229,7 @@ impl Default for Options {
             compact_on_close: true,
             background_nice: 0,
             checkpoint_nice_beside_readers: CHECKPOINT_NICE_BESIDE_READERS_DEFAULT,
+            checkpoint_share_beside_readers: true,
         }
     }
 }
@@ -519,6 +533,22 @@ impl Options {
     /// ```
     pub fn checkpoint_nice_beside_readers(mut self, steps: u8) -> Options {
         self.checkpoint_nice_beside_readers = steps;
+        self
+    }
+
+    /// Sets whether the writer pays for the CPU time of its checkpoints beside readers (see
+    /// [`Options::checkpoint_share_beside_readers`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().checkpoint_share_beside_readers(false);
+    /// assert!(!o.checkpoint_share_beside_readers);
+    /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn checkpoint_share_beside_readers(mut self, on: bool) -> Options {
+        self.checkpoint_share_beside_readers = on;
         self
     }
 

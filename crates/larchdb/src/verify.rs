@@ -214,6 +214,10 @@ pub struct CommitStats {
     /// rate was limited instead of the log filling (docs/design/write-path.md, "the writer
     /// paced by the checkpoints").
     pub paced_micros: u64,
+    /// Microseconds write transactions were held back at their start for the CPU time of
+    /// checkpoints that ran beside readers while the cores were contended
+    /// ([`crate::Options::checkpoint_share_beside_readers`]).
+    pub share_micros: u64,
     /// Write transactions that waited, at their start, for a checkpoint to give back room in
     /// a nearly full log: a writer faster than the checkpoints for longer than the pacing
     /// could absorb.

@@ -61,6 +61,9 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     if let Some(n) = o.checkpoint_nice_beside_readers {
         options = options.checkpoint_nice_beside_readers(n);
     }
+    if let Some(on) = o.checkpoint_share_beside_readers {
+        options = options.checkpoint_share_beside_readers(on);
+    }
     let log_config = if log {
         format!(
             "on (the default): up to {} segments of {} MiB (the ring follows a third of the data file), \
@@ -77,6 +80,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;
     let beside_readers = options.checkpoint_nice_beside_readers;
+    let share = options.checkpoint_share_beside_readers;
     let readahead = options.readahead;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
     let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
@@ -123,6 +127,19 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
                      transactions open runs that many nice steps below the benchmark's threads; \
                      {} --checkpoint_nice_beside_readers)",
                     if o.checkpoint_nice_beside_readers.is_some() {
+                        "set by"
+                    } else {
+                        "the engine's default, see"
+                    }
+                ),
+            ),
+            kv(
+                "checkpoint_share_beside_readers",
+                format!(
+                    "{share} (with read transactions open and more threads able to run than \
+                     cores, the writer sleeps for the CPU time its checkpoint takes: the two \
+                     share one thread's part; {} --checkpoint_share_beside_readers)",
+                    if o.checkpoint_share_beside_readers.is_some() {
                         "set by"
                     } else {
                         "the engine's default, see"

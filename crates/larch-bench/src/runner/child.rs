@@ -59,6 +59,7 @@ impl Child {
             bloom_bits: f.bloom_bits,
             background_nice: f.background_nice,
             checkpoint_nice_beside_readers: f.checkpoint_nice_beside_readers,
+            checkpoint_share_beside_readers: f.checkpoint_share_beside_readers,
         };
         let opened = (self.spec.open)(&o)?;
         self.open_sync = sync;

@@ -45,6 +45,12 @@ pub(crate) struct Running {
     /// writer (`pace::Pacer::observe`).
     bytes: u64,
     started: std::time::Instant,
+    /// Whether the writer pays for its CPU time (`pace::Share`): it started beside this
+    /// handle's readers, with `Options::checkpoint_share_beside_readers`.
+    pub(crate) share: bool,
+    /// Its thread's CPU clock (`None` where it runs on the writer's thread, or the clock
+    /// cannot be had).
+    cpu_clock: Option<libc::clockid_t>,
 }
 
 /// What the thread hands back: the disk state, always, and the checkpoint or its failure.
@@ -53,6 +59,8 @@ struct Outcome {
     written: Result<Checkpointed>,
     /// When the thread finished writing (and syncing) it.
     ended: std::time::Instant,
+    /// The CPU time the thread had used then (`None` where it cannot be read).
+    cpu: Option<std::time::Duration>,
 }
 
 struct Checkpointed {
@@ -77,6 +85,56 @@ impl Running {
     pub(crate) fn finished(&self) -> bool {
         self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
+
+    /// The CPU time its thread has used so far, while the thread runs: `None` once it has
+    /// ended (its clock then names no thread; `finish` has the total from the thread), or
+    /// where the clock cannot be read.
+    pub(crate) fn cpu(&self) -> Option<std::time::Duration> {
+        if self.finished() {
+            return None;
+        }
+        self.cpu_clock.and_then(clock_time)
+    }
+}
+
+/// The CPU clock of a thread that runs (Linux; `None` elsewhere).
+fn thread_clock<T>(thread: &JoinHandle<T>) -> Option<libc::clockid_t> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::thread::JoinHandleExt;
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: the thread is not joined (its handle is borrowed), so its pthread_t is
+        // valid; `clock` is a valid place for the result.
+        let rc = unsafe { libc::pthread_getcpuclockid(thread.as_pthread_t(), &mut clock) };
+        (rc == 0).then_some(clock)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = thread;
+        None
+    }
+}
+
+/// The calling thread's CPU time so far.
+fn own_cpu() -> Option<std::time::Duration> {
+    clock_time(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// The time of `clock`, or `None` if it cannot be read (a thread's clock once the thread has
+/// ended: an error return, not undefined behaviour).
+fn clock_time(clock: libc::clockid_t) -> Option<std::time::Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return None;
+    }
+    let secs = u64::try_from(ts.tv_sec).ok()?;
+    let nanos = u32::try_from(ts.tv_nsec).ok()?;
+    Some(std::time::Duration::new(secs, nanos))
 }
 
 /// Starts a checkpoint on a thread of its own, if there is anything to write: returns false,
@@ -132,12 +190,15 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         },
         Err(_) => (None, Some(disk)),
     };
+    let cpu_clock = thread.as_ref().and_then(thread_clock);
     guard.checkpoint = Some(Running {
         thread,
         done: disk.map(|disk| run(shared, disk, &frozen, position)),
         position,
         bytes,
         started,
+        share: readers && shared.options.checkpoint_share_beside_readers,
+        cpu_clock,
     });
     Ok(true)
 }
@@ -179,6 +240,7 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
         disk,
         written,
         ended,
+        cpu,
     }) = outcome
     else {
         // The thread panicked (or never received the disk state), and the state is lost.
@@ -189,6 +251,14 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     let elapsed = ended.saturating_duration_since(running.started);
     let durable = written.as_ref().is_ok_and(|c| c.durable);
     guard.pacer.observe(running.bytes, elapsed, durable);
+    if running.share {
+        // The rest of its CPU time is owed; not where it ran on the writer's thread (the
+        // writer spent that time itself, and the clock read there is the writer's).
+        guard
+            .pacer
+            .share
+            .ended(cpu.filter(|_| running.cpu_clock.is_some()));
+    }
     // From here on, a failure leaves the disk state the new tree's and the published snapshot
     // the old one's: the handle stops writing (the log still holds every commit).
     let installed = written.and_then(|c| install(shared, guard, c, running.position));
@@ -261,6 +331,7 @@ fn run(shared: &Shared, mut disk: Disk, job: &Published, position: u64) -> Outco
         disk,
         written,
         ended: std::time::Instant::now(),
+        cpu: own_cpu(),
     }
 }
 

@@ -16,7 +16,9 @@
 //! idle.rs      the thread that checkpoints the overlay once the writer goes idle
 //! overlay.rs   stage 2's overlay: commits' writes since the last checkpoint, versioned,
 //!              read without locks before the tree
-//! pace.rs      the writer paced by the checkpoints, so that the log's ring does not fill
+//! pace.rs      the writer paced by the checkpoints, so that the log's ring does not fill,
+//!              and beside readers sharing one thread's CPU with them
+//! cores.rs     whether more threads can run than there are cores
 //! ```
 //!
 //! batch.rs    a logged write transaction's own writes, and their log record's body
@@ -28,6 +30,7 @@ pub(crate) mod batch;
 pub(crate) mod catalog;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
+pub(crate) mod cores;
 pub(crate) mod flusher;
 pub(crate) mod idle;
 pub(crate) mod log;
@@ -172,6 +175,7 @@ pub(crate) struct Counters {
     pub(crate) marks_settled: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) paced_micros: AtomicU64,
+    pub(crate) share_micros: AtomicU64,
     pub(crate) log_full_waits: AtomicU64,
     pub(crate) log_full_wait_micros: AtomicU64,
 }
@@ -198,6 +202,7 @@ impl Shared {
             checkpoints: get(&c.checkpoints),
             log_syncs: self.log.as_ref().map_or(0, |l| l.syncs()),
             paced_micros: get(&c.paced_micros),
+            share_micros: get(&c.share_micros),
             log_full_waits: get(&c.log_full_waits),
             log_full_wait_micros: get(&c.log_full_wait_micros),
         }

@@ -27,6 +27,12 @@
 //!   transaction starts: a commit that found the log full would otherwise merge the whole
 //!   overlay on the writer's thread (`WriteTxn::commit_forced`), the work of a checkpoint and
 //!   of the one already running. Pacing makes this rare (`CommitStats::log_full_waits`).
+//!
+//! And beside readers (`Share`, `Options::checkpoint_share_beside_readers`): while more
+//! threads can run than there are cores, the writer also sleeps for the CPU time the running
+//! checkpoint takes, so that the writer and its checkpoints use one thread's share of the
+//! CPU between them, as a writer that merged its own commits would, and the readers keep
+//! theirs (docs/design/write-path.md, session 56).
 
 use super::log::Pressure;
 use super::{checkpoint, Counters, Shared, WriterState};
@@ -78,6 +84,90 @@ pub(crate) struct Pacer {
     /// How long the running checkpoint had run at the last reading of the clock: the steps
     /// between readings use it (it only grows, and the next reading corrects it).
     running_seen: Option<f64>,
+    /// The CPU time of checkpoints beside readers, owed by the writer (`Share`).
+    pub(crate) share: Share,
+}
+
+/// How many transactions apart the writer reads the running checkpoint's CPU clock and the
+/// count of threads that can run (`before_write`): two system calls and a small read of
+/// `/proc`, a few microseconds, against a one-put commit's half of one.
+const SHARE_READ_EVERY: u32 = 256;
+/// The most CPU time owed at once: a clock that jumps (or a reading long delayed) does not
+/// stop the writer for longer than this.
+const SHARE_DEBT_MAX: Duration = Duration::from_millis(100);
+
+/// What the writer owes for the CPU time of a checkpoint that runs beside this handle's
+/// readers (`checkpoint::Running::share`). Between two readings of the checkpoint thread's
+/// CPU clock, the time it used is owed if both readings found more threads able to run than
+/// there are cores (`cores::contended`): then every thread runs only part of the time, and
+/// the time the checkpoint runs is time a reader could have run. With cores to spare
+/// (readers held open but idle) nothing is owed: a sleeping writer would give no reader
+/// anything. Both readings, not one: a thread that runs for a moment (the log's grower, a
+/// process of the machine's) contends as briefly, and a writer made to sleep for it lost 8%
+/// beside an idle reader (`overwritepinned`), measured.
+#[derive(Default)]
+pub(crate) struct Share {
+    /// The running checkpoint's CPU time at the last reading.
+    seen: Duration,
+    /// Whether the cores were contended at the last reading (the time a checkpoint uses
+    /// after its last reading is owed by it).
+    contended: bool,
+    /// CPU time owed and not yet slept.
+    debt: Duration,
+    /// Transactions until the next reading.
+    countdown: u32,
+}
+
+impl Share {
+    /// Whether the writer reads the clocks before this transaction (one in
+    /// `SHARE_READ_EVERY`, the first of a checkpoint among them).
+    fn due(&mut self) -> bool {
+        if self.countdown > 0 {
+            self.countdown -= 1;
+            return false;
+        }
+        self.countdown = SHARE_READ_EVERY - 1;
+        true
+    }
+
+    /// A reading while the checkpoint runs: `cpu`, its thread's CPU time so far (`None`
+    /// where it cannot be read), and whether the cores are `contended` now; the time it used
+    /// since the last reading is owed if that one found them contended too.
+    fn read(&mut self, cpu: Option<Duration>, contended: bool) {
+        let both = std::mem::replace(&mut self.contended, contended) && contended;
+        if let Some(cpu) = cpu {
+            let used = cpu.saturating_sub(self.seen);
+            if both {
+                self.owe(used);
+            }
+            self.seen = self.seen.max(cpu);
+        }
+    }
+
+    /// The checkpoint ended, having used `cpu` in all (`None` where it cannot be read):
+    /// the time since the last reading is owed if the cores were contended at it, and the
+    /// next checkpoint's clock starts from zero.
+    pub(crate) fn ended(&mut self, cpu: Option<Duration>) {
+        if let Some(cpu) = cpu.filter(|_| self.contended) {
+            self.owe(cpu.saturating_sub(self.seen));
+        }
+        self.seen = Duration::ZERO;
+        self.contended = false;
+        self.countdown = 0;
+    }
+
+    fn owe(&mut self, used: Duration) {
+        self.debt = (self.debt + used).min(SHARE_DEBT_MAX);
+    }
+
+    /// The sleep owed before this transaction, if it is worth one, taken off the debt.
+    fn sleep(&mut self) -> Option<Duration> {
+        (self.debt >= PACE_SLEEP_MIN).then(|| {
+            let s = self.debt.min(PACE_SLEEP_MAX);
+            self.debt -= s;
+            s
+        })
+    }
 }
 
 impl Pacer {
@@ -187,12 +277,20 @@ pub(crate) fn before_write(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
         p = log.pressure();
     }
     let started = guard.checkpoint.as_ref().map(|r| r.started());
-    if let Some(sleep) = guard.pacer.delay(p, started, Instant::now) {
-        std::thread::sleep(sleep);
-        shared
-            .counters
-            .paced_micros
-            .fetch_add(micros(sleep), Ordering::Relaxed);
+    if let Some(r) = guard.checkpoint.as_ref().filter(|r| r.share) {
+        if guard.pacer.share.due() {
+            guard.pacer.share.read(r.cpu(), super::cores::contended());
+        }
+    }
+    let paced = guard.pacer.delay(p, started, Instant::now);
+    let owed = guard.pacer.share.sleep();
+    if paced.is_some() || owed.is_some() {
+        std::thread::sleep(paced.unwrap_or_default() + owed.unwrap_or_default());
+        let c = &shared.counters;
+        c.paced_micros
+            .fetch_add(micros(paced.unwrap_or_default()), Ordering::Relaxed);
+        c.share_micros
+            .fetch_add(micros(owed.unwrap_or_default()), Ordering::Relaxed);
     }
     Ok(())
 }
@@ -386,6 +484,52 @@ mod tests {
         assert_eq!((p.duration, p.durable), (Some(2.0), Some(1.0)));
         p.observe(0, Duration::from_secs(9), true);
         assert_eq!(p.duration, Some(2.0), "an empty checkpoint says nothing");
+    }
+
+    #[test]
+    fn a_checkpoints_cpu_time_is_owed_only_while_the_cores_are_contended() {
+        let ms = Duration::from_millis;
+        let mut s = Share::default();
+        // The first transaction of a checkpoint reads, then one in SHARE_READ_EVERY.
+        assert!(s.due());
+        assert!((1..SHARE_READ_EVERY).all(|_| !s.due()));
+        assert!(s.due());
+        // The time used between two readings is owed when both found the cores
+        // contended: not the 3 ms before the first, nor the 2 ms after it (the second found
+        // them free), nor the 5 ms after that; the 4 ms after, yes.
+        s.read(Some(ms(3)), true);
+        assert_eq!(s.debt, ms(0));
+        s.read(Some(ms(5)), false);
+        s.read(Some(ms(10)), true);
+        assert_eq!(s.debt, ms(0));
+        s.read(Some(ms(14)), true);
+        assert_eq!(s.debt, ms(4));
+        s.debt += ms(4);
+        // A clock that cannot be read owes nothing and keeps what was seen.
+        s.read(None, true);
+        assert_eq!((s.debt, s.seen), (ms(8), ms(14)));
+        // Slept at most PACE_SLEEP_MAX a transaction, never less than PACE_SLEEP_MIN.
+        assert_eq!(s.sleep(), Some(PACE_SLEEP_MAX));
+        s.debt += ms(1);
+        assert_eq!(s.sleep(), Some(PACE_SLEEP_MAX));
+        assert_eq!(s.sleep(), Some(ms(1)));
+        assert_eq!(s.sleep(), None);
+        // The end owes the rest since the last reading, contended; the next checkpoint's
+        // clock starts from zero, and its first transaction reads it.
+        s.ended(Some(ms(16)));
+        assert_eq!(s.debt, ms(2));
+        assert!(s.due());
+        s.read(Some(ms(1)), true);
+        s.read(Some(ms(2)), true);
+        assert_eq!(s.debt, ms(3));
+        // After an uncontended reading, the end owes nothing.
+        s.read(Some(ms(3)), false);
+        s.ended(Some(ms(50)));
+        assert_eq!(s.debt, ms(3));
+        // A clock that jumps owes SHARE_DEBT_MAX at most.
+        s.read(Some(Duration::from_secs(9)), true);
+        s.read(Some(Duration::from_secs(10)), true);
+        assert_eq!(s.debt, SHARE_DEBT_MAX);
     }
 
     #[test]

@@ -1,0 +1,81 @@
+//! Whether the machine's cores are contended: more threads can run right now than this
+//! process may use cores (`pace::Share`, docs/design/write-path.md, session 56).
+//!
+//! Linux: the count of threads that can run is the first number of `/proc/loadavg`'s fourth
+//! field ("3/412": 3 running or ready to run, system-wide, the reading thread among them), read
+//! at once, not averaged; the cores are `std::thread::available_parallelism` (the process's
+//! CPU affinity and cgroup quota). A container whose `/proc/loadavg` is the host's counts the
+//! host's threads against its own cores, and reads as contended whenever the host is busy:
+//! the writer then pays for its checkpoints whenever they run beside readers, which is the
+//! share it would have with no spare core. Elsewhere, or where the file cannot be read, the
+//! cores read as not contended: nothing changes from a handle without the share.
+
+use std::sync::OnceLock;
+
+/// The file and the cores, found once per process.
+struct Probe {
+    #[cfg(target_os = "linux")]
+    loadavg: Option<std::fs::File>,
+    cores: usize,
+}
+
+fn probe() -> &'static Probe {
+    static PROBE: OnceLock<Probe> = OnceLock::new();
+    PROBE.get_or_init(|| Probe {
+        #[cfg(target_os = "linux")]
+        loadavg: std::fs::File::open("/proc/loadavg").ok(),
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    })
+}
+
+/// Whether more threads can run now than the process has cores (see the module's text).
+/// About a microsecond: one `pread` of `/proc/loadavg`.
+pub(crate) fn contended() -> bool {
+    runnable().is_some_and(|r| r > probe().cores)
+}
+
+/// Threads that can run now, system-wide, the caller among them.
+#[cfg(target_os = "linux")]
+fn runnable() -> Option<usize> {
+    use std::os::unix::fs::FileExt;
+    let file = probe().loadavg.as_ref()?;
+    let mut buf = [0u8; 128];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    parse_runnable(buf.get(..n)?)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn runnable() -> Option<usize> {
+    None
+}
+
+/// The runnable count of `/proc/loadavg`'s text: "0.50 0.40 0.30 3/412 4567".
+fn parse_runnable(text: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(text).ok()?;
+    let (running, _) = text.split_ascii_whitespace().nth(3)?.split_once('/')?;
+    running.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runnable_count_is_read_from_loadavgs_fourth_field() {
+        assert_eq!(parse_runnable(b"0.75 1.64 1.65 3/79 8047\n"), Some(3));
+        assert_eq!(parse_runnable(b"12.00 9.10 8.00 17/2048 1"), Some(17));
+        assert_eq!(parse_runnable(b"0.75 1.64 1.65"), None);
+        assert_eq!(parse_runnable(b"0.75 1.64 1.65 x/79 8047"), None);
+        assert_eq!(parse_runnable(b"0.75 1.64 1.65 79 8047"), None);
+        assert_eq!(parse_runnable(b""), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_calling_thread_is_counted() {
+        // The reading thread runs as it reads: at least one, wherever /proc is mounted.
+        if std::path::Path::new("/proc/loadavg").exists() {
+            assert!(runnable().is_some_and(|r| r >= 1));
+        }
+    }
+}
