@@ -1,0 +1,91 @@
+//! `Options::checkpoint_share_beside_readers` (`engine/pace.rs`, `Share`; docs/design/
+//! write-path.md, session 56). A test binary of its own: it keeps every core busy while it
+//! runs, which would slow the tests beside it in one binary (cargo runs the binaries one
+//! at a time, a binary's tests in parallel), among them `pacing.rs`'s, whose writer must
+//! outrun its checkpoints. Linux only: the cores' contention is read from `/proc/loadavg`.
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use larchdb::storage::FaultStorage;
+use larchdb::{Durability, Options};
+use std::collections::BTreeMap;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+fn value(i: u32) -> Vec<u8> {
+    (0..1000).map(|j| (i as usize * 7 + j) as u8).collect()
+}
+
+/// `Options::checkpoint_share_beside_readers` (`pace::Share`): a writer whose checkpoints run
+/// beside a read transaction of its handle, while busy threads keep more threads runnable than
+/// there are cores, sleeps for their CPU time (`CommitStats::share_micros`); with the option
+/// off, or with no reader open, it never does. Every commit is kept in all three.
+#[test]
+fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let stop = Arc::new(AtomicBool::new(false));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let busy: Vec<_> = (0..=cores)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    let run = |share: bool, reader: bool| {
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let options = Options::default()
+            .log(true)
+            .log_segment_bytes(4 << 20)
+            .log_segments(8)
+            .checkpoint_bytes(1 << 20)
+            .checkpoint_share_beside_readers(share)
+            .durability(Durability::None);
+        let db = common::open_with_log(&data, &log, options).unwrap();
+        common::create_table(&db, "t");
+        let held = reader.then(|| db.begin_read().unwrap());
+        let before = db.stats().unwrap().commits;
+        // 4,000 keys of 1 KB (a tree of some 4 MB), written over 6 times, one a commit:
+        // each checkpoint rewrites hundreds of leaves.
+        let mut model = BTreeMap::new();
+        for i in 0..24_000u32 {
+            let (k, v) = (key(i.wrapping_mul(2_654_435_761) % 4_000), value(i));
+            let mut w = db.begin_write().unwrap();
+            w.table("t").unwrap().put(&k, &v).unwrap();
+            w.commit().unwrap();
+            model.insert(k, v);
+        }
+        let after = db.stats().unwrap().commits;
+        drop(held);
+        let r = db.begin_read().unwrap();
+        let t = r.table("t").unwrap();
+        assert_eq!(t.len().unwrap(), model.len() as u64);
+        for (k, v) in &model {
+            assert_eq!(t.get(k).unwrap(), Some(&v[..]), "{k:?}");
+        }
+        assert!(after.checkpoints >= before.checkpoints + 10, "{after:?}");
+        after.share_micros - before.share_micros
+    };
+    let shared = run(true, true);
+    let off = run(false, true);
+    let alone = run(true, false);
+    stop.store(true, Ordering::Relaxed);
+    for t in busy {
+        t.join().unwrap();
+    }
+    assert!(
+        shared > 0,
+        "checkpoints beside a reader with {} busy threads on {cores} cores, and the writer \
+         never paid for them",
+        cores + 1
+    );
+    assert_eq!(off, 0, "the share turned off");
+    assert_eq!(alone, 0, "no reader open");
+}
