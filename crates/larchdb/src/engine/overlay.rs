@@ -27,7 +27,7 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Slots in a new overlay's table; it doubles when half full.
@@ -114,9 +114,17 @@ struct Slot {
     entry: AtomicPtr<Entry>,
 }
 
-/// Open addressing over slots, linear probing; never has a removal.
+/// Open addressing over slots, linear probing; never has a removal. Beside the slots, a
+/// control byte per slot (`control`): 0 while the slot is empty, else `fingerprint` of its
+/// entry's hash, stored after the slot itself. A probe reads the control bytes, sixteen
+/// times denser than the slots, and reads a slot only where its byte matches the key's
+/// fingerprint (one in 128 of the occupied slots it passes, for another key): a key that is
+/// not in the overlay, which is what most reads beside a writer look for, costs the miss on
+/// a table of bytes that stays in the cache far longer than the slots do (docs/design/
+/// write-path.md, session 56).
 struct Slots {
     slots: Box<[Slot]>,
+    control: Box<[AtomicU8]>,
 }
 
 impl Slots {
@@ -128,15 +136,36 @@ impl Slots {
                     entry: AtomicPtr::new(ptr::null_mut()),
                 })
                 .collect(),
+            control: (0..n).map(|_| AtomicU8::new(0)).collect(),
         }
     }
 
     /// Empties every slot.
     fn clear(&mut self) {
         // SAFETY: the table is borrowed exclusively, and a slot of all zero bytes is a valid
-        // empty slot (a zero hash and a null pointer).
-        unsafe { ptr::write_bytes(self.slots.as_mut_ptr(), 0, self.slots.len()) };
+        // empty slot (a zero hash and a null pointer), as is a zero control byte.
+        unsafe {
+            ptr::write_bytes(self.slots.as_mut_ptr(), 0, self.slots.len());
+            ptr::write_bytes(self.control.as_mut_ptr(), 0, self.control.len());
+        }
     }
+
+    /// Fills empty slot `at` with `entry`, of hash `hash`: the slot first, then its control
+    /// byte with a release store, so that a probe that reads the byte with an acquire load
+    /// finds the slot written.
+    fn fill(&self, at: usize, hash: u64, entry: *mut Entry) {
+        let slot = &self.slots[at];
+        slot.hash.store(hash, Ordering::Relaxed);
+        slot.entry.store(entry, Ordering::Release);
+        self.control[at].store(fingerprint(hash), Ordering::Release);
+    }
+}
+
+/// A slot's control byte for an entry of hash `hash`: the hash's top 7 bits (the slot's
+/// index comes from its low bits), and the high bit set, so that it is never 0 (empty).
+#[inline]
+fn fingerprint(hash: u64) -> u8 {
+    (hash >> 57) as u8 | 0x80
 }
 
 /// Memory an overlay leaves, when it is dropped, for the next overlays of its handle: its
@@ -669,6 +698,16 @@ impl Overlay {
         // SAFETY: as in `get`: the pointer names a table the overlay owns while it lives.
         let slots = unsafe { &*self.table.load(Ordering::Acquire) };
         let i = hash as usize & (slots.slots.len() - 1);
+        prefetch(&slots.control[i] as *const AtomicU8 as *const u8);
+    }
+
+    /// `prefetch_hashed`, and the slot itself, which an insert writes.
+    #[inline]
+    fn prefetch_for_insert(&self, hash: u64) {
+        // SAFETY: as in `get`.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        let i = hash as usize & (slots.slots.len() - 1);
+        prefetch(&slots.control[i] as *const AtomicU8 as *const u8);
         prefetch(&slots.slots[i] as *const Slot as *const u8);
     }
 
@@ -680,7 +719,7 @@ impl Overlay {
     /// to arrive.
     #[inline]
     pub(crate) fn prefetch_slot(&self, table: u64, key: &[u8]) {
-        self.prefetch_hashed(self.hash(table, key));
+        self.prefetch_for_insert(self.hash(table, key));
     }
 
     /// The entry of `(table, key)` in `slots`, or the index of the empty slot where it would
@@ -694,19 +733,25 @@ impl Overlay {
         key: &[u8],
     ) -> std::result::Result<*const Entry, usize> {
         let mask = slots.slots.len() - 1;
+        let wanted = fingerprint(hash);
         let mut i = hash as usize & mask;
         loop {
-            let slot = &slots.slots[i];
-            let p = slot.entry.load(Ordering::Acquire);
-            if p.is_null() {
+            // The acquire load pairs with `Slots::fill`'s release store: a byte set means
+            // the slot is written.
+            let control = slots.control[i].load(Ordering::Acquire);
+            if control == 0 {
                 return Err(i);
             }
-            // The hash was stored before the entry pointer's release store.
-            if slot.hash.load(Ordering::Relaxed) == hash {
-                // SAFETY: a non-null slot points to an entry in the arena, alive as long as
-                // `self`, fully written before the release store that published it.
-                if unsafe { (*p).table == table && bytes_eq(entry_key(p), key) } {
-                    return Ok(p);
+            if control == wanted {
+                let slot = &slots.slots[i];
+                let p = slot.entry.load(Ordering::Acquire);
+                // The hash was stored before the entry pointer's release store.
+                if !p.is_null() && slot.hash.load(Ordering::Relaxed) == hash {
+                    // SAFETY: a non-null slot points to an entry in the arena, alive as long
+                    // as `self`, fully written before the release store that published it.
+                    if unsafe { (*p).table == table && bytes_eq(entry_key(p), key) } {
+                        return Ok(p);
+                    }
                 }
             }
             i = (i + 1) & mask;
@@ -903,9 +948,7 @@ impl Overlay {
                         let list = lists.entry(table).or_default();
                         list.entries.push((txn, ep as *const Entry));
                     }
-                    let slot = &slots.slots[at];
-                    slot.hash.store(hash, Ordering::Relaxed);
-                    slot.entry.store(ep, Ordering::Release);
+                    slots.fill(at, hash, ep);
                     let len = self.len.fetch_add(1, Ordering::AcqRel) + 1;
                     if len * 2 > slots.slots.len() {
                         self.grow(&mut owned, slots);
@@ -927,11 +970,10 @@ impl Overlay {
             }
             let hash = slot.hash.load(Ordering::Relaxed);
             let mut i = hash as usize & mask;
-            while !bigger.slots[i].entry.load(Ordering::Relaxed).is_null() {
+            while bigger.control[i].load(Ordering::Relaxed) != 0 {
                 i = (i + 1) & mask;
             }
-            bigger.slots[i].hash.store(hash, Ordering::Relaxed);
-            bigger.slots[i].entry.store(p, Ordering::Relaxed);
+            bigger.fill(i, hash, p);
         }
         let bp = &*bigger as *const Slots as *mut Slots;
         owned.tables.push(bigger);
@@ -1081,9 +1123,13 @@ mod tests {
             let o = Overlay::with_spare(Some(spare.clone()));
             let (first_slots, empty) = {
                 let owned = o.owned.lock().unwrap();
-                let t = &owned.tables[0].slots;
-                let empty = t.iter().all(|s| s.entry.load(Ordering::Relaxed).is_null());
-                (t.len(), empty)
+                let t = &owned.tables[0];
+                let empty = t
+                    .slots
+                    .iter()
+                    .all(|s| s.entry.load(Ordering::Relaxed).is_null())
+                    && t.control.iter().all(|c| c.load(Ordering::Relaxed) == 0);
+                (t.slots.len(), empty)
             };
             // A stale slot would hide from lookups (the hasher is new) but fill the table,
             // until a probe finds no empty slot at all.
