@@ -12,7 +12,10 @@
 
 use std::sync::OnceLock;
 
-/// The file and the cores, found once per process.
+/// The file and the cores, found once per process, at the first reading: the file stays open
+/// for the process's life (one descriptor, close-on-exec), a `pread` a reading instead of an
+/// open, a read and a close. A descriptor the application closes under it (or reuses for
+/// another file) fails to read or to parse: the cores then read as not contended.
 struct Probe {
     #[cfg(target_os = "linux")]
     loadavg: Option<std::fs::File>,
