@@ -7,17 +7,10 @@
 
 mod common;
 
+use common::{key5 as key, value_1k as value};
 use larchdb::storage::FaultStorage;
 use larchdb::{Durability, Options};
 use std::collections::BTreeMap;
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-fn value(i: u32) -> Vec<u8> {
-    (0..1000).map(|j| (i as usize * 7 + j) as u8).collect()
-}
 
 /// `Options::checkpoint_share_beside_readers` (`pace::Share`): a writer whose checkpoints run
 /// beside a read transaction of its handle, while busy threads keep more threads runnable than

@@ -8,18 +8,11 @@
 
 mod common;
 
+use common::{key5 as key, value_1k as value};
 use larchdb::storage::FaultStorage;
 use larchdb::{Durability, Options};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:05}").into_bytes()
-}
-
-fn value(i: u32) -> Vec<u8> {
-    (0..1000).map(|j| (i as usize * 7 + j) as u8).collect()
-}
 
 #[test]
 fn a_writer_faster_than_its_checkpoints_never_finds_the_log_full() {

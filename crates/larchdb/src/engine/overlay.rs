@@ -695,20 +695,24 @@ impl Overlay {
     /// about to probe another overlay first: `table::Upper::get`).
     #[inline]
     pub(crate) fn prefetch_hashed(&self, hash: u64) {
-        // SAFETY: as in `get`: the pointer names a table the overlay owns while it lives.
-        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        let i = hash as usize & (slots.slots.len() - 1);
+        let (slots, i) = self.home(hash);
         prefetch(&slots.control[i] as *const AtomicU8 as *const u8);
     }
 
     /// `prefetch_hashed`, and the slot itself, which an insert writes.
     #[inline]
     fn prefetch_for_insert(&self, hash: u64) {
-        // SAFETY: as in `get`.
-        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
-        let i = hash as usize & (slots.slots.len() - 1);
+        let (slots, i) = self.home(hash);
         prefetch(&slots.control[i] as *const AtomicU8 as *const u8);
         prefetch(&slots.slots[i] as *const Slot as *const u8);
+    }
+
+    /// The current table, and the slot where the search for a key of hash `hash` starts.
+    #[inline]
+    fn home(&self, hash: u64) -> (&Slots, usize) {
+        // SAFETY: as in `get`: the pointer names a table the overlay owns while it lives.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        (slots, hash as usize & (slots.slots.len() - 1))
     }
 
     /// Asks the CPU for the slot where `(table, key)`'s search starts, so that the commit

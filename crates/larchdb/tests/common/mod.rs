@@ -28,6 +28,18 @@ pub fn create_table(db: &larchdb::Database, name: &str) {
     w.commit().unwrap();
 }
 
+/// Key `i` of the pacing tests: "key" and five digits.
+#[allow(dead_code)] // Only the tests whose writer outruns its checkpoints use it.
+pub fn key5(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+/// A 1000-byte value that differs with `i`: large records, so that the log fills fast.
+#[allow(dead_code)]
+pub fn value_1k(i: u32) -> Vec<u8> {
+    (0..1000).map(|j| (i as usize * 7 + j) as u8).collect()
+}
+
 /// A table: its name, its properties and its entries.
 #[allow(dead_code)] // Only the tests that compare whole databases use it.
 pub type Table = (String, Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>);
