@@ -1,6 +1,8 @@
 //! Random operations on Larch and on a `BTreeMap` model must agree, across commits, aborts,
-//! reopens (process crashes) and power losses, on the fault-injecting storage with the smallest
-//! pages (4 KiB), so that splits, merges and overflow runs happen all the time. The
+//! checkpoints, compactions, reopens (process crashes) and power losses, on the fault-injecting
+//! storage with the smallest pages (4 KiB), so that splits, merges and overflow runs happen all
+//! the time. Each input runs either through the write-ahead log (a small one: checkpoints come
+//! often and the log wraps, `testing::small_log_options`) or on the pages alone. The
 //! coverage-guided sibling of crates/larchdb/tests/model.rs, with the same harness
 //! (`larchdb::testing`: the model, the writes applied to both, the crashes, the comparisons).
 
@@ -54,6 +56,17 @@ enum Op {
         seed: u64,
         keep_some: bool,
     },
+    /// `Database::checkpoint`: durable when it returns.
+    Checkpoint,
+    /// `Database::compact`: a durable checkpoint, pages moved down, the file's end given back.
+    Compact,
+}
+
+/// One execution: the path the commits take, and the operations.
+#[derive(Arbitrary, Debug)]
+struct Input {
+    log: bool,
+    ops: Vec<Op>,
 }
 
 fn table(t: u8) -> &'static str {
@@ -149,10 +162,10 @@ fn scan(h: &Harness, t: u8, from: u16, to: u16, reverse: bool) {
     h.check_range(table(t), &key_bytes(from, 3), &key_bytes(to, 4), reverse);
 }
 
-fuzz_target!(|ops: Vec<Op>| {
-    let ops = &ops[..ops.len().min(OPS_MAX)];
+fuzz_target!(|input: Input| {
+    let ops = &input.ops[..input.ops.len().min(OPS_MAX)];
     // The database, with the newest commit and the newest durable one.
-    let mut h = Harness::new(false);
+    let mut h = Harness::new(input.log);
     let mut i = 0;
     while i < ops.len() {
         if is_write(&ops[i]) {
@@ -219,6 +232,15 @@ fuzz_target!(|ops: Vec<Op>| {
             // commit, exactly.
             Op::Reopen => h.crash(Crash::Process),
             Op::PowerLoss { seed, keep_some } => h.crash(Crash::PowerLoss { seed, keep_some }),
+            Op::Checkpoint => {
+                h.db().checkpoint().unwrap();
+                h.made_durable();
+            }
+            Op::Compact => {
+                h.db().compact().unwrap();
+                h.made_durable();
+                h.check();
+            }
             _ => {}
         }
         i += 1;

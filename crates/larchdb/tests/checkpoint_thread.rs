@@ -388,7 +388,7 @@ fn crashes_during_threaded_checkpoints_recover_a_prefix() {
             assert_eq!(t.len().unwrap(), got.len() as u64, "{what}: count");
             assert!(db.verify_all().unwrap().is_clean(), "{what}: verify");
         }
-        std::mem::forget(db);
+        common::abandon(db);
     }
 }
 

@@ -48,8 +48,10 @@ fn durable_commits_from_many_threads_share_syncs_and_are_durable_when_they_retur
     const EACH: usize = 25;
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let db = open_with_table(&data, &log);
-    // A slow log device: while one committer syncs, the others queue behind it.
-    log.set_sync_delay(Some(std::time::Duration::from_millis(2)));
+    // A slow log device: while one committer syncs, the others queue behind it. 10 ms is
+    // long beside a commit even on a loaded machine under a sanitizer (at 2 ms, a run under
+    // AddressSanitizer beside other jobs made 110 syncs for 200 commits).
+    log.set_sync_delay(Some(std::time::Duration::from_millis(10)));
     let syncs_before = log.sync_count();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {

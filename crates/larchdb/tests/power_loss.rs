@@ -259,7 +259,7 @@ fn power_loss_keeps(
     expected: &State,
     reopen: impl FnOnce(&FaultStorage, &FaultStorage) -> larchdb::Result<Database>,
 ) {
-    std::mem::forget(db);
+    common::abandon(db);
     let (data, log) = (
         data.crash(CrashMode::KeepRandom { seed: txns as u64 }),
         log.crash(CrashMode::KeepRandom {
@@ -373,7 +373,7 @@ fn a_power_loss_after_reopening_from_a_crash_keeps_everything_durable() {
         let (_, acked, _) = workload_upto(&db, false, txns);
         assert_eq!(acked, txns);
         // The process dies: no destructor runs, the page cache keeps every write.
-        std::mem::forget(db);
+        common::abandon(db);
         let (data, log) = (
             data.crash(CrashMode::ProcessOnly),
             log.crash(CrashMode::ProcessOnly),
@@ -438,7 +438,7 @@ fn commits_lost_in_a_power_loss_never_come_back_after_later_ones() {
         for i in 1..1500 {
             put(&db, i, Durability::None);
         }
-        std::mem::forget(db);
+        common::abandon(db);
         let (data, log) = (
             data.crash(CrashMode::DropUnsynced),
             log.crash(CrashMode::KeepRandom { seed }),
@@ -458,7 +458,7 @@ fn commits_lost_in_a_power_loss_never_come_back_after_later_ones() {
             (0, 200_000u32.to_be_bytes().to_vec()),
             vec![200_000u32 as u8; 100],
         );
-        std::mem::forget(db);
+        common::abandon(db);
         let (data, log) = (
             data.crash(CrashMode::DropUnsynced),
             log.crash(CrashMode::DropUnsynced),
@@ -614,7 +614,7 @@ fn a_power_loss_after_reopening_from_a_crash_amid_sequential_batches_keeps_every
         let (data, log) = (FaultStorage::new(), FaultStorage::new());
         let db = common::open_with_log(&data, &log, options()).unwrap();
         batch_workload_upto(&db, txns);
-        std::mem::forget(db);
+        common::abandon(db);
         let (data, log) = (
             data.crash(CrashMode::ProcessOnly),
             log.crash(CrashMode::ProcessOnly),

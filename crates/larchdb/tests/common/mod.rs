@@ -58,3 +58,13 @@ pub fn contents(db: &larchdb::Database) -> Vec<Table> {
         })
         .collect()
 }
+
+/// Abandons `db` as a crash does: its handle is never closed, so nothing a close does (a
+/// checkpoint, a sync, a compaction) happens. The handle stays reachable from a static until
+/// the process ends, instead of `mem::forget`, so that LeakSanitizer does not report what a
+/// simulated crash leaves behind (and still reports real leaks).
+#[allow(dead_code)] // Only the tests that simulate crashes in-process use it.
+pub fn abandon(db: larchdb::Database) {
+    static ABANDONED: std::sync::Mutex<Vec<larchdb::Database>> = std::sync::Mutex::new(Vec::new());
+    ABANDONED.lock().unwrap_or_else(|e| e.into_inner()).push(db);
+}
