@@ -11,6 +11,7 @@
 #![no_main]
 
 use larchdb::storage::FaultStorage;
+use larchdb::testing::small_log_options;
 use larchdb::{Database, Durability, Error, Options};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, OnceLock};
@@ -49,16 +50,14 @@ fn seed() -> &'static [u8] {
     })
 }
 
-/// The logged database's options: the smallest segments (64 KiB), six of them, and no
-/// checkpoint before the seed's commits are all in the log; no compaction at close, so that
-/// dropping the handle leaves the log to replay.
+/// The logged database's options: the model tests' small log (six segments, no compaction
+/// at close, so that dropping the handle leaves the log to replay) with the smallest segments
+/// (64 KiB, a short input to copy per execution), and no checkpoint before the seed's commits
+/// are all in the log.
 fn log_options() -> Options {
-    Options::default()
-        .log(true)
+    small_log_options()
         .log_segment_bytes(64 << 10)
-        .log_segments(6)
         .checkpoint_bytes(256 << 10)
-        .compact_on_close(false)
 }
 
 /// A database that crashed (its handle dropped without a close's checkpoint) with commits in
