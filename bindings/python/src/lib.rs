@@ -73,7 +73,7 @@ fn engine_error(py: Python<'_>, e: larchdb::Error) -> PyErr {
             return exception(py, "IoError", (errno, message, path));
         }
         E::DiskFull => return exception(py, "DiskFullError", (ENOSPC, message)),
-        E::Corrupted { .. } | E::CorruptedLog { .. } => "CorruptedError",
+        E::Corrupted { .. } | E::CorruptedLog { .. } | E::WouldLoseData { .. } => "CorruptedError",
         E::NotADatabase => "InvalidError",
         E::UnsupportedVersion { .. } => "VersionMismatchError",
         E::DatabaseLocked | E::LockFileInvalid(_) => "LockError",

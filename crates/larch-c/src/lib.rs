@@ -392,9 +392,10 @@ impl From<larchdb::Error> for Failure {
         let code = match &e {
             E::Io { .. } => LARCH_EIO,
             E::DiskFull => LARCH_EDISKFULL,
-            E::Corrupted { .. } | E::CorruptedLog { .. } | E::LockFileInvalid(_) => {
-                LARCH_ECORRUPTED
-            }
+            E::Corrupted { .. }
+            | E::CorruptedLog { .. }
+            | E::WouldLoseData { .. }
+            | E::LockFileInvalid(_) => LARCH_ECORRUPTED,
             E::NotADatabase | E::UnsupportedVersion { .. } => LARCH_ENOTADB,
             E::DatabaseLocked => LARCH_ELOCKED,
             E::WriteBusy => LARCH_EWRITEBUSY,

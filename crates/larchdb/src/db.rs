@@ -6,6 +6,7 @@ use crate::engine::open::{open_file, LogSource};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
+use crate::recovery::{Aside, Recovery};
 use crate::storage::Storage;
 use crate::txn::{ReadTxn, WriteTxn};
 use crate::verify;
@@ -195,11 +196,26 @@ impl Database {
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Database> {
         let path = path.as_ref();
         let lock_existed = crate::storage::lock_path(path).exists();
+        let data_existed = path.exists();
+        let log_path = crate::storage::log_path(path);
         let (storage, lock) = open_file(path, &options)?;
-        let log = LogSource::File(crate::storage::log_path(path));
+        // A recovering open keeps a copy of what it may give up before it changes anything
+        // (under the database's lock: no writer changes the files meanwhile).
+        let aside = match options.recover {
+            true => Some(Aside::take(path, &log_path)?),
+            false => None,
+        };
+        let log = LogSource::File(log_path);
         match Shared::open(storage, options, lock, log) {
-            Ok(shared) => Ok(Database::new(shared)),
+            Ok(mut shared) => {
+                match (shared.recovery.as_mut(), aside) {
+                    (Some(r), Some(aside)) => r.kept = Some(aside.dir),
+                    (_, aside) => aside.into_iter().for_each(Aside::discard),
+                }
+                Database::opened(shared)
+            }
             Err(e) => {
+                aside.into_iter().for_each(Aside::discard);
                 // A file that is not a database has no readers: a lock file this open created
                 // for it is removed (the storage and the lock table are closed by now, dropped
                 // with the failed state). After any other failure the lock file stays, since
@@ -207,9 +223,59 @@ impl Database {
                 if !lock_existed && matches!(e, Error::NotADatabase) {
                     let _ = std::fs::remove_file(crate::storage::lock_path(path));
                 }
+                // Nor does a refused open leave behind a data file it created empty beside
+                // the log it refused to discard.
+                if !data_existed && matches!(e, Error::WouldLoseData { .. }) {
+                    let _ = std::fs::remove_file(path);
+                }
                 Err(e)
             }
         }
+    }
+
+    /// The handle on an opened `shared`. After an open that gave damage up
+    /// (`Options::recover`), the state it opened is made durable at once, in both meta slots,
+    /// so that the next open finds no damage: a durable checkpoint writes the slot the open
+    /// did not use, and a second one the other.
+    fn opened(shared: Shared) -> Result<Database> {
+        let recovered = shared.recovery.is_some();
+        let db = Database::new(shared);
+        if recovered {
+            for _ in 0..2 {
+                WriteTxn::new(&db.shared, db.lock_writer())?.checkpoint(Durability::Immediate)?;
+            }
+        }
+        Ok(db)
+    }
+
+    /// What the open gave up to open a damaged database, if it was opened with
+    /// [`Options::recover`] and found damage (`None` otherwise): the commit it opened at, each
+    /// piece of damage with what it cost, and where the copies taken before the open changed
+    /// anything are kept.
+    ///
+    /// ```
+    /// use larchdb::{Database, Error, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("db");
+    /// // Closed without compacting, the log keeps the commit.
+    /// let db = Database::open(&path, Options::default().compact_on_close(false))?;
+    /// db.put(b"k", b"v")?;
+    /// drop(db);
+    /// // The data file is lost. An open refuses to start a new database beside a log that
+    /// // holds commits of the old one...
+    /// std::fs::remove_file(&path)?;
+    /// let r = Database::open(&path, Options::default());
+    /// assert!(matches!(r, Err(Error::WouldLoseData { .. })));
+    /// // ...unless told to give them up: it keeps a copy of the log aside, and says so.
+    /// let db = Database::open(&path, Options::default().recover(true))?;
+    /// let recovery = db.recovery().expect("damage was given up");
+    /// assert_eq!(recovery.given_up.len(), 1);
+    /// assert!(recovery.kept.as_ref().unwrap().join("log").exists());
+    /// assert_eq!(db.get(b"k")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn recovery(&self) -> Option<&Recovery> {
+        self.shared.recovery.as_ref()
     }
 
     /// Opens a database on any [`Storage`] backend (for example the fault-injecting one of
@@ -231,7 +297,7 @@ impl Database {
     /// ```
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Database> {
         let shared = Shared::open(storage, options, None, LogSource::None)?;
-        Ok(Database::new(shared))
+        Database::opened(shared)
     }
 
     /// Like [`Database::open_storage`], with `log` as the write-ahead log's storage (used when
@@ -258,7 +324,7 @@ impl Database {
         options: Options,
     ) -> Result<Database> {
         let shared = Shared::open(storage, options, None, LogSource::Storage(log))?;
-        Ok(Database::new(shared))
+        Database::opened(shared)
     }
 
     /// Page size of this database.

@@ -41,6 +41,19 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// The open found damage that it cannot get past without losing commits the database
+    /// acknowledged (or cannot prove it would not): a damaged or cut-short meta slot, a data
+    /// file missing, empty or shorter than its newest commit needs beside a log that holds
+    /// commits, or a log that ends before where it was synced. Nothing was changed. Opening with
+    /// [`crate::Options::recover`] (the `larch recover` command) opens the newest intact state
+    /// instead, reports what it gives up ([`crate::Database::recovery`]) and keeps a copy of it
+    /// aside (docs/design/durability.md, "Damage is never silent").
+    WouldLoseData {
+        /// What is damaged.
+        damage: String,
+        /// What opening the newest intact state would give up.
+        lost: String,
+    },
     /// The file is not a Larch database (no magic in either meta slot).
     NotADatabase,
     /// The file was written by a newer format version.
@@ -247,6 +260,12 @@ impl fmt::Display for Error {
                     "write-ahead log corrupted at position {position}: {reason}"
                 )
             }
+            Error::WouldLoseData { damage, lost } => write!(
+                f,
+                "opening would lose acknowledged data: {damage}; {lost}. Nothing was changed; \
+                 open with Options::recover (larch recover) to open the newest intact state, \
+                 which keeps a copy of what it gives up"
+            ),
             Error::NotADatabase => write!(f, "not a Larch database"),
             Error::UnsupportedVersion { found, supported } => {
                 write!(

@@ -61,6 +61,7 @@ mod layout;
 pub mod limits;
 mod options;
 mod pager;
+mod recovery;
 pub mod storage;
 mod table;
 #[cfg(feature = "test-support")]
@@ -77,6 +78,7 @@ pub use options::{
     CHECKPOINT_NICE_BESIDE_READERS_DEFAULT, IDLE_CHECKPOINT_MILLIS_DEFAULT, LOG_SEGMENTS_DEFAULT,
     LOG_SEGMENT_BYTES_DEFAULT,
 };
+pub use recovery::{GivenUp, Recovery};
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, Savepoint, WriteTxn};
 pub use typed::{TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};

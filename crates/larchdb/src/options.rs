@@ -211,6 +211,15 @@ pub struct Options {
     /// (`overwritepinned`) the writer's rate is unchanged within the noise. The sleep is
     /// counted in `CommitStats::share_micros`.
     pub checkpoint_share_beside_readers: bool,
+    /// Whether an open that finds damage it cannot get past without losing acknowledged
+    /// commits opens the newest intact state anyway (default false: it fails with
+    /// [`crate::Error::WouldLoseData`] and changes nothing). Set by whoever decided to give
+    /// those commits up, as `larch recover` does: before it changes anything, the open copies
+    /// both meta pages and the log aside into a folder beside the database
+    /// (`<db>-recovered-<seconds since 1970>`), then opens the newest intact state, makes it
+    /// durable, and reports what it gave up ([`crate::Database::recovery`]). An open that
+    /// finds no such damage is an ordinary open and keeps no copy.
+    pub recover: bool,
 }
 
 impl Default for Options {
@@ -235,6 +244,7 @@ impl Default for Options {
             background_nice: 0,
             checkpoint_nice_beside_readers: CHECKPOINT_NICE_BESIDE_READERS_DEFAULT,
             checkpoint_share_beside_readers: true,
+            recover: false,
         }
     }
 }
@@ -437,6 +447,22 @@ impl Options {
         self
     }
 
+    /// Opens the newest intact state of a damaged database (see [`Options::recover`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("db");
+    /// let db = Database::open(&path, Options::default().recover(true))?;
+    /// // Nothing was damaged: an ordinary open, with nothing to report.
+    /// assert!(db.recovery().is_none());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn recover(mut self, yes: bool) -> Options {
+        self.recover = yes;
+        self
+    }
+
     /// Sets the bytes of pages `Durability::None` commits may pin (see
     /// [`Options::pinned_bytes_max`]).
     ///
@@ -612,6 +638,12 @@ impl Options {
                  ({room}), with at least 2 segments",
                 self.checkpoint_bytes
             )));
+        }
+        if self.recover && self.read_only {
+            return Err(Error::InvalidOptions(
+                "recover writes the recovered state: it needs a handle that writes, not read_only"
+                    .into(),
+            ));
         }
         if self.background_nice > BACKGROUND_NICE_MAX {
             return Err(Error::InvalidOptions(format!(

@@ -160,6 +160,9 @@ fn publish(shared: &Shared, published: Arc<Published>, end: u64) {
     if rs.current.txn() < published.txn() {
         if let Some(lock) = shared.lock.as_ref() {
             lock.publish_log(published.txn(), end);
+            if let Some(log) = shared.log.as_ref() {
+                lock.set_log_synced(log.durable_end());
+            }
         }
         shared.set_current(&mut rs, published);
     }

@@ -49,6 +49,111 @@ pub(crate) struct Reopen {
     /// kept some of its unsynced writes and not others), so the slots past its end may hold
     /// records written after it (`close_tail`).
     pub(crate) restarted: bool,
+    /// What reading back must reach.
+    pub(crate) expect: Expect,
+    /// Give up what cannot be reached instead of failing (`Options::recover`): reading back
+    /// ends at the first bad record even where later ones vouch for it, and the slots past
+    /// the end are cleared (`Shortfall`).
+    pub(crate) recover: bool,
+}
+
+/// What an open knows the log held, from outside it: reading back must reach it, or the log
+/// lost records (`Log::shortfall`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Expect {
+    /// A log position that the lock file says the log was synced past when it was last
+    /// written (`LockTable::log_synced`; 0 if it says nothing).
+    pub(crate) synced_to: u64,
+    /// A commit the records must reach: a newer meta slot that the open could not use names
+    /// it (0: none).
+    pub(crate) reach_txn: u64,
+}
+
+/// What a log read back to its end did not reach, found before the open changes anything
+/// (`Log::shortfall`): why the end cannot be the last acknowledged commit, and what lies past
+/// it.
+#[derive(Debug)]
+pub(crate) struct Shortfall {
+    /// Where reading back ended, and the last commit it read.
+    pub(crate) end: u64,
+    pub(crate) last_txn: u64,
+    /// Why more was acknowledged than was read.
+    pub(crate) reasons: Vec<String>,
+    /// The records found past the end (none may be left: a cut file).
+    pub(crate) beyond: Beyond,
+}
+
+impl Shortfall {
+    /// The error an open that may not give this up fails with.
+    pub(crate) fn refusal(&self) -> Error {
+        Error::WouldLoseData {
+            damage: self.reasons.join("; "),
+            lost: format!("opening at the log's end would give up {}", self.lost()),
+        }
+    }
+
+    /// What opening at the end gives up, in words.
+    pub(crate) fn lost(&self) -> String {
+        let found = match self.beyond.txns {
+            Some(_) => format!("; {} lie past it", self.beyond.describe()),
+            None => String::new(),
+        };
+        format!(
+            "every commit after commit {} (the log's end at position {}){found}",
+            self.last_txn, self.end
+        )
+    }
+}
+
+/// The records of a log file that lie past a position (`Log::beyond`), and what the file's
+/// segments say about the log's history there.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Beyond {
+    /// Intact records found, their bytes, and the lowest and highest commit among them.
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
+    pub(crate) txns: Option<(u64, u64)>,
+    /// The lowest position among them.
+    pub(crate) first: Option<u64>,
+    /// The highest position one of them says the log was synced to when it was appended.
+    pub(crate) vouched: u64,
+    /// The highest position a segment in the file says was released by a durable
+    /// checkpoint: a slot is written again only once its previous cycle is older than the
+    /// last durable checkpoint's position, so a segment at `base` in a later cycle means a
+    /// durable checkpoint at or past `base - cycle` (`Log::reusable`, `Log::restart`).
+    pub(crate) released: u64,
+}
+
+impl Beyond {
+    /// Notes `rec`, of `size` bytes, which says the log was synced to `synced`.
+    fn note(&mut self, rec: &Record, synced: u64, size: u64) {
+        self.vouched = self.vouched.max(synced);
+        if rec.kind != KIND_PAD {
+            self.count(rec, size);
+        }
+    }
+
+    /// Counts `rec` among the records found.
+    fn count(&mut self, rec: &Record, size: u64) {
+        self.records += 1;
+        self.bytes += size;
+        self.first = Some(self.first.map_or(rec.position, |f| f.min(rec.position)));
+        self.txns = Some(match self.txns {
+            Some((lo, hi)) => (lo.min(rec.txn), hi.max(rec.txn)),
+            None => (rec.txn, rec.txn),
+        });
+    }
+
+    /// The records found, in words.
+    pub(crate) fn describe(&self) -> String {
+        match self.txns {
+            Some((lo, hi)) => format!(
+                "{} record(s) of commits {lo} to {hi}, {} bytes",
+                self.records, self.bytes
+            ),
+            None => "no intact record".into(),
+        }
+    }
 }
 
 /// A record read back from the log.
@@ -264,6 +369,15 @@ pub(crate) struct Log {
     read_fresh: std::cell::Cell<usize>,
     /// While following a writer (`follow`): the published end, past which nothing is read.
     read_limit: Option<u64>,
+    /// Reading back: the last commit read (marks included), and what lies past the end
+    /// where it stopped (`beyond`).
+    read_txn: u64,
+    past_end: Beyond,
+    /// Reading back gives up what it cannot reach instead of failing (`Reopen::recover`).
+    recovering: bool,
+    /// The position after the last record or pad appended (not moved by `restart`): what a
+    /// sync makes durable (`GroupLog::durable_end`).
+    appended_end: u64,
 }
 
 /// Appended bytes taken from the log to be written: positions `[position, end)`, less the
@@ -348,7 +462,15 @@ impl Extent {
             .div_ceil(self.chunk)
             .saturating_mul(self.chunk)
             .min(self.total);
-        self.zero_to(storage, map, target)
+        let from = self.len();
+        let grown = self.zero_to(storage, map, target);
+        if grown.is_err() && self.len() > from {
+            // The zeros that were written hold no record (records go only below `from`):
+            // given back, so that a full disk keeps no space for a record it refused.
+            self.len.store(from, std::sync::atomic::Ordering::Release);
+            let _ = storage.set_len(from);
+        }
+        grown
     }
 
     /// Writes zeros from the current length to `target` (if it is further), makes the pages
@@ -638,7 +760,7 @@ fn segment_header(base: u64) -> [u8; SEGMENT_HEADER_BYTES] {
 
 impl Log {
     /// Creates a log of `segments` segments of `segment_bytes` on an empty `storage`: its file
-    /// header, written and synced; the file grows as records reach it (`Extent`). The first
+    /// header, written and synced, and the file's name synced; the file grows as records reach it (`Extent`). The first
     /// record goes at position `start`, a multiple of `segment_bytes`.
     pub(crate) fn create(
         storage: Arc<dyn Storage>,
@@ -669,6 +791,8 @@ impl Log {
         put_u32(&mut h, FILE_CRC_AT, crc);
         storage.write_at(&h, 0)?;
         storage.sync()?;
+        // The file may be new: its name, too, must survive a power loss.
+        storage.sync_name()?;
         Ok(Log {
             sink: Sink {
                 map: LogMap::of(&*storage, total),
@@ -686,6 +810,9 @@ impl Log {
             read_fresh: Default::default(),
             left_at: Default::default(),
             read_limit: None,
+            read_txn: 0,
+            past_end: Beyond::default(),
+            recovering: false,
             ring: segments,
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),
@@ -694,6 +821,7 @@ impl Log {
             marks_after: None,
             jump_flush: Vec::new(),
             end: start,
+            appended_end: start,
             appended: 0,
             buf: Vec::new(),
             written: start,
@@ -720,8 +848,10 @@ impl Log {
             keep_from,
             tree_txn: 0,
             restarted: true,
+            expect: Expect::default(),
+            recover: false,
         };
-        let log = Log::open_into(storage, from, reopen, &mut records)?;
+        let (log, _) = Log::open_into(storage, from, reopen, &mut records)?;
         Ok((log, records))
     }
 
@@ -733,7 +863,7 @@ impl Log {
         from: u64,
         reopen: Reopen,
         into: &mut dyn ReadBack,
-    ) -> Result<Log> {
+    ) -> Result<(Log, Option<Shortfall>)> {
         if reopen.keep_from > from {
             return Err(corrupted(
                 reopen.keep_from,
@@ -743,18 +873,35 @@ impl Log {
         Log::open_inner(storage, from, reopen, into)
     }
 
-    /// Reads the log back from `from` as its writer, and closes its tail for appending.
+    /// Reads the log back from `from` as its writer, and closes its tail for appending. A log
+    /// that ends short of what it was known to hold (`shortfall`) fails the open with
+    /// `Error::WouldLoseData` before anything is written, unless `reopen.recover` gives that
+    /// up: then what lies past the end is cleared, and returned.
     fn open_inner(
         storage: Arc<dyn Storage>,
         from: u64,
         reopen: Reopen,
         into: &mut dyn ReadBack,
-    ) -> Result<Log> {
-        let mut log = Log::read_beside(storage, from, true, Some(reopen.tree_txn), into)?;
+    ) -> Result<(Log, Option<Shortfall>)> {
+        let mut log = Log::read_beside(
+            storage,
+            from,
+            true,
+            Some(reopen.tree_txn),
+            reopen.recover,
+            into,
+        )?;
         into.done()?;
+        let short = log.shortfall(from, reopen.tree_txn, reopen.expect);
+        if let Some(short) = &short {
+            if !reopen.recover {
+                return Err(short.refusal());
+            }
+            log.clear_beyond()?;
+        }
         log.keep_from = reopen.keep_from;
         log.close_tail(reopen.restarted)?;
-        Ok(log)
+        Ok((log, short))
     }
 
     /// The log in `storage` read back from `from` (`Log::at`, `read_back`) on a thread of its
@@ -769,11 +916,13 @@ impl Log {
         from: u64,
         mapped: bool,
         marks_after: Option<u64>,
+        recovering: bool,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
         let read = |storage: Arc<dyn Storage>, into: &mut dyn ReadBack| -> Result<Log> {
             let mut log = Log::at(storage, from, mapped)?;
             log.marks_after = marks_after;
+            log.recovering = recovering;
             let read = log.read_back(from, into);
             log.drop_read_buffers();
             read.map(|()| log)
@@ -862,6 +1011,9 @@ impl Log {
             read_fresh: Default::default(),
             left_at: Default::default(),
             read_limit: None,
+            read_txn: 0,
+            past_end: Beyond::default(),
+            recovering: false,
             sink: Sink {
                 map: if mapped {
                     LogMap::of(&*storage, total)
@@ -884,6 +1036,7 @@ impl Log {
             marks_after: None,
             jump_flush: Vec::new(),
             end: from,
+            appended_end: from,
             appended: 0,
             buf: Vec::new(),
             written: from,
@@ -899,20 +1052,31 @@ impl Log {
     #[cfg(test)]
     pub(crate) fn read_records(storage: Arc<dyn Storage>, from: u64) -> Result<(Vec<Record>, u64)> {
         let mut records = Vec::new();
-        let end = Log::read_records_into(storage, from, None, &mut records)?;
+        let end = Log::read_records_into(storage, from, None, None, &mut records)?;
         Ok((records, end))
     }
 
     /// `read_records`, handing each record to `into` as it is read; a mark of a commit newer
     /// than `marks_after` ends the log, as at a writer's open (`Reopen::tree_txn`).
+    ///
+    /// With `expect` (a read-only handle alone with the database: no writer is appending),
+    /// a log that ends short of it fails with `Error::WouldLoseData`, as a writer's open
+    /// does (`Log::shortfall`).
     pub(crate) fn read_records_into(
         storage: Arc<dyn Storage>,
         from: u64,
         marks_after: Option<u64>,
+        expect: Option<Expect>,
         into: &mut dyn ReadBack,
     ) -> Result<u64> {
-        let log = Log::read_beside(storage, from, false, marks_after, into)?;
+        let log = Log::read_beside(storage, from, false, marks_after, false, into)?;
         into.done()?;
+        if let Some(expect) = expect {
+            let tree_txn = marks_after.unwrap_or(0);
+            if let Some(short) = log.shortfall(from, tree_txn, expect) {
+                return Err(short.refusal());
+            }
+        }
         Ok(log.end)
     }
 
@@ -1128,6 +1292,7 @@ impl Log {
         let crc = record_crc(position, rec, body);
         put_u32(rec, REC_CRC_AT, crc);
         self.end = position + size;
+        self.appended_end = self.end;
         self.appended += size;
         Ok(self.end)
     }
@@ -1198,6 +1363,7 @@ impl Log {
             put_u32(rec, REC_CRC_AT, crc);
         }
         self.end = position + rest;
+        self.appended_end = self.end;
     }
 
     /// Whether the segment starting at `at` may be written: its slot's previous segment holds
@@ -1509,7 +1675,7 @@ impl Log {
 
     /// Reads every record from `from` to the end of the log, handing each to `into` in order,
     /// and leaves `end` after the last. The records are handed over before the end is known:
-    /// a log whose end turns out to be damage (`vouched_after`) is an error after them.
+    /// a log whose end turns out to be damage (`beyond`) is an error after them.
     fn read_back(&mut self, from: u64, into: &mut dyn ReadBack) -> Result<()> {
         into.expect(self.span_hint(from));
         let mut pos = from;
@@ -1525,7 +1691,10 @@ impl Log {
                     if rec.kind == KIND_MARK && self.marks_after.is_some_and(|t| rec.txn > t) =>
                 {
                     // The log ends here for a tree older than the mark: no bad record, so
-                    // nothing after it is asked to vouch for one.
+                    // nothing after it is asked to vouch for one. What follows is noted: a
+                    // record there synced means the mark's commit was made durable, by a meta
+                    // page newer than the tree (`Log::shortfall`).
+                    self.past_end = self.beyond(pos)?.0;
                     self.end = pos;
                     self.written = pos;
                     self.synced = pos;
@@ -1540,6 +1709,7 @@ impl Log {
                         pos = next;
                     } else {
                         pos += size;
+                        self.read_txn = self.read_txn.max(rec.txn);
                         into.record(rec)?;
                     }
                 }
@@ -1552,10 +1722,12 @@ impl Log {
                 None => break,
             }
         }
-        if let Some(synced) = self.vouched_after(pos)? {
+        let (beyond, near) = self.beyond(pos)?;
+        self.past_end = beyond;
+        if near > pos && !self.recovering {
             return Err(corrupted(
                 pos,
-                format!("bad record, but a later record says the log was synced to {synced}"),
+                format!("bad record, but a later record says the log was synced to {near}"),
             ));
         }
         // Appending resumes at the end; a new segment after a partial one starts cleanly.
@@ -1585,43 +1757,49 @@ impl Log {
         at.saturating_sub(from)
     }
 
-    /// After reading back: if the log ended inside a segment, fills the rest of that segment
-    /// with a pad record (zeros where one does not fit) and syncs, so that appending resumes in
-    /// a fresh segment and no record of the lost tail, intact but never vouched for, can ever
-    /// be read back as part of the log.
+    /// After reading back: if the log ended inside a segment, zeroes the rest of that segment
+    /// where the file holds it and syncs, so that no record of the lost tail, intact but never
+    /// vouched for, can ever be read back as part of the log, and appending resumes at the
+    /// end, in the same segment. The tail is closed in place: a reopen moves the log to no
+    /// other slot and claims no space from the file system (a pad to the segment's end grew
+    /// the file by a segment a restart, and on a nearly full disk took the space that freeing
+    /// some had given back).
     ///
     /// If the machine may have `restarted`, the records of the lost tail may also lie in the
     /// segments after this one: a power loss keeps any subset of the unsynced writes, and
     /// their segment headers name the same positions the log is about to reach again. Read
-    /// back after the pad, or after the records appended there from now on, they would be
-    /// commits that the power loss took away coming back after later ones. So every slot
-    /// after the end that holds no record still needed (`reusable`) is zeroed first, and
-    /// synced before the pad can be (`zero_past_end`). After a process crash nothing was
-    /// written past the end.
+    /// back after the records appended from now on, they would be commits that the power loss
+    /// took away coming back after later ones. So every slot after the end that holds no
+    /// record still needed (`reusable`) is zeroed too (`zero_past_end`). After a process
+    /// crash nothing was written past the end.
     ///
     /// Syncs in any case: the records read back may be in the page cache only (a process
     /// crash), and the next record appended says the log was synced up to them.
     ///
-    /// On a full disk the file may lack the rest of the segment: the pad is then left to the
-    /// first append (`tail_open`), which pads as at any segment's end and fails as a full disk
-    /// until the file can grow, so that a database on a full disk still opens and reads.
+    /// Where the zeros cannot be written (a full disk on a file system that cannot zero a
+    /// range in place), the tail is left to the first append (`tail_open`), which pads it as
+    /// at any segment's end and fails as a full disk until the file can grow, so that a
+    /// database on a full disk still opens and reads.
     fn close_tail(&mut self, restarted: bool) -> Result<()> {
-        if restarted && self.zero_past_end()? {
-            self.sink.storage.sync()?;
+        if restarted {
+            self.zero_past_end()?;
         }
-        let rest = self.sink.segment_bytes - self.end % self.sink.segment_bytes;
-        if rest != self.sink.segment_bytes {
-            match self.sink.extent.cover(
-                &*self.sink.storage,
-                self.sink.map.as_deref(),
-                self.offset(self.end) + rest,
-            ) {
-                Ok(()) => {
-                    self.pad(rest, 0);
-                    self.write()?;
+        let seg = self.sink.segment_bytes;
+        let rest = seg - self.end % seg;
+        if rest != seg {
+            let from = self.offset(self.end);
+            let to = (from + rest).min(self.sink.storage.len()?);
+            if to > from {
+                match self
+                    .sink
+                    .storage
+                    .zero_range(from, to - from)
+                    .map_err(Error::from_io)
+                {
+                    Ok(()) => {}
+                    Err(Error::DiskFull) => self.tail_open = true,
+                    Err(e) => return Err(e),
                 }
-                Err(Error::DiskFull) => self.tail_open = true,
-                Err(e) => return Err(e),
             }
         }
         self.sink.storage.sync()?;
@@ -1672,50 +1850,187 @@ impl Log {
         Ok(to)
     }
 
-    /// After the log ends at `end`: the highest position a valid later record says was synced,
-    /// if it is past `end` (then the bad record at `end` was durable: damage, not a torn tail).
-    /// Looks at the rest of `end`'s segment, every record boundary, and at the segments the
-    /// writer entered after it in this cycle.
-    fn vouched_after(&self, end: u64) -> Result<Option<u64>> {
-        let mut best = None;
-        let mut note = |synced: u64| {
-            if synced > end {
-                best = Some(best.map_or(synced, |b: u64| b.max(synced)));
-            }
-        };
+    /// What lies past `end`, where reading back stopped: every intact record after it in its
+    /// own segment (looked for at every record boundary, since the record at `end` is bad and
+    /// its length cannot be trusted) and in every slot of the file whose segment starts past
+    /// `end`'s; and, from every slot's segment header, how far the log was released
+    /// (`Beyond::released`). Also returns the highest position a record says was synced among
+    /// those of this cycle (`end`'s segment and the slots after it before the ring comes
+    /// round): past `end`, the bad record at `end` was durable, and is damage, not a torn
+    /// tail. A log that ended cleanly costs a segment header's read per slot.
+    fn beyond(&self, end: u64) -> Result<(Beyond, u64)> {
+        let seg = self.sink.segment_bytes;
+        let cycle = self.sink.segments * seg;
+        let first = end - end % seg;
+        let mut b = Beyond::default();
+        let mut near = 0;
         let mut pos = aligned(end + 1);
-        let segment_end = self.next_segment(end);
-        // The segment the writer went on to: the next, or where a pad after `end` jumps.
-        let mut seg = segment_end;
-        while pos < segment_end {
-            if let Some((rec, synced, _)) = self.record_at(pos)? {
-                note(synced);
-                if rec.kind == KIND_PAD {
-                    seg = self.after_pad(&rec).unwrap_or(segment_end);
+        while pos < first + seg {
+            match self.record_at(pos)? {
+                Some((rec, synced, size)) => {
+                    b.note(&rec, synced, size);
+                    near = near.max(synced);
+                    if rec.kind == KIND_PAD {
+                        break;
+                    }
+                    pos += size;
                 }
+                None => pos += RECORD_ALIGN as u64,
             }
-            pos += RECORD_ALIGN as u64;
         }
-        // Later segments of this cycle: at most the other slots.
-        'segments: for _ in 1..self.sink.segments {
-            if !self.segment_valid(seg)? {
+        let file_len = self.sink.extent.len();
+        let mut h = [0u8; SEGMENT_HEADER_BYTES];
+        for slot in 0..self.sink.segments {
+            let at = FILE_HEADER_BYTES + slot * seg;
+            if at + SEGMENT_HEADER_BYTES as u64 > file_len {
                 break;
             }
-            let mut pos = seg + SEGMENT_HEADER_BYTES as u64;
+            if !read_header(&*self.sink.storage, &mut h, at)? {
+                break;
+            }
+            let base = get_u64(&h, SEG_BASE_AT);
+            if !segment_header_names(&h, base) || self.offset(base) != at || base % seg != 0 {
+                continue;
+            }
+            if base >= cycle {
+                b.released = b.released.max(base - cycle);
+            }
+            if base <= first {
+                continue;
+            }
+            let mut pos = base + SEGMENT_HEADER_BYTES as u64;
             while let Some((rec, synced, size)) = self.record_at(pos)? {
-                note(synced);
+                b.note(&rec, synced, size);
+                if base < first + cycle {
+                    near = near.max(synced);
+                }
                 if rec.kind == KIND_PAD {
-                    seg = match self.after_pad(&rec) {
-                        Ok(next) => next,
-                        Err(_) => break 'segments,
-                    };
-                    continue 'segments;
+                    break;
                 }
                 pos += size;
             }
-            seg += self.sink.segment_bytes;
         }
-        Ok(best)
+        Ok((b, near))
+    }
+
+    /// Why reading back to `self.end` from the checkpoint's position `from` stopped short of
+    /// what the log was known to hold (`Reopen`), if it did: a record past the end says the
+    /// log was synced past it, the lock file does, a segment says a durable checkpoint newer
+    /// than `from` released the log's room, or a newer meta page names a later commit.
+    fn shortfall(&self, from: u64, tree_txn: u64, expect: Expect) -> Option<Shortfall> {
+        let end = self.end;
+        let last_txn = self.read_txn.max(tree_txn);
+        let b = &self.past_end;
+        let mut reasons = Vec::new();
+        if b.vouched > end {
+            reasons.push(format!(
+                "the log's records end at position {end}, and a record past it says the log \
+                 was synced to {}",
+                b.vouched
+            ));
+        }
+        if expect.synced_to > end {
+            reasons.push(format!(
+                "the log's records end at position {end}, and the lock file says the log was \
+                 synced to {} (the log was cut short, or its last records are damaged)",
+                expect.synced_to
+            ));
+        }
+        if b.released > from {
+            reasons.push(format!(
+                "the log's segments show a durable checkpoint at or past position {}, newer \
+                 than the meta page opened from (position {from}): a newer meta page was lost",
+                b.released
+            ));
+        }
+        if expect.reach_txn > last_txn {
+            reasons.push(format!(
+                "a newer meta page names commit {}, and the log reaches only commit {last_txn}",
+                expect.reach_txn
+            ));
+        }
+        (!reasons.is_empty()).then(|| Shortfall {
+            end,
+            last_txn,
+            reasons,
+            beyond: b.clone(),
+        })
+    }
+
+    /// Every intact record in the file's segments (each slot's segment read from its header
+    /// to its first bad record), for a log that no commit names: those of commits after
+    /// `after_txn` are counted, and every record's claim of how far the log was synced is
+    /// noted. Records of commits newer than `after_txn` at a position the log was synced past
+    /// were durable: commits the database acknowledged and does not hold (`engine::open`).
+    /// Reads every segment the file holds.
+    pub(crate) fn survey(storage: Arc<dyn Storage>, after_txn: u64) -> Result<Beyond> {
+        let log = Log::at(storage, 0, false)?;
+        let seg = log.sink.segment_bytes;
+        let file_len = log.sink.extent.len();
+        let mut b = Beyond::default();
+        let mut h = [0u8; SEGMENT_HEADER_BYTES];
+        for slot in 0..log.sink.segments {
+            let at = FILE_HEADER_BYTES + slot * seg;
+            if at + SEGMENT_HEADER_BYTES as u64 > file_len {
+                break;
+            }
+            if !read_header(&*log.sink.storage, &mut h, at)? {
+                break;
+            }
+            let base = get_u64(&h, SEG_BASE_AT);
+            if !segment_header_names(&h, base) || log.offset(base) != at || base % seg != 0 {
+                continue;
+            }
+            let mut pos = base + SEGMENT_HEADER_BYTES as u64;
+            while let Some((rec, synced, size)) = log.record_at(pos)? {
+                b.vouched = b.vouched.max(synced);
+                if rec.kind == KIND_PAD {
+                    break;
+                }
+                if rec.txn > after_txn {
+                    b.count(&rec, size);
+                }
+                pos += size;
+            }
+        }
+        Ok(b)
+    }
+
+    /// For an open that gives up what lies past the end (`Reopen::recover`): zeroes every
+    /// slot whose segment starts past the end's, so that nothing there is read back later or
+    /// vouches for what was given up (the rest of the end's own segment is closed by
+    /// `close_tail`), and syncs.
+    fn clear_beyond(&self) -> Result<()> {
+        let seg = self.sink.segment_bytes;
+        let first = self.end - self.end % seg;
+        let file_len = self.sink.storage.len()?;
+        let mut h = [0u8; SEGMENT_HEADER_BYTES];
+        for slot in 0..self.sink.segments {
+            let at = FILE_HEADER_BYTES + slot * seg;
+            if at + SEGMENT_HEADER_BYTES as u64 > file_len {
+                break;
+            }
+            if !read_header(&*self.sink.storage, &mut h, at)? {
+                break;
+            }
+            let base = get_u64(&h, SEG_BASE_AT);
+            if segment_header_names(&h, base) && self.offset(base) == at && base > first {
+                self.sink.storage.zero_range(at, seg.min(file_len - at))?;
+            }
+        }
+        self.sink.storage.sync()?;
+        Ok(())
+    }
+}
+
+/// Reads the segment header at file offset `at` into `h`; `false` where the file ends before
+/// it (a writer in another process may cut the file while a reader looks: what is gone holds
+/// nothing).
+fn read_header(storage: &dyn Storage, h: &mut [u8], at: u64) -> Result<bool> {
+    match storage.read_at(h, at) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+        Err(e) => Err(read_error(e, at)),
     }
 }
 
@@ -1770,6 +2085,9 @@ impl Pressure {
 pub(crate) struct GroupLog {
     state: std::sync::Mutex<GroupState>,
     flushed: std::sync::Condvar,
+    /// The end of the last record (or pad) a sync made durable: what the lock file records
+    /// for the next open to reach (`LockTable::set_log_synced`), read without the lock.
+    durable_end: std::sync::atomic::AtomicU64,
 }
 
 struct GroupState {
@@ -1785,6 +2103,9 @@ struct GroupState {
 
 impl GroupLog {
     pub(crate) fn new(log: Log) -> GroupLog {
+        // Everything read back at open was synced before the log was handed over
+        // (`close_tail`); a new log's start holds nothing.
+        let synced = log.synced;
         GroupLog {
             state: std::sync::Mutex::new(GroupState {
                 log,
@@ -1793,7 +2114,14 @@ impl GroupLog {
                 syncs: 0,
             }),
             flushed: std::sync::Condvar::new(),
+            durable_end: std::sync::atomic::AtomicU64::new(synced),
         }
+    }
+
+    /// The end of the last record a sync made durable: at least where the log was read back
+    /// to at open.
+    pub(crate) fn durable_end(&self) -> u64 {
+        self.durable_end.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GroupState> {
@@ -1844,6 +2172,7 @@ impl GroupLog {
                 turns += 1;
             }
             let flush = st.log.take();
+            let appended_end = st.log.appended_end;
             let sink = st.log.sink.clone();
             st.writing = true;
             drop(st);
@@ -1867,6 +2196,8 @@ impl GroupLog {
                 Ok(()) => {
                     st.log.synced = st.log.synced.max(flush.end);
                     st.syncs += 1;
+                    self.durable_end
+                        .fetch_max(appended_end, std::sync::atomic::Ordering::AcqRel);
                 }
                 Err(e) => {
                     st.log.failed = true;
@@ -2222,6 +2553,8 @@ mod tests {
                 keep_from: 0,
                 tree_txn: 0,
                 restarted: true,
+                expect: Expect::default(),
+                recover: false,
             };
             let opened = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut fail).map(|_| ());
             (opened, fail.seen, c.contents() == contents)
@@ -2248,13 +2581,14 @@ mod tests {
         // The same open with a consumer that takes everything closes the tail.
         let c = FaultStorage::new();
         c.set_contents(contents.clone());
-        let (_, back) = Log::open(Arc::new(c.clone()), 0, 0).unwrap();
+        let (log, back) = Log::open(Arc::new(c.clone()), 0, 0).unwrap();
         assert_eq!(back, all);
-        assert_ne!(
-            c.contents(),
-            contents,
-            "a successful open pads the tail's segment"
-        );
+        // Closed in place: the records stay as they were, and the rest of their segment is
+        // zeros.
+        let end = log.offset(log.end()) as usize;
+        let after = c.contents();
+        assert_eq!(after[..end], contents[..end]);
+        assert!(after[end..end + 4096].iter().all(|&b| b == 0));
     }
 
     /// A follower reads exactly the records between two published ends, across segments and
@@ -2690,11 +3024,12 @@ mod tests {
     }
 
     /// A log read back to an end inside a segment, on a disk with no room for the rest of
-    /// that segment: it opens (a database on a full disk still opens and reads), the first
-    /// append is refused as a full disk with nothing appended, and once there is room it pads
-    /// the segment and goes on in the next one, as after any torn tail.
+    /// that segment: it opens claiming no space (a database on a full disk still opens and
+    /// reads), appends go on at the end within the file's length, one that needs the file to
+    /// grow is refused as a full disk with nothing appended and nothing kept of the space it
+    /// tried, and once there is room the log goes on where it was, in the same segment.
     #[test]
-    fn a_tail_with_no_room_to_close_opens_and_pads_at_the_next_append() {
+    fn a_tail_on_a_full_disk_opens_in_place_and_goes_on_once_there_is_room() {
         const BIG: u64 = 4 << 20;
         let (s, a) = storage();
         let mut log = Log::create(a, BIG, 4, 0).unwrap();
@@ -2719,29 +3054,41 @@ mod tests {
         full.set_space_limit(Some(contents.len() as u64));
         let (mut log, back) = Log::open(Arc::new(full.clone()), 0, 0).unwrap();
         assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), all);
-        let end = log.end();
+        assert_eq!(
+            full.len().unwrap(),
+            contents.len() as u64,
+            "the open claimed no space"
+        );
+        let reopened_at = log.end();
         assert!(
-            !end.is_multiple_of(BIG),
+            !reopened_at.is_multiple_of(BIG),
             "the tail stays inside the segment"
         );
-        txn += 1;
-        match log.append(KIND_COMMIT, txn, &body(txn, 3000)) {
-            Err(NoRoom::Grow(Error::DiskFull)) => {}
-            other => panic!("expected a full disk, got {other:?}"),
-        }
-        assert_eq!(log.end(), end, "nothing appended");
+        let refused_at = loop {
+            txn += 1;
+            let end = log.end();
+            match log.append(KIND_COMMIT, txn, &body(txn, 3000)) {
+                Ok(_) => all.push(txn),
+                Err(NoRoom::Grow(Error::DiskFull)) => break end,
+                Err(other) => panic!("expected a full disk, got {other:?}"),
+            }
+        };
+        assert_eq!(log.end(), refused_at, "nothing appended");
+        assert_eq!(
+            full.len().unwrap(),
+            contents.len() as u64,
+            "nothing kept of the space tried"
+        );
         full.set_space_limit(None);
-        let position = log.end();
         log.append(KIND_COMMIT, txn, &body(txn, 3000)).unwrap();
         all.push(txn);
         log.sync().unwrap();
         let (_, back) = reopen(full.durable_contents(), 0).unwrap();
         assert_eq!(back.iter().map(|r| r.txn).collect::<Vec<_>>(), all);
-        let new = back.last().unwrap().position;
+        let first_after = back.iter().find(|r| r.position >= reopened_at).unwrap();
         assert_eq!(
-            new,
-            BIG + SEGMENT_HEADER_BYTES as u64,
-            "the record after the tail starts the next segment (it was appended at {position})"
+            first_after.position, reopened_at,
+            "the first record after the reopen goes where the log ended"
         );
     }
 
@@ -2977,10 +3324,12 @@ mod tests {
         }
     }
 
-    /// A mark (`KIND_MARK`) ends the log for a tree older than its commit, wherever the
-    /// records after it were synced to (no damage is called for: the records after it vouch
-    /// for positions past it), and the tail closed there takes the next appends; a tree at or
-    /// after the mark reads it (handed over, for the replay to skip) and the records after it.
+    /// A mark (`KIND_MARK`) ends the log for a tree older than its commit, and the tail closed
+    /// there takes the next appends; a tree at or after the mark reads it (handed over, for
+    /// the replay to skip) and the records after it. Records after the mark that were synced
+    /// say the mark's commit was made durable (a commit that must be durable settles marks
+    /// first), so an older tree means a newer meta page was lost: the open refuses, and a
+    /// recovering one gives them up.
     #[test]
     fn a_mark_ends_the_log_for_an_older_tree_only() {
         let (s, a) = storage();
@@ -3010,18 +3359,35 @@ mod tests {
                 keep_from: 0,
                 tree_txn,
                 restarted: true,
+                expect: Expect::default(),
+                recover: tree_txn < 11,
             };
-            let log = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut back).unwrap();
-            (c, log, back)
+            let (log, short) = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut back).unwrap();
+            (c, log, back, short)
         };
-        // A tree older than the mark: the log ends at it.
-        let (c, mut log, back) = open(5);
+        // A tree older than the mark: the log ends at it, and what was synced after it is
+        // given up only by a recovering open.
+        let c = FaultStorage::new();
+        c.set_contents(contents.clone());
+        let reopen = Reopen {
+            keep_from: 0,
+            tree_txn: 5,
+            restarted: true,
+            expect: Expect::default(),
+            recover: false,
+        };
+        let refused = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut Vec::new());
+        assert!(matches!(refused, Err(Error::WouldLoseData { .. })));
+        assert!(c.contents() == contents, "a refused open writes nothing");
+        let (c, mut log, back, short) = open(5);
         assert_eq!(
             back.iter().map(|r| r.txn).collect::<Vec<_>>(),
             (1..=10).collect::<Vec<_>>()
         );
-        // The rest of the mark's segment padded: appending goes on in the next.
-        assert_eq!(log.end(), SEG);
+        let short = short.expect("the records after the mark are given up");
+        assert_eq!(short.beyond.txns, Some((12, 700)));
+        // The tail closed in place: appending goes on at the mark's position.
+        assert_eq!(log.end(), short.end);
         log.append(KIND_COMMIT, 11, &body(11, 50)).unwrap();
         log.sync().unwrap();
         let (_, again) = Log::open(Arc::new(c), 0, 0).unwrap();
@@ -3031,7 +3397,8 @@ mod tests {
         );
         // The mark's own tree, or a newer one: the records after the mark are read.
         for tree_txn in [11, 12] {
-            let (_, _, back) = open(tree_txn);
+            let (_, _, back, short) = open(tree_txn);
+            assert!(short.is_none());
             let kinds: Vec<(u64, u8)> = back.iter().map(|r| (r.txn, r.kind)).collect();
             assert_eq!(kinds.len(), 700, "tree {tree_txn}");
             assert_eq!(kinds[10], (11, KIND_MARK), "tree {tree_txn}");

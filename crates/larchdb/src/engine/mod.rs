@@ -159,6 +159,8 @@ pub(crate) struct Shared {
     pub(crate) spare: Arc<overlay::Spare>,
     /// What the handle's write transactions did, for `Stats::commits`.
     pub(crate) counters: Counters,
+    /// What an open with `Options::recover` gave up, if it gave up anything.
+    pub(crate) recovery: Option<crate::recovery::Recovery>,
 }
 
 /// Counts of what a handle's write transactions did since it was opened

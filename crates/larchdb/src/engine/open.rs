@@ -6,7 +6,7 @@
 use super::batch;
 use super::catalog::{self, CatalogCache, TableStates};
 use super::commit;
-use super::log::{GroupLog, Log, ReadBack, Record, Reopen};
+use super::log::{Expect, GroupLog, Log, ReadBack, Record, Reopen, Shortfall};
 use super::overlay::{Lookup, Overlay, Visible, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
 use super::{Disk, Shared, WriterState};
@@ -15,8 +15,10 @@ use crate::error::{Error, Result};
 use crate::layout::log::{KIND_COMMIT, KIND_MARK};
 use crate::options::Options;
 use crate::pager::{
-    choose_meta, create, Access, Carry, Chosen, FreeSet, Meta, Snapshot, TableHeader, WriteMap,
+    choose_meta, create, newer_pages, Access, Carry, Chosen, Doubt, FreeSet, Meta, Snapshot,
+    TableHeader, WriteMap,
 };
+use crate::recovery::{GivenUp, Recovery};
 use crate::storage::{FileLock, FileStorage, LockTable, Storage};
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::VecDeque;
@@ -118,16 +120,68 @@ impl Shared {
     ) -> Result<Shared> {
         options.validate()?;
         let boot_id = storage.boot_id();
+        let mut losses = Losses {
+            recover: options.recover,
+            given_up: Vec::new(),
+        };
         if storage.len()? == 0 {
             // An empty file becomes a database only when creating one was asked for.
             if options.read_only || !options.create {
                 return Err(Error::NotADatabase);
             }
+            // Unless a log beside it holds commits: the database they were made on is gone.
+            if let Some(found) = orphan_log(&log_source)? {
+                losses.give_up(
+                    format!("the data file is empty or was missing, and its log holds {found}"),
+                    "creating a new database would give up every commit in the log".into(),
+                )?;
+            }
             create(&*storage, options.page_bytes, boot_id)?;
         }
         let file_bytes = storage.len()?;
-        let Chosen { mut meta, slot } =
-            choose_start(&*storage, file_bytes, boot_id, &options, &lock)?;
+        let Chosen {
+            mut meta,
+            slot,
+            doubt,
+        } = choose_start(&*storage, file_bytes, boot_id, &options, &lock)?;
+        // A handle that writes, or a read-only one alone with the database (no writer can be
+        // writing a meta page it reads), must prove it loses nothing by passing over a meta
+        // slot it could not use: the log's replay proves it where the chosen commit names the
+        // log (`Expect::reach_txn`); without a log, the file's pages must hold nothing newer.
+        let alone = !options.read_only || lock.as_ref().is_some_and(LockTable::alone);
+        let mut expect = Expect {
+            synced_to: lock
+                .as_ref()
+                .filter(|_| alone)
+                .map_or(0, LockTable::log_synced),
+            reach_txn: 0,
+        };
+        match doubt.filter(|_| alone) {
+            Some(d) if meta.log => expect.reach_txn = d.txn().unwrap_or(0),
+            Some(d @ Doubt::Short { txn, .. }) => losses.give_up(
+                d.damage(),
+                format!(
+                    "opening at commit {} would give up commit {txn} and any before it after \
+                     commit {}",
+                    meta.txn, meta.txn
+                ),
+            )?,
+            Some(d @ Doubt::Damaged { .. }) => {
+                let (n, newest) = newer_pages(&*storage, meta.page_bytes, file_bytes, meta.txn)?;
+                if n > 0 {
+                    losses.give_up(
+                        d.damage(),
+                        format!(
+                            "the file holds {n} intact page(s) written by commits after commit \
+                             {} (up to commit {newest}): opening at commit {} would give up \
+                             those commits",
+                            meta.txn, meta.txn
+                        ),
+                    )?;
+                }
+            }
+            None => {}
+        }
         // Where the log must be kept from: the newest commit's position, or, if that is a
         // checkpoint not yet synced (trusted because the machine did not restart), the last
         // durable checkpoint's, as the handle that wrote it kept it: a power loss returns to
@@ -177,7 +231,9 @@ impl Shared {
                     &meta,
                     keep_from,
                     restarted,
+                    expect,
                     &options,
+                    &mut losses,
                     &mut replay,
                 )?;
                 Ok((log, replay.finish()?))
@@ -251,6 +307,9 @@ impl Shared {
             // (registered in the lock file).
             let mut f = super::readers::Follower::new(log_source);
             let bound = lock.as_ref().and_then(LockTable::log_bound);
+            // Alone with the database, its log must reach what was known of it, as at a
+            // writer's open (a read-only handle gives nothing up: it fails instead).
+            f.expect = alone.then_some(expect);
             current = match f.catch_up(&tree, meta.log_position, bound, true) {
                 Ok(p) => p,
                 // The writer reused the log's room after a newer checkpoint while this open
@@ -273,10 +332,22 @@ impl Shared {
             // Read-only handles in other processes read the log up to here, or none of it
             // from a writer that does not write it.
             match log.as_ref() {
-                Some(log) => lock.publish_log(current.txn(), log.end()),
-                None => lock.publish_log(0, 0),
+                Some(log) => {
+                    lock.publish_log(current.txn(), log.end());
+                    // Read back and synced to its end (`Log::close_tail`).
+                    lock.set_log_synced(log.end());
+                }
+                None => {
+                    lock.publish_log(0, 0);
+                    lock.set_log_synced(0);
+                }
             }
         }
+        let recovery = (!losses.given_up.is_empty()).then(|| Recovery {
+            opened_txn: current.txn(),
+            given_up: losses.given_up,
+            kept: None,
+        });
         Ok(Shared {
             page_bytes: meta.page_bytes,
             current_txn: AtomicU64::new(current.txn()),
@@ -296,7 +367,53 @@ impl Shared {
             idle: Default::default(),
             spare: Default::default(),
             counters: Default::default(),
+            recovery,
         })
+    }
+}
+
+/// The damage an open got past (`Options::recover`), or, without `recover`, the refusal.
+struct Losses {
+    recover: bool,
+    given_up: Vec<GivenUp>,
+}
+
+impl Losses {
+    /// Opening past `damage` gives up `lost`: noted if the open may give it up, else
+    /// `Error::WouldLoseData`. Called before the open changes anything because of it.
+    fn give_up(&mut self, damage: String, lost: String) -> Result<()> {
+        if !self.recover {
+            return Err(Error::WouldLoseData { damage, lost });
+        }
+        self.given_up.push(GivenUp { damage, lost });
+        Ok(())
+    }
+
+    /// A log that ended short of what was known of it, given up (`Log::open_into` returns it
+    /// only when the open may give it up).
+    fn gave_up_log(&mut self, short: Shortfall) {
+        self.given_up.push(GivenUp {
+            damage: short.reasons.join("; "),
+            lost: format!("opening at the log's end gave up {}", short.lost()),
+        });
+    }
+}
+
+/// What the log beside an empty or missing data file holds, if anything: the intact records
+/// of its segments, or the log itself where its header is damaged (nothing can say what it
+/// holds then).
+fn orphan_log(source: &LogSource) -> Result<Option<String>> {
+    let Some(storage) = source.open(true, false)? else {
+        return Ok(None);
+    };
+    let len = storage.len()?;
+    if len <= crate::layout::log::FILE_HEADER_BYTES {
+        return Ok(None);
+    }
+    match Log::survey(storage, 0) {
+        Ok(found) if found.records == 0 => Ok(None),
+        Ok(found) => Ok(Some(found.describe())),
+        Err(e) => Ok(Some(format!("{len} bytes that cannot be read ({e})"))),
     }
 }
 
@@ -306,12 +423,15 @@ impl Shared {
 /// one if the meta page does not name one (any file there is stale). A read-only handle only
 /// reads (and replays nothing here). A record that fails to replay stops the reading before
 /// the tail is closed: a failed open writes nothing to the log.
+#[allow(clippy::too_many_arguments)]
 fn open_log(
     source: &LogSource,
     meta: &Meta,
     keep_from: u64,
     restarted: bool,
+    expect: Expect,
     options: &Options,
+    losses: &mut Losses,
     replay: &mut Replay<'_>,
 ) -> Result<Option<Log>> {
     // A storage opened without a log (`Database::open_storage`) writes pages, whatever
@@ -332,16 +452,63 @@ fn open_log(
             keep_from,
             tree_txn: meta.txn,
             restarted,
+            expect,
+            recover: options.recover,
         };
-        Log::open_into(storage, meta.log_position, reopen, replay)?
+        let (log, short) = Log::open_into(storage, meta.log_position, reopen, replay)?;
+        if let Some(short) = short {
+            losses.gave_up_log(short);
+        }
+        log
     } else {
         // A new log (`writes_log`): whatever the file held belongs to no commit the
-        // database has.
+        // database has, unless it holds durable commits newer than the database's: a meta
+        // page that named the log was lost.
+        stale_log(&storage, meta, losses)?;
         storage.set_len(0)?;
         Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?
     };
     log.set_grower_nice(options.background_nice);
     Ok(writes_log.then_some(log))
+}
+
+/// Checks that the log file in `storage`, which the commit `meta` does not name, holds no
+/// durable record of a commit newer than `meta`'s, before a new log replaces it: one is a
+/// commit the database acknowledged and does not hold (a lost or damaged meta page named the
+/// log). Records that were never synced may be there after a power loss took the meta page
+/// that would have named them; nothing was promised of them.
+fn stale_log(storage: &Arc<dyn Storage>, meta: &Meta, losses: &mut Losses) -> Result<()> {
+    let len = storage.len()?;
+    if len <= crate::layout::log::FILE_HEADER_BYTES {
+        return Ok(());
+    }
+    let found = match Log::survey(storage.clone(), meta.txn) {
+        Ok(found) => found,
+        Err(e) => {
+            return losses.give_up(
+                format!(
+                    "the database's newest intact meta page (commit {}) names no log, and the \
+                     log file beside it ({len} bytes) cannot be read ({e})",
+                    meta.txn
+                ),
+                "starting a new log would give up whatever it holds".into(),
+            )
+        }
+    };
+    match found.first {
+        Some(first) if first < found.vouched => losses.give_up(
+            format!(
+                "the database's newest intact meta page (commit {}) names no log, and the log \
+                 beside it holds durable records of later commits",
+                meta.txn
+            ),
+            format!(
+                "starting a new log would give up {} (a meta page that named the log was lost)",
+                found.describe()
+            ),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// The error for a commit `meta` that names a log where there is none.
@@ -714,10 +881,16 @@ fn choose_start(
 ) -> Result<Chosen> {
     let chosen = choose_meta(storage, file_bytes, boot_id)?;
     match lock.as_ref().filter(|_| options.read_only) {
-        Some(lock) => Ok(Chosen {
-            meta: newest_protected(storage, boot_id, lock, true, 0)?,
-            slot: 0,
-        }),
+        Some(lock) => {
+            let meta = newest_protected(storage, boot_id, lock, true, 0)?;
+            Ok(Chosen {
+                // The slot passed over is in doubt only beside the commit it was passed over
+                // for (alone with the database, the two are the same).
+                doubt: chosen.doubt.filter(|_| meta.txn == chosen.meta.txn),
+                meta,
+                slot: 0,
+            })
+        }
         None => Ok(chosen),
     }
 }
@@ -1003,7 +1176,7 @@ mod tests {
         let (tree, log) = logged_log(n);
         let from = tree.snap.meta.log_position;
         let mut r = Replay::new(&tree);
-        Log::read_records_into(log.clone(), from, None, &mut r).unwrap();
+        Log::read_records_into(log.clone(), from, None, None, &mut r).unwrap();
         let current = r.finish().unwrap();
         let overlay = assert_every_key(&tree, &current, n);
         // Sized from the first chunk's bytes, the table did not grow.

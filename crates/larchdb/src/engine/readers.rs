@@ -171,6 +171,9 @@ pub(crate) struct Follower {
     pub(crate) applied: u64,
     /// A replay into the current snapshot's overlay from this position failed part way.
     stuck: Option<u64>,
+    /// What the log must reach when it is read back whole with no writer publishing, set by
+    /// an open alone with the database (`Log::read_records_into`).
+    pub(crate) expect: Option<super::log::Expect>,
 }
 
 impl Follower {
@@ -181,6 +184,7 @@ impl Follower {
             log: None,
             applied: 0,
             stuck: None,
+            expect: None,
         }
     }
 
@@ -241,7 +245,13 @@ impl Follower {
             // No writer publishing (none has run since the lock file was reset): the log as
             // an open after a crash reads it, ending at a mark newer than this snapshot (its
             // pages may have been lost with a power loss).
-            None => Log::read_records_into(storage, from, Some(base.txn()), &mut replay),
+            None => Log::read_records_into(
+                storage,
+                from,
+                Some(base.txn()),
+                self.expect.take(),
+                &mut replay,
+            ),
         };
         // Applied to the last record (or the first failure), then whether any went in.
         let end = end.and_then(|end| replay.flush().map(|()| end));

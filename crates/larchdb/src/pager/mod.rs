@@ -30,7 +30,7 @@ pub(crate) use access::{Access, MapView};
 pub(crate) use freelist::FreeSet;
 pub(crate) use meta::{Meta, TableHeader};
 pub(crate) use page::{prefetch, PageRef};
-pub(crate) use slots::{choose_meta, create, Chosen};
+pub(crate) use slots::{choose_meta, create, newer_pages, Chosen, Doubt};
 pub(crate) use snapshot::Snapshot;
 pub(crate) use write::{Carry, WriteMap, WritePages};
 

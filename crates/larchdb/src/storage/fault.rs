@@ -67,6 +67,10 @@ struct State {
     sync_delay: Option<std::time::Duration>,
     /// Syncs that succeeded.
     syncs: u64,
+    /// The storage's name is durable (`sync_name`, or contents given by the test): without
+    /// it, a power loss loses the whole storage, as a new file whose directory was never
+    /// synced.
+    named: bool,
 }
 
 /// In-memory storage with fault injection. Clones share the same state, so a test keeps one
@@ -98,10 +102,10 @@ impl FaultStorage {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn new() -> FaultStorage {
-        Self::with_contents(Vec::new(), 1)
+        Self::with_contents(Vec::new(), 1, false)
     }
 
-    fn with_contents(data: Vec<u8>, boot: u64) -> FaultStorage {
+    fn with_contents(data: Vec<u8>, boot: u64, named: bool) -> FaultStorage {
         FaultStorage {
             state: Arc::new(Mutex::new(State {
                 durable: data.clone(),
@@ -114,6 +118,7 @@ impl FaultStorage {
                 dead: false,
                 sync_delay: None,
                 syncs: 0,
+                named,
             })),
         }
     }
@@ -302,7 +307,11 @@ impl FaultStorage {
     /// ```
     pub fn durable_copy(&self) -> FaultStorage {
         let durable = self.durable_contents();
-        FaultStorage::with_contents(durable, self.lock().boot + 1)
+        let (boot, named) = {
+            let s = self.lock();
+            (s.boot, s.named)
+        };
+        FaultStorage::with_contents(if named { durable } else { Vec::new() }, boot + 1, named)
     }
 
     /// Replaces the contents, as if synced (for corruption tests).
@@ -327,6 +336,25 @@ impl FaultStorage {
         s.durable = bytes.clone();
         s.data = bytes;
         s.unsynced.clear();
+        s.named = true;
+    }
+
+    /// Whether the storage's name is durable: `Storage::sync_name` was called (or the contents
+    /// were given by `set_contents`). A power loss before that loses the whole storage.
+    ///
+    /// ```
+    /// use larchdb::storage::FaultStorage;
+    /// use larchdb::{Database, Options};
+    /// use std::sync::Arc;
+    /// let disk = FaultStorage::new();
+    /// assert!(!disk.name_synced());
+    /// let _db = Database::open_storage(Arc::new(disk.clone()), Options::default())?;
+    /// // Creating the database made its name durable.
+    /// assert!(disk.name_synced());
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn name_synced(&self) -> bool {
+        self.lock().named
     }
 
     /// Simulates a crash. This handle (and its clones) stop working; the returned storage holds
@@ -351,9 +379,14 @@ impl FaultStorage {
     pub fn crash(&self, mode: CrashMode) -> FaultStorage {
         let mut s = self.lock();
         s.dead = true;
+        let named = s.named;
         match mode {
-            CrashMode::ProcessOnly => FaultStorage::with_contents(s.data.clone(), s.boot),
-            CrashMode::DropUnsynced => FaultStorage::with_contents(s.durable.clone(), s.boot + 1),
+            CrashMode::ProcessOnly => FaultStorage::with_contents(s.data.clone(), s.boot, named),
+            // A name never synced is lost with everything under it.
+            _ if !named => FaultStorage::with_contents(Vec::new(), s.boot + 1, false),
+            CrashMode::DropUnsynced => {
+                FaultStorage::with_contents(s.durable.clone(), s.boot + 1, named)
+            }
             CrashMode::KeepRandom { seed } => {
                 let mut rng = SplitMix(seed);
                 let mut kept: Vec<Op> = s
@@ -385,7 +418,7 @@ impl FaultStorage {
                         }
                     }
                 }
-                FaultStorage::with_contents(data, s.boot + 1)
+                FaultStorage::with_contents(data, s.boot + 1, named)
             }
         }
     }
@@ -475,6 +508,13 @@ impl Storage for FaultStorage {
                 Op::SetLen(len) => s.durable.resize(len as usize, 0),
             }
         }
+        Ok(())
+    }
+
+    fn sync_name(&self) -> io::Result<()> {
+        let mut s = self.lock();
+        Self::attempt(&mut s)?;
+        s.named = true;
         Ok(())
     }
 

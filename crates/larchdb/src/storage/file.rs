@@ -182,6 +182,16 @@ impl Storage for FileStorage {
         self.file.sync_data().map_err(|e| self.context("sync", e))
     }
 
+    fn sync_name(&self) -> io::Result<()> {
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| with_context("sync", dir, e))
+    }
+
     fn len(&self) -> io::Result<u64> {
         Ok(self
             .file

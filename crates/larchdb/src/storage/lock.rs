@@ -49,11 +49,16 @@ const H_SLOTS_USED: usize = 32;
 /// an older build, which never follows the log.
 const H_LOG_TXN: usize = 40;
 const H_LOG_END: usize = 48;
+/// A log position the writer's log was synced past (the end of records a sync made durable):
+/// an open that reads the log back to an earlier end knows the log lost durable records
+/// (`engine::log`, `Shortfall`). Kept when the file is reset, so that it survives the writer's
+/// crash until the next writer opens. Zero in a file written by an older build: no claim.
+const H_LOG_SYNCED: usize = 56;
 const S_TXN: usize = 0;
 const S_PID: usize = 8;
 
 const _: () = assert!(H_PUBLISHED.is_multiple_of(8) && LOCK_HEADER_BYTES.is_multiple_of(8));
-const _: () = assert!(H_LOG_TXN.is_multiple_of(8) && H_LOG_END + 8 <= LOCK_HEADER_BYTES);
+const _: () = assert!(H_LOG_TXN.is_multiple_of(8) && H_LOG_SYNCED + 8 <= LOCK_HEADER_BYTES);
 const _: () = assert!(LOCK_SLOT_BYTES.is_multiple_of(8) && S_PID + 8 <= LOCK_SLOT_BYTES);
 // The shared words are native-endian atomics; the documented layout is little-endian.
 #[cfg(not(target_endian = "little"))]
@@ -106,6 +111,9 @@ pub(crate) struct LockTable {
     /// The slot this handle owns (read-only handles, and a writing handle closed while its
     /// read transactions live on: `Database`'s drop), if any.
     own: std::sync::OnceLock<usize>,
+    /// This handle found the file unused and reset it: no other handle, and so no writer, has
+    /// the database open.
+    alone: bool,
 }
 
 impl std::fmt::Debug for LockTable {
@@ -127,9 +135,11 @@ impl LockTable {
             .truncate(false)
             .open(&path)
             .map_err(|e| Error::io_at("open", &path, e))?;
+        let mut alone = false;
         match file.try_lock() {
             Ok(()) => {
                 // Alone: nobody maps the file, so resetting it cannot harm a live handle.
+                alone = true;
                 init(&file).map_err(|e| Error::io_at("write", &path, e))?;
                 // Converting to shared is not atomic, but no handle uses the file before it
                 // holds the shared lock, and whoever slips in between re-initialises an unused
@@ -156,6 +166,7 @@ impl LockTable {
             path,
             map,
             own: std::sync::OnceLock::new(),
+            alone,
         })
     }
 
@@ -199,6 +210,24 @@ impl LockTable {
     pub(crate) fn publish_log(&self, txn: u64, end: u64) {
         self.word(H_LOG_END).store(end, Ordering::Release);
         self.word(H_LOG_TXN).store(txn, Ordering::Release);
+    }
+
+    /// Records that the log was synced past position `synced` (`H_LOG_SYNCED`). A writer's
+    /// open sets it to where its log was read back to, and each commit through the log raises
+    /// it after a sync; 0 says nothing (a writer without a log).
+    pub(crate) fn set_log_synced(&self, synced: u64) {
+        self.word(H_LOG_SYNCED).store(synced, Ordering::Relaxed);
+    }
+
+    /// The position the last writer's log was synced past, as it last recorded (0: no claim).
+    pub(crate) fn log_synced(&self) -> u64 {
+        self.word(H_LOG_SYNCED).load(Ordering::Relaxed)
+    }
+
+    /// Whether this handle found the lock file unused when it opened it (it reset it): no
+    /// other handle had the database open then.
+    pub(crate) fn alone(&self) -> bool {
+        self.alone
     }
 
     /// The newest commit published through the log (0: none), without the end.
@@ -315,12 +344,21 @@ impl Drop for LockTable {
     }
 }
 
-/// Resets the lock file: the header, every slot empty. Requires: the exclusive flock.
+/// Resets the lock file: the header, every slot empty, the log's synced position kept
+/// (`H_LOG_SYNCED`). Requires: the exclusive flock.
 /// The whole image is written, never left to `set_len`: a hole would be allocated only when
 /// a slot is first stored through the mapping, and on a full disk that is a SIGBUS. A write
 /// fails with ENOSPC instead, and rewriting a file that already has its blocks needs no space.
 fn init(file: &File) -> io::Result<()> {
     let mut image = vec![0u8; LOCK_FILE_BYTES];
+    // The last writer's synced position survives the reset, if the file is one of this layout.
+    let mut old = [0u8; LOCK_HEADER_BYTES];
+    if file.read_exact_at(&mut old, 0).is_ok()
+        && old[H_MAGIC..H_MAGIC + 8] == LOCK_MAGIC
+        && old[H_VERSION..H_VERSION + 4] == LOCK_VERSION.to_le_bytes()
+    {
+        image[H_LOG_SYNCED..H_LOG_SYNCED + 8].copy_from_slice(&old[H_LOG_SYNCED..H_LOG_SYNCED + 8]);
+    }
     image[H_MAGIC..H_MAGIC + 8].copy_from_slice(&LOCK_MAGIC);
     image[H_VERSION..H_VERSION + 4].copy_from_slice(&LOCK_VERSION.to_le_bytes());
     image[H_SLOTS..H_SLOTS + 4].copy_from_slice(&(READERS_MAX as u32).to_le_bytes());

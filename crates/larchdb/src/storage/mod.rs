@@ -16,6 +16,13 @@ pub use file::{FileLock, FileStorage};
 pub(crate) use lock::LockTable;
 pub use lock::{lock_path, log_path};
 
+/// Syncs the directory `dir`, so that the names created or renamed in it survive a power loss.
+pub(crate) fn sync_dir(dir: &std::path::Path) -> crate::error::Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| crate::error::Error::io_at("sync", dir, e))
+}
+
 use std::io;
 
 /// Byte-addressed storage with explicit durability.
@@ -48,6 +55,13 @@ pub trait Storage: Send + Sync + 'static {
     }
     /// Makes every earlier write durable.
     fn sync(&self) -> io::Result<()>;
+    /// Makes the storage's name durable: for a file, syncs the directory that holds it, so
+    /// that a power loss right after the file was created cannot lose the file itself (a
+    /// file's own sync does not make its directory entry durable). The engine calls it after
+    /// it creates a database or a log. The default does nothing: a backend without a name.
+    fn sync_name(&self) -> io::Result<()> {
+        Ok(())
+    }
     /// Current length in bytes.
     fn len(&self) -> io::Result<u64>;
     /// Returns true when the storage is empty.
