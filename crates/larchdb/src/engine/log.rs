@@ -67,6 +67,10 @@ pub(crate) struct Expect {
     /// A commit the records must reach: a newer meta slot that the open could not use names
     /// it (0: none).
     pub(crate) reach_txn: u64,
+    /// The open passed over a meta slot it could not use, whose commit it does not know (a
+    /// damaged one): a log that ends at a mark cannot prove that slot did not hold the mark's
+    /// commit, made durable.
+    pub(crate) doubtful: bool,
 }
 
 /// What a log read back to its end did not reach, found before the open changes anything
@@ -373,6 +377,8 @@ pub(crate) struct Log {
     /// where it stopped (`beyond`).
     read_txn: u64,
     past_end: Beyond,
+    /// Reading back ended at a mark of a commit newer than the tree (`KIND_MARK`).
+    ended_at_mark: bool,
     /// Reading back gives up what it cannot reach instead of failing (`Reopen::recover`).
     recovering: bool,
     /// The position after the last record or pad appended (not moved by `restart`): what a
@@ -812,6 +818,7 @@ impl Log {
             read_limit: None,
             read_txn: 0,
             past_end: Beyond::default(),
+            ended_at_mark: false,
             recovering: false,
             ring: segments,
             checkpoint_bytes: u64::MAX,
@@ -1013,6 +1020,7 @@ impl Log {
             read_limit: None,
             read_txn: 0,
             past_end: Beyond::default(),
+            ended_at_mark: false,
             recovering: false,
             sink: Sink {
                 map: if mapped {
@@ -1691,10 +1699,11 @@ impl Log {
                     if rec.kind == KIND_MARK && self.marks_after.is_some_and(|t| rec.txn > t) =>
                 {
                     // The log ends here for a tree older than the mark: no bad record, so
-                    // nothing after it is asked to vouch for one. What follows is noted: a
-                    // record there synced means the mark's commit was made durable, by a meta
-                    // page newer than the tree (`Log::shortfall`).
+                    // nothing after it is asked to vouch for one. What follows is noted for
+                    // what it says of released segments (`Log::shortfall`); records after a
+                    // mark may have been synced with it, and are dropped by design.
                     self.past_end = self.beyond(pos)?.0;
+                    self.ended_at_mark = true;
                     self.end = pos;
                     self.written = pos;
                     self.synced = pos;
@@ -1922,14 +1931,26 @@ impl Log {
         let last_txn = self.read_txn.max(tree_txn);
         let b = &self.past_end;
         let mut reasons = Vec::new();
-        if b.vouched > end {
+        // Synced bytes past the end are lost bytes, unless the end is a mark: the records
+        // after a mark were made on pages a power loss may take, and a sync that covered them
+        // (a group commit's, gathering them) promised none of them; a commit that had to be
+        // durable made the mark's pages durable first, and so the tree would not be older.
+        let mark = self.ended_at_mark;
+        if mark && expect.doubtful {
+            reasons.push(format!(
+                "the log ends at position {end} at a mark of a commit newer than the meta page \
+                 opened from, and the other meta slot, which may have held that commit made \
+                 durable, is damaged"
+            ));
+        }
+        if b.vouched > end && !mark {
             reasons.push(format!(
                 "the log's records end at position {end}, and a record past it says the log \
                  was synced to {}",
                 b.vouched
             ));
         }
-        if expect.synced_to > end {
+        if expect.synced_to > end && !mark {
             reasons.push(format!(
                 "the log's records end at position {end}, and the lock file says the log was \
                  synced to {} (the log was cut short, or its last records are damaged)",
@@ -3324,12 +3345,12 @@ mod tests {
         }
     }
 
-    /// A mark (`KIND_MARK`) ends the log for a tree older than its commit, and the tail closed
-    /// there takes the next appends; a tree at or after the mark reads it (handed over, for
-    /// the replay to skip) and the records after it. Records after the mark that were synced
-    /// say the mark's commit was made durable (a commit that must be durable settles marks
-    /// first), so an older tree means a newer meta page was lost: the open refuses, and a
-    /// recovering one gives them up.
+    /// A mark (`KIND_MARK`) ends the log for a tree older than its commit, wherever the
+    /// records after it were synced to (no damage is called for: a sync that covered them
+    /// promised none of them), and the tail closed there takes the next appends; a tree at or
+    /// after the mark reads it (handed over, for the replay to skip) and the records after it.
+    /// Only beside a damaged meta slot, which may have held the mark's commit made durable, is
+    /// the open refused (and a recovering one gives the records after the mark up).
     #[test]
     fn a_mark_ends_the_log_for_an_older_tree_only() {
         let (s, a) = storage();
@@ -3360,34 +3381,42 @@ mod tests {
                 tree_txn,
                 restarted: true,
                 expect: Expect::default(),
-                recover: tree_txn < 11,
+                recover: false,
             };
             let (log, short) = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut back).unwrap();
-            (c, log, back, short)
+            assert!(short.is_none());
+            (c, log, back)
         };
-        // A tree older than the mark: the log ends at it, and what was synced after it is
-        // given up only by a recovering open.
+        // Beside a damaged meta slot, a tree older than the mark is refused, and a recovering
+        // open gives up what follows the mark.
         let c = FaultStorage::new();
         c.set_contents(contents.clone());
-        let reopen = Reopen {
+        let doubtful = Expect {
+            doubtful: true,
+            ..Expect::default()
+        };
+        let reopen = |recover| Reopen {
             keep_from: 0,
             tree_txn: 5,
             restarted: true,
-            expect: Expect::default(),
-            recover: false,
+            expect: doubtful,
+            recover,
         };
-        let refused = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut Vec::new());
+        let refused = Log::open_into(Arc::new(c.clone()), 0, reopen(false), &mut Vec::new());
         assert!(matches!(refused, Err(Error::WouldLoseData { .. })));
         assert!(c.contents() == contents, "a refused open writes nothing");
-        let (c, mut log, back, short) = open(5);
+        let short = Log::open_into(Arc::new(c), 0, reopen(true), &mut Vec::new())
+            .unwrap()
+            .1;
+        assert_eq!(short.expect("given up").beyond.txns, Some((12, 700)));
+        // A tree older than the mark: the log ends at it.
+        let (c, mut log, back) = open(5);
         assert_eq!(
             back.iter().map(|r| r.txn).collect::<Vec<_>>(),
             (1..=10).collect::<Vec<_>>()
         );
-        let short = short.expect("the records after the mark are given up");
-        assert_eq!(short.beyond.txns, Some((12, 700)));
-        // The tail closed in place: appending goes on at the mark's position.
-        assert_eq!(log.end(), short.end);
+        // The tail closed in place: appending goes on at the mark's position, in its segment.
+        assert!(log.end() < SEG);
         log.append(KIND_COMMIT, 11, &body(11, 50)).unwrap();
         log.sync().unwrap();
         let (_, again) = Log::open(Arc::new(c), 0, 0).unwrap();
@@ -3397,8 +3426,7 @@ mod tests {
         );
         // The mark's own tree, or a newer one: the records after the mark are read.
         for tree_txn in [11, 12] {
-            let (_, _, back, short) = open(tree_txn);
-            assert!(short.is_none());
+            let (_, _, back) = open(tree_txn);
             let kinds: Vec<(u64, u8)> = back.iter().map(|r| (r.txn, r.kind)).collect();
             assert_eq!(kinds.len(), 700, "tree {tree_txn}");
             assert_eq!(kinds[10], (11, KIND_MARK), "tree {tree_txn}");

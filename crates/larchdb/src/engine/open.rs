@@ -155,9 +155,13 @@ impl Shared {
                 .filter(|_| alone)
                 .map_or(0, LockTable::log_synced),
             reach_txn: 0,
+            doubtful: false,
         };
         match doubt.filter(|_| alone) {
-            Some(d) if meta.log => expect.reach_txn = d.txn().unwrap_or(0),
+            Some(d) if meta.log => {
+                expect.reach_txn = d.txn().unwrap_or(0);
+                expect.doubtful = d.txn().is_none();
+            }
             Some(d @ Doubt::Short { txn, .. }) => losses.give_up(
                 d.damage(),
                 format!(
