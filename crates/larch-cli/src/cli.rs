@@ -9,7 +9,8 @@ use std::path::Path;
 pub mod exit {
     /// Success.
     pub const OK: i32 = 0;
-    /// `check` found problems (one line per problem on stdout).
+    /// `check` found problems (one line per problem on stdout), or the database is damaged
+    /// in a way that would lose acknowledged commits (`larch recover` opens past it).
     pub const PROBLEMS: i32 = 1;
     /// Bad command line.
     pub const USAGE: i32 = 2;
@@ -94,6 +95,16 @@ impl Failure {
                     .map_or(p.to_string(), |q| q.display().to_string());
                 Failure::new(exit::FAILURE, format!("{shown}: permission denied ({op})"))
             }
+            Error::WouldLoseData {
+                ref damage,
+                ref lost,
+            } => Failure::new(
+                exit::PROBLEMS,
+                format!(
+                    "{p}: damaged: {damage}; {lost}. Nothing was changed; `larch recover {p}` \
+                     opens the newest intact state and keeps a copy of what it gives up"
+                ),
+            ),
             other => Failure::new(exit::FAILURE, format!("{p}: {other}")),
         }
     }

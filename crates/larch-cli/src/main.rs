@@ -23,9 +23,11 @@ Commands:
                                                      read that format into a database
   copy   SRC DST|- [--compact]                       copy one consistent snapshot
   compact DB                                         give free space back to the file system
+  recover DB                                         open a damaged database at its newest
+                                                     intact state, saying what it gave up
 
 Run `larch <COMMAND> --help` for details and an example.
-Exit status: 0 ok, 1 check found problems, 2 usage, 3 malformed input, 4 missing or not a
+Exit status: 0 ok, 1 problems or damage found, 2 usage, 3 malformed input, 4 missing or not a
 Larch database, 5 locked, 6 disk full, 7 other failure.
 ";
 
@@ -65,6 +67,7 @@ fn run(argv: &[String]) -> Result<i32, Failure> {
         "load" => cmd::load::run(rest),
         "copy" => cmd::copy::run(rest),
         "compact" => cmd::compact::run(rest),
+        "recover" => cmd::recover::run(rest),
         other => Err(Failure::usage(format!("unknown command {other:?}"))),
     }
 }

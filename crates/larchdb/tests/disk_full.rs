@@ -77,8 +77,7 @@ fn a_full_file_system_is_disk_full_and_loses_nothing() {
     drop(db);
 
     // Everything acknowledged is there after reopening, and the file is sound. The disk is
-    // still full: the log's open leaves the rest of its segment to the next append (which
-    // needs the room), so the open itself writes nothing that needs any.
+    // still full: the log's open closes its tail in place, claiming no space.
     let db = Database::open(&path, Options::default()).unwrap();
     assert_eq!(count(&db), total);
     db.verify().unwrap();
@@ -100,4 +99,60 @@ fn check_values(db: &Database, commits: u32) {
         let v = t.get(&(i * 16).to_be_bytes()).unwrap().unwrap();
         assert_eq!(v, vec![i as u8; 20_000].as_slice());
     }
+}
+
+/// Reopened after a full disk and after space is freed, the database writes again: the open
+/// claims no space it does not need (it closes the log's tail in place instead of padding it
+/// to the end of its segment, which took the space just freed and failed every later commit
+/// as a full disk).
+#[test]
+fn space_freed_while_closed_brings_writes_back_after_the_reopen() {
+    if !is_root() {
+        eprintln!("disk_full: not root, so no loop device; tests/faults.rs covers ENOSPC");
+        return;
+    }
+    let Some(fs) = LoopFs::new(64) else {
+        eprintln!("disk_full: SKIPPED: could not make and mount an ext4 loop file system");
+        return;
+    };
+    let filler = fs.dir.join("filler");
+    std::fs::write(&filler, vec![0u8; 16 << 20]).unwrap();
+    let path = fs.dir.join("db.larch");
+    let db = Database::open(&path, Options::default()).unwrap();
+    // Filled with one-put commits until one fails, anywhere in its transaction.
+    let mut acked = 0u64;
+    let err = loop {
+        let r = (|| {
+            let mut w = db.begin_write()?;
+            w.ensure_table("t")?;
+            w.table("t")?
+                .put(&(acked as u32).to_be_bytes(), &[9u8; 4000])?;
+            w.commit_with(Durability::Immediate)
+        })();
+        match r {
+            Ok(()) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 1_000_000, "the file system never filled up");
+    };
+    assert!(
+        matches!(err, Error::DiskFull),
+        "expected DiskFull, got {err}"
+    );
+    drop(db);
+    std::fs::remove_file(&filler).unwrap();
+    let db = Database::open(&path, Options::default()).unwrap();
+    assert_eq!(count(&db), acked);
+    for i in 0..30u32 {
+        let mut w = db.begin_write().unwrap();
+        w.ensure_table("t").unwrap();
+        w.table("t")
+            .unwrap()
+            .put(&(1_000_000 + i).to_be_bytes(), &[7u8; 1000])
+            .unwrap();
+        w.commit_with(Durability::Immediate)
+            .unwrap_or_else(|e| panic!("commit {i} after space was freed: {e}"));
+    }
+    assert_eq!(count(&db), acked + 30);
+    db.verify().unwrap();
 }

@@ -12,6 +12,9 @@ database read-only.
 
 Exit status 0 when clean (one summary line); 1 with one line per problem:
   page N: REASON
+or, when the database cannot be opened without losing acknowledged commits (a damaged meta
+page, a data file cut short or missing beside its log, a log cut short), 1 with the damage
+and what opening past it would lose on stderr (`larch recover DB` opens past it).
 
 Example:
   larch check data.larch || echo damaged

@@ -6,4 +6,5 @@ pub mod compact;
 pub mod copy;
 pub mod dump;
 pub mod load;
+pub mod recover;
 pub mod stat;

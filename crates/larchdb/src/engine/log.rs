@@ -1874,7 +1874,18 @@ impl Log {
         let mut b = Beyond::default();
         let mut near = 0;
         let mut pos = aligned(end + 1);
-        while pos < first + seg {
+        // Where the file holds the segment: past it, zeros (never written).
+        let held = (self.sink.extent.len().saturating_sub(self.offset(first))).min(seg);
+        let bytes = self.read(first, held as usize)?;
+        while pos < first + held {
+            // Zeros hold no record: on to the first boundary whose header could hold a byte
+            // that is not zero (the rest of a segment is mostly zeros, or the file's slack).
+            let at = (pos - first) as usize;
+            let Some(k) = bytes[at..].iter().position(|&x| x != 0) else {
+                break;
+            };
+            let start = (at + k).saturating_sub(RECORD_HEADER_BYTES - 1) as u64;
+            pos = pos.max(first + start / RECORD_ALIGN as u64 * RECORD_ALIGN as u64);
             match self.record_at(pos)? {
                 Some((rec, synced, size)) => {
                     b.note(&rec, synced, size);
@@ -1887,20 +1898,7 @@ impl Log {
                 None => pos += RECORD_ALIGN as u64,
             }
         }
-        let file_len = self.sink.extent.len();
-        let mut h = [0u8; SEGMENT_HEADER_BYTES];
-        for slot in 0..self.sink.segments {
-            let at = FILE_HEADER_BYTES + slot * seg;
-            if at + SEGMENT_HEADER_BYTES as u64 > file_len {
-                break;
-            }
-            if !read_header(&*self.sink.storage, &mut h, at)? {
-                break;
-            }
-            let base = get_u64(&h, SEG_BASE_AT);
-            if !segment_header_names(&h, base) || self.offset(base) != at || base % seg != 0 {
-                continue;
-            }
+        for base in self.segment_bases()? {
             if base >= cycle {
                 b.released = b.released.max(base - cycle);
             }
@@ -1986,22 +1984,8 @@ impl Log {
     /// Reads every segment the file holds.
     pub(crate) fn survey(storage: Arc<dyn Storage>, after_txn: u64) -> Result<Beyond> {
         let log = Log::at(storage, 0, false)?;
-        let seg = log.sink.segment_bytes;
-        let file_len = log.sink.extent.len();
         let mut b = Beyond::default();
-        let mut h = [0u8; SEGMENT_HEADER_BYTES];
-        for slot in 0..log.sink.segments {
-            let at = FILE_HEADER_BYTES + slot * seg;
-            if at + SEGMENT_HEADER_BYTES as u64 > file_len {
-                break;
-            }
-            if !read_header(&*log.sink.storage, &mut h, at)? {
-                break;
-            }
-            let base = get_u64(&h, SEG_BASE_AT);
-            if !segment_header_names(&h, base) || log.offset(base) != at || base % seg != 0 {
-                continue;
-            }
+        for base in log.segment_bases()? {
             let mut pos = base + SEGMENT_HEADER_BYTES as u64;
             while let Some((rec, synced, size)) = log.record_at(pos)? {
                 b.vouched = b.vouched.max(synced);
@@ -2025,22 +2009,38 @@ impl Log {
         let seg = self.sink.segment_bytes;
         let first = self.end - self.end % seg;
         let file_len = self.sink.storage.len()?;
-        let mut h = [0u8; SEGMENT_HEADER_BYTES];
-        for slot in 0..self.sink.segments {
-            let at = FILE_HEADER_BYTES + slot * seg;
-            if at + SEGMENT_HEADER_BYTES as u64 > file_len {
-                break;
-            }
-            if !read_header(&*self.sink.storage, &mut h, at)? {
-                break;
-            }
-            let base = get_u64(&h, SEG_BASE_AT);
-            if segment_header_names(&h, base) && self.offset(base) == at && base > first {
+        for base in self.segment_bases()? {
+            if base > first {
+                let at = self.offset(base);
                 self.sink.storage.zero_range(at, seg.min(file_len - at))?;
             }
         }
         self.sink.storage.sync()?;
         Ok(())
+    }
+
+    /// The first position of each segment the file's slots hold, in slot order: every slot
+    /// whose header is intact and names a position of that slot (a slot never written, or
+    /// past the file's end, holds none).
+    fn segment_bases(&self) -> Result<Vec<u64>> {
+        let seg = self.sink.segment_bytes;
+        let file_len = self.sink.extent.len();
+        let mut bases = Vec::new();
+        let mut h = [0u8; SEGMENT_HEADER_BYTES];
+        for slot in 0..self.sink.segments {
+            let at = FILE_HEADER_BYTES + slot * seg;
+            if at + SEGMENT_HEADER_BYTES as u64 > file_len
+                || !read_header(&*self.sink.storage, &mut h, at)?
+            {
+                break;
+            }
+            let base = get_u64(&h, SEG_BASE_AT);
+            if segment_header_names(&h, base) && base.is_multiple_of(seg) && self.offset(base) == at
+            {
+                bases.push(base);
+            }
+        }
+        Ok(bases)
     }
 }
 
