@@ -257,9 +257,10 @@ impl Database {
     /// use larchdb::{Database, Error, Options};
     /// # let dir = tempfile::tempdir()?;
     /// let path = dir.path().join("db");
-    /// // Closed without compacting, the log keeps the commit.
+    /// // Closed without compacting, the log keeps the commits.
     /// let db = Database::open(&path, Options::default().compact_on_close(false))?;
     /// db.put(b"k", b"v")?;
+    /// db.put(b"l", b"w")?;
     /// drop(db);
     /// // The data file is lost. An open refuses to start a new database beside a log that
     /// // holds commits of the old one...
