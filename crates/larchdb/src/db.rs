@@ -3,10 +3,10 @@
 
 use crate::engine::checkpoint;
 use crate::engine::open::{open_file, LogSource};
+use crate::engine::recovery::{Aside, Recovery};
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
-use crate::recovery::{Aside, Recovery};
 use crate::storage::Storage;
 use crate::txn::{ReadTxn, WriteTxn};
 use crate::verify;

@@ -61,7 +61,6 @@ mod layout;
 pub mod limits;
 mod options;
 mod pager;
-mod recovery;
 pub mod storage;
 mod table;
 #[cfg(feature = "test-support")]
@@ -72,13 +71,13 @@ mod verify;
 
 pub use copy::Copied;
 pub use db::{CompactStep, Compacted, Database, DEFAULT_TABLE};
+pub use engine::recovery::{GivenUp, Recovery};
 pub use error::{Error, Result};
 pub use options::{
     Durability, Options, BOUNDED_BYTES_DEFAULT, BOUNDED_MILLIS_DEFAULT, CHECKPOINT_BYTES_DEFAULT,
     CHECKPOINT_NICE_BESIDE_READERS_DEFAULT, IDLE_CHECKPOINT_MILLIS_DEFAULT, LOG_SEGMENTS_DEFAULT,
     LOG_SEGMENT_BYTES_DEFAULT,
 };
-pub use recovery::{GivenUp, Recovery};
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, Savepoint, WriteTxn};
 pub use typed::{TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};

@@ -5,6 +5,7 @@
 //! ```text
 //! mod.rs       Shared, WriterState
 //! open.rs      opening: the file and its lock file, the meta slot to start from, the free set
+//! recovery.rs  what an open that gave damage up reports, and the copies it keeps aside
 //! readers.rs   the reader registry: the published snapshot, live readers, the shared table
 //! commit.rs    the commit protocol: write pages, sync, write meta, sync, publish
 //! checkpoint.rs checkpoints on a thread of their own: freeze the overlay, merge it into the
@@ -38,6 +39,7 @@ pub(crate) mod open;
 pub(crate) mod overlay;
 pub(crate) mod pace;
 pub(crate) mod readers;
+pub(crate) mod recovery;
 
 use crate::btree::Scratch;
 use crate::options::Options;
@@ -160,7 +162,7 @@ pub(crate) struct Shared {
     /// What the handle's write transactions did, for `Stats::commits`.
     pub(crate) counters: Counters,
     /// What an open with `Options::recover` gave up, if it gave up anything.
-    pub(crate) recovery: Option<crate::recovery::Recovery>,
+    pub(crate) recovery: Option<recovery::Recovery>,
 }
 
 /// Counts of what a handle's write transactions did since it was opened

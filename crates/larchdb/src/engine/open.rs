@@ -9,6 +9,7 @@ use super::commit;
 use super::log::{Expect, GroupLog, Log, ReadBack, Record, Reopen, Shortfall};
 use super::overlay::{Lookup, Overlay, Visible, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
+use super::recovery::{GivenUp, Recovery};
 use super::{Disk, Shared, WriterState};
 use crate::btree;
 use crate::error::{Error, Result};
@@ -18,7 +19,6 @@ use crate::pager::{
     choose_meta, create, newer_pages, Access, Carry, Chosen, Doubt, FreeSet, Meta, Snapshot,
     TableHeader, WriteMap,
 };
-use crate::recovery::{GivenUp, Recovery};
 use crate::storage::{FileLock, FileStorage, LockTable, Storage};
 use std::collections::hash_map::{Entry, HashMap};
 use std::collections::VecDeque;
