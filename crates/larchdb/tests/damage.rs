@@ -239,6 +239,7 @@ fn a_missing_or_empty_data_file_beside_its_log_is_refused() {
         assert_eq!(std::fs::read(log_path(&copy)).unwrap(), log_before);
         let db = Database::open(&copy, logged().recover(true)).unwrap();
         let recovery = db.recovery().expect("reported");
+        assert_eq!(recovery.given_up.len(), 1, "{recovery}");
         assert!(recovery.given_up[0]
             .lost
             .contains("every commit in the log"));

@@ -766,8 +766,8 @@ fn segment_header(base: u64) -> [u8; SEGMENT_HEADER_BYTES] {
 
 impl Log {
     /// Creates a log of `segments` segments of `segment_bytes` on an empty `storage`: its file
-    /// header, written and synced, and the file's name synced; the file grows as records reach it (`Extent`). The first
-    /// record goes at position `start`, a multiple of `segment_bytes`.
+    /// header, written and synced, and its name synced; the file grows as records reach it
+    /// (`Extent`). The first record goes at position `start`, a multiple of `segment_bytes`.
     pub(crate) fn create(
         storage: Arc<dyn Storage>,
         segment_bytes: u64,

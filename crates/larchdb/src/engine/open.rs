@@ -123,6 +123,7 @@ impl Shared {
         let mut losses = Losses {
             recover: options.recover,
             given_up: Vec::new(),
+            log_given_up: false,
         };
         if storage.len()? == 0 {
             // An empty file becomes a database only when creating one was asked for.
@@ -135,6 +136,7 @@ impl Shared {
                     format!("the data file is empty or was missing, and its log holds {found}"),
                     "creating a new database would give up every commit in the log".into(),
                 )?;
+                losses.log_given_up = true;
             }
             create(&*storage, options.page_bytes, boot_id)?;
         }
@@ -148,16 +150,16 @@ impl Shared {
         // writing a meta page it reads), must prove it loses nothing by passing over a meta
         // slot it could not use: the log's replay proves it where the chosen commit names the
         // log (`Expect::reach_txn`); without a log, the file's pages must hold nothing newer.
-        let alone = !options.read_only || lock.as_ref().is_some_and(LockTable::alone);
+        let must_prove = !options.read_only || lock.as_ref().is_some_and(LockTable::alone);
         let mut expect = Expect {
             synced_to: lock
                 .as_ref()
-                .filter(|_| alone)
+                .filter(|_| must_prove)
                 .map_or(0, LockTable::log_synced),
             reach_txn: 0,
             doubtful: false,
         };
-        match doubt.filter(|_| alone) {
+        match doubt.filter(|_| must_prove) {
             Some(d) if meta.log => {
                 expect.reach_txn = d.txn().unwrap_or(0);
                 expect.doubtful = d.txn().is_none();
@@ -313,7 +315,7 @@ impl Shared {
             let bound = lock.as_ref().and_then(LockTable::log_bound);
             // Alone with the database, its log must reach what was known of it, as at a
             // writer's open (a read-only handle gives nothing up: it fails instead).
-            f.expect = alone.then_some(expect);
+            f.expect = must_prove.then_some(expect);
             current = match f.catch_up(&tree, meta.log_position, bound, true) {
                 Ok(p) => p,
                 // The writer reused the log's room after a newer checkpoint while this open
@@ -380,6 +382,9 @@ impl Shared {
 struct Losses {
     recover: bool,
     given_up: Vec<GivenUp>,
+    /// The whole log was given up already (its data file is gone): not reported again when
+    /// a new log replaces it.
+    log_given_up: bool,
 }
 
 impl Losses {
@@ -483,7 +488,7 @@ fn open_log(
 /// that would have named them; nothing was promised of them.
 fn stale_log(storage: &Arc<dyn Storage>, meta: &Meta, losses: &mut Losses) -> Result<()> {
     let len = storage.len()?;
-    if len <= crate::layout::log::FILE_HEADER_BYTES {
+    if len <= crate::layout::log::FILE_HEADER_BYTES || losses.log_given_up {
         return Ok(());
     }
     let found = match Log::survey(storage.clone(), meta.txn) {
