@@ -234,13 +234,17 @@ impl Database {
     }
 
     /// The handle on an opened `shared`. After an open that gave damage up
-    /// (`Options::recover`), the state it opened is made durable at once, in both meta slots,
+    /// (`Options::recover`), the state it opened is verified, then made durable at once, in
+    /// both meta slots,
     /// so that the next open finds no damage: a durable checkpoint writes the slot the open
     /// did not use, and a second one the other.
     fn opened(shared: Shared) -> Result<Database> {
         let recovered = shared.recovery.is_some();
         let db = Database::new(shared);
         if recovered {
+            // The state opened is checked in full before it is made durable: an older tree
+            // whose free pages a later commit reused is damaged too, and is not sealed in.
+            db.verify()?;
             for _ in 0..2 {
                 WriteTxn::new(&db.shared, db.lock_writer())?.checkpoint(Durability::Immediate)?;
             }
@@ -612,7 +616,17 @@ impl Database {
         let mut guard = if c.moved || restarted {
             // Releases what the move freed and gives back the end of the file (`trim`); its
             // meta page names the log's new start.
-            WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)?;
+            let written = WriteTxn::new(&self.shared, guard)
+                .and_then(|w| w.checkpoint(Durability::Immediate));
+            if let Err(e) = written {
+                // The log goes on from its new start, which no durable meta page names yet:
+                // a commit appended there would be read back by no open. Stopped instead; a
+                // reopen goes on from the last durable commit.
+                if restarted {
+                    self.lock_writer().poisoned = true;
+                }
+                return Err(e);
+            }
             self.lock_writer()
         } else {
             guard

@@ -1785,8 +1785,8 @@ impl Log {
     /// Syncs in any case: the records read back may be in the page cache only (a process
     /// crash), and the next record appended says the log was synced up to them.
     ///
-    /// Where the zeros cannot be written (a full disk on a file system that cannot zero a
-    /// range in place), the tail is left to the first append (`tail_open`), which pads it as
+    /// Where the zeros cannot be written (a full disk where the file's blocks were not all
+    /// written yet), the tail is left to the first append (`tail_open`), which pads it as
     /// at any segment's end and fails as a full disk until the file can grow, so that a
     /// database on a full disk still opens and reads.
     fn close_tail(&mut self, restarted: bool) -> Result<()> {
@@ -1799,10 +1799,11 @@ impl Log {
             let from = self.offset(self.end);
             let to = (from + rest).min(self.sink.storage.len()?);
             if to > from {
-                match self
-                    .sink
-                    .storage
-                    .zero_range(from, to - from)
+                // Zeros written, not a range zeroed in place (`zero_range`): every block below
+                // the file's written length stays written, so that the records stored there
+                // through the map later never need the file system to convert a block
+                // (`Extent`).
+                match crate::storage::write_zeros(&*self.sink.storage, from, to - from)
                     .map_err(Error::from_io)
                 {
                     Ok(()) => {}
@@ -3225,6 +3226,8 @@ mod tests {
             );
             // Appending after the recovered end: what reads back is the recovered log and the
             // new records, never a record of the lost tail that happened to reach the disk.
+            // The commits go on from the last one recovered, as an open numbers them.
+            txn = back.last().map_or(0, |r| r.txn);
             let more = append_some(&mut log, &mut rng, &mut txn, 4);
             log.sync().unwrap();
             let (_, again) = Log::open(Arc::new(crashed), 0, 0).unwrap();

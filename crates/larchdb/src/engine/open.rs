@@ -179,8 +179,8 @@ impl Shared {
                         d.damage(),
                         format!(
                             "the file holds {n} intact page(s) written by commits after commit \
-                             {} (up to commit {newest}): opening at commit {} would give up \
-                             those commits",
+                             {} (up to commit {newest}), which the damaged slot may have held: \
+                             opening at commit {} would give up those commits",
                             meta.txn, meta.txn
                         ),
                     )?;
@@ -342,6 +342,11 @@ impl Shared {
                     lock.publish_log(current.txn(), log.end());
                     // Read back and synced to its end (`Log::close_tail`).
                     lock.set_log_synced(log.end());
+                    // Lower than the last claim, for a new log or a tail given up: made
+                    // durable before any record is appended.
+                    if !meta.log || !losses.given_up.is_empty() {
+                        lock.sync_log_synced()?;
+                    }
                 }
                 None => {
                     lock.publish_log(0, 0);

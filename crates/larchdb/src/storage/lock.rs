@@ -219,6 +219,16 @@ impl LockTable {
         self.word(H_LOG_SYNCED).store(synced, Ordering::Relaxed);
     }
 
+    /// Makes `log_synced` durable (the lock file is otherwise never synced): done where the
+    /// position goes back (a new log, whose positions start again at 0, or an open that gave
+    /// up the end of its log), so that a power loss cannot bring back a higher claim about an
+    /// older log.
+    pub(crate) fn sync_log_synced(&self) -> Result<()> {
+        self.map
+            .flush_range(0, LOCK_HEADER_BYTES)
+            .map_err(|e| Error::io_at("sync", &self.path, e))
+    }
+
     /// The position the last writer's log was synced past, as it last recorded (0: no claim).
     pub(crate) fn log_synced(&self) -> u64 {
         self.word(H_LOG_SYNCED).load(Ordering::Relaxed)
