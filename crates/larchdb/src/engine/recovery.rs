@@ -87,9 +87,12 @@ impl Aside {
             std::fs::copy(log, &to).map_err(|e| Error::io_at("write", &to, e))?;
         }
         crate::storage::sync_dir(&aside.dir)?;
-        if let Some(parent) = aside.dir.parent() {
-            crate::storage::sync_dir(parent)?;
-        }
+        // The folder holding it: `.` for a path with no folder of its own.
+        let parent = match aside.dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        crate::storage::sync_dir(parent)?;
         Ok(aside)
     }
 
