@@ -149,3 +149,27 @@ fn a_missing_data_file_beside_its_log_is_recovered_to_a_new_database() {
     // `check` finds no database (status 4); `recover` starts one, the log kept aside.
     check_recover_check(&path, 4);
 }
+
+/// A path with no folder of its own (run from the database's folder): the copies' folder is
+/// made and synced beside it.
+#[test]
+fn recover_takes_a_path_relative_to_the_working_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = killed(dir.path(), 50);
+    std::fs::remove_file(&path).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_larch"))
+        .args(["recover", "db.larch"])
+        .current_dir(path.parent().unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("copies kept in db.larch-recovered-"),
+        "{stdout}"
+    );
+}
