@@ -235,9 +235,8 @@ impl Database {
 
     /// The handle on an opened `shared`. After an open that gave damage up
     /// (`Options::recover`), the state it opened is verified, then made durable at once, in
-    /// both meta slots,
-    /// so that the next open finds no damage: a durable checkpoint writes the slot the open
-    /// did not use, and a second one the other.
+    /// both meta slots, so that the next open finds no damage: a durable checkpoint writes the
+    /// slot the open did not use, and a second one the other.
     fn opened(shared: Shared) -> Result<Database> {
         let recovered = shared.recovery.is_some();
         let db = Database::new(shared);

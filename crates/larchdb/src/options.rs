@@ -216,8 +216,8 @@ pub struct Options {
     /// [`crate::Error::WouldLoseData`] and changes nothing). Set by whoever decided to give
     /// those commits up, as `larch recover` does: before it changes anything, the open copies
     /// both meta pages and the log aside into a folder beside the database
-    /// (`<db>-recovered-<seconds since 1970>`), then opens the newest intact state, makes it
-    /// durable, and reports what it gave up ([`crate::Database::recovery`]). An open that
+    /// (`<db>-recovered-<seconds since 1970>`), then opens the newest intact state, verifies
+    /// it, makes it durable, and reports what it gave up ([`crate::Database::recovery`]). An open that
     /// finds no such damage is an ordinary open and keeps no copy.
     pub recover: bool,
 }
