@@ -364,10 +364,12 @@ pub(crate) mod log {
     pub(crate) const KIND_COMMIT: u8 = 1;
     /// Fills the rest of a segment that the next record does not fit in.
     pub(crate) const KIND_PAD: u8 = 2;
-    /// A commit that wrote its pages and a meta page not yet synced, and whose writes are not
-    /// in the log (a large sequential batch, `Durability::None`): no body. Reading back
-    /// from a tree older than it ends the log there (the records after it were made on top of
-    /// pages a power loss may have taken away).
+    /// A commit that wrote its pages and a meta page, and whose writes are not in the log (a
+    /// large sequential batch with `Durability::None`, its meta page not yet synced; or a
+    /// commit that changes what the log does not hold, a table created or dropped, its meta
+    /// page durable): no body. Reading back from a tree older than it ends the log there (the
+    /// records after it were made on top of its pages, which a power loss may have taken
+    /// away, or a damaged meta page lost).
     pub(crate) const KIND_MARK: u8 = 3;
 
     const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(RECORD_ALIGN));

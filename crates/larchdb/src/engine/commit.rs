@@ -215,7 +215,11 @@ pub(crate) enum LogAt<'a> {
     /// mark: the open replays up to it and drops what follows, the commits after it made on
     /// top of those pages, none of which was promised durable, since every commit that must
     /// be durable makes the mark's pages durable first (`settle_marks`). Saves the log the
-    /// batch's bytes, half of what a sequential load writes, and their copy.
+    /// batch's bytes, half of what a sequential load writes, and their copy. A commit that
+    /// changes what the log does not hold (a table created or dropped, properties, a batch
+    /// the log has no room for) leaves one too, its meta page durable: an open from an older
+    /// tree then ends the log there instead of replaying the commits after it onto a tree
+    /// without it (`WriteTxn::commit_txn`).
     Mark,
 }
 

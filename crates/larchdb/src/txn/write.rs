@@ -1173,6 +1173,27 @@ impl<'db> WriteTxn<'db> {
             return Ok(Durability::None);
         }
         let txn = pages.txn;
+        // A commit that changes what the log does not hold leaves a mark in it (`KIND_MARK`),
+        // appended after its pages and before its meta page, as a `None` batch does: a replay
+        // onto an older tree ends there, since every record after it was made on its pages.
+        // Its meta page is durable (above), so only damage to it makes a tree older than the
+        // mark the newest intact one, and the open then refuses instead of replaying the
+        // commits after it onto a tree without it (docs/design/durability.md, "Damage is
+        // never silent"). A checkpoint changes no content: it takes a commit number and leaves
+        // no mark.
+        let log_at = match (log_at, self.shared.log.as_ref()) {
+            (LogAt::End, Some(group))
+                if !in_log
+                    && group.marks_allowed()
+                    && !self
+                        .shared
+                        .log_detached
+                        .load(std::sync::atomic::Ordering::Relaxed) =>
+            {
+                LogAt::Mark
+            }
+            (log_at, _) => log_at,
+        };
         commit(
             self.shared,
             &mut self.guard,
