@@ -4,25 +4,10 @@
 
 mod common;
 use common::*;
-use larchdb::storage::{lock_path, log_path};
+use larchdb::storage::log_path;
+use larchdb::testing::{copy_database, cut_file};
 use larchdb::{Database, Options};
 use std::path::{Path, PathBuf};
-
-/// Copies the database at `path` (data file, log, lock file) to `dir/db.larch`.
-fn copy_files(path: &Path, dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let dst = dir.join("db.larch");
-    for (from, to) in [
-        (path.to_path_buf(), dst.clone()),
-        (log_path(path), log_path(&dst)),
-        (lock_path(path), lock_path(&dst)),
-    ] {
-        if from.exists() {
-            std::fs::copy(from, to).unwrap();
-        }
-    }
-    dst
-}
 
 /// A database of `n` one-put commits whose process was killed: its files as the handle left
 /// them, copied to `dir`; the handle is never closed.
@@ -32,7 +17,7 @@ fn killed(dir: &Path, n: u32) -> PathBuf {
     for i in 0..n {
         db.put(format!("k{i:05}").as_bytes(), b"value").unwrap();
     }
-    let copy = copy_files(&path, &dir.join("killed"));
+    let copy = copy_database(&path, &dir.join("killed"));
     // Never closed; kept reachable (not leaked) until the process ends.
     static KILLED: std::sync::Mutex<Vec<Database>> = std::sync::Mutex::new(Vec::new());
     KILLED.lock().unwrap_or_else(|e| e.into_inner()).push(db);
@@ -95,12 +80,7 @@ fn a_data_file_cut_short_is_damage_until_recovered() {
     drop(db);
     let len = std::fs::metadata(&path).unwrap().len();
     let cut = len - (len / 20) / 4096 * 4096;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&path)
-        .unwrap()
-        .set_len(cut)
-        .unwrap();
+    cut_file(&path, cut);
     check_recover_check(&path, 1);
 }
 
@@ -112,7 +92,7 @@ fn a_damaged_newest_meta_page_beside_a_log_is_damage_until_recovered() {
     let slot = (0..2u64)
         .find(|&slot| {
             let scratch = dir.path().join(format!("probe-{slot}"));
-            let copy = copy_files(&path, &scratch);
+            let copy = copy_database(&path, &scratch);
             let mut bytes = std::fs::read(&copy).unwrap();
             bytes[slot as usize * 4096 + 100] ^= 4;
             std::fs::write(&copy, bytes).unwrap();
@@ -132,12 +112,7 @@ fn a_log_cut_short_is_damage_until_recovered() {
     let log = log_path(&path);
     let bytes = std::fs::read(&log).unwrap();
     let records_end = bytes.iter().rposition(|&b| b != 0).unwrap() as u64 + 1;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&log)
-        .unwrap()
-        .set_len(records_end - 2000)
-        .unwrap();
+    cut_file(&log, records_end - 2000);
     check_recover_check(&path, 1);
 }
 

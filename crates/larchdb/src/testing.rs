@@ -10,7 +10,8 @@
 //! on a difference, with the table's name in the message.
 //!
 //! Also [`LoopFs`], a small real file system on a loop device, for the disk-full tests of the
-//! engine and of the command-line tool.
+//! engine and of the command-line tool, and [`copy_database`] and [`cut_file`], for the tests
+//! that damage a database's files.
 
 use crate::storage::{CrashMode, FaultStorage};
 use crate::{Database, Error, Options, Range, ReadTable, WriteTxn};
@@ -418,4 +419,33 @@ pub fn is_root() -> bool {
         .output()
         .map(|o| o.stdout.starts_with(b"0\n"))
         .unwrap_or(false)
+}
+
+/// Copies the database at `path` (its data file, log and lock file, where they exist) to
+/// `dir/db.larch`, creating `dir`; returns the copy's path. Taken while a handle on `path` is
+/// still open and never closed, the copy is what a process killed with kill -9 leaves.
+pub fn copy_database(path: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    use crate::storage::{lock_path, log_path};
+    std::fs::create_dir_all(dir).unwrap();
+    let dst = dir.join("db.larch");
+    for (from, into) in [
+        (path.to_path_buf(), dst.clone()),
+        (log_path(path), log_path(&dst)),
+        (lock_path(path), lock_path(&dst)),
+    ] {
+        if from.exists() {
+            std::fs::copy(&from, &into).unwrap();
+        }
+    }
+    dst
+}
+
+/// Cuts the file at `path` to `len` bytes.
+pub fn cut_file(path: &std::path::Path, len: u64) {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
 }

@@ -12,6 +12,7 @@
 mod common;
 
 use larchdb::storage::{lock_path, log_path, CrashMode, FaultStorage, Storage};
+use larchdb::testing::{copy_database, cut_file};
 use larchdb::{Database, Error, Options};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -46,27 +47,10 @@ fn commit_puts(db: &Database, from: u32, n: u32) {
     }
 }
 
-/// Copies the database at `path` (data file, log and lock file, where they exist) to
-/// `to/db.larch`; returns its path.
-fn copy_files(path: &Path, to: &Path) -> PathBuf {
-    std::fs::create_dir_all(to).unwrap();
-    let dst = to.join("db.larch");
-    for (from, into) in [
-        (path.to_path_buf(), dst.clone()),
-        (log_path(path), log_path(&dst)),
-        (lock_path(path), lock_path(&dst)),
-    ] {
-        if from.exists() {
-            std::fs::copy(&from, &into).unwrap();
-        }
-    }
-    dst
-}
-
 /// The files of `db`, open at `path`, as a kill -9 leaves them, copied under `to`; the handle
 /// is abandoned, never closed.
 fn killed(db: Database, path: &Path, to: &Path) -> PathBuf {
-    let copy = copy_files(path, to);
+    let copy = copy_database(path, to);
     common::abandon(db);
     copy
 }
@@ -91,7 +75,7 @@ fn prefix_held(db: &Database, n: u32) -> u32 {
 /// `0..n` held, or the error.
 fn open_copy(path: &Path, scratch: &Path, options: Options, n: u32) -> Result<u32, Error> {
     let _ = std::fs::remove_dir_all(scratch);
-    let copy = copy_files(path, scratch);
+    let copy = copy_database(path, scratch);
     let db = Database::open(&copy, options)?;
     Ok(prefix_held(&db, n))
 }
@@ -100,6 +84,29 @@ fn flip(path: &Path, at: u64, bit: u8) {
     let mut bytes = std::fs::read(path).unwrap();
     bytes[at as usize] ^= 1 << bit;
     std::fs::write(path, bytes).unwrap();
+}
+
+/// Opens a copy of the database at `path` with one bit flipped at each checksummed byte of
+/// each meta slot, in turn: each open must hold all of `0..n` or be refused. Returns how many
+/// opened whole and how many were refused.
+fn flip_every_meta_byte(path: &Path, scratch: &Path, options: &Options, n: u32) -> (u32, u32) {
+    let (mut whole, mut refused) = (0, 0);
+    for slot in 0..2u64 {
+        for byte in 0..META_FIELDS as u64 {
+            let _ = std::fs::remove_dir_all(scratch);
+            let copy = copy_database(path, scratch);
+            flip(&copy, slot * PAGE as u64 + byte, (byte % 8) as u8);
+            match Database::open(&copy, options.clone()) {
+                Ok(db) => {
+                    assert_eq!(prefix_held(&db, n), n, "slot {slot} byte {byte}");
+                    whole += 1;
+                }
+                Err(Error::WouldLoseData { .. }) => refused += 1,
+                Err(e) => panic!("slot {slot} byte {byte}: {e}"),
+            }
+        }
+    }
+    (whole, refused)
 }
 
 /// A flip in every checksummed byte of each meta slot of a database whose commits are in its
@@ -115,22 +122,7 @@ fn a_flipped_bit_in_either_meta_slot_beside_a_log_loses_nothing_silently() {
     commit_puts(&db, 0, N);
     let crashed = killed(db, &path, &dir.path().join("crashed"));
     let scratch = dir.path().join("scratch");
-    let (mut whole, mut refused) = (0, 0);
-    for slot in 0..2u64 {
-        for byte in 0..META_FIELDS as u64 {
-            let _ = std::fs::remove_dir_all(&scratch);
-            let copy = copy_files(&crashed, &scratch);
-            flip(&copy, slot * PAGE as u64 + byte, (byte % 8) as u8);
-            match Database::open(&copy, logged()) {
-                Ok(db) => {
-                    assert_eq!(prefix_held(&db, N), N, "slot {slot} byte {byte}");
-                    whole += 1;
-                }
-                Err(Error::WouldLoseData { .. }) => refused += 1,
-                Err(e) => panic!("slot {slot} byte {byte}: {e}"),
-            }
-        }
-    }
+    let (whole, refused) = flip_every_meta_byte(&crashed, &scratch, &logged(), N);
     eprintln!("meta flips beside a log: {whole} opened whole, {refused} refused");
     assert!(refused >= 100, "the newest slot's flips are refused");
     assert!(whole >= 100, "the older slot's flips cost nothing");
@@ -140,13 +132,13 @@ fn a_flipped_bit_in_either_meta_slot_beside_a_log_loses_nothing_silently() {
     let newest = (0..2u64)
         .find(|&slot| {
             let _ = std::fs::remove_dir_all(&scratch);
-            let copy = copy_files(&crashed, &scratch);
+            let copy = copy_database(&crashed, &scratch);
             flip(&copy, slot * PAGE as u64 + 60, 3);
             Database::open(&copy, logged()).is_err()
         })
         .unwrap();
     let _ = std::fs::remove_dir_all(&scratch);
-    let copy = copy_files(&crashed, &scratch);
+    let copy = copy_database(&crashed, &scratch);
     let log_before = std::fs::read(log_path(&copy)).unwrap();
     flip(&copy, newest * PAGE as u64 + 60, 3);
     let db = Database::open(&copy, logged().recover(true)).unwrap();
@@ -188,22 +180,7 @@ fn a_flipped_bit_in_either_meta_slot_without_a_log_loses_nothing_silently() {
     }
     drop(db);
     let scratch = dir.path().join("scratch");
-    let (mut whole, mut refused) = (0, 0);
-    for slot in 0..2u64 {
-        for byte in 0..META_FIELDS as u64 {
-            let _ = std::fs::remove_dir_all(&scratch);
-            let copy = copy_files(&path, &scratch);
-            flip(&copy, slot * PAGE as u64 + byte, (byte % 8) as u8);
-            match Database::open(&copy, pages.clone()) {
-                Ok(db) => {
-                    assert_eq!(prefix_held(&db, N), N, "slot {slot} byte {byte}");
-                    whole += 1;
-                }
-                Err(Error::WouldLoseData { .. }) => refused += 1,
-                Err(e) => panic!("slot {slot} byte {byte}: {e}"),
-            }
-        }
-    }
+    let (whole, refused) = flip_every_meta_byte(&path, &scratch, &pages, N);
     eprintln!("meta flips without a log: {whole} opened whole, {refused} refused");
     assert!(
         refused >= 100 && whole >= 100,
@@ -222,7 +199,7 @@ fn a_missing_or_empty_data_file_beside_its_log_is_refused() {
     let crashed = killed(db, &path, &dir.path().join("crashed"));
     for empty in [false, true] {
         let scratch = dir.path().join(format!("scratch-{empty}"));
-        let copy = copy_files(&crashed, &scratch);
+        let copy = copy_database(&crashed, &scratch);
         if empty {
             std::fs::write(&copy, b"").unwrap();
         } else {
@@ -277,13 +254,8 @@ fn a_data_file_cut_short_is_refused_never_rolled_back() {
     let (mut whole, mut refused, mut other) = (0, 0, 0);
     for &cut in &cuts {
         let _ = std::fs::remove_dir_all(&scratch);
-        let copy = copy_files(&path, &scratch);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&copy)
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        let copy = copy_database(&path, &scratch);
+        cut_file(&copy, cut);
         match Database::open(&copy, pages.clone().create(cut > 0)) {
             Ok(db) if cut == 0 => drop(db), // an empty file is made a new database
             Ok(db) => {
@@ -325,13 +297,8 @@ fn a_log_cut_short_or_damaged_at_its_end_is_refused() {
     let (mut whole, mut refused) = (0, 0);
     for &cut in &cuts {
         let _ = std::fs::remove_dir_all(&scratch);
-        let copy = copy_files(&crashed, &scratch);
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(log_path(&copy))
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        let copy = copy_database(&crashed, &scratch);
+        cut_file(&log_path(&copy), cut);
         match Database::open(&copy, logged()) {
             Ok(db) => {
                 assert_eq!(prefix_held(&db, N), N, "cut at {cut} of {log_len}");
@@ -354,7 +321,7 @@ fn a_log_cut_short_or_damaged_at_its_end_is_refused() {
     // The last 4 KiB of records zeroed, and one bit of the last record flipped.
     for damage in ["zeroed", "flipped"] {
         let _ = std::fs::remove_dir_all(&scratch);
-        let copy = copy_files(&crashed, &scratch);
+        let copy = copy_database(&crashed, &scratch);
         let log = log_path(&copy);
         let mut bytes = std::fs::read(&log).unwrap();
         let end = records_end as usize;
@@ -387,16 +354,11 @@ fn a_log_cut_short_or_damaged_at_its_end_is_refused() {
     // or the files copied without it). Nothing outside the log says how far it went; it opens
     // at the cut (docs/design/durability.md, "What cannot be told").
     let _ = std::fs::remove_dir_all(&scratch);
-    let copy = copy_files(&crashed, &scratch);
+    let copy = copy_database(&crashed, &scratch);
     std::fs::remove_file(lock_path(&copy)).unwrap();
     let cut = records_end - 4096;
     let held = {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(log_path(&copy))
-            .unwrap()
-            .set_len(cut)
-            .unwrap();
+        cut_file(&log_path(&copy), cut);
         open_copy(&copy, &dir.path().join("scratch-2"), logged(), N).unwrap()
     };
     assert!(held < N, "the cut took records");
@@ -492,7 +454,7 @@ fn a_damaged_meta_page_of_a_commit_that_wrote_only_pages_is_refused() {
         .find(|&s| txn(s) == created)
         .expect("the table's commit is a meta page");
     let scratch = dir.path().join("scratch");
-    let copy = copy_files(&crashed, &scratch);
+    let copy = copy_database(&crashed, &scratch);
     flip(&copy, (slot * PAGE + 70) as u64, 1);
     match Database::open(&copy, logged()) {
         Err(Error::WouldLoseData { .. }) => {}

@@ -1820,12 +1820,11 @@ impl Log {
     /// Zeroes the slots after the end, in ring order, up to the first one holding records
     /// still needed (`reusable`), where the file reaches them; the end's own slot too when
     /// the end is its first position (a segment whose header was lost may still hold
-    /// records). Returns whether it zeroed anything.
-    fn zero_past_end(&self) -> Result<bool> {
+    /// records).
+    fn zero_past_end(&self) -> Result<()> {
         let seg = self.sink.segment_bytes;
         let len = self.sink.storage.len()?;
         let first = if self.end.is_multiple_of(seg) { 0 } else { 1 };
-        let mut zeroed = false;
         for j in first..self.sink.segments {
             let at = (self.end / seg + j) * seg;
             if !self.reusable(at) {
@@ -1835,10 +1834,9 @@ impl Log {
             let n = len.saturating_sub(offset).min(seg);
             if n > 0 {
                 self.sink.storage.zero_range(offset, n)?;
-                zeroed = true;
             }
         }
-        Ok(zeroed)
+        Ok(())
     }
 
     /// Where the log goes on after the pad record `pad`: the next segment, or the first
