@@ -130,5 +130,34 @@ pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
     if hdr.root.is_none() {
         return Ok(());
     }
-    super::range::free_subtree(w, hdr.root, 1, hdr.depth).map(|_| ())
+    free_subtree(w, hdr.root, 1, hdr.depth).map(|_| ())
+}
+
+/// Frees the subtree under `r` (at `level` of a tree of `depth`) with its overflow values.
+/// Returns how many entries it held.
+pub(super) fn free_subtree(w: &mut WritePages, r: PageRef, level: u32, depth: u32) -> Result<u64> {
+    let mut stack: Vec<(PageRef, u32)> = vec![(r, level)];
+    let mut to_free: Vec<(u64, u64)> = Vec::new();
+    let mut entries = 0u64;
+    while let Some((r, level)) = stack.pop() {
+        let leaf = level == depth;
+        let n = node_at(w, r, leaf)?;
+        if leaf {
+            entries += n.n as u64;
+            for i in 0..n.n {
+                if let LeafValue::Overflow { run, len } = n.value(i)? {
+                    to_free.push((run.id, overflow::pages_for(len, w.page_bytes())));
+                }
+            }
+        } else {
+            for i in 0..=n.n {
+                stack.push((n.child(i)?, level + 1));
+            }
+        }
+        to_free.push((r.id, 1));
+    }
+    for (id, pages) in to_free {
+        w.free(id, pages)?;
+    }
+    Ok(entries)
 }

@@ -2,7 +2,7 @@
 //! freed without being read beyond what freeing needs (its leaves' overflow values and entry
 //! counts), and only the nodes on the range's two edges are copied and edited.
 
-use super::delete::{merge_child, shrink_root};
+use super::delete::{free_subtree, merge_child, shrink_root};
 use super::node::{LeafValue, Node};
 use super::node_at;
 use crate::error::{Error, Result};
@@ -258,33 +258,4 @@ fn prune_leaf(w: &mut WritePages, keys: &Keys<'_>, r: PageRef) -> Result<(Outcom
         super::edit::remove(p, i, len);
     }
     Ok((Outcome::Changed(id), deleted))
-}
-
-/// Frees the subtree under `r` (at `level` of a tree of `depth`) with its overflow values.
-/// Returns how many entries it held.
-pub(super) fn free_subtree(w: &mut WritePages, r: PageRef, level: u32, depth: u32) -> Result<u64> {
-    let mut stack: Vec<(PageRef, u32)> = vec![(r, level)];
-    let mut to_free: Vec<(u64, u64)> = Vec::new();
-    let mut entries = 0u64;
-    while let Some((r, level)) = stack.pop() {
-        let leaf = level == depth;
-        let n = node_at(w, r, leaf)?;
-        if leaf {
-            entries += n.n as u64;
-            for i in 0..n.n {
-                if let LeafValue::Overflow { run, len } = n.value(i)? {
-                    to_free.push((run.id, overflow::pages_for(len, w.page_bytes())));
-                }
-            }
-        } else {
-            for i in 0..=n.n {
-                stack.push((n.child(i)?, level + 1));
-            }
-        }
-        to_free.push((r.id, 1));
-    }
-    for (id, pages) in to_free {
-        w.free(id, pages)?;
-    }
-    Ok(entries)
 }

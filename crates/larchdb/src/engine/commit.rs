@@ -10,7 +10,7 @@
 //! the B-tree and the page access do not change (docs/design/durability.md, ARCHITECTURE.md).
 
 use super::log::NoRoom;
-use super::overlay::COUNTS;
+use super::upper::overlay::COUNTS;
 use super::readers::Published;
 use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
@@ -465,7 +465,7 @@ pub(crate) fn publish_written(
 /// milliseconds: a thread of its own does it, off the writer's or the reader's thread and
 /// outside the read state's lock.
 pub(crate) fn retire(old: Arc<Published>) {
-    let last = |o: &Option<Arc<super::overlay::Overlay>>| {
+    let last = |o: &Option<Arc<super::upper::overlay::Overlay>>| {
         o.as_ref().is_some_and(|o| Arc::strong_count(o) == 1)
     };
     if Arc::strong_count(&old) > 1 || !(last(&old.frozen) || last(&old.overlay)) {

@@ -27,7 +27,6 @@
 //! A handle opened with `Options::log` commits small transactions through the log and the
 //! overlay, and writes pages at checkpoints (docs/design/write-path.md).
 
-pub(crate) mod batch;
 pub(crate) mod catalog;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
@@ -36,16 +35,17 @@ pub(crate) mod flusher;
 pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod open;
-pub(crate) mod overlay;
 pub(crate) mod pace;
 pub(crate) mod readers;
 pub(crate) mod recovery;
+pub(crate) mod savepoint;
+pub(crate) mod upper;
 
 use crate::btree::Scratch;
 use crate::options::Options;
 use crate::pager::Carry;
 use crate::storage::{LockTable, Storage};
-use batch::Batch;
+use upper::batch::Batch;
 use catalog::TableStates;
 use log::GroupLog;
 use readers::ReadState;
@@ -107,7 +107,7 @@ pub(crate) struct WriterState {
     /// The running write transaction's live savepoints and undo records (emptied as each one
     /// starts): kept here rather than in `WriteTxn`, which is moved several times as it is
     /// made and returned (its moves were 5-7% of a one-put commit's time, session 55).
-    pub(crate) savepoints: crate::txn::savepoint::Savepoints,
+    pub(crate) savepoints: savepoint::Savepoints,
 }
 
 impl WriterState {
@@ -157,8 +157,8 @@ pub(crate) struct Shared {
     pub(crate) flusher: flusher::Flusher,
     /// The thread that checkpoints the overlay once the writer goes idle.
     pub(crate) idle: idle::Idle,
-    /// Memory dropped overlays leave for the next (`overlay::Spare`).
-    pub(crate) spare: Arc<overlay::Spare>,
+    /// Memory dropped overlays leave for the next (`upper::overlay::Spare`).
+    pub(crate) spare: Arc<upper::overlay::Spare>,
     /// What the handle's write transactions did, for `Stats::commits`.
     pub(crate) counters: Counters,
     /// What an open with `Options::recover` gave up, if it gave up anything.
@@ -215,8 +215,8 @@ impl Shared {
 
 impl Shared {
     /// A new overlay for this handle's commits, with the memory the last one left.
-    pub(crate) fn new_overlay(&self) -> Arc<overlay::Overlay> {
-        Arc::new(overlay::Overlay::with_spare(Some(self.spare.clone())))
+    pub(crate) fn new_overlay(&self) -> Arc<upper::overlay::Overlay> {
+        Arc::new(upper::overlay::Overlay::with_spare(Some(self.spare.clone())))
     }
 
     pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {

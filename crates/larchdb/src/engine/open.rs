@@ -3,11 +3,11 @@
 //! state (docs/design/durability.md); if it says commits after it are in the log
 //! (`Options::log`), the log's records from its position are replayed into the overlay.
 
-use super::batch;
+use super::upper::batch;
 use super::catalog::{self, CatalogCache, TableStates};
 use super::commit;
 use super::log::{Expect, GroupLog, Log, ReadBack, Record, Reopen, Shortfall};
-use super::overlay::{Lookup, Overlay, Visible, COUNTS};
+use super::upper::overlay::{Lookup, Overlay, Visible, COUNTS};
 use super::readers::{newest_protected, Published, ReadState};
 use super::recovery::{GivenUp, Recovery};
 use super::{Disk, Shared, WriterState};

@@ -6,13 +6,13 @@
 use super::catalog::CatalogCache;
 use super::log::{Log, ReadBack};
 use super::open::{self, LogSource};
-use super::overlay::Overlay;
+use super::upper::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::pager::freelist::{FreeSet, Held};
 use crate::pager::{choose_meta, Access, Meta, Snapshot};
 use crate::storage::{LockTable, Storage};
-use crate::table::Overlays;
+use super::upper::Overlays;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -2,10 +2,8 @@
 //! the dirty pages of the next snapshot. Both work on `engine::Shared`, not on `Database`.
 
 mod read;
-pub(crate) mod savepoint;
 mod write;
 
 pub use read::ReadTxn;
-pub use savepoint::Savepoint;
-pub(crate) use savepoint::UndoSink;
+pub use crate::engine::savepoint::Savepoint;
 pub use write::WriteTxn;

@@ -11,7 +11,7 @@ use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
 use crate::table::{Logged, TablePages, WriteTable};
-use crate::txn::savepoint::{Savepoint, Savepoints, Undo, UndoSink};
+use crate::engine::savepoint::{Savepoint, Savepoints, Undo, UndoSink};
 use crate::txn::ReadTxn;
 use crate::typed::table::{check_types, type_record};
 use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
@@ -1221,7 +1221,7 @@ impl<'db> WriteTxn<'db> {
 /// Random writes stay in the overlay even in large batches: a checkpoint brings many more of
 /// them to each leaf than one transaction does (measured, 1M fillrandom in 1000-put commits:
 /// 1.16 us a put through the overlay, 1.45 us for Larch without the log, which writes pages).
-fn writes_pages_itself(batch: &crate::engine::batch::Batch) -> bool {
+fn writes_pages_itself(batch: &crate::engine::upper::batch::Batch) -> bool {
     let appended = batch.appended();
     appended >= DIRECT_APPENDS_MIN && appended >= batch.len() - batch.len() / 8
 }
