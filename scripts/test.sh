@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The engine's layers: no import cycle among its modules or files (ARCHITECTURE.md).
+python3 scripts/import-graph.py
+
 cargo test --workspace
 
 # The C API (crates/larch-c): its tests in C and the README's C example, under

@@ -2,8 +2,10 @@
 //! the state it shares with them is `engine::Shared`.
 
 use crate::engine::checkpoint;
-use crate::engine::open::{open_file, LogSource};
+use crate::engine::log::LogSource;
+use crate::engine::open::open_file;
 use crate::engine::recovery::{Aside, Recovery};
+use crate::engine::txn::Txn;
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
@@ -87,7 +89,7 @@ impl Database {
         self.shared
             .log_detached
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
+        Txn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
     }
 
     /// At close, if read transactions of this handle live on (they hold its state): registers
@@ -245,7 +247,7 @@ impl Database {
             // whose free pages a later commit reused is damaged too, and is not sealed in.
             db.verify()?;
             for _ in 0..2 {
-                WriteTxn::new(&db.shared, db.lock_writer())?.checkpoint(Durability::Immediate)?;
+                Txn::new(&db.shared, db.lock_writer())?.checkpoint(Durability::Immediate)?;
             }
         }
         Ok(db)
@@ -456,10 +458,15 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        self.begin_txn().map(WriteTxn::on)
+    }
+
+    /// `begin_write`, below the API.
+    fn begin_txn(&self) -> Result<Txn<'_>> {
         loop {
             let guard = self.lock_writer();
             if let Some(guard) = self.checkpoint_if_due(guard)? {
-                return WriteTxn::new(&self.shared, guard);
+                return Txn::new(&self.shared, guard);
             }
         }
     }
@@ -471,7 +478,7 @@ impl Database {
         &'a self,
         mut guard: std::sync::MutexGuard<'a, crate::engine::WriterState>,
     ) -> Result<Option<std::sync::MutexGuard<'a, crate::engine::WriterState>>> {
-        if !WriteTxn::checkpoint_due(&self.shared, &guard) {
+        if !Txn::checkpoint_due(&self.shared, &guard) {
             crate::engine::pace::before_write(&self.shared, &mut guard)?;
             return Ok(Some(guard));
         }
@@ -480,14 +487,14 @@ impl Database {
             // finish, and waits for it if the log is nearly full anyway (`pace`).
             checkpoint::finish(&self.shared, &mut guard, false)?;
             if guard.checkpoint.is_some()
-                || !WriteTxn::checkpoint_due(&self.shared, &guard)
+                || !Txn::checkpoint_due(&self.shared, &guard)
                 || checkpoint::start(&self.shared, &mut guard)?
             {
                 crate::engine::pace::before_write(&self.shared, &mut guard)?;
                 return Ok(Some(guard));
             }
         }
-        WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::None)?;
+        Txn::new(&self.shared, guard)?.checkpoint(Durability::None)?;
         Ok(None)
     }
 
@@ -517,7 +524,7 @@ impl Database {
     /// ```
     pub fn checkpoint(&self) -> Result<()> {
         let guard = self.lock_writer();
-        WriteTxn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
+        Txn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
     }
 
     /// Gives back the space the database does not need, without stopping readers:
@@ -602,7 +609,7 @@ impl Database {
                     tables,
                 })
             };
-            let w = WriteTxn::new(&self.shared, self.lock_writer())?;
+            let w = Txn::new(&self.shared, self.lock_writer())?;
             if !w.relocate(pass == 0, &mut moving)? {
                 break;
             }
@@ -615,8 +622,8 @@ impl Database {
         let mut guard = if c.moved || restarted {
             // Releases what the move freed and gives back the end of the file (`trim`); its
             // meta page names the log's new start.
-            let written = WriteTxn::new(&self.shared, guard)
-                .and_then(|w| w.checkpoint(Durability::Immediate));
+            let written =
+                Txn::new(&self.shared, guard).and_then(|w| w.checkpoint(Durability::Immediate));
             if let Err(e) = written {
                 // The log goes on from its new start, which no durable meta page names yet:
                 // a commit appended there would be read back by no open. Stopped instead; a
@@ -693,7 +700,7 @@ impl Database {
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
         };
         match self.checkpoint_if_due(guard)? {
-            Some(guard) => WriteTxn::new(&self.shared, guard),
+            Some(guard) => Txn::new(&self.shared, guard).map(WriteTxn::on),
             None => self.begin_write(),
         }
     }
@@ -716,8 +723,7 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn sync(&self) -> Result<()> {
-        let w = self.begin_write()?;
-        w.commit_forced(Durability::Immediate, true)
+        self.begin_txn()?.commit(Durability::Immediate, true)
     }
 
     /// Verifies the whole file: every page reachable from the newest snapshot or recorded as

@@ -1,14 +1,14 @@
 //! Tables: the read and write handles, and range iteration.
 
 use crate::btree::{self, Scratch};
-use crate::engine::upper::batch::Batch;
 use crate::engine::catalog::TableState;
+use crate::engine::savepoint::UndoSink;
+use crate::engine::upper::batch::Batch;
 use crate::engine::upper::overlay::Lookup;
 use crate::engine::upper::{as_ref, edge, get_layered, uncount, Edge, Overlays, Upper};
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
 use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
-use crate::engine::savepoint::UndoSink;
 use std::ops::{Bound, RangeBounds};
 
 pub use crate::engine::upper::{Entry, Range};

@@ -24,8 +24,8 @@
 use super::commit::{
     publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
+use super::published::Published;
 use super::upper::overlay::{Overlay, COUNTS};
-use super::readers::Published;
 use super::{catalog, Disk, Shared, WriterState};
 use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};

@@ -141,7 +141,7 @@ fn flush(shared: &Arc<Shared>) -> Result<()> {
         None => {
             let guard = shared.writer.lock().unwrap_or_else(|e| e.into_inner());
             // Not the application's commit: not counted as one (`Stats::commits`).
-            crate::txn::WriteTxn::new(shared, guard)?.commit_forced(Durability::Immediate, false)
+            super::txn::Txn::new(shared, guard)?.commit(Durability::Immediate, false)
         }
     }
 }

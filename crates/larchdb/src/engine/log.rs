@@ -16,8 +16,36 @@ use crate::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::error::{Error, Result};
 use crate::layout::log::*;
 use crate::pager::shift::crc32c;
-use crate::storage::Storage;
+use crate::storage::{FileLock, FileStorage, Storage};
+use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// Where a handle's log is.
+pub(crate) enum LogSource {
+    /// Nowhere: a storage opened without one.
+    None,
+    /// A file beside the database (`storage::log_path`), opened when needed.
+    File(PathBuf),
+    /// A storage the caller gave.
+    Storage(Arc<dyn Storage>),
+}
+
+impl LogSource {
+    /// The log's storage, if there is one (or, for a file, if it exists or may be created).
+    pub(crate) fn open(&self, read_only: bool, create: bool) -> Result<Option<Arc<dyn Storage>>> {
+        match self {
+            LogSource::None => Ok(None),
+            LogSource::Storage(s) => Ok(Some(s.clone())),
+            LogSource::File(path) => {
+                if !create && !path.exists() {
+                    return Ok(None);
+                }
+                let file = FileStorage::open_with(path, read_only, create, FileLock::None)?;
+                Ok(Some(Arc::new(file)))
+            }
+        }
+    }
+}
 
 /// A checkpoint comes after the log has grown by at least this share of the data file
 /// (`Log::plan`).

@@ -36,21 +36,24 @@ pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod open;
 pub(crate) mod pace;
+pub(crate) mod published;
 pub(crate) mod readers;
 pub(crate) mod recovery;
+pub(crate) mod replay;
 pub(crate) mod savepoint;
+pub(crate) mod txn;
 pub(crate) mod upper;
 
 use crate::btree::Scratch;
 use crate::options::Options;
 use crate::pager::Carry;
 use crate::storage::{LockTable, Storage};
-use upper::batch::Batch;
 use catalog::TableStates;
 use log::GroupLog;
 use readers::ReadState;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
+use upper::batch::Batch;
 
 /// What writing pages needs: the free space and the meta slots. The writer's, except while a
 /// checkpoint runs on its own thread (`checkpoint::Running`), which owns it meanwhile: the
@@ -101,7 +104,7 @@ pub(crate) struct WriterState {
     /// when it is newer than the published snapshot; a commit that publishes (a `None`
     /// commit, a checkpoint) first waits until it is durable, so that readers never see an
     /// `Immediate` commit before it is durable (`commit::publish_pending`).
-    pub(crate) pending: Option<(Arc<readers::Published>, u64)>,
+    pub(crate) pending: Option<(Arc<published::Published>, u64)>,
     /// How long checkpoints take, and the writer's debt (`pace`).
     pub(crate) pacer: pace::Pacer,
     /// The running write transaction's live savepoints and undo records (emptied as each one
@@ -216,7 +219,9 @@ impl Shared {
 impl Shared {
     /// A new overlay for this handle's commits, with the memory the last one left.
     pub(crate) fn new_overlay(&self) -> Arc<upper::overlay::Overlay> {
-        Arc::new(upper::overlay::Overlay::with_spare(Some(self.spare.clone())))
+        Arc::new(upper::overlay::Overlay::with_spare(Some(
+            self.spare.clone(),
+        )))
     }
 
     pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {

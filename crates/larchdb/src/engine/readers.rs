@@ -3,117 +3,17 @@
 //! the lock file's shared reader table (LMDB's protocol; docs/design/concurrency.md). The
 //! writer asks it for the oldest snapshot any reader holds before it reuses a page.
 
-use super::catalog::CatalogCache;
-use super::log::{Log, ReadBack};
-use super::open::{self, LogSource};
+use super::published::Published;
+use super::replay::Follower;
 use super::upper::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::pager::freelist::{FreeSet, Held};
 use crate::pager::{choose_meta, Access, Meta, Snapshot};
 use crate::storage::{LockTable, Storage};
-use super::upper::Overlays;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// A committed snapshot as published to readers: the tree of the last commit that wrote
-/// pages (a checkpoint), its catalog decoded once on first use, and, for a handle that writes
-/// the log, the overlay holding the commits since, up to commit `txn`. While a checkpoint
-/// runs on its own thread (`engine::checkpoint`), the commits it writes into the tree are in
-/// the `frozen` overlay, below `overlay` (the commits since the checkpoint began).
-pub(crate) struct Published {
-    pub(crate) snap: Arc<Snapshot>,
-    pub(crate) catalog: Arc<CatalogCache>,
-    pub(crate) overlay: Option<Arc<Overlay>>,
-    pub(crate) frozen: Option<Arc<Overlay>>,
-    txn: u64,
-}
-
-impl Published {
-    /// The snapshot of a commit that wrote pages: the tree is everything.
-    pub(crate) fn new(snap: Snapshot) -> Arc<Published> {
-        Arc::new(Published {
-            txn: snap.meta.txn,
-            snap: Arc::new(snap),
-            catalog: Arc::default(),
-            overlay: None,
-            frozen: None,
-        })
-    }
-
-    /// Commit `txn`, in `overlay` on top of `tree`'s tree (and its frozen overlay, if any).
-    pub(crate) fn logged(tree: &Published, overlay: Arc<Overlay>, txn: u64) -> Arc<Published> {
-        debug_assert!(txn >= tree.snap.meta.txn);
-        Arc::new(Published {
-            snap: tree.snap.clone(),
-            catalog: tree.catalog.clone(),
-            overlay: Some(overlay),
-            frozen: tree.frozen.clone(),
-            txn,
-        })
-    }
-
-    /// The same commit, its overlay frozen for a checkpoint (`engine::checkpoint`): the
-    /// commits after it go to a new overlay.
-    pub(crate) fn frozen(&self) -> Arc<Published> {
-        debug_assert!(self.frozen.is_none(), "one checkpoint at a time");
-        Arc::new(Published {
-            snap: self.snap.clone(),
-            catalog: self.catalog.clone(),
-            overlay: None,
-            frozen: self.overlay.clone(),
-            txn: self.txn,
-        })
-    }
-
-    /// Commit `txn`, whose tree is `snap` (a checkpoint written on its own thread) and whose
-    /// later commits are in `overlay`.
-    pub(crate) fn checkpointed(
-        snap: Snapshot,
-        overlay: Option<Arc<Overlay>>,
-        txn: u64,
-    ) -> Arc<Published> {
-        debug_assert!(txn >= snap.meta.txn);
-        Arc::new(Published {
-            snap: Arc::new(snap),
-            catalog: Arc::default(),
-            overlay,
-            frozen: None,
-            txn,
-        })
-    }
-
-    /// What is read before the tree.
-    #[inline]
-    pub(crate) fn overlays(&self) -> Overlays<'_> {
-        Overlays {
-            active: self.overlay.as_deref(),
-            frozen: self.frozen.as_deref(),
-        }
-    }
-
-    /// Whether commits lie above the tree (in an overlay).
-    #[inline]
-    pub(crate) fn has_overlay(&self) -> bool {
-        self.overlay.is_some() || self.frozen.is_some()
-    }
-
-    /// The commit this snapshot is.
-    #[inline]
-    pub(crate) fn txn(&self) -> u64 {
-        self.txn
-    }
-
-    /// The commit whose tree it is: readers are registered by it, since it names the pages
-    /// they need. (A snapshot's own commit would not do: a checkpoint written on its own
-    /// thread frees pages of tree S as commit F, while the commits after F are still read
-    /// through tree S until the new tree is in place.)
-    #[inline]
-    pub(crate) fn tree_txn(&self) -> u64 {
-        self.snap.meta.txn
-    }
-}
 
 /// Readers and the snapshot they start from.
 pub(crate) struct ReadState {
@@ -155,121 +55,6 @@ impl ReadState {
 /// snapshot it was given: `Shared::register_reader_on`).
 pub(crate) const SHAPE_FIRST: u64 = 1;
 pub(crate) const SHAPE_NONE: u64 = 0;
-
-/// A read-only handle's place in the log of the writer (in another process) it follows:
-/// commits through the log reach its readers when the writer publishes them in the lock file
-/// (`LockTable::publish_log`), not only at checkpoints (docs/design/concurrency.md, "Readers in
-/// other processes and the log").
-pub(crate) struct Follower {
-    /// Where the log is, opened when a meta page first names one.
-    source: LogSource,
-    storage: Option<Arc<dyn Storage>>,
-    /// A reader of the log's geometry, read again at each new tree (a writer may have started
-    /// a new log since).
-    log: Option<Log>,
-    /// The log position after the last record the current snapshot holds.
-    pub(crate) applied: u64,
-    /// A replay into the current snapshot's overlay from this position failed part way.
-    stuck: Option<u64>,
-    /// What the log must reach when it is read back whole with no writer publishing, set by
-    /// an open alone with the database (`Log::read_records_into`).
-    pub(crate) expect: Option<super::log::Expect>,
-}
-
-impl Follower {
-    pub(crate) fn new(source: LogSource) -> Follower {
-        Follower {
-            source,
-            storage: None,
-            log: None,
-            applied: 0,
-            stuck: None,
-            expect: None,
-        }
-    }
-
-    /// `base` (a tree, or a snapshot this follower built) with the log's records from `from`
-    /// applied: up to `to`, the end the writer published, or, with no end published (no
-    /// writer that writes the log has run since the lock file was reset), every record the
-    /// log holds, as an open after a crash reads them. `fresh`: `base` is a new tree, whose
-    /// log may be a new one. Sets `applied` to where the records read end.
-    pub(crate) fn catch_up(
-        &mut self,
-        base: &Arc<Published>,
-        from: u64,
-        to: Option<u64>,
-        fresh: bool,
-    ) -> Result<Arc<Published>> {
-        let meta = &base.snap.meta;
-        if !meta.log {
-            self.applied = from;
-            return Ok(base.clone());
-        }
-        if self.storage.is_none() {
-            self.storage = self.source.open(true, false)?;
-        }
-        let Some(storage) = self.storage.clone() else {
-            return Err(open::no_log(meta));
-        };
-        if fresh {
-            self.stuck = None;
-        } else if self.stuck == Some(from) {
-            // Records from here went partly into the overlay before one failed; reading them
-            // again would add them again. The error stays until a newer tree.
-            return Err(Error::CorruptedLog {
-                position: from,
-                reason: "an earlier read of the log from here failed".into(),
-            });
-        }
-        let mut replay = open::Replay::new(base);
-        let end = match to {
-            Some(to) if to <= from => {
-                self.applied = from;
-                return Ok(base.clone());
-            }
-            Some(to) => {
-                if fresh || self.log.is_none() {
-                    self.log = Some(Log::follower(storage)?);
-                }
-                let log = self
-                    .log
-                    .as_mut()
-                    .ok_or_else(|| Error::Internal("a follower without its log reader".into()))?;
-                let records = log.follow(from, to)?;
-                replay.expect_records(records.len());
-                records
-                    .into_iter()
-                    .try_for_each(|rec| replay.record(rec))
-                    .map(|()| to)
-            }
-            // No writer publishing (none has run since the lock file was reset): the log as
-            // an open after a crash reads it, ending at a mark newer than this snapshot (its
-            // pages may have been lost with a power loss).
-            None => Log::read_records_into(
-                storage,
-                from,
-                Some(base.txn()),
-                self.expect.take(),
-                &mut replay,
-            ),
-        };
-        // Applied to the last record (or the first failure), then whether any went in.
-        let end = end.and_then(|end| replay.flush().map(|()| end));
-        let touched = replay.applied();
-        match end.and_then(|end| Ok((replay.finish()?, end))) {
-            Ok((p, end)) => {
-                self.applied = end;
-                Ok(p)
-            }
-            Err(e) => {
-                if !fresh && touched {
-                    self.stuck = Some(from);
-                }
-                Err(e)
-            }
-        }
-    }
-}
 
 impl Shared {
     /// The reader table, if this is a read-only handle registered in one: its snapshots come

@@ -4,6 +4,6 @@
 mod read;
 mod write;
 
-pub use read::ReadTxn;
 pub use crate::engine::savepoint::Savepoint;
+pub use read::ReadTxn;
 pub use write::WriteTxn;

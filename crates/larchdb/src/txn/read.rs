@@ -1,11 +1,12 @@
 //! The read transaction.
 
 use crate::engine::catalog::{self, check_name};
-use crate::engine::readers::{Published, SHAPE_NONE};
+use crate::engine::published::Published;
+use crate::engine::readers::SHAPE_NONE;
+use crate::engine::upper::Upper;
 use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::pager::{Snapshot, TableHeader};
-use crate::engine::upper::Upper;
 use crate::table::ReadTable;
 use crate::typed::table::check_types;
 use crate::typed::{Key, TableDefinition, TypedReadTable, Value};

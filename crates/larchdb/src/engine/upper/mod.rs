@@ -115,7 +115,12 @@ impl<'t> Upper<'t> {
 
     /// The keys of the layers above the tree within the bounds, in the scan's direction,
     /// each with what the newest layer holds for it.
-    pub(super) fn scan(&self, start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>, reverse: bool) -> UpperScan<'t> {
+    pub(super) fn scan(
+        &self,
+        start: &Bound<Vec<u8>>,
+        end: &Bound<Vec<u8>>,
+        reverse: bool,
+    ) -> UpperScan<'t> {
         let (s, e) = (as_ref(start), as_ref(end));
         let scan = |o: &'t Overlay| o.scan(self.table, self.txn, s, e, reverse);
         UpperScan {
@@ -195,7 +200,7 @@ impl<'t> UpperScan<'t> {
     }
 }
 
-/// The overlays a snapshot reads before its tree (`engine::readers::Published`).
+/// The overlays a snapshot reads before its tree (`engine::published::Published`).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Overlays<'t> {
     pub(crate) active: Option<&'t Overlay>,

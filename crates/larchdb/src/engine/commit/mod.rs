@@ -9,9 +9,11 @@
 //! Stage 2 turns 2 and 3 into "append to a log, group sync", with pages checkpointed later;
 //! the B-tree and the page access do not change (docs/design/durability.md, ARCHITECTURE.md).
 
+mod route;
+
 use super::log::NoRoom;
+use super::published::Published;
 use super::upper::overlay::COUNTS;
-use super::readers::Published;
 use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::layout::log::{KIND_COMMIT, KIND_MARK};

@@ -1,0 +1,105 @@
+//! The committed state a reader starts from: a tree and the overlays above it.
+
+use super::catalog::CatalogCache;
+use super::upper::overlay::Overlay;
+use super::upper::Overlays;
+use crate::pager::Snapshot;
+use std::sync::Arc;
+
+/// A committed snapshot as published to readers: the tree of the last commit that wrote
+/// pages (a checkpoint), its catalog decoded once on first use, and, for a handle that writes
+/// the log, the overlay holding the commits since, up to commit `txn`. While a checkpoint
+/// runs on its own thread (`engine::checkpoint`), the commits it writes into the tree are in
+/// the `frozen` overlay, below `overlay` (the commits since the checkpoint began).
+pub(crate) struct Published {
+    pub(crate) snap: Arc<Snapshot>,
+    pub(crate) catalog: Arc<CatalogCache>,
+    pub(crate) overlay: Option<Arc<Overlay>>,
+    pub(crate) frozen: Option<Arc<Overlay>>,
+    txn: u64,
+}
+
+impl Published {
+    /// The snapshot of a commit that wrote pages: the tree is everything.
+    pub(crate) fn new(snap: Snapshot) -> Arc<Published> {
+        Arc::new(Published {
+            txn: snap.meta.txn,
+            snap: Arc::new(snap),
+            catalog: Arc::default(),
+            overlay: None,
+            frozen: None,
+        })
+    }
+
+    /// Commit `txn`, in `overlay` on top of `tree`'s tree (and its frozen overlay, if any).
+    pub(crate) fn logged(tree: &Published, overlay: Arc<Overlay>, txn: u64) -> Arc<Published> {
+        debug_assert!(txn >= tree.snap.meta.txn);
+        Arc::new(Published {
+            snap: tree.snap.clone(),
+            catalog: tree.catalog.clone(),
+            overlay: Some(overlay),
+            frozen: tree.frozen.clone(),
+            txn,
+        })
+    }
+
+    /// The same commit, its overlay frozen for a checkpoint (`engine::checkpoint`): the
+    /// commits after it go to a new overlay.
+    pub(crate) fn frozen(&self) -> Arc<Published> {
+        debug_assert!(self.frozen.is_none(), "one checkpoint at a time");
+        Arc::new(Published {
+            snap: self.snap.clone(),
+            catalog: self.catalog.clone(),
+            overlay: None,
+            frozen: self.overlay.clone(),
+            txn: self.txn,
+        })
+    }
+
+    /// Commit `txn`, whose tree is `snap` (a checkpoint written on its own thread) and whose
+    /// later commits are in `overlay`.
+    pub(crate) fn checkpointed(
+        snap: Snapshot,
+        overlay: Option<Arc<Overlay>>,
+        txn: u64,
+    ) -> Arc<Published> {
+        debug_assert!(txn >= snap.meta.txn);
+        Arc::new(Published {
+            snap: Arc::new(snap),
+            catalog: Arc::default(),
+            overlay,
+            frozen: None,
+            txn,
+        })
+    }
+
+    /// What is read before the tree.
+    #[inline]
+    pub(crate) fn overlays(&self) -> Overlays<'_> {
+        Overlays {
+            active: self.overlay.as_deref(),
+            frozen: self.frozen.as_deref(),
+        }
+    }
+
+    /// Whether commits lie above the tree (in an overlay).
+    #[inline]
+    pub(crate) fn has_overlay(&self) -> bool {
+        self.overlay.is_some() || self.frozen.is_some()
+    }
+
+    /// The commit this snapshot is.
+    #[inline]
+    pub(crate) fn txn(&self) -> u64 {
+        self.txn
+    }
+
+    /// The commit whose tree it is: readers are registered by it, since it names the pages
+    /// they need. (A snapshot's own commit would not do: a checkpoint written on its own
+    /// thread frees pages of tree S as commit F, while the commits after F are still read
+    /// through tree S until the new tree is in place.)
+    #[inline]
+    pub(crate) fn tree_txn(&self) -> u64 {
+        self.snap.meta.txn
+    }
+}
