@@ -3,29 +3,97 @@
 
 use super::{commit, commit_logged, finish_immediate, mark_unsettled, settle_marks, LogAt};
 use crate::btree;
+use crate::engine::published::Published;
 use crate::engine::txn::Txn;
 use crate::engine::{Counters, WriterState};
 use crate::error::{Error, Result};
 use crate::options::Durability;
+use std::sync::Arc;
+
+/// A commit made (`Txn::route`), with what is left to serve its durability once the write lock
+/// is let go (`Txn::commit`).
+struct Committed {
+    how: How,
+    /// The durability the commit is to have: the one asked for, or the one its route gave it.
+    durability: Durability,
+}
+
+/// How a commit went.
+enum How {
+    /// Through the log (`commit_logged`). `wrote`: it held writes. `wait`: an `Immediate`
+    /// commit's log position to sync to and snapshot to publish then (`LoggedCommit::wait`).
+    Log {
+        wrote: bool,
+        wait: Option<(u64, Arc<Published>)>,
+    },
+    /// A large sequential batch's pages, with its record or a mark in the log
+    /// (`commit_direct`): the log makes it durable.
+    Direct,
+    /// Pages and a meta page (`commit_txn`).
+    Pages,
+}
 
 impl Txn<'_> {
+    /// Commits: decides how (`route`), lets the write lock go, then serves the durability
+    /// level. The one place a commit's durability is dispatched:
+    ///
+    /// - through the log, `Immediate`: the committer waits for the log's group sync up to its
+    ///   record, then publishes (`finish_immediate`); the next transaction runs meanwhile and
+    ///   its commit can share the sync;
+    /// - `Bounded`: the flusher is told, and syncs within `Options::bounded_delay`;
+    /// - `None`, or a commit that was made durable by its own pages: nothing more.
+    ///
+    /// `force`: the commit is written even if empty, and made durable (`Database::sync`, a
+    /// checkpoint).
     pub(crate) fn commit(mut self, durability: Durability, force: bool) -> Result<()> {
         self.committing = true;
         if self.failed {
             return Err(Error::TxnFailed);
         }
+        let Committed { how, durability } = self.route(durability, force)?;
+        let shared = self.shared;
+        drop(self);
+        if let How::Log { wrote: true, .. } = how {
+            shared.idle.note(shared);
+        }
+        match (how, durability) {
+            (
+                How::Log {
+                    wait: Some((end, published)),
+                    ..
+                },
+                _,
+            ) => finish_immediate(shared, end, published, true),
+            (How::Log { .. } | How::Direct, Durability::Bounded) => {
+                shared.flusher.note_logged(shared)
+            }
+            (How::Pages, Durability::Bounded) => shared.flusher.note(shared, false),
+            _ => Ok(()),
+        }
+    }
+
+    /// How a commit goes, decided in one place:
+    ///
+    /// 1. A commit that must be durable, after a `None` batch's mark whose pages may not be,
+    ///    makes them durable first (`settle_marks`); while a checkpoint is being written, by
+    ///    writing its own pages durably (its meta page is the one to make durable, and the
+    ///    checkpoint thread holds the disk state meanwhile).
+    /// 2. A logged transaction whose batch fits the log:
+    ///    - a large sequential batch, when pages are free to write, writes its pages with its
+    ///      record in the log (`commit_direct`);
+    ///    - any other appends its record to the log and the overlay (`commit_logged`), unless
+    ///      the log has no room.
+    /// 3. Otherwise it writes pages (`commit_txn`), after the overlay's records are applied
+    ///    to the tree (`switch_to_pages`: a checkpoint on the writer's thread).
+    fn route(&mut self, durability: Durability, force: bool) -> Result<Committed> {
         if self.logged && (durability != Durability::None || force) {
-            // A commit that must be durable, after a mark whose pages may not be: they are
-            // made durable first (`commit::settle_marks`), by this commit's own pages while a
-            // checkpoint is being written (its meta page is the one to make durable, and the
-            // checkpoint thread holds the disk state meanwhile).
             let unsettled = mark_unsettled(&mut self.guard);
             if unsettled {
                 Counters::add(&self.shared.counters.marks_settled);
             }
             if unsettled && self.guard.checkpoint.is_some() {
                 self.switch_to_pages()?;
-                return self.commit_pages(Durability::Immediate, force, LogAt::End);
+                return self.commit_txn(Durability::Immediate, force, LogAt::End);
             }
             if unsettled {
                 settle_marks(self.shared, &mut self.guard)?;
@@ -53,26 +121,19 @@ impl Txn<'_> {
                     if wrote && self.counted {
                         Counters::add(&self.shared.counters.logged_commits);
                     }
-                    let shared = self.shared;
-                    // The write lock goes before the wait for the log's sync: the next
-                    // transaction runs meanwhile, and its commit can share the sync.
-                    drop(self);
-                    if wrote {
-                        shared.idle.note(shared);
-                    }
-                    return match c.wait {
-                        Some((end, published)) => finish_immediate(shared, end, published, true),
-                        None if durability == Durability::Bounded => {
-                            shared.flusher.note_logged(shared)
-                        }
-                        None => Ok(()),
-                    };
+                    return Ok(Committed {
+                        how: How::Log {
+                            wrote,
+                            wait: c.wait,
+                        },
+                        durability,
+                    });
                 }
             }
             // The changed tables' counts were kept for the overlay; the tree's are rebuilt.
             self.switch_to_pages()?;
         }
-        self.commit_pages(durability, force, LogAt::End)
+        self.commit_txn(durability, force, LogAt::End)
     }
 
     /// Commits a logged transaction of many appends by writing its pages, as a checkpoint
@@ -87,7 +148,7 @@ impl Txn<'_> {
     /// A `Durability::None` batch puts only a mark in the log (`LogAt::Mark`): nothing
     /// promised it would survive a power loss, and the commits after it that must be durable
     /// make its pages durable first (`commit::settle_marks`).
-    fn commit_direct(mut self, durability: Durability) -> Result<()> {
+    fn commit_direct(&mut self, durability: Durability) -> Result<Committed> {
         let mark = durability == Durability::None
             && self.shared.log.as_ref().is_some_and(|l| l.marks_allowed());
         let mut body = std::mem::take(&mut self.guard.record);
@@ -135,40 +196,21 @@ impl Txn<'_> {
                 Counters::add(&self.shared.counters.marked_commits);
             }
         }
-        if durability == Durability::Bounded {
-            // After the write lock is let go: the flusher may need it.
-            let shared = self.shared;
-            drop(self);
-            shared.flusher.note_logged(shared)?;
-        }
-        Ok(())
+        Ok(Committed {
+            how: How::Direct,
+            durability,
+        })
     }
 
     /// Commits a transaction that writes pages (`commit::commit`), naming the log position
-    /// `log_at` says.
-    fn commit_pages(
-        mut self,
-        durability: Durability,
-        force: bool,
-        log_at: LogAt<'_>,
-    ) -> Result<()> {
-        let durability = self.commit_txn(durability, force, log_at)?;
-        if durability == Durability::Bounded {
-            // After the write lock is let go: the flusher may need it.
-            let shared = self.shared;
-            drop(self);
-            shared.flusher.note(shared, false)?;
-        }
-        Ok(())
-    }
-
-    /// `commit_pages` up to the flusher's note: returns the durability the commit had.
+    /// `log_at` says. The durability it returns is the one the commit had: `Immediate` where
+    /// the log cannot stand for it, `None` for an empty commit that wrote nothing.
     fn commit_txn(
         &mut self,
         durability: Durability,
         force: bool,
         log_at: LogAt<'_>,
-    ) -> Result<Durability> {
+    ) -> Result<Committed> {
         // A handle that does not write the log, applying records replayed from it, commits
         // them durably: it does not keep the log they came from. A handle that writes it
         // commits durably every transaction that writes pages with changes the log does not
@@ -210,7 +252,10 @@ impl Txn<'_> {
             let base_txn = self.base.txn();
             self.hand_back(pages.finish());
             self.guard.tables.committed(base_txn);
-            return Ok(Durability::None);
+            return Ok(Committed {
+                how: How::Pages,
+                durability: Durability::None,
+            });
         }
         let txn = pages.txn;
         // A commit that changes what the log does not hold leaves a mark in it (`KIND_MARK`),
@@ -251,12 +296,15 @@ impl Txn<'_> {
             // The overlay's records were applied first: a checkpoint on this thread.
             Counters::add(&counters.checkpoints);
         }
-        Ok(durability)
+        Ok(Committed {
+            how: How::Pages,
+            durability,
+        })
     }
 }
 
 /// Whether a logged transaction's batch is a sequential load large enough to commit by
-/// writing pages (`WriteTxn::commit_direct`): `DIRECT_APPENDS_MIN` writes or more, nearly all
+/// writing pages (`Txn::commit_direct`): `DIRECT_APPENDS_MIN` writes or more, nearly all
 /// of them appends (`WriteTable::append`), which fill the tree's last leaves in place.
 /// Random writes stay in the overlay even in large batches: a checkpoint brings many more of
 /// them to each leaf than one transaction does (measured, 1M fillrandom in 1000-put commits:

@@ -1,0 +1,291 @@
+//! Group commit: the log shared by committers, whose syncs are shared by the commits that wait
+//! together, and the pressure its room puts on the writer.
+
+use super::*;
+
+/// The most times a group commit's leader yields to committers about to append before it
+/// syncs (`GroupLog::sync_to_gathering`).
+pub(super) const GATHER_YIELDS_MAX: u32 = 16;
+
+/// How full the log is (`GroupLog::pressure`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pressure {
+    /// Record bytes appended by this handle so far.
+    pub(crate) appended: u64,
+    /// Bytes kept since the last durable checkpoint's position.
+    pub(crate) kept: u64,
+    /// Bytes the ring can keep.
+    pub(crate) room: u64,
+    /// Bytes that can be appended before the log is full (`Log::left_bytes`).
+    pub(crate) left: u64,
+    /// A segment's bytes: a record goes in once there is a segment's room left.
+    pub(crate) segment: u64,
+    /// The segments of the log's geometry: its ring may be smaller, but the log goes past
+    /// the ring into free slots rather than fail (`Log::append`).
+    pub(crate) segments: u64,
+    /// The log bytes a checkpoint comes after (`Log::plan`).
+    pub(crate) checkpoint: u64,
+}
+
+impl Pressure {
+    /// Bytes that can be appended before the ring is full: what the log kept leaves of the
+    /// ring, or less when the slots after the end still hold the records of the cycle before
+    /// (just after the ring grew).
+    pub(crate) fn room_left(&self) -> u64 {
+        self.room.saturating_sub(self.kept).min(self.left)
+    }
+}
+
+/// The log shared by committing threads, for group commit: a commit appends its record under
+/// the writer's lock, lets the lock go, and waits in `sync_to_gathering` until its record is
+/// durable. The
+/// first waiter becomes the leader: it takes every record appended so far, writes and syncs
+/// them without holding the log, and wakes the others; those whose records it covered return,
+/// the rest elect the next leader, which takes what was appended meanwhile. So one sync serves
+/// every commit that was waiting, and the next transaction runs while the log is flushed
+/// (RocksDB's write group, without its pipelining). A failed write or sync fails every waiter
+/// and every later call (`Error::Poisoned`).
+pub(crate) struct GroupLog {
+    pub(super) state: std::sync::Mutex<GroupState>,
+    pub(super) flushed: std::sync::Condvar,
+    /// The end of the last record (or pad) a sync made durable: what the lock file records
+    /// for the next open to reach (`LockTable::set_log_synced`), read without the lock.
+    pub(super) durable_end: std::sync::atomic::AtomicU64,
+}
+
+pub(super) struct GroupState {
+    pub(super) log: Log,
+    /// A leader is writing and syncing.
+    pub(super) leading: bool,
+    /// A leader took appended bytes (`Log::take`) and is writing them without the lock: the
+    /// file does not hold every byte before `Log::written` yet.
+    pub(super) writing: bool,
+    /// Syncs made for commits (`Stats::commits`, and tests).
+    pub(super) syncs: u64,
+}
+
+impl GroupLog {
+    pub(crate) fn new(log: Log) -> GroupLog {
+        // Everything read back at open was synced before the log was handed over
+        // (`close_tail`); a new log's start holds nothing.
+        let synced = log.synced;
+        GroupLog {
+            state: std::sync::Mutex::new(GroupState {
+                log,
+                leading: false,
+                writing: false,
+                syncs: 0,
+            }),
+            flushed: std::sync::Condvar::new(),
+            durable_end: std::sync::atomic::AtomicU64::new(synced),
+        }
+    }
+
+    /// The end of the last record a sync made durable: at least where the log was read back
+    /// to at open.
+    pub(crate) fn durable_end(&self) -> u64 {
+        self.durable_end.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, GroupState> {
+        // No code panics while holding this lock; recover the state if a panic ever did.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `Log::append`, under the group's lock.
+    pub(crate) fn append(
+        &self,
+        kind: u8,
+        txn: u64,
+        body: &[u8],
+    ) -> std::result::Result<u64, NoRoom> {
+        self.lock().log.append(kind, txn, body)
+    }
+
+    /// Returns once every record before `position` is durable, syncing them (and whatever
+    /// else was appended) if no other committer is already doing so.
+    pub(crate) fn sync_to(&self, position: u64) -> Result<()> {
+        self.sync_to_gathering(position, &|| false)
+    }
+
+    /// `sync_to`, where a committer that becomes the leader first lets the committers that
+    /// `more` says are about to append do so (yielding its core to them, for at most
+    /// `GATHER_YIELDS_MAX` turns), so that its sync covers their records too: without it, on
+    /// few cores, the first committer woken after a sync leads the next one alone while the
+    /// others are still taking the write lock in turn.
+    pub(crate) fn sync_to_gathering(&self, position: u64, more: &dyn Fn() -> bool) -> Result<()> {
+        let mut st = self.lock();
+        loop {
+            if st.log.failed {
+                return Err(Error::Poisoned);
+            }
+            if st.log.synced >= position {
+                return Ok(());
+            }
+            if st.leading {
+                st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.leading = true;
+            let mut turns = 0;
+            while more() && turns < GATHER_YIELDS_MAX {
+                drop(st);
+                std::thread::yield_now();
+                st = self.lock();
+                turns += 1;
+            }
+            let flush = st.log.take();
+            let appended_end = st.log.appended_end;
+            let sink = st.log.sink.clone();
+            st.writing = true;
+            drop(st);
+            let written = sink.write(&flush, false);
+            // The bytes are in the file (or failed): a `write` waiting for them may go on
+            // while this leader syncs.
+            st = self.lock();
+            st.writing = false;
+            self.flushed.notify_all();
+            let r = match written {
+                Ok(()) => {
+                    drop(st);
+                    let r = sink.storage.sync().map_err(Error::from_io);
+                    st = self.lock();
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            st.leading = false;
+            match r {
+                Ok(()) => {
+                    st.log.synced = st.log.synced.max(flush.end);
+                    st.syncs += 1;
+                    self.durable_end
+                        .fetch_max(appended_end, std::sync::atomic::Ordering::AcqRel);
+                }
+                Err(e) => {
+                    st.log.failed = true;
+                    self.flushed.notify_all();
+                    return Err(e);
+                }
+            }
+            self.flushed.notify_all();
+        }
+    }
+
+    /// Makes every record appended so far durable (`Durability::Bounded`'s flush).
+    pub(crate) fn sync_end(&self) -> Result<()> {
+        self.sync_to(self.end())
+    }
+
+    /// Bytes appended and not yet durable.
+    pub(crate) fn unsynced_bytes(&self) -> u64 {
+        let st = self.lock();
+        st.log.distance(st.log.synced, st.log.end)
+    }
+
+    /// `Log::plan`.
+    pub(crate) fn plan(&self, file_bytes: u64, checkpoint_bytes_min: u64) {
+        self.lock().log.plan(file_bytes, checkpoint_bytes_min)
+    }
+
+    /// Whether the log has grown since `position` (the last checkpoint's) by the bytes a
+    /// checkpoint comes after (`Log::plan`).
+    pub(crate) fn checkpoint_due(&self, position: u64) -> bool {
+        let st = self.lock();
+        st.log.distance(position, st.log.end) >= st.log.checkpoint_bytes
+    }
+
+    /// Log bytes from `position` (a checkpoint's) to the end: what a checkpoint started now
+    /// covers.
+    pub(crate) fn since(&self, position: u64) -> u64 {
+        let st = self.lock();
+        st.log.distance(position, st.log.end)
+    }
+
+    /// How full the log is, for pacing the writer (`engine::pace`): the bytes appended, kept
+    /// since the last durable checkpoint and left, the ring's room and a segment's bytes.
+    pub(crate) fn pressure(&self) -> Pressure {
+        let st = self.lock();
+        Pressure {
+            appended: st.log.appended,
+            kept: st.log.kept_bytes(),
+            room: st.log.room_bytes(),
+            left: st.log.left_bytes(),
+            segment: st.log.sink.segment_bytes,
+            segments: st.log.sink.segments,
+            checkpoint: st.log.checkpoint_bytes,
+        }
+    }
+
+    /// Whether the log's version allows marks (`KIND_MARK`).
+    pub(crate) fn marks_allowed(&self) -> bool {
+        self.lock().log.marks_allowed
+    }
+
+    /// Whether a write or sync of the log failed (every later commit fails).
+    pub(crate) fn failed(&self) -> bool {
+        self.lock().log.failed
+    }
+
+    /// Syncs made so far for commits (`sync_to`: `Immediate` commits and `Bounded`'s
+    /// flushes).
+    pub(crate) fn syncs(&self) -> u64 {
+        self.lock().syncs
+    }
+
+    /// `Log::end`.
+    pub(crate) fn end(&self) -> u64 {
+        self.lock().log.end()
+    }
+
+    /// `Log::write`: hands every appended record to the storage, without a sync (a process
+    /// crash then loses none of them). A leader of a sync may have taken some of them
+    /// (`sync_to_gathering`) and be writing them without the lock: this waits until its
+    /// write is done, so that on return every record appended so far is in the file. The
+    /// caller publishes that end to readers in other processes (`LockTable::publish_log`),
+    /// and a commit that is not `Immediate` returns, promising that a process crash keeps
+    /// it; and this write's own bytes, stored after the leader's, never reach the file
+    /// ahead of the records before them (a crash between the two would leave a hole before
+    /// valid records, which reads back as damage).
+    pub(crate) fn write(&self) -> Result<()> {
+        let mut st = self.lock();
+        while st.writing && !st.log.failed {
+            st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        st.log.write()
+    }
+
+    /// `Log::release_to`.
+    pub(crate) fn release_to(&self, position: u64) {
+        self.lock().log.release_to(position)
+    }
+
+    /// The log file's length.
+    pub(crate) fn file_bytes(&self) -> Result<u64> {
+        Ok(self.lock().log.sink.storage.len()?)
+    }
+
+    /// `Log::restart`, unless a leader is writing.
+    pub(crate) fn restart(&self) -> Option<u64> {
+        let mut st = self.lock();
+        if st.leading {
+            return None;
+        }
+        st.log.restart()
+    }
+
+    /// `Log::cut`, unless a leader is writing.
+    pub(crate) fn cut(&self) {
+        let mut st = self.lock();
+        if !st.leading {
+            st.log.cut();
+        }
+    }
+
+    /// Whether the log holds nothing: every record is in a durable checkpoint, and the file
+    /// is cut to its header (`restart` and `cut` after a durable commit naming the new end).
+    pub(crate) fn holds_nothing(&self) -> bool {
+        let st = self.lock();
+        !st.leading && !st.log.failed && st.log.idle() && st.log.is_cut()
+    }
+}

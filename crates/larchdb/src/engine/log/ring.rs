@@ -1,0 +1,163 @@
+//! The log as a ring of segments: positions and their file offsets, how much the log keeps
+//! and how much room is left, the checkpoint and file sizes it plans for, and the release of
+//! what a durable checkpoint made unneeded.
+
+use super::*;
+
+/// A checkpoint comes after the log has grown by at least this share of the data file
+/// (`Log::plan`).
+pub(super) const CHECKPOINT_FILE_FRACTION: u64 = 32;
+
+/// The ring has room for at least this share of the data file (`Log::plan`).
+pub(super) const RING_FILE_FRACTION: u64 = 3;
+
+/// The ring has room for at least this many checkpoints (`Log::plan`).
+pub(super) const RING_CHECKPOINTS: u64 = 4;
+
+impl Log {
+    /// Position of the next byte to append: the end of the log.
+    pub(crate) fn end(&self) -> u64 {
+        self.end
+    }
+
+    /// Bytes appended since the oldest position still needed (`release_to`).
+    pub(super) fn kept_bytes(&self) -> u64 {
+        self.distance(self.keep_from, self.end)
+    }
+
+    /// Bytes the log can keep going round its ring: all but one of its slots (the segment
+    /// being appended to may start anywhere in its slot).
+    pub(super) fn room_bytes(&self) -> u64 {
+        (self.ring - 1) * self.sink.segment_bytes
+    }
+
+    /// Log bytes from position `a` to position `b` (`a <= b`), less the positions jumped
+    /// over. Only jumps after the oldest position still needed are known (`release_to`), so
+    /// from an older `a` the count can only be too high.
+    pub(super) fn distance(&self, a: u64, b: u64) -> u64 {
+        let skipped: u64 = self
+            .jumps
+            .iter()
+            .filter(|&&(from, to)| a <= from && to <= b)
+            .map(|&(from, to)| to - from)
+            .sum();
+        b.saturating_sub(a).saturating_sub(skipped)
+    }
+
+    /// Sizes the ring and the checkpoints for a data file of `file_bytes`, with checkpoints
+    /// of at least `checkpoint_bytes_min` (docs/design/write-path.md, "The log follows the
+    /// tree"): a checkpoint every `file_bytes / CHECKPOINT_FILE_FRACTION` bytes of log, so
+    /// that a checkpoint brings as many records to each leaf whatever the tree's size, and
+    /// room for `RING_FILE_FRACTION`'s share of the file (and for `RING_CHECKPOINTS`
+    /// checkpoints), so that durable checkpoints, each a sync of everything the checkpoints
+    /// before it dirtied, come as rarely per record in a large tree as in a small one, while
+    /// the file of a small database's log stays small. Both are bounded by the geometry.
+    pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64) {
+        self.left_at.set(None);
+        let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
+        let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
+            .max(checkpoint_bytes_min)
+            .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
+        let room = (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint);
+        self.checkpoint_bytes = checkpoint;
+        self.ring = (room.div_ceil(self.sink.segment_bytes) + 1).clamp(2, self.sink.segments);
+    }
+
+    /// Whether the segment starting at `at` may be written: its slot's previous segment holds
+    /// only positions older than `keep_from`.
+    pub(super) fn reusable(&self, at: u64) -> bool {
+        let cycle = self.sink.segments * self.sink.segment_bytes;
+        at < cycle || at - cycle + self.sink.segment_bytes <= self.keep_from
+    }
+
+    /// Bytes that can be appended before the log is full (`NoRoom::Full`), as `append` would
+    /// place them: the rest of the segment at the end, then each segment after it whose slot
+    /// is reusable, jumping to the next cycle's first slot past the ring as `append` does.
+    /// Less than `room_bytes() - kept_bytes()` while the ring has just grown and the slots
+    /// after the end still hold the records of the cycle before. Headers and pads are not
+    /// counted: an estimate, high by at most a record header per segment.
+    pub(super) fn left_bytes(&self) -> u64 {
+        let seg = self.sink.segment_bytes;
+        if let Some((end, left)) = self.left_at.get() {
+            if end / seg == self.end / seg && end <= self.end {
+                return left.saturating_sub(self.end - end);
+            }
+        }
+        let left = self.walk_left(seg);
+        self.left_at.set(Some((self.end, left)));
+        left
+    }
+
+    /// `left_bytes`, walked.
+    pub(super) fn walk_left(&self, seg: u64) -> u64 {
+        let cycle = self.sink.segments * seg;
+        let mut at = self.end;
+        let mut left = 0;
+        if !at.is_multiple_of(seg) {
+            left += seg - at % seg;
+            at += seg - at % seg;
+        }
+        // Room past the ring's is not needed: pacing looks no further.
+        let enough = self.room_bytes();
+        for _ in 0..self.sink.segments {
+            if left >= enough {
+                break;
+            }
+            if self.jumps_allowed && (at % cycle) / seg >= self.ring {
+                let to = (at / cycle + 1) * cycle;
+                if self.reusable(to) {
+                    at = to;
+                }
+            }
+            if !self.reusable(at) {
+                break;
+            }
+            left += seg;
+            at += seg;
+        }
+        left
+    }
+
+    /// Records before `position` are no longer needed (a checkpoint covers them): their
+    /// segments may be reused.
+    pub(crate) fn release_to(&mut self, position: u64) {
+        self.left_at.set(None);
+        debug_assert!(position <= self.end);
+        self.keep_from = self.keep_from.max(position.min(self.end));
+        let keep_from = self.keep_from;
+        self.jumps.retain(|&(_, to)| to > keep_from);
+    }
+
+    /// When no record is kept (every one is in a durable checkpoint: `release_to` reached the
+    /// end) and nothing is buffered, moves the end to the next cycle's first position, as a
+    /// jump would: the next record goes in the first slot, and the file needs nothing past
+    /// its header (`cut`). Returns the new end, or `None` (changing nothing) when records are
+    /// kept, when the log is already at a cycle's first position with its file cut, or for a
+    /// log whose version does not allow jumps (an older build would read the jump as the end
+    /// of the log: it is left as it is).
+    pub(crate) fn restart(&mut self) -> Option<u64> {
+        self.left_at.set(None);
+        if !self.idle() || self.is_cut() || !self.jumps_allowed || self.failed {
+            return None;
+        }
+        let cycle = self.sink.segments * self.sink.segment_bytes;
+        let to = (self.end / cycle + 1) * cycle;
+        self.end = to;
+        self.written = to;
+        self.synced = self.synced.max(to);
+        self.keep_from = to;
+        self.tail_open = false;
+        self.jumps.clear();
+        Some(to)
+    }
+
+    /// The file offset of `position`.
+    pub(super) fn offset(&self, position: u64) -> u64 {
+        self.sink.offset(position)
+    }
+
+    /// The next segment's first position after `position`.
+    pub(super) fn next_segment(&self, position: u64) -> u64 {
+        (position / self.sink.segment_bytes + 1) * self.sink.segment_bytes
+    }
+}
