@@ -9,7 +9,7 @@ use super::log::{Expect, GroupLog, Log, LogSource, Reopen, Shortfall};
 use super::published::Published;
 use super::readers::{newest_protected, ReadState};
 use super::recovery::{GivenUp, Recovery};
-use super::replay::{no_log, Replay};
+use super::replay::{no_log, Follower, Replay};
 use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -80,7 +80,22 @@ fn free_set_beside(bytes: u64) -> bool {
 
 impl Shared {
     /// The state of a handle on `storage`, starting from its newest trustworthy commit (a new
-    /// database is created first if the storage is empty and `options` allow).
+    /// database is created first if the storage is empty and `options` allow). The steps:
+    ///
+    /// 1. An empty file becomes a new database, unless a log beside it holds commits
+    ///    (`create_if_empty`).
+    /// 2. The commit to start from: the newest intact meta slot (`choose_start`); a slot
+    ///    passed over must be proved to lose nothing (`prove_passed_over`).
+    /// 3. Where the log must be kept from (`keep_log_from`).
+    /// 4. The log's records after the commit's position replayed into an overlay, the free
+    ///    set loaded beside (`replay_beside_free_set`): after a crash, this is the recovery,
+    ///    and nothing else is redone.
+    /// 5. The writer's state (`writer_state`).
+    /// 6. A read-only handle follows a writer's log; a writer publishes its log's end in the
+    ///    lock file (`follow_at_open`, `publish_log_at_open`).
+    ///
+    /// Nothing is written before step 4 has proved that the open loses nothing it was told
+    /// about (docs/design/durability.md, "Damage is never silent").
     pub(crate) fn open(
         storage: Arc<dyn Storage>,
         options: Options,
@@ -94,21 +109,7 @@ impl Shared {
             given_up: Vec::new(),
             log_given_up: false,
         };
-        if storage.len()? == 0 {
-            // An empty file becomes a database only when creating one was asked for.
-            if options.read_only || !options.create {
-                return Err(Error::NotADatabase);
-            }
-            // Unless a log beside it holds commits: the database they were made on is gone.
-            if let Some(found) = orphan_log(&log_source)? {
-                losses.give_up(
-                    format!("the data file is empty or was missing, and its log holds {found}"),
-                    "creating a new database would give up every commit in the log".into(),
-                )?;
-                losses.log_given_up = true;
-            }
-            create(&*storage, options.page_bytes, boot_id)?;
-        }
+        create_if_empty(&*storage, &options, &log_source, &mut losses)?;
         let file_bytes = storage.len()?;
         let Chosen {
             mut meta,
@@ -117,63 +118,20 @@ impl Shared {
         } = choose_start(&*storage, file_bytes, boot_id, &options, &lock)?;
         // A handle that writes, or a read-only one alone with the database (no writer can be
         // writing a meta page it reads), must prove it loses nothing by passing over a meta
-        // slot it could not use: the log's replay proves it where the chosen commit names the
-        // log (`Expect::reach_txn`); without a log, the file's pages must hold nothing newer.
+        // slot it could not use.
         let must_prove = !options.read_only || lock.as_ref().is_some_and(LockTable::alone);
-        let mut expect = Expect {
+        let expect = match doubt.filter(|_| must_prove) {
+            Some(d) => prove_passed_over(&*storage, file_bytes, &meta, d, &mut losses)?,
+            None => Expect::default(),
+        };
+        let expect = Expect {
             synced_to: lock
                 .as_ref()
                 .filter(|_| must_prove)
                 .map_or(0, LockTable::log_synced),
-            reach_txn: 0,
-            doubtful: false,
+            ..expect
         };
-        match doubt.filter(|_| must_prove) {
-            Some(d) if meta.log => {
-                expect.reach_txn = d.txn().unwrap_or(0);
-                expect.doubtful = d.txn().is_none();
-            }
-            Some(d @ Doubt::Short { txn, .. }) => losses.give_up(
-                d.damage(),
-                format!(
-                    "opening at commit {} would give up commit {txn} and any before it after \
-                     commit {}",
-                    meta.txn, meta.txn
-                ),
-            )?,
-            Some(d @ Doubt::Damaged { .. }) => {
-                let (n, newest) = newer_pages(&*storage, meta.page_bytes, file_bytes, meta.txn)?;
-                if n > 0 {
-                    losses.give_up(
-                        d.damage(),
-                        format!(
-                            "the file holds {n} intact page(s) written by commits after commit \
-                             {} (up to commit {newest}), which the damaged slot may have held: \
-                             opening at commit {} would give up those commits",
-                            meta.txn, meta.txn
-                        ),
-                    )?;
-                }
-            }
-            None => {}
-        }
-        // Where the log must be kept from: the newest commit's position, or, if that is a
-        // checkpoint not yet synced (trusted because the machine did not restart), the last
-        // durable checkpoint's, as the handle that wrote it kept it: a power loss returns to
-        // that one and replays from there. The checkpoint is made durable later, when the
-        // log needs the room (`commit::Settling`), instead of syncing here whatever the crashed
-        // process left in the page cache (at 10M records, over a second of an open that
-        // replays in 0.1 s). Without a usable durable slot, it is made durable now.
-        let mut keep_from = meta.log_position;
-        if meta.log && !meta.durable && !options.read_only {
-            match durable_log_position(&*storage, &meta, slot) {
-                Some(position) => keep_from = position,
-                None => {
-                    storage.sync()?;
-                    meta = commit::make_durable(&*storage, meta, slot)?;
-                }
-            }
-        }
+        let keep_from = keep_log_from(&*storage, &mut meta, slot, &options)?;
         let access = Arc::new(Access::for_pages(
             &storage,
             meta.page_count * meta.page_bytes as u64,
@@ -181,147 +139,41 @@ impl Shared {
             options.readahead,
         )?);
         let tree = Published::new(Snapshot::new(meta, access, options.verify_checksums));
-        // The machine may have restarted since the newest commit was written (a power loss),
-        // unless both carry the same boot id: the log's tail is then closed as after one
-        // (`Log::close_tail`).
-        let restarted = boot_id != Some(meta.boot_id);
-        // The free set is read from the tree's pages, which replaying the log does not
-        // change: in a large file it is loaded on a thread of its own while the log is
-        // replayed (cold, its chain of pages is read one page at a time: 90 ms of a 10M
-        // database's crashed open, docs/design/write-path.md, session 53).
-        let (replayed, loaded) = std::thread::scope(|s| {
-            let beside = free_set_beside(meta.page_count * meta.page_bytes as u64);
-            let loader = beside
-                .then(|| {
-                    std::thread::Builder::new()
-                        .name("larch-free-load".into())
-                        .spawn_scoped(s, || tree.snap.load_free_set())
-                        .ok()
-                })
-                .flatten();
-            let replayed = (|| -> Result<_> {
-                let mut replay = Replay::new(&tree);
-                let log = open_log(
-                    &log_source,
-                    &meta,
-                    keep_from,
-                    restarted,
-                    expect,
-                    &options,
-                    &mut losses,
-                    &mut replay,
-                )?;
-                Ok((log, replay.finish()?))
-            })();
-            let loaded = loader.map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(Error::Internal(
-                        "the free set's loading thread panicked".into(),
-                    ))
-                })
-            });
-            (replayed, loaded)
-        });
-        let (mut log, mut current) = replayed?;
-        if let Some(log) = log.as_mut() {
-            log.plan(
-                meta.page_count * meta.page_bytes as u64,
-                options.checkpoint_bytes,
-            );
-        }
-        // A small file's, or one whose loading thread could not be started: loaded here.
-        let free = match loaded {
-            Some(free) => free?,
-            None => tree.snap.load_free_set()?,
+        let reopen = Reopen {
+            keep_from,
+            tree_txn: meta.txn,
+            // The machine may have restarted since the newest commit was written (a power
+            // loss), unless both carry the same boot id: the log's tail is then closed as
+            // after one (`Log::close_tail`).
+            restarted: boot_id != Some(meta.boot_id),
+            expect,
+            recover: options.recover,
         };
+        let (log, mut current, free) =
+            replay_beside_free_set(&tree, &log_source, reopen, &options, &mut losses)?;
         let (durable_slot, last_durable_txn) = if meta.durable {
             (slot, meta.txn)
         } else {
             (1 - slot, meta.last_durable_txn)
         };
         let free = usable_free_set(free, &meta, last_durable_txn, &options, &lock)?;
-        let carry = Carry::new(
+        let writer = writer_state(
+            &storage,
+            &options,
+            file_bytes,
             free,
-            WriteMap::new(
-                storage.clone(),
-                meta.page_bytes as usize,
-                file_bytes,
-                !options.read_only,
-                options.readahead,
-            ),
+            (durable_slot, last_durable_txn),
+            (meta, slot),
+            log.as_ref(),
         );
-        let writer = WriterState {
-            disk: Some(Disk {
-                carry: Some(carry),
-                durable_slot,
-                last_durable_txn,
-                settling: None,
-                unsynced: (!meta.durable).then_some((meta, slot)),
-            }),
-            // A commit not synced, trusted after a process crash: the log between the durable
-            // checkpoint's position and its own, which a power loss replays, may hold a mark
-            // (`LogAt::Mark`). Not read to find out: the first commit that must be durable
-            // makes this one durable first, as after a mark.
-            marked: (!meta.durable && meta.log).then_some(meta.txn),
-            poisoned: false,
-            tables: TableStates::default(),
-            scratch: Default::default(),
-            batch: Default::default(),
-            record: Vec::new(),
-            counts: Vec::new(),
-            checkpoint_position: log.as_ref().map_or(0, |l| l.end()),
-            checkpoint: None,
-            pending: None,
-            pacer: Default::default(),
-            savepoints: Default::default(),
-        };
         let mut follow = None;
         if options.read_only {
-            // A read-only handle reads the log after the tree itself: up to the end a writer
-            // published, if one is publishing, and then follows it if it can be beside one
-            // (registered in the lock file).
-            let mut f = super::replay::Follower::new(log_source);
-            let bound = lock.as_ref().and_then(LockTable::log_bound);
-            // Alone with the database, its log must reach what was known of it, as at a
-            // writer's open (a read-only handle gives nothing up: it fails instead).
-            f.expect = must_prove.then_some(expect);
-            current = match f.catch_up(&tree, meta.log_position, bound, true) {
-                Ok(p) => p,
-                // The writer reused the log's room after a newer checkpoint while this open
-                // read it: start from the tree; the first read moves to the newer one.
-                Err(Error::CorruptedLog { .. })
-                    if lock.as_ref().is_some_and(|l| l.published() > meta.txn) =>
-                {
-                    f.applied = meta.log_position;
-                    tree.clone()
-                }
-                Err(e) => return Err(e),
-            };
-            if let Some(lock) = lock.as_ref() {
-                // The slot protected the tree while the free set was checked and the log's
-                // tables and deletions were looked up in it; readers register on their own.
-                lock.set_reader(0);
-                follow = Some(f);
-            }
+            let (followed, follower) =
+                follow_at_open(&tree, log_source, &lock, must_prove.then_some(expect))?;
+            current = followed;
+            follow = follower;
         } else if let Some(lock) = lock.as_ref() {
-            // Read-only handles in other processes read the log up to here, or none of it
-            // from a writer that does not write it.
-            match log.as_ref() {
-                Some(log) => {
-                    lock.publish_log(current.txn(), log.end());
-                    // Read back and synced to its end (`Log::close_tail`).
-                    lock.set_log_synced(log.end());
-                    // Lower than the last claim, for a new log or a tail given up: made
-                    // durable before any record is appended.
-                    if !meta.log || !losses.given_up.is_empty() {
-                        lock.sync_log_synced()?;
-                    }
-                }
-                None => {
-                    lock.publish_log(0, 0);
-                    lock.set_log_synced(0);
-                }
-            }
+            publish_log_at_open(lock, log.as_ref(), &current, &meta, &losses)?;
         }
         let recovery = (!losses.given_up.is_empty()).then(|| Recovery {
             opened_txn: current.txn(),
@@ -350,6 +202,262 @@ impl Shared {
             recovery,
         })
     }
+}
+
+/// Step 1: an empty file becomes a database only when creating one was asked for, and not
+/// beside a log that holds commits (the database they were made on is gone).
+fn create_if_empty(
+    storage: &dyn Storage,
+    options: &Options,
+    log_source: &LogSource,
+    losses: &mut Losses,
+) -> Result<()> {
+    if storage.len()? != 0 {
+        return Ok(());
+    }
+    if options.read_only || !options.create {
+        return Err(Error::NotADatabase);
+    }
+    if let Some(found) = orphan_log(log_source)? {
+        losses.give_up(
+            format!("the data file is empty or was missing, and its log holds {found}"),
+            "creating a new database would give up every commit in the log".into(),
+        )?;
+        losses.log_given_up = true;
+    }
+    create(storage, options.page_bytes, storage.boot_id())
+}
+
+/// Step 2: what passing over meta slot `doubt` for commit `meta` must prove. Where `meta`
+/// names the log, the log's replay proves it (`Expect::reach_txn`, `Expect::doubtful`,
+/// returned); without a log, a newer slot cut short is a loss, and so is a damaged one
+/// where the file's pages hold anything newer than `meta`.
+fn prove_passed_over(
+    storage: &dyn Storage,
+    file_bytes: u64,
+    meta: &Meta,
+    doubt: Doubt,
+    losses: &mut Losses,
+) -> Result<Expect> {
+    match doubt {
+        d if meta.log => {
+            return Ok(Expect {
+                reach_txn: d.txn().unwrap_or(0),
+                doubtful: d.txn().is_none(),
+                ..Expect::default()
+            })
+        }
+        d @ Doubt::Short { txn, .. } => losses.give_up(
+            d.damage(),
+            format!(
+                "opening at commit {} would give up commit {txn} and any before it after \
+                 commit {}",
+                meta.txn, meta.txn
+            ),
+        )?,
+        d @ Doubt::Damaged { .. } => {
+            let (n, newest) = newer_pages(storage, meta.page_bytes, file_bytes, meta.txn)?;
+            if n > 0 {
+                losses.give_up(
+                    d.damage(),
+                    format!(
+                        "the file holds {n} intact page(s) written by commits after commit \
+                         {} (up to commit {newest}), which the damaged slot may have held: \
+                         opening at commit {} would give up those commits",
+                        meta.txn, meta.txn
+                    ),
+                )?;
+            }
+        }
+    }
+    Ok(Expect::default())
+}
+
+/// Step 3: where the log must be kept from: the newest commit's position, or, if that is a
+/// checkpoint not yet synced (trusted because the machine did not restart), the last durable
+/// checkpoint's, as the handle that wrote it kept it: a power loss returns to that one and
+/// replays from there. The checkpoint is made durable later, when the log needs the room
+/// (`commit::Settling`), instead of syncing here whatever the crashed process left in the
+/// page cache (at 10M records, over a second of an open that replays in 0.1 s). Without a
+/// usable durable slot, it is made durable now (and `meta` becomes durable).
+fn keep_log_from(
+    storage: &dyn Storage,
+    meta: &mut Meta,
+    slot: u64,
+    options: &Options,
+) -> Result<u64> {
+    if !meta.log || meta.durable || options.read_only {
+        return Ok(meta.log_position);
+    }
+    if let Some(position) = durable_log_position(storage, meta, slot) {
+        return Ok(position);
+    }
+    storage.sync()?;
+    *meta = commit::make_durable(storage, *meta, slot)?;
+    Ok(meta.log_position)
+}
+
+/// Step 4: the log a handle opens with (`open_log`), its records replayed onto `tree`, and
+/// the tree's free set. The free set is read from the tree's pages, which replaying the log
+/// does not change: in a large file it is loaded on a thread of its own while the log is
+/// replayed (cold, its chain of pages is read one page at a time: 90 ms of a 10M database's
+/// crashed open).
+fn replay_beside_free_set(
+    tree: &Arc<Published>,
+    log_source: &LogSource,
+    reopen: Reopen,
+    options: &Options,
+    losses: &mut Losses,
+) -> Result<(Option<Log>, Arc<Published>, FreeSet)> {
+    let meta = tree.snap.meta;
+    let file_bytes = meta.page_count * meta.page_bytes as u64;
+    let (replayed, loaded) = std::thread::scope(|s| {
+        let loader = free_set_beside(file_bytes)
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("larch-free-load".into())
+                    .spawn_scoped(s, || tree.snap.load_free_set())
+                    .ok()
+            })
+            .flatten();
+        let replayed = (|| -> Result<_> {
+            let mut replay = Replay::new(tree);
+            let log = open_log(log_source, &meta, reopen, options, losses, &mut replay)?;
+            Ok((log, replay.finish()?))
+        })();
+        let loaded = loader.map(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(Error::Internal(
+                    "the free set's loading thread panicked".into(),
+                ))
+            })
+        });
+        (replayed, loaded)
+    });
+    let (mut log, current) = replayed?;
+    if let Some(log) = log.as_mut() {
+        log.plan(file_bytes, options.checkpoint_bytes);
+    }
+    // A small file's, or one whose loading thread could not be started: loaded here.
+    let free = match loaded {
+        Some(free) => free?,
+        None => tree.snap.load_free_set()?,
+    };
+    Ok((log, current, free))
+}
+
+/// Step 5: the writer's state at open: the free set and the file's mapping, the durable
+/// commit (`durable`: its slot and commit) and the newest (`newest`: its meta page and slot).
+fn writer_state(
+    storage: &Arc<dyn Storage>,
+    options: &Options,
+    file_bytes: u64,
+    free: FreeSet,
+    durable: (u64, u64),
+    newest: (Meta, u64),
+    log: Option<&Log>,
+) -> WriterState {
+    let (meta, slot) = newest;
+    let (durable_slot, last_durable_txn) = durable;
+    let carry = Carry::new(
+        free,
+        WriteMap::new(
+            storage.clone(),
+            meta.page_bytes as usize,
+            file_bytes,
+            !options.read_only,
+            options.readahead,
+        ),
+    );
+    WriterState {
+        disk: Some(Disk {
+            carry: Some(carry),
+            durable_slot,
+            last_durable_txn,
+            settling: None,
+            unsynced: (!meta.durable).then_some((meta, slot)),
+        }),
+        // A commit not synced, trusted after a process crash: the log between the durable
+        // checkpoint's position and its own, which a power loss replays, may hold a mark
+        // (`LogAt::Mark`). Not read to find out: the first commit that must be durable
+        // makes this one durable first, as after a mark.
+        marked: (!meta.durable && meta.log).then_some(meta.txn),
+        poisoned: false,
+        tables: TableStates::default(),
+        scratch: Default::default(),
+        batch: Default::default(),
+        record: Vec::new(),
+        counts: Vec::new(),
+        checkpoint_position: log.map_or(0, |l| l.end()),
+        checkpoint: None,
+        pending: None,
+        pacer: Default::default(),
+        savepoints: Default::default(),
+    }
+}
+
+/// Step 6, read-only: the handle reads the log after the tree itself: up to the end a writer
+/// published, if one is publishing, and then follows it if it can be beside one (registered
+/// in the lock file). Alone with the database, its log must reach `expect`, as at a writer's
+/// open (a read-only handle gives nothing up: it fails instead). Returns the snapshot to start
+/// from, and the follower if it follows.
+fn follow_at_open(
+    tree: &Arc<Published>,
+    log_source: LogSource,
+    lock: &Option<LockTable>,
+    expect: Option<Expect>,
+) -> Result<(Arc<Published>, Option<Follower>)> {
+    let meta = tree.snap.meta;
+    let mut f = Follower::new(log_source);
+    let bound = lock.as_ref().and_then(LockTable::log_bound);
+    f.expect = expect;
+    let current = match f.catch_up(tree, meta.log_position, bound, true) {
+        Ok(p) => p,
+        // The writer reused the log's room after a newer checkpoint while this open read it:
+        // start from the tree; the first read moves to the newer one.
+        Err(Error::CorruptedLog { .. })
+            if lock.as_ref().is_some_and(|l| l.published() > meta.txn) =>
+        {
+            f.applied = meta.log_position;
+            tree.clone()
+        }
+        Err(e) => return Err(e),
+    };
+    let Some(lock) = lock.as_ref() else {
+        return Ok((current, None));
+    };
+    // The slot protected the tree while the free set was checked and the log's tables and
+    // deletions were looked up in it; readers register on their own.
+    lock.set_reader(0);
+    Ok((current, Some(f)))
+}
+
+/// Step 6, writer: read-only handles in other processes read the log up to its end, or none
+/// of it from a writer that does not write it.
+fn publish_log_at_open(
+    lock: &LockTable,
+    log: Option<&Log>,
+    current: &Published,
+    meta: &Meta,
+    losses: &Losses,
+) -> Result<()> {
+    match log {
+        Some(log) => {
+            lock.publish_log(current.txn(), log.end());
+            // Read back and synced to its end (`Log::close_tail`).
+            lock.set_log_synced(log.end());
+            // Lower than the last claim, for a new log or a tail given up: made durable
+            // before any record is appended.
+            if !meta.log || !losses.given_up.is_empty() {
+                lock.sync_log_synced()?;
+            }
+        }
+        None => {
+            lock.publish_log(0, 0);
+            lock.set_log_synced(0);
+        }
+    }
+    Ok(())
 }
 
 /// The damage an open got past (`Options::recover`), or, without `recover`, the refusal.
@@ -406,13 +514,10 @@ fn orphan_log(source: &LogSource) -> Result<Option<String>> {
 /// one if the meta page does not name one (any file there is stale). A read-only handle only
 /// reads (and replays nothing here). A record that fails to replay stops the reading before
 /// the tail is closed: a failed open writes nothing to the log.
-#[allow(clippy::too_many_arguments)]
 fn open_log(
     source: &LogSource,
     meta: &Meta,
-    keep_from: u64,
-    restarted: bool,
-    expect: Expect,
+    reopen: Reopen,
     options: &Options,
     losses: &mut Losses,
     replay: &mut Replay<'_>,
@@ -431,13 +536,6 @@ fn open_log(
         return Err(no_log(meta));
     };
     let mut log = if meta.log {
-        let reopen = Reopen {
-            keep_from,
-            tree_txn: meta.txn,
-            restarted,
-            expect,
-            recover: options.recover,
-        };
         let (log, short) = Log::open_into(storage, meta.log_position, reopen, replay)?;
         if let Some(short) = short {
             losses.gave_up_log(short);
