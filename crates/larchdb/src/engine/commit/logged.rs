@@ -1,0 +1,174 @@
+//! A commit through the log: its record appended to the log and inserted into the overlay,
+//! published at once (`None`, `Bounded`) or once the group sync it waits for is done
+//! (`Immediate`, `finish_immediate`).
+
+use super::*;
+
+/// A commit made through the log (`commit_logged`).
+pub(crate) struct LoggedCommit {
+    /// The commit's id (the base's when there was nothing to commit).
+    pub(crate) txn: u64,
+    /// For `Durability::Immediate`: the log position to sync to, and the snapshot to publish
+    /// once it is durable. The committer lets the write lock go first, so that the next
+    /// transaction runs while the log is synced and commits waiting together share one sync
+    /// (`finish_immediate`).
+    pub(crate) wait: Option<(u64, Arc<Published>)>,
+}
+
+/// Commits the writer's batch (`WriterState::batch`) and the entry counts of the tables it
+/// changed through the log, on top of commit `base`: one log record, appended to the log and
+/// inserted into the overlay. A `None` or `Bounded` commit is written to the log file and
+/// published at once; an `Immediate` one becomes the writer's `pending` commit, published by its committer
+/// once the log is synced (`finish_immediate`, after the write lock is let go). Returns
+/// `None`, with nothing done, when the log has no room for the record: the caller then
+/// commits by writing pages. A failed write or sync of the log poisons the handle
+/// (fail-stop).
+/// How many of a logged commit's writes have their overlay slot prefetched before the record
+/// is encoded and appended (`Overlay::prefetch_slot`).
+pub(super) const PREFETCH_WRITES: usize = 4;
+
+pub(crate) fn commit_logged(
+    shared: &Shared,
+    guard: &mut WriterState,
+    base: &Arc<Published>,
+    durability: Durability,
+    force: bool,
+) -> Result<Option<LoggedCommit>> {
+    let log = log_of(shared)?;
+    let immediate = durability == Durability::Immediate || force;
+    // The buffer is the writer's, kept from commit to commit (put back below; a commit that
+    // fails leaves a fresh one).
+    let mut counts = std::mem::take(&mut guard.counts);
+    counts.clear();
+    for (name, state) in guard.tables.changed_unordered() {
+        let id = base.catalog.table_id(&base.snap, name.as_bytes())?;
+        let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
+        counts.push((id.to_be_bytes(), state.hdr.entries.to_le_bytes()));
+    }
+    if guard.batch.is_empty() && counts.is_empty() {
+        guard.counts = counts;
+        // Nothing to commit; a durable commit still makes the earlier ones durable (and
+        // publishes the base, if it is a commit still waiting for its sync).
+        let wait = immediate.then(|| (log.end(), base.clone()));
+        return Ok(Some(LoggedCommit {
+            txn: base.txn(),
+            wait,
+        }));
+    }
+    let txn = base.txn() + 1;
+    if let Some(o) = &base.overlay {
+        // A few slots are enough: a larger batch's later inserts overlap the earlier ones.
+        for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
+            o.prefetch_slot(table, key);
+        }
+    }
+    let WriterState { batch, record, .. } = &mut *guard;
+    batch.encode(
+        |id| {
+            base.catalog
+                .name(&base.snap, id)?
+                .ok_or_else(|| Error::Internal(format!("no table numbered {id}")))
+        },
+        record,
+    )?;
+    let end = match log.append(KIND_COMMIT, txn, record) {
+        Ok(end) => end,
+        // The log file could not grow (a full disk): this commit fails, nothing was written.
+        Err(NoRoom::Grow(e)) => return Err(e),
+        Err(NoRoom::Full | NoRoom::TooLarge) => return Ok(None),
+    };
+    if !immediate {
+        // Handed to the file now, so that a process crash keeps it; published below, after
+        // any `Immediate` commit before it is durable.
+        let written = publish_pending(shared, guard).and_then(|()| log.write());
+        if let Err(e) = written {
+            guard.poisoned = true;
+            return Err(e);
+        }
+    }
+    let overlay = match &base.overlay {
+        Some(o) => o.clone(),
+        None => shared.new_overlay(),
+    };
+    let records = guard.batch.iter();
+    let count_records = counts
+        .iter()
+        .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
+    overlay.insert_marked(txn, records.chain(count_records));
+    guard.counts = counts;
+    let published = Published::logged(base, overlay, txn);
+    if immediate {
+        guard.pending = Some((published.clone(), end));
+        return Ok(Some(LoggedCommit {
+            txn,
+            wait: Some((end, published)),
+        }));
+    }
+    publish(shared, published, end);
+    Ok(Some(LoggedCommit { txn, wait: None }))
+}
+
+/// The second half of an `Immediate` commit through the log, run by its committer after it
+/// let the write lock go: waits until the log is synced up to `end` (the first committer
+/// waiting syncs for all: group commit), then publishes `published` unless a newer commit was
+/// published meanwhile. A failed sync fails every later commit of the handle (the log is
+/// fail-stop; `WriteTxn::new` sees it).
+///
+/// `gather`: the caller does not hold the write lock, so a leader may wait for committers
+/// that hold it or wait for it (not when a commit under the lock waits for a pending one).
+pub(crate) fn finish_immediate(
+    shared: &Shared,
+    end: u64,
+    published: Arc<Published>,
+    gather: bool,
+) -> Result<()> {
+    let log = log_of(shared)?;
+    // Committers about to append: waiting for the write lock, or holding it.
+    let more = || {
+        gather
+            && (shared.writers_waiting.load(Ordering::Relaxed) > 0
+                || shared.writer.try_lock().is_err())
+    };
+    log.sync_to_gathering(end, &more)?;
+    publish(shared, published, end);
+    Ok(())
+}
+
+/// Makes `published`, a commit through the log whose record ends at `end`, the snapshot new
+/// readers start from, unless a newer one is published already (commits waiting for a shared
+/// sync publish in any order); and, in the lock file, the commit read-only handles in other
+/// processes read up to (`LockTable::publish_log`: every record before `end` is in the file by
+/// now, written before a `None` commit publishes, synced before an `Immediate` one does).
+pub(super) fn publish(shared: &Shared, published: Arc<Published>, end: u64) {
+    let mut rs = shared.read_state();
+    if rs.current.txn() < published.txn() {
+        if let Some(lock) = shared.lock.as_ref() {
+            lock.publish_log(published.txn(), end);
+            if let Some(log) = shared.log.as_ref() {
+                lock.set_log_synced(log.durable_end());
+            }
+        }
+        shared.set_current(&mut rs, published);
+    }
+}
+
+/// Waits until the writer's `pending` commit (an `Immediate` commit whose committer waits for
+/// the log's sync) is durable and publishes it, if it is not published yet. Called by every
+/// commit about to publish, so that readers never see an `Immediate` commit before it is
+/// durable: a later commit's snapshot would show it.
+pub(crate) fn publish_pending(shared: &Shared, guard: &mut WriterState) -> Result<()> {
+    let Some((p, end)) = guard.pending.as_ref() else {
+        return Ok(());
+    };
+    if shared.current_txn.load(Ordering::Acquire) >= p.txn() {
+        guard.pending = None;
+        return Ok(());
+    }
+    let (p, end) = (p.clone(), *end);
+    if let Err(e) = finish_immediate(shared, end, p, false) {
+        guard.poisoned = true;
+        return Err(e);
+    }
+    guard.pending = None;
+    Ok(())
+}
