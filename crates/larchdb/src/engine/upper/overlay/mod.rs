@@ -1,0 +1,559 @@
+//! The overlay of stage 2 (docs/design/write-path.md): the writes of commits since the last
+//! checkpoint, in memory, versioned by commit id, read by snapshot readers before the tree.
+//!
+//! One writer adds the records of each commit (`insert_marked`), then the engine publishes the commit
+//! id; readers look keys up (`get`) at their snapshot's commit id, with no lock and no wait. A
+//! hash table of entries (one per table and key) with open addressing; each entry holds its
+//! versions newest first. Nothing is removed or changed once a reader can see it: a new
+//! version is linked in front of the old ones, a full table is replaced by a larger copy, and
+//! every entry, version and retired table lives until the overlay itself is dropped (a
+//! checkpoint starts a new overlay; readers keep the old one through an `Arc` while they need
+//! it). So a reader holding `&Overlay` may keep any pointer it loaded, and values are returned
+//! without a copy.
+//!
+//! Point lookups through the hash table. Scans (`scan`) go through an index of sorted runs
+//! of the entries, built by the readers that scan, not by the writer: the entries inserted
+//! since the last scan are sorted into a new run, and runs of similar length are merged, so a
+//! scan costs the sort of what is new since the last one plus a binary search per run, not a
+//! sort of the whole overlay (write-path.md, "Where it stands (session 16)").
+//! Tables are numbered by the checkpoint's catalog (`CatalogCache::table_id`); the entry
+//! counts of the tables a commit changed are versions of `COUNTS`, keyed by table number.
+
+use crate::error::Result;
+use std::cmp::Ordering as Order;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::ops::Bound;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+mod memory;
+mod scan;
+
+pub(crate) use self::memory::Spare;
+use self::memory::*;
+pub(crate) use self::scan::Scan;
+use self::scan::*;
+
+/// Slots in a new overlay's table; it doubles when half full.
+const SLOTS_MIN: usize = 1024;
+
+/// The table number under which the entry counts of tables are kept: key = the table's number
+/// (u64 big-endian), value = its entries (u64 little-endian) after the commit.
+pub(crate) const COUNTS: u64 = u64::MAX;
+
+/// A key and what the overlay holds for it at a snapshot (`None`: deleted).
+pub(crate) type Visible<'o> = (&'o [u8], Option<&'o [u8]>);
+
+/// A table's number, a key, and a value or a deletion (`None`).
+pub(crate) type TableRecord<'o> = (u64, &'o [u8], Option<&'o [u8]>);
+
+/// What the overlay says about a key at a snapshot.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup<'o> {
+    /// The overlay has no version of the key visible at the snapshot: read the tree.
+    Absent,
+    /// Deleted at or before the snapshot, after the tree's version.
+    Deleted,
+    /// The key's value at the snapshot.
+    Value(&'o [u8]),
+}
+
+/// One version of a key, written by commit `txn`, in the overlay's arena: this header, then
+/// `value_len` bytes of value (`DELETED`: a deletion, no bytes). Immutable once linked.
+#[repr(C)]
+struct Version {
+    txn: u64,
+    older: *const Version,
+    value_len: u32,
+}
+
+/// `Version::value_len` of a deletion (values are at most `VALUE_BYTES_MAX`, 1 GiB).
+const DELETED: u32 = u32::MAX;
+
+/// A table's key and its versions, newest first, in the arena: this header, then `key_len`
+/// bytes of key. `table` and the key are immutable; `head` changes only by the writer
+/// linking a newer version in front.
+#[repr(C)]
+struct Entry {
+    table: u64,
+    head: AtomicPtr<Version>,
+    key_len: u32,
+}
+
+/// The key that follows entry `e`.
+///
+/// # Safety
+/// `e` points to an entry written by `new_entry` (`Overlay::insert_marked`), in an arena that outlives `'o`.
+#[inline]
+unsafe fn entry_key<'o>(e: *const Entry) -> &'o [u8] {
+    // SAFETY: the caller's; the key was written right after the header, in the same
+    // allocation, which `e` was derived from.
+    unsafe {
+        std::slice::from_raw_parts(
+            (e as *const u8).add(size_of::<Entry>()),
+            (*e).key_len as usize,
+        )
+    }
+}
+
+/// The value that follows version `v`, or `None` for a deletion.
+///
+/// # Safety
+/// As `entry_key`, for a version.
+#[inline]
+unsafe fn version_value<'o>(v: *const Version) -> Option<&'o [u8]> {
+    // SAFETY: the caller's, as in `entry_key`.
+    unsafe {
+        let len = (*v).value_len;
+        (len != DELETED).then(|| {
+            std::slice::from_raw_parts((v as *const u8).add(size_of::<Version>()), len as usize)
+        })
+    }
+}
+
+/// One slot of the hash table: an entry and its full hash, so that a probe reads the entry
+/// (a cache miss) only when the hashes match. Empty while `entry` is null; written once.
+struct Slot {
+    hash: AtomicU64,
+    entry: AtomicPtr<Entry>,
+}
+
+/// A slot's control byte for an entry of hash `hash`: the hash's top 7 bits (the slot's
+/// index comes from its low bits), and the high bit set, so that it is never 0 (empty).
+#[inline]
+fn fingerprint(hash: u64) -> u8 {
+    (hash >> 57) as u8 | 0x80
+}
+
+/// A table's blind entries (`Overlay::insert_marked`), in the order of the commits that made
+/// them, and how many of the first ones were found in the tree.
+#[derive(Default)]
+struct BlindList {
+    /// The commit that made each entry, and the entry.
+    entries: Vec<(u64, *const Entry)>,
+    /// `present[i]`: how many of `entries[..=i]` have their key in the tree; as long as the
+    /// prefix of entries resolved so far.
+    present: Vec<u64>,
+}
+
+/// The overlay of one checkpoint interval.
+pub(crate) struct Overlay {
+    /// The current table (owned by `owned.tables`).
+    table: AtomicPtr<Slots>,
+    /// Entries in the table.
+    len: AtomicUsize,
+    hasher: foldhash::fast::RandomState,
+    owned: Mutex<Owned>,
+    /// The entries in key order, for scans (`index`); locked before `owned`, never after.
+    index: Mutex<Arc<Index>>,
+    /// By table number: the entries made by blind writes (`WriteTable::set` of a key neither
+    /// the transaction nor the overlay had), whose entry counts assumed the key was new.
+    blind: Mutex<HashMap<u64, BlindList>>,
+}
+
+// SAFETY: the raw pointers in `Overlay`, `Slot`, `Entry`, `Version` and the `blind` lists'
+// entries point into the arena or the boxed tables that `owned` keeps until the overlay is dropped, and what they point to is
+// never written after it is published (release stores), except through atomics. Readers on
+// any thread only load (acquire) and read immutable fields; the one writer at a time is
+// serialised by the `owned` mutex.
+unsafe impl Send for Overlay {}
+
+unsafe impl Sync for Overlay {}
+
+impl Default for Overlay {
+    fn default() -> Overlay {
+        Overlay::new()
+    }
+}
+
+/// Equal byte strings, compared inline 8 bytes at a time (a call to `memcmp` costs more than
+/// comparing a 16-byte key). The chunks are compared as numbers, and the tail byte by byte:
+/// an array's or a slice's `==` calls `memcmp` (2% of a one-put commit's samples, session 55).
+#[inline(always)]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a8, at) = a.as_chunks::<8>();
+    let (b8, bt) = b.as_chunks::<8>();
+    a8.iter()
+        .zip(b8)
+        .all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+        && at.iter().zip(bt).all(|(x, y)| x == y)
+}
+
+impl Overlay {
+    /// An empty overlay with memory of its own.
+    pub(crate) fn new() -> Overlay {
+        Overlay::with_spare(None)
+    }
+
+    /// An empty overlay with memory of its own whose table holds `entries` without growing
+    /// (replay, which knows how many records it brings: growing rehashes every entry, and a
+    /// prefetched slot is only right in the table that stays).
+    pub(crate) fn with_capacity(entries: usize) -> Overlay {
+        let slots = entries.saturating_mul(2).checked_next_power_of_two();
+        Overlay::with_table(
+            None,
+            Box::new(Slots::new(slots.unwrap_or(0).max(SLOTS_MIN))),
+        )
+    }
+
+    /// An empty overlay that starts with the memory `spare` holds (if any) and leaves its own
+    /// there when it is dropped.
+    pub(crate) fn with_spare(spare: Option<Arc<Spare>>) -> Overlay {
+        let first = spare
+            .as_ref()
+            .and_then(|s| s.slots())
+            .unwrap_or_else(|| Box::new(Slots::new(SLOTS_MIN)));
+        Overlay::with_table(spare, first)
+    }
+
+    fn with_table(spare: Option<Arc<Spare>>, first: Box<Slots>) -> Overlay {
+        let table = &*first as *const Slots as *mut Slots;
+        Overlay {
+            table: AtomicPtr::new(table),
+            len: AtomicUsize::new(0),
+            hasher: foldhash::fast::RandomState::default(),
+            owned: Mutex::new(Owned {
+                tables: vec![first],
+                arena: Arena {
+                    spare,
+                    ..Arena::default()
+                },
+                order: Vec::new(),
+            }),
+            index: Mutex::new(Arc::default()),
+            blind: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How many keys of `table` that blind writes of commits up to `txn` counted as new were
+    /// in the tree already (`in_tree` looks one up): the table's entry count at `txn` is the
+    /// overlay's (`count`) minus this. Each key is looked up once, by the first caller that
+    /// needs it; later calls reuse the answer. The lookups run without the lock, so that a
+    /// reader resolving many keys never holds up the writer's next commit.
+    pub(crate) fn blind_in_tree(
+        &self,
+        table: u64,
+        txn: u64,
+        mut in_tree: impl FnMut(&[u8]) -> Result<bool>,
+    ) -> Result<u64> {
+        loop {
+            let (start, todo): (usize, Vec<*const Entry>) = {
+                let blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(list) = blind.get(&table) else {
+                    return Ok(0);
+                };
+                let upto = list.entries.partition_point(|&(t, _)| t <= txn);
+                if upto == 0 {
+                    return Ok(0);
+                }
+                if list.present.len() >= upto {
+                    return Ok(list.present[upto - 1]);
+                }
+                let start = list.present.len();
+                (
+                    start,
+                    list.entries[start..upto].iter().map(|e| e.1).collect(),
+                )
+            };
+            let mut found = Vec::with_capacity(todo.len());
+            for e in todo {
+                // SAFETY: as in `find`: entries live in the arena as long as the overlay.
+                found.push(in_tree(unsafe { entry_key(e) })?);
+            }
+            let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(list) = blind.get_mut(&table) {
+                // Another caller may have resolved them meanwhile (the same answers).
+                if list.present.len() == start {
+                    let mut n = list.present.last().copied().unwrap_or(0);
+                    for f in found {
+                        n += u64::from(f);
+                        list.present.push(n);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keys (table and key pairs) with at least one version.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    #[inline]
+    pub(crate) fn hash(&self, table: u64, key: &[u8]) -> u64 {
+        key_hash(&self.hasher, table, key)
+    }
+
+    /// Asks the CPU for the slot where the search for a key of hash `hash` starts (a read
+    /// about to probe another overlay first: `table::Upper::get`).
+    #[inline]
+    pub(crate) fn prefetch_hashed(&self, hash: u64) {
+        let (slots, i) = self.home(hash);
+        prefetch(&slots.control[i] as *const AtomicU8 as *const u8);
+    }
+
+    /// `prefetch_hashed`, and the slot itself, which an insert writes.
+    #[inline]
+    fn prefetch_for_insert(&self, hash: u64) {
+        let (slots, i) = self.home(hash);
+        prefetch(&slots.control[i] as *const AtomicU8 as *const u8);
+        prefetch(&slots.slots[i] as *const Slot as *const u8);
+    }
+
+    /// The current table, and the slot where the search for a key of hash `hash` starts.
+    #[inline]
+    fn home(&self, hash: u64) -> (&Slots, usize) {
+        // SAFETY: as in `get`: the pointer names a table the overlay owns while it lives.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        (slots, hash as usize & (slots.slots.len() - 1))
+    }
+
+    /// Asks the CPU for the slot where `(table, key)`'s search starts, so that the commit
+    /// about to insert it finds the line in the cache: a large overlay's table is a slot
+    /// array of many MiB read at random, and its load missed the cache on nearly every
+    /// one-put commit (two thirds of `commit_logged`'s own time, 1M fillseq). Called by the
+    /// writer before it encodes and appends the commit's record, which gives the line time
+    /// to arrive.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, table: u64, key: &[u8]) {
+        self.prefetch_for_insert(self.hash(table, key));
+    }
+
+    /// The entry of `(table, key)` in `slots`, or the index of the empty slot where it would
+    /// go.
+    #[inline]
+    fn find(
+        &self,
+        slots: &Slots,
+        hash: u64,
+        table: u64,
+        key: &[u8],
+    ) -> std::result::Result<*const Entry, usize> {
+        let mask = slots.slots.len() - 1;
+        let wanted = fingerprint(hash);
+        let mut i = hash as usize & mask;
+        loop {
+            // The acquire load pairs with `Slots::fill`'s release store: a byte set means
+            // the slot is written.
+            let control = slots.control[i].load(Ordering::Acquire);
+            if control == 0 {
+                return Err(i);
+            }
+            if control == wanted {
+                let slot = &slots.slots[i];
+                let p = slot.entry.load(Ordering::Acquire);
+                // The hash was stored before the entry pointer's release store.
+                if !p.is_null() && slot.hash.load(Ordering::Relaxed) == hash {
+                    // SAFETY: a non-null slot points to an entry in the arena, alive as long
+                    // as `self`, fully written before the release store that published it.
+                    if unsafe { (*p).table == table && bytes_eq(entry_key(p), key) } {
+                        return Ok(p);
+                    }
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The version of `(table, key)` visible at snapshot `txn`: the newest written by a commit
+    /// no later than `txn`.
+    #[inline]
+    pub(crate) fn get(&self, table: u64, key: &[u8], txn: u64) -> Lookup<'_> {
+        self.get_hashed(self.hash(table, key), table, key, txn)
+    }
+
+    /// `get`, with the key's hash (`hash`) already made.
+    pub(crate) fn get_hashed(&self, hash: u64, table: u64, key: &[u8], txn: u64) -> Lookup<'_> {
+        // SAFETY: the table pointer always names a table boxed in `owned` (retired tables are
+        // kept too), published with a release store.
+        let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+        let Ok(entry) = self.find(slots, hash, table, key) else {
+            return Lookup::Absent;
+        };
+        // SAFETY: as in `find`.
+        match unsafe { Self::visible(entry, txn) } {
+            None => Lookup::Absent,
+            Some(None) => Lookup::Deleted,
+            Some(Some(value)) => Lookup::Value(value),
+        }
+    }
+
+    /// How many slot tables the overlay has had (1 until it first grew).
+    #[cfg(test)]
+    pub(crate) fn tables(&self) -> usize {
+        self.owned.lock().map_or(0, |o| o.tables.len())
+    }
+
+    /// The number of entries of table `table` at snapshot `txn`, if a commit in the overlay
+    /// changed it.
+    pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
+        match self.get(COUNTS, &table.to_be_bytes(), txn) {
+            Lookup::Value(v) if v.len() == 8 => Some(u64::from_le_bytes(v.try_into().ok()?)),
+            _ => None,
+        }
+    }
+
+    /// The version of entry `e` visible at `txn`: `Some(None)` for a deletion, `None` if none.
+    ///
+    /// # Safety
+    /// `e` is an entry of this overlay (as `find` returns), and `'o` no longer than its life.
+    unsafe fn visible<'o>(e: *const Entry, txn: u64) -> Option<Option<&'o [u8]>> {
+        // SAFETY: the caller's.
+        let mut v = unsafe { &(*e).head }.load(Ordering::Acquire) as *const Version;
+        while !v.is_null() {
+            // SAFETY: versions live in the arena as long as the overlay, immutable once
+            // linked (the release store of `head` published them and their `older` links).
+            unsafe {
+                if (*v).txn <= txn {
+                    return Some(version_value(v));
+                }
+                v = (*v).older;
+            }
+        }
+        None
+    }
+
+    /// Adds the records of commit `txn`: for each, a value or a deletion (`None`) of
+    /// `(table, key)`. Requires: `txn` is newer than every commit inserted before, and is not
+    /// yet published to readers (they see it once the engine publishes it).
+    #[cfg(test)]
+    pub(crate) fn insert<'a>(
+        &self,
+        txn: u64,
+        records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>)>,
+    ) {
+        self.insert_marked(txn, records.into_iter().map(|(t, k, v)| (t, k, v, false)));
+    }
+
+    /// `insert`, with each record marked if a blind write counted its key as new without
+    /// knowing (see `blind_in_tree`); such a key has no entry yet.
+    pub(crate) fn insert_marked<'a>(
+        &self,
+        txn: u64,
+        records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
+    ) {
+        let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut blind = None;
+        for (table, key, value, counted_new) in records {
+            // SAFETY: as in `get`; only this writer (holding `owned`) replaces the table.
+            let slots = unsafe { &*self.table.load(Ordering::Acquire) };
+            let hash = self.hash(table, key);
+            let found = self.find(slots, hash, table, key);
+            let older = match found {
+                // SAFETY: as in `find`.
+                Ok(e) => unsafe { &(*e).head }.load(Ordering::Acquire) as *const Version,
+                Err(_) => ptr::null(),
+            };
+            debug_assert!(
+                older.is_null() || unsafe { (*older).txn } <= txn,
+                "commits are inserted in order"
+            );
+            let vp = new_version(&mut owned.arena, txn, older, value);
+            match found {
+                // SAFETY: as in `find`. The release store publishes the version.
+                Ok(e) => unsafe { &(*e).head }.store(vp, Ordering::Release),
+                Err(at) => {
+                    let ep = new_entry(&mut owned.arena, table, key, vp);
+                    owned.order.push(ep);
+                    if counted_new {
+                        let lists = blind.get_or_insert_with(|| {
+                            self.blind.lock().unwrap_or_else(|e| e.into_inner())
+                        });
+                        let list = lists.entry(table).or_default();
+                        list.entries.push((txn, ep as *const Entry));
+                    }
+                    slots.fill(at, hash, ep);
+                    let len = self.len.fetch_add(1, Ordering::AcqRel) + 1;
+                    if len * 2 > slots.slots.len() {
+                        self.grow(&mut owned, slots);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replaces the table by one twice as large holding the same entries; readers still on the
+    /// old one find every entry published before they loaded it (nothing is removed from it).
+    fn grow(&self, owned: &mut Owned, old: &Slots) {
+        let bigger = Box::new(Slots::new(old.slots.len() * 2));
+        let mask = bigger.slots.len() - 1;
+        for slot in old.slots.iter() {
+            let p = slot.entry.load(Ordering::Acquire);
+            if p.is_null() {
+                continue;
+            }
+            let hash = slot.hash.load(Ordering::Relaxed);
+            let mut i = hash as usize & mask;
+            while bigger.control[i].load(Ordering::Relaxed) != 0 {
+                i = (i + 1) & mask;
+            }
+            bigger.fill(i, hash, p);
+        }
+        let bp = &*bigger as *const Slots as *mut Slots;
+        owned.tables.push(bigger);
+        // Publishes the new table with everything stored in it above.
+        self.table.store(bp, Ordering::Release);
+    }
+}
+
+/// A version in `arena`: `txn`'s value (or deletion) linked in front of `older`.
+fn new_version(
+    arena: &mut Arena,
+    txn: u64,
+    older: *const Version,
+    value: Option<&[u8]>,
+) -> *mut Version {
+    let bytes = value.map_or(0, |v| v.len());
+    let p = arena.alloc(size_of::<Version>() + bytes) as *mut Version;
+    // SAFETY: `p` is fresh, 8-byte aligned, with room for the header and the value; nothing
+    // else refers to it until it is published.
+    unsafe {
+        p.write(Version {
+            txn,
+            older,
+            value_len: value.map_or(DELETED, |v| v.len() as u32),
+        });
+        if let Some(v) = value {
+            ptr::copy_nonoverlapping(v.as_ptr(), (p as *mut u8).add(size_of::<Version>()), bytes);
+        }
+    }
+    p
+}
+
+/// An entry in `arena` for `(table, key)` whose newest version is `head`.
+fn new_entry(arena: &mut Arena, table: u64, key: &[u8], head: *mut Version) -> *mut Entry {
+    let p = arena.alloc(size_of::<Entry>() + key.len()) as *mut Entry;
+    // SAFETY: as in `new_version`.
+    unsafe {
+        p.write(Entry {
+            table,
+            head: AtomicPtr::new(head),
+            key_len: key.len() as u32,
+        });
+        ptr::copy_nonoverlapping(
+            key.as_ptr(),
+            (p as *mut u8).add(size_of::<Entry>()),
+            key.len(),
+        );
+    }
+    p
+}
+
+/// The hash of `key` of table `table` under `hasher` (the overlay's entries, the batch's
+/// index).
+pub(crate) fn key_hash(hasher: &foldhash::fast::RandomState, table: u64, key: &[u8]) -> u64 {
+    let mut h = hasher.build_hasher();
+    h.write_u64(table);
+    h.write(key);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests;

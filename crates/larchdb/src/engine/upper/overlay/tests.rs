@@ -1,0 +1,380 @@
+use super::*;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::ops::RangeBounds;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+/// (table, key) -> [(txn, value)] in commit order.
+type Model = BTreeMap<(u64, Vec<u8>), Vec<(u64, Option<Vec<u8>>)>>;
+/// A record as `Overlay::insert` (the tests' unmarked `insert_marked`) takes it.
+type Record<'a> = (u64, &'a [u8], Option<&'a [u8]>);
+
+/// Inserts commit `txn`'s records into the overlay and the model.
+fn insert_both(
+    o: &Overlay,
+    model: &mut Model,
+    txn: u64,
+    batch: Vec<(u64, Vec<u8>, Option<Vec<u8>>)>,
+) {
+    o.insert(
+        txn,
+        batch
+            .iter()
+            .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref())),
+    );
+    for (t, k, v) in batch {
+        model.entry((t, k)).or_default().push((txn, v));
+    }
+}
+
+/// Every key's versions, compared with a model at every snapshot, across many growths.
+#[test]
+fn lookups_at_every_snapshot_match_a_model() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let o = Overlay::new();
+    let mut model = Model::new();
+    for txn in 1..=300u64 {
+        let mut batch: Vec<(u64, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for _ in 0..rng.gen_range(1..40) {
+            let table = rng.gen_range(0..3);
+            let key = format!("{:06}", rng.gen_range(0..4000)).into_bytes();
+            let value = (!rng.gen_bool(0.1)).then(|| vec![txn as u8; rng.gen_range(0..50)]);
+            batch.push((table, key, value));
+        }
+        insert_both(&o, &mut model, txn, batch);
+    }
+    assert_eq!(o.len(), model.len());
+    assert!(o.owned.lock().unwrap().tables.len() > 2, "the table grew");
+    for ((t, k), versions) in &model {
+        for snap in [0u64, 1, 50, 150, 299, 300, 1000] {
+            let want = match versions.iter().rev().find(|(txn, _)| *txn <= snap) {
+                None => Lookup::Absent,
+                Some((_, None)) => Lookup::Deleted,
+                Some((_, Some(v))) => Lookup::Value(v),
+            };
+            assert_eq!(o.get(*t, k, snap), want, "table {t} key {k:?} at {snap}");
+        }
+    }
+    assert_eq!(o.get(7, b"000001", 300), Lookup::Absent);
+    // The same key in another table is another entry.
+    o.insert(
+        301,
+        [(0, &b"k"[..], Some(&b"zero"[..])), (1, b"k", Some(b"one"))],
+    );
+    assert_eq!(o.get(0, b"k", 301), Lookup::Value(b"zero"));
+    assert_eq!(o.get(1, b"k", 301), Lookup::Value(b"one"));
+    assert_eq!(o.get(1, b"k", 300), Lookup::Absent);
+}
+
+/// Overlays made one after another from a handle's spare memory take the last ones'
+/// chunks and tables, and still hold exactly their own commits: an emptied table keeps
+/// no entry of the overlay before, and one not emptied yet is never handed out.
+#[test]
+fn overlays_that_reuse_memory_hold_only_their_own_commits() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let spare = Arc::new(Spare::default());
+    let mut reused_tables = 0;
+    for generation in 0..6u64 {
+        // Every other generation runs no checkpoint: the dropped table stays unemptied.
+        if generation % 2 == 0 {
+            spare.prepare();
+        }
+        let had_table = spare.slots.lock().unwrap().is_some();
+        let chunks_before = spare.chunks.lock().unwrap().len();
+        let o = Overlay::with_spare(Some(spare.clone()));
+        let (first_slots, empty) = {
+            let owned = o.owned.lock().unwrap();
+            let t = &owned.tables[0];
+            let empty = t
+                .slots
+                .iter()
+                .all(|s| s.entry.load(Ordering::Relaxed).is_null())
+                && t.control.iter().all(|c| c.load(Ordering::Relaxed) == 0);
+            (t.slots.len(), empty)
+        };
+        // A stale slot would hide from lookups (the hasher is new) but fill the table,
+        // until a probe finds no empty slot at all.
+        assert!(empty, "generation {generation}: the table starts empty");
+        if had_table {
+            reused_tables += 1;
+            assert!(
+                first_slots > SLOTS_MIN,
+                "generation {generation}: a sized table"
+            );
+        } else {
+            assert_eq!(first_slots, SLOTS_MIN, "generation {generation}");
+        }
+        let mut model = Model::new();
+        let keys = 20_000 + 5_000 * generation;
+        for txn in 1..=400u64 {
+            let mut batch: Vec<(u64, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+            for _ in 0..rng.gen_range(1..80) {
+                let table = rng.gen_range(0..2);
+                let key = format!("{generation}-{:06}", rng.gen_range(0..keys)).into_bytes();
+                let value = (!rng.gen_bool(0.1)).then(|| vec![txn as u8; rng.gen_range(0..200)]);
+                batch.push((table, key, value));
+            }
+            insert_both(&o, &mut model, txn, batch);
+        }
+        assert_eq!(o.len(), model.len(), "generation {generation}");
+        if generation > 0 {
+            assert!(
+                spare.chunks.lock().unwrap().len() < chunks_before || chunks_before == 0,
+                "generation {generation}: chunks were taken from the spare"
+            );
+        }
+        for ((t, k), versions) in &model {
+            let want = match versions.last() {
+                None => Lookup::Absent,
+                Some((_, None)) => Lookup::Deleted,
+                Some((_, Some(v))) => Lookup::Value(v),
+            };
+            assert_eq!(
+                o.get(*t, k, 400),
+                want,
+                "generation {generation}, key {k:?}"
+            );
+        }
+        // No key of an earlier generation is found.
+        for g in 0..generation {
+            for t in 0..2 {
+                let k = format!("{g}-{:06}", rng.gen_range(0..keys)).into_bytes();
+                assert_eq!(o.get(t, &k, 400), Lookup::Absent, "generation {generation}");
+            }
+        }
+        drop(o);
+        assert!(
+            !spare.chunks.lock().unwrap().is_empty(),
+            "the chunks were kept"
+        );
+    }
+    assert!(reused_tables >= 2, "tables were reused: {reused_tables}");
+}
+
+/// What the model holds for `table` within the bounds at snapshot `snap`, in order.
+fn model_scan(
+    model: &Model,
+    table: u64,
+    snap: u64,
+    (start, end): (Bound<&[u8]>, Bound<&[u8]>),
+    reverse: bool,
+) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut out: Vec<_> = model
+        .iter()
+        .filter(|((t, k), _)| *t == table && (start, end).contains(k.as_slice()))
+        .filter_map(|((_, k), versions)| {
+            let (_, v) = versions.iter().rev().find(|(txn, _)| *txn <= snap)?;
+            Some((k.clone(), v.clone()))
+        })
+        .collect();
+    if reverse {
+        out.reverse();
+    }
+    out
+}
+
+/// Scans of every table, in both directions, with every kind of bound and at old and new
+/// snapshots, match a model while commits go on being inserted: the index is built a
+/// little at a time (a scan after every few commits) and merges its runs as it grows.
+#[test]
+fn scans_match_a_model_as_the_index_grows() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let o = Overlay::new();
+    let mut model = Model::new();
+    let key = |rng: &mut rand::rngs::StdRng| {
+        // Keys longer and shorter than the 16-byte prefix, sharing long prefixes.
+        let n: u32 = rng.gen_range(0..3000);
+        match n % 3 {
+            0 => format!("{n:06}").into_bytes(),
+            1 => format!("key-with-a-long-shared-prefix-{n:06}").into_bytes(),
+            _ => n.to_be_bytes()[..(n % 4) as usize + 1].to_vec(),
+        }
+    };
+    let bound = |rng: &mut rand::rngs::StdRng, k: Vec<u8>| match rng.gen_range(0..3) {
+        0 => Bound::Included(k),
+        1 => Bound::Excluded(k),
+        _ => Bound::Unbounded,
+    };
+    let mut runs_seen = 0;
+    for txn in 1..=400u64 {
+        let mut batch: Vec<(u64, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for _ in 0..rng.gen_range(1..30) {
+            let table = rng.gen_range(0..3);
+            let value = (!rng.gen_bool(0.15)).then(|| vec![txn as u8; rng.gen_range(0..20)]);
+            batch.push((table, key(&mut rng), value));
+        }
+        insert_both(&o, &mut model, txn, batch);
+        if rng.gen_range(0..4) != 0 {
+            continue;
+        }
+        for _ in 0..3 {
+            let table = rng.gen_range(0..4);
+            let snap = rng.gen_range(0..=txn + 1);
+            let reverse = rng.gen_bool(0.5);
+            let (a, b) = (key(&mut rng), key(&mut rng));
+            let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+            let (start, end) = (bound(&mut rng, lo), bound(&mut rng, hi));
+            let bounds = (
+                start.as_ref().map(|k| k.as_slice()),
+                end.as_ref().map(|k| k.as_slice()),
+            );
+            let got: Vec<_> = o
+                .scan(table, snap, bounds.0, bounds.1, reverse)
+                .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                .collect();
+            let want = model_scan(&model, table, snap, bounds, reverse);
+            assert_eq!(got, want, "table {table} at {snap} within {bounds:?}");
+        }
+        runs_seen = runs_seen.max(o.index.lock().unwrap().runs.len());
+    }
+    assert!(
+        runs_seen >= 3,
+        "the index held several runs at once ({runs_seen})"
+    );
+    let index = o.index();
+    assert_eq!(index.covered, o.len());
+    for w in index.runs.windows(2) {
+        assert!(
+            w[0].len() >= RUN_GROWTH * w[1].len(),
+            "runs fall by the growth factor"
+        );
+    }
+    // A bound past the end, and one before the start, of a table.
+    let all = model_scan(&model, 1, 400, (Bound::Unbounded, Bound::Unbounded), false);
+    assert_eq!(
+        o.scan(1, 400, Bound::Unbounded, Bound::Unbounded, false)
+            .count(),
+        all.len()
+    );
+    assert_eq!(
+        o.scan(
+            1,
+            400,
+            Bound::Excluded(b"\xff\xff\xff\xff\xff"),
+            Bound::Unbounded,
+            false
+        )
+        .count(),
+        0
+    );
+    assert_eq!(
+        o.scan(1, 400, Bound::Unbounded, Bound::Excluded(b""), true)
+            .count(),
+        0
+    );
+}
+
+/// Scans on other threads while the writer inserts: each sees every key published at its
+/// snapshot, in order, whichever of them builds the index's next run.
+#[test]
+fn scans_beside_the_writer_see_every_published_key() {
+    const COMMITS: u64 = 3000;
+    let o = Arc::new(Overlay::new());
+    let published = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (o, published) = (o.clone(), published.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(r);
+                loop {
+                    let snap = published.load(Ordering::Acquire);
+                    // Commit n added key (n * 7919 mod COMMITS), and table 1's key n.
+                    let from = rng.gen_range(0..COMMITS);
+                    let got: Vec<u64> = o
+                        .scan(
+                            0,
+                            snap,
+                            Bound::Included(&from.to_be_bytes()[..]),
+                            Bound::Unbounded,
+                            false,
+                        )
+                        .map(|(k, _)| u64::from_be_bytes(k.try_into().unwrap()))
+                        .collect();
+                    let mut want: Vec<u64> = (1..=snap)
+                        .map(|n| n * 7919 % COMMITS)
+                        .filter(|&k| k >= from)
+                        .collect();
+                    want.sort_unstable();
+                    assert_eq!(got, want, "from {from} at {snap}");
+                    let newest = o
+                        .scan(1, snap, Bound::Unbounded, Bound::Unbounded, true)
+                        .next();
+                    assert_eq!(
+                        newest.map(|(k, _)| k.to_vec()),
+                        (snap > 0).then(|| snap.to_be_bytes().to_vec())
+                    );
+                    if snap == COMMITS {
+                        return;
+                    }
+                }
+            })
+        })
+        .collect();
+    for txn in 1..=COMMITS {
+        let k0 = (txn * 7919 % COMMITS).to_be_bytes();
+        let k1 = txn.to_be_bytes();
+        o.insert(
+            txn,
+            [(0u64, &k0[..], Some(&b"v"[..])), (1, &k1[..], Some(b"v"))],
+        );
+        published.store(txn, Ordering::Release);
+    }
+    for r in readers {
+        r.join().unwrap();
+    }
+}
+
+/// Readers on other threads while the writer inserts and publishes commits: every reader
+/// sees exactly the commits up to the one published when it looked, whole (each commit
+/// writes every counter, and adds one new key), across the table's growths.
+#[test]
+fn readers_beside_the_writer_see_whole_commits() {
+    const COUNTERS: u64 = 8;
+    const COMMITS: u64 = 6000;
+    let o = Arc::new(Overlay::new());
+    let published = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (o, published) = (o.clone(), published.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::StdRng::seed_from_u64(r);
+                let mut checks = 0u64;
+                loop {
+                    let snap = published.load(Ordering::Acquire);
+                    for c in 0..COUNTERS {
+                        let want = snap.to_le_bytes();
+                        match o.get(0, &c.to_be_bytes(), snap) {
+                            Lookup::Value(v) => assert_eq!(v, want, "counter {c} at {snap}"),
+                            other => assert_eq!(snap, 0, "{other:?} at {snap}"),
+                        }
+                    }
+                    // Key n was added by commit n: present exactly up to the snapshot.
+                    let n = rng.gen_range(1..COMMITS + 1);
+                    let added = o.get(1, &n.to_be_bytes(), snap);
+                    assert_eq!(added == Lookup::Absent, n > snap, "key {n} at {snap}");
+                    checks += 1;
+                    if snap == COMMITS {
+                        return checks;
+                    }
+                }
+            })
+        })
+        .collect();
+    for txn in 1..=COMMITS {
+        let value = txn.to_le_bytes();
+        let keys: Vec<[u8; 8]> = (0..COUNTERS).map(|c| c.to_be_bytes()).collect();
+        let new_key = txn.to_be_bytes();
+        let mut records: Vec<Record> = keys
+            .iter()
+            .map(|k| (0u64, &k[..], Some(&value[..])))
+            .collect();
+        records.push((1, &new_key, Some(b"new")));
+        o.insert(txn, records);
+        published.store(txn, Ordering::Release);
+    }
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    assert_eq!(o.len(), (COUNTERS + COMMITS) as usize);
+}
