@@ -1,6 +1,6 @@
 //! A model of how many leaf pages a random one-put load writes under two checkpoint policies,
 //! at equal overlay memory (no engine code: leaves as key ranges, records as counts), for the
-//! write-amplification target (write-path.md, session 55). `N` random 16-byte-key records of
+//! write-amplification target (write-path.md, "Open problems"). `N` random 16-byte-key records of
 //! `R` bytes go into a B-tree whose leaves hold up to `C = 4096 / (R + 6)` records and split
 //! evenly when full (the merge's even split), through an overlay of at most `M` records:
 //!

@@ -2,8 +2,8 @@
 //! (`append`) or of random ones (`set`) on a fresh logged database whose checkpoint bound is
 //! above what they write (so the overlay holds every key), then `N` reads of random keys
 //! that were written (`hit`) and `N` of keys in the same range that were not (`miss`: the
-//! overlay is probed, then the tree), best of `R` rounds. Session 55 measured with it what the
-//! designs in `patches/` cost the readers (write-path.md). `FRESH_READS_STATS=1` prints the
+//! overlay is probed, then the tree), best of `R` rounds: what the overlay's designs cost the
+//! readers (write-path.md, "Measured and not kept"). `FRESH_READS_STATS=1` prints the
 //! checkpoints and commits each round made (none of the first should run).
 //!
 //!   cargo run --release --manifest-path experiments/write-path/Cargo.toml --bin fresh_reads [N] [R] [KIND]
