@@ -51,16 +51,16 @@ impl std::fmt::Debug for Database {
 
 impl Drop for Database {
     fn drop(&mut self) {
-        // `Durability::Bounded` commits not yet durable are made durable now.
-        self.shared.flusher.stop();
-        // No idle checkpoint starts from here on (one it started is waited for below).
-        self.shared.idle.stop();
-        // A checkpoint running on its own thread is waited for (it holds the handle's state);
-        // if it failed, the log still holds what it was writing, for the next open.
-        let mut guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = checkpoint::finish(&self.shared, &mut guard, true);
-        let writes = !guard.poisoned && !self.shared.options.read_only;
-        drop(guard);
+        // Every background thread stops, after its work: `Durability::Bounded` commits not yet
+        // durable are made durable, a checkpoint on its own thread is put in place.
+        self.shared.background.stop(&self.shared);
+        let poisoned = self
+            .shared
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .poisoned;
+        let writes = !poisoned && !self.shared.options.read_only;
         // A failure leaves the database as the last step that succeeded left it (each step is
         // a commit), and a close has no one to report it to: the next open reports what it
         // finds.
@@ -120,7 +120,7 @@ impl Database {
 }
 
 /// Moves of pages to the start of the file that `Database::compact` makes at most: each moves
-/// what the one before copied past the pages in use (`WriteTxn::relocate`).
+/// what the one before copied past the pages in use (`Txn::relocate`).
 const COMPACT_PASSES_MAX: usize = 3;
 
 /// A step of [`Database::compact_with_progress`].

@@ -172,23 +172,20 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
     let job = frozen.clone();
-    let nice = super::background_nice(checkpoint_nice(&shared.options, readers));
-    let spawned = std::thread::Builder::new()
-        .name("larch-checkpoint".into())
-        .spawn(move || {
-            nice.apply();
-            let disk = receive.recv().ok()?;
-            // Off the writer's thread: the table the last merged overlay left is emptied
-            // for a later overlay (`overlay::Spare`).
-            owner.spare.prepare();
-            Some(run(&owner, disk, &job, position))
-        });
+    let nice = checkpoint_nice(&shared.options, readers);
+    let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
+        let disk = receive.recv().ok()?;
+        // Off the writer's thread: the table the last merged overlay left is emptied
+        // for a later overlay (`overlay::Spare`).
+        owner.spare.prepare();
+        Some(run(&owner, disk, &job, position))
+    });
     let (thread, disk) = match spawned {
-        Ok(thread) => match send.send(disk) {
+        Some(thread) => match send.send(disk) {
             Ok(()) => (Some(thread), None),
             Err(mpsc::SendError(disk)) => (None, Some(disk)),
         },
-        Err(_) => (None, Some(disk)),
+        None => (None, Some(disk)),
     };
     let cpu_clock = thread.as_ref().and_then(thread_clock);
     guard.checkpoint = Some(Running {
@@ -346,7 +343,7 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     let Some(mut carry) = disk.carry.take() else {
         return Err(Error::Poisoned);
     };
-    // As `WriteTxn::start_pages`. Readers are registered by their tree's commit, so one that
+    // As `Txn::start_pages`. Readers are registered by their tree's commit, so one that
     // holds this checkpoint's base tree keeps what it frees, whatever its snapshot's commit.
     if let Err(e) = shared.release_pending(&mut carry.free, disk.last_durable_txn, true) {
         disk.carry = Some(carry);

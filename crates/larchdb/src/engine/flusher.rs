@@ -67,10 +67,9 @@ impl Flusher {
         if st.thread.is_none() {
             let owner = self.owner.get().and_then(Weak::upgrade);
             let spawned = owner.and_then(|o| {
-                std::thread::Builder::new()
-                    .name("larch-bounded-sync".into())
-                    .spawn(move || run(o))
-                    .ok()
+                shared
+                    .background
+                    .spawn("larch-bounded-sync", 0, move || run(o))
             });
             match spawned {
                 Some(h) => st.thread = Some(h),
@@ -90,7 +89,7 @@ impl Flusher {
 
     /// Stops the thread after a last flush of what is pending (the handle is closing).
     pub(crate) fn stop(&self) {
-        super::stop_thread(&self.wake, || {
+        super::background::stop_thread(&self.wake, || {
             let mut st = self.lock();
             st.stop = true;
             st.thread.take()

@@ -71,13 +71,13 @@ impl Idle {
         self.armed.store(true, SeqCst);
         if st.thread.is_none() {
             let owner = shared.clone();
-            let nice = super::background_nice(shared.options.background_nice);
-            let spawned = std::thread::Builder::new()
-                .name("larch-idle-checkpoint".into())
-                .spawn(move || run(owner, nice));
+            let nice = shared.options.background_nice;
+            let spawned = shared
+                .background
+                .spawn("larch-idle-checkpoint", nice, move || run(owner));
             // A thread that cannot be started leaves the overlay to the log's checkpoints, as
             // with the option off (and stays armed: commits do not try again).
-            if let Ok(h) = spawned {
+            if let Some(h) = spawned {
                 st.thread = Some(h);
             }
         }
@@ -87,7 +87,7 @@ impl Idle {
     /// Stops the thread (the handle is closing), after the step it is in: a checkpoint it
     /// started is left to the close, which waits for it.
     pub(crate) fn stop(&self) {
-        super::stop_thread(&self.wake, || {
+        super::background::stop_thread(&self.wake, || {
             let mut st = self.lock();
             st.stop = true;
             st.thread.take()
@@ -143,8 +143,7 @@ impl Idle {
 }
 
 /// The thread: waits for the writer to go quiet, checkpoints, waits to be armed again.
-fn run(shared: Arc<Shared>, nice: super::Lowering) {
-    nice.apply();
+fn run(shared: Arc<Shared>) {
     let idle = &shared.idle;
     let period = Duration::from_millis(shared.options.idle_checkpoint_millis);
     loop {

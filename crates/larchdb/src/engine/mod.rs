@@ -27,6 +27,7 @@
 //! A handle opened with `Options::log` commits small transactions through the log and the
 //! overlay, and writes pages at checkpoints (docs/design/write-path.md).
 
+pub(crate) mod background;
 pub(crate) mod catalog;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
@@ -156,6 +157,8 @@ pub(crate) struct Shared {
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
     /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
+    /// The owner of every background thread: started through it, stopped by it at close.
+    pub(crate) background: Arc<background::Background>,
     /// The thread that makes `Durability::Bounded` commits durable.
     pub(crate) flusher: flusher::Flusher,
     /// The thread that checkpoints the overlay once the writer goes idle.
@@ -282,20 +285,5 @@ impl Lowering {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = steps;
-    }
-}
-
-/// Stops one of a handle's background threads (the flusher, the idle checkpointer): `mark`
-/// sets the thread's stop flag under its state's lock and takes its join handle; the thread
-/// is then woken (it checks the flag under the same lock before it waits, so the wake cannot
-/// be lost) and joined.
-pub(crate) fn stop_thread(
-    wake: &std::sync::Condvar,
-    mark: impl FnOnce() -> Option<std::thread::JoinHandle<()>>,
-) {
-    let thread = mark();
-    wake.notify_one();
-    if let Some(t) = thread {
-        let _ = t.join();
     }
 }

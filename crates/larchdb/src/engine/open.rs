@@ -3,6 +3,7 @@
 //! state (docs/design/durability.md); if it says commits after it are in the log
 //! (`Options::log`), the log's records from its position are replayed into the overlay.
 
+use super::background::Background;
 use super::catalog::TableStates;
 use super::commit;
 use super::log::{Expect, GroupLog, Log, LogSource, Reopen, Shortfall};
@@ -149,8 +150,12 @@ impl Shared {
             expect,
             recover: options.recover,
         };
-        let (log, mut current, free) =
+        let (mut log, mut current, free) =
             replay_beside_free_set(&tree, &log_source, reopen, &options, &mut losses)?;
+        let background = Arc::new(Background::default());
+        if let Some(log) = log.as_mut() {
+            log.set_background(background.clone(), options.background_nice);
+        }
         let (durable_slot, last_durable_txn) = if meta.durable {
             (slot, meta.txn)
         } else {
@@ -195,6 +200,7 @@ impl Shared {
             log_detached: std::sync::atomic::AtomicBool::new(false),
             log: log.map(GroupLog::new),
             writers_waiting: Default::default(),
+            background,
             flusher: Default::default(),
             idle: Default::default(),
             spare: Default::default(),
@@ -535,7 +541,7 @@ fn open_log(
     let Some(storage) = storage else {
         return Err(no_log(meta));
     };
-    let mut log = if meta.log {
+    let log = if meta.log {
         let (log, short) = Log::open_into(storage, meta.log_position, reopen, replay)?;
         if let Some(short) = short {
             losses.gave_up_log(short);
@@ -549,7 +555,6 @@ fn open_log(
         storage.set_len(0)?;
         Log::create(storage, options.log_segment_bytes, options.log_segments, 0)?
     };
-    log.set_grower_nice(options.background_nice);
     Ok(writes_log.then_some(log))
 }
 

@@ -25,7 +25,7 @@
 //! - With less than the reserve left (the next record may not fit), the writer waits for
 //!   the running checkpoint to be put in place, or starts one and waits, before its
 //!   transaction starts: a commit that found the log full would otherwise merge the whole
-//!   overlay on the writer's thread (`WriteTxn::commit_forced`), the work of a checkpoint and
+//!   overlay on the writer's thread (`Txn::route`), the work of a checkpoint and
 //!   of the one already running. Pacing makes this rare (`CommitStats::log_full_waits`).
 //!
 //! And beside readers (`Share`, `Options::checkpoint_share_beside_readers`): while more
@@ -49,7 +49,7 @@ const PACE_SLEEP_MIN: Duration = Duration::from_micros(200);
 const PACE_SLEEP_MAX: Duration = Duration::from_millis(4);
 /// The segments a log needs for a reserve to be kept: in a log of two the reserve would be
 /// half of it, and a commit that finds it full writes pages instead
-/// (`WriteTxn::commit_forced`), as it was built for.
+/// (`Txn::route`), as it was built for.
 const RESERVE_SEGMENTS_MIN: u64 = 3;
 /// The reserve is this share of a segment (`reserve`).
 const RESERVE_SEGMENT_FRACTION: u64 = 8;
@@ -297,7 +297,7 @@ pub(crate) fn before_write(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
 
 /// The room kept for the next transaction's record: an eighth of a segment, in a log large
 /// enough to keep it (none in a smaller one). A larger record that finds the log full writes
-/// pages (`WriteTxn::commit_forced`); a whole segment (the largest record is half of one)
+/// pages (`Txn::route`); a whole segment (the largest record is half of one)
 /// was a third of a small database's ring, and pacing toward it took the 1M one-put
 /// fillrandom from 1.58-1.65x LMDB (an eighth) to 1.39-1.64x, measured.
 fn reserve(p: Pressure) -> u64 {

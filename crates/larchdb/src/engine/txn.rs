@@ -406,7 +406,7 @@ impl<'db> Txn<'db> {
     }
 }
 
-/// Pages at or past the returned id are moved by `WriteTxn::relocate`: the pages in use. The
+/// Pages at or past the returned id are moved by `Txn::relocate`: the pages in use. The
 /// move also copies the branches above each page it moves and writes freelist pages; those
 /// copies take the lowest free pages past the bound, and the next pass moves them (the
 /// branches a few moved branches reach are a few: the passes converge in two or three).

@@ -86,7 +86,7 @@ impl ReadTxn {
             self.shape = shape;
             // The old snapshot (and possibly its mapping) is released outside the lock, and
             // a merged overlay it was the last to hold off this thread.
-            crate::engine::commit::retire(std::mem::replace(&mut self.snap, snap));
+            crate::engine::commit::retire(&self.shared, std::mem::replace(&mut self.snap, snap));
         }
     }
 

@@ -112,7 +112,7 @@ pub(crate) fn commit_logged(
 /// let the write lock go: waits until the log is synced up to `end` (the first committer
 /// waiting syncs for all: group commit), then publishes `published` unless a newer commit was
 /// published meanwhile. A failed sync fails every later commit of the handle (the log is
-/// fail-stop; `WriteTxn::new` sees it).
+/// fail-stop; `Txn::new` sees it).
 ///
 /// `gather`: the caller does not hold the write lock, so a leader may wait for committers
 /// that hold it or wait for it (not when a commit under the lock waits for a pending one).

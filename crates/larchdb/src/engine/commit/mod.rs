@@ -47,7 +47,7 @@ pub(crate) enum LogAt<'a> {
     End,
     /// A given position: a checkpoint written on its own thread, while the writer appends.
     At(u64),
-    /// A logged transaction that writes pages itself (`WriteTxn::commit_forced`, a large
+    /// A logged transaction that writes pages itself (`Txn::route`, a large
     /// sequential batch): its writes, `body`, are appended to the log as commit `pages.txn`'s
     /// record once its pages are written and before its meta page is, so that the log holds
     /// them before any meta page names a position past them (a power loss returns to the last
@@ -69,7 +69,7 @@ pub(crate) enum LogAt<'a> {
     /// changes what the log does not hold (a table created or dropped, properties, a batch
     /// the log has no room for) leaves one too, its meta page durable: an open from an older
     /// tree then ends the log there instead of replaying the commits after it onto a tree
-    /// without it (`WriteTxn::commit_txn`).
+    /// without it (`Txn::commit_txn`).
     Mark,
 }
 

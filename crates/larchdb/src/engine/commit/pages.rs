@@ -215,7 +215,7 @@ pub(crate) fn publish_written(
         debug_assert_eq!(new.txn(), txn);
         shared.set_current(&mut rs, new)
     };
-    retire(old);
+    retire(shared, old);
     if let Some(lock) = shared.lock.as_ref() {
         lock.publish(meta_txn);
     }
@@ -236,17 +236,14 @@ pub(crate) fn publish_written(
 /// (hundreds of megabytes of arena after a burst of large records), freeing it takes tens of
 /// milliseconds: a thread of its own does it, off the writer's or the reader's thread and
 /// outside the read state's lock.
-pub(crate) fn retire(old: Arc<Published>) {
+pub(crate) fn retire(shared: &Shared, old: Arc<Published>) {
     let last = |o: &Option<Arc<crate::engine::upper::overlay::Overlay>>| {
         o.as_ref().is_some_and(|o| Arc::strong_count(o) == 1)
     };
     if Arc::strong_count(&old) > 1 || !(last(&old.frozen) || last(&old.overlay)) {
         return;
     }
-    // A thread that cannot be started drops its closure, and `old` with it, here.
-    let _ = std::thread::Builder::new()
-        .name("larch-retire".into())
-        .spawn(move || drop(old));
+    shared.background.drop_beside(old);
 }
 
 /// Whether a checkpoint written without a sync must be made durable (`Settling`): when the

@@ -30,12 +30,12 @@ pub(crate) struct Settling {
 impl Settling {
     pub(super) fn start(shared: &Shared, meta: Meta, slot: u64) -> Settling {
         let storage = shared.storage.clone();
-        let spawned = std::thread::Builder::new()
-            .name("larch-checkpoint-sync".into())
-            .spawn(move || storage.sync());
+        let spawned = shared
+            .background
+            .spawn("larch-checkpoint-sync", 0, move || storage.sync());
         let (sync, done) = match spawned {
-            Ok(handle) => (Some(handle), None),
-            Err(_) => (None, Some(shared.storage.sync())),
+            Some(handle) => (Some(handle), None),
+            None => (None, Some(shared.storage.sync())),
         };
         Settling {
             meta,
@@ -55,16 +55,23 @@ impl Settling {
         self.sync.as_ref().is_none_or(|h| h.is_finished())
     }
 
-    pub(super) fn wait(&mut self) -> std::io::Result<()> {
-        match self.sync.take() {
-            Some(h) => h
-                .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("the sync thread panicked"))),
-            None => self
-                .done
-                .take()
-                .unwrap_or_else(|| Err(std::io::Error::other("the sync was collected twice"))),
+    /// Waits for the sync's thread to end, keeping its result for `wait` (the close:
+    /// `Background::stop`).
+    pub(crate) fn join(&mut self) {
+        if let Some(h) = self.sync.take() {
+            self.done = Some(
+                h.join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("the sync thread panicked"))),
+            );
         }
+    }
+
+    /// The sync's result, once it is done.
+    pub(super) fn wait(&mut self) -> std::io::Result<()> {
+        self.join();
+        self.done
+            .take()
+            .unwrap_or_else(|| Err(std::io::Error::other("the sync was collected twice")))
     }
 }
 

@@ -58,6 +58,7 @@ impl Log {
             },
             grower: None,
             grow_asked: 0,
+            background: Arc::default(),
             grower_nice: 0,
             read_cache: Default::default(),
             read_spare: Default::default(),
@@ -210,8 +211,8 @@ impl Log {
             return;
         }
         if self.grower.is_none() {
-            let nice = crate::engine::background_nice(self.grower_nice);
-            self.grower = Grower::start(self.sink.clone(), nice);
+            let sink = self.sink.clone();
+            self.grower = Grower::start(sink, &self.background, self.grower_nice);
         }
         if let Some(g) = &self.grower {
             g.ask(want);
@@ -219,10 +220,20 @@ impl Log {
         }
     }
 
-    /// Lowers the priority of the thread that grows the file by `nice`
-    /// (`Options::background_nice`), from its start.
-    pub(crate) fn set_grower_nice(&mut self, nice: u8) {
+    /// Starts the thread that grows the file through `background` (the handle's), `nice`
+    /// steps below the application's threads (`Options::background_nice`).
+    pub(crate) fn set_background(
+        &mut self,
+        background: Arc<crate::engine::background::Background>,
+        nice: u8,
+    ) {
+        self.background = background;
         self.grower_nice = nice;
+    }
+
+    /// Stops the thread that grows the file (the handle is closing: `Background::stop`).
+    pub(super) fn stop_grower(&mut self) {
+        self.grower = None;
     }
 
     /// Stops growing the file before it is cut to `len`.

@@ -177,17 +177,16 @@ pub(super) struct GrowState {
 }
 
 impl Grower {
-    /// Starts the thread for the log written through `sink`; `None` if it cannot start.
-    pub(super) fn start(sink: Sink, nice: crate::engine::Lowering) -> Option<Grower> {
+    /// Starts the thread for the log written through `sink`; `None` if it cannot start, or
+    /// the handle is closing.
+    pub(super) fn start(
+        sink: Sink,
+        background: &crate::engine::background::Background,
+        nice: u8,
+    ) -> Option<Grower> {
         let state: Arc<(Mutex<GrowState>, Condvar)> = Arc::default();
         let theirs = state.clone();
-        let thread = std::thread::Builder::new()
-            .name("larch-log-grow".into())
-            .spawn(move || {
-                nice.apply();
-                grow_run(&sink, &theirs)
-            })
-            .ok()?;
+        let thread = background.spawn("larch-log-grow", nice, move || grow_run(&sink, &theirs))?;
         Some(Grower {
             state,
             thread: Some(thread),

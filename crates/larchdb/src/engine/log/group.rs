@@ -274,6 +274,11 @@ impl GroupLog {
         st.log.restart()
     }
 
+    /// Stops the thread that grows the log's file (`Background::stop`).
+    pub(crate) fn stop_grower(&self) {
+        self.lock().log.stop_grower();
+    }
+
     /// `Log::cut`, unless a leader is writing.
     pub(crate) fn cut(&self) {
         let mut st = self.lock();

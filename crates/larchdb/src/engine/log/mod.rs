@@ -183,7 +183,9 @@ pub(crate) struct Log {
     /// map), and the length last asked of it.
     grower: Option<Grower>,
     grow_asked: u64,
-    /// How far the grower's priority is lowered (`Options::background_nice`).
+    /// The owner the grower's thread is started by (the handle's, `set_background`), and how
+    /// far its priority is lowered (`Options::background_nice`).
+    background: Arc<crate::engine::background::Background>,
     grower_nice: u8,
     /// Slots the log goes round before it starts again at the first (`plan`): at most
     /// `segments`. A log of the current version whose end reaches a slot past it, with the first
