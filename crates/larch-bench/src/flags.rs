@@ -45,10 +45,6 @@ pub struct Flags {
     pub bloom_bits: u32,
     /// Larch's `Options::background_nice` (0: the engine's default).
     pub background_nice: u8,
-    /// Larch's `Options::checkpoint_nice_beside_readers` (`None`: the engine's default).
-    pub checkpoint_nice_beside_readers: Option<u8>,
-    /// Larch's `Options::checkpoint_share_beside_readers` (`None`: the engine's default).
-    pub checkpoint_share_beside_readers: Option<bool>,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
     pub key_offset: u64,
@@ -166,8 +162,6 @@ impl Default for Flags {
             seek_nexts: 0,
             bloom_bits: 10,
             background_nice: 0,
-            checkpoint_nice_beside_readers: None,
-            checkpoint_share_beside_readers: None,
             progress: true,
             key_offset: 0,
             series_interval_ms: 0,
@@ -211,9 +205,6 @@ Usage: larch-bench [--flag=value ...]\n\
   --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
   --background_nice=N    Larch's background threads N nice steps below the benchmark's (0)\n\
-  --checkpoint_nice_beside_readers=N  Larch's checkpoints beside readers N steps below (engine's, 5)\n\
-  --checkpoint_share_beside_readers=0|1  Larch's writer pays for its checkpoints' CPU beside\n\
-                         readers when the cores are contended (engine's, 1)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
   --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
   --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\
@@ -409,13 +400,6 @@ impl Flags {
                 "background_nice" => {
                     f.background_nice = in_range(n, parse_size(n, v)?, 0, 19)? as u8
                 }
-                "checkpoint_nice_beside_readers" => {
-                    f.checkpoint_nice_beside_readers =
-                        Some(in_range(n, parse_size(n, v)?, 0, 19)? as u8)
-                }
-                "checkpoint_share_beside_readers" => {
-                    f.checkpoint_share_beside_readers = Some(parse_bool(n, v)?)
-                }
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
@@ -529,15 +513,6 @@ impl Flags {
         if let Some(m) = self.memory_limit {
             a.push(format!("--memory_limit={m}"));
         }
-        if let Some(n) = self.checkpoint_nice_beside_readers {
-            a.push(format!("--checkpoint_nice_beside_readers={n}"));
-        }
-        if let Some(on) = self.checkpoint_share_beside_readers {
-            a.push(format!(
-                "--checkpoint_share_beside_readers={}",
-                u8::from(on)
-            ));
-        }
         a
     }
 }
@@ -614,16 +589,9 @@ mod tests {
             "--benchmark_write_rate_limit=8M",
             "--ycsb_fieldcount=4",
             "--ycsb_fieldlength=50",
-            "--checkpoint_nice_beside_readers=0",
-            "--checkpoint_share_beside_readers=0",
         ])
         .unwrap();
         let g = Flags::parse(&f.to_child_args("lmdb")).unwrap();
-        assert_eq!(g.checkpoint_nice_beside_readers, Some(0));
-        assert_eq!(g.checkpoint_share_beside_readers, Some(false));
-        let d = Flags::parse(&p(&[]).unwrap().to_child_args("lmdb")).unwrap();
-        assert_eq!(d.checkpoint_nice_beside_readers, None);
-        assert_eq!(d.checkpoint_share_beside_readers, None);
         assert_eq!(g.engines, vec!["lmdb"]);
         assert_eq!(g.num, 1234);
         assert_eq!(g.threads, vec![2, 8]);

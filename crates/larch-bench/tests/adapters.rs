@@ -42,8 +42,6 @@ fn conforms(name: &str) -> bool {
         memory_limit: None,
         bloom_bits: 10,
         background_nice: 0,
-        checkpoint_nice_beside_readers: None,
-        checkpoint_share_beside_readers: None,
     };
     let opened = (spec.open)(&options).unwrap_or_else(|e| panic!("{name}: open: {e}"));
     let mut s = opened.engine.session().unwrap();

@@ -113,8 +113,9 @@ fn unknown_engine_is_a_usage_error() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown engine"));
 }
 
-/// `--background_nice` and `--checkpoint_nice_beside_readers` reach Larch's options (printed
-/// in its configuration) through the child process's flags; out of range is a usage error.
+/// `--background_nice` reaches Larch's options (printed in its configuration) through the
+/// child process's flags, with write admission's fixed policy beside readers; out of range is
+/// a usage error.
 #[test]
 fn background_nice_reaches_larch_and_is_range_checked() {
     let (_, rows) = run_with_json(
@@ -124,7 +125,6 @@ fn background_nice_reaches_larch_and_is_range_checked() {
             "--num=2000",
             "--benchmarks=fillrandom",
             "--background_nice=3",
-            "--checkpoint_nice_beside_readers=7",
             "--progress=0",
         ],
     );
@@ -132,32 +132,12 @@ fn background_nice_reaches_larch_and_is_range_checked() {
     let config = &rows[0]["config"];
     let said = |key: &str| config[key].as_str().unwrap_or_default().to_string();
     assert!(said("background_nice").starts_with("3 "), "{config:?}");
+    let beside = larchdb::CHECKPOINT_NICE_BESIDE_READERS;
     assert!(
-        said("checkpoint_nice_beside_readers").starts_with("7 "),
+        said("beside_readers").contains(&format!(" {beside} nice steps")),
         "{config:?}"
     );
-    // Left out, the engine's default is printed, and said to be the default.
-    let (_, rows) = run_with_json(
-        "nice-default",
-        &[
-            "--engine=larch",
-            "--num=2000",
-            "--benchmarks=fillrandom",
-            "--progress=0",
-        ],
-    );
-    let said = rows[0]["config"]["checkpoint_nice_beside_readers"]
-        .as_str()
-        .unwrap_or_default();
-    let default = larchdb::CHECKPOINT_NICE_BESIDE_READERS_DEFAULT;
-    assert!(
-        said.starts_with(&format!("{default} ")) && said.contains("default"),
-        "{said:?}"
-    );
-    for bad in [
-        "--background_nice=20",
-        "--checkpoint_nice_beside_readers=20",
-    ] {
+    for bad in ["--background_nice=20", "--checkpoint_nice_beside_readers=5"] {
         let out = Command::new(env!("CARGO_BIN_EXE_larch-bench"))
             .args(["--engine=larch", "--num=10", bad])
             .output()

@@ -1,7 +1,7 @@
 //! `Database`: the handle an application holds. It opens the file and starts transactions;
 //! the state it shares with them is `engine::Shared`.
 
-use crate::engine::checkpoint;
+use crate::engine::admission;
 use crate::engine::log::LogSource;
 use crate::engine::open::open_file;
 use crate::engine::recovery::{Aside, Recovery};
@@ -465,37 +465,10 @@ impl Database {
     fn begin_txn(&self) -> Result<Txn<'_>> {
         loop {
             let guard = self.lock_writer();
-            if let Some(guard) = self.checkpoint_if_due(guard)? {
+            if let Some(guard) = admission::make_room(&self.shared, guard)? {
                 return Txn::new(&self.shared, guard);
             }
         }
-    }
-
-    /// Starts or writes the checkpoint due, if one is (`begin_write`). Returns the write lock
-    /// for the transaction to start, or `None` when a checkpoint was written inline and the
-    /// caller should take the lock again (a due checkpoint may follow).
-    fn checkpoint_if_due<'a>(
-        &'a self,
-        mut guard: std::sync::MutexGuard<'a, crate::engine::WriterState>,
-    ) -> Result<Option<std::sync::MutexGuard<'a, crate::engine::WriterState>>> {
-        if !Txn::checkpoint_due(&self.shared, &guard) {
-            crate::engine::pace::before_write(&self.shared, &mut guard)?;
-            return Ok(Some(guard));
-        }
-        if self.shared.options.checkpoint_thread && !guard.poisoned {
-            // One running already: the writer is paced so that the log has room for it to
-            // finish, and waits for it if the log is nearly full anyway (`pace`).
-            checkpoint::finish(&self.shared, &mut guard, false)?;
-            if guard.checkpoint.is_some()
-                || !Txn::checkpoint_due(&self.shared, &guard)
-                || checkpoint::start(&self.shared, &mut guard)?
-            {
-                crate::engine::pace::before_write(&self.shared, &mut guard)?;
-                return Ok(Some(guard));
-            }
-        }
-        Txn::new(&self.shared, guard)?.checkpoint(Durability::None)?;
-        Ok(None)
     }
 
     /// Takes the write lock, counted in `writers_waiting` while it waits.
@@ -699,7 +672,7 @@ impl Database {
             Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
             Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
         };
-        match self.checkpoint_if_due(guard)? {
+        match admission::make_room(&self.shared, guard)? {
             Some(guard) => Txn::new(&self.shared, guard).map(WriteTxn::on),
             None => self.begin_write(),
         }

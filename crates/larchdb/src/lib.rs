@@ -71,12 +71,12 @@ mod verify;
 
 pub use copy::Copied;
 pub use db::{CompactStep, Compacted, Database, DEFAULT_TABLE};
+pub use engine::admission::share::CHECKPOINT_NICE_BESIDE_READERS;
 pub use engine::recovery::{GivenUp, Recovery};
 pub use error::{Error, Result};
 pub use options::{
     Durability, Options, BOUNDED_BYTES_DEFAULT, BOUNDED_MILLIS_DEFAULT, CHECKPOINT_BYTES_DEFAULT,
-    CHECKPOINT_NICE_BESIDE_READERS_DEFAULT, IDLE_CHECKPOINT_MILLIS_DEFAULT, LOG_SEGMENTS_DEFAULT,
-    LOG_SEGMENT_BYTES_DEFAULT,
+    IDLE_CHECKPOINT_MILLIS_DEFAULT, LOG_SEGMENTS_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT,
 };
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, Savepoint, WriteTxn};

@@ -16,8 +16,9 @@ pub enum Durability {
     /// synced up to its record: commits from several threads waiting at once share one sync
     /// (group commit). Readers, in this handle, see the commit only once it is durable, when
     /// its committer publishes it, or when a later commit publishes (a `None` commit or a
-    /// checkpoint made meanwhile waits for that sync first). Readers in other processes see
-    /// the database as of its last checkpoint.
+    /// checkpoint made meanwhile waits for that sync first). Read-only handles in other
+    /// processes see it once the writer publishes it in the lock file, which it does as it
+    /// publishes it here (they replay the log up to it: docs/design/concurrency.md).
     #[default]
     Immediate,
     /// Durable within a bound, without the committer waiting: the commit is written (a
@@ -85,8 +86,7 @@ pub struct Options {
     /// commit is one sync of the log, shared by the threads committing at once.
     ///
     /// Off, every commit writes its pages (the leaf-to-root path, the free space, a meta page:
-    /// two syncs when durable), as LMDB does. That path is the faster one for bulk loads in
-    /// key order (1000-put sequential fills, session 50: 2.4 times the log's rate) and keeps
+    /// two syncs when durable), as LMDB does. That path keeps
     /// the files at the data's size and the process at its mapping; with the log the data
     /// file holds up to a few checkpoints' worth of pages kept for a power loss, the log file
     /// its ring (up to a third of the data file), and memory the commits since the last
@@ -130,7 +130,7 @@ pub struct Options {
     /// the writer goes on while a checkpoint is written, so both are this plus what was
     /// committed meanwhile, up to the log's room when the checkpoints lag (one-put random
     /// commits on a 10M-record database: 352 MiB replayed against 105 MB of this bound; open
-    /// 1.0-1.3 s with the log in the page cache, docs/design/write-path.md, session 51). At
+    /// 1.0-1.3 s with the log in the page cache). At
     /// most `log_segments - 1` segments; with the thread, a checkpoint is made durable
     /// whenever the log kept since the last durable one plus two checkpoints would not fit.
     pub checkpoint_bytes: u64,
@@ -161,10 +161,11 @@ pub struct Options {
     /// How many steps of nice value below the thread that starts them the handle's background
     /// work runs (0 to 19; Linux, ignored elsewhere): the checkpoint thread, the idle
     /// checkpointer and the thread that grows the log file. 0, the default, runs them as any
-    /// thread of the application, except checkpoints that start beside readers
-    /// (`checkpoint_nice_beside_readers`, 5 by default). Raised, they yield the CPU to the application's threads
-    /// when there are more runnable threads than cores: readers beside a busy writer keep
-    /// more of it, and the writer, paced by the checkpoints it outruns, commits more slowly.
+    /// thread of the application, except checkpoints that start beside readers, which write
+    /// admission lowers by its own steps (docs/design/write-path.md, "Sharing the CPU with
+    /// readers"). Raised, they yield the CPU to the application's threads when there are more
+    /// runnable threads than cores: readers beside a busy writer keep more of it, and the
+    /// writer, paced by the checkpoints it outruns, commits more slowly.
     /// Measured on 2 cores (readwhilewriting at 1M with 2 and 4 readers, medians of five
     /// runs, docs/design/write-path.md): at 0 the readers read 0.74x and 0.72x of LMDB's
     /// readers beside a writer 3.3x LMDB's; at 5, 0.93x and 0.99x beside 2.4x and 1.65x; at
@@ -174,43 +175,6 @@ pub struct Options {
     /// writer they pace. Durability is not affected: the thread that syncs
     /// `Durability::Bounded` commits keeps its priority.
     pub background_nice: u8,
-    /// How many steps of nice value below the application's threads a checkpoint runs when
-    /// this handle has read transactions open as it starts (0 to 19; Linux, ignored
-    /// elsewhere; the larger of this and `background_nice` applies). Default 5
-    /// (`CHECKPOINT_NICE_BESIDE_READERS_DEFAULT`); 0 leaves checkpoints at
-    /// `background_nice`. Each checkpoint runs on a thread started for it, whose priority is
-    /// chosen at its start: beside readers the engine's work of merging the log into the tree
-    /// yields the CPU to them when there are more runnable threads than cores, and without
-    /// readers (a load) checkpoints keep a full thread's share, so that the writer they pace
-    /// does too. The readers counted are this handle's (`Database::begin_read` and the reads
-    /// made through it); readers in other processes are not. The log's grower and the idle
-    /// checkpointer are started once and keep `background_nice`. Measured on 2 cores
-    /// (readwhilewriting at 1M, medians of eight alternated runs at 5 and five at 0, ratios
-    /// to LMDB within each run, docs/design/write-path.md, session 53): with 2 and 4 readers
-    /// the readers read 1.00x and 0.96x of LMDB's readers at 5, against 0.70x and 0.68x at
-    /// 0, beside a writer at 2.7x and 2.4x LMDB's (3.6x and 3.2x at 0); with 1 reader 0.74x
-    /// against 0.62x. A writer that outruns its checkpoints while readers keep every core
-    /// busy commits more slowly than at 0: the checkpoints get less than a thread's share,
-    /// and they pace it.
-    pub checkpoint_nice_beside_readers: u8,
-    /// Whether a writer whose checkpoint runs beside this handle's readers pays for the
-    /// checkpoint's CPU time (default true; Linux, ignored elsewhere). A checkpoint that
-    /// starts while the handle has read transactions open is timed on its thread's CPU
-    /// clock, and while more threads can run than the process has cores (read from
-    /// `/proc/loadavg`), the writer sleeps before its transactions for the time the
-    /// checkpoint used: the writer and its checkpoints then take one thread's share of the
-    /// CPU between them, as a writer that merged its own commits would, and readers keep
-    /// theirs. With a core to spare (readers held open but idle) nothing is slept. Off, the
-    /// checkpoint thread competes as a thread of its own (at
-    /// `checkpoint_nice_beside_readers`), and a writer and a reader on two cores leave the
-    /// reader about 0.86 of a core. Measured on 2 cores (readwhilewriting at 1M with 1, 2
-    /// and 4 readers, five alternated runs each way, docs/design/write-path.md, session 56):
-    /// on, Larch's readers read 823K/1.21M/1.46M a second (medians) against 671K/1.06M/1.36M
-    /// off, 1.01x/1.01x/0.97x of LMDB's readers against 0.99x/0.95x/0.91x, beside a writer
-    /// at 2.2x/2.1x/2.2x LMDB's (3.7x/2.9x/2.7x off); with a reader held open and idle
-    /// (`overwritepinned`) the writer's rate is unchanged within the noise. The sleep is
-    /// counted in `CommitStats::share_micros`.
-    pub checkpoint_share_beside_readers: bool,
     /// Whether an open that finds damage it cannot get past without losing acknowledged
     /// commits opens the newest intact state anyway (default false: it fails with
     /// [`crate::Error::WouldLoseData`] and changes nothing). Set by whoever decided to give
@@ -242,8 +206,6 @@ impl Default for Options {
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
             compact_on_close: true,
             background_nice: 0,
-            checkpoint_nice_beside_readers: CHECKPOINT_NICE_BESIDE_READERS_DEFAULT,
-            checkpoint_share_beside_readers: true,
             recover: false,
         }
     }
@@ -260,11 +222,8 @@ pub const BOUNDED_MILLIS_DEFAULT: u64 = 100;
 pub const BOUNDED_BYTES_DEFAULT: u64 = 1 << 20;
 /// Default `Options::idle_checkpoint_millis`.
 pub const IDLE_CHECKPOINT_MILLIS_DEFAULT: u64 = 100;
-/// The largest `Options::background_nice` and `Options::checkpoint_nice_beside_readers`:
-/// the nice scale's range (-20 to 19).
+/// The largest `Options::background_nice`: the nice scale's range (-20 to 19).
 pub const BACKGROUND_NICE_MAX: u8 = 19;
-/// Default `Options::checkpoint_nice_beside_readers`.
-pub const CHECKPOINT_NICE_BESIDE_READERS_DEFAULT: u8 = 5;
 /// Default `Options::checkpoint_bytes`.
 pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 
@@ -548,41 +507,6 @@ impl Options {
         self
     }
 
-    /// Lowers the priority of checkpoints that start while the handle has readers (see
-    /// [`Options::checkpoint_nice_beside_readers`]).
-    ///
-    /// ```
-    /// # use larchdb::{Database, Error, Options};
-    /// # let dir = tempfile::tempdir()?;
-    /// let o = Options::default().checkpoint_nice_beside_readers(0);
-    /// assert_eq!(o.checkpoint_nice_beside_readers, 0);
-    /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
-    /// let o = Options::default().checkpoint_nice_beside_readers(20);
-    /// let r = Database::open(dir.path().join("x"), o);
-    /// assert!(matches!(r, Err(Error::InvalidOptions(_))));
-    /// # Ok::<(), larchdb::Error>(())
-    /// ```
-    pub fn checkpoint_nice_beside_readers(mut self, steps: u8) -> Options {
-        self.checkpoint_nice_beside_readers = steps;
-        self
-    }
-
-    /// Sets whether the writer pays for the CPU time of its checkpoints beside readers (see
-    /// [`Options::checkpoint_share_beside_readers`]).
-    ///
-    /// ```
-    /// # use larchdb::{Database, Error, Options};
-    /// # let dir = tempfile::tempdir()?;
-    /// let o = Options::default().checkpoint_share_beside_readers(false);
-    /// assert!(!o.checkpoint_share_beside_readers);
-    /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
-    /// # Ok::<(), larchdb::Error>(())
-    /// ```
-    pub fn checkpoint_share_beside_readers(mut self, on: bool) -> Options {
-        self.checkpoint_share_beside_readers = on;
-        self
-    }
-
     /// Sets `Durability::Bounded`'s time bound (see [`Options::bounded_millis`]).
     ///
     /// ```
@@ -649,12 +573,6 @@ impl Options {
             return Err(Error::InvalidOptions(format!(
                 "background_nice must be from 0 to {BACKGROUND_NICE_MAX}, got {}",
                 self.background_nice
-            )));
-        }
-        if self.checkpoint_nice_beside_readers > BACKGROUND_NICE_MAX {
-            return Err(Error::InvalidOptions(format!(
-                "checkpoint_nice_beside_readers must be from 0 to {BACKGROUND_NICE_MAX}, got {}",
-                self.checkpoint_nice_beside_readers
             )));
         }
         Ok(())

@@ -210,13 +210,13 @@ pub struct CommitStats {
     /// under group commit) and the flushes of `Bounded` ones.
     pub log_syncs: u64,
     /// Microseconds write transactions were held back at their start so that the log's
-    /// checkpoints keep up with the writer (the log kept past half its ring): the writer's
-    /// rate was limited instead of the log filling (docs/design/write-path.md, "the writer
-    /// paced by the checkpoints").
+    /// checkpoints keep up with the writer (the room left in the log's ring must last as long
+    /// as a checkpoint takes): the writer's rate was limited instead of the log filling
+    /// (docs/design/write-path.md, "The writer paced by the checkpoints").
     pub paced_micros: u64,
     /// Microseconds write transactions were held back at their start for the CPU time of
-    /// checkpoints that ran beside readers while the cores were contended
-    /// ([`crate::Options::checkpoint_share_beside_readers`]).
+    /// checkpoints that ran beside readers while the cores were contended (write admission:
+    /// docs/design/write-path.md, "Sharing the CPU with readers").
     pub share_micros: u64,
     /// Write transactions that waited, at their start, for a checkpoint to give back room in
     /// a nearly full log: a writer faster than the checkpoints for longer than the pacing

@@ -3,16 +3,16 @@
 //! thread that started them, and no other thread's priority changes (the nice value is set
 //! per thread: a call that named the whole process would lower the application's threads
 //! too). A checkpoint the idle checkpointer starts, from its own lowered thread, is lowered
-//! by N in all, not by N again. `Options::checkpoint_nice_beside_readers`: a checkpoint that
-//! starts while the handle has a read transaction open runs lower, one without at the
-//! application's value.
+//! by N in all, not by N again. Write admission's `CHECKPOINT_NICE_BESIDE_READERS`: a
+//! checkpoint that starts while the handle has a read transaction open runs lower, one without
+//! at the application's value.
 //!
 //! One test in its own binary: it reads every thread's nice value from /proc, and another
 //! test's handles, run beside it, would have background threads of their own.
 
 #![cfg(target_os = "linux")]
 
-use larchdb::{Database, Durability, Options, CHECKPOINT_NICE_BESIDE_READERS_DEFAULT};
+use larchdb::{Database, Durability, Options, CHECKPOINT_NICE_BESIDE_READERS};
 use std::time::{Duration, Instant};
 
 const STEPS: i64 = 5;
@@ -174,12 +174,11 @@ fn background_threads_run_lower_and_no_other_thread_does() {
     assert_eq!(grower(), Some(mine), "{:?}", threads());
     drop(db);
 
-    // Beside readers (`Options::checkpoint_nice_beside_readers`, by default 5, with
-    // `background_nice` at 0): a checkpoint that starts while the handle has no read
+    // Beside readers (`CHECKPOINT_NICE_BESIDE_READERS`, 5, with `background_nice` at 0): a checkpoint that starts while the handle has no read
     // transaction open runs at the application's value, one that starts while one is open
     // runs that many steps below it. Without idle checkpoints, every checkpoint is started by
     // the writer (this thread), between two transactions.
-    let beside = (mine + i64::from(CHECKPOINT_NICE_BESIDE_READERS_DEFAULT)).min(19);
+    let beside = (mine + i64::from(CHECKPOINT_NICE_BESIDE_READERS)).min(19);
     assert_ne!(beside, mine, "the test needs a thread that can be lowered");
     let options = logged(0)
         .log_segment_bytes(256 << 10)

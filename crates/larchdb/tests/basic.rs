@@ -190,7 +190,7 @@ fn overflow_values_and_append() {
 /// Appends after deletes from the end left an empty rightmost leaf: with long keys the
 /// branch above it cannot merge into its full sibling, and the separator over the empty leaf
 /// sorts after every key left. The next appends belong in the leaf left of it until they pass
-/// that separator (session 30's model-test failure; before the fix they went into the empty
+/// that separator (a failure the model test found; before the fix they went into the empty
 /// leaf, outside its bounds).
 #[test]
 fn appends_after_deletes_from_the_end() {

@@ -1,5 +1,5 @@
-//! `Options::checkpoint_share_beside_readers` (`engine/pace.rs`, `Share`; docs/design/
-//! write-path.md, session 56). A test binary of its own: it keeps every core busy while it
+//! Write admission's share (`engine/admission/share.rs`, `Share`; docs/design/write-path.md,
+//! "Sharing the CPU with readers"). A test binary of its own: it keeps every core busy while it
 //! runs, which would slow the tests beside it in one binary (cargo runs the binaries one
 //! at a time, a binary's tests in parallel), among them `pacing.rs`'s, whose writer must
 //! outrun its checkpoints. Linux only: the cores' contention is read from `/proc/loadavg`.
@@ -12,10 +12,10 @@ use larchdb::storage::FaultStorage;
 use larchdb::{Durability, Options};
 use std::collections::BTreeMap;
 
-/// `Options::checkpoint_share_beside_readers` (`pace::Share`): a writer whose checkpoints run
-/// beside a read transaction of its handle, while busy threads keep more threads runnable than
-/// there are cores, sleeps for their CPU time (`CommitStats::share_micros`); with the option
-/// off, or with no reader open, it never does. Every commit is kept in all three.
+/// Write admission's share (`admission::share::Share`): a writer whose checkpoints run beside a
+/// read transaction of its handle, while busy threads keep more threads runnable than there are
+/// cores, sleeps for their CPU time (`CommitStats::share_micros`); with no reader open, it
+/// never does. Every commit is kept in both.
 #[test]
 fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,14 +32,13 @@ fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
             })
         })
         .collect();
-    let run = |share: bool, reader: bool| {
+    let run = |reader: bool| {
         let (data, log) = (FaultStorage::new(), FaultStorage::new());
         let options = Options::default()
             .log(true)
             .log_segment_bytes(4 << 20)
             .log_segments(8)
             .checkpoint_bytes(1 << 20)
-            .checkpoint_share_beside_readers(share)
             .durability(Durability::None);
         let db = common::open_with_log(&data, &log, options).unwrap();
         common::create_table(&db, "t");
@@ -66,9 +65,8 @@ fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
         assert!(after.checkpoints >= before.checkpoints + 10, "{after:?}");
         after.share_micros - before.share_micros
     };
-    let shared = run(true, true);
-    let off = run(false, true);
-    let alone = run(true, false);
+    let shared = run(true);
+    let alone = run(false);
     stop.store(true, Ordering::Relaxed);
     for t in busy {
         t.join().unwrap();
@@ -79,6 +77,5 @@ fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
          never paid for them",
         cores + 1
     );
-    assert_eq!(off, 0, "the share turned off");
     assert_eq!(alone, 0, "no reader open");
 }

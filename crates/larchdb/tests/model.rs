@@ -433,7 +433,7 @@ proptest! {
     }
 }
 
-/// Session 30's failure, as proptest shrank it: appends in two tables, a savepoint after the
+/// A failure this test found, as proptest shrank it: appends in two tables, a savepoint after the
 /// first table's, the second table's appends rolled back, then one more append in each.
 #[test]
 fn appends_after_a_rollback_past_other_appends() {
@@ -527,7 +527,7 @@ proptest! {
     })]
     /// Deletes and inserts at both ends of a tree whose 241-byte keys make branches of about
     /// fifteen children, so that merges often cannot happen and deletes leave empty leaves and
-    /// branches of one child at the edges (the shape behind session 30's append bug). Every
+    /// branches of one child at the edges (the shape behind `appends_after_a_rollback_past_other_appends`). Every
     /// step is checked against a `BTreeMap`, every commit with `verify_all`.
     #[test]
     fn ends_of_a_tree_of_long_keys(

@@ -1,4 +1,4 @@
-//! The writer paced by the checkpoints (`engine/pace.rs`, docs/design/write-path.md, "the
+//! The writer paced by the checkpoints (`engine/admission/`, docs/design/write-path.md, "the
 //! writer paced by the checkpoints"): a writer far faster than its checkpoints (the data
 //! file's syncs slowed to 20 ms each, 1 KB records through a ring of 448 KiB) is slowed
 //! before its transactions start, or waits there for a checkpoint, and no commit finds the

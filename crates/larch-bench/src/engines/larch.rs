@@ -10,8 +10,8 @@
 //! not apply. Puts are `WriteTable::set`, which like the peers' puts does not report whether
 //! the key was there (with the log, it then skips the tree lookup `put` makes to say so).
 //!
-//! `larch` commits through the write-ahead log beside the file (`Options::log`, the default
-//! since session 50): a commit appends to the log, the tree is written at checkpoints.
+//! `larch` commits through the write-ahead log beside the file (`Options::log`, the
+//! default): a commit appends to the log, the tree is written at checkpoints.
 //! `larch-pages` is the same with `Options::log(false)`: every commit writes its pages (stage 1's
 //! write path). `larch-log`, the log's name while it was opt-in, is an alias of `larch`.
 
@@ -50,7 +50,7 @@ struct Larch {
 }
 
 fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
-    let mut options = Options::default()
+    let options = Options::default()
         .durability(if o.sync {
             Durability::Immediate
         } else {
@@ -58,12 +58,6 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         })
         .log(log)
         .background_nice(o.background_nice);
-    if let Some(n) = o.checkpoint_nice_beside_readers {
-        options = options.checkpoint_nice_beside_readers(n);
-    }
-    if let Some(on) = o.checkpoint_share_beside_readers {
-        options = options.checkpoint_share_beside_readers(on);
-    }
     let log_config = if log {
         format!(
             "on (the default): up to {} segments of {} MiB (the ring follows a third of the data file), \
@@ -79,8 +73,6 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     };
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;
-    let beside_readers = options.checkpoint_nice_beside_readers;
-    let share = options.checkpoint_share_beside_readers;
     let readahead = options.readahead;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
     let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
@@ -121,29 +113,13 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
                 },
             ),
             kv(
-                "checkpoint_nice_beside_readers",
+                "beside_readers",
                 format!(
-                    "{beside_readers} (a checkpoint that starts while the handle has read \
-                     transactions open runs that many nice steps below the benchmark's threads; \
-                     {} --checkpoint_nice_beside_readers)",
-                    if o.checkpoint_nice_beside_readers.is_some() {
-                        "set by"
-                    } else {
-                        "the engine's default, see"
-                    }
-                ),
-            ),
-            kv(
-                "checkpoint_share_beside_readers",
-                format!(
-                    "{share} (with read transactions open and more threads able to run than \
-                     cores, the writer sleeps for the CPU time its checkpoint takes: the two \
-                     share one thread's part; {} --checkpoint_share_beside_readers)",
-                    if o.checkpoint_share_beside_readers.is_some() {
-                        "set by"
-                    } else {
-                        "the engine's default, see"
-                    }
+                    "write admission (fixed): a checkpoint that starts while read transactions \
+                     are open runs {} nice steps below the benchmark's threads, and while more \
+                     threads can run than there are cores the writer sleeps for the CPU time it \
+                     takes: the two share one thread's part",
+                    larchdb::CHECKPOINT_NICE_BESIDE_READERS
                 ),
             ),
             kv(

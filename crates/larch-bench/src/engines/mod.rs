@@ -55,10 +55,6 @@ pub struct OpenOptions {
     pub bloom_bits: u32,
     /// Larch's `Options::background_nice`.
     pub background_nice: u8,
-    /// Larch's `Options::checkpoint_nice_beside_readers` (`None`: the engine's default).
-    pub checkpoint_nice_beside_readers: Option<u8>,
-    /// Larch's `Options::checkpoint_share_beside_readers` (`None`: the engine's default).
-    pub checkpoint_share_beside_readers: Option<bool>,
 }
 
 impl OpenOptions {

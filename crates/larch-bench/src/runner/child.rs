@@ -58,8 +58,6 @@ impl Child {
             memory_limit: f.memory_limit,
             bloom_bits: f.bloom_bits,
             background_nice: f.background_nice,
-            checkpoint_nice_beside_readers: f.checkpoint_nice_beside_readers,
-            checkpoint_share_beside_readers: f.checkpoint_share_beside_readers,
         };
         let opened = (self.spec.open)(&o)?;
         self.open_sync = sync;

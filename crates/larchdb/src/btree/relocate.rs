@@ -1,7 +1,7 @@
 //! Moving a tree's pages out of the end of the file (`Database::compact`): every page at or
 //! past a bound is copied into free space below it, through the same copy-on-write as any
 //! change, so that once the commit is durable the end of the file holds only free pages and is
-//! given back (docs/design/write-path.md, "Where it stands (session 17)").
+//! given back (docs/design/write-path.md, "Close, compaction, detaching").
 //!
 //! Every page of the tree is read: a leaf below the bound moves too when it refers to an
 //! overflow run that reaches past it (the run is copied, the leaf's reference rewritten).

@@ -116,6 +116,17 @@ impl Background {
     }
 }
 
+impl crate::engine::log::Spawn for Background {
+    fn spawn_thread(
+        &self,
+        name: &str,
+        nice: u8,
+        work: Box<dyn FnOnce() + Send>,
+    ) -> Option<JoinHandle<()>> {
+        self.spawn(name, nice, work)
+    }
+}
+
 /// Stops one of a handle's long-lived threads (the flusher, the idle checkpointer): `mark`
 /// sets the thread's stop flag under its state's lock and takes its join handle; the thread
 /// is then woken (it checks the flag under the same lock before it waits, so the wake cannot

@@ -42,11 +42,11 @@ pub(crate) struct Running {
     /// The log position the checkpoint's commit ends at: replay starts there once it is in.
     position: u64,
     /// The log bytes it covers, and when it started: how long checkpoints take paces the
-    /// writer (`pace::Pacer::observe`).
+    /// writer (`admission::Pacer::observe`).
     bytes: u64,
     started: std::time::Instant,
-    /// Whether the writer pays for its CPU time (`pace::Share`): it started beside this
-    /// handle's readers, with `Options::checkpoint_share_beside_readers`.
+    /// Whether the writer pays for its CPU time (`admission::share::Share`): it started beside this
+    /// handle's readers.
     pub(crate) share: bool,
     /// Its thread's CPU clock (`None` where it runs on the writer's thread, or the clock
     /// cannot be had).
@@ -172,7 +172,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
     let job = frozen.clone();
-    let nice = checkpoint_nice(&shared.options, readers);
+    let nice = super::admission::share::checkpoint_nice(&shared.options, readers);
     let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
         let disk = receive.recv().ok()?;
         // Off the writer's thread: the table the last merged overlay left is emptied
@@ -194,24 +194,10 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         position,
         bytes,
         started,
-        share: readers && shared.options.checkpoint_share_beside_readers,
+        share: readers,
         cpu_clock,
     });
     Ok(true)
-}
-
-/// How many nice steps below the application's threads a checkpoint starting now runs:
-/// `Options::background_nice`, or beside this handle's `readers` (read transactions open as
-/// it starts) `Options::checkpoint_nice_beside_readers` if that is lower still
-/// (docs/design/write-path.md, session 53).
-fn checkpoint_nice(options: &crate::Options, readers: bool) -> u8 {
-    if readers {
-        options
-            .background_nice
-            .max(options.checkpoint_nice_beside_readers)
-    } else {
-        options.background_nice
-    }
 }
 
 /// Completes the running checkpoint, if any, when it is written, or with `wait`, once it is:

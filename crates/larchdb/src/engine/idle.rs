@@ -7,8 +7,9 @@
 //! Why: reads through an overlay cost more than reads of the tree alone (a probe of its hash
 //! table per point read; a scan merges its sorted runs: readseq, readreverse and seekrandom
 //! took 2.3-2.5x LMDB's time right after a 1M-record one-put load), and a checkpoint the
-//! log's growth calls for only comes with more writes. After a burst of writes, readers get the tree's speed back within the idle period
-//! plus the checkpoint's own time (docs/design/write-path.md, "Where it stands (session 30)").
+//! log's growth calls for only comes with more writes. After a burst of writes, readers get
+//! the tree's speed back within the idle period plus the checkpoint's own time
+//! (docs/design/write-path.md, "Idle checkpoints").
 //!
 //! Nothing depends on it for correctness: the checkpoint it starts is the same as one the
 //! log's growth starts, written without a sync. It never waits for the write lock: it takes it

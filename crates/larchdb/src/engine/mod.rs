@@ -1,42 +1,38 @@
-//! The state behind a database handle, shared by the handle and its transactions: the storage,
-//! the options, the reader registry with the newest published snapshot, and the writer's state.
-//! Transactions depend on this, not on `Database`, which sits above them.
+//! The state behind a database handle, shared by the handle and its transactions, and the
+//! write path, one room per mechanism. Transactions depend on this, not on `Database`, which
+//! sits above them. ARCHITECTURE.md ("The write path, on one page") follows a commit, a
+//! checkpoint and an open through these files.
 //!
 //! ```text
-//! mod.rs       Shared, WriterState
-//! open.rs      opening: the file and its lock file, the meta slot to start from, the free set
-//! recovery.rs  what an open that gave damage up reports, and the copies it keeps aside
-//! readers.rs   the reader registry: the published snapshot, live readers, the shared table
-//! commit.rs    the commit protocol: write pages, sync, write meta, sync, publish
-//! checkpoint.rs checkpoints on a thread of their own: freeze the overlay, merge it into the
-//!              tree beside the writer, install the new tree between two transactions
-//! catalog.rs   the catalog: table names and headers, the per-snapshot cache, table states
-//! log.rs       the write-ahead log of stage 2: records in segments, sync and group commit,
-//!              read back at open
-//! flusher.rs   the thread that makes `Durability::Bounded` commits durable in time
-//! idle.rs      the thread that checkpoints the overlay once the writer goes idle
-//! overlay.rs   stage 2's overlay: commits' writes since the last checkpoint, versioned,
-//!              read without locks before the tree
-//! pace.rs      the writer paced by the checkpoints, so that the log's ring does not fill,
-//!              and beside readers sharing one thread's CPU with them
-//! cores.rs     whether more threads can run than there are cores
+//! mod.rs         Shared, WriterState, Disk
+//! published.rs   Published: a tree and the overlays above it, what readers start from
+//! readers.rs     the reader registry: the published snapshot, live readers, the shared table
+//! txn.rs         the engine's half of a write transaction: its batch or its pages
+//! commit/        how a commit goes (route.rs), through the log (logged.rs), by pages
+//!                (pages.rs), synced off the writer's path (settle.rs)
+//! upper/         the layers above the tree: the overlay, a transaction's batch, the layered
+//!                read and the Range merge
+//! log/           the write-ahead log: append, ring, file, group commit, open, read back
+//! checkpoint.rs  checkpoints on a thread of their own: freeze, merge, put in place
+//! admission/     what a write transaction waits for before it starts: one policy
+//! background.rs  the owner of every background thread: started and stopped there
+//! flusher.rs     the thread that makes `Durability::Bounded` commits durable in time
+//! idle.rs        the thread that checkpoints the overlay once the writer goes idle
+//! open.rs        an open, in numbered steps; replay.rs the log replayed onto a tree
+//! recovery.rs    what an open that gave damage up reports, and the copies it keeps aside
+//! catalog.rs     table names and headers, the per-snapshot cache, table states
+//! savepoint.rs   the undo records of a write transaction's savepoints
 //! ```
-//!
-//! batch.rs    a logged write transaction's own writes, and their log record's body
-//!
-//! A handle opened with `Options::log` commits small transactions through the log and the
-//! overlay, and writes pages at checkpoints (docs/design/write-path.md).
 
+pub(crate) mod admission;
 pub(crate) mod background;
 pub(crate) mod catalog;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
-pub(crate) mod cores;
 pub(crate) mod flusher;
 pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod open;
-pub(crate) mod pace;
 pub(crate) mod published;
 pub(crate) mod readers;
 pub(crate) mod recovery;
@@ -106,11 +102,11 @@ pub(crate) struct WriterState {
     /// commit, a checkpoint) first waits until it is durable, so that readers never see an
     /// `Immediate` commit before it is durable (`commit::publish_pending`).
     pub(crate) pending: Option<(Arc<published::Published>, u64)>,
-    /// How long checkpoints take, and the writer's debt (`pace`).
-    pub(crate) pacer: pace::Pacer,
+    /// How long checkpoints take, and the writer's debt (`admission`).
+    pub(crate) pacer: admission::Pacer,
     /// The running write transaction's live savepoints and undo records (emptied as each one
     /// starts): kept here rather than in `WriteTxn`, which is moved several times as it is
-    /// made and returned (its moves were 5-7% of a one-put commit's time, session 55).
+    /// made and returned (its moves were 5-7% of a one-put commit's time).
     pub(crate) savepoints: savepoint::Savepoints,
 }
 
@@ -248,7 +244,7 @@ std::thread_local! {
 /// How a background thread about to be started from the calling thread sets its priority
 /// (`Lowering::apply`, its first call): `nice` steps below the application's threads in all
 /// (`Options::background_nice`, or for a checkpoint beside readers
-/// `Options::checkpoint_nice_beside_readers`). A thread inherits its starter's nice value, so
+/// `admission::share::checkpoint_nice`). A thread inherits its starter's nice value, so
 /// one started from a lowered background thread (the idle checkpointer starting a
 /// checkpoint's thread) lowers itself only by the steps it lacks. Called on the starting
 /// thread.

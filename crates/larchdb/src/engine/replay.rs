@@ -33,7 +33,7 @@ pub(crate) fn no_log(meta: &Meta) -> Error {
 /// Records decoded this far ahead of the one being replayed, their keys' overlay slots
 /// prefetched: the cache miss of each key's first probe (a large overlay's slot array is read
 /// at random) was the largest part of replay (19% of a 1M-record open's samples), and the
-/// lookahead overlaps it (docs/design/write-path.md, session 23).
+/// lookahead overlaps it.
 const REPLAY_LOOKAHEAD: usize = 16;
 /// Keys of one record prefetched at most (a large batch's later keys are not).
 const REPLAY_PREFETCH_KEYS: usize = 4;

@@ -252,7 +252,8 @@ pub(crate) fn retire(shared: &Shared, old: Arc<Published>) {
 /// synced as rarely per record as a small one). Until then checkpoints stay unsynced: the
 /// pages one writes are freed by the next and reused by the one after (no durable commit can
 /// reach them), so the same file pages are dirtied again and again in the page cache and
-/// written back once, by the next durable checkpoint, instead of once per checkpoint (docs/design/write-path.md, session 10).
+/// written back once, by the next durable checkpoint, instead of once per checkpoint
+/// (docs/design/write-path.md, "Unsynced and durable checkpoints, and the log's release").
 ///
 /// With checkpoints on a thread of their own (`Options::checkpoint_thread`), the writer keeps
 /// appending while a checkpoint is written and while it is synced (a sync of everything the
@@ -262,7 +263,7 @@ pub(crate) fn retire(shared: &Shared, old: Arc<Published>) {
 ///
 /// The room is what is left of the ring after the log kept, or less just after the ring grew
 /// (`Pressure::room_left`); and less than a segment of it always calls for a durable
-/// checkpoint: the writer waits for one to give room back (`pace::before_write`), which only
+/// checkpoint: the writer waits for one to give room back (`admission::make_room`), which only
 /// a durable one does.
 pub(crate) fn durable_checkpoint_due(shared: &Shared, p: crate::engine::log::Pressure) -> bool {
     let margin = if shared.options.checkpoint_thread {

@@ -58,7 +58,7 @@ impl Log {
             },
             grower: None,
             grow_asked: 0,
-            background: Arc::default(),
+            background: None,
             grower_nice: 0,
             read_cache: Default::default(),
             read_spare: Default::default(),
@@ -211,8 +211,10 @@ impl Log {
             return;
         }
         if self.grower.is_none() {
-            let sink = self.sink.clone();
-            self.grower = Grower::start(sink, &self.background, self.grower_nice);
+            if let Some(background) = self.background.as_deref() {
+                let sink = self.sink.clone();
+                self.grower = Grower::start(sink, background, self.grower_nice);
+            }
         }
         if let Some(g) = &self.grower {
             g.ask(want);
@@ -220,14 +222,10 @@ impl Log {
         }
     }
 
-    /// Starts the thread that grows the file through `background` (the handle's), `nice`
-    /// steps below the application's threads (`Options::background_nice`).
-    pub(crate) fn set_background(
-        &mut self,
-        background: Arc<crate::engine::background::Background>,
-        nice: u8,
-    ) {
-        self.background = background;
+    /// Starts the thread that grows the file through `background` (the handle's background
+    /// owner), `nice` steps below the application's threads (`Options::background_nice`).
+    pub(crate) fn set_background(&mut self, background: Arc<dyn Spawn>, nice: u8) {
+        self.background = Some(background);
         self.grower_nice = nice;
     }
 

@@ -148,6 +148,18 @@ impl Extent {
     }
 }
 
+/// What starts the log's grower thread: the handle's background owner
+/// (`engine::background::Background`), which names it, sets its priority and stops it at
+/// close. `None` when it is not started (the handle is closing, or no thread can be).
+pub(crate) trait Spawn: Send + Sync {
+    fn spawn_thread(
+        &self,
+        name: &str,
+        nice: u8,
+        work: Box<dyn FnOnce() + Send>,
+    ) -> Option<std::thread::JoinHandle<()>>;
+}
+
 /// Bytes of zeros the grower writes under one hold of the `resize` lock: an appender that
 /// needs the file longer at once waits for at most this much.
 pub(super) const GROW_PIECE_BYTES: u64 = 64 << 10;
@@ -179,14 +191,11 @@ pub(super) struct GrowState {
 impl Grower {
     /// Starts the thread for the log written through `sink`; `None` if it cannot start, or
     /// the handle is closing.
-    pub(super) fn start(
-        sink: Sink,
-        background: &crate::engine::background::Background,
-        nice: u8,
-    ) -> Option<Grower> {
+    pub(super) fn start(sink: Sink, background: &dyn Spawn, nice: u8) -> Option<Grower> {
         let state: Arc<(Mutex<GrowState>, Condvar)> = Arc::default();
         let theirs = state.clone();
-        let thread = background.spawn("larch-log-grow", nice, move || grow_run(&sink, &theirs))?;
+        let work = Box::new(move || grow_run(&sink, &theirs));
+        let thread = background.spawn_thread("larch-log-grow", nice, work)?;
         Some(Grower {
             state,
             thread: Some(thread),

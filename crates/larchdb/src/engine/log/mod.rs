@@ -40,6 +40,7 @@ mod read;
 mod ring;
 
 pub(crate) use self::evidence::{Beyond, Expect, Shortfall};
+pub(crate) use self::file::Spawn;
 pub(crate) use self::group::{GroupLog, Pressure};
 pub(crate) use self::open::Reopen;
 pub(crate) use self::read::ReadBack;
@@ -183,9 +184,10 @@ pub(crate) struct Log {
     /// map), and the length last asked of it.
     grower: Option<Grower>,
     grow_asked: u64,
-    /// The owner the grower's thread is started by (the handle's, `set_background`), and how
-    /// far its priority is lowered (`Options::background_nice`).
-    background: Arc<crate::engine::background::Background>,
+    /// What starts the grower's thread (the handle's background owner, `set_background`; none:
+    /// the appender grows the file itself), and how far its priority is lowered
+    /// (`Options::background_nice`).
+    background: Option<Arc<dyn Spawn>>,
     grower_nice: u8,
     /// Slots the log goes round before it starts again at the first (`plan`): at most
     /// `segments`. A log of the current version whose end reaches a slot past it, with the first
@@ -215,7 +217,7 @@ pub(crate) struct Log {
     /// from them is left (`ReadBack` consumers that apply each record as it comes): reading
     /// back a log of hundreds of megabytes then takes two segments' memory, not the log's in
     /// fresh pages (at 10M records, the kernel's zeroing of those pages was a fifth of a
-    /// crashed open, docs/design/write-path.md, session 51).
+    /// crashed open).
     read_spare: std::cell::RefCell<Vec<Arc<Vec<u8>>>>,
     /// Buffers `read` allocated afresh (tests).
     #[cfg(test)]

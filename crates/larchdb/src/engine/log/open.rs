@@ -220,7 +220,7 @@ impl Log {
             },
             grower: None,
             grow_asked: 0,
-            background: Arc::default(),
+            background: None,
             grower_nice: 0,
             ring: segments,
             checkpoint_bytes: u64::MAX,

@@ -431,6 +431,8 @@ fn a_log_on_a_file_grows_ahead_of_its_records() {
     let a: Arc<dyn Storage> = Arc::new(file);
     let segments = 40;
     let mut log = Log::create(a.clone(), SEG, segments, 0).unwrap();
+    let owner = Arc::new(crate::engine::background::Background::default());
+    log.set_background(owner, 0);
     assert!(log.sink.map.is_some(), "a file offers a map");
     log.plan(0, SEG);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);

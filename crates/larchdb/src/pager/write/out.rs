@@ -14,7 +14,7 @@ const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
 
 /// Filled pages (`WritePages::new_page_filled`) waiting in owned buffers before
 /// `spill_filled` writes them out: 256 KiB of 4 KiB pages, meant to be still in the core's
-/// cache when copied (256 pages measured no different, docs/design/write-path.md, session 10).
+/// cache when copied (256 pages measured no different).
 const SPILL_PAGES: usize = 64;
 
 impl WritePages {

@@ -9,8 +9,7 @@ use super::*;
 /// times denser than the slots, and reads a slot only where its byte matches the key's
 /// fingerprint (one in 128 of the occupied slots it passes, for another key): a key that is
 /// not in the overlay, which is what most reads beside a writer look for, costs the miss on
-/// a table of bytes that stays in the cache far longer than the slots do (docs/design/
-/// write-path.md, session 56).
+/// a table of bytes that stays in the cache far longer than the slots do.
 pub(super) struct Slots {
     pub(super) slots: Box<[Slot]>,
     pub(super) control: Box<[AtomicU8]>,

@@ -15,7 +15,7 @@
 //! of the entries, built by the readers that scan, not by the writer: the entries inserted
 //! since the last scan are sorted into a new run, and runs of similar length are merged, so a
 //! scan costs the sort of what is new since the last one plus a binary search per run, not a
-//! sort of the whole overlay (write-path.md, "Where it stands (session 16)").
+//! sort of the whole overlay (docs/design/write-path.md, "The overlay").
 //! Tables are numbered by the checkpoint's catalog (`CatalogCache::table_id`); the entry
 //! counts of the tables a commit changed are versions of `COUNTS`, keyed by table number.
 
@@ -172,7 +172,7 @@ impl Default for Overlay {
 
 /// Equal byte strings, compared inline 8 bytes at a time (a call to `memcmp` costs more than
 /// comparing a 16-byte key). The chunks are compared as numbers, and the tail byte by byte:
-/// an array's or a slice's `==` calls `memcmp` (2% of a one-put commit's samples, session 55).
+/// an array's or a slice's `==` calls `memcmp` (2% of a one-put commit's samples).
 #[inline(always)]
 fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {

@@ -1,0 +1,284 @@
+//! The writer paced by the checkpoints (admission's slowdown, step 4 of `make_room`): held to
+//! the rate at which the room left in the log's ring, less a small reserve, lasts
+//! `PACE_HORIZON` times as long as a checkpoint takes: the longer of the average over the last
+//! checkpoints, the average over the last durable ones (the only ones that give room back,
+//! longer by their sync) and the running one's time so far (`Pacer`). The rate follows the room
+//! left, so it binds only near full and falls to nothing at the reserve; and it is derived from
+//! a time, not from the checkpoints' rate (a paced writer makes smaller checkpoints, which
+//! merge fewer records per leaf and so drain more slowly: pacing by their rate slowed the
+//! writer further each time, measured). The writer sleeps its debt in steps of `SLEEP_MIN` to
+//! `SLEEP_MAX`, under the write lock, so that the rate bounds every writer together, as
+//! RocksDB's write controller does (`delayed_write_rate`).
+
+use super::share::Share;
+use super::{reserve, SLEEP_MAX, SLEEP_MIN};
+use crate::engine::log::Pressure;
+use std::time::{Duration, Instant};
+
+/// How many checkpoints' time the room left in the ring must last at the writer's rate.
+const PACE_HORIZON: f64 = 1.0;
+/// Each checkpoint's duration counts for this share of the average.
+const DURATION_WEIGHT: f64 = 0.5;
+
+/// The writer's pacing state, in `WriterState` (one writer at a time).
+#[derive(Default)]
+pub(crate) struct Pacer {
+    /// How long a checkpoint takes, from its start to its tree written (and synced when it
+    /// was made durable), in seconds, averaged; `None` before the first.
+    duration: Option<f64>,
+    /// The same for the checkpoints made durable, the only ones that give room back, and
+    /// longer by their sync: most checkpoints are not, and their average alone let the
+    /// ring fill while a durable one synced.
+    durable: Option<f64>,
+    /// The log's bytes appended at the last transaction (`None` before the first).
+    appended: Option<u64>,
+    /// When the writer, at its allowed rate, may start its next transaction (a virtual clock:
+    /// a writer slower than its rate earns no credit, `delay` starts it from now).
+    until: Option<Instant>,
+    /// How far `until` can be ahead of the clock, at most: its lead at the last reading of the
+    /// clock, less the sleep then, plus the steps since. While that is under `SLEEP_MIN`
+    /// no transaction owes a sleep, and `delay` reads no clock: far from a full log that is
+    /// every transaction, and the two clock reads were a few percent of a one-put commit.
+    /// The steps taken meanwhile are added to `until` without the no-credit rule, which the
+    /// next reading applies: a slow writer's credit is under `SLEEP_MIN` a reading.
+    lead: Duration,
+    /// How long the running checkpoint had run at the last reading of the clock: the steps
+    /// between readings use it (it only grows, and the next reading corrects it).
+    running_seen: Option<f64>,
+    /// The CPU time of checkpoints beside readers, owed by the writer (`Share`).
+    pub(crate) share: Share,
+}
+
+impl Pacer {
+    /// A checkpoint that covered `bytes` of log took `elapsed`, made `durable` or not; one
+    /// that covered nothing (an idle handle's) says nothing of the writer's.
+    pub(crate) fn observe(&mut self, bytes: u64, elapsed: Duration, durable: bool) {
+        if bytes == 0 {
+            return;
+        }
+        let secs = elapsed.as_secs_f64();
+        let average = |a: Option<f64>| {
+            Some(match a {
+                Some(d) => d + (secs - d) * DURATION_WEIGHT,
+                None => secs,
+            })
+        };
+        self.duration = average(self.duration);
+        if durable {
+            self.durable = average(self.durable);
+        }
+    }
+
+    /// How long the writer sleeps before its next transaction, the log being as `p` says;
+    /// `started`: when the checkpoint running now started, if one runs (one slower than the
+    /// ones before slows the writer while it runs, not once it is done); `now` reads the
+    /// clock, which is done only when a sleep may be owed (`lead`).
+    pub(crate) fn delay(
+        &mut self,
+        p: Pressure,
+        started: Option<Instant>,
+        now: impl FnOnce() -> Instant,
+    ) -> Option<Duration> {
+        let bytes = self.appended.map_or(0, |a| p.appended.saturating_sub(a));
+        self.appended = Some(p.appended);
+        let average = self.duration?.max(self.durable.unwrap_or(0.0));
+        // Bytes a second at which the room left before the reserve lasts the horizon; the
+        // time `bytes` take at that rate.
+        let room = p.room_left().saturating_sub(reserve(p));
+        // (In nanoseconds through a cast: `Duration::from_secs_f64` cost more than the rest
+        // of the pacing, on every transaction.)
+        let step = |running: Option<f64>| {
+            if room == 0 {
+                return SLEEP_MAX;
+            }
+            let duration = running.map_or(average, |r| average.max(r));
+            let seconds = bytes as f64 * (duration * PACE_HORIZON).max(1e-3) / room as f64;
+            Duration::from_nanos((seconds.min(1.0) * 1e9) as u64)
+        };
+        let skipped = step(started.and(self.running_seen));
+        let lead = self.lead + skipped;
+        if lead < SLEEP_MIN {
+            self.lead = lead;
+            self.until = self.until.map(|u| u + skipped);
+            return None;
+        }
+        let now = now();
+        let running = started.map(|s| now.saturating_duration_since(s).as_secs_f64());
+        self.running_seen = running;
+        let until = self.until.map_or(now, |u| u.max(now)) + step(running);
+        self.until = Some(until);
+        let ahead = until - now;
+        let sleep = (ahead >= SLEEP_MIN).then(|| ahead.min(SLEEP_MAX));
+        self.lead = ahead - sleep.unwrap_or_default();
+        sleep
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+
+    /// 100 MB of ring, `kept` of it kept, `appended` appended.
+    fn pressure(appended: u64, kept: u64) -> Pressure {
+        Pressure {
+            appended,
+            kept,
+            room: 100 * MB,
+            left: 200 * MB,
+            segment: 10 * MB,
+            segments: 20,
+            checkpoint: 5 * MB,
+        }
+    }
+
+    fn close(a: Duration, b: Duration) -> bool {
+        a.abs_diff(b) < Duration::from_micros(10)
+    }
+
+    #[test]
+    fn nothing_is_paced_before_a_checkpoint_was_timed() {
+        let mut p = Pacer::default();
+        let now = Instant::now();
+        assert_eq!(p.delay(pressure(90 * MB, 99 * MB), None, || now), None);
+    }
+
+    /// The log kept when 40 MB are left past the reserve (1.25 MB) of the 100 MB ring.
+    const KEPT_40_LEFT: u64 = 100 * MB - 40 * MB - MB * 5 / 4;
+
+    #[test]
+    fn the_room_left_must_last_a_checkpoint() {
+        // Checkpoints of 0.5 s. The 40 MB left past the reserve must last 0.5 s: 80 MB/s, and
+        // 1 MB more of log is 12.5 ms, slept 4 ms at a time, the rest carried (2 ms left
+        // after 10.5 ms).
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500), false);
+        let now = Instant::now();
+        assert_eq!(p.delay(pressure(50 * MB, KEPT_40_LEFT), None, || now), None);
+        assert_eq!(
+            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, || now),
+            Some(SLEEP_MAX)
+        );
+        let later = now + Duration::from_micros(10_500);
+        let left = p
+            .delay(pressure(51 * MB, KEPT_40_LEFT), None, || later)
+            .unwrap();
+        assert!(close(left, Duration::from_millis(2)), "{left:?}");
+        // With 95 MB left, 93.75 MB/0.5 s: a 16 KB record is 83 us, under the shortest
+        // sleep, carried.
+        let mut q = Pacer::default();
+        q.observe(10 * MB, Duration::from_millis(500), false);
+        q.delay(pressure(0, 5 * MB), None, || now);
+        assert_eq!(q.delay(pressure(MB / 64, 5 * MB), None, || now), None);
+        assert!(
+            close(q.lead, Duration::from_secs_f64(1.0 / 64.0 / 187.5)),
+            "{:?}",
+            q.lead
+        );
+        // Nothing left past the reserve: the longest sleep for any write.
+        let mut r = Pacer::default();
+        r.observe(10 * MB, Duration::from_millis(500), false);
+        r.delay(pressure(0, 100 * MB - MB * 5 / 4), None, || now);
+        assert_eq!(
+            r.delay(pressure(1, 100 * MB - MB * 5 / 4), None, || now),
+            Some(SLEEP_MAX)
+        );
+    }
+
+    #[test]
+    fn the_clock_is_read_only_when_a_sleep_may_be_owed() {
+        // 93.75 MB left past the reserve, checkpoints of 0.5 s: a 16 KB record is 83 us at
+        // that rate. Two owe less than the shortest sleep together, and read no clock; the
+        // third may owe 250 us, and reads it (and owes 83 us: the steps before the first
+        // reading start nothing). A 1 MB record then owes 5.3 ms, read and slept.
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500), false);
+        let now = Instant::now();
+        let reads = std::cell::Cell::new(0);
+        let clock = || {
+            reads.set(reads.get() + 1);
+            now
+        };
+        for i in 0..4 {
+            assert_eq!(p.delay(pressure(i * MB / 64, 5 * MB), None, clock), None);
+            assert_eq!(reads.get(), u32::from(i == 3), "transaction {i}");
+        }
+        assert!(close(p.lead, Duration::from_micros(83)), "{:?}", p.lead);
+        assert_eq!(
+            p.delay(pressure(3 * MB / 64 + MB, 5 * MB), None, clock),
+            Some(SLEEP_MAX)
+        );
+        assert_eq!(reads.get(), 2);
+        // What was not slept is the lead the next transactions start from.
+        let owed = Duration::from_secs_f64((1.0 + 1.0 / 64.0) / 187.5);
+        assert!(close(p.lead, owed - SLEEP_MAX), "{:?}", p.lead);
+    }
+
+    #[test]
+    fn a_slow_writer_earns_no_credit() {
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500), false);
+        let now = Instant::now();
+        p.delay(pressure(50 * MB, KEPT_40_LEFT), None, || now);
+        // A second later (far slower than the rate), a 1 MB burst is still paced from now.
+        let later = now + Duration::from_secs(1);
+        assert_eq!(
+            p.delay(pressure(51 * MB, KEPT_40_LEFT), None, || later),
+            Some(SLEEP_MAX)
+        );
+        let until = p.until.unwrap() - later;
+        assert!(close(until, Duration::from_micros(12_500)), "{until:?}");
+    }
+
+    #[test]
+    fn a_long_running_or_durable_checkpoint_lowers_the_rate() {
+        // The average says 0.5 s; the checkpoint running has run 2 s: 40 MB must last 2 s.
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500), false);
+        let now = Instant::now();
+        let running = now.checked_sub(Duration::from_secs(2));
+        p.delay(pressure(50 * MB, KEPT_40_LEFT), running, || now);
+        p.delay(pressure(51 * MB, KEPT_40_LEFT), running, || now);
+        let until = p.until.unwrap() - now;
+        assert!(close(until, Duration::from_millis(50)), "{until:?}");
+        // Durable checkpoints of 1 s among unsynced ones: 40 MB must last 1 s.
+        let mut q = Pacer::default();
+        q.observe(10 * MB, Duration::from_secs(1), true);
+        for _ in 0..10 {
+            q.observe(10 * MB, Duration::from_millis(100), false);
+        }
+        q.delay(pressure(50 * MB, KEPT_40_LEFT), None, || now);
+        q.delay(pressure(51 * MB, KEPT_40_LEFT), None, || now);
+        let until = q.until.unwrap() - now;
+        assert!(close(until, Duration::from_millis(25)), "{until:?}");
+    }
+
+    #[test]
+    fn the_room_left_counts_when_the_ring_has_just_grown() {
+        // Kept 10 of 100 MB, but only 20 MB can be appended.
+        let p = Pressure {
+            left: 20 * MB,
+            ..pressure(0, 10 * MB)
+        };
+        assert_eq!(p.room_left(), 20 * MB);
+        assert_eq!(
+            Pressure {
+                left: 200 * MB,
+                ..p
+            }
+            .room_left(),
+            90 * MB
+        );
+    }
+
+    #[test]
+    fn the_duration_is_averaged() {
+        let mut p = Pacer::default();
+        p.observe(MB, Duration::from_secs(1), true);
+        p.observe(MB, Duration::from_secs(3), false);
+        assert_eq!((p.duration, p.durable), (Some(2.0), Some(1.0)));
+        p.observe(0, Duration::from_secs(9), true);
+        assert_eq!(p.duration, Some(2.0), "an empty checkpoint says nothing");
+    }
+}
