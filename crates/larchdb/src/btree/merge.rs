@@ -101,7 +101,10 @@ pub(crate) fn merge_sorted<'r>(
 }
 
 /// Merges records `lo..hi` into the leaf `leaf_ref` (reached through `path`), whose key range
-/// holds all of them.
+/// holds all of them. About 140 lines, kept whole on purpose: it is one pass over the leaf's
+/// cells and the records in key order, packing pages as it goes, with the state of that pass
+/// (the cell and record cursors, the page being filled, the entry count) in its locals; split
+/// into functions, each would take most of them by `&mut`.
 #[allow(clippy::too_many_arguments)]
 fn merge_leaf<'r>(
     w: &mut WritePages,

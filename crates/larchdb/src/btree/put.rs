@@ -322,9 +322,8 @@ struct Slot {
 }
 
 /// `put`, also returning the leaf the key landed in and whether a node split. With `hint`, the
-/// descent is skipped when the hint covers the key, and the path is kept in the hint. About a
-/// hundred lines, kept whole on
-/// purpose: its steps are ordered for the memory system (prefetch the leaf, point the path at
+/// descent is skipped when the hint covers the key, and the path is kept in the hint. About
+/// 120 lines, kept whole on purpose: its steps are ordered for the memory system (prefetch the leaf, point the path at
 /// its copy while it arrives, copy, then search the cached original), and each step's comment
 /// says why it stands where it does; split apart, that order would be spread over functions.
 fn put_inner(

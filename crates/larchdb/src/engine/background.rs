@@ -12,16 +12,16 @@
 //! | `larch-log-grow` | the log's first growth ahead of its end (`log::Grower`) | zeroes the log file ahead of appends | `stop`, or the log's drop |
 //! | `larch-retire` | a snapshot's last overlay let go (`commit::retire`) | frees a large overlay off the reader's path | joined by `stop` |
 //!
-//! Two more run only inside an open, scoped to it and joined before it returns: the log read
-//! back (`larch-log-read`, `log::Log::read_back`) and a large file's free set loaded beside it
+//! Two more are scoped to the call that starts them and joined before it returns: the log read
+//! back (`larch-log-read`, `log::Log::read_back`: an open's replay, or a follower's catch-up
+//! from a new tree) and a large file's free set loaded beside an open's replay
 //! (`larch-free-load`, `open::replay_beside_free_set`).
 //!
 //! Errors: a thread whose result someone waits for hands it back through its join (a panic
 //! there is an error of the work it did: `checkpoint::finish`, `commit::Settling::wait`); the
-//! threads no one waits for
-//! fail the handle instead (a failed sync poisons it: its commits fail from then on), or, for
-//! the idle checkpointer and the grower, leave their work to the writer, which does it itself
-//! and reports what fails. A thread that cannot be started leaves its work to its caller, on
+//! threads no one waits for fail the handle instead (a failed sync poisons it: its commits
+//! fail from then on), or, for the idle checkpointer and the grower, leave their work to the
+//! writer, which does it itself and reports what fails. A thread that cannot be started leaves its work to its caller, on
 //! the caller's thread, and so does every thread asked for once the handle is closing.
 
 use super::{checkpoint, Shared};

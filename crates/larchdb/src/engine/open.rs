@@ -532,7 +532,7 @@ fn open_log(
     // `options.log` says: there is nowhere to put a log.
     let writes_log = options.log && !options.read_only && !matches!(source, LogSource::None);
     if (!meta.log && !writes_log) || options.read_only {
-        // A read-only handle reads the log itself (`readers::Follower`).
+        // A read-only handle reads the log itself (`replay::Follower`).
         return Ok(None);
     }
     let storage = source.open(false, writes_log)?;

@@ -1,7 +1,7 @@
 //! Replay: the log's records after a tree's checkpoint, applied to a new overlay on top of
 //! it. One room for both who replay: an open after a crash (`Shared::open`, reading the log
 //! from the checkpoint the chosen meta page names) and a read-only handle following a writer
-//! in another process (`readers::Follower`, reading what the writer appended since).
+//! in another process (`Follower`, reading what the writer appended since).
 //!
 //! The log is read on a thread of its own (`Log::read_back`) and handed over in chunks
 //! (`ReadBack`); records are decoded a few ahead of the one applied, their keys' overlay slots

@@ -60,9 +60,12 @@ use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
 pub struct WriteTxn<'db> {
     /// The transaction below the API: the write lock, its pages or batch, its commit.
     t: Txn<'db>,
+    /// What `commit` asks for: `Options::durability`.
     durability: Durability,
 }
+
 impl<'db> WriteTxn<'db> {
+    /// The API's face of `t`, begun by `Database::begin_write`.
     pub(crate) fn on(t: Txn<'db>) -> WriteTxn<'db> {
         let durability = t.shared.options.durability;
         WriteTxn { t, durability }

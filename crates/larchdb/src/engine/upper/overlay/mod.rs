@@ -292,7 +292,7 @@ impl Overlay {
     }
 
     /// Asks the CPU for the slot where the search for a key of hash `hash` starts (a read
-    /// about to probe another overlay first: `table::Upper::get`).
+    /// about to probe another overlay first: `upper::Upper::get`).
     #[inline]
     pub(crate) fn prefetch_hashed(&self, hash: u64) {
         let (slots, i) = self.home(hash);
