@@ -158,6 +158,15 @@ pub struct Options {
     /// running checkpoint and for `Durability::Bounded` commits: it takes no time, and the
     /// next open replays the log (RocksDB's `avoid_flush_during_shutdown`).
     pub compact_on_close: bool,
+    /// The memory, in bytes, the handle may hold for the writes its tree does not have yet (the
+    /// overlays of the commits since the last checkpoint; 0, the default: an eighth of the
+    /// memory this process may use, the lowest of its cgroups' limits and the machine's
+    /// memory). A checkpoint is due once the active overlay holds a quarter of it, and a writer
+    /// whose overlays reach three quarters waits for a checkpoint before its transaction
+    /// starts, so that a writer faster than its checkpoints is slowed instead of outgrowing the
+    /// machine. At least 16 MiB. Set it where the process shares its memory limit with more
+    /// than the engine (docs/design/write-path.md, "Memory and space: what is bounded").
+    pub memory_budget: u64,
     /// How many steps of nice value below the thread that starts them the handle's background
     /// work runs (0 to 19; Linux, ignored elsewhere): the checkpoint thread, the idle
     /// checkpointer and the thread that grows the log file. 0, the default, runs them as any
@@ -205,6 +214,7 @@ impl Default for Options {
             bounded_millis: BOUNDED_MILLIS_DEFAULT,
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
             compact_on_close: true,
+            memory_budget: 0,
             background_nice: 0,
             recover: false,
         }
@@ -383,6 +393,23 @@ impl Options {
     /// ```
     pub fn idle_checkpoint_millis(mut self, millis: u64) -> Options {
         self.idle_checkpoint_millis = millis;
+        self
+    }
+
+    /// Sets the memory the overlays may hold (see [`Options::memory_budget`]; 0: from the
+    /// machine).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().memory_budget(64 << 20);
+    /// assert_eq!(o.memory_budget, 64 << 20);
+    /// let db = Database::open(dir.path().join("db"), o)?;
+    /// db.put(b"k", b"v")?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn memory_budget(mut self, bytes: u64) -> Options {
+        self.memory_budget = bytes;
         self
     }
 

@@ -157,8 +157,13 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
             return Ok(false);
         }
         let frozen = rs.current.frozen();
+        // Beside readers a checkpoint yields the CPU to them, unless the writer will soon
+        // wait for it: its overlays hold half the memory budget already (a lowered checkpoint
+        // beside busy readers would keep a stopped writer waiting for tens of seconds).
+        let yields = !rs.readers.is_empty() && !super::admission::budget::pressed(shared);
+        shared.note_upper(&frozen);
         rs.current = frozen.clone();
-        (frozen, !rs.readers.is_empty())
+        (frozen, yields)
     };
     // The write lock is held and every commit published: the log ends with commit F's record.
     let position = log.end();

@@ -153,6 +153,11 @@ pub(crate) struct Shared {
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
     /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
+    /// The memory the overlays may hold (`admission::budget`, from `Options::memory_budget`).
+    pub(crate) memory_budget: u64,
+    /// The memory the published snapshot's active and frozen overlays hold
+    /// (`Overlay::bytes`), as of their last publication (`Shared::note_upper`).
+    pub(crate) upper: [AtomicU64; 2],
     /// The owner of every background thread: started through it, stopped by it at close.
     pub(crate) background: Arc<background::Background>,
     /// The thread that makes `Durability::Bounded` commits durable.
@@ -226,6 +231,20 @@ impl Shared {
     pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {
         // No code panics while holding this lock; recover the state if a panic ever did.
         self.read.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The memory the active and the frozen overlay hold, as of their last publication.
+    pub(crate) fn upper_bytes(&self) -> (u64, u64) {
+        let get = |a: &AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        (get(&self.upper[0]), get(&self.upper[1]))
+    }
+
+    /// Notes the memory `p`'s overlays hold: `p` is becoming the published snapshot.
+    pub(crate) fn note_upper(&self, p: &published::Published) {
+        let bytes = |o: &Option<Arc<upper::overlay::Overlay>>| o.as_ref().map_or(0, |o| o.bytes());
+        let set = |a: &AtomicU64, v: usize| a.store(v as u64, std::sync::atomic::Ordering::Relaxed);
+        set(&self.upper[0], bytes(&p.overlay));
+        set(&self.upper[1], bytes(&p.frozen));
     }
 
     /// The boot id commits record (zero if unknown).

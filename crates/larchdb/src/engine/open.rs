@@ -180,6 +180,7 @@ impl Shared {
         } else if let Some(lock) = lock.as_ref() {
             publish_log_at_open(lock, log.as_ref(), &current, &meta, &losses)?;
         }
+        let memory_budget = super::admission::budget::resolve(options.memory_budget);
         let recovery = (!losses.given_up.is_empty()).then(|| Recovery {
             opened_txn: current.txn(),
             given_up: losses.given_up,
@@ -200,6 +201,8 @@ impl Shared {
             log_detached: std::sync::atomic::AtomicBool::new(false),
             log: log.map(GroupLog::new),
             writers_waiting: Default::default(),
+            memory_budget,
+            upper: Default::default(),
             background,
             flusher: Default::default(),
             idle: Default::default(),

@@ -242,6 +242,7 @@ impl Shared {
             rs.shape += 1;
             self.current_shape.store(rs.shape, Ordering::Release);
         }
+        self.note_upper(&published);
         self.current_txn.store(published.txn(), Ordering::Release);
         self.current_tree_txn
             .store(published.tree_txn(), Ordering::Release);

@@ -10,14 +10,16 @@
 //! checkpoints together must not take more than the one thread's share a writer that merged
 //! its own commits would. So, under the write lock, before each write transaction, in order:
 //!
-//! 1. **A checkpoint due** (the log grew by a checkpoint's bytes, `Log::checkpoint_due`): one
+//! 1. **A checkpoint due** (the log grew by a checkpoint's bytes, `Log::checkpoint_due`, or the
+//!    active overlay holds a quarter of the memory budget, `budget.rs`): one
 //!    that ended is put in place, and one is started on its own thread if none runs; without
 //!    the checkpoint thread it is written here, and the caller takes the lock again.
 //! 2. **A durable checkpoint early**: a log whose room calls for a durable checkpoint
 //!    (`commit::durable_checkpoint_due`) gets one as soon as none runs and the log has grown by
 //!    a quarter of a checkpoint's bytes, without waiting for all of them: a writer paced near
 //!    the reserve would take long to append them.
-//! 3. **A stop**: with less than the reserve left (the next record may not fit), the writer
+//! 3. **A stop**: with less than the reserve left (the next record may not fit), or the
+//!    overlays at three quarters of the memory budget (`budget::over_budget`), the writer
 //!    waits for the running checkpoint to be put in place, or starts one and waits, before its
 //!    transaction starts: a commit that found the log full would otherwise merge the whole
 //!    overlay on the writer's thread (`Txn::route`), the work of a checkpoint and of the one
@@ -33,6 +35,7 @@
 //! own commits would. Neither alone keeps the readers' share (readwhilewriting at 1M on two
 //! cores: docs/design/performance.md, "Write admission beside readers").
 
+pub(crate) mod budget;
 mod pace;
 pub(crate) mod share;
 
@@ -69,7 +72,9 @@ pub(crate) fn make_room<'a>(
     shared: &'a Arc<Shared>,
     mut guard: MutexGuard<'a, WriterState>,
 ) -> Result<Option<MutexGuard<'a, WriterState>>> {
-    if !Txn::checkpoint_due(shared, &guard) {
+    let due =
+        |guard: &WriterState| Txn::checkpoint_due(shared, guard) || budget::memory_due(shared);
+    if !due(&guard) {
         hold_back(shared, &mut guard)?;
         return Ok(Some(guard));
     }
@@ -77,10 +82,7 @@ pub(crate) fn make_room<'a>(
         // One running already: the writer is paced so that the log has room for it to
         // finish, and waits for it if the log is nearly full anyway (`hold_back`).
         checkpoint::finish(shared, &mut guard, false)?;
-        if guard.checkpoint.is_some()
-            || !Txn::checkpoint_due(shared, &guard)
-            || checkpoint::start(shared, &mut guard)?
-        {
+        if guard.checkpoint.is_some() || !due(&guard) || checkpoint::start(shared, &mut guard)? {
             hold_back(shared, &mut guard)?;
             return Ok(Some(guard));
         }
@@ -115,13 +117,14 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
             p = log.pressure();
         }
     }
-    if short_of_room(p) {
+    if short_of_room(p) || budget::over_budget(shared) {
         let waited = Instant::now();
         // The running checkpoint's tree put in place gives back the log before it, if it was
         // made durable; otherwise (or with none running) a checkpoint started now is made
         // durable, the log's room calling for it (`commit::durable_checkpoint_due`).
         checkpoint::finish(shared, guard, true)?;
-        if short_of_room(log.pressure()) && checkpoint::start(shared, guard)? {
+        let short = short_of_room(log.pressure()) || budget::over_budget(shared);
+        if short && checkpoint::start(shared, guard)? {
             checkpoint::finish(shared, guard, true)?;
         }
         let c = &shared.counters;

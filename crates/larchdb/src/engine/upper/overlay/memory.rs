@@ -16,6 +16,11 @@ pub(super) struct Slots {
 }
 
 impl Slots {
+    /// The memory a table holds: its slots and their control bytes.
+    pub(super) fn bytes(&self) -> usize {
+        self.slots.len() * (size_of::<Slot>() + size_of::<AtomicU8>())
+    }
+
     pub(super) fn new(n: usize) -> Slots {
         Slots {
             slots: (0..n)
@@ -129,6 +134,8 @@ pub(super) struct Arena {
     pub(super) chunks: Vec<Box<[MaybeUninit<u64>]>>,
     /// Words used in the last chunk.
     pub(super) used: usize,
+    /// Bytes of the chunks held.
+    pub(super) held: usize,
     /// Where full-size chunks come from first, and go back to with the overlay.
     pub(super) spare: Option<Arc<Spare>>,
 }
@@ -154,6 +161,7 @@ impl Arena {
                     .map_or(CHUNK_WORDS_MIN, |c| (c.len() * 2).min(CHUNK_WORDS_MAX));
                 Box::new_uninit_slice(next.max(words))
             });
+            self.held += chunk.len() * size_of::<u64>();
             self.chunks.push(chunk);
             self.used = 0;
         }
@@ -174,6 +182,8 @@ impl Arena {
 pub(super) struct Owned {
     pub(super) arena: Arena,
     pub(super) tables: Vec<Box<Slots>>,
+    /// Bytes of the tables held (`Slots::bytes`).
+    pub(super) table_bytes: usize,
     /// Every entry, in the order they were made: what the scan index (`Overlay::index`) sorts
     /// from where it left off.
     pub(super) order: Vec<*const Entry>,

@@ -146,6 +146,8 @@ pub(crate) struct Overlay {
     table: AtomicPtr<Slots>,
     /// Entries in the table.
     len: AtomicUsize,
+    /// The memory the overlay holds, as of its last commit (`bytes`).
+    bytes: AtomicUsize,
     hasher: foldhash::fast::RandomState,
     owned: Mutex<Owned>,
     /// The entries in key order, for scans (`index`); locked before `owned`, never after.
@@ -219,7 +221,9 @@ impl Overlay {
             table: AtomicPtr::new(table),
             len: AtomicUsize::new(0),
             hasher: foldhash::fast::RandomState::default(),
+            bytes: AtomicUsize::new(first.bytes()),
             owned: Mutex::new(Owned {
+                table_bytes: first.bytes(),
                 tables: vec![first],
                 arena: Arena {
                     spare,
@@ -477,6 +481,17 @@ impl Overlay {
                 }
             }
         }
+        let held = owned.arena.held
+            + owned.table_bytes
+            + owned.order.capacity() * size_of::<*const Entry>();
+        self.bytes.store(held, Ordering::Relaxed);
+    }
+
+    /// The memory the overlay holds: its arena's chunks, its tables and its list of entries,
+    /// as of its last commit (the scan index readers build is not counted: it is freed with
+    /// the overlay, and is at most a pointer an entry).
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Replaces the table by one twice as large holding the same entries; readers still on the
@@ -497,6 +512,7 @@ impl Overlay {
             bigger.fill(i, hash, p);
         }
         let bp = &*bigger as *const Slots as *mut Slots;
+        owned.table_bytes += bigger.bytes();
         owned.tables.push(bigger);
         // Publishes the new table with everything stored in it above.
         self.table.store(bp, Ordering::Release);

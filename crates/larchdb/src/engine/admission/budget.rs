@@ -1,0 +1,179 @@
+//! The memory budget: how much anonymous memory the engine may hold for the writes the tree
+//! does not have yet (the active and the frozen overlay), and what admission does about it.
+//!
+//! The budget is `Options::memory_budget`, or, by default, an eighth of the memory this
+//! process may use: the lowest memory limit of its cgroup and the cgroups above it (v2
+//! `memory.max`, v1 `memory.limit_in_bytes`) and the machine's memory (`MemTotal`). The rest
+//! is left to the kernel's page cache, which holds the tree's and the log's pages and gives
+//! back the clean ones under pressure. Admission (`make_room`) keeps the overlays inside it:
+//!
+//! - a checkpoint is due once the active overlay holds `CHECKPOINT_SHARE` of the budget, as it
+//!   is once the log has grown by a checkpoint's bytes (`memory_due`);
+//! - with the active and the frozen overlay together at `STOP_SHARE` of it, the writer waits for
+//!   the running checkpoint to be put in place, or starts one and waits (`over_budget`).
+//!
+//! What a dropped overlay leaves for the next (`overlay::Spare`, at most one overlay's chunks)
+//! comes on top, so the overlays stay within about the budget.
+
+use crate::engine::Shared;
+
+/// A checkpoint is due once the active overlay holds this share of the budget (a quarter).
+const CHECKPOINT_SHARE: u64 = 4;
+
+/// The writer waits for a checkpoint once the active and frozen overlays hold this many
+/// quarters of the budget.
+const STOP_QUARTERS: u64 = 3;
+
+/// The default budget's share of the memory the process may use (an eighth): the rest is the
+/// page cache the tree needs. Beyond RAM (5 GiB of 4 KiB values in a 1 GiB cgroup, seed 000
+/// small) a quarter left the checkpoints too little cache, and a writer stopped at the budget
+/// waited 100 s for one; an eighth kept every readwhilewriting run within its time.
+const DEFAULT_SHARE: u64 = 8;
+
+/// The smallest budget, whatever the machine says: below it, checkpoints would come every few
+/// commits.
+pub(crate) const MEMORY_BUDGET_MIN: u64 = 16 << 20;
+
+/// The budget a handle opened with `option` (`Options::memory_budget`; 0: from the machine)
+/// keeps its overlays in.
+pub(crate) fn resolve(option: u64) -> u64 {
+    let bytes = if option != 0 {
+        option
+    } else {
+        process_memory().map_or(u64::MAX, |m| m / DEFAULT_SHARE)
+    };
+    bytes.max(MEMORY_BUDGET_MIN)
+}
+
+/// Whether the active overlay has reached its share of the budget: a checkpoint is due.
+pub(crate) fn memory_due(shared: &Shared) -> bool {
+    let (active, _) = shared.upper_bytes();
+    active >= shared.memory_budget / CHECKPOINT_SHARE
+}
+
+/// Whether the overlays hold half the budget or more: the writer will wait for the next
+/// checkpoint, which then runs at the application's priority even beside readers
+/// (`share::checkpoint_nice`), and the writer pays no share of its CPU.
+pub(crate) fn pressed(shared: &Shared) -> bool {
+    let (active, frozen) = shared.upper_bytes();
+    active.saturating_add(frozen) >= shared.memory_budget / 2
+}
+
+/// Whether the overlays hold so much of the budget that the writer must wait for a checkpoint.
+pub(crate) fn over_budget(shared: &Shared) -> bool {
+    let (active, frozen) = shared.upper_bytes();
+    active.saturating_add(frozen) >= shared.memory_budget / 4 * STOP_QUARTERS
+}
+
+/// The memory this process may use: the lowest of the machine's memory and the memory limits
+/// of its cgroups (`None` where none of them can be read).
+pub(crate) fn process_memory() -> Option<u64> {
+    [mem_total(), cgroup_limit()].into_iter().flatten().min()
+}
+
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+fn mem_total() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    parse_mem_total(&text)
+}
+
+fn parse_mem_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// The lowest memory limit of this process's cgroup and those above it, v2 or v1.
+fn cgroup_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let mut lowest: Option<u64> = None;
+    for (root, file, path) in cgroup_paths(&text) {
+        // The cgroup's folder and each one above it, up to the mount's root.
+        let mut dir = std::path::PathBuf::from(root);
+        let mut limits = Vec::new();
+        limits.push(read_limit(&dir.join(file)));
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            dir.push(part);
+            limits.push(read_limit(&dir.join(file)));
+        }
+        for l in limits.into_iter().flatten() {
+            lowest = Some(lowest.map_or(l, |x| x.min(l)));
+        }
+    }
+    lowest
+}
+
+/// For each memory hierarchy of `/proc/self/cgroup`'s text: the mount it is read under, the
+/// file that holds a group's limit, and the process's group within it.
+fn cgroup_paths(text: &str) -> Vec<(&'static str, &'static str, &str)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if controllers.is_empty() {
+            out.push(("/sys/fs/cgroup", "memory.max", path));
+        } else if controllers.split(',').any(|c| c == "memory") {
+            out.push(("/sys/fs/cgroup/memory", "memory.limit_in_bytes", path));
+        }
+    }
+    out
+}
+
+/// A limit file's value: bytes, or `None` for "max", an unlimited v1 value (a huge number),
+/// or a file that cannot be read.
+fn read_limit(file: &std::path::Path) -> Option<u64> {
+    parse_limit(&std::fs::read_to_string(file).ok()?)
+}
+
+fn parse_limit(text: &str) -> Option<u64> {
+    let v: u64 = text.trim().parse().ok()?;
+    // v1 writes "no limit" as the largest page-aligned i64.
+    (v < 1 << 60).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_and_limits_are_parsed() {
+        let meminfo = "MemTotal:       24576000 kB\nMemFree:         1000 kB\n";
+        assert_eq!(parse_mem_total(meminfo), Some(24_576_000 * 1024));
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert_eq!(parse_limit("1073741824\n"), Some(1 << 30));
+        assert_eq!(parse_limit("max\n"), None);
+        assert_eq!(parse_limit("9223372036854771712\n"), None);
+    }
+
+    #[test]
+    fn cgroup_lines_name_the_memory_hierarchies() {
+        let v2 = "0::/user.slice/app.scope\n";
+        assert_eq!(
+            cgroup_paths(v2),
+            vec![("/sys/fs/cgroup", "memory.max", "/user.slice/app.scope")]
+        );
+        let v1 = "12:cpu,cpuacct:/a\n4:memory:/process_api/x/larch\n1:name=systemd:/b\n";
+        assert_eq!(
+            cgroup_paths(v1),
+            vec![(
+                "/sys/fs/cgroup/memory",
+                "memory.limit_in_bytes",
+                "/process_api/x/larch"
+            )]
+        );
+    }
+
+    #[test]
+    fn the_budget_is_an_option_or_a_share_of_the_machine() {
+        assert_eq!(resolve(64 << 20), 64 << 20);
+        assert_eq!(resolve(1), MEMORY_BUDGET_MIN);
+        let machine = resolve(0);
+        assert!(machine >= MEMORY_BUDGET_MIN);
+        if let Some(m) = process_memory() {
+            assert_eq!(machine, (m / DEFAULT_SHARE).max(MEMORY_BUDGET_MIN));
+        }
+    }
+}

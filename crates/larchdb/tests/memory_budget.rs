@@ -1,0 +1,67 @@
+//! The memory budget (`Options::memory_budget`, `engine/admission/budget.rs`): the overlays of a
+//! writer faster than the log's checkpoints stay inside it. With checkpoints the log's growth
+//! would call for only every 1 GiB, a load of 48 MiB of 1 KiB values into a 16 MiB budget gets
+//! its checkpoints from the budget (one each time the active overlay holds a quarter of it),
+//! readers held across them keep their snapshots, and every record is there after a reopen.
+
+mod common;
+
+use common::{key5 as key, value_1k as value};
+use larchdb::storage::FaultStorage;
+use larchdb::{Durability, Options};
+use std::collections::BTreeMap;
+
+#[test]
+fn a_writer_faster_than_the_logs_checkpoints_is_held_to_the_budget() {
+    for thread in [true, false] {
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let options = Options::default()
+            .log(true)
+            .log_segment_bytes(64 << 20)
+            .log_segments(32)
+            .checkpoint_bytes(1 << 30)
+            .idle_checkpoint_millis(0)
+            .checkpoint_thread(thread)
+            .memory_budget(16 << 20)
+            .durability(Durability::None);
+        let db = common::open_with_log(&data, &log, options.clone()).unwrap();
+        common::create_table(&db, "t");
+        let before = db.stats().unwrap().commits.checkpoints;
+        let mut model = BTreeMap::new();
+        let mut held = Vec::new();
+        // 48K one-put commits of 1 KiB over 12K keys: 48 MiB through the log, three times the
+        // budget, and far below the checkpoint the log's growth would call for.
+        for i in 0..48_000u32 {
+            let (k, v) = (key(i.wrapping_mul(2_654_435_761) % 12_000), value(i));
+            let mut w = db.begin_write().unwrap();
+            w.table("t").unwrap().put(&k, &v).unwrap();
+            w.commit().unwrap();
+            model.insert(k, v);
+            if i % 12_000 == 0 {
+                held.push((db.begin_read().unwrap(), model.clone()));
+            }
+        }
+        let checkpoints = db.stats().unwrap().commits.checkpoints - before;
+        assert!(
+            checkpoints >= 8,
+            "thread {thread}: {checkpoints} checkpoints for 48 MiB of overlay in a 16 MiB budget"
+        );
+        for (r, then) in &held {
+            let t = r.table("t").unwrap();
+            assert_eq!(t.len().unwrap(), then.len() as u64);
+            for (k, v) in then {
+                assert_eq!(t.get(k).unwrap(), Some(&v[..]));
+            }
+        }
+        drop(held);
+        db.verify().unwrap();
+        drop(db);
+        let db = common::open_with_log(&data, &log, options).unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.table("t").unwrap();
+        assert_eq!(t.len().unwrap(), model.len() as u64);
+        for (k, v) in &model {
+            assert_eq!(t.get(k).unwrap(), Some(&v[..]), "{k:?}");
+        }
+    }
+}
