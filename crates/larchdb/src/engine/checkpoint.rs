@@ -46,7 +46,8 @@ pub(crate) struct Running {
     bytes: u64,
     started: std::time::Instant,
     /// Whether the writer pays for its CPU time (`admission::share::Share`): it started beside this
-    /// handle's readers.
+    /// handle's readers, with the overlays under half the memory budget (it then also runs
+    /// lowered: `admission::share::checkpoint_nice`).
     pub(crate) share: bool,
     /// Its thread's CPU clock (`None` where it runs on the writer's thread, or the clock
     /// cannot be had).
@@ -151,7 +152,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     if disk.carry.is_none() {
         return Err(Error::Poisoned);
     }
-    let (frozen, readers) = {
+    let (frozen, yields) = {
         let mut rs = shared.read_state();
         if rs.current.overlay.is_none() || rs.current.frozen.is_some() {
             return Ok(false);
@@ -177,7 +178,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
     let job = frozen.clone();
-    let nice = super::admission::share::checkpoint_nice(&shared.options, readers);
+    let nice = super::admission::share::checkpoint_nice(&shared.options, yields);
     let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
         let disk = receive.recv().ok()?;
         // Off the writer's thread: the table the last merged overlay left is emptied
@@ -199,7 +200,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         position,
         bytes,
         started,
-        share: readers,
+        share: yields,
         cpu_clock,
     });
     Ok(true)

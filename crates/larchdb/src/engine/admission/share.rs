@@ -24,11 +24,12 @@ use std::time::Duration;
 pub const CHECKPOINT_NICE_BESIDE_READERS: u8 = 5;
 
 /// How many nice steps below the application's threads a checkpoint starting now runs:
-/// `Options::background_nice`, or beside this handle's `readers` (read transactions open as
-/// it starts) `CHECKPOINT_NICE_BESIDE_READERS` if that is lower still. The readers counted
-/// are this handle's; readers in other processes are not.
-pub(crate) fn checkpoint_nice(options: &crate::Options, readers: bool) -> u8 {
-    if readers {
+/// `Options::background_nice`, or, when it `yields` (this handle has read transactions open
+/// as it starts, and its overlays hold under half the memory budget: `budget::pressed`),
+/// `CHECKPOINT_NICE_BESIDE_READERS` if that is lower still. The readers counted are this
+/// handle's; readers in other processes are not.
+pub(crate) fn checkpoint_nice(options: &crate::Options, yields: bool) -> u8 {
+    if yields {
         options.background_nice.max(CHECKPOINT_NICE_BESIDE_READERS)
     } else {
         options.background_nice
