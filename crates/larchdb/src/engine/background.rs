@@ -41,7 +41,7 @@ pub(crate) struct Background {
 
 impl Background {
     /// Whether the handle is closing: no thread starts from here on.
-    pub(crate) fn stopping(&self) -> bool {
+    fn stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
 

@@ -7,22 +7,15 @@
 //! is left to the kernel's page cache, which holds the tree's and the log's pages and gives
 //! back the clean ones under pressure. Admission (`make_room`) keeps the overlays inside it:
 //!
-//! - a checkpoint is due once the active overlay holds `CHECKPOINT_SHARE` of the budget, as it
-//!   is once the log has grown by a checkpoint's bytes (`memory_due`);
-//! - with the active and the frozen overlay together at `STOP_SHARE` of it, the writer waits for
+//! - a checkpoint is due once the active overlay holds a quarter of the budget, as it is once
+//!   the log has grown by a checkpoint's bytes (`memory_due`);
+//! - with the active and the frozen overlay together at three quarters of it, the writer waits for
 //!   the running checkpoint to be put in place, or starts one and waits (`over_budget`).
 //!
 //! What a dropped overlay leaves for the next (`overlay::Spare`, at most one overlay's chunks)
 //! comes on top, so the overlays stay within about the budget.
 
 use crate::engine::Shared;
-
-/// A checkpoint is due once the active overlay holds this share of the budget (a quarter).
-const CHECKPOINT_SHARE: u64 = 4;
-
-/// The writer waits for a checkpoint once the active and frozen overlays hold this many
-/// quarters of the budget.
-const STOP_QUARTERS: u64 = 3;
 
 /// The default budget's share of the memory the process may use (an eighth): the rest is the
 /// page cache the tree needs. Beyond RAM (5 GiB of 4 KiB values in a 1 GiB cgroup, seed 000
@@ -48,7 +41,7 @@ pub(crate) fn resolve(option: u64) -> u64 {
 /// Whether the active overlay has reached its share of the budget: a checkpoint is due.
 pub(crate) fn memory_due(shared: &Shared) -> bool {
     let (active, _) = shared.upper_bytes();
-    active >= shared.memory_budget / CHECKPOINT_SHARE
+    active >= shared.memory_budget / 4
 }
 
 /// Whether the overlays hold half the budget or more: the writer will wait for the next
@@ -62,13 +55,15 @@ pub(crate) fn pressed(shared: &Shared) -> bool {
 /// Whether the overlays hold so much of the budget that the writer must wait for a checkpoint.
 pub(crate) fn over_budget(shared: &Shared) -> bool {
     let (active, frozen) = shared.upper_bytes();
-    active.saturating_add(frozen) >= shared.memory_budget / 4 * STOP_QUARTERS
+    active.saturating_add(frozen) >= shared.memory_budget / 4 * 3
 }
 
 /// The memory this process may use: the lowest of the machine's memory and the memory limits
-/// of its cgroups (`None` where none of them can be read).
+/// of its cgroups (`None` where none of them can be read). Read once per process, at the first
+/// open that needs it: a handle opened later keeps the first reading.
 pub(crate) fn process_memory() -> Option<u64> {
-    [mem_total(), cgroup_limit()].into_iter().flatten().min()
+    static MEMORY: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *MEMORY.get_or_init(|| [mem_total(), cgroup_limit()].into_iter().flatten().min())
 }
 
 /// `MemTotal` of `/proc/meminfo`, in bytes.
@@ -88,16 +83,14 @@ fn cgroup_limit() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let mut lowest: Option<u64> = None;
     for (root, file, path) in cgroup_paths(&text) {
-        // The cgroup's folder and each one above it, up to the mount's root.
+        // The mount's root, then each folder down to the cgroup's own.
         let mut dir = std::path::PathBuf::from(root);
-        let mut limits = Vec::new();
-        limits.push(read_limit(&dir.join(file)));
-        for part in path.split('/').filter(|p| !p.is_empty()) {
+        let below = path.split('/').filter(|p| !p.is_empty());
+        for part in std::iter::once("").chain(below) {
             dir.push(part);
-            limits.push(read_limit(&dir.join(file)));
-        }
-        for l in limits.into_iter().flatten() {
-            lowest = Some(lowest.map_or(l, |x| x.min(l)));
+            if let Some(l) = read_limit(&dir.join(file)) {
+                lowest = Some(lowest.map_or(l, |x| x.min(l)));
+            }
         }
     }
     lowest

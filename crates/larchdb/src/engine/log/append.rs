@@ -48,45 +48,14 @@ impl Log {
         storage.sync()?;
         // The file may be new: its name, too, must survive a power loss.
         storage.sync_name()?;
-        Ok(Log {
-            sink: Sink {
-                map: LogMap::of(&*storage, total),
-                extent: Extent::new(total, FILE_HEADER_BYTES, segment_bytes),
-                storage,
-                segment_bytes,
-                segments,
-            },
-            grower: None,
-            grow_asked: 0,
-            background: None,
-            grower_nice: 0,
-            read_cache: Default::default(),
-            read_spare: Default::default(),
-            #[cfg(test)]
-            read_fresh: Default::default(),
-            left_at: Default::default(),
-            read_limit: None,
-            read_txn: 0,
-            past_end: Beyond::default(),
-            ended_at_mark: false,
-            recovering: false,
-            ring: segments,
-            checkpoint_bytes: u64::MAX,
-            jumps: Vec::new(),
-            jumps_allowed: true,
-            marks_allowed: true,
-            marks_after: None,
-            jump_flush: Vec::new(),
-            end: start,
-            appended_end: start,
-            appended: 0,
-            buf: Vec::new(),
-            written: start,
-            synced: start,
-            keep_from: start,
-            failed: false,
-            tail_open: false,
-        })
+        let sink = Sink {
+            map: LogMap::of(&*storage, total),
+            extent: Extent::new(total, FILE_HEADER_BYTES, segment_bytes),
+            storage,
+            segment_bytes,
+            segments,
+        };
+        Ok(Log::with_sink(sink, start, FILE_VERSION))
     }
 
     /// Position up to which the log is durable.

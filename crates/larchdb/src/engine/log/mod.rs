@@ -300,5 +300,47 @@ fn read_error(e: std::io::Error, position: u64) -> Error {
     }
 }
 
+impl Log {
+    /// A log of file `version` written through `sink`, whose records end at `end` (a new log's
+    /// start, or the position reading back starts from): nothing buffered, read or asked of the
+    /// grower yet, the whole ring in use until `plan` sizes it.
+    fn with_sink(sink: Sink, end: u64, version: u32) -> Log {
+        let segments = sink.segments;
+        Log {
+            sink,
+            grower: None,
+            grow_asked: 0,
+            background: None,
+            grower_nice: 0,
+            read_cache: Default::default(),
+            read_spare: Default::default(),
+            #[cfg(test)]
+            read_fresh: Default::default(),
+            left_at: Default::default(),
+            read_limit: None,
+            read_txn: 0,
+            past_end: Beyond::default(),
+            ended_at_mark: false,
+            recovering: false,
+            ring: segments,
+            checkpoint_bytes: u64::MAX,
+            jumps: Vec::new(),
+            jumps_allowed: version > FILE_VERSION_NO_JUMPS,
+            marks_allowed: version > FILE_VERSION_NO_MARKS,
+            marks_after: None,
+            jump_flush: Vec::new(),
+            end,
+            appended_end: end,
+            appended: 0,
+            buf: Vec::new(),
+            written: end,
+            synced: end,
+            keep_from: end,
+            failed: false,
+            tail_open: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

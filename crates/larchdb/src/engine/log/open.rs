@@ -196,49 +196,18 @@ impl Log {
                 "checkpoint position is not a record boundary",
             ));
         }
-        Ok(Log {
-            read_cache: Default::default(),
-            read_spare: Default::default(),
-            #[cfg(test)]
-            read_fresh: Default::default(),
-            left_at: Default::default(),
-            read_limit: None,
-            read_txn: 0,
-            past_end: Beyond::default(),
-            ended_at_mark: false,
-            recovering: false,
-            sink: Sink {
-                map: if mapped {
-                    LogMap::of(&*storage, total)
-                } else {
-                    None
-                },
-                extent: Extent::new(total, len, segment_bytes),
-                storage,
-                segment_bytes,
-                segments,
+        let sink = Sink {
+            map: if mapped {
+                LogMap::of(&*storage, total)
+            } else {
+                None
             },
-            grower: None,
-            grow_asked: 0,
-            background: None,
-            grower_nice: 0,
-            ring: segments,
-            checkpoint_bytes: u64::MAX,
-            jumps: Vec::new(),
-            jumps_allowed: version > FILE_VERSION_NO_JUMPS,
-            marks_allowed: version > FILE_VERSION_NO_MARKS,
-            marks_after: None,
-            jump_flush: Vec::new(),
-            end: from,
-            appended_end: from,
-            appended: 0,
-            buf: Vec::new(),
-            written: from,
-            synced: from,
-            keep_from: from,
-            failed: false,
-            tail_open: false,
-        })
+            extent: Extent::new(total, len, segment_bytes),
+            storage,
+            segment_bytes,
+            segments,
+        };
+        Ok(Log::with_sink(sink, from, version))
     }
 
     /// After reading back: if the log ended inside a segment, zeroes the rest of that segment
