@@ -48,6 +48,7 @@ fn relocate_node(
         }
         let new = w.make_dirty(r.id)?;
         move_runs(w, new, runs)?;
+        w.forget_freed();
         return Ok(Some(new));
     }
     let children = {

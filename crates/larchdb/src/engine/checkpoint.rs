@@ -337,7 +337,7 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     };
     // As `Txn::start_pages`. Readers are registered by their tree's commit, so one that
     // holds this checkpoint's base tree keeps what it frees, whatever its snapshot's commit.
-    if let Err(e) = shared.release_pending(&mut carry.free, disk.last_durable_txn, true) {
+    if let Err(e) = shared.release_pending(&mut carry, disk.last_durable_txn, true) {
         disk.carry = Some(carry);
         return Err(e);
     }

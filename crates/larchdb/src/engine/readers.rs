@@ -8,8 +8,8 @@ use super::replay::Follower;
 use super::upper::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
-use crate::pager::freelist::{FreeSet, Held};
-use crate::pager::{choose_meta, Access, Meta, Snapshot};
+use crate::pager::freelist::Held;
+use crate::pager::{choose_meta, Access, Carry, Meta, Snapshot};
 use crate::storage::{LockTable, Storage};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -158,7 +158,9 @@ impl Shared {
     /// base it makes the next persist write, cost about as many runs as readers pin, small
     /// beside the pages a checkpoint writes), at a page commit only once the pending runs
     /// have doubled (`scan_due`), so that a commit's cost does not follow what readers pin.
-    /// Readers in other processes are known only by their handles' oldest trees.
+    /// Readers in other processes are known only by their handles' oldest trees. Last, the
+    /// pages no reader of this handle reads any more (released, or kept only for a power
+    /// loss) are dropped from the writer's mapping, out of the process's resident set.
     ///
     /// Called after the writer's base was taken (`writer_base`), so the lock file is read
     /// after the previous commit was published: a reader that registered too late for this
@@ -167,10 +169,11 @@ impl Shared {
     /// nothing and never asks (the scan takes a lock call per foreign reader).
     pub(crate) fn release_pending(
         &self,
-        free: &mut FreeSet,
+        carry: &mut Carry,
         last_durable: u64,
         checkpoint: bool,
     ) -> Result<()> {
+        let free = &mut carry.free;
         let foreign = self.lock.as_ref().and_then(|lock| lock.oldest_reader().0);
         let own = self.read_state().oldest_reader();
         free.release(own.into_iter().chain(foreign).min(), last_durable)?;
@@ -178,6 +181,8 @@ impl Shared {
             let trees = self.read_state().readers.keys().copied().collect();
             free.release_unreached(&Held { trees, foreign }, last_durable)?;
         }
+        let unread = free.take_unread();
+        carry.wmap.forget(&unread);
         Ok(())
     }
 

@@ -135,7 +135,7 @@ impl<'db> Txn<'db> {
             };
             let released =
                 self.shared
-                    .release_pending(&mut carry.free, disk.last_durable_txn, false);
+                    .release_pending(&mut carry, disk.last_durable_txn, false);
             if let Err(e) = released {
                 disk.carry = Some(carry);
                 *poisoned = true;

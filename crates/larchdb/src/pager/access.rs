@@ -20,6 +20,9 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
+/// The shortest run of pages `Access::forget_runs` drops from the resident set.
+const FORGET_RUN_PAGES_MIN: u64 = 16;
+
 /// Pages and runs a buffered access has loaded, keyed by (first page, page count).
 type PageCache = Mutex<HashMap<(u64, u64), Box<[u8]>>>;
 
@@ -192,6 +195,38 @@ impl Access {
     pub(crate) fn populate_write(&self, at: usize, len: usize) {
         if let Access::Shared(map) = self {
             let _ = map.advise_range(memmap2::Advice::PopulateWrite, at, len);
+        }
+    }
+
+    /// Drops bytes `[at, at + len)` of a shared mapping from this process's resident set
+    /// (`MADV_DONTNEED`): pages no reader of this process reads any more. The file's pages stay
+    /// in the page cache, dirty ones included, and a later access maps them again with the
+    /// same bytes. Only a hint; ranges past the mapping are cut to it.
+    pub(crate) fn forget(&self, at: usize, len: usize) {
+        if let Access::Shared(map) = self {
+            let len = len.min(map.len().saturating_sub(at));
+            if len == 0 {
+                return;
+            }
+            // SAFETY: a shared mapping of a file: after MADV_DONTNEED an access faults the
+            // file's page back in, whose bytes (in the page cache, written back if dirty) are
+            // the ones the mapping showed, so a slice borrowed from it reads the same bytes
+            // throughout. The range is within the mapping (cut above).
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len)
+            };
+        }
+    }
+
+    /// Drops runs of pages (first page, pages) from the resident set (`forget`), those of at
+    /// least `FORGET_RUN_PAGES_MIN` pages: a system call per run, so scattered single pages
+    /// (a random batch's path copies, reused by the next commits anyway) stay mapped, while a
+    /// rewritten tree's pages, which the merge wrote in long runs, go.
+    pub(crate) fn forget_runs(&self, page_bytes: usize, runs: &[(u64, u64)]) {
+        for &(start, pages) in runs {
+            if pages >= FORGET_RUN_PAGES_MIN {
+                self.forget(start as usize * page_bytes, pages as usize * page_bytes);
+            }
         }
     }
 

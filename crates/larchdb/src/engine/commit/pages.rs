@@ -52,6 +52,9 @@ pub(crate) struct Written {
     /// For a durable commit on a handle that writes the log: the log position before which
     /// nothing is needed any more, released once the commit is published (`publish_written`).
     pub(super) release_log: Option<u64>,
+    /// The runs of pages (first page, pages) the commit freed: pages of the tree it replaces
+    /// (`forget_replaced`).
+    freed: Vec<(u64, u64)>,
 }
 
 impl Written {
@@ -151,6 +154,7 @@ pub(crate) fn write_commit(
             disk.settling = Some(Settling::start(shared, meta, slot));
         }
     }
+    let freed = pages.take_freed();
     let carry = pages.finish();
     // 3. The snapshot readers will start from.
     let snap = snapshot_of(shared, &carry, meta, needed);
@@ -161,6 +165,7 @@ pub(crate) fn write_commit(
             snap,
             trim: sync.then_some(needed),
             release_log: sync.then_some(meta.log_position),
+            freed,
         }),
         Err(e) => {
             // The commit is on disk but cannot be read through a new mapping; stop here
@@ -215,6 +220,7 @@ pub(crate) fn publish_written(
         debug_assert_eq!(new.txn(), txn);
         shared.set_current(&mut rs, new)
     };
+    forget_replaced(&old, &written.freed);
     retire(shared, old);
     if let Some(lock) = shared.lock.as_ref() {
         lock.publish(meta_txn);
@@ -228,6 +234,28 @@ pub(crate) fn publish_written(
     }
     if let (Some(needed), Some(carry)) = (written.trim, disk.carry.as_mut()) {
         carry.wmap.trim(needed);
+    }
+}
+
+/// Below this many pages, what a commit freed is left mapped until the free set releases it
+/// (`Shared::release_pending`): a page commit frees a few pages and reuses them at once.
+const FORGET_AT_PUBLISH_PAGES: u64 = 1024;
+
+/// Drops the pages a commit freed (`freed`, pages of `old`'s tree) from the process's resident
+/// set as soon as it is published, on the publishing thread: readers move to the new tree at
+/// once and map its pages as fast as they read them (the kernel maps a fault's neighbours
+/// too), so with the old tree's pages left mapped until the free set released them, or even
+/// for the few milliseconds a thread of its own took to start, a checkpoint that rewrote the
+/// tree held both trees resident: the process's peak was two trees and the log. Measured on
+/// 1M records with 4 readers: 0.2-17 ms a checkpoint (a system call per run, about 300 runs
+/// for a rewritten tree). A reader still on the old tree maps again what it reads, and the
+/// free set's release drops those (`FreeSet::take_unread`).
+fn forget_replaced(old: &Published, freed: &[(u64, u64)]) {
+    let pages: u64 = freed.iter().map(|r| r.1).sum();
+    if pages >= FORGET_AT_PUBLISH_PAGES {
+        old.snap
+            .access()
+            .forget_runs(old.snap.meta.page_bytes as usize, freed);
     }
 }
 

@@ -2,6 +2,7 @@
 //! mapping records are stored through, the writes of a flush, and the grower thread.
 
 use super::*;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of zeros the log file grows by at a time (`Extent`).
 pub(super) const ZERO_CHUNK_BYTES: u64 = 1 << 20;
@@ -272,14 +273,49 @@ pub(super) fn grow_run(sink: &Sink, state: &(Mutex<GrowState>, Condvar)) {
 }
 
 /// A writable mapping of the log file.
-pub(super) struct LogMap(memmap2::MmapRaw);
+pub(super) struct LogMap {
+    map: memmap2::MmapRaw,
+    /// File offset of the segment stored into last (`u64::MAX`: none yet). Only that segment's
+    /// pages stay in the process's resident set: once stores move on to another segment, the
+    /// one before is dropped from the mapping (`enter`), so the log's part of the process
+    /// size is a segment (and the grower's chunks ahead), not the whole ring.
+    segment: AtomicU64,
+}
 
 impl LogMap {
     /// Maps `len` bytes of `storage` (the log file's full length, though the file may be
     /// shorter yet: stores stay below `Extent::len`), if it can be mapped.
     pub(super) fn of(storage: &dyn Storage, len: u64) -> Option<Arc<LogMap>> {
         let map = storage.map_mut(len)?.ok()?;
-        (map.len() as u64 >= len).then(|| Arc::new(LogMap(map)))
+        (map.len() as u64 >= len).then(|| {
+            Arc::new(LogMap {
+                map,
+                segment: AtomicU64::new(u64::MAX),
+            })
+        })
+    }
+
+    /// Before a store into the segment at file offset `at` (of `bytes`): if the last store
+    /// went to another segment, drops that one's pages from the process's resident set
+    /// (`MADV_DONTNEED`). The page cache keeps them, dirty ones included (a shared file
+    /// mapping loses nothing), and nothing in this process reads the log through the map.
+    pub(super) fn enter(&self, at: u64, bytes: u64) {
+        let before = self.segment.swap(at, Ordering::Relaxed);
+        if before == at || before == u64::MAX {
+            return;
+        }
+        let len = bytes.min((self.map.len() as u64).saturating_sub(before));
+        if len > 0 {
+            // SAFETY: a shared file mapping (see above); no slice of the log's mapping is
+            // borrowed outside `store`, which the caller runs after this, one flush at a time.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    before as usize,
+                    len as usize,
+                )
+            };
+        }
     }
 
     /// Makes the pages of file offsets `[from, to)` present and writable in the mapping
@@ -288,9 +324,9 @@ impl LogMap {
     pub(super) fn populate(&self, from: u64, to: u64) {
         #[cfg(target_os = "linux")]
         {
-            let to = to.min(self.0.len() as u64);
+            let to = to.min(self.map.len() as u64);
             if from < to {
-                let _ = self.0.advise_range(
+                let _ = self.map.advise_range(
                     memmap2::Advice::PopulateWrite,
                     from as usize,
                     (to - from) as usize,
@@ -304,7 +340,7 @@ impl LogMap {
     /// Copies `bytes` to file offset `at`. Requires: within the mapping (checked).
     pub(super) fn store(&self, bytes: &[u8], at: u64) -> Result<()> {
         let end = at.checked_add(bytes.len() as u64);
-        if end.is_none_or(|e| e > self.0.len() as u64) {
+        if end.is_none_or(|e| e > self.map.len() as u64) {
             return Err(Error::Internal(format!("log store past the map at {at}")));
         }
         // SAFETY: the range is inside the mapping (checked above). Only the log's writer
@@ -314,7 +350,7 @@ impl LogMap {
         unsafe {
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
-                self.0.as_mut_ptr().add(at as usize),
+                self.map.as_mut_ptr().add(at as usize),
                 bytes.len(),
             );
         }
@@ -364,7 +400,10 @@ impl Sink {
                 )));
             }
             match self.map.as_deref().filter(|_| mapped) {
-                Some(map) => map.store(bytes, self.offset(position))?,
+                Some(map) => {
+                    map.enter(self.offset(position - in_segment), self.segment_bytes);
+                    map.store(bytes, self.offset(position))?
+                }
                 None => self.storage.write_at(bytes, self.offset(position))?,
             }
             done += n;

@@ -175,6 +175,13 @@ pub(crate) struct FreeSet {
     log: Option<Vec<Extent>>,
     /// Pending runs left by the last `release_unreached` (see `scan_due`).
     scanned_runs: usize,
+    /// Runs that no reader of this handle reads any more (released, or pinned only for a
+    /// power loss), not yet taken by `take_unread`: the writer drops them from its mapping,
+    /// so that the process's resident set holds the trees readers read, not every copy the
+    /// file holds. Kept in memory only.
+    unread: Vec<(u64, u64)>,
+    /// Pinned runs (`KIND_DURABLE`) freed by commits up to this one are in `unread` already.
+    unread_pinned_through: u64,
 }
 
 impl FreeSet {
@@ -414,6 +421,11 @@ impl FreeSet {
         }
         let pages: u64 = extents.iter().map(|e| e.pages).sum();
         self.pending_pages += pages;
+        if kind == KIND_DURABLE && txn <= self.unread_pinned_through {
+            // Pinned by a commit no reader is older than: unread already (`note_pinned_unread`
+            // looks only past `unread_pinned_through`).
+            self.unread.extend(extents.iter().map(|e| (e.start, e.pages)));
+        }
         let queue = if kind == KIND_DURABLE {
             self.pinned_pages += pages;
             &mut self.pending_durable
@@ -494,6 +506,9 @@ impl FreeSet {
             if durable {
                 self.pinned_pages -= r.pages;
             }
+            if !durable || r.txn > self.unread_pinned_through {
+                self.unread.push((r.start, r.pages));
+            }
             if !self.insert_unlogged(r.start, r.pages) {
                 return Err(Error::corrupted(
                     r.start,
@@ -509,11 +524,45 @@ impl FreeSet {
     /// pages of the durable snapshot, no later than `last_durable` too.
     pub(crate) fn release(&mut self, oldest_reader: Option<u64>, last_durable: u64) -> Result<()> {
         let reader_horizon = oldest_reader.unwrap_or(u64::MAX);
+        self.note_pinned_unread(reader_horizon);
         self.release_from(false, reader_horizon)?;
         self.release_from(true, reader_horizon.min(last_durable))?;
         let runs = self.pending_readers.len() + self.pending_durable.len();
         self.scanned_runs = self.scanned_runs.min(runs);
         Ok(())
+    }
+
+    /// Puts in `unread` the pinned runs freed by commits up to `reader_horizon` that are not
+    /// there yet: no reader of this handle reaches them, though a power loss may.
+    fn note_pinned_unread(&mut self, reader_horizon: u64) {
+        let through = self.unread_pinned_through;
+        if reader_horizon <= through {
+            return;
+        }
+        let from = self.pending_durable.partition_point(|r| r.txn <= through);
+        let to = self.pending_durable.partition_point(|r| r.txn <= reader_horizon);
+        for r in self.pending_durable.range(from..to) {
+            self.unread.push((r.start, r.pages));
+        }
+        // Not past the newest pinned run: runs a later commit pins are looked at then.
+        if let Some(newest) = self.pending_durable.back() {
+            self.unread_pinned_through = reader_horizon.min(newest.txn);
+        }
+    }
+
+    /// The runs no reader of this handle reads any more, found since the last call, sorted
+    /// and coalesced (see `unread`).
+    pub(crate) fn take_unread(&mut self) -> Vec<(u64, u64)> {
+        let mut runs = std::mem::take(&mut self.unread);
+        runs.sort_unstable();
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len().min(1024));
+        for (start, pages) in runs {
+            match out.last_mut() {
+                Some((s, n)) if *s + *n >= start => *n = (*n).max(start + pages - *s),
+                _ => out.push((start, pages)),
+            }
+        }
+        out
     }
 
     fn release_from(&mut self, durable: bool, horizon: u64) -> Result<()> {
@@ -549,6 +598,9 @@ impl FreeSet {
             self.pending_pages -= len;
             if durable {
                 self.pinned_pages -= len;
+            }
+            if !durable || txn > self.unread_pinned_through {
+                self.unread.push((start, len));
             }
             if !self.insert_unlogged(start, len) {
                 return Err(Error::corrupted(
@@ -828,6 +880,48 @@ mod tests {
             1,
             "durable pages wait for the durable point"
         );
+    }
+
+    #[test]
+    fn pages_no_reader_reads_are_handed_out_once_to_leave_the_mapping() {
+        let mut f = FreeSet::default();
+        // Commit 5 frees page 20 (readers only); commit 6 frees 21-22, which the durable
+        // commit 0 reaches (pinned until a later commit is durable).
+        f.add_pending(5, KIND_READERS, &unborn(&[(20, 1)]));
+        f.add_pending(6, KIND_DURABLE, &unborn(&[(21, 2)]));
+        // A reader on tree 4 reads all of them.
+        f.release(Some(4), 0).unwrap();
+        assert!(f.take_unread().is_empty());
+        // No reader older than 6: page 20 is free, 21-22 still pinned but read by no one;
+        // neighbours come out as one run.
+        f.release(Some(6), 0).unwrap();
+        assert_eq!(f.pinned_pages(), 2);
+        assert_eq!(f.take_unread(), vec![(20, 3)]);
+        // Releasing the pinned run once 6 is durable hands nothing out again.
+        f.release(Some(7), 6).unwrap();
+        assert_eq!(f.pinned_pages(), 0);
+        assert!(f.take_unread().is_empty());
+        // With no reader at all, runs pinned by later commits are handed out at each release,
+        // not only the first time.
+        f.add_pending(8, KIND_DURABLE, &unborn(&[(30, 1)]));
+        f.release(None, 6).unwrap();
+        assert_eq!(f.take_unread(), vec![(30, 1)]);
+        f.add_pending(9, KIND_DURABLE, &unborn(&[(40, 1)]));
+        f.release(None, 6).unwrap();
+        assert_eq!(f.take_unread(), vec![(40, 1)]);
+        // Pinned by a commit no reader is older than: unread at once.
+        f.add_pending(9, KIND_DURABLE, &unborn(&[(50, 1)]));
+        assert_eq!(f.take_unread(), vec![(50, 1)]);
+        // A run released by the scan of readers' trees is handed out too.
+        f.add_pending(12, KIND_READERS, &[freed(60, 11)]);
+        f.release(Some(10), 6).unwrap();
+        assert!(f.take_unread().is_empty());
+        let held = Held {
+            trees: vec![10],
+            foreign: None,
+        };
+        f.release_unreached(&held, 6).unwrap();
+        assert_eq!(f.take_unread(), vec![(60, 1)]);
     }
 
     #[test]

@@ -21,6 +21,10 @@ const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
 /// while the path above is updated (more measured slower: they compete with the original's).
 const RESERVE_PREFETCH_LINES: usize = 8;
 
+/// Freed pages `forget_freed` lets gather before it drops them from the resident set: a
+/// system call per batch, not per page.
+const FORGET_FREED_PAGES: u64 = 1024;
+
 /// What a new page is for, which decides where it is placed (`WritePages::place`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Placing {
@@ -180,6 +184,28 @@ impl WritePages {
     /// in) only for those leaves to be written over it: 22% of a merge's samples at 1M.
     pub(crate) fn merging(&mut self) {
         self.merging = true;
+    }
+
+    /// Drops the committed pages freed since the last call from the process's resident set,
+    /// once at least `FORGET_FREED_PAGES` of them wait. For a relocation (compaction), which
+    /// reads every page it moves and writes the copy through the mapping: with the pages it
+    /// left behind still mapped, the process held the tree twice at the close.
+    pub(crate) fn forget_freed(&mut self) {
+        let waiting = &self.freed[self.freed_forgotten.min(self.freed.len())..];
+        if (waiting.iter().map(|r| r.pages).sum::<u64>()) < FORGET_FREED_PAGES {
+            return;
+        }
+        let mut runs: Vec<(u64, u64)> = waiting.iter().map(|r| (r.start, r.pages)).collect();
+        runs.sort_unstable();
+        runs.dedup_by(|next, run| {
+            let adjacent = run.0 + run.1 == next.0;
+            if adjacent {
+                run.1 += next.1;
+            }
+            adjacent
+        });
+        self.wmap.forget(&runs);
+        self.freed_forgotten = self.freed.len();
     }
 
     pub(crate) fn is_dirty(&self, id: u64) -> bool {

@@ -120,6 +120,14 @@ impl WriteMap {
         Ok(true)
     }
 
+    /// Drops runs of pages (first page, pages) from the process's resident set: pages no
+    /// reader of this handle reads any more (`FreeSet::take_unread`).
+    pub(crate) fn forget(&self, runs: &[(u64, u64)]) {
+        if let Some(map) = self.map.as_ref() {
+            map.forget_runs(self.page_bytes, runs);
+        }
+    }
+
     /// Before a page ending at byte `end` is written through the mapping: maps in the new
     /// space not populated yet, in one call rather than one page fault per page as the writer
     /// reaches it. Only a hint: older kernels refuse it, and that changes nothing.

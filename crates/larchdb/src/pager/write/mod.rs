@@ -128,6 +128,10 @@ pub(crate) struct WritePages {
     spare: Vec<(u64, u64)>,
     /// Committed pages this transaction replaced or deleted: pending after commit.
     freed: Vec<FreedRun>,
+    /// The runs `freed` became at commit (first page, pages), for `take_freed`.
+    freed_runs: Vec<(u64, u64)>,
+    /// Entries of `freed` already dropped from the resident set (`forget_freed`).
+    freed_forgotten: usize,
     /// The last durable commit when the transaction began.
     last_durable: u64,
     pool: Vec<Box<[u8]>>,
@@ -194,6 +198,8 @@ impl WritePages {
             taken: b.taken,
             spare: b.spare,
             freed: b.freed,
+            freed_runs: Vec::new(),
+            freed_forgotten: 0,
             last_durable,
             pool: carry.pool,
             wmap: carry.wmap,

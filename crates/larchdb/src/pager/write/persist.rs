@@ -113,8 +113,17 @@ impl WritePages {
                 }
             }
             self.free.add_pending(txn, kind, &self.runs);
+            self.freed_runs
+                .extend(self.runs.iter().map(|r| (r.start, r.pages)));
         }
         self.freed.clear();
+        self.freed_forgotten = 0;
+    }
+
+    /// The runs of pages (first page, pages) the commit freed: pages of the base tree it
+    /// replaced, which only readers of that tree (or older ones) read.
+    pub(crate) fn take_freed(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.freed_runs)
     }
 
     /// Gives back free space at the end of the file.
