@@ -133,9 +133,9 @@ impl<'db> Txn<'db> {
             let Some(mut carry) = disk.carry.take() else {
                 return Err(Error::Poisoned);
             };
-            let released =
-                self.shared
-                    .release_pending(&mut carry, disk.last_durable_txn, false);
+            let released = self
+                .shared
+                .release_pending(&mut carry, disk.last_durable_txn, false);
             if let Err(e) = released {
                 disk.carry = Some(carry);
                 *poisoned = true;

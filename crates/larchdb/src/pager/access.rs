@@ -212,9 +212,8 @@ impl Access {
             // file's page back in, whose bytes (in the page cache, written back if dirty) are
             // the ones the mapping showed, so a slice borrowed from it reads the same bytes
             // throughout. The range is within the mapping (cut above).
-            let _ = unsafe {
-                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len)
-            };
+            let _ =
+                unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len) };
         }
     }
 

@@ -424,7 +424,8 @@ impl FreeSet {
         if kind == KIND_DURABLE && txn <= self.unread_pinned_through {
             // Pinned by a commit no reader is older than: unread already (`note_pinned_unread`
             // looks only past `unread_pinned_through`).
-            self.unread.extend(extents.iter().map(|e| (e.start, e.pages)));
+            self.unread
+                .extend(extents.iter().map(|e| (e.start, e.pages)));
         }
         let queue = if kind == KIND_DURABLE {
             self.pinned_pages += pages;
@@ -540,7 +541,9 @@ impl FreeSet {
             return;
         }
         let from = self.pending_durable.partition_point(|r| r.txn <= through);
-        let to = self.pending_durable.partition_point(|r| r.txn <= reader_horizon);
+        let to = self
+            .pending_durable
+            .partition_point(|r| r.txn <= reader_horizon);
         for r in self.pending_durable.range(from..to) {
             self.unread.push((r.start, r.pages));
         }
