@@ -35,8 +35,16 @@ pub struct BenchResult {
     pub write_bytes: u64,
     pub user_bytes_written: u64,
     pub wamp: Option<f64>,
+    /// Bytes the device under the database wrote over the run and a `syncfs` after it
+    /// (`sys::DeviceWrites`); `None` where the directory is on no counted block device.
+    pub dev_write_bytes: Option<u64>,
+    /// `dev_write_bytes` over the bytes of keys and values written.
+    pub wamp_dev: Option<f64>,
     pub db_bytes: u64,
     pub maxrss_kb: u64,
+    /// The peak of the process's anonymous memory over the run (`sys::AnonPeak`), in KB: the
+    /// memory an engine holds itself, beside the file pages in `maxrss_kb`.
+    pub anon_peak_kb: Option<u64>,
     pub found: Option<u64>,
     pub message: String,
     pub config: Vec<(String, String)>,
@@ -144,8 +152,11 @@ impl BenchResult {
             "write_bytes": self.write_bytes,
             "user_bytes_written": self.user_bytes_written,
             "wamp": self.wamp.map(round3),
+            "dev_write_bytes": self.dev_write_bytes,
+            "wamp_dev": self.wamp_dev.map(round3),
             "db_bytes": self.db_bytes,
             "maxrss_kb": self.maxrss_kb,
+            "anon_peak_kb": self.anon_peak_kb,
             "found": self.found,
             "message": self.message,
             "config": Value::Object(config),
@@ -190,8 +201,11 @@ pub const CSV_COLUMNS: &[&str] = &[
     "write_bytes",
     "user_bytes_written",
     "wamp",
+    "dev_write_bytes",
+    "wamp_dev",
     "db_bytes",
     "maxrss_kb",
+    "anon_peak_kb",
     "status",
     "config",
 ];
@@ -286,8 +300,9 @@ fn summary_order(rows: &[Value]) -> Vec<&Value> {
 pub fn summary_table(rows: &[Value]) -> String {
     let mut s = String::from(
         "| benchmark | thr | engine | ops/sec | writer ops/sec | micros/op | P50 us | P99 us | \
-         P99.9 us | wall s | user s | sys s | CPU% | DB KB | RSS KB | vcsw/ivcsw | wamp |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         P99.9 us | wall s | user s | sys s | CPU% | DB KB | RSS KB | anon KB | vcsw/ivcsw | \
+         wamp | dev wamp |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
     let mut short_seen = false;
@@ -295,7 +310,7 @@ pub fn summary_table(rows: &[Value]) -> String {
         let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         if r.get("status").and_then(Value::as_str) == Some("unavailable") {
             s.push_str(&format!(
-                "| {} | | {} | unavailable: {} | | | | | | | | | | | | | |\n",
+                "| {} | | {} | unavailable: {} | | | | | | | | | | | | | | | |\n",
                 text("benchmark"),
                 text("engine"),
                 text("message")
@@ -320,7 +335,7 @@ pub fn summary_table(rows: &[Value]) -> String {
             )
         };
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} |\n",
             text("benchmark"),
             f0("threads"),
             text("engine"),
@@ -336,9 +351,11 @@ pub fn summary_table(rows: &[Value]) -> String {
             f1("cpu_pct"),
             num(r, "db_bytes").map(|x| format!("{:.0}", x / 1024.0)).unwrap_or_default(),
             f0("maxrss_kb"),
+            f0("anon_peak_kb"),
             f0("vcsw"),
             f0("ivcsw"),
             f2("wamp"),
+            f2("wamp_dev"),
         ));
     }
     if short_seen {

@@ -111,6 +111,133 @@ impl ProcIo {
     }
 }
 
+/// Anonymous memory of this process, in bytes: resident pages that are not file-backed or
+/// shared (`/proc/self/statm`: resident - shared, in pages).
+pub fn anon_bytes_of_self() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    anon_bytes_of_statm(&text, page_bytes())
+}
+
+fn anon_bytes_of_statm(text: &str, page_bytes: u64) -> Option<u64> {
+    let mut f = text
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse::<u64>().ok());
+    let resident = f.next()??;
+    let shared = f.next()??;
+    Some(resident.saturating_sub(shared) * page_bytes)
+}
+
+fn page_bytes() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as u64
+    } else {
+        4096
+    }
+}
+
+/// How often `AnonPeak` samples: a peak shorter than this may be missed.
+pub const ANON_SAMPLE_MS: u64 = 5;
+
+/// The peak of this process's anonymous memory over a benchmark, sampled on a thread of its
+/// own every `ANON_SAMPLE_MS` (the kernel keeps a peak of the whole resident set, `ru_maxrss`,
+/// but none of its anonymous part: the memory an engine holds itself, beside the file pages
+/// the kernel can take back).
+pub struct AnonPeak {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl AnonPeak {
+    pub fn start() -> AnonPeak {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("bench-anon-peak".into())
+            .spawn(move || {
+                let mut peak = 0;
+                loop {
+                    peak = peak.max(anon_bytes_of_self().unwrap_or(0));
+                    if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                        return peak;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(ANON_SAMPLE_MS));
+                }
+            })
+            .ok();
+        AnonPeak { stop, thread }
+    }
+
+    /// The peak since `start`, in bytes (`None` if the sampler could not start).
+    pub fn finish(mut self) -> Option<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take()?.join().ok()
+    }
+}
+
+impl Drop for AnonPeak {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Bytes written to the block device under a directory, as the device counts them
+/// (`/sys/class/block/<device>/stat`, sectors written, 512 bytes each): what an engine's writes
+/// cost after the page cache merged or dropped them, which a process's `write_bytes` (bytes
+/// it dirtied) does not tell. Counts every process's writes to the device.
+pub struct DeviceWrites {
+    stat: PathBuf,
+    dir: PathBuf,
+}
+
+impl DeviceWrites {
+    /// The counter of the device holding `dir`, if it is a block device the kernel counts.
+    pub fn for_dir(dir: &Path) -> Option<DeviceWrites> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let (_, _, source) = crate::suite::machine::mount_of(&mountinfo, dir)?;
+        let name = source.strip_prefix("/dev/")?;
+        let stat = PathBuf::from(format!("/sys/class/block/{name}/stat"));
+        let w = DeviceWrites {
+            stat,
+            dir: dir.to_path_buf(),
+        };
+        w.written().map(|_| w)
+    }
+
+    /// Syncs the file system holding the directory (`syncfs`: every dirty page any engine
+    /// left in the page cache goes to the device), then reads the bytes written so far.
+    pub fn synced_written(&self) -> Option<u64> {
+        syncfs(&self.dir).ok()?;
+        self.written()
+    }
+
+    fn written(&self) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.stat).ok()?;
+        sectors_written_of_stat(&text).map(|s| s * 512)
+    }
+}
+
+/// Sectors written, the seventh field of a block device's `stat` file.
+fn sectors_written_of_stat(text: &str) -> Option<u64> {
+    text.split_whitespace().nth(6)?.parse().ok()
+}
+
+/// `syncfs(2)` on the file system holding `dir`.
+pub fn syncfs(dir: &Path) -> std::io::Result<()> {
+    let f = std::fs::File::open(dir)?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid open descriptor, borrowed for the call.
+    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Allocated bytes under `path` (`du -sk` * 1024 semantics: st_blocks, sparse files count only
 /// what they occupy). Symlinks are not followed. Depth is bounded so a loop cannot hang us.
 pub fn du_bytes(path: &Path) -> u64 {
@@ -358,6 +485,36 @@ pub fn write_probe_main(args: &[String]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_statm_and_block_stat() {
+        // size resident shared text lib data dt, in pages
+        assert_eq!(
+            anon_bytes_of_statm("1000 300 120 10 0 500 0\n", 4096),
+            Some(180 * 4096)
+        );
+        assert_eq!(anon_bytes_of_statm("garbage", 4096), None);
+        let stat = "  179013     4321  8123456    51234   987654   12345 24681357   765432        0   123456   816666\n";
+        assert_eq!(sectors_written_of_stat(stat), Some(24_681_357));
+        assert_eq!(sectors_written_of_stat("1 2 3"), None);
+    }
+
+    #[test]
+    fn anon_peak_sees_memory_held_for_a_moment() {
+        let sampler = AnonPeak::start();
+        let before = anon_bytes_of_self().unwrap();
+        let mut v = vec![0u8; 64 << 20];
+        for i in (0..v.len()).step_by(4096) {
+            v[i] = 1;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(4 * ANON_SAMPLE_MS));
+        drop(std::hint::black_box(v));
+        let peak = sampler.finish().unwrap();
+        assert!(
+            peak >= before + (60 << 20),
+            "peak {peak} after {before} with 64 MiB touched"
+        );
+    }
 
     #[test]
     fn parses_proc_io() {

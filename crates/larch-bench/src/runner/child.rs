@@ -82,8 +82,13 @@ impl Child {
         let Some(opened) = self.opened.as_ref() else {
             return Err(Error::Child("engine not open".into()));
         };
+        // The device's count starts after a sync, so that what earlier runs left dirty in
+        // the page cache is not counted here.
+        let device = sys::DeviceWrites::for_dir(&self.dir);
+        let dev0 = device.as_ref().and_then(|d| d.synced_written());
         let usage0 = Usage::of_self();
         let io0 = ProcIo::of_self();
+        let anon = sys::AnonPeak::start();
         let t0 = Instant::now();
         let out = execute(opened.engine.as_ref(), w, &f, threads, &mut self.carried)?;
         let window_s = t0.elapsed().as_secs_f64();
@@ -91,6 +96,14 @@ impl Child {
         let io = match (ProcIo::of_self(), io0) {
             (Some(b), Some(a)) => b.since(&a),
             _ => ProcIo::default(),
+        };
+        let anon_peak_kb = anon.finish().map(|b| b / 1024);
+        // A final sync, outside the timed window: every byte the engine handed to the kernel
+        // reaches the device and is counted (an engine's own unwritten buffers, such as an
+        // LSM's memtable, are counted when it writes them).
+        let dev_write_bytes = match (device.as_ref().and_then(|d| d.synced_written()), dev0) {
+            (Some(b), Some(a)) => Some(b.saturating_sub(a)),
+            _ => None,
         };
         let db_bytes = sys::du_bytes(&self.dir);
         let m = merge(&out.stats);
@@ -132,17 +145,23 @@ impl Child {
         };
         let wamp = (out.user_bytes_written > 0)
             .then(|| io.write_bytes as f64 / out.user_bytes_written as f64);
+        let wamp_dev = dev_write_bytes
+            .filter(|_| out.user_bytes_written > 0)
+            .map(|d| d as f64 / out.user_bytes_written as f64);
         println!(
             "rusage       : wall {window_s:.3} user {:.3} sys {:.3} cpu% {cpu_pct:.1} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {}",
             usage.user_s, usage.sys_s, usage.maxrss_kb, usage.vcsw, usage.ivcsw, usage.fs_in, usage.fs_out
         );
         println!(
-            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} db_kb {}",
+            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} dev_write_bytes {} wamp_dev {} db_kb {} anon_peak_kb {}",
             out.user_bytes_written,
             io.write_bytes,
             io.read_bytes,
             wamp.map_or("-".to_string(), |x| format!("{x:.2}")),
-            db_bytes / 1024
+            dev_write_bytes.map_or("-".to_string(), |x| x.to_string()),
+            wamp_dev.map_or("-".to_string(), |x| format!("{x:.2}")),
+            db_bytes / 1024,
+            anon_peak_kb.map_or("-".to_string(), |x| x.to_string()),
         );
         let ycsb = matches!(w.kind, Kind::YcsbLoad | Kind::YcsbRun(_));
         let result = BenchResult {
@@ -178,8 +197,11 @@ impl Child {
             write_bytes: io.write_bytes,
             user_bytes_written: out.user_bytes_written,
             wamp,
+            dev_write_bytes,
+            wamp_dev,
             db_bytes,
             maxrss_kb: usage.maxrss_kb,
+            anon_peak_kb,
             found: Some(m.found),
             message: out.message.clone(),
             config: opened.config.clone(),

@@ -180,6 +180,61 @@ pub(super) fn process_kb(r: &Results, engine: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Each engine's memory and device writes over all its steps, beside the seed's own columns:
+/// the peak resident set, the peak of its anonymous part (what the engine holds itself, beside
+/// file pages the kernel can take back; sampled every `sys::ANON_SAMPLE_MS`), and the bytes
+/// the device under the databases wrote, each step counted from a sync before it to a sync
+/// after it, over the bytes of keys and values the steps wrote.
+fn memory_and_device_section(md: &mut String, r: &Results) {
+    let mut rows = Vec::new();
+    for e in r.engines() {
+        let steps: Vec<&Value> = r.ok().filter(|x| s(x, "engine") == e).collect();
+        if steps.is_empty() {
+            continue;
+        }
+        let anon = steps
+            .iter()
+            .filter_map(|x| x.get("anon_peak_kb").and_then(Value::as_u64))
+            .max();
+        let dev: Option<u64> = steps
+            .iter()
+            .map(|x| x.get("dev_write_bytes").and_then(Value::as_u64))
+            .sum();
+        let user: u64 = steps.iter().map(|x| u(x, "user_bytes_written")).sum();
+        rows.push(vec![
+            e.clone(),
+            process_kb(r, &e).to_string(),
+            anon.map(|k| k.to_string()).unwrap_or_default(),
+            dev.map(|d| n0(d as f64 / (1 << 20) as f64))
+                .unwrap_or_default(),
+            dev.filter(|_| user > 0)
+                .map(|d| n2(d as f64 / user as f64))
+                .unwrap_or_default(),
+        ]);
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\nMemory and device writes, every step of each engine: Process Size is the peak RSS, \
+         Anon Peak the peak of its anonymous memory (sampled every {} ms), Device MiB what the \
+         device under the databases wrote (each step from a sync before it to a sync after \
+         it), Device wamp that over the bytes of keys and values written:\n",
+        crate::sys::ANON_SAMPLE_MS
+    );
+    md.push_str(&table(
+        &[
+            "Engine",
+            "Process Size KB",
+            "Anon Peak KB",
+            "Device MiB",
+            "Device wamp",
+        ],
+        &rows,
+    ));
+}
+
 /// A thread's series as (t_s, cumulative ops).
 pub(super) fn thread_points(t: &Value) -> Vec<(f64, f64)> {
     let ts = t.get("t_s").and_then(Value::as_array);
@@ -403,6 +458,7 @@ pub fn render(r: &Results, dir: &Path) -> Result<String> {
     let _ = writeln!(o.md, "## Results\n");
     verdict_section(&mut o.md, r, suite);
     suite.render(r, &mut o)?;
+    memory_and_device_section(&mut o.md, r);
     let errors: Vec<&Value> = r
         .rows
         .iter()
