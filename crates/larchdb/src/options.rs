@@ -164,7 +164,7 @@ pub struct Options {
     /// memory). A checkpoint is due once the active overlay holds a quarter of it, and a writer
     /// whose overlays reach three quarters waits for a checkpoint before its transaction
     /// starts, so that a writer faster than its checkpoints is slowed instead of outgrowing the
-    /// machine. At least 16 MiB. Set it where the process shares its memory limit with more
+    /// machine. At least 4 MiB. Set it where the process shares its memory limit with more
     /// than the engine (docs/design/write-path.md, "Memory and space: what is bounded").
     pub memory_budget: u64,
     /// How many steps of nice value below the thread that starts them the handle's background

@@ -48,6 +48,8 @@ fn relocate_node(
         }
         let new = w.make_dirty(r.id)?;
         move_runs(w, new, runs)?;
+        // The leaf's copy is final: written out as such copies gather, not held to the commit.
+        w.filled(new)?;
         w.forget_freed();
         return Ok(Some(new));
     }

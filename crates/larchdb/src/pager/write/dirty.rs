@@ -186,6 +186,23 @@ impl WritePages {
         self.merging = true;
     }
 
+    /// Marks dirty page `id` as written whole and not to be written again by this
+    /// transaction (a leaf a relocation copied): if it waits in an owned buffer, it joins the
+    /// filled pages `spill_filled` writes out as they gather. A compaction under a memory limit
+    /// finds the free pages it copies into cold, so each copy was an owned buffer held until
+    /// the commit: the whole tree in anonymous memory, and the process killed at the close.
+    pub(crate) fn filled(&mut self, id: u64) -> Result<()> {
+        let ps = self.page_bytes;
+        let owned =
+            matches!(self.dirty.get(&id).map(|d| &d.place), Some(Place::Owned(b)) if b.len() == ps);
+        // Only a page the mapping covers: once written out, it is read through the mapping
+        // (`spill_filled`); without one (a storage that cannot be mapped) it stays owned.
+        if owned && self.mapped_page(id).is_some() {
+            self.spill.push(id);
+        }
+        self.spill_filled()
+    }
+
     /// Drops the committed pages freed since the last call from the process's resident set,
     /// once at least `FORGET_FREED_PAGES` of them wait. For a relocation (compaction), which
     /// reads every page it moves and writes the copy through the mapping: with the pages it
