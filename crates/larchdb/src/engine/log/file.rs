@@ -186,6 +186,10 @@ pub(super) struct GrowState {
     pub(super) want: u64,
     /// Counts `forget`s: a round asked for before one stops.
     pub(super) epoch: u64,
+    /// File offsets `[from, to)` to make present in the map (`LogMap::populate`; taken by the
+    /// thread): a segment the log goes round to, whose pages left the mapping when the log
+    /// last moved past it (`LogMap::enter`).
+    pub(super) populate: Option<(u64, u64)>,
     pub(super) stop: bool,
 }
 
@@ -217,6 +221,14 @@ impl Grower {
         }
     }
 
+    /// Asks for file offsets `[from, to)` to be made present in the map, replacing an earlier
+    /// request not yet taken.
+    pub(super) fn populate(&self, from: u64, to: u64) {
+        let mut st = self.lock();
+        st.populate = Some((from, to));
+        self.state.1.notify_one();
+    }
+
     /// Forgets what was asked (the log is about to be cut: growing it again is not wanted).
     pub(super) fn forget(&self) {
         let mut st = self.lock();
@@ -235,23 +247,27 @@ impl Drop for Grower {
     }
 }
 
-/// The grower's thread: waits to be asked, then grows the file a piece at a time up to what
-/// was asked. A failed write (a full disk) stops this round; the appender meets the error
-/// itself if it needs the room.
+/// The grower's thread: waits to be asked, makes present the segment asked for, then grows
+/// the file a piece at a time up to what was asked. A failed write (a full disk) stops this
+/// round; the appender meets the error itself if it needs the room.
 pub(super) fn grow_run(sink: &Sink, state: &(Mutex<GrowState>, Condvar)) {
     let lock = || state.0.lock().unwrap_or_else(|e| e.into_inner());
     loop {
-        let (want, epoch) = {
+        let (want, epoch, populate) = {
             let mut st = lock();
-            while st.want == 0 && !st.stop {
+            while st.want == 0 && st.populate.is_none() && !st.stop {
                 st = state.1.wait(st).unwrap_or_else(|e| e.into_inner());
             }
             if st.stop {
                 return;
             }
-            (std::mem::take(&mut st.want), st.epoch)
+            (std::mem::take(&mut st.want), st.epoch, st.populate.take())
         };
         let extent = &sink.extent;
+        if let (Some((from, to)), Some(map)) = (populate, sink.map.as_deref()) {
+            // Only what the file holds: the mapping past its end has no pages.
+            map.populate(from, to.min(extent.len()));
+        }
         let want = want.min(extent.total);
         loop {
             let _resizing = extent.lock();
