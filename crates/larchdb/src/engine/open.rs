@@ -11,6 +11,7 @@ use super::published::Published;
 use super::readers::{newest_protected, ReadState};
 use super::recovery::{GivenUp, Recovery};
 use super::replay::{no_log, Follower, Replay};
+use super::upper::overlay::Spare;
 use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::options::Options;
@@ -206,7 +207,10 @@ impl Shared {
             background,
             flusher: Default::default(),
             idle: Default::default(),
-            spare: Default::default(),
+            // The overlays stay within three quarters of the budget (`admission::budget`); the
+            // spare memory between them and the pager's pool of page buffers (`writer_state`)
+            // get an eighth each.
+            spare: Arc::new(Spare::with_cap((memory_budget / 8) as usize)),
             counters: Default::default(),
             recovery,
         })
@@ -377,6 +381,12 @@ fn writer_state(
             !options.read_only,
             options.readahead,
         ),
+    )
+    // The page buffers kept between transactions count against the memory budget: an eighth
+    // of it (`Shared::open` gives the rest to the overlays and the spare memory).
+    .with_pool_bytes(
+        super::admission::budget::resolve(options.memory_budget) / 8,
+        meta.page_bytes as usize,
     );
     WriterState {
         disk: Some(Disk {

@@ -12,8 +12,9 @@
 //! - with the active and the frozen overlay together at three quarters of it, the writer waits for
 //!   the running checkpoint to be put in place, or starts one and waits (`over_budget`).
 //!
-//! What a dropped overlay leaves for the next (`overlay::Spare`, at most one overlay's chunks)
-//! comes on top, so the overlays stay within about the budget.
+//! What a dropped overlay leaves for the next (`overlay::Spare`) keeps at most an eighth of the
+//! budget, and the pager's pool of page buffers another eighth (`Carry::with_pool_bytes`), so
+//! the overlays and what is kept between them stay within the budget.
 
 use crate::engine::Shared;
 

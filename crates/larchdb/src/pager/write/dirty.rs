@@ -1,7 +1,6 @@
 //! Dirty pages: where they live (in place in the writable mapping, or in owned buffers), how
 //! they are allocated and copied on write, and the write access to them.
 
-use super::POOL_PAGES_MAX;
 use super::{FreedRun, WritePages};
 use crate::error::{Error, Result};
 use crate::layout::{header, kind, overflow, unused_gap};
@@ -407,7 +406,7 @@ impl WritePages {
     pub(crate) fn free(&mut self, id: u64, pages: u64) -> Result<()> {
         if let Some(d) = self.dirty.remove(&id) {
             if let Place::Owned(buf) = d.place {
-                if buf.len() == self.page_bytes && self.pool.len() < POOL_PAGES_MAX {
+                if buf.len() == self.page_bytes && self.pool.len() < self.pool_max {
                     self.pool.push(buf);
                 }
             }

@@ -63,13 +63,16 @@ impl Hasher for IdHasher {
 type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// Page buffers kept for reuse between transactions, so a commit-heavy workload does not
-/// allocate and zero a page per copy.
+/// allocate and zero a page per copy: at most this many (16 MiB of 4 KiB pages), and at most
+/// what `Carry::with_pool_bytes` allows (an eighth of the memory budget).
 pub(super) const POOL_PAGES_MAX: usize = 4096;
 
 /// What a write transaction hands back to the writer state when it ends.
 pub(crate) struct Carry {
     pub(crate) free: FreeSet,
     pub(crate) pool: Vec<Box<[u8]>>,
+    /// Most page buffers `pool` keeps.
+    pool_max: usize,
     pub(crate) wmap: WriteMap,
     /// Pages of the newest commit's freelist chain, newest first, with the commit that wrote
     /// each, if known (saves reading it back).
@@ -86,12 +89,20 @@ impl Carry {
         Carry {
             free,
             pool: Vec::new(),
+            pool_max: POOL_PAGES_MAX,
             wmap,
             chain: None,
             spare_capacity: Buffers::default(),
             branch_sealing: BranchSealing::default(),
             shifts: None,
         }
+    }
+
+    /// Keeps at most `bytes` of page buffers in the pool between transactions.
+    pub(crate) fn with_pool_bytes(mut self, bytes: u64, page_bytes: usize) -> Carry {
+        let pages = usize::try_from(bytes / page_bytes.max(1) as u64).unwrap_or(usize::MAX);
+        self.pool_max = pages.min(POOL_PAGES_MAX);
+        self
     }
 }
 
@@ -135,6 +146,7 @@ pub(crate) struct WritePages {
     /// The last durable commit when the transaction began.
     last_durable: u64,
     pool: Vec<Box<[u8]>>,
+    pool_max: usize,
     wmap: WriteMap,
     /// The base snapshot's freelist chain, newest first, if known; after `prepare_commit`,
     /// the new one.
@@ -202,6 +214,7 @@ impl WritePages {
             freed_forgotten: 0,
             last_durable,
             pool: carry.pool,
+            pool_max: carry.pool_max,
             wmap: carry.wmap,
             chain: carry.chain,
             ids: b.ids,
@@ -242,7 +255,7 @@ impl WritePages {
         if !self.dirty.is_empty() {
             for (_, d) in self.dirty.drain() {
                 if let Place::Owned(buf) = d.place {
-                    if buf.len() == page_bytes && self.pool.len() < POOL_PAGES_MAX {
+                    if buf.len() == page_bytes && self.pool.len() < self.pool_max {
                         self.pool.push(buf);
                     }
                 }
@@ -256,6 +269,7 @@ impl WritePages {
         Carry {
             free: self.free,
             pool: self.pool,
+            pool_max: self.pool_max,
             wmap: self.wmap,
             chain: self.chain,
             branch_sealing: self.branch_sealing.next(),

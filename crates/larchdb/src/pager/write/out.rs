@@ -78,7 +78,7 @@ impl WritePages {
         for &id in &ids {
             if let Some(d) = self.dirty.get_mut(&id) {
                 if let Place::Owned(b) = std::mem::replace(&mut d.place, Place::Mapped(1)) {
-                    if self.pool.len() < super::POOL_PAGES_MAX {
+                    if self.pool.len() < self.pool_max {
                         self.pool.push(b);
                     }
                 }

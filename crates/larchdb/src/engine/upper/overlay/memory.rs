@@ -64,10 +64,13 @@ impl Slots {
 /// A table must be emptied before it is used again, which costs its size (32 MiB for 2M
 /// slots): the thread that drops an overlay (often the writer, as it publishes) only leaves
 /// the table here, and the next checkpoint's thread empties it (`prepare`) before a later
-/// overlay takes it. Holds at most one overlay's chunks and two tables; freed with the
-/// handle.
+/// overlay takes it. Holds at most one overlay's chunks and two tables, and no more bytes
+/// than its cap (`with_cap`: an eighth of the memory budget);
+/// freed with the handle.
 #[derive(Default)]
 pub(crate) struct Spare {
+    /// Bytes of chunks and tables it may keep (0: no cap).
+    cap: usize,
     pub(super) chunks: Mutex<Vec<Box<[MaybeUninit<u64>]>>>,
     /// An emptied table, ready for a new overlay.
     pub(super) slots: Mutex<Option<Box<Slots>>>,
@@ -76,6 +79,14 @@ pub(crate) struct Spare {
 }
 
 impl Spare {
+    /// A spare that keeps at most `cap` bytes of chunks and tables.
+    pub(crate) fn with_cap(cap: usize) -> Spare {
+        Spare {
+            cap,
+            ..Spare::default()
+        }
+    }
+
     pub(super) fn chunk(&self) -> Option<Box<[MaybeUninit<u64>]>> {
         self.chunks.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
@@ -105,17 +116,30 @@ impl Spare {
         table: Option<Box<Slots>>,
         entries: usize,
     ) {
+        let chunk_bytes = CHUNK_WORDS_MAX * size_of::<u64>();
+        let cap = if self.cap == 0 { usize::MAX } else { self.cap };
         let full: Vec<_> = chunks
             .into_iter()
             .filter(|c| c.len() == CHUNK_WORDS_MAX)
             .collect();
-        let n = full.len();
-        {
+        let n = full.len().min(cap / chunk_bytes);
+        let kept_bytes = {
             let mut kept = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
             kept.extend(full);
             kept.truncate(n);
-        }
-        if let Some(table) = table.filter(|t| entries * SPARE_SLOTS_FILL >= t.slots.len()) {
+            kept.len() * chunk_bytes
+        };
+        // The tables it holds (an emptied one, and this one) within what the chunks leave.
+        let held = self
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |t| t.bytes());
+        if let Some(table) = table.filter(|t| {
+            entries * SPARE_SLOTS_FILL >= t.slots.len()
+                && kept_bytes.saturating_add(held).saturating_add(t.bytes()) <= cap
+        }) {
             *self.dirty.lock().unwrap_or_else(|e| e.into_inner()) = Some(table);
         }
     }

@@ -378,3 +378,36 @@ fn readers_beside_the_writer_see_whole_commits() {
     }
     assert_eq!(o.len(), (COUNTERS + COMMITS) as usize);
 }
+
+/// A spare with a cap keeps no more than it allows: of the chunks a dropped overlay leaves, as
+/// many as fit, and its table only if that fits beside them.
+#[test]
+fn a_spare_keeps_no_more_than_its_cap() {
+    let chunk = CHUNK_WORDS_MAX * size_of::<u64>();
+    for (cap, chunks_max) in [(2 * chunk, 2), (chunk / 2, 0)] {
+        let spare = Arc::new(Spare::with_cap(cap));
+        let o = Overlay::with_spare(Some(spare.clone()));
+        // Values large enough for several full-size chunks.
+        for txn in 1..=600u64 {
+            let key = format!("{txn:06}").into_bytes();
+            o.insert(
+                txn,
+                [(0u64, key.as_slice(), Some(vec![7u8; 8 << 10].as_slice()))],
+            );
+        }
+        assert!(o.bytes() > 3 * chunk, "the overlay outgrew the cap");
+        drop(o);
+        let kept = spare.chunks.lock().unwrap().len();
+        assert_eq!(kept, chunks_max, "cap {cap}");
+        let table = spare
+            .dirty
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or(0, |t| t.bytes());
+        assert!(
+            kept * chunk + table <= cap,
+            "cap {cap}: {kept} chunks and {table} bytes of table"
+        );
+    }
+}
