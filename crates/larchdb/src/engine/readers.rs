@@ -183,6 +183,16 @@ impl Shared {
         }
         let unread = free.take_unread();
         carry.wmap.forget(&unread);
+        // Readers read through the writer's mapping, or, when a checkpoint wrote past it, a
+        // read-only one of their own (`commit::snapshot_of`): the pages leave that one too.
+        let current = self.read_state().current.snap.access().clone();
+        if carry
+            .wmap
+            .access()
+            .is_none_or(|w| !Arc::ptr_eq(w, &current))
+        {
+            current.forget_runs(carry.wmap.page_bytes(), &unread);
+        }
         Ok(())
     }
 

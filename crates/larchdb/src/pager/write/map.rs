@@ -120,6 +120,11 @@ impl WriteMap {
         Ok(true)
     }
 
+    /// The database's page size.
+    pub(crate) fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
     /// Drops runs of pages (first page, pages) from the process's resident set: pages no
     /// reader of this handle reads any more (`FreeSet::take_unread`).
     pub(crate) fn forget(&self, runs: &[(u64, u64)]) {
