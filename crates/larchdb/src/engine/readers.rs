@@ -175,7 +175,10 @@ impl Shared {
     ) -> Result<()> {
         let free = &mut carry.free;
         let foreign = self.lock.as_ref().and_then(|lock| lock.oldest_reader().0);
-        let own = self.read_state().oldest_reader();
+        let (own, current) = {
+            let rs = self.read_state();
+            (rs.oldest_reader(), rs.current.snap.access().clone())
+        };
         free.release(own.into_iter().chain(foreign).min(), last_durable)?;
         if free.held_back(last_durable) && (checkpoint || free.scan_due()) {
             let trees = self.read_state().readers.keys().copied().collect();
@@ -185,7 +188,6 @@ impl Shared {
         carry.wmap.forget(&unread);
         // Readers read through the writer's mapping, or, when a checkpoint wrote past it, a
         // read-only one of their own (`commit::snapshot_of`): the pages leave that one too.
-        let current = self.read_state().current.snap.access().clone();
         if carry
             .wmap
             .access()

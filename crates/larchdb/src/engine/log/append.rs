@@ -180,13 +180,7 @@ impl Log {
         if want <= self.grow_asked || want <= self.sink.extent.len() {
             return;
         }
-        if self.grower.is_none() {
-            if let Some(background) = self.background.as_deref() {
-                let sink = self.sink.clone();
-                self.grower = Grower::start(sink, background, self.grower_nice);
-            }
-        }
-        if let Some(g) = &self.grower {
+        if let Some(g) = self.grower() {
             g.ask(want);
             self.grow_asked = want;
         }
@@ -204,15 +198,21 @@ impl Log {
         if self.sink.map.is_none() || self.sink.extent.len() < to {
             return;
         }
+        if let Some(g) = self.grower() {
+            g.populate(from, to);
+        }
+    }
+
+    /// The grower, started first if it is not running (`None` when it cannot start: no
+    /// background owner, or the handle is closing).
+    fn grower(&mut self) -> Option<&Grower> {
         if self.grower.is_none() {
             if let Some(background) = self.background.as_deref() {
                 let sink = self.sink.clone();
                 self.grower = Grower::start(sink, background, self.grower_nice);
             }
         }
-        if let Some(g) = &self.grower {
-            g.populate(from, to);
-        }
+        self.grower.as_ref()
     }
 
     /// Starts the thread that grows the file through `background` (the handle's background

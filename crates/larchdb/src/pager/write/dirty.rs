@@ -20,9 +20,9 @@ const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
 /// while the path above is updated (more measured slower: they compete with the original's).
 const RESERVE_PREFETCH_LINES: usize = 8;
 
-/// Freed pages `forget_freed` lets gather before it drops them from the resident set: a
-/// system call per batch, not per page.
-const FORGET_FREED_PAGES: u64 = 1024;
+/// Freed runs (of a page or more) `forget_freed` lets gather before it drops them from the
+/// resident set: a system call per batch, not per page.
+const FORGET_FREED_RUNS: usize = 1024;
 
 /// What a new page is for, which decides where it is placed (`WritePages::place`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -203,12 +203,13 @@ impl WritePages {
     }
 
     /// Drops the committed pages freed since the last call from the process's resident set,
-    /// once at least `FORGET_FREED_PAGES` of them wait. For a relocation (compaction), which
+    /// once at least `FORGET_FREED_RUNS` runs of them wait. For a relocation (compaction), which
     /// reads every page it moves and writes the copy through the mapping: with the pages it
     /// left behind still mapped, the process held the tree twice at the close.
     pub(crate) fn forget_freed(&mut self) {
         let waiting = &self.freed[self.freed_forgotten.min(self.freed.len())..];
-        if (waiting.iter().map(|r| r.pages).sum::<u64>()) < FORGET_FREED_PAGES {
+        // Counted in runs, each at least a page: a check per relocated leaf costs nothing.
+        if waiting.len() < FORGET_FREED_RUNS {
             return;
         }
         let mut runs: Vec<(u64, u64)> = waiting.iter().map(|r| (r.start, r.pages)).collect();
