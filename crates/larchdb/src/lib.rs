@@ -76,7 +76,8 @@ pub use engine::recovery::{GivenUp, Recovery};
 pub use error::{Error, Result};
 pub use options::{
     Durability, Options, BOUNDED_BYTES_DEFAULT, BOUNDED_MILLIS_DEFAULT, CHECKPOINT_BYTES_DEFAULT,
-    IDLE_CHECKPOINT_MILLIS_DEFAULT, LOG_SEGMENTS_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT,
+    CHECKPOINT_SLICES_MAX, CHECKPOINT_SLICE_PAGES, IDLE_CHECKPOINT_MILLIS_DEFAULT,
+    LOG_SEGMENTS_DEFAULT, LOG_SEGMENT_BYTES_DEFAULT,
 };
 pub use table::{Entry, Range, ReadTable, WriteTable};
 pub use txn::{ReadTxn, Savepoint, WriteTxn};

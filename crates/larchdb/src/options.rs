@@ -140,6 +140,18 @@ pub struct Options {
     /// Off, the write transaction that finds a checkpoint due writes it first, as with
     /// `Database::checkpoint` (docs/design/write-path.md).
     pub checkpoint_thread: bool,
+    /// How many key ranges (slices) a checkpoint's overlay is merged into the tree in, one
+    /// durable checkpoint each, on a handle that writes the log with `checkpoint_thread`.
+    /// Copy-on-write rewrites every leaf a merge reaches, and random writes reach nearly all
+    /// of them: a checkpoint that merges the whole overlay at once holds a second copy of the
+    /// tree in the file until it is durable. Merged slice by slice, the file holds about one
+    /// slice's leaves twice instead (docs/design/footprint.md). 0, the default, cuts a tree of
+    /// more than `CHECKPOINT_SLICE_PAGES` pages into one slice per that many pages, up to
+    /// `CHECKPOINT_SLICES_MAX`, and a smaller one not at all; 1 merges the whole overlay at
+    /// once. The cost: a sync per slice, and the log kept from the oldest record a slice still
+    /// needs. Set it higher where the file's size matters more than the syncs, or to 1 where
+    /// syncs are dear and space is not.
+    pub checkpoint_slices: u32,
     /// On a handle that writes the log, with `checkpoint_thread`: once no commit has been
     /// made through the log for this many milliseconds, the checkpoint thread merges what the
     /// overlay holds into the tree, and the new tree is published as soon as it is written
@@ -210,6 +222,7 @@ impl Default for Options {
             log_segments: LOG_SEGMENTS_DEFAULT,
             checkpoint_bytes: CHECKPOINT_BYTES_DEFAULT,
             checkpoint_thread: true,
+            checkpoint_slices: 0,
             idle_checkpoint_millis: IDLE_CHECKPOINT_MILLIS_DEFAULT,
             bounded_millis: BOUNDED_MILLIS_DEFAULT,
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
@@ -236,6 +249,10 @@ pub const IDLE_CHECKPOINT_MILLIS_DEFAULT: u64 = 100;
 pub const BACKGROUND_NICE_MAX: u8 = 19;
 /// Default `Options::checkpoint_bytes`.
 pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
+/// With `Options::checkpoint_slices` 0: a slice per this many pages of the data file.
+pub const CHECKPOINT_SLICE_PAGES: u64 = 2048;
+/// With `Options::checkpoint_slices` 0: at most this many slices.
+pub const CHECKPOINT_SLICES_MAX: u32 = 16;
 
 impl Options {
     /// Sets the page size for a new database.
@@ -516,6 +533,22 @@ impl Options {
         self
     }
 
+    /// Sets how many key ranges a checkpoint's overlay is merged in (see
+    /// [`Options::checkpoint_slices`]).
+    ///
+    /// ```
+    /// # use larchdb::{Database, Options};
+    /// # let dir = tempfile::tempdir()?;
+    /// let o = Options::default().checkpoint_slices(1);
+    /// assert_eq!(o.checkpoint_slices, 1);
+    /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn checkpoint_slices(mut self, slices: u32) -> Options {
+        self.checkpoint_slices = slices;
+        self
+    }
+
     /// Lowers the priority of the handle's background threads (see
     /// [`Options::background_nice`]).
     ///
@@ -567,6 +600,17 @@ impl Options {
     pub fn bounded_bytes(mut self, bytes: u64) -> Options {
         self.bounded_bytes = bytes;
         self
+    }
+
+    /// The slices a checkpoint cuts its overlay into over a data file of `pages` pages
+    /// (`checkpoint_slices`, 0 chosen by the file's size).
+    pub(crate) fn slices_for(&self, pages: u64) -> usize {
+        match self.checkpoint_slices {
+            0 => {
+                (pages / CHECKPOINT_SLICE_PAGES).clamp(1, u64::from(CHECKPOINT_SLICES_MAX)) as usize
+            }
+            n => n as usize,
+        }
     }
 
     /// The largest batch a logged transaction commits through the log: half a segment.

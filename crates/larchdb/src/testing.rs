@@ -252,6 +252,8 @@ pub struct Harness {
     /// writes pages): after a power loss the database holds `durable` or one of the states
     /// committed after it, listed here in order.
     since_durable: Vec<Model>,
+    /// The options a database with a log is opened with.
+    log_options: Options,
 }
 
 impl Harness {
@@ -260,9 +262,19 @@ impl Harness {
     /// close either way: a drop of the handle stands for a process crash, which leaves the
     /// commits that were not durable as they were (a compaction would make them durable).
     pub fn new(log: bool) -> Harness {
+        Harness::with(log, small_log_options())
+    }
+
+    /// An empty database committing through a log, opened with `options` (which should not
+    /// compact at close either: see `new`).
+    pub fn with_log_options(options: Options) -> Harness {
+        Harness::with(true, options)
+    }
+
+    fn with(log: bool, log_options: Options) -> Harness {
         let data = FaultStorage::new();
         let log = log.then(FaultStorage::new);
-        let db = Some(Self::open(&data, log.as_ref()));
+        let db = Some(Self::open(&data, log.as_ref(), &log_options));
         Harness {
             data,
             log,
@@ -270,10 +282,11 @@ impl Harness {
             latest: Model::new(),
             durable: Model::new(),
             since_durable: Vec::new(),
+            log_options,
         }
     }
 
-    fn open(data: &FaultStorage, log: Option<&FaultStorage>) -> Database {
+    fn open(data: &FaultStorage, log: Option<&FaultStorage>, log_options: &Options) -> Database {
         let data = Arc::new(data.clone());
         match log {
             None => Database::open_storage(data, Options::default().compact_on_close(false))
@@ -281,7 +294,7 @@ impl Harness {
             // Most checkpoints are never synced (their pages are reused by the checkpoint
             // after next), every fifth or so is made durable; a reopen replays the log.
             Some(log) => {
-                Database::open_storage_with_log(data, Arc::new(log.clone()), small_log_options())
+                Database::open_storage_with_log(data, Arc::new(log.clone()), log_options.clone())
                     .expect("open")
             }
         }
@@ -320,7 +333,7 @@ impl Harness {
         drop(self.db.take());
         self.data = self.data.crash(mode);
         self.log = self.log.as_ref().map(|l| l.crash(log_mode));
-        self.db = Some(Self::open(&self.data, self.log.as_ref()));
+        self.db = Some(Self::open(&self.data, self.log.as_ref(), &self.log_options));
         if let Crash::PowerLoss { .. } = crash {
             let later = self
                 .since_durable

@@ -206,6 +206,9 @@ pub struct CommitStats {
     /// Checkpoints written: by the checkpoint thread, by [`crate::Database::checkpoint`] and
     /// compaction, and by transactions that applied the overlay before writing pages.
     pub checkpoints: u64,
+    /// Of those, checkpoints that merged one key range of an overlay cut into several
+    /// ([`crate::Options::checkpoint_slices`]): each is made durable.
+    pub checkpoint_slices: u64,
     /// Syncs of the write-ahead log for commits: `Immediate` commits (several share one
     /// under group commit) and the flushes of `Bounded` ones.
     pub log_syncs: u64,

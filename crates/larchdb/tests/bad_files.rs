@@ -208,7 +208,7 @@ fn set_version(bytes: &mut [u8], slot: usize, version: u32) {
 }
 
 /// A file of format 2 (before the log position was added to the meta page) opens, reads and
-/// takes commits; they are written in format 3.
+/// takes commits; they are written in the current format.
 #[test]
 fn a_format_2_file_opens_and_is_upgraded_by_the_next_commit() {
     let mut bytes = sample();
@@ -234,7 +234,7 @@ fn a_format_2_file_opens_and_is_upgraded_by_the_next_commit() {
         .map(|slot| u32::from_le_bytes(after[slot * 4096 + 40..][..4].try_into().unwrap()))
         .collect();
     assert!(
-        versions.contains(&2) && versions.contains(&3),
+        versions.contains(&2) && versions.contains(&4),
         "{versions:?}"
     );
     let db = Database::open_storage(Arc::new(s), Options::default()).unwrap();
@@ -255,16 +255,16 @@ fn future_format_version_is_refused() {
     match exercise(bytes.clone()) {
         Err(Error::UnsupportedVersion {
             found: 99,
-            supported: 3,
+            supported: 4,
         }) => {}
         other => panic!("{other:?}"),
     }
     // One slot of a newer format is enough: opening the other would roll the file back.
     let mut one = sample();
-    set_version(&mut one, 1, 4);
+    set_version(&mut one, 1, 5);
     assert!(matches!(
         exercise(one),
-        Err(Error::UnsupportedVersion { found: 4, .. })
+        Err(Error::UnsupportedVersion { found: 5, .. })
     ));
 }
 

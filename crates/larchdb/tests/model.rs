@@ -301,8 +301,12 @@ fn is_write(op: &Op) -> bool {
 }
 
 fn run(ops: Vec<Op>, log: bool) {
+    run_on(ops, Harness::new(log));
+}
+
+fn run_on(ops: Vec<Op>, h: Harness) {
     // The database, with the newest commit and the commits that may survive a power loss.
-    let mut h = Harness::new(log);
+    let mut h = h;
     let mut i = 0;
     while i < ops.len() {
         let op = &ops[i];
@@ -430,6 +434,17 @@ proptest! {
     #[test]
     fn behaves_like_a_btreemap_with_a_log(ops in proptest::collection::vec(op(), 1..250)) {
         run(ops, true);
+    }
+
+    /// The same, with a checkpoint due every 16 KiB of log and merged in up to four slices
+    /// (`Options::checkpoint_slices`): crashes and reopens part way through a frozen overlay's
+    /// slices.
+    #[test]
+    fn behaves_like_a_btreemap_with_checkpoints_by_slices(
+        ops in proptest::collection::vec(op(), 1..250)
+    ) {
+        let options = testing::small_log_options().checkpoint_bytes(16 << 10).checkpoint_slices(4);
+        run_on(ops, Harness::with_log_options(options));
     }
 }
 

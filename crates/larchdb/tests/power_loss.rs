@@ -244,8 +244,17 @@ fn open_with_log(
     log: &FaultStorage,
     rare_durable: bool,
 ) -> larchdb::Result<Database> {
+    open_with(data, log, log_options(rare_durable))
+}
+
+/// `open_with_log` with `options`.
+fn open_with(
+    data: &FaultStorage,
+    log: &FaultStorage,
+    options: Options,
+) -> larchdb::Result<Database> {
     data.set_sync_delay(Some(DATA_SYNC));
-    common::open_with_log(data, log, log_options(rare_durable))
+    common::open_with_log(data, log, options)
 }
 
 /// A power loss after the `txns`-th step of a test: the handle `db` is gone without its
@@ -297,13 +306,30 @@ fn power_loss_with_rare_durable_checkpoints_keeps_a_durable_prefix() {
     power_loss_with_a_log(true);
 }
 
+/// The same with checkpoints by slices (`Options::checkpoint_slices`): a power loss part way
+/// through a frozen overlay's slices returns to a durable slice, whose meta page names the log
+/// from the overlay's first record; replay applies records the tree already holds.
+#[test]
+fn power_loss_with_checkpoints_by_slices_keeps_a_durable_prefix() {
+    power_loss_sweep(false, 4);
+}
+
 fn power_loss_with_a_log(rare_durable: bool) {
+    power_loss_sweep(rare_durable, 0);
+}
+
+fn power_loss_sweep(rare_durable: bool, slices: u32) {
+    let options = || log_options(rare_durable).checkpoint_slices(slices);
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
-    let db = open_with_log(&data, &log, rare_durable).unwrap();
+    let db = open_with(&data, &log, options()).unwrap();
     let (data_start, log_start) = (data.op_count(), log.op_count());
     let (states, acked, _) = workload(&db, false);
+    let sliced = db.stats().unwrap().commits.checkpoint_slices;
     drop(db);
     assert_eq!(acked, 200);
+    if slices > 1 {
+        assert!(sliced >= 2, "{sliced} checkpoints by slices");
+    }
     if rare_durable {
         // Checkpoints that were never synced: a longer run of the workload with every
         // checkpoint made durable syncs the data file more often. (Over the 200 commits
@@ -335,7 +361,7 @@ fn power_loss_with_a_log(rare_durable: bool) {
     for (failing_log, ops) in [(false, data_ops), (true, log_ops)] {
         for k in points(ops) {
             let (data, log) = (FaultStorage::new(), FaultStorage::new());
-            let db = open_with_log(&data, &log, rare_durable).unwrap();
+            let db = open_with(&data, &log, options()).unwrap();
             let failing = if failing_log { &log } else { &data };
             failing.fail_after(k, FaultKind::Eio, true);
             let (attempted, acked, durable) = workload(&db, false);
@@ -343,14 +369,15 @@ fn power_loss_with_a_log(rare_durable: bool) {
             let what = format!("{} op {k}", if failing_log { "log" } else { "data" });
             let data = data.crash(CrashMode::KeepRandom { seed: k });
             let log = log.crash(CrashMode::KeepRandom { seed: k ^ 0x5eed });
-            let db = open_with_log(&data, &log, rare_durable)
+            let db = open_with(&data, &log, options())
                 .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
             recovered_a_durable_prefix(&db, &states, &attempted, acked, durable, &what);
             checked += 1;
         }
     }
     eprintln!(
-        "power loss with a log: {checked} crash points over {data_ops} data and {log_ops} log operations"
+        "power loss with a log ({slices} slices): {checked} crash points over {data_ops} data \
+         and {log_ops} log operations"
     );
 }
 

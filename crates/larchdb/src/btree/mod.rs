@@ -14,9 +14,11 @@
 //! merge.rs   a sorted batch merged in leaf by leaf (checkpoints)
 //! cursor.rs  ordered iteration: seek, first/last, next/prev
 //! relocate.rs  pages past a bound moved below it (compaction)
+//! cuts.rs    keys that cut a tree into parts of about equal leaves (checkpoints by slices)
 //! ```
 
 mod cursor;
+mod cuts;
 mod delete;
 mod edit;
 mod merge;
@@ -26,6 +28,7 @@ mod range;
 mod relocate;
 
 pub(crate) use cursor::Cursor;
+pub(crate) use cuts::cuts;
 pub(crate) use delete::{delete, free_tree};
 pub(crate) use merge::{merge_sorted, MergeScratch, Record};
 pub(crate) use put::{append, put, AppendHint, PutHint};

@@ -25,7 +25,7 @@ use super::commit::{
     publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
 use super::published::Published;
-use super::upper::overlay::{Overlay, COUNTS};
+use super::upper::overlay::{Overlay, TableRecord, COUNTS};
 use super::{catalog, Disk, Shared, WriterState};
 use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};
@@ -39,8 +39,11 @@ pub(crate) struct Running {
     thread: Option<JoinHandle<Option<Outcome>>>,
     /// The outcome, when it ran on the writer's thread (no thread could be started).
     done: Option<Outcome>,
-    /// The log position the checkpoint's commit ends at: replay starts there once it is in.
+    /// The log position the frozen overlay's records end at: replay starts there once the
+    /// whole overlay is in the tree.
     position: u64,
+    /// What it merges: the whole frozen overlay or its first slice, or a later slice.
+    part: Part,
     /// The log bytes it covers, and when it started: how long checkpoints take paces the
     /// writer (`admission::Pacer::observe`).
     bytes: u64,
@@ -66,10 +69,76 @@ struct Outcome {
 
 struct Checkpointed {
     written: Written,
-    /// Tables whose entry count the checkpoint found different from the frozen overlay's.
+    /// Tables whose entry count the checkpoint found different from the frozen overlay's
+    /// (the last or only part of a frozen overlay).
     recounted: Vec<Recount>,
     /// Whether it was made durable (synced) before it ended.
     durable: bool,
+    /// A slice that leaves others of the frozen overlay to merge.
+    partial: Option<Partial>,
+}
+
+/// A slice's checkpoint that leaves others to merge (`Checkpointed::partial`).
+struct Partial {
+    /// The slices after it, when it was the first (the plan).
+    plan: Option<Slicing>,
+    /// The tables whose entry count in the tree it changed, with the count before.
+    changed: Vec<(u64, u64)>,
+}
+
+/// What a checkpoint merges (`Running::part`).
+#[derive(Clone)]
+enum Part {
+    /// A frozen overlay just frozen, whose records start at log position `from`: all of it,
+    /// or, where the tree is large enough to cut (`Options::slices_for`), its first slice.
+    First { from: u64 },
+    /// A later slice of a frozen overlay cut by the first (`Slicing`).
+    Slice(Slice),
+}
+
+/// One key range of a frozen overlay to merge (`Part::Slice`).
+#[derive(Clone)]
+struct Slice {
+    /// From this (table, key) on; to the next cut (exclusive), or the end if `None`.
+    start: (u64, Vec<u8>),
+    end: Option<(u64, Vec<u8>)>,
+    /// Where the frozen overlay's records start in the log: what a slice that is not the last
+    /// names as the log position.
+    from: u64,
+    /// The tables of the frozen overlay and their entry counts before its first slice: the
+    /// last slice corrects the counts by them.
+    base_counts: Arc<Vec<(u64, u64)>>,
+}
+
+/// A checkpoint by slices part way (`WriterState::slicing`; docs/design/footprint.md): the
+/// published snapshot's frozen overlay is in the tree for the slices before `next`, and the
+/// checkpoints of the others follow one another as soon as each is in place.
+///
+/// Each slice's tree is a commit of its own (an id no log record has: `Published::renumbered`),
+/// so that the pages one slice frees are kept for the readers of the tree before it; and each
+/// is made durable, so that those pages are reusable by the next slice (otherwise the last
+/// durable tree would keep every leaf the slices rewrote, as a whole-overlay checkpoint does).
+/// Until the last slice, the meta page names the log position where the frozen overlay's
+/// records start, and replay applies them all again (the merged slices' to the same values).
+pub(crate) struct Slicing {
+    /// Where each slice after the first starts, ascending (table, key).
+    cuts: Vec<(u64, Vec<u8>)>,
+    /// The next slice to merge: it starts at `cuts[next - 1]`.
+    next: usize,
+    from: u64,
+    base_counts: Arc<Vec<(u64, u64)>>,
+}
+
+impl Slicing {
+    /// The next slice's job.
+    fn job(&self) -> Option<Slice> {
+        Some(Slice {
+            start: self.cuts.get(self.next.checked_sub(1)?)?.clone(),
+            end: self.cuts.get(self.next).cloned(),
+            from: self.from,
+            base_counts: self.base_counts.clone(),
+        })
+    }
 }
 
 /// A table's number, and two entry counts: the one said before (by the overlay, or the
@@ -152,23 +221,74 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     if disk.carry.is_none() {
         return Err(Error::Poisoned);
     }
-    let (frozen, yields) = {
+    let next = match guard.slicing.as_ref() {
+        Some(s) => Some(
+            s.job()
+                .ok_or_else(|| Error::Internal("a checkpoint by slices past its last".into()))?,
+        ),
+        None => None,
+    };
+    let (frozen, yields, replaced) = {
         let mut rs = shared.read_state();
-        if rs.current.overlay.is_none() || rs.current.frozen.is_some() {
-            return Ok(false);
-        }
-        let frozen = rs.current.frozen();
         // Beside readers a checkpoint yields the CPU to them, unless the writer will soon
         // wait for it: its overlays hold half the memory budget already (a lowered checkpoint
         // beside busy readers would keep a stopped writer waiting for tens of seconds).
         let yields = !rs.readers.is_empty() && !super::admission::budget::pressed(shared);
-        shared.note_upper(&frozen);
-        rs.current = frozen.clone();
-        (frozen, yields)
+        if next.is_some() {
+            if rs.current.frozen.is_none() {
+                return Err(Error::Internal(
+                    "a checkpoint by slices without its frozen overlay".into(),
+                ));
+            }
+            // The slice's tree gets an id of its own: the published snapshot becomes a
+            // commit of no records with that id (`Slicing`).
+            let txn = rs.current.txn() + 1;
+            let renumbered = rs.current.renumbered(txn);
+            let job = renumbered.slice_job(txn);
+            (job, yields, Some(shared.set_current(&mut rs, renumbered)))
+        } else {
+            if rs.current.overlay.is_none() || rs.current.frozen.is_some() {
+                return Ok(false);
+            }
+            // An overlay replayed onto a tree of a checkpoint by slices may hold only commits
+            // that tree's id is newer than (the log is read from before it): the checkpoint
+            // still needs an id of its own.
+            let replaced = (rs.current.txn() == rs.current.tree_txn()).then(|| {
+                let renumbered = rs.current.renumbered(rs.current.txn() + 1);
+                shared.set_current(&mut rs, renumbered)
+            });
+            let frozen = rs.current.frozen();
+            shared.note_upper(&frozen);
+            rs.current = frozen.clone();
+            (frozen, yields, replaced)
+        }
     };
+    drop(replaced);
     // The write lock is held and every commit published: the log ends with commit F's record.
     let position = log.end();
-    let bytes = log.since(guard.checkpoint_position);
+    let (part, bytes) = match next {
+        Some(slice) => {
+            // The frozen overlay's records were counted at its first slice: each later one
+            // is paced as a share of them.
+            let slices = guard
+                .slicing
+                .as_ref()
+                .map_or(1, |s| s.cuts.len() as u64 + 1);
+            let bytes = guard.overlay_from.saturating_sub(slice.from) / slices;
+            (Part::Slice(slice), bytes)
+        }
+        None => {
+            let from = guard.overlay_from;
+            guard.overlay_from = position;
+            (Part::First { from }, log.since(guard.checkpoint_position))
+        }
+    };
+    let position = match &part {
+        // A later slice ends where the frozen overlay's records end: the active overlay's
+        // start.
+        Part::Slice(_) => guard.overlay_from,
+        Part::First { .. } => position,
+    };
     let started = std::time::Instant::now();
     let Some(disk) = guard.disk.take() else {
         return Ok(false);
@@ -178,13 +298,14 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
     let job = frozen.clone();
+    let work = part.clone();
     let nice = super::admission::share::checkpoint_nice(&shared.options, yields);
     let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
         let disk = receive.recv().ok()?;
         // Off the writer's thread: the table the last merged overlay left is emptied
         // for a later overlay (`overlay::Spare`).
         owner.spare.prepare();
-        Some(run(&owner, disk, &job, position))
+        Some(run(&owner, disk, &job, position, &work))
     });
     let (thread, disk) = match spawned {
         Some(thread) => match send.send(disk) {
@@ -196,8 +317,9 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let cpu_clock = thread.as_ref().and_then(thread_clock);
     guard.checkpoint = Some(Running {
         thread,
-        done: disk.map(|disk| run(shared, disk, &frozen, position)),
+        done: disk.map(|disk| run(shared, disk, &frozen, position, &part)),
         position,
+        part,
         bytes,
         started,
         share: yields,
@@ -239,7 +361,19 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     guard.disk = Some(disk);
     let elapsed = ended.saturating_duration_since(running.started);
     let durable = written.as_ref().is_ok_and(|c| c.durable);
-    guard.pacer.observe(running.bytes, elapsed, durable);
+    // A first slice is paced as its share of the frozen overlay's log, as the later ones are.
+    let slices = match &written {
+        Ok(Checkpointed {
+            partial: Some(Partial {
+                plan: Some(plan), ..
+            }),
+            ..
+        }) => plan.cuts.len() as u64 + 1,
+        _ => 1,
+    };
+    guard
+        .pacer
+        .observe(running.bytes / slices, elapsed, durable);
     if running.share {
         // The rest of its CPU time is owed; not where it ran on the writer's thread (the
         // writer spent that time itself, and the clock read there is the writer's).
@@ -250,46 +384,117 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     }
     // From here on, a failure leaves the disk state the new tree's and the published snapshot
     // the old one's: the handle stops writing (the log still holds every commit).
-    let installed = written.and_then(|c| install(shared, guard, c, running.position));
+    let sliced = written
+        .as_ref()
+        .is_ok_and(|c| c.partial.is_some() || matches!(running.part, Part::Slice(_)));
+    let installed = written.and_then(|c| install(shared, guard, c, &running));
     match installed {
-        Ok(()) => super::Counters::add(&shared.counters.checkpoints),
+        Ok(()) => {
+            super::Counters::add(&shared.counters.checkpoints);
+            if sliced {
+                super::Counters::add(&shared.counters.checkpoint_slices);
+            }
+        }
         Err(_) => guard.poisoned = true,
     }
     installed
 }
 
-/// Publishes the checkpoint the thread wrote under the active overlay (`finish`).
+/// Waits for the running checkpoint, then merges the slices a checkpoint by slices has left,
+/// one after the other: afterwards the published snapshot has no frozen overlay. Called by a
+/// transaction about to write pages (`Txn::start_pages`).
+pub(crate) fn drain(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
+    finish(shared, guard, true)?;
+    while guard.slicing.is_some() {
+        if !start(shared, guard)? {
+            return Err(Error::Internal(
+                "a checkpoint by slices could not go on".into(),
+            ));
+        }
+        finish(shared, guard, true)?;
+    }
+    Ok(())
+}
+
+/// Publishes the checkpoint the thread wrote under the active overlay (`finish`): with the
+/// frozen overlay still above it if slices of it are left to merge.
 fn install(
     shared: &Shared,
     guard: &mut WriterState,
     checkpointed: Checkpointed,
-    position: u64,
+    running: &Running,
 ) -> Result<()> {
     // Published before the snapshot changes (`start` did so for the commits it wrote; these
     // came after).
     publish_pending(shared, guard)?;
     // The snapshot the checkpoint replaces is let go before it is replaced, so that the
     // frozen overlay it holds is freed off this thread (`commit::retire`).
-    let (mut txn, mut overlay, recounts) = {
+    let (mut txn, mut overlay, frozen, records) = {
         let current = shared.writer_base();
-        let recounts = recounts(&current, &checkpointed.recounted)?;
-        (current.txn(), current.overlay.clone(), recounts)
+        let records = match &checkpointed.partial {
+            None => recounts(&current, &checkpointed.recounted)?,
+            Some(p) => kept_counts(&current, &p.changed),
+        };
+        (
+            current.txn(),
+            current.overlay.clone(),
+            current.frozen.clone(),
+            records,
+        )
     };
-    guard.checkpoint_position = position;
+    if matches!(running.part, Part::First { .. }) {
+        guard.checkpoint_position = running.position;
+    }
     // The states describe the old tree's pages.
     guard.tables.tree_changed();
-    if !recounts.is_empty() {
+    if !records.is_empty() {
         txn += 1;
         let o = overlay.get_or_insert_with(|| shared.new_overlay());
-        let records = recounts
+        let records = records
             .iter()
             .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
         o.insert_marked(txn, records);
     }
-    let disk = guard.disk()?;
-    let published = |snap| Published::checkpointed(snap, overlay, txn);
-    publish_written(shared, disk, checkpointed.written, published, txn);
+    let WriterState { disk, slicing, .. } = &mut *guard;
+    let disk = disk.as_mut().ok_or_else(|| {
+        Error::Internal("a checkpoint put in place without the disk state".into())
+    })?;
+    match checkpointed.partial {
+        None => {
+            *slicing = None;
+            let published = |snap| Published::checkpointed(snap, overlay, txn);
+            publish_written(shared, disk, checkpointed.written, published, txn);
+        }
+        Some(Partial { plan, .. }) => {
+            let Some(frozen) = frozen else {
+                return Err(Error::Internal(
+                    "a slice's checkpoint with no frozen overlay above it".into(),
+                ));
+            };
+            let published = |snap| Published::sliced(snap, overlay, frozen, txn);
+            publish_written(shared, disk, checkpointed.written, published, txn);
+            match (plan, slicing.as_mut()) {
+                (Some(plan), _) => *slicing = Some(plan),
+                (None, Some(s)) => s.next += 1,
+                (None, None) => {
+                    return Err(Error::Internal("a later slice with no slicing".into()))
+                }
+            }
+        }
+    }
     Ok(())
+}
+
+/// The count records a slice's checkpoint needs so that readers count as before: a table
+/// whose count in the tree the slice changed, and that no overlay gives a count for (its
+/// count was the tree's), keeps the tree's count before the slice (the frozen overlay's
+/// records are all still above the tree: the merged slice changed nothing a reader sees).
+fn kept_counts(current: &Published, changed: &[(u64, u64)]) -> Vec<([u8; 8], [u8; 8])> {
+    changed
+        .iter()
+        .filter(|&&(table, _)| current.overlays().count(table, current.txn()).is_none())
+        .map(|&(table, before)| (table.to_be_bytes(), before.to_le_bytes()))
+        .collect()
 }
 
 /// The count records that correct the newest commit's entry counts by what the checkpoint
@@ -314,8 +519,8 @@ fn recounts(current: &Published, recounted: &[Recount]) -> Result<Vec<([u8; 8], 
 }
 
 /// The thread's work: `Outcome` always carries the disk state back.
-fn run(shared: &Shared, mut disk: Disk, job: &Published, position: u64) -> Outcome {
-    let written = write(shared, &mut disk, job, position);
+fn run(shared: &Shared, mut disk: Disk, job: &Published, position: u64, part: &Part) -> Outcome {
+    let written = write(shared, &mut disk, job, position, part);
     Outcome {
         disk,
         written,
@@ -324,9 +529,26 @@ fn run(shared: &Shared, mut disk: Disk, job: &Published, position: u64) -> Outco
     }
 }
 
+/// What a checkpoint merged (`write`).
+struct Merged {
+    catalog: TableHeader,
+    /// Each table merged: its number, its entry count before and after.
+    counts: Vec<Recount>,
+    /// A slice that leaves others to merge: the plan, if this was the first.
+    partial: Option<Option<Slicing>>,
+    /// The last slice of several: each table's count before the first.
+    base_counts: Option<Arc<Vec<(u64, u64)>>>,
+}
+
 /// Writes the checkpoint of `job` (the published snapshot as frozen by `start`): its frozen
-/// overlay merged into its tree, as commit `job.txn()`.
-fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Result<Checkpointed> {
+/// overlay, or the part of it `part` says, merged into its tree, as commit `job.txn()`.
+fn write(
+    shared: &Shared,
+    disk: &mut Disk,
+    job: &Published,
+    position: u64,
+    part: &Part,
+) -> Result<Checkpointed> {
     let Some(frozen) = job.frozen.as_deref() else {
         return Err(Error::Internal(
             "a checkpoint with no frozen overlay".into(),
@@ -349,30 +571,92 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     let mut pages = WritePages::new(job.snap.clone(), f, pinned, carry, btree::check_node);
     let mut scratch = Scratch::default();
     let catalog = job.snap.meta.catalog;
-    let merged = merge_overlay(&mut pages, &mut scratch, catalog, frozen, f);
-    let (catalog, counts) = match merged {
+    let merged = match part {
+        Part::First { from } => {
+            let slices = shared.options.slices_for(job.snap.meta.page_count);
+            let min = match shared.options.checkpoint_slices {
+                0 => SLICE_RECORDS_MIN,
+                _ => 1,
+            };
+            let cut = Cut { slices, min };
+            merge_first(&mut pages, &mut scratch, catalog, frozen, f, cut, *from)
+        }
+        Part::Slice(slice) => merge_slice(&mut pages, &mut scratch, catalog, frozen, f, slice),
+    };
+    let merged = match merged {
         Ok(m) => m,
         Err(e) => {
             disk.carry = Some(pages.abort());
             return Err(e);
         }
     };
-    let recounted = counts
-        .into_iter()
-        .filter_map(|(table, before, exact)| {
-            let said = frozen.count(table, f).unwrap_or(before);
-            (said != exact).then_some((table, said, exact))
-        })
+    let said = |table: u64, before: u64| frozen.count(table, f).unwrap_or(before);
+    let recounted: Vec<Recount> = match (&merged.partial, &merged.base_counts) {
+        (Some(_), _) => Vec::new(),
+        (None, None) => merged
+            .counts
+            .iter()
+            .filter_map(|&(table, before, exact)| {
+                let said = said(table, before);
+                (said != exact).then_some((table, said, exact))
+            })
+            .collect(),
+        // The last slice: every table of the frozen overlay, against its count before the
+        // first slice and its exact count now.
+        (None, Some(base)) => {
+            let mut out = Vec::new();
+            let names = catalog::list(&pages, merged.catalog)?;
+            for &(table, before) in base.iter() {
+                let exact = match names.get(table as usize) {
+                    Some(name) => catalog::lookup(&pages, &merged.catalog, name)?
+                        .map_or(0, |(hdr, _)| hdr.entries),
+                    None => 0,
+                };
+                let said = said(table, before);
+                if said != exact {
+                    out.push((table, said, exact));
+                }
+            }
+            out
+        }
+    };
+    let changed: Vec<(u64, u64)> = merged
+        .counts
+        .iter()
+        .filter(|&&(_, before, after)| before != after)
+        .map(|&(table, before, _)| (table, before))
         .collect();
+    // A slice that leaves others names the log from the frozen overlay's first record; every
+    // slice is made durable (`Slicing`). The whole overlay at once is written without a sync,
+    // made durable below when the log's room calls for it.
+    let sliced = merged.partial.is_some() || merged.base_counts.is_some();
+    let (durability, at) = match part {
+        Part::First { from } if merged.partial.is_some() => (Durability::Immediate, *from),
+        Part::Slice(slice) if merged.partial.is_some() => (Durability::Immediate, slice.from),
+        _ if sliced => (Durability::Immediate, position),
+        _ => (Durability::None, position),
+    };
+    // A durable slice that leaves others names the log from the frozen overlay's first record:
+    // a power loss returns to it and replays them, so they must be durable before it is (they
+    // may be commits that did not ask to be, and a slice already holds some of them: without
+    // the rest, the state after the power loss would be no commit's).
+    if at < position {
+        if let Some(log) = shared.log.as_ref() {
+            if let Err(e) = log.sync_to(position) {
+                disk.carry = Some(pages.abort());
+                return Err(e);
+            }
+        }
+    }
     let mut poisoned = false;
     let mut written = write_commit(
         shared,
         disk,
         &mut poisoned,
         pages,
-        catalog,
-        Durability::None,
-        LogAt::At(position),
+        merged.catalog,
+        durability,
+        LogAt::At(at),
     )?;
     // A checkpoint the log's room calls to be made durable (`commit::Settling`) is made so
     // here, off the writer's thread: the writer goes on appending meanwhile, and the log's
@@ -384,8 +668,161 @@ fn write(shared: &Shared, disk: &mut Disk, job: &Published, position: u64) -> Re
     Ok(Checkpointed {
         written,
         recounted,
-        durable: settled.is_some(),
+        durable: settled.is_some() || sliced,
+        partial: merged.partial.map(|plan| Partial { plan, changed }),
     })
+}
+
+/// Records of a checkpoint by slices at least, for each slice, where the slices are chosen
+/// by the file's size (`Options::checkpoint_slices` 0): fewer would pay a durable commit for a
+/// few leaves. A number of slices set explicitly is taken as said, down to a record a slice.
+const SLICE_RECORDS_MIN: usize = 1024;
+
+/// How a frozen overlay is cut (`plan`): into about `slices` slices of `min` records at least.
+#[derive(Clone, Copy)]
+struct Cut {
+    slices: usize,
+    min: usize,
+}
+
+/// The first checkpoint of a frozen overlay: the whole overlay, or where `cut` asks for more
+/// than one slice and the overlay has the records for two, its first slice, with the plan for
+/// the others (`Slicing`, its records starting at log position `from`).
+fn merge_first(
+    pages: &mut WritePages,
+    scratch: &mut Scratch,
+    catalog: TableHeader,
+    frozen: &Overlay,
+    f: u64,
+    cut: Cut,
+    from: u64,
+) -> Result<Merged> {
+    let all = frozen.all(f);
+    let cuts = if cut.slices > 1 && all.len() >= 2 * cut.min {
+        plan(&*pages, catalog, &all, cut)?
+    } else {
+        Vec::new()
+    };
+    let Some(first_cut) = cuts.first() else {
+        let (catalog, counts) = merge_records(pages, scratch, catalog, &all)?;
+        return Ok(Merged {
+            catalog,
+            counts,
+            partial: None,
+            base_counts: None,
+        });
+    };
+    // Blind writes' keys are looked up in the tree before any slice changes it: the frozen
+    // overlay's answers are kept (`Overlay::blind_in_tree`), and stay right for every reader
+    // while the slices merge its keys into the tree.
+    for table in frozen.blind_tables() {
+        let hdr = table_header(&*pages, catalog, table)?.map(|(_, hdr)| hdr);
+        let in_tree = |k: &[u8]| match &hdr {
+            Some(hdr) => Ok(btree::get(&*pages, hdr, k)?.is_some()),
+            None => Ok(false),
+        };
+        frozen.blind_in_tree(table, f, in_tree)?;
+    }
+    let mut base_counts = Vec::new();
+    for run in all.chunk_by(|a, b| a.0 == b.0) {
+        let table = run[0].0;
+        let entries = table_header(&*pages, catalog, table)?.map_or(0, |(_, hdr)| hdr.entries);
+        base_counts.push((table, entries));
+    }
+    let end = all.partition_point(|r| (r.0, r.1) < (first_cut.0, &first_cut.1[..]));
+    let (catalog, counts) = merge_records(pages, scratch, catalog, &all[..end])?;
+    Ok(Merged {
+        catalog,
+        counts,
+        partial: Some(Some(Slicing {
+            cuts,
+            next: 1,
+            from,
+            base_counts: Arc::new(base_counts),
+        })),
+        base_counts: None,
+    })
+}
+
+/// A later slice of a frozen overlay (`Part::Slice`).
+fn merge_slice(
+    pages: &mut WritePages,
+    scratch: &mut Scratch,
+    catalog: TableHeader,
+    frozen: &Overlay,
+    f: u64,
+    slice: &Slice,
+) -> Result<Merged> {
+    let start = (slice.start.0, &slice.start.1[..]);
+    let end = slice.end.as_ref().map(|(t, k)| (*t, &k[..]));
+    let records = frozen.all_in(f, Some(start), end);
+    let (catalog, counts) = merge_records(pages, scratch, catalog, &records)?;
+    let last = slice.end.is_none();
+    Ok(Merged {
+        catalog,
+        counts,
+        partial: (!last).then_some(None),
+        base_counts: last.then(|| slice.base_counts.clone()),
+    })
+}
+
+/// Where a frozen overlay's records, `all`, are cut into about `cut.slices` slices: at keys
+/// that cut each table's tree into parts of about equal leaves (`btree::cuts`), each table's
+/// share of the slices by its entries, and at the start of each table it writes; then joined
+/// where a slice would hold fewer than `cut.min` records. Each cut is where a slice after the
+/// first starts. Empty when the records make one slice.
+fn plan(
+    src: &WritePages,
+    catalog: TableHeader,
+    all: &[TableRecord<'_>],
+    cut: Cut,
+) -> Result<Vec<(u64, Vec<u8>)>> {
+    let slices = cut.slices as u64;
+    let mut tables = Vec::new();
+    for run in all.chunk_by(|a, b| a.0 == b.0) {
+        let hdr = table_header(src, catalog, run[0].0)?.map(|(_, hdr)| hdr);
+        tables.push((run[0].0, hdr));
+    }
+    let total: u64 = tables
+        .iter()
+        .map(|(_, h)| h.map_or(0, |h| h.entries))
+        .sum::<u64>()
+        .max(1);
+    let mut candidates: Vec<(u64, Vec<u8>)> = Vec::new();
+    for (table, hdr) in tables {
+        candidates.push((table, Vec::new()));
+        if let Some(hdr) = hdr {
+            let parts = (slices * hdr.entries).div_ceil(total) as usize;
+            for key in btree::cuts(src, &hdr, parts)? {
+                candidates.push((table, key));
+            }
+        }
+    }
+    // Join parts with too few records: a cut is kept when the records since the last kept
+    // one, and those after it, are enough.
+    let mut cuts = Vec::new();
+    let mut last = 0usize;
+    for (table, key) in candidates {
+        let at = all.partition_point(|r| (r.0, r.1) < (table, &key[..]));
+        if at - last >= cut.min && all.len() - at >= cut.min {
+            cuts.push((table, key));
+            last = at;
+        }
+    }
+    Ok(cuts)
+}
+
+/// Table `table`'s name and header in the catalog rooted at `catalog`, if it is there.
+fn table_header(
+    src: &WritePages,
+    catalog: TableHeader,
+    table: u64,
+) -> Result<Option<(String, TableHeader)>> {
+    let names = catalog::list(src, catalog)?;
+    let Some(name) = names.get(table as usize) else {
+        return Ok(None);
+    };
+    Ok(catalog::lookup(src, &catalog, name)?.map(|(hdr, _)| (name.clone(), hdr)))
 }
 
 /// Merges the records of `overlay` visible at commit `txn` into the tree, table by table in
@@ -399,10 +836,19 @@ pub(crate) fn merge_overlay(
     overlay: &Overlay,
     txn: u64,
 ) -> Result<(TableHeader, Vec<Recount>)> {
+    merge_records(pages, scratch, catalog, &overlay.all(txn))
+}
+
+/// `merge_overlay`, of the records `all` (sorted by table and key).
+fn merge_records(
+    pages: &mut WritePages,
+    scratch: &mut Scratch,
+    catalog: TableHeader,
+    all: &[TableRecord<'_>],
+) -> Result<(TableHeader, Vec<Recount>)> {
     let names = catalog::list(&*pages, catalog)?;
     let mut catalog = catalog;
     let mut counts = Vec::new();
-    let all = overlay.all(txn);
     let mut value = Vec::new();
     for run in all.chunk_by(|a, b| a.0 == b.0) {
         let table = run[0].0;

@@ -24,8 +24,9 @@ use std::time::Duration;
 /// How often a checkpoint the thread started is looked at, to publish it once written.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Checkpoints started in one idle period, at most: the second merges the entry counts the
-/// first one corrected (`checkpoint::install` leaves them in a new overlay of their own).
+/// Checkpoints started in one idle period, at most (the slices of a checkpoint by slices
+/// count as one): the second merges the entry counts the first one corrected
+/// (`checkpoint::install` leaves them in a new overlay of their own).
 const CHECKPOINTS_PER_PERIOD: u32 = 2;
 
 /// The idle checkpointer's state, in `Shared`.
@@ -174,11 +175,13 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
             return false;
         }
         if guard.checkpoint.is_none() {
-            if started == CHECKPOINTS_PER_PERIOD {
+            // The slices a checkpoint by slices has left are not counted: they all follow.
+            let slice = guard.slicing.is_some();
+            if started == CHECKPOINTS_PER_PERIOD && !slice {
                 return false;
             }
             match checkpoint::start(shared, &mut guard) {
-                Ok(true) => started += 1,
+                Ok(true) => started += u32::from(!slice),
                 // Nothing to merge, or a failure that poisoned the handle.
                 Ok(false) | Err(_) => return false,
             }

@@ -93,8 +93,15 @@ pub(crate) struct WriterState {
     pub(crate) counts: Vec<([u8; 8], [u8; 8])>,
     /// The log position of the last checkpoint: the log since is replayed at open.
     pub(crate) checkpoint_position: u64,
+    /// Where the active overlay's records start in the log: the oldest record the tree may
+    /// not hold, as far as that overlay goes (a checkpoint by slices names the frozen
+    /// overlay's as its log position until its last slice, `checkpoint::Slicing`).
+    pub(crate) overlay_from: u64,
     /// The checkpoint running on its own thread, if any (`checkpoint`).
     pub(crate) checkpoint: Option<checkpoint::Running>,
+    /// The slices of the frozen overlay still to merge, while a checkpoint by slices is part
+    /// way (`checkpoint::Slicing`).
+    pub(crate) slicing: Option<checkpoint::Slicing>,
     /// The newest commit made through the log whose committer lets the write lock go and
     /// waits for the log's sync before publishing it (`Durability::Immediate`: group commit),
     /// with the log position its record ends at. The next write transaction starts from it
@@ -185,6 +192,7 @@ pub(crate) struct Counters {
     pub(crate) marked_commits: AtomicU64,
     pub(crate) marks_settled: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
+    pub(crate) checkpoint_slices: AtomicU64,
     pub(crate) paced_micros: AtomicU64,
     pub(crate) share_micros: AtomicU64,
     pub(crate) log_full_waits: AtomicU64,
@@ -211,6 +219,7 @@ impl Shared {
             marked_commits: get(&c.marked_commits),
             marks_settled: get(&c.marks_settled),
             checkpoints: get(&c.checkpoints),
+            checkpoint_slices: get(&c.checkpoint_slices),
             log_syncs: self.log.as_ref().map_or(0, |l| l.syncs()),
             paced_micros: get(&c.paced_micros),
             share_micros: get(&c.share_micros),

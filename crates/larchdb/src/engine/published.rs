@@ -73,6 +73,51 @@ impl Published {
         })
     }
 
+    /// Commit `txn`, whose tree is `snap` (a checkpoint of one slice of `frozen`, written on
+    /// its own thread), still read under `frozen` (it holds the slices not merged yet; the
+    /// merged ones' records are the same in both) and the later commits in `overlay`.
+    pub(crate) fn sliced(
+        snap: Snapshot,
+        overlay: Option<Arc<Overlay>>,
+        frozen: Arc<Overlay>,
+        txn: u64,
+    ) -> Arc<Published> {
+        debug_assert!(txn >= snap.meta.txn);
+        Arc::new(Published {
+            snap: Arc::new(snap),
+            catalog: Arc::default(),
+            overlay,
+            frozen: Some(frozen),
+            txn,
+        })
+    }
+
+    /// The same tree and overlays as commit `txn`, a commit of no records: the id a slice's
+    /// checkpoint gives its tree (`engine::checkpoint`), so that each tree a reader may hold
+    /// has an id of its own.
+    pub(crate) fn renumbered(&self, txn: u64) -> Arc<Published> {
+        debug_assert!(txn > self.txn);
+        Arc::new(Published {
+            snap: self.snap.clone(),
+            catalog: self.catalog.clone(),
+            overlay: self.overlay.clone(),
+            frozen: self.frozen.clone(),
+            txn,
+        })
+    }
+
+    /// The snapshot a slice's checkpoint merges into: this one's tree under its frozen overlay
+    /// alone, as commit `txn`.
+    pub(crate) fn slice_job(&self, txn: u64) -> Arc<Published> {
+        Arc::new(Published {
+            snap: self.snap.clone(),
+            catalog: self.catalog.clone(),
+            overlay: None,
+            frozen: self.frozen.clone(),
+            txn,
+        })
+    }
+
     /// What is read before the tree.
     #[inline]
     pub(crate) fn overlays(&self) -> Overlays<'_> {

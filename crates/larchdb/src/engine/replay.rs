@@ -156,9 +156,18 @@ pub(crate) struct Replay<'t> {
     /// By table number: its entry count so far (hashed with foldhash: std's SipHash of a
     /// number per record showed in the profile).
     counts: HashMap<u64, u64, foldhash::fast::RandomState>,
-    /// The commit the tree is, and the last commit applied.
+    /// The commit the tree is (or, continuing an overlay replayed before, the snapshot's),
+    /// and the newest of it and the commits applied: the snapshot's commit at the end.
     start: u64,
     txn: u64,
+    /// The last commit record applied (0 before the first, unless continuing an overlay):
+    /// records must rise. The log a checkpoint by slices names is read from the oldest
+    /// record some slice still needed (`Meta::log_position`), so records may be of commits
+    /// the tree is newer than; applying one the tree already holds puts the tree's own
+    /// value in the overlay (docs/design/footprint.md, "The log").
+    last: u64,
+    /// Whether a record has gone into the overlay.
+    any: bool,
 }
 
 impl<'t> Replay<'t> {
@@ -172,6 +181,12 @@ impl<'t> Replay<'t> {
             counts: HashMap::default(),
             start: tree.txn(),
             txn: tree.txn(),
+            last: if tree.overlay.is_some() {
+                tree.txn()
+            } else {
+                0
+            },
+            any: false,
         }
     }
 
@@ -183,16 +198,14 @@ impl<'t> Replay<'t> {
     /// Whether a record has gone into the overlay (an error after that leaves it partly
     /// applied).
     pub(crate) fn applied(&self) -> bool {
-        self.txn != self.start
+        self.any
     }
 
     /// The snapshot with every record applied: `tree` itself if there were none.
     pub(crate) fn finish(mut self) -> Result<Arc<Published>> {
         self.flush()?;
         match self.overlay {
-            Some(overlay) if self.txn != self.start => {
-                Ok(Published::logged(self.tree, overlay, self.txn))
-            }
+            Some(overlay) if self.any => Ok(Published::logged(self.tree, overlay, self.txn)),
             _ => Ok(self.tree.clone()),
         }
     }
@@ -245,7 +258,7 @@ impl<'t> Replay<'t> {
             catalog: &self.tree.catalog,
             tables: HashMap::new(),
             last: None,
-            txn: self.txn,
+            txn: self.last,
         };
         let mut commits = records.iter();
         let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
@@ -255,7 +268,7 @@ impl<'t> Replay<'t> {
         // (written once the chunk is applied, or fails part way).
         let mut record_counts = Vec::new();
         let mut changed: Vec<(u64, u64)> = Vec::new();
-        let mut txn = self.txn;
+        let mut txn = self.last;
         let mut apply = || -> Result<()> {
             loop {
                 while ahead.len() < REPLAY_LOOKAHEAD && !matches!(ahead.back(), Some(Err(_))) {
@@ -308,7 +321,9 @@ impl<'t> Replay<'t> {
                     }
                 }
                 txn = rec_txn;
-                self.txn = txn;
+                self.last = txn;
+                self.txn = self.txn.max(txn);
+                self.any = true;
             }
             Ok(())
         };
@@ -319,7 +334,7 @@ impl<'t> Replay<'t> {
             .collect();
         if !counts.is_empty() {
             overlay.insert_marked(
-                self.txn,
+                self.last,
                 counts
                     .iter()
                     .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false)),

@@ -117,10 +117,11 @@ impl<'db> Txn<'db> {
     /// yet.
     pub(crate) fn start_pages(&mut self) -> Result<&mut WritePages> {
         if self.pages.is_none() {
-            if self.guard.checkpoint.is_some() {
-                // A checkpoint thread holds the disk state: wait for it, and start from the
-                // snapshot it leaves.
-                if let Err(e) = checkpoint::finish(self.shared, &mut self.guard, true) {
+            if self.guard.checkpoint.is_some() || self.guard.slicing.is_some() {
+                // A checkpoint thread holds the disk state: wait for it, and for the slices
+                // of a checkpoint by slices left to merge, and start from the snapshot they
+                // leave.
+                if let Err(e) = checkpoint::drain(self.shared, &mut self.guard) {
                     self.failed = true;
                     return Err(e);
                 }

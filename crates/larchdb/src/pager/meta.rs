@@ -20,9 +20,12 @@ use crate::limits::{
 
 /// File magic, at byte 32 of each meta page.
 pub(crate) const MAGIC: [u8; 8] = *b"LARCHDB\0";
-/// Format version this build writes and the newest it reads. Format 2 (no log position) is
-/// read as a commit with no log.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+/// Format version this build writes and the newest it reads. Format 4: the log position may
+/// come before records of commits the tree holds (a checkpoint by slices keeps the log from
+/// the oldest record a slice still needs), and replay applies every commit record from it;
+/// format 3 is read the same (its position has none). Format 2 (no log position) is read as
+/// a commit with no log.
+pub(crate) const FORMAT_VERSION: u32 = 4;
 /// Checksum algorithm id: 1 = CRC-32C (Castagnoli).
 const CHECKSUM_CRC32C: u8 = 1;
 

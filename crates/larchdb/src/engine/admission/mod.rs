@@ -72,8 +72,10 @@ pub(crate) fn make_room<'a>(
     shared: &'a Arc<Shared>,
     mut guard: MutexGuard<'a, WriterState>,
 ) -> Result<Option<MutexGuard<'a, WriterState>>> {
-    let due =
-        |guard: &WriterState| Txn::checkpoint_due(shared, guard) || budget::memory_due(shared);
+    // The slices a checkpoint by slices has left follow one another at once.
+    let due = |guard: &WriterState| {
+        guard.slicing.is_some() || Txn::checkpoint_due(shared, guard) || budget::memory_due(shared)
+    };
     if !due(&guard) {
         hold_back(shared, &mut guard)?;
         return Ok(Some(guard));

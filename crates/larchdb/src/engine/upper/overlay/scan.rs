@@ -292,14 +292,30 @@ impl Overlay {
     /// out sorted already, which the sort finds in one pass (1M fillseq of one-put commits:
     /// the walk of the table and the sort were 36% of the checkpoint thread's time).
     pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
-        let mut records = Vec::with_capacity(self.len());
+        self.all_in(txn, None, None)
+    }
+
+    /// `all`, of the records from `(table, key)` `from` (inclusive) to `to` (exclusive), each
+    /// unbounded if `None`: one slice of a checkpoint by slices (`engine::checkpoint`). Sorts
+    /// only the records within (the walk reads every entry).
+    pub(crate) fn all_in(
+        &self,
+        txn: u64,
+        from: Option<(u64, &[u8])>,
+        to: Option<(u64, &[u8])>,
+    ) -> Vec<TableRecord<'_>> {
+        let bounded = from.is_some() || to.is_some();
+        let within = |table: u64, key: &[u8]| {
+            from.is_none_or(|f| (table, key) >= f) && to.is_none_or(|t| (table, key) < t)
+        };
+        let mut records = Vec::with_capacity(if bounded { 0 } else { self.len() });
         {
             let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
             records.extend(owned.order.iter().filter_map(|&e| {
                 // SAFETY: `order` holds entries of this overlay, which live as long as it
                 // (as in `find`).
                 let (table, key) = unsafe { ((*e).table, entry_key(e)) };
-                if table == COUNTS {
+                if table == COUNTS || (bounded && !within(table, key)) {
                     return None;
                 }
                 // SAFETY: as above.

@@ -1,0 +1,252 @@
+//! Checkpoints by slices (`Options::checkpoint_slices`, docs/design/footprint.md): a frozen
+//! overlay merged into the tree one key range at a time, each range a durable checkpoint of
+//! its own, the overlay still read above the tree until its last range is in. These tests
+//! drive tens of thousands of one-write commits over a tree of a few thousand leaves, with a
+//! checkpoint due every few thousand records, and check against a model:
+//! - the checkpoints really went by slices (`CommitStats::checkpoint_slices`);
+//! - every snapshot, held by readers across slices, reads as it did when it began, and the
+//!   newest one reads as the model: gets, scans both ways, entry counts (blind writes counted
+//!   as new, deletions of keys a slice already merged, keys new to the tree);
+//! - after a process crash at any point, part way through a checkpoint by slices included
+//!   (the meta page then names the log from the frozen overlay's first record, and replay
+//!   applies records the tree already holds), the reopened database is the model; after a
+//!   power loss, the model as of the last commit, every commit being durable.
+
+mod common;
+
+use larchdb::storage::{CrashMode, FaultStorage};
+use larchdb::{Database, Durability, Options};
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Keys drawn from this many.
+const KEYS: u32 = 40_000;
+
+/// A checkpoint every MiB of log (about 6,000 one-put records), cut into 4 slices.
+fn options(durability: Durability) -> Options {
+    Options::default()
+        .log(true)
+        .log_segment_bytes(1 << 20)
+        .log_segments(8)
+        .checkpoint_bytes(1 << 20)
+        .checkpoint_slices(4)
+        .compact_on_close(false)
+        .durability(durability)
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:08}").into_bytes()
+}
+
+fn value(rng: &mut rand::rngs::StdRng) -> Vec<u8> {
+    vec![rng.gen::<u8>(); rng.gen_range(1..160)]
+}
+
+/// The first half of the keys, in one commit, checkpointed.
+fn load(db: &Database, rng: &mut rand::rngs::StdRng) -> Model {
+    let mut model = Model::new();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    {
+        let mut t = w.table("t").unwrap();
+        for i in (0..KEYS).step_by(2) {
+            let v = value(rng);
+            t.put(&key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+    }
+    w.commit().unwrap();
+    db.checkpoint().unwrap();
+    model
+}
+
+/// One commit of one write: an update, a blind set (of a key that may be new), a put of a
+/// key that may be new, or a deletion.
+fn commit_one(db: &Database, rng: &mut rand::rngs::StdRng, model: &mut Model) {
+    let mut w = db.begin_write().unwrap();
+    {
+        let mut t = w.table("t").unwrap();
+        let k = key(rng.gen_range(0..KEYS));
+        match rng.gen_range(0..10) {
+            0..=1 => {
+                let had = t.delete(&k).unwrap();
+                assert_eq!(had, model.remove(&k).is_some());
+            }
+            2..=4 => {
+                let v = value(rng);
+                t.set(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            _ => {
+                let v = value(rng);
+                let had = t.put(&k, &v).unwrap();
+                assert_eq!(had, model.insert(k, v).is_some());
+            }
+        }
+    }
+    w.commit().unwrap();
+}
+
+/// Whether the snapshot `r` holds exactly `model`: counts, both scan directions, and gets.
+fn check_snapshot(r: &larchdb::ReadTxn, model: &Model, what: &str) {
+    let t = r.table("t").unwrap();
+    common::assert_holds(&t, model, what);
+    for i in (0..KEYS).step_by(97) {
+        let k = key(i);
+        assert_eq!(
+            t.get(&k).unwrap(),
+            model.get(&k).map(|v| &v[..]),
+            "{what}: get {i}"
+        );
+    }
+}
+
+/// Runs `commits` commits with readers held across several checkpoints.
+fn run(db: &Database, rng: &mut rand::rngs::StdRng, model: &mut Model, commits: usize) {
+    let mut held: Vec<(larchdb::ReadTxn, Model, usize)> = Vec::new();
+    for i in 0..commits {
+        commit_one(db, rng, model);
+        if i % 2000 == 0 {
+            held.push((db.begin_read().unwrap(), model.clone(), i));
+        }
+        if held.first().is_some_and(|(_, _, at)| i - at > 5000) {
+            let (r, m, at) = held.remove(0);
+            check_snapshot(&r, &m, &format!("reader from commit {at}, at {i}"));
+        }
+        if i % 1500 == 0 {
+            let t = db.begin_read().unwrap();
+            let n = t.table("t").unwrap().len().unwrap();
+            assert_eq!(n, model.len() as u64, "count at commit {i}");
+        }
+    }
+    for (r, m, at) in held {
+        check_snapshot(&r, &m, &format!("reader from commit {at}, at the end"));
+    }
+}
+
+/// Opens the database on fault storage.
+fn open(data: &FaultStorage, log: &FaultStorage, durability: Durability) -> Database {
+    Database::open_storage_with_log(
+        Arc::new(data.clone()),
+        Arc::new(log.clone()),
+        options(durability),
+    )
+    .unwrap()
+}
+
+#[test]
+fn slices_keep_every_snapshot_and_count_and_survive_process_crashes() {
+    let mut data = FaultStorage::new();
+    let mut log = FaultStorage::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut db = open(&data, &log, Durability::None);
+    let mut model = load(&db, &mut rng);
+    let mut slices = 0;
+    for round in 0..6 {
+        run(&db, &mut rng, &mut model, 15_000);
+        check_snapshot(&db.begin_read().unwrap(), &model, &format!("round {round}"));
+        slices += db.stats().unwrap().commits.checkpoint_slices;
+        // The handle goes without compacting, wherever its checkpoints are: often part way
+        // through a frozen overlay's slices. Every other round it is closed (which waits for
+        // a slice being written, and leaves the others), else abandoned as a crash leaves it
+        // (a slice's thread may be writing when the files are taken).
+        if round % 2 == 0 {
+            drop(db);
+        } else {
+            common::abandon(db);
+        }
+        data = data.crash(CrashMode::ProcessOnly);
+        log = log.crash(CrashMode::ProcessOnly);
+        db = open(&data, &log, Durability::None);
+        let report = db.verify_all().unwrap();
+        assert!(report.is_clean(), "round {round}: {:?}", report.problems);
+        check_snapshot(
+            &db.begin_read().unwrap(),
+            &model,
+            &format!("round {round}, reopened"),
+        );
+    }
+    assert!(slices >= 8, "{slices} checkpoints went by slices");
+    // A checkpoint of everything (which first merges the slices left) and a close.
+    db.checkpoint().unwrap();
+    check_snapshot(&db.begin_read().unwrap(), &model, "after a checkpoint");
+    drop(db);
+    let db = open(&data, &log, Durability::None);
+    check_snapshot(&db.begin_read().unwrap(), &model, "reopened at the end");
+}
+
+#[test]
+fn every_durable_commit_survives_a_power_loss_part_way_through_slices() {
+    let mut data = FaultStorage::new();
+    let mut log = FaultStorage::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let mut db = open(&data, &log, Durability::Immediate);
+    let mut model = load(&db, &mut rng);
+    for round in 0..3 {
+        run(&db, &mut rng, &mut model, 12_000);
+        common::abandon(db);
+        data = data.crash(CrashMode::DropUnsynced);
+        log = log.crash(CrashMode::DropUnsynced);
+        db = open(&data, &log, Durability::Immediate);
+        let report = db.verify_all().unwrap();
+        assert!(report.is_clean(), "round {round}: {:?}", report.problems);
+        check_snapshot(
+            &db.begin_read().unwrap(),
+            &model,
+            &format!("round {round}, after a power loss"),
+        );
+    }
+}
+
+/// Commits that leave the entry count as it was (an update, or a key moved: one deleted and
+/// another put, in one commit, often in two slices): a slice that merges one half of a move
+/// changes the tree's count and not what readers count, before and after each slice.
+#[test]
+fn counts_hold_while_slices_merge_moves_that_keep_the_count() {
+    let data = FaultStorage::new();
+    let log = FaultStorage::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let db = open(&data, &log, Durability::None);
+    let mut model = load(&db, &mut rng);
+    let mut held: Vec<(larchdb::ReadTxn, Model)> = Vec::new();
+    for i in 0..30_000 {
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            let k = key(rng.gen_range(0..KEYS));
+            let v = value(&mut rng);
+            if model.contains_key(&k) && rng.gen_bool(0.5) {
+                assert!(t.put(&k, &v).unwrap());
+                model.insert(k, v);
+            } else if !model.contains_key(&k) {
+                // Moved here from the first key the model has after it (or before it).
+                let from = model
+                    .range(k.clone()..)
+                    .next()
+                    .or_else(|| model.iter().next_back())
+                    .map(|(f, _)| f.clone())
+                    .unwrap();
+                assert!(t.delete(&from).unwrap());
+                model.remove(&from);
+                assert!(!t.put(&k, &v).unwrap());
+                model.insert(k, v);
+            }
+        }
+        w.commit().unwrap();
+        if i % 3000 == 0 {
+            held.push((db.begin_read().unwrap(), model.clone()));
+        }
+        if i % 500 == 0 {
+            let n = db.begin_read().unwrap().table("t").unwrap().len().unwrap();
+            assert_eq!(n, model.len() as u64, "count at commit {i}");
+        }
+    }
+    assert!(db.stats().unwrap().commits.checkpoint_slices >= 4);
+    for (n, (r, m)) in held.iter().enumerate() {
+        check_snapshot(r, m, &format!("reader {n}"));
+    }
+    check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
+}
