@@ -45,6 +45,9 @@ pub struct Flags {
     pub bloom_bits: u32,
     /// Larch's `Options::background_nice` (0: the engine's default).
     pub background_nice: u8,
+    /// Larch's `Options::checkpoint_slices` (0: the engine's default, chosen by the file's
+    /// size).
+    pub checkpoint_slices: u32,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
     pub key_offset: u64,
@@ -162,6 +165,7 @@ impl Default for Flags {
             seek_nexts: 0,
             bloom_bits: 10,
             background_nice: 0,
+            checkpoint_slices: 0,
             progress: true,
             key_offset: 0,
             series_interval_ms: 0,
@@ -205,6 +209,7 @@ Usage: larch-bench [--flag=value ...]\n\
   --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
   --background_nice=N    Larch's background threads N nice steps below the benchmark's (0)\n\
+  --checkpoint_slices=N  Larch's checkpoints merged in N key ranges (0: by the file's size)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
   --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
   --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\
@@ -400,6 +405,9 @@ impl Flags {
                 "background_nice" => {
                     f.background_nice = in_range(n, parse_size(n, v)?, 0, 19)? as u8
                 }
+                "checkpoint_slices" => {
+                    f.checkpoint_slices = in_range(n, parse_size(n, v)?, 0, 1024)? as u32
+                }
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
@@ -501,6 +509,7 @@ impl Flags {
             format!("--seek_nexts={}", self.seek_nexts),
             format!("--bloom_bits={}", self.bloom_bits),
             format!("--background_nice={}", self.background_nice),
+            format!("--checkpoint_slices={}", self.checkpoint_slices),
             format!("--progress={}", self.progress as u8),
             format!("--key_offset={}", self.key_offset),
             format!("--series_interval_ms={}", self.series_interval_ms),

@@ -57,7 +57,8 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
             Durability::None
         })
         .log(log)
-        .background_nice(o.background_nice);
+        .background_nice(o.background_nice)
+        .checkpoint_slices(o.checkpoint_slices);
     let log_config = if log {
         format!(
             "on (the default): up to {} segments of {} MiB (the ring follows a third of the data file), \
@@ -70,6 +71,16 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         )
     } else {
         "off (Options::log(false): every commit writes pages)".to_string()
+    };
+    let slices = match options.checkpoint_slices {
+        0 => format!(
+            "0 (the default): each checkpoint merged in one key range per {} pages of the data \
+             file, up to {}, each made durable",
+            larchdb::CHECKPOINT_SLICE_PAGES,
+            larchdb::CHECKPOINT_SLICES_MAX
+        ),
+        1 => "1 (--checkpoint_slices): each checkpoint merges the whole overlay".to_string(),
+        n => format!("{n} (--checkpoint_slices): each checkpoint merged in {n} key ranges"),
     };
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;
@@ -93,6 +104,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
             ),
             kv("page_bytes", page_bytes),
             kv("log", log_config),
+            kv("checkpoint_slices", slices),
             kv("sequential_fill", "WriteTable::append"),
             kv("put", "WriteTable::set (no existence answer)"),
             kv(

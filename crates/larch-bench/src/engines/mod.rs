@@ -55,6 +55,8 @@ pub struct OpenOptions {
     pub bloom_bits: u32,
     /// Larch's `Options::background_nice`.
     pub background_nice: u8,
+    /// Larch's `Options::checkpoint_slices`.
+    pub checkpoint_slices: u32,
 }
 
 impl OpenOptions {

@@ -58,6 +58,7 @@ impl Child {
             memory_limit: f.memory_limit,
             bloom_bits: f.bloom_bits,
             background_nice: f.background_nice,
+            checkpoint_slices: f.checkpoint_slices,
         };
         let opened = (self.spec.open)(&o)?;
         self.open_sync = sync;

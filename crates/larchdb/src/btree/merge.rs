@@ -61,6 +61,31 @@ pub(crate) fn merge_sorted<'r>(
     n: usize,
     record: impl Fn(usize) -> Record<'r>,
 ) -> Result<()> {
+    merge_noting(w, scratch, hdr, n, record, None)
+}
+
+/// `merge_sorted`, noting in `found[i]` whether record `i`'s key was in the tree before
+/// (`found` holds `n`): a checkpoint by slices keeps the answers for blind writes' keys, which
+/// a later look in the tree could no longer give (`engine::checkpoint`).
+pub(crate) fn merge_sorted_noting<'r>(
+    w: &mut WritePages,
+    scratch: &mut Scratch,
+    hdr: &mut TableHeader,
+    n: usize,
+    record: impl Fn(usize) -> Record<'r>,
+    found: &mut [bool],
+) -> Result<()> {
+    merge_noting(w, scratch, hdr, n, record, Some(found))
+}
+
+fn merge_noting<'r>(
+    w: &mut WritePages,
+    scratch: &mut Scratch,
+    hdr: &mut TableHeader,
+    n: usize,
+    record: impl Fn(usize) -> Record<'r>,
+    mut found: Option<&mut [bool]>,
+) -> Result<()> {
     w.merging();
     let mut i = 0;
     let mut path = Path::new();
@@ -70,6 +95,7 @@ pub(crate) fn merge_sorted<'r>(
             if let (key, Some(value)) = record(i) {
                 put(w, scratch, hdr, key, value, None)?;
             }
+            note(&mut found, i, false);
             i += 1;
             continue;
         }
@@ -93,11 +119,21 @@ pub(crate) fn merge_sorted<'r>(
         while j < n && (!bounded || compare_keys(record(j).0, &m.hi) == Ordering::Less) {
             j += 1;
         }
-        merge_leaf(w, scratch, hdr, &mut path, leaf_ref, i, j, &record)?;
+        merge_leaf(
+            w, scratch, hdr, &mut path, leaf_ref, i, j, &record, &mut found,
+        )?;
         w.spill_filled()?;
         i = j;
     }
     Ok(())
+}
+
+/// Notes whether record `i`'s key was in the tree, where the caller asked (`merge_noting`).
+#[inline]
+fn note(found: &mut Option<&mut [bool]>, i: usize, was: bool) {
+    if let Some(slot) = found.as_deref_mut().and_then(|f| f.get_mut(i)) {
+        *slot = was;
+    }
 }
 
 /// Merges records `lo..hi` into the leaf `leaf_ref` (reached through `path`), whose key range
@@ -115,6 +151,7 @@ fn merge_leaf<'r>(
     lo: usize,
     hi: usize,
     record: &impl Fn(usize) -> Record<'r>,
+    found: &mut Option<&mut [bool]>,
 ) -> Result<()> {
     let page_bytes = w.page_bytes();
     let capacity = page_bytes - slots_at(true);
@@ -128,7 +165,7 @@ fn merge_leaf<'r>(
         // over the damage and verify clean. The records go in one at a time instead, through
         // the copy-on-write copy, whose checksum is derived from the damaged page's and so
         // still reports the damage (tests/bit_rot.rs).
-        return apply_each(w, scratch, hdr, lo, hi, record);
+        return apply_each(w, scratch, hdr, lo, hi, record, found);
     }
     let old = Node::parse(&m.old, leaf_ref.id)?;
     // The plan: which cells the leaf ends with, in order, and what they need.
@@ -154,6 +191,7 @@ fn merge_leaf<'r>(
                     return Err(Error::internal("merge_sorted: records out of order"));
                 }
                 let replaces = ord == Ordering::Equal;
+                note(found, ri, replaces);
                 if replaces {
                     if let LeafValue::Overflow { run, len } = old.value(oi)? {
                         m.runs.push((run.id, overflow::pages_for(len, page_bytes)));
@@ -175,7 +213,7 @@ fn merge_leaf<'r>(
     }
     if removed > 0 && bytes < capacity / 4 {
         // An underfull leaf: `delete` merges it with a sibling.
-        return apply_each(w, scratch, hdr, lo, hi, record);
+        return apply_each(w, scratch, hdr, lo, hi, record, found);
     }
     if written == 0 && removed == 0 {
         // Only deletions of keys the leaf lacks (keys put and deleted again since the last
@@ -274,16 +312,14 @@ fn apply_each<'r>(
     lo: usize,
     hi: usize,
     record: &impl Fn(usize) -> Record<'r>,
+    found: &mut Option<&mut [bool]>,
 ) -> Result<()> {
     for ri in lo..hi {
-        match record(ri) {
-            (key, Some(value)) => {
-                put(w, scratch, hdr, key, value, None)?;
-            }
-            (key, None) => {
-                delete(w, hdr, key)?;
-            }
-        }
+        let was = match record(ri) {
+            (key, Some(value)) => put(w, scratch, hdr, key, value, None)?,
+            (key, None) => delete(w, hdr, key)?,
+        };
+        note(found, ri, was);
     }
     Ok(())
 }

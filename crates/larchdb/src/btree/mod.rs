@@ -30,7 +30,7 @@ mod relocate;
 pub(crate) use cursor::Cursor;
 pub(crate) use cuts::cuts;
 pub(crate) use delete::{delete, free_tree};
-pub(crate) use merge::{merge_sorted, MergeScratch, Record};
+pub(crate) use merge::{merge_sorted, merge_sorted_noting, MergeScratch, Record};
 pub(crate) use put::{append, put, AppendHint, PutHint};
 pub(crate) use range::delete_range;
 pub(crate) use relocate::relocate;

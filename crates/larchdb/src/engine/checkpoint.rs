@@ -22,10 +22,10 @@
 //! record: replay derives counts from the records, not from the overlay).
 
 use super::commit::{
-    publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
+    self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
 use super::published::Published;
-use super::upper::overlay::{Overlay, TableRecord, COUNTS};
+use super::upper::overlay::{Gathered, Overlay, TableRecord, COUNTS};
 use super::{catalog, Disk, Shared, WriterState};
 use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};
@@ -48,6 +48,8 @@ pub(crate) struct Running {
     /// writer (`admission::Pacer::observe`).
     bytes: u64,
     started: std::time::Instant,
+    /// When the frozen overlay's first slice started (`started` if this is it).
+    since: std::time::Instant,
     /// Whether the writer pays for its CPU time (`admission::share::Share`): it started beside this
     /// handle's readers, with the overlays under half the memory budget (it then also runs
     /// lowered: `admission::share::checkpoint_nice`).
@@ -121,6 +123,9 @@ struct Slice {
 /// Until the last slice, the meta page names the log position where the frozen overlay's
 /// records start, and replay applies them all again (the merged slices' to the same values).
 pub(crate) struct Slicing {
+    /// When the first slice started: the writer is paced by how long a whole frozen overlay
+    /// takes to reach the tree (its log is kept until the last slice), not by one slice.
+    started: std::time::Instant,
     /// Where each slice after the first starts, ascending (table, key).
     cuts: Vec<(u64, Vec<u8>)>,
     /// The next slice to merge: it starts at `cuts[next - 1]`.
@@ -146,9 +151,9 @@ impl Slicing {
 type Recount = (u64, u64, u64);
 
 impl Running {
-    /// When it started.
+    /// When it started: for a checkpoint by slices, when its first slice did (`Slicing`).
     pub(crate) fn started(&self) -> std::time::Instant {
-        self.started
+        self.since
     }
 
     /// Whether the checkpoint is written (`finish` then waits for nothing).
@@ -268,13 +273,8 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let position = log.end();
     let (part, bytes) = match next {
         Some(slice) => {
-            // The frozen overlay's records were counted at its first slice: each later one
-            // is paced as a share of them.
-            let slices = guard
-                .slicing
-                .as_ref()
-                .map_or(1, |s| s.cuts.len() as u64 + 1);
-            let bytes = guard.overlay_from.saturating_sub(slice.from) / slices;
+            // The frozen overlay's log.
+            let bytes = guard.overlay_from.saturating_sub(slice.from);
             (Part::Slice(slice), bytes)
         }
         None => {
@@ -290,6 +290,10 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         Part::First { .. } => position,
     };
     let started = std::time::Instant::now();
+    let since = match (&part, guard.slicing.as_ref()) {
+        (Part::Slice(_), Some(s)) => s.started,
+        _ => started,
+    };
     let Some(disk) = guard.disk.take() else {
         return Ok(false);
     };
@@ -322,6 +326,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         part,
         bytes,
         started,
+        since,
         share: yields,
         cpu_clock,
     });
@@ -359,21 +364,13 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
         return Err(Error::Internal("the checkpoint thread panicked".into()));
     };
     guard.disk = Some(disk);
-    let elapsed = ended.saturating_duration_since(running.started);
+    // The writer is paced by how long a frozen overlay takes to reach the tree: a checkpoint
+    // by slices is observed once, at its last slice, from its first slice's start.
+    let elapsed = ended.saturating_duration_since(running.since);
     let durable = written.as_ref().is_ok_and(|c| c.durable);
-    // A first slice is paced as its share of the frozen overlay's log, as the later ones are.
-    let slices = match &written {
-        Ok(Checkpointed {
-            partial: Some(Partial {
-                plan: Some(plan), ..
-            }),
-            ..
-        }) => plan.cuts.len() as u64 + 1,
-        _ => 1,
-    };
-    guard
-        .pacer
-        .observe(running.bytes / slices, elapsed, durable);
+    if written.as_ref().is_ok_and(|c| c.partial.is_none()) {
+        guard.pacer.observe(running.bytes, elapsed, durable);
+    }
     if running.share {
         // The rest of its CPU time is owed; not where it ran on the writer's thread (the
         // writer spent that time itself, and the clock read there is the writer's).
@@ -474,7 +471,12 @@ fn install(
             let published = |snap| Published::sliced(snap, overlay, frozen, txn);
             publish_written(shared, disk, checkpointed.written, published, txn);
             match (plan, slicing.as_mut()) {
-                (Some(plan), _) => *slicing = Some(plan),
+                (Some(plan), _) => {
+                    *slicing = Some(Slicing {
+                        started: running.started,
+                        ..plan
+                    })
+                }
                 (None, Some(s)) => s.next += 1,
                 (None, None) => {
                     return Err(Error::Internal("a later slice with no slicing".into()))
@@ -626,15 +628,12 @@ fn write(
         .filter(|&&(_, before, after)| before != after)
         .map(|&(table, before, _)| (table, before))
         .collect();
-    // A slice that leaves others names the log from the frozen overlay's first record; every
-    // slice is made durable (`Slicing`). The whole overlay at once is written without a sync,
-    // made durable below when the log's room calls for it.
+    // A slice that leaves others names the log from the frozen overlay's first record.
     let sliced = merged.partial.is_some() || merged.base_counts.is_some();
-    let (durability, at) = match part {
-        Part::First { from } if merged.partial.is_some() => (Durability::Immediate, *from),
-        Part::Slice(slice) if merged.partial.is_some() => (Durability::Immediate, slice.from),
-        _ if sliced => (Durability::Immediate, position),
-        _ => (Durability::None, position),
+    let at = match part {
+        Part::First { from } if merged.partial.is_some() => *from,
+        Part::Slice(slice) if merged.partial.is_some() => slice.from,
+        _ => position,
     };
     // A durable slice that leaves others names the log from the frozen overlay's first record:
     // a power loss returns to it and replays them, so they must be durable before it is (they
@@ -655,9 +654,22 @@ fn write(
         &mut poisoned,
         pages,
         merged.catalog,
-        durability,
+        Durability::None,
         LogAt::At(at),
     )?;
+    if sliced {
+        // Every slice is made durable, so that the pages it freed are reused by the slices
+        // after the next instead of pinned by the last durable tree (`Slicing`): its sync runs
+        // on a thread of its own while the next slice merges, which waits for it before its
+        // own meta page; the last one's, while the writer goes on.
+        commit::start_settling(shared, disk);
+        return Ok(Checkpointed {
+            written,
+            recounted,
+            durable: false,
+            partial: merged.partial.map(|plan| Partial { plan, changed }),
+        });
+    }
     // A checkpoint the log's room calls to be made durable (`commit::Settling`) is made so
     // here, off the writer's thread: the writer goes on appending meanwhile, and the log's
     // room comes back as soon as the checkpoint is published (`install`), not at the next
@@ -668,8 +680,8 @@ fn write(
     Ok(Checkpointed {
         written,
         recounted,
-        durable: settled.is_some() || sliced,
-        partial: merged.partial.map(|plan| Partial { plan, changed }),
+        durable: settled.is_some(),
+        partial: None,
     })
 }
 
@@ -697,14 +709,15 @@ fn merge_first(
     cut: Cut,
     from: u64,
 ) -> Result<Merged> {
-    let all = frozen.all(f);
+    let g = frozen.gather(f, None, None);
+    let all = &g.records;
     let cuts = if cut.slices > 1 && all.len() >= 2 * cut.min {
-        plan(&*pages, catalog, &all, cut)?
+        plan(&*pages, catalog, all, cut)?
     } else {
         Vec::new()
     };
     let Some(first_cut) = cuts.first() else {
-        let (catalog, counts) = merge_records(pages, scratch, catalog, &all)?;
+        let (catalog, counts) = merge_records(pages, scratch, catalog, all)?;
         return Ok(Merged {
             catalog,
             counts,
@@ -712,17 +725,6 @@ fn merge_first(
             base_counts: None,
         });
     };
-    // Blind writes' keys are looked up in the tree before any slice changes it: the frozen
-    // overlay's answers are kept (`Overlay::blind_in_tree`), and stay right for every reader
-    // while the slices merge its keys into the tree.
-    for table in frozen.blind_tables() {
-        let hdr = table_header(&*pages, catalog, table)?.map(|(_, hdr)| hdr);
-        let in_tree = |k: &[u8]| match &hdr {
-            Some(hdr) => Ok(btree::get(&*pages, hdr, k)?.is_some()),
-            None => Ok(false),
-        };
-        frozen.blind_in_tree(table, f, in_tree)?;
-    }
     let mut base_counts = Vec::new();
     for run in all.chunk_by(|a, b| a.0 == b.0) {
         let table = run[0].0;
@@ -730,11 +732,13 @@ fn merge_first(
         base_counts.push((table, entries));
     }
     let end = all.partition_point(|r| (r.0, r.1) < (first_cut.0, &first_cut.1[..]));
-    let (catalog, counts) = merge_records(pages, scratch, catalog, &all[..end])?;
+    let (catalog, counts) = merge_slice_of(pages, scratch, catalog, &g, 0..end)?;
     Ok(Merged {
         catalog,
         counts,
         partial: Some(Some(Slicing {
+            // Set to the first slice's start when it is put in place (`install`).
+            started: std::time::Instant::now(),
             cuts,
             next: 1,
             from,
@@ -755,8 +759,8 @@ fn merge_slice(
 ) -> Result<Merged> {
     let start = (slice.start.0, &slice.start.1[..]);
     let end = slice.end.as_ref().map(|(t, k)| (*t, &k[..]));
-    let records = frozen.all_in(f, Some(start), end);
-    let (catalog, counts) = merge_records(pages, scratch, catalog, &records)?;
+    let g = frozen.gather(f, Some(start), end);
+    let (catalog, counts) = merge_slice_of(pages, scratch, catalog, &g, 0..g.records.len())?;
     let last = slice.end.is_none();
     Ok(Merged {
         catalog,
@@ -846,11 +850,44 @@ fn merge_records(
     catalog: TableHeader,
     all: &[TableRecord<'_>],
 ) -> Result<(TableHeader, Vec<Recount>)> {
+    merge_noting(pages, scratch, catalog, all, None)
+}
+
+/// `merge_records` of the gathered records `g.records[range]`, noting on each record's entry
+/// whether its key was in the tree (`Gathered::note_in_tree`): a slice of a checkpoint by
+/// slices, whose frozen overlay stays above the tree, counted by blind writes' keys as the
+/// tree had them before any slice.
+fn merge_slice_of(
+    pages: &mut WritePages,
+    scratch: &mut Scratch,
+    catalog: TableHeader,
+    g: &Gathered<'_>,
+    range: std::ops::Range<usize>,
+) -> Result<(TableHeader, Vec<Recount>)> {
+    let records = &g.records[range.clone()];
+    let mut found = vec![false; records.len()];
+    let merged = merge_noting(pages, scratch, catalog, records, Some(&mut found))?;
+    for (i, &was) in found.iter().enumerate() {
+        g.note_in_tree(range.start + i, was);
+    }
+    Ok(merged)
+}
+
+fn merge_noting(
+    pages: &mut WritePages,
+    scratch: &mut Scratch,
+    catalog: TableHeader,
+    all: &[TableRecord<'_>],
+    mut found: Option<&mut [bool]>,
+) -> Result<(TableHeader, Vec<Recount>)> {
     let names = catalog::list(&*pages, catalog)?;
     let mut catalog = catalog;
     let mut counts = Vec::new();
     let mut value = Vec::new();
+    let mut at = 0;
     for run in all.chunk_by(|a, b| a.0 == b.0) {
+        let range = at..at + run.len();
+        at = range.end;
         let table = run[0].0;
         let name = names.get(table as usize).ok_or_else(|| {
             Error::Internal(format!("overlay names table {table}, not in the catalog"))
@@ -862,9 +899,18 @@ fn merge_records(
         };
         let props = TableHeader::properties(entry).to_vec();
         let mut hdr = before;
-        btree::merge_sorted(pages, scratch, &mut hdr, run.len(), |i| {
-            (run[i].1, run[i].2)
-        })?;
+        let record = |i: usize| (run[i].1, run[i].2);
+        match found.as_deref_mut() {
+            Some(f) => btree::merge_sorted_noting(
+                pages,
+                scratch,
+                &mut hdr,
+                run.len(),
+                record,
+                &mut f[range],
+            )?,
+            None => btree::merge_sorted(pages, scratch, &mut hdr, run.len(), record)?,
+        }
         if hdr != before {
             value.clear();
             value.extend_from_slice(&hdr.encode());

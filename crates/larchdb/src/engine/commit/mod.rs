@@ -34,7 +34,8 @@ pub(crate) use pages::{
     commit, durable_checkpoint_due, publish_written, retire, write_commit, Written,
 };
 pub(crate) use settle::{
-    make_durable, mark_unsettled, settle, settle_keeping_log, settle_marks, Settling,
+    make_durable, mark_unsettled, settle, settle_keeping_log, settle_marks, start_settling,
+    Settling,
 };
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

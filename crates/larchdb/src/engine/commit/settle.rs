@@ -85,6 +85,18 @@ impl Drop for Settling {
     }
 }
 
+/// Starts making the newest commit written without a sync durable, on a thread of its own,
+/// unless one is being made so already: a slice of a checkpoint by slices, whose sync then
+/// overlaps the next slice's merge (`engine::checkpoint`). That next slice waits for it before
+/// its own meta page (`write_commit` settles first).
+pub(crate) fn start_settling(shared: &Shared, disk: &mut Disk) {
+    if disk.settling.is_none() {
+        if let Some((meta, slot)) = disk.unsynced {
+            disk.settling = Some(Settling::start(shared, meta, slot));
+        }
+    }
+}
+
 /// Completes the checkpoint `guard.settling` names, if any: waits for its sync, writes its
 /// meta page again as durable and syncs that, then releases the log before it. A failure
 /// poisons the handle (fail-stop, as every failed sync). Requires: that checkpoint is

@@ -35,8 +35,8 @@ mod scan;
 
 pub(crate) use self::memory::Spare;
 use self::memory::*;
-pub(crate) use self::scan::Scan;
 use self::scan::*;
+pub(crate) use self::scan::{Gathered, Scan};
 
 /// Slots in a new overlay's table; it doubles when half full.
 const SLOTS_MIN: usize = 1024;
@@ -82,7 +82,22 @@ struct Entry {
     table: u64,
     head: AtomicPtr<Version>,
     key_len: u32,
+    /// Whether the key was in the tree when a checkpoint by slices merged it
+    /// (`Gathered::note_in_tree`): `IN_TREE_UNKNOWN` until then. Kept for blind writes' counts
+    /// (`blind_in_tree`), which a look in the tree could no longer give once the slice is in.
+    /// In the header's padding: no entry grows.
+    in_tree: AtomicU8,
 }
+
+// The flag lies in what was the header's padding.
+const _: () = assert!(size_of::<Entry>() == 24);
+
+/// `Entry::in_tree` before a merge noted it.
+const IN_TREE_UNKNOWN: u8 = 0;
+/// `Entry::in_tree`: the merge found the key in the tree.
+const IN_TREE_YES: u8 = 1;
+/// `Entry::in_tree`: the merge did not find the key in the tree.
+const IN_TREE_NO: u8 = 2;
 
 /// The key that follows entry `e`.
 ///
@@ -237,8 +252,9 @@ impl Overlay {
     }
 
     /// How many keys of `table` that blind writes of commits up to `txn` counted as new were
-    /// in the tree already (`in_tree` looks one up): the table's entry count at `txn` is the
-    /// overlay's (`count`) minus this. Each key is looked up once, by the first caller that
+    /// in the tree already (`in_tree` looks one up, unless a checkpoint by slices noted the
+    /// answer when it merged the key): the table's entry count at `txn` is the overlay's
+    /// (`count`) minus this. Each key is looked up once, by the first caller that
     /// needs it; later calls reuse the answer. The lookups run without the lock, so that a
     /// reader resolving many keys never holds up the writer's next commit.
     pub(crate) fn blind_in_tree(
@@ -269,7 +285,13 @@ impl Overlay {
             let mut found = Vec::with_capacity(todo.len());
             for e in todo {
                 // SAFETY: as in `find`: entries live in the arena as long as the overlay.
-                found.push(in_tree(unsafe { entry_key(e) })?);
+                let noted = unsafe { &(*e).in_tree }.load(Ordering::Acquire);
+                found.push(match noted {
+                    IN_TREE_YES => true,
+                    IN_TREE_NO => false,
+                    // SAFETY: as above.
+                    _ => in_tree(unsafe { entry_key(e) })?,
+                });
             }
             let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(list) = blind.get_mut(&table) {
@@ -283,14 +305,6 @@ impl Overlay {
                 }
             }
         }
-    }
-
-    /// The tables that have entries made by blind writes (`blind_in_tree`).
-    pub(crate) fn blind_tables(&self) -> Vec<u64> {
-        let blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
-        let mut tables: Vec<u64> = blind.keys().copied().collect();
-        tables.sort_unstable();
-        tables
     }
 
     /// Keys (table and key pairs) with at least one version.
@@ -560,6 +574,7 @@ fn new_entry(arena: &mut Arena, table: u64, key: &[u8], head: *mut Version) -> *
             table,
             head: AtomicPtr::new(head),
             key_len: key.len() as u32,
+            in_tree: AtomicU8::new(IN_TREE_UNKNOWN),
         });
         ptr::copy_nonoverlapping(
             key.as_ptr(),

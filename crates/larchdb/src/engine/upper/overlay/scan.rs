@@ -195,15 +195,42 @@ pub(super) struct SortKey<'o> {
     pub(super) prefix: (u64, u64),
     pub(super) key: &'o [u8],
     pub(super) value: Option<&'o [u8]>,
+    /// The entry the record is of.
+    pub(super) entry: *const Entry,
 }
 
 impl SortKey<'_> {
-    pub(super) fn new<'o>(table: u64, key: &'o [u8], value: Option<&'o [u8]>) -> SortKey<'o> {
+    pub(super) fn new<'o>(
+        table: u64,
+        key: &'o [u8],
+        value: Option<&'o [u8]>,
+        entry: *const Entry,
+    ) -> SortKey<'o> {
         SortKey {
             table,
             prefix: key_prefix(key),
             key,
             value,
+            entry,
+        }
+    }
+}
+
+/// The records a checkpoint merges (`Overlay::gather`), sorted by table and key, with the
+/// entry each is of.
+pub(crate) struct Gathered<'o> {
+    pub(crate) records: Vec<TableRecord<'o>>,
+    entries: Vec<*const Entry>,
+}
+
+impl Gathered<'_> {
+    /// Notes on record `i`'s entry whether its key was in the tree when a checkpoint by slices
+    /// merged it (`Overlay::blind_in_tree` then takes the answer from there).
+    pub(crate) fn note_in_tree(&self, i: usize, found: bool) {
+        if let Some(&e) = self.entries.get(i) {
+            let v = if found { IN_TREE_YES } else { IN_TREE_NO };
+            // SAFETY: an entry of the overlay `'_` borrows, which keeps its arena.
+            unsafe { &(*e).in_tree }.store(v, Ordering::Release);
         }
     }
 }
@@ -292,18 +319,18 @@ impl Overlay {
     /// out sorted already, which the sort finds in one pass (1M fillseq of one-put commits:
     /// the walk of the table and the sort were 36% of the checkpoint thread's time).
     pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
-        self.all_in(txn, None, None)
+        self.gather(txn, None, None).records
     }
 
     /// `all`, of the records from `(table, key)` `from` (inclusive) to `to` (exclusive), each
-    /// unbounded if `None`: one slice of a checkpoint by slices (`engine::checkpoint`). Sorts
-    /// only the records within (the walk reads every entry).
-    pub(crate) fn all_in(
+    /// unbounded if `None`, with their entries: one slice of a checkpoint by slices
+    /// (`engine::checkpoint`). Sorts only the records within (the walk reads every entry).
+    pub(crate) fn gather(
         &self,
         txn: u64,
         from: Option<(u64, &[u8])>,
         to: Option<(u64, &[u8])>,
-    ) -> Vec<TableRecord<'_>> {
+    ) -> Gathered<'_> {
         let bounded = from.is_some() || to.is_some();
         let within = |table: u64, key: &[u8]| {
             from.is_none_or(|f| (table, key) >= f) && to.is_none_or(|t| (table, key) < t)
@@ -320,13 +347,16 @@ impl Overlay {
                 }
                 // SAFETY: as above.
                 let value = unsafe { Self::visible(e, txn) }?;
-                Some(SortKey::new(table, key, value))
+                Some(SortKey::new(table, key, value, e))
             }));
         }
         sort_records(&mut records);
-        records
-            .into_iter()
-            .map(|r| (r.table, r.key, r.value))
-            .collect()
+        Gathered {
+            entries: records.iter().map(|r| r.entry).collect(),
+            records: records
+                .into_iter()
+                .map(|r| (r.table, r.key, r.value))
+                .collect(),
+        }
     }
 }
