@@ -151,8 +151,9 @@ impl Slicing {
 type Recount = (u64, u64, u64);
 
 impl Running {
-    /// When it started: for a checkpoint by slices, when its first slice did (`Slicing`).
-    pub(crate) fn started(&self) -> std::time::Instant {
+    /// When the frozen overlay it merges began to be merged: for a checkpoint by slices,
+    /// when its first slice started (`Slicing`).
+    pub(crate) fn frozen_since(&self) -> std::time::Instant {
         self.since
     }
 

@@ -135,7 +135,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
             .fetch_add(micros(waited.elapsed()), Ordering::Relaxed);
         p = log.pressure();
     }
-    let started = guard.checkpoint.as_ref().map(|r| r.started());
+    let started = guard.checkpoint.as_ref().map(|r| r.frozen_since());
     if let Some(r) = guard.checkpoint.as_ref().filter(|r| r.share) {
         if guard.pacer.share.due() {
             guard.pacer.share.read(r.cpu(), share::contended());
