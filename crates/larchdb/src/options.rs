@@ -141,16 +141,19 @@ pub struct Options {
     /// `Database::checkpoint` (docs/design/write-path.md).
     pub checkpoint_thread: bool,
     /// How many key ranges (slices) a checkpoint's overlay is merged into the tree in, one
-    /// durable checkpoint each, on a handle that writes the log with `checkpoint_thread`.
-    /// Copy-on-write rewrites every leaf a merge reaches, and random writes reach nearly all
-    /// of them: a checkpoint that merges the whole overlay at once holds a second copy of the
-    /// tree in the file until it is durable. Merged slice by slice, the file holds about one
-    /// slice's leaves twice instead (docs/design/footprint.md). 0, the default, cuts a tree of
-    /// more than `CHECKPOINT_SLICE_PAGES` pages into one slice per that many pages, up to
-    /// `CHECKPOINT_SLICES_MAX`, and a smaller one not at all; 1 merges the whole overlay at
-    /// once. The cost: a sync per slice, and the log kept from the oldest record a slice still
-    /// needs. Set it higher where the file's size matters more than the syncs, or to 1 where
-    /// syncs are dear and space is not.
+    /// checkpoint each, every one made durable, on a handle that writes the log with
+    /// `checkpoint_thread`. Copy-on-write rewrites every leaf a merge reaches, and random
+    /// writes reach nearly all of them: a checkpoint that merges the whole overlay at once
+    /// leaves the file holding a second copy of the tree (a third while the last durable one is
+    /// kept). Merged slice by slice, the file holds about one slice's leaves twice instead
+    /// (docs/design/footprint.md). The price: every leaf a checkpoint rewrites is written to
+    /// the device once per checkpoint, where unsynced whole checkpoints let the page cache
+    /// take most rewrites of the same pages, and the log is kept from the oldest record a
+    /// slice still needs: random writes go at about half the rate, for a file about half the
+    /// size (docs/design/performance.md). 1, the default, merges the whole overlay at once; 0
+    /// cuts a tree of more than `CHECKPOINT_SLICE_PAGES` pages into one slice per that many
+    /// pages, up to `CHECKPOINT_SLICES_MAX`, and a smaller one not at all; more cuts into that
+    /// many. Set it where the file's size matters more than the write rate.
     pub checkpoint_slices: u32,
     /// On a handle that writes the log, with `checkpoint_thread`: once no commit has been
     /// made through the log for this many milliseconds, the checkpoint thread merges what the
@@ -222,7 +225,7 @@ impl Default for Options {
             log_segments: LOG_SEGMENTS_DEFAULT,
             checkpoint_bytes: CHECKPOINT_BYTES_DEFAULT,
             checkpoint_thread: true,
-            checkpoint_slices: 0,
+            checkpoint_slices: 1,
             idle_checkpoint_millis: IDLE_CHECKPOINT_MILLIS_DEFAULT,
             bounded_millis: BOUNDED_MILLIS_DEFAULT,
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
@@ -539,8 +542,8 @@ impl Options {
     /// ```
     /// # use larchdb::{Database, Options};
     /// # let dir = tempfile::tempdir()?;
-    /// let o = Options::default().checkpoint_slices(1);
-    /// assert_eq!(o.checkpoint_slices, 1);
+    /// let o = Options::default().checkpoint_slices(0);
+    /// assert_eq!(o.checkpoint_slices, 0);
     /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
     /// # Ok::<(), larchdb::Error>(())
     /// ```
