@@ -20,6 +20,10 @@
 //! (`WriteTable::set`) are exact in the new tree; the active overlay's counts were derived
 //! from the frozen ones, so `finish` corrects them with a commit of its own (one id, no log
 //! record: replay derives counts from the records, not from the overlay).
+//!
+//! With `Options::checkpoint_slices`, step 2 may merge one key range of the frozen overlay
+//! (`Slicing`): step 3 then publishes the new tree under the frozen overlay still, and the
+//! next slice starts as soon as it is in place, until the last one.
 
 use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
@@ -118,8 +122,9 @@ struct Slice {
 ///
 /// Each slice's tree is a commit of its own (an id no log record has: `Published::renumbered`),
 /// so that the pages one slice frees are kept for the readers of the tree before it; and each
-/// is made durable, so that those pages are reusable by the next slice (otherwise the last
-/// durable tree would keep every leaf the slices rewrote, as a whole-overlay checkpoint does).
+/// is made durable (its sync overlapping the next slice's merge), so that those pages are
+/// reused by the slices after it (otherwise the last durable tree would keep every leaf the
+/// slices rewrote, as a whole-overlay checkpoint does).
 /// Until the last slice, the meta page names the log position where the frozen overlay's
 /// records start, and replay applies them all again (the merged slices' to the same values).
 pub(crate) struct Slicing {

@@ -319,7 +319,7 @@ impl Overlay {
     /// out sorted already, which the sort finds in one pass (1M fillseq of one-put commits:
     /// the walk of the table and the sort were 36% of the checkpoint thread's time).
     pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
-        self.gather(txn, None, None).records
+        self.collect(txn, None, None, false).records
     }
 
     /// `all`, of the records from `(table, key)` `from` (inclusive) to `to` (exclusive), each
@@ -330,6 +330,17 @@ impl Overlay {
         txn: u64,
         from: Option<(u64, &[u8])>,
         to: Option<(u64, &[u8])>,
+    ) -> Gathered<'_> {
+        self.collect(txn, from, to, true)
+    }
+
+    /// `gather`, with the entries only if `entries` (`all` has no use for them).
+    fn collect(
+        &self,
+        txn: u64,
+        from: Option<(u64, &[u8])>,
+        to: Option<(u64, &[u8])>,
+        entries: bool,
     ) -> Gathered<'_> {
         let bounded = from.is_some() || to.is_some();
         let within = |table: u64, key: &[u8]| {
@@ -352,7 +363,11 @@ impl Overlay {
         }
         sort_records(&mut records);
         Gathered {
-            entries: records.iter().map(|r| r.entry).collect(),
+            entries: if entries {
+                records.iter().map(|r| r.entry).collect()
+            } else {
+                Vec::new()
+            },
             records: records
                 .into_iter()
                 .map(|r| (r.table, r.key, r.value))
