@@ -42,7 +42,7 @@ fn conforms(name: &str) -> bool {
         memory_limit: None,
         bloom_bits: 10,
         background_nice: 0,
-        checkpoint_slices: 1,
+        checkpoint_slices: 0,
     };
     let opened = (spec.open)(&options).unwrap_or_else(|e| panic!("{name}: open: {e}"));
     let mut s = opened.engine.session().unwrap();

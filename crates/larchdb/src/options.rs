@@ -148,12 +148,14 @@ pub struct Options {
     /// kept). Merged slice by slice, the file holds about one slice's leaves twice instead
     /// (docs/design/footprint.md). The price: every leaf a checkpoint rewrites is written to
     /// the device once per checkpoint, where unsynced whole checkpoints let the page cache
-    /// take most rewrites of the same pages, and the log is kept from the oldest record a
-    /// slice still needs: random writes go at about half the rate, for a file about half the
-    /// size (docs/design/performance.md). 1, the default, merges the whole overlay at once; 0
-    /// cuts a tree of more than `CHECKPOINT_SLICE_PAGES` pages into one slice per that many
-    /// pages, up to `CHECKPOINT_SLICES_MAX`, and a smaller one not at all; more cuts into that
-    /// many. Set it where the file's size matters more than the write rate.
+    /// take most rewrites of the same pages. In memory that halves the random write rate; past
+    /// memory, where the copies crowd the tree out of the page cache, slices are faster
+    /// (docs/design/performance.md). 0, the default: the whole overlay at once while the data
+    /// file is under a third of the memory the process may use (the lowest of its cgroups'
+    /// limits and the machine's memory), and beyond that one slice per `CHECKPOINT_SLICE_PAGES`
+    /// pages, up to `CHECKPOINT_SLICES_MAX` (not for an overlay of under 2,048 records). 1:
+    /// always the whole overlay; more: that many slices. Set it where the file's size matters
+    /// more than the write rate, or the reverse.
     pub checkpoint_slices: u32,
     /// On a handle that writes the log, with `checkpoint_thread`: once no commit has been
     /// made through the log for this many milliseconds, the checkpoint thread merges what the
@@ -225,7 +227,7 @@ impl Default for Options {
             log_segments: LOG_SEGMENTS_DEFAULT,
             checkpoint_bytes: CHECKPOINT_BYTES_DEFAULT,
             checkpoint_thread: true,
-            checkpoint_slices: 1,
+            checkpoint_slices: 0,
             idle_checkpoint_millis: IDLE_CHECKPOINT_MILLIS_DEFAULT,
             bounded_millis: BOUNDED_MILLIS_DEFAULT,
             bounded_bytes: BOUNDED_BYTES_DEFAULT,
@@ -254,6 +256,10 @@ pub const BACKGROUND_NICE_MAX: u8 = 19;
 pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 /// With `Options::checkpoint_slices` 0: a slice per this many pages of the data file.
 pub const CHECKPOINT_SLICE_PAGES: u64 = 2048;
+/// With `Options::checkpoint_slices` 0: checkpoints go by slices once the data file is over
+/// this share of the memory the process may use. Whole checkpoints let the file grow to about
+/// three copies of the tree, which then no longer fit in the page cache beside it.
+const SLICES_BEYOND_FILE_SHARE: u64 = 3;
 /// With `Options::checkpoint_slices` 0: at most this many slices.
 pub const CHECKPOINT_SLICES_MAX: u32 = 16;
 
@@ -542,8 +548,8 @@ impl Options {
     /// ```
     /// # use larchdb::{Database, Options};
     /// # let dir = tempfile::tempdir()?;
-    /// let o = Options::default().checkpoint_slices(0);
-    /// assert_eq!(o.checkpoint_slices, 0);
+    /// let o = Options::default().checkpoint_slices(1);
+    /// assert_eq!(o.checkpoint_slices, 1);
     /// Database::open(dir.path().join("db"), o)?.put(b"k", b"v")?;
     /// # Ok::<(), larchdb::Error>(())
     /// ```
@@ -605,12 +611,19 @@ impl Options {
         self
     }
 
-    /// The slices a checkpoint cuts its overlay into over a data file of `pages` pages
-    /// (`checkpoint_slices`, 0 chosen by the file's size).
-    pub(crate) fn slices_for(&self, pages: u64) -> usize {
+    /// The slices a checkpoint cuts its overlay into over a data file of `pages` pages of
+    /// `page_bytes`, in a process that may use `memory` bytes (`checkpoint_slices`; 0: whole
+    /// while the file is under a third of `memory`, else by the file's size).
+    pub(crate) fn slices_for(&self, pages: u64, page_bytes: u32, memory: Option<u64>) -> usize {
         match self.checkpoint_slices {
             0 => {
-                (pages / CHECKPOINT_SLICE_PAGES).clamp(1, u64::from(CHECKPOINT_SLICES_MAX)) as usize
+                let file = pages.saturating_mul(u64::from(page_bytes));
+                if memory.is_some_and(|m| file.saturating_mul(SLICES_BEYOND_FILE_SHARE) > m) {
+                    (pages / CHECKPOINT_SLICE_PAGES).clamp(1, u64::from(CHECKPOINT_SLICES_MAX))
+                        as usize
+                } else {
+                    1
+                }
             }
             n => n as usize,
         }
@@ -650,5 +663,32 @@ impl Options {
             )));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By default a checkpoint merges the whole overlay while the data file is under a third of
+    /// the process's memory, and cuts it by the file's size beyond that; a number set is kept.
+    #[test]
+    fn checkpoint_slices_follow_the_file_against_the_memory() {
+        let o = Options::default();
+        let gib = 1u64 << 30;
+        let pages = |bytes: u64| bytes / 4096;
+        assert_eq!(o.slices_for(pages(gib / 4), 4096, Some(gib)), 1);
+        assert_eq!(o.slices_for(pages(gib / 3), 4096, Some(gib)), 1);
+        assert_eq!(o.slices_for(pages(gib / 2), 4096, Some(gib)), 16);
+        // 5 GiB in 1 GiB, capped; 40 MiB in 64 MiB, one slice per 2,048 pages.
+        assert_eq!(o.slices_for(pages(5 * gib), 4096, Some(gib)), 16);
+        assert_eq!(o.slices_for(pages(40 << 20), 4096, Some(64 << 20)), 5);
+        assert_eq!(o.slices_for(pages(20 << 20), 4096, Some(64 << 20)), 1);
+        // Memory unknown: whole.
+        assert_eq!(o.slices_for(pages(5 * gib), 4096, None), 1);
+        let set = Options::default().checkpoint_slices(1);
+        assert_eq!(set.slices_for(pages(5 * gib), 4096, Some(gib)), 1);
+        let set = Options::default().checkpoint_slices(7);
+        assert_eq!(set.slices_for(1, 4096, Some(gib)), 7);
     }
 }

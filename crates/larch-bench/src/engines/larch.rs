@@ -74,12 +74,13 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     };
     let slices = match options.checkpoint_slices {
         0 => format!(
-            "0 (--checkpoint_slices): each checkpoint merged in one key range per {} pages of \
-             the data file, up to {}, each made durable",
+            "0 (the default): each checkpoint merges the whole overlay while the data file is \
+             under a third of the memory the process may use, beyond that one key range per {} \
+             pages of it, up to {}, each made durable",
             larchdb::CHECKPOINT_SLICE_PAGES,
             larchdb::CHECKPOINT_SLICES_MAX
         ),
-        1 => "1 (the default): each checkpoint merges the whole overlay".to_string(),
+        1 => "1 (--checkpoint_slices): each checkpoint merges the whole overlay".to_string(),
         n => format!("{n} (--checkpoint_slices): each checkpoint merged in {n} key ranges"),
     };
     let page_bytes = options.page_bytes;

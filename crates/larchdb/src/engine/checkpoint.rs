@@ -96,7 +96,8 @@ struct Partial {
 #[derive(Clone)]
 enum Part {
     /// A frozen overlay just frozen, whose records start at log position `from`: all of it,
-    /// or, where the tree is large enough to cut (`Options::slices_for`), its first slice.
+    /// or, where the options and the file's size say to cut it (`Options::slices_for`), its
+    /// first slice.
     First { from: u64 },
     /// A later slice of a frozen overlay cut by the first (`Slicing`).
     Slice(Slice),
@@ -546,6 +547,10 @@ struct Merged {
     partial: Option<Option<Slicing>>,
     /// The last slice of several: each table's count before the first.
     base_counts: Option<Arc<Vec<(u64, u64)>>>,
+    /// Whether it is to be made durable: a slice, or a whole overlay where slices were asked
+    /// for and it was too small to cut (the copies of the leaves it rewrote are then reused
+    /// as soon as it is durable, as a slice's are).
+    durable: bool,
 }
 
 /// Writes the checkpoint of `job` (the published snapshot as frozen by `start`): its frozen
@@ -581,7 +586,11 @@ fn write(
     let catalog = job.snap.meta.catalog;
     let merged = match part {
         Part::First { from } => {
-            let slices = shared.options.slices_for(job.snap.meta.page_count);
+            let meta = &job.snap.meta;
+            let memory = super::admission::budget::process_memory();
+            let slices = shared
+                .options
+                .slices_for(meta.page_count, meta.page_bytes, memory);
             let min = match shared.options.checkpoint_slices {
                 0 => SLICE_RECORDS_MIN,
                 _ => 1,
@@ -635,7 +644,7 @@ fn write(
         .map(|&(table, before, _)| (table, before))
         .collect();
     // A slice that leaves others names the log from the frozen overlay's first record.
-    let sliced = merged.partial.is_some() || merged.base_counts.is_some();
+    let sliced = merged.durable;
     let at = match part {
         Part::First { from } if merged.partial.is_some() => *from,
         Part::Slice(slice) if merged.partial.is_some() => slice.from,
@@ -665,9 +674,10 @@ fn write(
     )?;
     if sliced {
         // Every slice is made durable, so that the pages it freed are reused by the slices
-        // after the next instead of pinned by the last durable tree (`Slicing`): its sync runs
-        // on a thread of its own while the next slice merges, which waits for it before its
-        // own meta page; the last one's, while the writer goes on.
+        // after it instead of pinned by the last durable tree (`Slicing`): its sync runs on a
+        // thread of its own while the next slice merges, which waits for it before its own
+        // meta page; the last one's, while the writer goes on. So is a whole overlay where
+        // slices were asked for and it was too small to cut.
         commit::start_settling(shared, disk);
         return Ok(Checkpointed {
             written,
@@ -729,6 +739,7 @@ fn merge_first(
             counts,
             partial: None,
             base_counts: None,
+            durable: cut.slices > 1,
         });
     };
     let mut base_counts = Vec::new();
@@ -751,6 +762,7 @@ fn merge_first(
             base_counts: Arc::new(base_counts),
         })),
         base_counts: None,
+        durable: true,
     })
 }
 
@@ -773,6 +785,7 @@ fn merge_slice(
         counts,
         partial: (!last).then_some(None),
         base_counts: last.then(|| slice.base_counts.clone()),
+        durable: true,
     })
 }
 
