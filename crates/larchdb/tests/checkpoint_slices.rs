@@ -250,3 +250,27 @@ fn counts_hold_while_slices_merge_moves_that_keep_the_count() {
     }
     check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
 }
+
+/// With the overlays at half the memory budget, the slices left are merged as one (a writer
+/// the budget stops then waits for one merge): the same reads, counts and reopen.
+#[test]
+fn slices_left_merge_as_one_under_a_pressed_budget() {
+    let data = FaultStorage::new();
+    let log = FaultStorage::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+    let options = || options(Durability::None).memory_budget(4 << 20);
+    let db = common::open_with_log(&data, &log, options()).unwrap();
+    let mut model = load(&db, &mut rng);
+    run(&db, &mut rng, &mut model, 20_000);
+    let c = db.stats().unwrap().commits;
+    assert!(c.checkpoint_slices >= 2, "{} slices", c.checkpoint_slices);
+    check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
+    common::abandon(db);
+    let (data, log) = (
+        data.crash(CrashMode::ProcessOnly),
+        log.crash(CrashMode::ProcessOnly),
+    );
+    let db = common::open_with_log(&data, &log, options()).unwrap();
+    assert!(db.verify_all().unwrap().is_clean());
+    check_snapshot(&db.begin_read().unwrap(), &model, "reopened");
+}

@@ -141,11 +141,15 @@ pub(crate) struct Slicing {
 }
 
 impl Slicing {
-    /// The next slice's job.
-    fn job(&self) -> Option<Slice> {
+    /// The next slice's job; with `rest`, every slice left, as one.
+    fn job(&self, rest: bool) -> Option<Slice> {
         Some(Slice {
             start: self.cuts.get(self.next.checked_sub(1)?)?.clone(),
-            end: self.cuts.get(self.next).cloned(),
+            end: if rest {
+                None
+            } else {
+                self.cuts.get(self.next).cloned()
+            },
             from: self.from,
             base_counts: self.base_counts.clone(),
         })
@@ -233,9 +237,14 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     if disk.carry.is_none() {
         return Err(Error::Poisoned);
     }
+    // The frozen overlay's memory comes back only with its last slice: once the overlays hold
+    // half the memory budget, the slices left are merged as one, so that a writer the budget
+    // stops waits for one merge, not for each slice's (4 KiB values beyond memory: half a
+    // second a slice, and a writer stopped for seconds).
+    let rest = super::admission::budget::pressed(shared);
     let next = match guard.slicing.as_ref() {
         Some(s) => Some(
-            s.job()
+            s.job(rest)
                 .ok_or_else(|| Error::Internal("a checkpoint by slices past its last".into()))?,
         ),
         None => None,
