@@ -153,9 +153,9 @@ pub struct Options {
     /// (docs/design/performance.md). 0, the default: the whole overlay at once while the data
     /// file is under a third of the memory the process may use (the lowest of its cgroups'
     /// limits and the machine's memory), and beyond that one slice per `CHECKPOINT_SLICE_PAGES`
-    /// pages, up to `CHECKPOINT_SLICES_MAX` (not for an overlay of under 2,048 records). 1:
-    /// always the whole overlay; more: that many slices. Set it where the file's size matters
-    /// more than the write rate, or the reverse.
+    /// pages, up to `CHECKPOINT_SLICES_MAX` (an overlay of under 2,048 records is merged whole
+    /// and made durable as a slice is). 1: always the whole overlay; more: that many slices.
+    /// Set it where the file's size matters more than the write rate, or the reverse.
     pub checkpoint_slices: u32,
     /// On a handle that writes the log, with `checkpoint_thread`: once no commit has been
     /// made through the log for this many milliseconds, the checkpoint thread merges what the
@@ -257,7 +257,7 @@ pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
 /// With `Options::checkpoint_slices` 0: a slice per this many pages of the data file.
 pub const CHECKPOINT_SLICE_PAGES: u64 = 2048;
 /// With `Options::checkpoint_slices` 0: checkpoints go by slices once the data file is over
-/// this share of the memory the process may use. Whole checkpoints let the file grow to about
+/// 1/this of the memory the process may use. Whole checkpoints let the file grow to about
 /// three copies of the tree, which then no longer fit in the page cache beside it.
 const SLICES_BEYOND_FILE_SHARE: u64 = 3;
 /// With `Options::checkpoint_slices` 0: at most this many slices.
