@@ -652,17 +652,18 @@ fn write(
         .filter(|&&(_, before, after)| before != after)
         .map(|&(table, before, _)| (table, before))
         .collect();
+    // Made durable below: every slice, and a whole overlay where slices were asked for.
+    let settle = merged.durable;
     // A slice that leaves others names the log from the frozen overlay's first record.
-    let sliced = merged.durable;
     let at = match part {
         Part::First { from } if merged.partial.is_some() => *from,
         Part::Slice(slice) if merged.partial.is_some() => slice.from,
         _ => position,
     };
-    // A durable slice that leaves others names the log from the frozen overlay's first record:
-    // a power loss returns to it and replays them, so they must be durable before it is (they
-    // may be commits that did not ask to be, and a slice already holds some of them: without
-    // the rest, the state after the power loss would be no commit's).
+    // A power loss may return to such a slice, once it is durable, and replay those records:
+    // so they must be durable before it is (they may be commits that did not ask to be, and a
+    // slice already holds some of them: without the rest, the state after the power loss
+    // would be no commit's).
     if at < position {
         if let Some(log) = shared.log.as_ref() {
             if let Err(e) = log.sync_to(position) {
@@ -681,7 +682,7 @@ fn write(
         Durability::None,
         LogAt::At(at),
     )?;
-    if sliced {
+    if settle {
         // Every slice is made durable, so that the pages it freed are reused by the slices
         // after it instead of pinned by the last durable tree (`Slicing`): its sync runs on a
         // thread of its own while the next slice merges, which waits for it before its own
