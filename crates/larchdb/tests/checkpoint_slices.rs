@@ -18,7 +18,6 @@ use larchdb::storage::{CrashMode, FaultStorage};
 use larchdb::{Database, Durability, Options};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -129,12 +128,24 @@ fn run(db: &Database, rng: &mut rand::rngs::StdRng, model: &mut Model, commits: 
 
 /// Opens the database on fault storage.
 fn open(data: &FaultStorage, log: &FaultStorage, durability: Durability) -> Database {
-    Database::open_storage_with_log(
-        Arc::new(data.clone()),
-        Arc::new(log.clone()),
-        options(durability),
-    )
-    .unwrap()
+    common::open_with_log(data, log, options(durability)).unwrap()
+}
+
+/// The files as a crash of `mode` leaves them, opened with `options`: they must verify clean
+/// and hold `model`.
+fn crash_and_reopen(
+    (data, log): (&FaultStorage, &FaultStorage),
+    mode: CrashMode,
+    options: Options,
+    model: &Model,
+    what: &str,
+) -> (FaultStorage, FaultStorage, Database) {
+    let (data, log) = (data.crash(mode), log.crash(mode));
+    let db = common::open_with_log(&data, &log, options).unwrap();
+    let report = db.verify_all().unwrap();
+    assert!(report.is_clean(), "{what}: {:?}", report.problems);
+    check_snapshot(&db.begin_read().unwrap(), model, what);
+    (data, log, db)
 }
 
 #[test]
@@ -158,13 +169,10 @@ fn slices_keep_every_snapshot_and_count_and_survive_process_crashes() {
         } else {
             common::abandon(db);
         }
-        data = data.crash(CrashMode::ProcessOnly);
-        log = log.crash(CrashMode::ProcessOnly);
-        db = open(&data, &log, Durability::None);
-        let report = db.verify_all().unwrap();
-        assert!(report.is_clean(), "round {round}: {:?}", report.problems);
-        check_snapshot(
-            &db.begin_read().unwrap(),
+        (data, log, db) = crash_and_reopen(
+            (&data, &log),
+            CrashMode::ProcessOnly,
+            options(Durability::None),
             &model,
             &format!("round {round}, reopened"),
         );
@@ -188,13 +196,10 @@ fn every_durable_commit_survives_a_power_loss_part_way_through_slices() {
     for round in 0..3 {
         run(&db, &mut rng, &mut model, 12_000);
         common::abandon(db);
-        data = data.crash(CrashMode::DropUnsynced);
-        log = log.crash(CrashMode::DropUnsynced);
-        db = open(&data, &log, Durability::Immediate);
-        let report = db.verify_all().unwrap();
-        assert!(report.is_clean(), "round {round}: {:?}", report.problems);
-        check_snapshot(
-            &db.begin_read().unwrap(),
+        (data, log, db) = crash_and_reopen(
+            (&data, &log),
+            CrashMode::DropUnsynced,
+            options(Durability::Immediate),
             &model,
             &format!("round {round}, after a power loss"),
         );
@@ -266,11 +271,11 @@ fn slices_left_merge_as_one_under_a_pressed_budget() {
     assert!(c.checkpoint_slices >= 2, "{} slices", c.checkpoint_slices);
     check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
     common::abandon(db);
-    let (data, log) = (
-        data.crash(CrashMode::ProcessOnly),
-        log.crash(CrashMode::ProcessOnly),
+    crash_and_reopen(
+        (&data, &log),
+        CrashMode::ProcessOnly,
+        options(),
+        &model,
+        "reopened",
     );
-    let db = common::open_with_log(&data, &log, options()).unwrap();
-    assert!(db.verify_all().unwrap().is_clean());
-    check_snapshot(&db.begin_read().unwrap(), &model, "reopened");
 }

@@ -475,7 +475,7 @@ fn install(
     match checkpointed.partial {
         None => {
             *slicing = None;
-            let published = |snap| Published::checkpointed(snap, overlay, txn);
+            let published = |snap| Published::checkpointed(snap, overlay, None, txn);
             publish_written(shared, disk, checkpointed.written, published, txn);
         }
         Some(Partial { plan, .. }) => {
@@ -484,7 +484,7 @@ fn install(
                     "a slice's checkpoint with no frozen overlay above it".into(),
                 ));
             };
-            let published = |snap| Published::sliced(snap, overlay, frozen, txn);
+            let published = |snap| Published::checkpointed(snap, overlay, Some(frozen), txn);
             publish_written(shared, disk, checkpointed.written, published, txn);
             match (plan, slicing.as_mut()) {
                 (Some(plan), _) => {

@@ -34,62 +34,14 @@ impl Published {
     /// Commit `txn`, in `overlay` on top of `tree`'s tree (and its frozen overlay, if any).
     pub(crate) fn logged(tree: &Published, overlay: Arc<Overlay>, txn: u64) -> Arc<Published> {
         debug_assert!(txn >= tree.snap.meta.txn);
-        Arc::new(Published {
-            snap: tree.snap.clone(),
-            catalog: tree.catalog.clone(),
-            overlay: Some(overlay),
-            frozen: tree.frozen.clone(),
-            txn,
-        })
+        tree.on_tree(Some(overlay), tree.frozen.clone(), txn)
     }
 
     /// The same commit, its overlay frozen for a checkpoint (`engine::checkpoint`): the
     /// commits after it go to a new overlay.
     pub(crate) fn frozen(&self) -> Arc<Published> {
         debug_assert!(self.frozen.is_none(), "one checkpoint at a time");
-        Arc::new(Published {
-            snap: self.snap.clone(),
-            catalog: self.catalog.clone(),
-            overlay: None,
-            frozen: self.overlay.clone(),
-            txn: self.txn,
-        })
-    }
-
-    /// Commit `txn`, whose tree is `snap` (a checkpoint written on its own thread) and whose
-    /// later commits are in `overlay`.
-    pub(crate) fn checkpointed(
-        snap: Snapshot,
-        overlay: Option<Arc<Overlay>>,
-        txn: u64,
-    ) -> Arc<Published> {
-        debug_assert!(txn >= snap.meta.txn);
-        Arc::new(Published {
-            snap: Arc::new(snap),
-            catalog: Arc::default(),
-            overlay,
-            frozen: None,
-            txn,
-        })
-    }
-
-    /// Commit `txn`, whose tree is `snap` (a checkpoint of one slice of `frozen`, written on
-    /// its own thread), still read under `frozen` (it holds the slices not merged yet; the
-    /// merged ones' records are the same in both) and the later commits in `overlay`.
-    pub(crate) fn sliced(
-        snap: Snapshot,
-        overlay: Option<Arc<Overlay>>,
-        frozen: Arc<Overlay>,
-        txn: u64,
-    ) -> Arc<Published> {
-        debug_assert!(txn >= snap.meta.txn);
-        Arc::new(Published {
-            snap: Arc::new(snap),
-            catalog: Arc::default(),
-            overlay,
-            frozen: Some(frozen),
-            txn,
-        })
+        self.on_tree(None, self.overlay.clone(), self.txn)
     }
 
     /// The same tree and overlays as commit `txn`, a commit of no records: the id a slice's
@@ -97,23 +49,47 @@ impl Published {
     /// has an id of its own.
     pub(crate) fn renumbered(&self, txn: u64) -> Arc<Published> {
         debug_assert!(txn > self.txn);
-        Arc::new(Published {
-            snap: self.snap.clone(),
-            catalog: self.catalog.clone(),
-            overlay: self.overlay.clone(),
-            frozen: self.frozen.clone(),
-            txn,
-        })
+        self.on_tree(self.overlay.clone(), self.frozen.clone(), txn)
     }
 
     /// The snapshot a slice's checkpoint merges into: this one's tree under its frozen overlay
     /// alone, as commit `txn`.
     pub(crate) fn slice_job(&self, txn: u64) -> Arc<Published> {
+        self.on_tree(None, self.frozen.clone(), txn)
+    }
+
+    /// This snapshot's tree (and its decoded catalog) under `overlay` and `frozen`, as `txn`.
+    fn on_tree(
+        &self,
+        overlay: Option<Arc<Overlay>>,
+        frozen: Option<Arc<Overlay>>,
+        txn: u64,
+    ) -> Arc<Published> {
         Arc::new(Published {
             snap: self.snap.clone(),
             catalog: self.catalog.clone(),
-            overlay: None,
-            frozen: self.frozen.clone(),
+            overlay,
+            frozen,
+            txn,
+        })
+    }
+
+    /// Commit `txn`, whose tree is `snap` (a checkpoint written on its own thread) and whose
+    /// later commits are in `overlay`; for a slice of a checkpoint by slices, still read under
+    /// `frozen` (it holds the slices not merged yet; the merged ones' records are the same in
+    /// both).
+    pub(crate) fn checkpointed(
+        snap: Snapshot,
+        overlay: Option<Arc<Overlay>>,
+        frozen: Option<Arc<Overlay>>,
+        txn: u64,
+    ) -> Arc<Published> {
+        debug_assert!(txn >= snap.meta.txn);
+        Arc::new(Published {
+            snap: Arc::new(snap),
+            catalog: Arc::default(),
+            overlay,
+            frozen,
             txn,
         })
     }
