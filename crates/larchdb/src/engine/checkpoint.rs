@@ -1,40 +1,48 @@
 //! Checkpoints on a thread of their own (docs/design/write-path.md, "Design: concurrent
-//! checkpoints").
+//! checkpoints"; docs/design/footprint.md, "An overlay per slice").
 //!
-//! 1. `start`, by the writer between two transactions, when the log has grown by
-//!    `Options::checkpoint_bytes`: the published snapshot's overlay is *frozen* (the commits
-//!    after it go to a new one; O(1), nothing is copied), and a thread is handed the tree, the
-//!    frozen overlay, its newest commit F, the log position L_F its record ends at, and the
-//!    disk state (`Disk`: free space, meta slots), which the commits made through the log
-//!    meanwhile never touch.
+//! 1. `start`, by the writer between two transactions, when a checkpoint is due: one of the
+//!    published snapshot's active overlays is *frozen* (O(1), nothing is copied). With one
+//!    slice that is the whole overlay, and the commits after it go to a new one. With several
+//!    (`upper::slices`), it is the overlay of the slice holding the most records (or, when the
+//!    log needs room back, the oldest records), and that slice gets a new overlay, cut in
+//!    smaller slices where it covers much of the tree (`recut`); the other slices keep theirs.
+//!    A thread is handed the tree, the frozen overlay, the newest commit F, the log position
+//!    L_F its record ends at, and the disk state (`Disk`: free space, meta slots), which the
+//!    commits made through the log meanwhile never touch.
 //! 2. The thread merges the frozen overlay into the tree as commit F's tree (its pages and
-//!    meta page carry F, the meta page names L_F, so that replay after a crash starts there
-//!    with the commits after F) and writes it, unsynced, as a checkpoint of the writer's
-//!    would be (`commit::write_commit`); when the log's room calls for a durable checkpoint
-//!    (`commit::durable_checkpoint_due`), the thread syncs and settles it before it ends.
+//!    meta page carry F) and writes it, unsynced, as a checkpoint of the writer's would be
+//!    (`commit::write_commit`). Its meta page names the log position replay starts from after
+//!    a crash: L_F, or, where other slices still hold records, the oldest position one of them
+//!    needs (replay then applies records the tree already holds, to the same values). A
+//!    checkpoint of one slice among several is made durable (its sync on a thread of its own,
+//!    `commit::start_settling`), so that the copies of the leaves it rewrote are reused by the
+//!    next; a whole one, when the log's room calls for it (`commit::durable_checkpoint_due`).
 //! 3. `finish`, by the writer between two transactions (or waiting, before a change that
-//!    writes pages): the new tree is published under the active overlay, and the disk state
-//!    comes back. Readers never wait: until then they read the old tree under both overlays.
+//!    writes pages): the new tree is published under the active overlays, and the disk state
+//!    comes back. Readers never wait: until then they read the old tree under the frozen
+//!    overlay.
 //!
-//! The entry counts that blind writes made too large in the frozen overlay
-//! (`WriteTable::set`) are exact in the new tree; the active overlay's counts were derived
-//! from the frozen ones, so `finish` corrects them with a commit of its own (one id, no log
-//! record: replay derives counts from the records, not from the overlay).
-//!
-//! With `Options::checkpoint_slices`, step 2 may merge one key range of the frozen overlay
-//! (`Slicing`): step 3 then publishes the new tree under the frozen overlay still, and the
-//! next slice starts as soon as it is in place, until the last one.
+//! The entry counts are records of the active overlays (`overlay::COUNTS`), each the count
+//! after a commit, read before the tree's. Blind writes (`WriteTable::set`) counted their keys
+//! as new; the merge notes which of the frozen overlay's keys the tree had
+//! (`Entry::in_tree`), and `finish` corrects the newest counts by them, with a commit of its own
+//! (one id, no log record: replay derives counts from the records). It also keeps the count of a
+//! table whose newest count the frozen overlay held, where the tree's is not yet the table's
+//! (other slices hold records of it).
 
 use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
 use super::published::Published;
 use super::upper::overlay::{Gathered, Overlay, TableRecord, COUNTS};
+use super::upper::slices::Slices;
 use super::{catalog, Disk, Shared, WriterState};
 use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};
 use crate::options::Durability;
-use crate::pager::{TableHeader, WritePages};
+use crate::pager::{PageSource, TableHeader, WritePages};
+use std::ops::Bound;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -43,17 +51,14 @@ pub(crate) struct Running {
     thread: Option<JoinHandle<Option<Outcome>>>,
     /// The outcome, when it ran on the writer's thread (no thread could be started).
     done: Option<Outcome>,
-    /// The log position the frozen overlay's records end at: replay starts there once the
-    /// whole overlay is in the tree.
+    /// The log position the frozen overlay's records end at.
     position: u64,
-    /// What it merges: the whole frozen overlay or its first slice, or a later slice.
-    part: Part,
-    /// The log bytes it covers, and when it started: how long checkpoints take paces the
-    /// writer (`admission::Pacer::observe`).
+    /// The log bytes since the last checkpoint started, and when this one started: how long
+    /// checkpoints take paces the writer (`admission::Pacer::observe`).
     bytes: u64,
     started: std::time::Instant,
-    /// When the frozen overlay's first slice started (`started` if this is it).
-    since: std::time::Instant,
+    /// Whether it merges one slice among several.
+    slice: bool,
     /// Whether the writer pays for its CPU time (`admission::share::Share`): it started beside this
     /// handle's readers, with the overlays under half the memory budget (it then also runs
     /// lowered: `admission::share::checkpoint_nice`).
@@ -75,96 +80,42 @@ struct Outcome {
 
 struct Checkpointed {
     written: Written,
-    /// Tables whose entry count the checkpoint found different from the frozen overlay's
-    /// (the last or only part of a frozen overlay).
-    recounted: Vec<Recount>,
+    /// The tables whose counts `install` may have to correct or keep.
+    counts: Vec<Recount>,
     /// Whether it was made durable (synced) before it ended.
     durable: bool,
-    /// A slice that leaves others of the frozen overlay to merge.
-    partial: Option<Partial>,
 }
 
-/// A slice's checkpoint that leaves others to merge (`Checkpointed::partial`).
-struct Partial {
-    /// The slices after it, when it was the first (the plan).
-    plan: Option<Slicing>,
-    /// The tables whose entry count in the tree it changed, with the count before.
-    changed: Vec<(u64, u64)>,
+/// What the checkpoint found of a table's entry count (`Checkpointed::counts`): of a table the
+/// frozen overlay gave a count for or had blind writes of.
+#[derive(Clone, Copy)]
+struct Recount {
+    table: u64,
+    /// Keys that the frozen overlay's blind writes counted as new and the tree had.
+    overcounted: u64,
+    /// The table's entries in the new tree.
+    exact: u64,
+    /// Whether the frozen overlay held a count of the table.
+    counted: bool,
 }
 
-/// What a checkpoint merges (`Running::part`).
-#[derive(Clone)]
-enum Part {
-    /// A frozen overlay just frozen, whose records start at log position `from`: all of it,
-    /// or, where the options and the file's size say to cut it (`Options::slices_for`), its
-    /// first slice.
-    First { from: u64 },
-    /// A later slice of a frozen overlay cut by the first (`Slicing`).
-    Slice(Slice),
+/// What a checkpoint merges and names (`start` to `write`).
+#[derive(Clone, Copy)]
+struct Job {
+    /// The log position the frozen overlay's records end at.
+    position: u64,
+    /// The log position its meta page names: `position`, or where the oldest record another
+    /// slice holds may be.
+    at: u64,
+    /// Whether it is made durable on a thread of its own as soon as it is written
+    /// (`commit::start_settling`).
+    settle: bool,
 }
-
-/// One key range of a frozen overlay to merge (`Part::Slice`).
-#[derive(Clone)]
-struct Slice {
-    /// From this (table, key) on; to the next cut (exclusive), or the end if `None`.
-    start: (u64, Vec<u8>),
-    end: Option<(u64, Vec<u8>)>,
-    /// Where the frozen overlay's records start in the log: what a slice that is not the last
-    /// names as the log position.
-    from: u64,
-    /// The tables of the frozen overlay and their entry counts before its first slice: the
-    /// last slice corrects the counts by them.
-    base_counts: Arc<Vec<(u64, u64)>>,
-}
-
-/// A checkpoint by slices part way (`WriterState::slicing`; docs/design/footprint.md): the
-/// published snapshot's frozen overlay is in the tree for the slices before `next`, and the
-/// checkpoints of the others follow one another as soon as each is in place.
-///
-/// Each slice's tree is a commit of its own (an id no log record has: `Published::renumbered`),
-/// so that the pages one slice frees are kept for the readers of the tree before it; and each
-/// is made durable (its sync overlapping the next slice's merge), so that those pages are
-/// reused by the slices after it (otherwise the last durable tree would keep every leaf the
-/// slices rewrote, as a whole-overlay checkpoint does).
-/// Until the last slice, the meta page names the log position where the frozen overlay's
-/// records start, and replay applies them all again (the merged slices' to the same values).
-pub(crate) struct Slicing {
-    /// When the first slice started: the writer is paced by how long a whole frozen overlay
-    /// takes to reach the tree (its log is kept until the last slice), not by one slice.
-    started: std::time::Instant,
-    /// Where each slice after the first starts, ascending (table, key).
-    cuts: Vec<(u64, Vec<u8>)>,
-    /// The next slice to merge: it starts at `cuts[next - 1]`.
-    next: usize,
-    from: u64,
-    base_counts: Arc<Vec<(u64, u64)>>,
-}
-
-impl Slicing {
-    /// The next slice's job; with `rest`, every slice left, as one.
-    fn job(&self, rest: bool) -> Option<Slice> {
-        Some(Slice {
-            start: self.cuts.get(self.next.checked_sub(1)?)?.clone(),
-            end: if rest {
-                None
-            } else {
-                self.cuts.get(self.next).cloned()
-            },
-            from: self.from,
-            base_counts: self.base_counts.clone(),
-        })
-    }
-}
-
-/// A table's number, and two entry counts: the one said before (by the overlay, or the
-/// tree before a merge) and the tree's exact one.
-type Recount = (u64, u64, u64);
 
 impl Running {
-    /// When the frozen overlay it merges began to be merged: for a checkpoint by slices,
-    /// when its first slice started (`Slicing`).
-    pub(crate) fn frozen_since(&self) -> std::time::Instant {
-        self.since
+    /// When it started.
+    pub(crate) fn started(&self) -> std::time::Instant {
+        self.started
     }
 
     /// Whether the checkpoint is written (`finish` then waits for nothing).
@@ -224,8 +175,8 @@ fn clock_time(clock: libc::clockid_t) -> Option<std::time::Duration> {
 }
 
 /// Starts a checkpoint on a thread of its own, if there is anything to write: returns false,
-/// with nothing done, when the published snapshot has no overlay (the caller checkpoints
-/// inline). Requires: no checkpoint running; called between two transactions.
+/// with nothing done, when no overlay of the published snapshot holds a record (the caller
+/// checkpoints inline). Requires: no checkpoint running; called between two transactions.
 pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<bool> {
     debug_assert!(guard.checkpoint.is_none(), "one checkpoint at a time");
     // Every commit the checkpoint writes is published first: readers must not see an
@@ -237,79 +188,82 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     if disk.carry.is_none() {
         return Err(Error::Poisoned);
     }
-    // The frozen overlay's memory comes back only with its last slice: once the overlays hold
-    // half the memory budget, the slices left are merged as one, so that a writer the budget
-    // stops waits for one merge, not for each slice's (4 KiB values beyond memory: half a
-    // second a slice, and a writer stopped for seconds).
-    let rest = super::admission::budget::pressed(shared);
-    let next = match guard.slicing.as_ref() {
-        Some(s) => Some(
-            s.job(rest)
-                .ok_or_else(|| Error::Internal("a checkpoint by slices past its last".into()))?,
-        ),
-        None => None,
+    let base = shared.writer_base();
+    let Some(active) = base.overlay.clone() else {
+        return Ok(false);
     };
+    if base.frozen.is_some() {
+        return Err(Error::Internal(
+            "a checkpoint started over a frozen overlay".into(),
+        ));
+    }
+    let meta = &base.snap.meta;
+    let memory = super::admission::budget::process_memory();
+    let k = shared
+        .options
+        .slices_for(meta.page_count, meta.page_bytes, memory);
+    // The slice holding the most records; the one holding the oldest where the log needs
+    // room back (it is kept from there).
+    let by_log = commit::durable_checkpoint_due(shared, log.pressure());
+    let chosen = if by_log {
+        active.oldest()
+    } else {
+        active.fullest()
+    };
+    let Some(i) = chosen else {
+        return Ok(false);
+    };
+    // The write lock is held and every commit published: the log ends with commit F's record.
+    let position = log.end();
+    let cuts = if k > 1 {
+        recut(&*base.snap, meta.catalog, &active, i, k)?
+    } else {
+        Vec::new()
+    };
+    let slice = active.slices().len() > 1 || !cuts.is_empty();
+    let (rest, at) = if slice {
+        let rest = active.frozen_at(i, cuts, || shared.new_overlay(), position);
+        let at = rest.oldest_from().map_or(position, |f| f.min(position));
+        (Some(Arc::new(rest)), at)
+    } else {
+        (None, position)
+    };
+    let job = Job {
+        position,
+        at,
+        // A whole overlay is made durable as a slice is where slices are asked for (the
+        // first checkpoint after an open, before the overlay is cut).
+        settle: slice || k > 1,
+    };
+    let frozen_overlay = active.slices()[i].overlay.clone();
     let (frozen, yields, replaced) = {
         let mut rs = shared.read_state();
+        if !Arc::ptr_eq(&rs.current, &base) {
+            return Err(Error::Internal(
+                "the published snapshot changed under the writer".into(),
+            ));
+        }
         // Beside readers a checkpoint yields the CPU to them, unless the writer will soon
         // wait for it: its overlays hold half the memory budget already (a lowered checkpoint
         // beside busy readers would keep a stopped writer waiting for tens of seconds).
         let yields = !rs.readers.is_empty() && !super::admission::budget::pressed(shared);
-        if next.is_some() {
-            if rs.current.frozen.is_none() {
-                return Err(Error::Internal(
-                    "a checkpoint by slices without its frozen overlay".into(),
-                ));
-            }
-            // The slice's tree gets an id of its own: the published snapshot becomes a
-            // commit of no records with that id (`Slicing`).
-            let txn = rs.current.txn() + 1;
-            let renumbered = rs.current.renumbered(txn);
-            let job = renumbered.slice_job(txn);
-            (job, yields, Some(shared.set_current(&mut rs, renumbered)))
-        } else {
-            if rs.current.overlay.is_none() || rs.current.frozen.is_some() {
-                return Ok(false);
-            }
-            // An overlay replayed onto a tree of a checkpoint by slices may hold only commits
-            // that tree's id is newer than (the log is read from before it): the checkpoint
-            // still needs an id of its own.
-            let replaced = (rs.current.txn() == rs.current.tree_txn()).then(|| {
-                let renumbered = rs.current.renumbered(rs.current.txn() + 1);
-                shared.set_current(&mut rs, renumbered)
-            });
-            let frozen = rs.current.frozen();
-            shared.note_upper(&frozen);
-            rs.current = frozen.clone();
-            (frozen, yields, replaced)
-        }
+        // Each tree a reader may hold needs an id of its own (readers are registered by it):
+        // a checkpoint right after another, with no commit between, or of an overlay replayed
+        // onto a tree the log is read from before, gets a commit of no records first.
+        let replaced = (rs.current.txn() == rs.current.tree_txn()).then(|| {
+            let renumbered = rs.current.renumbered(rs.current.txn() + 1);
+            shared.set_current(&mut rs, renumbered)
+        });
+        let frozen = rs.current.frozen(rest, frozen_overlay);
+        shared.note_upper(&frozen);
+        rs.current = frozen.clone();
+        (frozen, yields, replaced)
     };
     drop(replaced);
-    // The write lock is held and every commit published: the log ends with commit F's record.
-    let position = log.end();
-    let (part, bytes) = match next {
-        Some(slice) => {
-            // The frozen overlay's log.
-            let bytes = guard.overlay_from.saturating_sub(slice.from);
-            (Part::Slice(slice), bytes)
-        }
-        None => {
-            let from = guard.overlay_from;
-            guard.overlay_from = position;
-            (Part::First { from }, log.since(guard.checkpoint_position))
-        }
-    };
-    let position = match &part {
-        // A later slice ends where the frozen overlay's records end: the active overlay's
-        // start.
-        Part::Slice(_) => guard.overlay_from,
-        Part::First { .. } => position,
-    };
+    drop(base);
+    guard.overlay_from = position;
+    let bytes = log.since(guard.checkpoint_position);
     let started = std::time::Instant::now();
-    let since = match (&part, guard.slicing.as_ref()) {
-        (Part::Slice(_), Some(s)) => s.started,
-        _ => started,
-    };
     let Some(disk) = guard.disk.take() else {
         return Ok(false);
     };
@@ -317,15 +271,14 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     // it here, and the checkpoint is written on this thread instead.
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
-    let job = frozen.clone();
-    let work = part.clone();
+    let job_snapshot = frozen.clone();
     let nice = super::admission::share::checkpoint_nice(&shared.options, yields);
     let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
         let disk = receive.recv().ok()?;
         // Off the writer's thread: the table the last merged overlay left is emptied
         // for a later overlay (`overlay::Spare`).
         owner.spare.prepare();
-        Some(run(&owner, disk, &job, position, &work))
+        Some(run(&owner, disk, &job_snapshot, job))
     });
     let (thread, disk) = match spawned {
         Some(thread) => match send.send(disk) {
@@ -337,12 +290,11 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let cpu_clock = thread.as_ref().and_then(thread_clock);
     guard.checkpoint = Some(Running {
         thread,
-        done: disk.map(|disk| run(shared, disk, &frozen, position, &part)),
+        done: disk.map(|disk| run(shared, disk, &frozen, job)),
         position,
-        part,
         bytes,
         started,
-        since,
+        slice,
         share: yields,
         cpu_clock,
     });
@@ -350,7 +302,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
 }
 
 /// Completes the running checkpoint, if any, when it is written, or with `wait`, once it is:
-/// publishes its tree under the active overlay and takes the disk state back. Called by the
+/// publishes its tree under the active overlays and takes the disk state back. Called by the
 /// writer between two transactions, or by a transaction about to write pages (`wait`). A
 /// failed checkpoint poisons the handle: the log still holds every commit since the last
 /// one, and a reopen replays them.
@@ -380,11 +332,9 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
         return Err(Error::Internal("the checkpoint thread panicked".into()));
     };
     guard.disk = Some(disk);
-    // The writer is paced by how long a frozen overlay takes to reach the tree: a checkpoint
-    // by slices is observed once, at its last slice, from its first slice's start.
-    let elapsed = ended.saturating_duration_since(running.since);
+    let elapsed = ended.saturating_duration_since(running.started);
     let durable = written.as_ref().is_ok_and(|c| c.durable);
-    if written.as_ref().is_ok_and(|c| c.partial.is_none()) {
+    if written.is_ok() {
         guard.pacer.observe(running.bytes, elapsed, durable);
     }
     if running.share {
@@ -397,14 +347,11 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     }
     // From here on, a failure leaves the disk state the new tree's and the published snapshot
     // the old one's: the handle stops writing (the log still holds every commit).
-    let sliced = written
-        .as_ref()
-        .is_ok_and(|c| c.partial.is_some() || matches!(running.part, Part::Slice(_)));
     let installed = written.and_then(|c| install(shared, guard, c, &running));
     match installed {
         Ok(()) => {
             super::Counters::add(&shared.counters.checkpoints);
-            if sliced {
+            if running.slice {
                 super::Counters::add(&shared.counters.checkpoint_slices);
             }
         }
@@ -413,24 +360,8 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     installed
 }
 
-/// Waits for the running checkpoint, then merges the slices a checkpoint by slices has left,
-/// one after the other: afterwards the published snapshot has no frozen overlay. Called by a
-/// transaction about to write pages (`Txn::start_pages`).
-pub(crate) fn drain(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
-    finish(shared, guard, true)?;
-    while guard.slicing.is_some() {
-        if !start(shared, guard)? {
-            return Err(Error::Internal(
-                "a checkpoint by slices could not go on".into(),
-            ));
-        }
-        finish(shared, guard, true)?;
-    }
-    Ok(())
-}
-
-/// Publishes the checkpoint the thread wrote under the active overlay (`finish`): with the
-/// frozen overlay still above it if slices of it are left to merge.
+/// Publishes the checkpoint the thread wrote under the active overlays (`finish`), with the
+/// entry counts the frozen overlay's records leave to correct or to keep.
 fn install(
     shared: &Shared,
     guard: &mut WriterState,
@@ -442,103 +373,69 @@ fn install(
     publish_pending(shared, guard)?;
     // The snapshot the checkpoint replaces is let go before it is replaced, so that the
     // frozen overlay it holds is freed off this thread (`commit::retire`).
-    let (mut txn, mut overlay, frozen, records) = {
+    let (mut txn, mut overlay, records) = {
         let current = shared.writer_base();
-        let records = match &checkpointed.partial {
-            None => recounts(&current, &checkpointed.recounted)?,
-            Some(p) => kept_counts(&current, &p.changed),
-        };
-        (
-            current.txn(),
-            current.overlay.clone(),
-            current.frozen.clone(),
-            records,
-        )
+        let records = recounts(&current, &checkpointed.counts)?;
+        (current.txn(), current.overlay.clone(), records)
     };
-    if matches!(running.part, Part::First { .. }) {
-        guard.checkpoint_position = running.position;
-    }
+    guard.checkpoint_position = running.position;
     // The states describe the old tree's pages.
     guard.tables.tree_changed();
     if !records.is_empty() {
         txn += 1;
-        let o = overlay.get_or_insert_with(|| shared.new_overlay());
+        let o = overlay.get_or_insert_with(|| shared.new_slices(guard.overlay_from));
         let records = records
             .iter()
             .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
         o.insert_marked(txn, records);
     }
-    let WriterState { disk, slicing, .. } = &mut *guard;
-    let disk = disk.as_mut().ok_or_else(|| {
+    let disk = guard.disk.as_mut().ok_or_else(|| {
         Error::Internal("a checkpoint put in place without the disk state".into())
     })?;
-    match checkpointed.partial {
-        None => {
-            *slicing = None;
-            let published = |snap| Published::checkpointed(snap, overlay, None, txn);
-            publish_written(shared, disk, checkpointed.written, published, txn);
-        }
-        Some(Partial { plan, .. }) => {
-            let Some(frozen) = frozen else {
-                return Err(Error::Internal(
-                    "a slice's checkpoint with no frozen overlay above it".into(),
-                ));
-            };
-            let published = |snap| Published::checkpointed(snap, overlay, Some(frozen), txn);
-            publish_written(shared, disk, checkpointed.written, published, txn);
-            match (plan, slicing.as_mut()) {
-                (Some(plan), _) => {
-                    *slicing = Some(Slicing {
-                        started: running.started,
-                        ..plan
-                    })
-                }
-                (None, Some(s)) => s.next += 1,
-                (None, None) => {
-                    return Err(Error::Internal("a later slice with no slicing".into()))
-                }
-            }
-        }
-    }
+    let published = |snap| Published::checkpointed(snap, overlay, None, txn);
+    publish_written(shared, disk, checkpointed.written, published, txn);
     Ok(())
 }
 
-/// The count records a slice's checkpoint needs so that readers count as before: a table
-/// whose count in the tree the slice changed, and that no overlay gives a count for (its
-/// count was the tree's), keeps the tree's count before the slice (the frozen overlay's
-/// records are all still above the tree: the merged slice changed nothing a reader sees).
-fn kept_counts(current: &Published, changed: &[(u64, u64)]) -> Vec<([u8; 8], [u8; 8])> {
-    changed
-        .iter()
-        .filter(|&&(table, _)| current.overlays().count(table, current.txn()).is_none())
-        .map(|&(table, before)| (table.to_be_bytes(), before.to_le_bytes()))
-        .collect()
-}
-
-/// The count records that correct the newest commit's entry counts by what the checkpoint
-/// found: each table's count as of `current`, plus the tree's exact count at the checkpoint,
-/// less what the frozen overlay said.
-fn recounts(current: &Published, recounted: &[Recount]) -> Result<Vec<([u8; 8], [u8; 8])>> {
-    let mut out = Vec::with_capacity(recounted.len());
-    for &(table, said, exact) in recounted {
-        let now = current
-            .overlays()
-            .count(table, current.txn())
-            .unwrap_or(said);
-        let corrected = (now + exact).checked_sub(said).ok_or_else(|| {
+/// The count records the new tree needs under the active overlays, for each table of
+/// `counts`: the newest count as of `current` (the frozen overlay's or a later commit's), less
+/// the keys the frozen overlay's blind writes counted as new and the tree had. Needed where
+/// that differs from the newest count (blind writes), or where the frozen overlay held the
+/// newest count and the new tree's differs (other slices hold records of the table); none
+/// where the count read is right without it.
+fn recounts(current: &Published, counts: &[Recount]) -> Result<Vec<([u8; 8], [u8; 8])>> {
+    let mut out = Vec::new();
+    for c in counts {
+        let Some(newest) = current.overlays().count(c.table, current.txn()) else {
+            continue;
+        };
+        let exact = newest.checked_sub(c.overcounted).ok_or_else(|| {
             Error::Internal(format!(
-                "table {table}: entry count {now} is less than the {said} the checkpoint \
-                 corrected to {exact}"
+                "table {}: entry count {newest} is less than the {} keys blind writes counted \
+                 as new and the tree had",
+                c.table, c.overcounted
             ))
         })?;
-        out.push((table.to_be_bytes(), corrected.to_le_bytes()));
+        let newest_in_frozen = current
+            .overlay
+            .as_ref()
+            .is_none_or(|o| o.count(c.table, current.txn()).is_none());
+        if c.overcounted > 0 || (c.counted && newest_in_frozen && exact != c.exact) {
+            out.push((c.table.to_be_bytes(), exact.to_le_bytes()));
+        }
     }
     Ok(out)
 }
 
+/// Waits for the running checkpoint and puts it in place: afterwards the published snapshot
+/// has no frozen overlay. Called by a transaction about to write pages (`Txn::start_pages`).
+pub(crate) fn drain(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
+    finish(shared, guard, true)
+}
+
 /// The thread's work: `Outcome` always carries the disk state back.
-fn run(shared: &Shared, mut disk: Disk, job: &Published, position: u64, part: &Part) -> Outcome {
-    let written = write(shared, &mut disk, job, position, part);
+fn run(shared: &Shared, mut disk: Disk, snapshot: &Published, job: Job) -> Outcome {
+    let written = write(shared, &mut disk, snapshot, job);
     Outcome {
         disk,
         written,
@@ -547,31 +444,10 @@ fn run(shared: &Shared, mut disk: Disk, job: &Published, position: u64, part: &P
     }
 }
 
-/// What a checkpoint merged (`write`).
-struct Merged {
-    catalog: TableHeader,
-    /// Each table merged: its number, its entry count before and after.
-    counts: Vec<Recount>,
-    /// A slice that leaves others to merge: the plan, if this was the first.
-    partial: Option<Option<Slicing>>,
-    /// The last slice of several: each table's count before the first.
-    base_counts: Option<Arc<Vec<(u64, u64)>>>,
-    /// Whether it is to be made durable: a slice, or a whole overlay where slices were asked
-    /// for and it was too small to cut (the copies of the leaves it rewrote are then reused
-    /// as soon as it is durable, as a slice's are).
-    durable: bool,
-}
-
-/// Writes the checkpoint of `job` (the published snapshot as frozen by `start`): its frozen
-/// overlay, or the part of it `part` says, merged into its tree, as commit `job.txn()`.
-fn write(
-    shared: &Shared,
-    disk: &mut Disk,
-    job: &Published,
-    position: u64,
-    part: &Part,
-) -> Result<Checkpointed> {
-    let Some(frozen) = job.frozen.as_deref() else {
+/// Writes the checkpoint of `snapshot` (the published snapshot as frozen by `start`): its
+/// frozen overlay merged into its tree, as commit `snapshot.txn()`.
+fn write(shared: &Shared, disk: &mut Disk, snapshot: &Published, job: Job) -> Result<Checkpointed> {
+    let Some(frozen) = snapshot.frozen.as_deref() else {
         return Err(Error::Internal(
             "a checkpoint with no frozen overlay".into(),
         ));
@@ -589,84 +465,30 @@ fn write(
         .settling
         .as_ref()
         .map_or(disk.last_durable_txn, |s| s.txn());
-    let f = job.txn();
-    let mut pages = WritePages::new(job.snap.clone(), f, pinned, carry, btree::check_node);
+    let f = snapshot.txn();
+    let mut pages = WritePages::new(snapshot.snap.clone(), f, pinned, carry, btree::check_node);
     let mut scratch = Scratch::default();
-    let catalog = job.snap.meta.catalog;
-    let merged = match part {
-        Part::First { from } => {
-            let meta = &job.snap.meta;
-            let memory = super::admission::budget::process_memory();
-            let slices = shared
-                .options
-                .slices_for(meta.page_count, meta.page_bytes, memory);
-            let min = match shared.options.checkpoint_slices {
-                0 => SLICE_RECORDS_MIN,
-                _ => 1,
-            };
-            let cut = Cut { slices, min };
-            merge_first(&mut pages, &mut scratch, catalog, frozen, f, cut, *from)
-        }
-        Part::Slice(slice) => merge_slice(&mut pages, &mut scratch, catalog, frozen, f, slice),
-    };
-    let merged = match merged {
+    let merged = (|| {
+        let g = frozen.gather(f, None, None);
+        let catalog = merge_noted(&mut pages, &mut scratch, snapshot.snap.meta.catalog, &g)?;
+        let counts = counted(&pages, catalog, frozen, f)?;
+        Ok((catalog, counts))
+    })();
+    let (catalog, counts) = match merged {
         Ok(m) => m,
         Err(e) => {
             disk.carry = Some(pages.abort());
             return Err(e);
         }
     };
-    let said = |table: u64, before: u64| frozen.count(table, f).unwrap_or(before);
-    let recounted: Vec<Recount> = match (&merged.partial, &merged.base_counts) {
-        (Some(_), _) => Vec::new(),
-        (None, None) => merged
-            .counts
-            .iter()
-            .filter_map(|&(table, before, exact)| {
-                let said = said(table, before);
-                (said != exact).then_some((table, said, exact))
-            })
-            .collect(),
-        // The last slice: every table of the frozen overlay, against its count before the
-        // first slice and its exact count now.
-        (None, Some(base)) => {
-            let mut out = Vec::new();
-            let names = catalog::list(&pages, merged.catalog)?;
-            for &(table, before) in base.iter() {
-                let exact = match names.get(table as usize) {
-                    Some(name) => catalog::lookup(&pages, &merged.catalog, name)?
-                        .map_or(0, |(hdr, _)| hdr.entries),
-                    None => 0,
-                };
-                let said = said(table, before);
-                if said != exact {
-                    out.push((table, said, exact));
-                }
-            }
-            out
-        }
-    };
-    let changed: Vec<(u64, u64)> = merged
-        .counts
-        .iter()
-        .filter(|&&(_, before, after)| before != after)
-        .map(|&(table, before, _)| (table, before))
-        .collect();
-    // Made durable below: every slice, and a whole overlay where slices were asked for.
-    let settle = merged.durable;
-    // A slice that leaves others names the log from the frozen overlay's first record.
-    let at = match part {
-        Part::First { from } if merged.partial.is_some() => *from,
-        Part::Slice(slice) if merged.partial.is_some() => slice.from,
-        _ => position,
-    };
-    // A power loss may return to such a slice, once it is durable, and replay those records:
-    // so they must be durable before it is (they may be commits that did not ask to be, and a
-    // slice already holds some of them: without the rest, the state after the power loss
-    // would be no commit's).
-    if at < position {
+    // A power loss may return to this checkpoint once it is durable, and replay the records
+    // from the position it names: where that is before the frozen overlay's end (other slices
+    // hold records from there), those records must be durable before it is (they may be
+    // commits that did not ask to be, and the tree already holds some of them: without the
+    // rest, the state after the power loss would be no commit's).
+    if job.at < job.position {
         if let Some(log) = shared.log.as_ref() {
-            if let Err(e) = log.sync_to(position) {
+            if let Err(e) = log.sync_to(job.position) {
                 disk.carry = Some(pages.abort());
                 return Err(e);
             }
@@ -678,22 +500,20 @@ fn write(
         disk,
         &mut poisoned,
         pages,
-        merged.catalog,
+        catalog,
         Durability::None,
-        LogAt::At(at),
+        LogAt::At(job.at),
     )?;
-    if settle {
-        // Every slice is made durable, so that the pages it freed are reused by the slices
-        // after it instead of pinned by the last durable tree (`Slicing`): its sync runs on a
-        // thread of its own while the next slice merges, which waits for it before its own
-        // meta page; the last one's, while the writer goes on. So is a whole overlay where
-        // slices were asked for and it was too small to cut.
+    if job.settle {
+        // A slice's checkpoint is made durable, so that the pages it freed are reused by the
+        // next instead of pinned by the last durable tree: its sync runs on a thread of its
+        // own while the writer goes on, and the next checkpoint waits for it before its own
+        // meta page.
         commit::start_settling(shared, disk);
         return Ok(Checkpointed {
             written,
-            recounted,
+            counts,
             durable: false,
-            partial: merged.partial.map(|plan| Partial { plan, changed }),
         });
     }
     // A checkpoint the log's room calls to be made durable (`commit::Settling`) is made so
@@ -705,199 +525,138 @@ fn write(
     written.release_after(settled);
     Ok(Checkpointed {
         written,
-        recounted,
+        counts,
         durable: settled.is_some(),
-        partial: None,
     })
 }
 
-/// Records of a checkpoint by slices at least, for each slice, where the slices are chosen
-/// by the file's size (`Options::checkpoint_slices` 0): fewer would pay a durable commit for a
-/// few leaves. A number of slices set explicitly is taken as said, down to a record a slice.
-const SLICE_RECORDS_MIN: usize = 1024;
-
-/// How a frozen overlay is cut (`plan`): into about `slices` slices of `min` records at least.
-#[derive(Clone, Copy)]
-struct Cut {
-    slices: usize,
-    min: usize,
-}
-
-/// The first checkpoint of a frozen overlay: the whole overlay, or where `cut` asks for more
-/// than one slice and the overlay has the records for two, its first slice, with the plan for
-/// the others (`Slicing`, its records starting at log position `from`).
-fn merge_first(
-    pages: &mut WritePages,
-    scratch: &mut Scratch,
+/// What `install` needs of each table whose count the frozen overlay (of commit `f`) gave or
+/// its blind writes changed, the merge done (`Recount`).
+fn counted(
+    pages: &WritePages,
     catalog: TableHeader,
     frozen: &Overlay,
     f: u64,
-    cut: Cut,
-    from: u64,
-) -> Result<Merged> {
-    let g = frozen.gather(f, None, None);
-    let all = &g.records;
-    let cuts = if cut.slices > 1 && all.len() >= 2 * cut.min {
-        plan(&*pages, catalog, all, cut)?
-    } else {
-        Vec::new()
-    };
-    let Some(first_cut) = cuts.first() else {
-        let (catalog, counts) = merge_records(pages, scratch, catalog, all)?;
-        return Ok(Merged {
-            catalog,
-            counts,
-            partial: None,
-            base_counts: None,
-            durable: cut.slices > 1,
+) -> Result<Vec<Recount>> {
+    let counted: Vec<u64> = frozen
+        .scan(COUNTS, f, Bound::Unbounded, Bound::Unbounded, false)
+        .filter_map(|(k, _)| Some(u64::from_be_bytes(k.try_into().ok()?)))
+        .collect();
+    let mut tables = frozen.blind_tables();
+    tables.extend_from_slice(&counted);
+    tables.sort_unstable();
+    tables.dedup();
+    if tables.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names = catalog::list(pages, catalog)?;
+    let mut out = Vec::with_capacity(tables.len());
+    for table in tables {
+        // Every blind key the frozen overlay holds was merged, and the merge noted whether the
+        // tree had it.
+        let overcounted = frozen.blind_in_tree(table, f, |_| {
+            Err(Error::Internal(
+                "a blind write's key the checkpoint did not note".into(),
+            ))
+        })?;
+        let exact = match names.get(table as usize) {
+            Some(name) => catalog::lookup(pages, &catalog, name)?.map_or(0, |(hdr, _)| hdr.entries),
+            None => 0,
+        };
+        out.push(Recount {
+            table,
+            overcounted,
+            exact,
+            counted: counted.binary_search(&table).is_ok(),
         });
-    };
-    let mut base_counts = Vec::new();
-    for run in all.chunk_by(|a, b| a.0 == b.0) {
-        let table = run[0].0;
-        let entries = table_header(&*pages, catalog, table)?.map_or(0, |(_, hdr)| hdr.entries);
-        base_counts.push((table, entries));
     }
-    let end = all.partition_point(|r| (r.0, r.1) < (first_cut.0, &first_cut.1[..]));
-    let (catalog, counts) = merge_slice_of(pages, scratch, catalog, &g, 0..end)?;
-    Ok(Merged {
-        catalog,
-        counts,
-        partial: Some(Some(Slicing {
-            // Set to the first slice's start when it is put in place (`install`).
-            started: std::time::Instant::now(),
-            cuts,
-            next: 1,
-            from,
-            base_counts: Arc::new(base_counts),
-        })),
-        base_counts: None,
-        durable: true,
-    })
+    Ok(out)
 }
 
-/// A later slice of a frozen overlay (`Part::Slice`).
-fn merge_slice(
-    pages: &mut WritePages,
-    scratch: &mut Scratch,
+/// Where slice `i` of `slices` is cut when its overlay is frozen (`Slices::frozen_at`): at the
+/// keys within it that cut the tree `snap` into about `k` key ranges of equal leaves
+/// (`btree::cuts`; each table gets its share of the `k` by its entries, and a table with two
+/// ranges or more also starts one), when it holds two of them or more. So a slice covering
+/// about 1/k of the leaves or less stays whole, a larger one (the one slice of a new database,
+/// the last one of a growing tree) is cut, and there are at most about `2k` slices.
+fn recut<S: PageSource + ?Sized>(
+    snap: &S,
     catalog: TableHeader,
-    frozen: &Overlay,
-    f: u64,
-    slice: &Slice,
-) -> Result<Merged> {
-    let start = (slice.start.0, &slice.start.1[..]);
-    let end = slice.end.as_ref().map(|(t, k)| (*t, &k[..]));
-    let g = frozen.gather(f, Some(start), end);
-    let (catalog, counts) = merge_slice_of(pages, scratch, catalog, &g, 0..g.records.len())?;
-    let last = slice.end.is_none();
-    Ok(Merged {
-        catalog,
-        counts,
-        partial: (!last).then_some(None),
-        base_counts: last.then(|| slice.base_counts.clone()),
-        durable: true,
-    })
-}
-
-/// Where a frozen overlay's records, `all`, are cut into about `cut.slices` slices: at keys
-/// that cut each table's tree into parts of about equal leaves (`btree::cuts`), each table's
-/// share of the slices by its entries, and at the start of each table it writes; then joined
-/// where a slice would hold fewer than `cut.min` records. Each cut is where a slice after the
-/// first starts. Empty when the records make one slice.
-fn plan(
-    src: &WritePages,
-    catalog: TableHeader,
-    all: &[TableRecord<'_>],
-    cut: Cut,
-) -> Result<Vec<(u64, Vec<u8>)>> {
-    let slices = cut.slices as u64;
-    let mut tables = Vec::new();
-    for run in all.chunk_by(|a, b| a.0 == b.0) {
-        let hdr = table_header(src, catalog, run[0].0)?.map(|(_, hdr)| hdr);
-        tables.push((run[0].0, hdr));
+    slices: &Slices,
+    i: usize,
+    k: usize,
+) -> Result<Vec<(u64, Box<[u8]>)>> {
+    if slices.slices().len() >= 2 * k {
+        return Ok(Vec::new());
     }
-    let total: u64 = tables
+    let (start, end) = slices.bounds(i);
+    let inside =
+        |t: u64, key: &[u8]| start.is_none_or(|s| (t, key) > s) && end.is_none_or(|e| (t, key) < e);
+    let names = catalog::list(snap, catalog)?;
+    let mut headers = Vec::with_capacity(names.len());
+    for name in &names {
+        headers.push(catalog::lookup(snap, &catalog, name)?.map(|(hdr, _)| hdr));
+    }
+    let total: u64 = headers
         .iter()
-        .map(|(_, h)| h.map_or(0, |h| h.entries))
+        .flatten()
+        .map(|h| h.entries)
         .sum::<u64>()
         .max(1);
-    let mut candidates: Vec<(u64, Vec<u8>)> = Vec::new();
-    for (table, hdr) in tables {
-        candidates.push((table, Vec::new()));
-        if let Some(hdr) = hdr {
-            let parts = (slices * hdr.entries).div_ceil(total) as usize;
-            for key in btree::cuts(src, &hdr, parts)? {
-                candidates.push((table, key));
+    let first = start.map_or(0, |s| s.0);
+    let last = end.map_or(u64::MAX, |e| e.0);
+    let mut cuts: Vec<(u64, Box<[u8]>)> = Vec::new();
+    for (table, hdr) in headers.iter().enumerate() {
+        let table = table as u64;
+        let Some(hdr) = hdr.filter(|_| (first..=last).contains(&table)) else {
+            continue;
+        };
+        let parts = (k as u64 * hdr.entries).div_ceil(total) as usize;
+        if parts < 2 {
+            continue;
+        }
+        if inside(table, &[]) {
+            cuts.push((table, Box::default()));
+        }
+        for key in btree::cuts(snap, &hdr, parts)? {
+            if inside(table, &key) {
+                cuts.push((table, key.into_boxed_slice()));
             }
         }
     }
-    // Join parts with too few records: a cut is kept when the records since the last kept
-    // one, and those after it, are enough.
-    let mut cuts = Vec::new();
-    let mut last = 0usize;
-    for (table, key) in candidates {
-        let at = all.partition_point(|r| (r.0, r.1) < (table, &key[..]));
-        if at - last >= cut.min && all.len() - at >= cut.min {
-            cuts.push((table, key));
-            last = at;
-        }
+    if cuts.len() < 2 {
+        cuts.clear();
     }
     Ok(cuts)
 }
 
-/// Table `table`'s name and header in the catalog rooted at `catalog`, if it is there.
-fn table_header(
-    src: &WritePages,
-    catalog: TableHeader,
-    table: u64,
-) -> Result<Option<(String, TableHeader)>> {
-    let names = catalog::list(src, catalog)?;
-    let Some(name) = names.get(table as usize) else {
-        return Ok(None);
-    };
-    Ok(catalog::lookup(src, &catalog, name)?.map(|(hdr, _)| (name.clone(), hdr)))
-}
-
-/// Merges the records of `overlay` visible at commit `txn` into the tree, table by table in
-/// key order (`btree::merge_sorted`), and writes each changed table's header into the catalog
-/// rooted at `catalog`. Returns the new catalog root and, for each table merged, its number,
-/// its entry count before and after.
-pub(crate) fn merge_overlay(
-    pages: &mut WritePages,
-    scratch: &mut Scratch,
-    catalog: TableHeader,
-    overlay: &Overlay,
-    txn: u64,
-) -> Result<(TableHeader, Vec<Recount>)> {
-    merge_records(pages, scratch, catalog, &overlay.all(txn))
-}
-
-/// `merge_overlay`, of the records `all` (sorted by table and key).
-fn merge_records(
+/// Merges the records `all` (sorted by table and key; an overlay's at a commit,
+/// `Slices::all`) into the tree, table by table in key order (`btree::merge_sorted`), and
+/// writes each changed table's header into the catalog rooted at `catalog`. Returns the new
+/// catalog root.
+pub(crate) fn merge_records(
     pages: &mut WritePages,
     scratch: &mut Scratch,
     catalog: TableHeader,
     all: &[TableRecord<'_>],
-) -> Result<(TableHeader, Vec<Recount>)> {
+) -> Result<TableHeader> {
     merge_noting(pages, scratch, catalog, all, None)
 }
 
-/// `merge_records` of the gathered records `g.records[range]`, noting on each record's entry
-/// whether its key was in the tree (`Gathered::note_in_tree`): a slice of a checkpoint by
-/// slices, whose frozen overlay stays above the tree, counted by blind writes' keys as the
-/// tree had them before any slice.
-fn merge_slice_of(
+/// `merge_records` of a frozen overlay's gathered records, noting on each record's entry
+/// whether its key was in the tree (`Gathered::note_in_tree`): the keys its blind writes
+/// counted as new and the tree had are counted from those notes (`counted`), since the tree
+/// now has them all.
+fn merge_noted(
     pages: &mut WritePages,
     scratch: &mut Scratch,
     catalog: TableHeader,
     g: &Gathered<'_>,
-    range: std::ops::Range<usize>,
-) -> Result<(TableHeader, Vec<Recount>)> {
-    let records = &g.records[range.clone()];
-    let mut found = vec![false; records.len()];
-    let merged = merge_noting(pages, scratch, catalog, records, Some(&mut found))?;
+) -> Result<TableHeader> {
+    let mut found = vec![false; g.records.len()];
+    let merged = merge_noting(pages, scratch, catalog, &g.records, Some(&mut found))?;
     for (i, &was) in found.iter().enumerate() {
-        g.note_in_tree(range.start + i, was);
+        g.note_in_tree(i, was);
     }
     Ok(merged)
 }
@@ -908,10 +667,9 @@ fn merge_noting(
     catalog: TableHeader,
     all: &[TableRecord<'_>],
     mut found: Option<&mut [bool]>,
-) -> Result<(TableHeader, Vec<Recount>)> {
+) -> Result<TableHeader> {
     let names = catalog::list(&*pages, catalog)?;
     let mut catalog = catalog;
-    let mut counts = Vec::new();
     let mut value = Vec::new();
     let mut at = 0;
     for run in all.chunk_by(|a, b| a.0 == b.0) {
@@ -946,7 +704,6 @@ fn merge_noting(
             value.extend_from_slice(&props);
             btree::put(pages, scratch, &mut catalog, name.as_bytes(), &value, None)?;
         }
-        counts.push((table, before.entries, hdr.entries));
     }
-    Ok((catalog, counts))
+    Ok(catalog)
 }

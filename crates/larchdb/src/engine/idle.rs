@@ -175,13 +175,11 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
             return false;
         }
         if guard.checkpoint.is_none() {
-            // The slices a checkpoint by slices has left are not counted: they all follow.
-            let slice = guard.slicing.is_some();
-            if started == CHECKPOINTS_PER_PERIOD && !slice {
+            if started == CHECKPOINTS_PER_PERIOD {
                 return false;
             }
             match checkpoint::start(shared, &mut guard) {
-                Ok(true) => started += u32::from(!slice),
+                Ok(true) => started += 1,
                 // Nothing to merge, or a failure that poisoned the handle.
                 Ok(false) | Err(_) => return false,
             }

@@ -93,15 +93,12 @@ pub(crate) struct WriterState {
     pub(crate) counts: Vec<([u8; 8], [u8; 8])>,
     /// The log position of the last checkpoint: the log since is replayed at open.
     pub(crate) checkpoint_position: u64,
-    /// Where the active overlay's records start in the log: the oldest record the tree may
-    /// not hold, as far as that overlay goes (a checkpoint by slices names the frozen
-    /// overlay's as its log position until its last slice, `checkpoint::Slicing`).
+    /// Where the records of an active overlay made now would start in the log
+    /// (`upper::slices::Slice::from`): the position the last checkpoint froze at, or the
+    /// last commit that wrote pages ended at, or the meta page's at open.
     pub(crate) overlay_from: u64,
     /// The checkpoint running on its own thread, if any (`checkpoint`).
     pub(crate) checkpoint: Option<checkpoint::Running>,
-    /// The slices of the frozen overlay still to merge, while a checkpoint by slices is part
-    /// way (`checkpoint::Slicing`).
-    pub(crate) slicing: Option<checkpoint::Slicing>,
     /// The newest commit made through the log whose committer lets the write lock go and
     /// waits for the log's sync before publishing it (`Durability::Immediate`: group commit),
     /// with the log position its record ends at. The next write transaction starts from it
@@ -163,8 +160,9 @@ pub(crate) struct Shared {
     /// The memory the overlays may hold (`admission::budget`, from `Options::memory_budget`).
     pub(crate) memory_budget: u64,
     /// The memory the published snapshot's active and frozen overlays hold
-    /// (`Overlay::bytes`), as of their last publication (`Shared::note_upper`).
-    pub(crate) upper: [AtomicU64; 2],
+    /// (`Overlay::bytes`), and the slices of the active ones, as of their last publication
+    /// (`Shared::note_upper`).
+    pub(crate) upper: [AtomicU64; 3],
     /// The owner of every background thread: started through it, stopped by it at close.
     pub(crate) background: Arc<background::Background>,
     /// The thread that makes `Durability::Bounded` commits durable.
@@ -237,6 +235,12 @@ impl Shared {
         )))
     }
 
+    /// New active overlays, one slice, for commits whose records start at log position
+    /// `from`.
+    pub(crate) fn new_slices(&self, from: u64) -> Arc<upper::slices::Slices> {
+        Arc::new(upper::slices::Slices::one(self.new_overlay(), from))
+    }
+
     pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {
         // No code panics while holding this lock; recover the state if a panic ever did.
         self.read.lock().unwrap_or_else(|e| e.into_inner())
@@ -248,12 +252,20 @@ impl Shared {
         (get(&self.upper[0]), get(&self.upper[1]))
     }
 
+    /// Whether the active overlays are cut in several slices, as of their last publication.
+    pub(crate) fn sliced(&self) -> bool {
+        self.upper[2].load(std::sync::atomic::Ordering::Relaxed) > 1
+    }
+
     /// Notes the memory `p`'s overlays hold: `p` is becoming the published snapshot.
     pub(crate) fn note_upper(&self, p: &published::Published) {
-        let bytes = |o: &Option<Arc<upper::overlay::Overlay>>| o.as_ref().map_or(0, |o| o.bytes());
         let set = |a: &AtomicU64, v: usize| a.store(v as u64, std::sync::atomic::Ordering::Relaxed);
-        set(&self.upper[0], bytes(&p.overlay));
-        set(&self.upper[1], bytes(&p.frozen));
+        set(&self.upper[0], p.overlay.as_ref().map_or(0, |o| o.bytes()));
+        set(&self.upper[1], p.frozen.as_ref().map_or(0, |o| o.bytes()));
+        set(
+            &self.upper[2],
+            p.overlay.as_ref().map_or(0, |o| o.slices().len()),
+        );
     }
 
     /// The boot id commits record (zero if unknown).

@@ -415,7 +415,6 @@ fn writer_state(
             log.map_or(0, |l| l.end())
         },
         checkpoint: None,
-        slicing: None,
         pending: None,
         pacer: Default::default(),
         savepoints: Default::default(),

@@ -2,19 +2,21 @@
 
 use super::catalog::CatalogCache;
 use super::upper::overlay::Overlay;
+use super::upper::slices::Slices;
 use super::upper::Overlays;
 use crate::pager::Snapshot;
 use std::sync::Arc;
 
 /// A committed snapshot as published to readers: the tree of the last commit that wrote
 /// pages (a checkpoint), its catalog decoded once on first use, and, for a handle that writes
-/// the log, the overlay holding the commits since, up to commit `txn`. While a checkpoint
-/// runs on its own thread (`engine::checkpoint`), the commits it writes into the tree are in
-/// the `frozen` overlay, below `overlay` (the commits since the checkpoint began).
+/// the log, the overlays holding the commits since, up to commit `txn`, one per slice of the
+/// key space. While a checkpoint runs on its own thread (`engine::checkpoint`), the commits it
+/// writes into the tree are in the `frozen` overlay, below `overlay` (the commits since it
+/// began).
 pub(crate) struct Published {
     pub(crate) snap: Arc<Snapshot>,
     pub(crate) catalog: Arc<CatalogCache>,
-    pub(crate) overlay: Option<Arc<Overlay>>,
+    pub(crate) overlay: Option<Arc<Slices>>,
     pub(crate) frozen: Option<Arc<Overlay>>,
     txn: u64,
 }
@@ -32,16 +34,20 @@ impl Published {
     }
 
     /// Commit `txn`, in `overlay` on top of `tree`'s tree (and its frozen overlay, if any).
-    pub(crate) fn logged(tree: &Published, overlay: Arc<Overlay>, txn: u64) -> Arc<Published> {
+    pub(crate) fn logged(tree: &Published, overlay: Arc<Slices>, txn: u64) -> Arc<Published> {
         debug_assert!(txn >= tree.snap.meta.txn);
         tree.on_tree(Some(overlay), tree.frozen.clone(), txn)
     }
 
-    /// The same commit, its overlay frozen for a checkpoint (`engine::checkpoint`): the
-    /// commits after it go to a new overlay.
-    pub(crate) fn frozen(&self) -> Arc<Published> {
+    /// The same commit, with `frozen`, one of its overlays, frozen for a checkpoint
+    /// (`engine::checkpoint`), and `active` the overlays the commits after it go to.
+    pub(crate) fn frozen(
+        &self,
+        active: Option<Arc<Slices>>,
+        frozen: Arc<Overlay>,
+    ) -> Arc<Published> {
         debug_assert!(self.frozen.is_none(), "one checkpoint at a time");
-        self.on_tree(None, self.overlay.clone(), self.txn)
+        self.on_tree(active, Some(frozen), self.txn)
     }
 
     /// The same tree and overlays as commit `txn`, a commit of no records: the id a slice's
@@ -52,16 +58,10 @@ impl Published {
         self.on_tree(self.overlay.clone(), self.frozen.clone(), txn)
     }
 
-    /// The snapshot a slice's checkpoint merges into: this one's tree under its frozen overlay
-    /// alone, as commit `txn`.
-    pub(crate) fn slice_job(&self, txn: u64) -> Arc<Published> {
-        self.on_tree(None, self.frozen.clone(), txn)
-    }
-
     /// This snapshot's tree (and its decoded catalog) under `overlay` and `frozen`, as `txn`.
     fn on_tree(
         &self,
-        overlay: Option<Arc<Overlay>>,
+        overlay: Option<Arc<Slices>>,
         frozen: Option<Arc<Overlay>>,
         txn: u64,
     ) -> Arc<Published> {
@@ -80,7 +80,7 @@ impl Published {
     /// both).
     pub(crate) fn checkpointed(
         snap: Snapshot,
-        overlay: Option<Arc<Overlay>>,
+        overlay: Option<Arc<Slices>>,
         frozen: Option<Arc<Overlay>>,
         txn: u64,
     ) -> Arc<Published> {

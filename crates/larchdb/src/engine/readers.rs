@@ -5,7 +5,6 @@
 
 use super::published::Published;
 use super::replay::Follower;
-use super::upper::overlay::Overlay;
 use super::Shared;
 use crate::error::{Error, Result};
 use crate::pager::freelist::Held;
@@ -246,10 +245,12 @@ impl Shared {
         published: Arc<Published>,
     ) -> Arc<Published> {
         let cur = &rs.current;
-        let same = |a: Option<&Arc<Overlay>>, b: Option<&Arc<Overlay>>| match (a, b) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (a, b) => a.is_none() && b.is_none(),
-        };
+        fn same<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+        }
         let same_shape = Arc::ptr_eq(&cur.snap, &published.snap)
             && Arc::ptr_eq(&cur.catalog, &published.catalog)
             && same(cur.overlay.as_ref(), published.overlay.as_ref())

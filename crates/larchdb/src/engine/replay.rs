@@ -13,6 +13,7 @@ use super::log::{Log, LogSource, ReadBack, Record};
 use super::published::Published;
 use super::upper::batch;
 use super::upper::overlay::{Lookup, Overlay, Visible, COUNTS};
+use super::upper::slices::Slices;
 use crate::btree;
 use crate::error::{Error, Result};
 use crate::layout::log::{KIND_COMMIT, KIND_MARK};
@@ -174,7 +175,8 @@ impl<'t> Replay<'t> {
     pub(crate) fn new(tree: &'t Arc<Published>) -> Replay<'t> {
         Replay {
             tree,
-            overlay: tree.overlay.clone(),
+            // A follower's overlay: always one slice (only a writer's checkpoints cut them).
+            overlay: tree.overlay.as_ref().and_then(|o| o.single()).cloned(),
             chunk: Vec::new(),
             expected_bytes: 0,
             expected_records: None,
@@ -205,7 +207,18 @@ impl<'t> Replay<'t> {
     pub(crate) fn finish(mut self) -> Result<Arc<Published>> {
         self.flush()?;
         match self.overlay {
-            Some(overlay) if self.any => Ok(Published::logged(self.tree, overlay, self.txn)),
+            Some(overlay) if self.any => {
+                let slices = match &self.tree.overlay {
+                    Some(s) if s.single().is_some_and(|o| Arc::ptr_eq(o, &overlay)) => s.clone(),
+                    Some(_) => {
+                        return Err(Error::Internal(
+                            "a replay onto the overlays of several slices".into(),
+                        ))
+                    }
+                    None => Arc::new(Slices::one(overlay, self.tree.snap.meta.log_position)),
+                };
+                Ok(Published::logged(self.tree, slices, self.txn))
+            }
             _ => Ok(self.tree.clone()),
         }
     }
@@ -731,8 +744,8 @@ mod tests {
     /// The overlay of `current`, replayed over `tree` from `logged(n)`'s log: every key of
     /// table `t` with its value, and the entry count. Returns the overlay.
     fn assert_every_key<'c>(tree: &Published, current: &'c Published, n: u32) -> &'c Overlay {
-        let Some(overlay) = current.overlay.as_deref() else {
-            panic!("no overlay after a replay")
+        let Some(overlay) = current.overlay.as_ref().and_then(|o| o.single()) else {
+            panic!("no overlay of one slice after a replay")
         };
         let last = current.txn();
         let id = tree.catalog.table_id(&tree.snap, b"t").unwrap().unwrap();

@@ -117,10 +117,9 @@ impl<'db> Txn<'db> {
     /// yet.
     pub(crate) fn start_pages(&mut self) -> Result<&mut WritePages> {
         if self.pages.is_none() {
-            if self.guard.checkpoint.is_some() || self.guard.slicing.is_some() {
-                // A checkpoint thread holds the disk state: wait for it, and for the slices
-                // of a checkpoint by slices left to merge, and start from the snapshot they
-                // leave.
+            if self.guard.checkpoint.is_some() {
+                // A checkpoint thread holds the disk state: wait for it, and start from the
+                // snapshot it leaves.
                 if let Err(e) = checkpoint::drain(self.shared, &mut self.guard) {
                     self.failed = true;
                     return Err(e);
@@ -181,13 +180,20 @@ impl<'db> Txn<'db> {
         source_of(&self.pages, &self.base)
     }
 
-    /// Whether the log has grown enough since the last checkpoint that one is due (by
-    /// `Options::checkpoint_bytes`, or more in a large database: `Log::plan`).
+    /// Whether a checkpoint is due: the log has grown since the last one by
+    /// `Options::checkpoint_bytes` (or more in a large database: `Log::plan`); or, with the
+    /// active overlays cut in slices, whose checkpoints each merge one, once they hold as many
+    /// bytes, or the log needs room back (`commit::durable_checkpoint_due`; the checkpoint then
+    /// merges the slice holding the oldest records).
     pub(crate) fn checkpoint_due(shared: &Shared, guard: &WriterState) -> bool {
-        shared
-            .log
-            .as_ref()
-            .is_some_and(|log| log.checkpoint_due(guard.checkpoint_position))
+        let Some(log) = shared.log.as_ref() else {
+            return false;
+        };
+        if !shared.sliced() {
+            return log.checkpoint_due(guard.checkpoint_position);
+        }
+        let p = log.pressure();
+        shared.upper_bytes().0 >= p.checkpoint || super::commit::durable_checkpoint_due(shared, p)
     }
 
     /// Turns a logged transaction into one that writes pages: the overlay's records up to the
@@ -219,7 +225,7 @@ impl<'db> Txn<'db> {
                 let txn = t.base.txn();
                 let pages = t.pages.as_deref_mut().ok_or(Error::TxnFailed)?;
                 let scratch = &mut t.guard.scratch;
-                t.catalog = checkpoint::merge_overlay(pages, scratch, t.catalog, o, txn)?.0;
+                t.catalog = checkpoint::merge_records(pages, scratch, t.catalog, &o.all(txn))?;
             }
             let names = catalog::list(t.source(), t.catalog)?;
             let name = |table: u64| -> Result<&str> {

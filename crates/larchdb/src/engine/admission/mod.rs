@@ -72,10 +72,8 @@ pub(crate) fn make_room<'a>(
     shared: &'a Arc<Shared>,
     mut guard: MutexGuard<'a, WriterState>,
 ) -> Result<Option<MutexGuard<'a, WriterState>>> {
-    // The slices a checkpoint by slices has left follow one another at once.
-    let due = |guard: &WriterState| {
-        guard.slicing.is_some() || Txn::checkpoint_due(shared, guard) || budget::memory_due(shared)
-    };
+    let due =
+        |guard: &WriterState| Txn::checkpoint_due(shared, guard) || budget::memory_due(shared);
     if !due(&guard) {
         hold_back(shared, &mut guard)?;
         return Ok(Some(guard));
@@ -135,7 +133,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
             .fetch_add(micros(waited.elapsed()), Ordering::Relaxed);
         p = log.pressure();
     }
-    let started = guard.checkpoint.as_ref().map(|r| r.frozen_since());
+    let started = guard.checkpoint.as_ref().map(|r| r.started());
     if let Some(r) = guard.checkpoint.as_ref().filter(|r| r.share) {
         if guard.pacer.share.due() {
             guard.pacer.share.read(r.cpu(), share::contended());

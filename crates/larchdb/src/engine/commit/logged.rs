@@ -88,7 +88,7 @@ pub(crate) fn commit_logged(
     }
     let overlay = match &base.overlay {
         Some(o) => o.clone(),
-        None => shared.new_overlay(),
+        None => shared.new_slices(guard.overlay_from),
     };
     let records = guard.batch.iter();
     let count_records = counts

@@ -267,9 +267,9 @@ fn forget_replaced(old: &Published, freed: &[(u64, u64)]) {
 /// milliseconds: a thread of its own does it, off the writer's or the reader's thread and
 /// outside the read state's lock.
 pub(crate) fn retire(shared: &Shared, old: Arc<Published>) {
-    let last = |o: &Option<Arc<crate::engine::upper::overlay::Overlay>>| {
+    fn last<T>(o: &Option<Arc<T>>) -> bool {
         o.as_ref().is_some_and(|o| Arc::strong_count(o) == 1)
-    };
+    }
     if Arc::strong_count(&old) > 1 || !(last(&old.frozen) || last(&old.overlay)) {
         return;
     }

@@ -12,12 +12,14 @@
 //! range.rs    Range: a scan of the tree merged with the layers above it
 //! overlay.rs  Overlay: the versioned, hashed and sorted record store of the commits since a
 //!             checkpoint
+//! slices.rs   Slices: the active overlays, one per key range
 //! batch.rs    Batch: a logged write transaction's private writes and its log record's body
 //! ```
 
 pub(crate) mod batch;
 pub(crate) mod overlay;
 mod range;
+pub(crate) mod slices;
 
 pub use range::Range;
 
@@ -26,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::pager::{PageSource, TableHeader};
 use batch::Batch;
 use overlay::{Lookup, Overlay, Scan, Visible};
+use slices::{Slices, SlicesScan};
 use std::ops::Bound;
 
 /// A key and its value, borrowed from the transaction.
@@ -37,7 +40,7 @@ pub type Entry<'t> = (&'t [u8], &'t [u8]);
 /// Empty when the tree is everything (no overlay, a transaction that writes pages).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Upper<'t> {
-    overlay: Option<&'t Overlay>,
+    overlay: Option<&'t Slices>,
     frozen: Option<&'t Overlay>,
     batch: Option<&'t Batch>,
     /// The table's number in the overlay and the batch.
@@ -81,7 +84,10 @@ impl<'t> Upper<'t> {
     /// one was known there, so no key is counted twice).
     pub(crate) fn blind_in_tree(&self, in_tree: impl Fn(&[u8]) -> Result<bool>) -> Result<u64> {
         let mut n = 0;
-        for o in [self.overlay, self.frozen].into_iter().flatten() {
+        if let Some(o) = self.overlay {
+            n += o.blind_in_tree(self.table, self.txn, &in_tree)?;
+        }
+        if let Some(o) = self.frozen {
             n += o.blind_in_tree(self.table, self.txn, &in_tree)?;
         }
         Ok(n)
@@ -108,7 +114,8 @@ impl<'t> Upper<'t> {
                 }
                 frozen.get_hashed(in_frozen, self.table, key, self.txn)
             }
-            (Some(o), None) | (None, Some(o)) => o.get(self.table, key, self.txn),
+            (Some(active), None) => active.get(self.table, key, self.txn),
+            (None, Some(frozen)) => frozen.get(self.table, key, self.txn),
             (None, None) => Lookup::Absent,
         }
     }
@@ -122,15 +129,18 @@ impl<'t> Upper<'t> {
         reverse: bool,
     ) -> UpperScan<'t> {
         let (s, e) = (as_ref(start), as_ref(end));
-        let scan = |o: &'t Overlay| o.scan(self.table, self.txn, s, e, reverse);
         UpperScan {
             batch: self
                 .batch
                 .map(|b| b.range(self.table, s, e))
                 .unwrap_or_default(),
             batch_taken: 0,
-            active: self.overlay.map(scan),
-            frozen: self.frozen.map(scan),
+            active: self
+                .overlay
+                .map(|o| o.scan(self.table, self.txn, s, e, reverse)),
+            frozen: self
+                .frozen
+                .map(|o| o.scan(self.table, self.txn, s, e, reverse)),
             heads: [None; 3],
             started: false,
             reverse,
@@ -145,7 +155,7 @@ pub(super) struct UpperScan<'t> {
     /// end if reverse).
     batch: Vec<Visible<'t>>,
     batch_taken: usize,
-    active: Option<Scan<'t>>,
+    active: Option<SlicesScan<'t>>,
     frozen: Option<Scan<'t>>,
     /// Each layer's next key, newest layer first (`None`: it has no more).
     heads: [Option<Visible<'t>>; 3],
@@ -203,17 +213,16 @@ impl<'t> UpperScan<'t> {
 /// The overlays a snapshot reads before its tree (`engine::published::Published`).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Overlays<'t> {
-    pub(crate) active: Option<&'t Overlay>,
+    pub(crate) active: Option<&'t Slices>,
     pub(crate) frozen: Option<&'t Overlay>,
 }
 
 impl Overlays<'_> {
     /// Table `table`'s entry count at snapshot `txn`, if a commit in an overlay changed it.
     pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
-        [self.active, self.frozen]
-            .into_iter()
-            .flatten()
-            .find_map(|o| o.count(table, txn))
+        self.active
+            .and_then(|o| o.count(table, txn))
+            .or_else(|| self.frozen.and_then(|o| o.count(table, txn)))
     }
 }
 

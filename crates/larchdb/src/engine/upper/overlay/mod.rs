@@ -307,6 +307,14 @@ impl Overlay {
         }
     }
 
+    /// The tables blind writes made entries of (`blind_in_tree`), ascending.
+    pub(crate) fn blind_tables(&self) -> Vec<u64> {
+        let blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tables: Vec<u64> = blind.keys().copied().collect();
+        tables.sort_unstable();
+        tables
+    }
+
     /// Keys (table and key pairs) with at least one version.
     pub(crate) fn len(&self) -> usize {
         self.len.load(Ordering::Acquire)

@@ -1,0 +1,259 @@
+//! The active overlays: one per slice of the key space (docs/design/footprint.md, "An
+//! overlay per slice").
+//!
+//! The key space of every table, ordered by (table number, key), is cut into slices; each
+//! slice has an overlay of its own that takes the commits' records in its range. A checkpoint
+//! freezes one slice's overlay and merges it into the tree, and the others go on gathering
+//! records, so that a leaf is rewritten once it has gathered several of them, and the copies a
+//! checkpoint makes are of one slice's leaves, not of the whole tree. A read finds its slice by
+//! a binary search over the cuts, then probes that slice's overlay.
+//!
+//! A `Slices` is shared by the snapshots, as an overlay is: the writer adds each commit's
+//! records to the overlays of the slices they fall in, and readers see a commit once it is
+//! published. Only a checkpoint changes the slices, and it makes a new `Slices`, with the
+//! frozen slice's overlay replaced by new ones (the slice may be cut again there): the other
+//! slices' overlays are the same objects in both.
+
+use super::overlay::{Lookup, Overlay, Scan, TableRecord, Visible, COUNTS};
+use crate::error::Result;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// One slice: its overlay, and where in the log its records start.
+#[derive(Clone)]
+pub(crate) struct Slice {
+    pub(crate) overlay: Arc<Overlay>,
+    /// The log position the slice's overlay was made at: none of its records come before it.
+    pub(crate) from: u64,
+}
+
+/// The active overlays, one per slice (the module's text). Never empty.
+pub(crate) struct Slices {
+    /// Where each slice after the first starts (table, key), ascending.
+    starts: Vec<(u64, Box<[u8]>)>,
+    slices: Vec<Slice>,
+}
+
+impl Slices {
+    /// One slice, the whole key space, in `overlay`, whose records start at log position
+    /// `from`.
+    pub(crate) fn one(overlay: Arc<Overlay>, from: u64) -> Slices {
+        Slices {
+            starts: Vec::new(),
+            slices: vec![Slice { overlay, from }],
+        }
+    }
+
+    /// The slices, in key order.
+    pub(crate) fn slices(&self) -> &[Slice] {
+        &self.slices
+    }
+
+    /// The overlay, where there is one slice.
+    pub(crate) fn single(&self) -> Option<&Arc<Overlay>> {
+        match &self.slices[..] {
+            [only] => Some(&only.overlay),
+            _ => None,
+        }
+    }
+
+    /// Where slice `i` starts (inclusive) and ends (exclusive), `None` for the key space's
+    /// start and end.
+    pub(crate) fn bounds(&self, i: usize) -> (Option<(u64, &[u8])>, Option<(u64, &[u8])>) {
+        let at = |j: usize| self.starts.get(j).map(|(t, k)| (*t, &k[..]));
+        (i.checked_sub(1).and_then(at), at(i))
+    }
+
+    /// The slice whose overlay holds the most keys (tables' counts are one key each), if
+    /// any holds one.
+    pub(crate) fn fullest(&self) -> Option<usize> {
+        (0..self.slices.len())
+            .filter(|&i| self.slices[i].overlay.len() > 0)
+            .max_by_key(|&i| self.slices[i].overlay.len())
+    }
+
+    /// The slice that may hold the oldest record: the oldest `from` of those holding one.
+    pub(crate) fn oldest(&self) -> Option<usize> {
+        (0..self.slices.len())
+            .filter(|&i| self.slices[i].overlay.len() > 0)
+            .min_by_key(|&i| self.slices[i].from)
+    }
+
+    /// Where in the log the oldest record of these overlays may be, if they hold any.
+    pub(crate) fn oldest_from(&self) -> Option<u64> {
+        self.oldest().map(|i| self.slices[i].from)
+    }
+
+    /// These slices with slice `i`'s overlay taken out to be frozen: in its place, new
+    /// overlays from `make`, whose records start at log position `from`, one for each part
+    /// of the slice `cuts` (ascending, within it) cut it into.
+    pub(crate) fn frozen_at(
+        &self,
+        i: usize,
+        cuts: Vec<(u64, Box<[u8]>)>,
+        mut make: impl FnMut() -> Arc<Overlay>,
+        from: u64,
+    ) -> Slices {
+        let parts = cuts.len() + 1;
+        let mut starts = Vec::with_capacity(self.starts.len() + cuts.len());
+        starts.extend_from_slice(&self.starts[..i]);
+        starts.extend(cuts);
+        starts.extend_from_slice(&self.starts[i..]);
+        let mut slices = Vec::with_capacity(self.slices.len() + parts - 1);
+        slices.extend_from_slice(&self.slices[..i]);
+        slices.extend((0..parts).map(|_| Slice {
+            overlay: make(),
+            from,
+        }));
+        slices.extend_from_slice(&self.slices[i + 1..]);
+        debug_assert!(starts.windows(2).all(|w| w[0] < w[1]));
+        debug_assert_eq!(starts.len() + 1, slices.len());
+        Slices { starts, slices }
+    }
+
+    /// The slice `(table, key)` falls in.
+    #[inline]
+    fn index_of(&self, table: u64, key: &[u8]) -> usize {
+        if self.starts.is_empty() {
+            return 0;
+        }
+        self.starts
+            .partition_point(|(t, k)| (*t, &k[..]) <= (table, key))
+    }
+
+    /// The overlay of the slice `(table, key)` falls in.
+    #[inline]
+    pub(crate) fn overlay_of(&self, table: u64, key: &[u8]) -> &Overlay {
+        &self.slices[self.index_of(table, key)].overlay
+    }
+
+    /// As `Overlay::get`, in the slice of the key.
+    #[inline]
+    pub(crate) fn get(&self, table: u64, key: &[u8], txn: u64) -> Lookup<'_> {
+        self.overlay_of(table, key).get(table, key, txn)
+    }
+
+    /// As `Overlay::count`: the counts are records of `COUNTS`, in the slice they fall in.
+    pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
+        self.overlay_of(COUNTS, &table.to_be_bytes())
+            .count(table, txn)
+    }
+
+    /// As `Overlay::blind_in_tree`, over every slice.
+    pub(crate) fn blind_in_tree(
+        &self,
+        table: u64,
+        txn: u64,
+        in_tree: &impl Fn(&[u8]) -> Result<bool>,
+    ) -> Result<u64> {
+        let mut n = 0;
+        for s in &self.slices {
+            n += s.overlay.blind_in_tree(table, txn, in_tree)?;
+        }
+        Ok(n)
+    }
+
+    /// As `Overlay::prefetch_slot`, in the slice of the key.
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, table: u64, key: &[u8]) {
+        self.overlay_of(table, key).prefetch_slot(table, key);
+    }
+
+    /// As `Overlay::insert_marked`: each record goes to its slice's overlay, runs of records
+    /// of one slice together.
+    pub(crate) fn insert_marked<'a>(
+        &self,
+        txn: u64,
+        records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
+    ) {
+        if let Some(only) = self.single() {
+            only.insert_marked(txn, records);
+            return;
+        }
+        let mut run = Vec::new();
+        let mut at = usize::MAX;
+        for r in records {
+            let i = self.index_of(r.0, r.1);
+            if i != at && !run.is_empty() {
+                self.slices[at].overlay.insert_marked(txn, run.drain(..));
+            }
+            at = i;
+            run.push(r);
+        }
+        if !run.is_empty() {
+            self.slices[at].overlay.insert_marked(txn, run);
+        }
+    }
+
+    /// Keys with at least one version, in all the slices (`Overlay::len`).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.slices.iter().map(|s| s.overlay.len()).sum()
+    }
+
+    /// The memory the overlays hold (`Overlay::bytes`).
+    pub(crate) fn bytes(&self) -> usize {
+        self.slices.iter().map(|s| s.overlay.bytes()).sum()
+    }
+
+    /// Every record visible at `txn`, sorted by table and key (`Overlay::all`, slice after
+    /// slice).
+    pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
+        match self.single() {
+            Some(only) => only.all(txn),
+            None => self
+                .slices
+                .iter()
+                .flat_map(|s| s.overlay.all(txn))
+                .collect(),
+        }
+    }
+
+    /// As `Overlay::scan`, through the slices the bounds reach, in the scan's direction.
+    pub(crate) fn scan(
+        &self,
+        table: u64,
+        txn: u64,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        reverse: bool,
+    ) -> SlicesScan<'_> {
+        let first = match start {
+            Bound::Included(k) | Bound::Excluded(k) => self.index_of(table, k),
+            Bound::Unbounded => self.index_of(table, &[]),
+        };
+        let last = match end {
+            Bound::Included(k) | Bound::Excluded(k) => self.index_of(table, k),
+            // The last slice that starts at or before the table's end.
+            Bound::Unbounded => self.starts.partition_point(|(t, _)| *t <= table),
+        };
+        let mut scans: Vec<Scan<'_>> = self.slices[first..=last.max(first)]
+            .iter()
+            .map(|s| s.overlay.scan(table, txn, start, end, reverse))
+            .collect();
+        if !reverse {
+            scans.reverse();
+        }
+        SlicesScan { scans }
+    }
+}
+
+/// A scan through several slices' overlays, one after another (`Slices::scan`).
+pub(crate) struct SlicesScan<'o> {
+    /// The scans left, the next one last.
+    scans: Vec<Scan<'o>>,
+}
+
+impl<'o> Iterator for SlicesScan<'o> {
+    type Item = Visible<'o>;
+
+    fn next(&mut self) -> Option<Visible<'o>> {
+        loop {
+            let scan = self.scans.last_mut()?;
+            if let Some(v) = scan.next() {
+                return Some(v);
+            }
+            self.scans.pop();
+        }
+    }
+}
