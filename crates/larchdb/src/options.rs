@@ -140,22 +140,26 @@ pub struct Options {
     /// Off, the write transaction that finds a checkpoint due writes it first, as with
     /// `Database::checkpoint` (docs/design/write-path.md).
     pub checkpoint_thread: bool,
-    /// How many key ranges (slices) a checkpoint's overlay is merged into the tree in, one
-    /// checkpoint each, every one made durable, on a handle that writes the log with
-    /// `checkpoint_thread`. Copy-on-write rewrites every leaf a merge reaches, and random
-    /// writes reach nearly all of them: a checkpoint that merges the whole overlay at once
-    /// leaves the file holding a second copy of the tree (a third while the last durable one is
-    /// kept). Merged slice by slice, the file holds about one slice's leaves twice instead
+    /// How many key ranges (slices) the overlays of a handle that writes the log (with
+    /// `checkpoint_thread`) are cut into: each slice gathers its records in an overlay of its
+    /// own, and a checkpoint merges one slice's, the one holding the most (or, when the log
+    /// needs room back, the oldest records), while the others go on gathering; each such
+    /// checkpoint is made durable. Copy-on-write rewrites every leaf a merge reaches, and
+    /// random writes reach nearly all of them: a checkpoint that merges the whole overlay
+    /// leaves the file holding a second copy of the tree (a third while the last durable one
+    /// is kept); by slices it holds about two slices' leaves twice instead
     /// (docs/design/footprint.md). The price: every leaf a checkpoint rewrites is written to
     /// the device once per checkpoint, where unsynced whole checkpoints let the page cache
-    /// take most rewrites of the same pages. In memory that halves the random write rate; past
+    /// take most rewrites of the same pages, and reads probe their slice's overlay, which
+    /// always holds records. In memory that costs about half the random write rate; past
     /// memory, where the copies crowd the tree out of the page cache, slices are faster
-    /// (docs/design/performance.md). 0, the default: the whole overlay at once while the data
-    /// file is under a third of the memory the process may use (the lowest of its cgroups'
-    /// limits and the machine's memory), and beyond that one slice per `CHECKPOINT_SLICE_PAGES`
-    /// pages, up to `CHECKPOINT_SLICES_MAX` (an overlay of under 2,048 records is merged whole
-    /// and made durable as a slice is). 1: always the whole overlay; more: that many slices.
-    /// Set it where the file's size matters more than the write rate, or the reverse.
+    /// (docs/design/performance.md). 0, the default: one slice (the whole overlay at once)
+    /// while the data file is under a third of the memory the process may use (the lowest of
+    /// its cgroups' limits and the machine's memory), and beyond that one slice per
+    /// `CHECKPOINT_SLICE_PAGES` pages, up to `CHECKPOINT_SLICES_MAX` (a slice is cut where it
+    /// covers two of those shares of the tree, so there may be up to twice as many). 1: always
+    /// the whole overlay; more: that many. Set it where the file's size matters more than the
+    /// write rate, or the reverse.
     pub checkpoint_slices: u32,
     /// On a handle that writes the log, with `checkpoint_thread`: once no commit has been
     /// made through the log for this many milliseconds, the checkpoint thread merges what the
@@ -542,8 +546,8 @@ impl Options {
         self
     }
 
-    /// Sets how many key ranges a checkpoint's overlay is merged in (see
-    /// [`Options::checkpoint_slices`]).
+    /// Sets how many key ranges the overlays are cut into, each merged by checkpoints of its
+    /// own (see [`Options::checkpoint_slices`]).
     ///
     /// ```
     /// # use larchdb::{Database, Options};

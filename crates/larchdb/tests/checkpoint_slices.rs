@@ -1,16 +1,16 @@
-//! Checkpoints by slices (`Options::checkpoint_slices`, docs/design/footprint.md): a frozen
-//! overlay merged into the tree one key range at a time, each range a durable checkpoint of
-//! its own, the overlay still read above the tree until its last range is in. These tests
-//! drive tens of thousands of one-write commits over a tree of a few thousand leaves, with a
-//! checkpoint due every few thousand records, and check against a model:
+//! Checkpoints by slices (`Options::checkpoint_slices`, docs/design/footprint.md): the
+//! overlays cut by key range, each slice gathering its records in an overlay of its own, and
+//! each checkpoint merging one slice's (made durable) while the others go on gathering. These
+//! tests drive tens of thousands of one-write commits over a tree of a few thousand leaves,
+//! with a checkpoint due every few thousand records, and check against a model:
 //! - the checkpoints really went by slices (`CommitStats::checkpoint_slices`);
-//! - every snapshot, held by readers across slices, reads as it did when it began, and the
-//!   newest one reads as the model: gets, scans both ways, entry counts (blind writes counted
-//!   as new, deletions of keys a slice already merged, keys new to the tree);
-//! - after a process crash at any point, part way through a checkpoint by slices included
-//!   (the meta page then names the log from the frozen overlay's first record, and replay
-//!   applies records the tree already holds), the reopened database is the model; after a
-//!   power loss, the model as of the last commit, every commit being durable.
+//! - every snapshot, held by readers across checkpoints, reads as it did when it began, and
+//!   the newest one reads as the model: gets, scans both ways, entry counts (blind writes
+//!   counted as new, deletions of keys a checkpoint already merged, keys new to the tree);
+//! - after a process crash at any point (the meta page then names the log from the oldest
+//!   record a slice still holds, and replay applies records the tree already holds), the
+//!   reopened database is the model; after a power loss, the model as of the last commit,
+//!   every commit being durable.
 
 mod common;
 
@@ -24,7 +24,8 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// Keys drawn from this many.
 const KEYS: u32 = 40_000;
 
-/// A checkpoint every MiB of log (about 6,000 one-put records), cut into 4 slices.
+/// Overlays cut into 4 slices (up to 8), a checkpoint due once they hold a MiB (a few
+/// thousand one-put records), in a log of 8 MiB.
 fn options(durability: Durability) -> Options {
     Options::default()
         .log(true)
@@ -256,10 +257,11 @@ fn counts_hold_while_slices_merge_moves_that_keep_the_count() {
     check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
 }
 
-/// With the overlays at half the memory budget, the slices left are merged as one (a writer
-/// the budget stops then waits for one merge): the same reads, counts and reopen.
+/// Under a memory budget of a few MiB, checkpoints come as the budget calls for them (the
+/// fullest slice each time, the writer stopped at three quarters of it): the same reads,
+/// counts and reopen.
 #[test]
-fn slices_left_merge_as_one_under_a_pressed_budget() {
+fn slices_merge_as_a_small_memory_budget_calls_for_them() {
     let data = FaultStorage::new();
     let log = FaultStorage::new();
     let mut rng = rand::rngs::StdRng::seed_from_u64(13);

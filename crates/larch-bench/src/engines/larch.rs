@@ -75,13 +75,17 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     let slices = match options.checkpoint_slices {
         0 => format!(
             "0 (the default): each checkpoint merges the whole overlay while the data file is \
-             under a third of the memory the process may use, beyond that one key range per {} \
-             pages of it, up to {}, each made durable",
+             under a third of the memory the process may use; beyond that the overlays are cut \
+             into key ranges, one per {} pages of it up to {}, each gathering its records, and \
+             each checkpoint merges the fullest one's, made durable",
             larchdb::CHECKPOINT_SLICE_PAGES,
             larchdb::CHECKPOINT_SLICES_MAX
         ),
         1 => "1 (--checkpoint_slices): each checkpoint merges the whole overlay".to_string(),
-        n => format!("{n} (--checkpoint_slices): each checkpoint merged in {n} key ranges"),
+        n => format!(
+            "{n} (--checkpoint_slices): the overlays cut into {n} key ranges, each checkpoint \
+             merging the fullest one's"
+        ),
     };
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;

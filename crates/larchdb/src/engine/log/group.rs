@@ -148,6 +148,7 @@ impl GroupLog {
             let r = match written {
                 Ok(()) => {
                     drop(st);
+                    sink.forget_stored(flush.end);
                     let r = sink.storage.sync().map_err(Error::from_io);
                     st = self.lock();
                     r

@@ -19,6 +19,9 @@ use crate::error::Result;
 use std::ops::Bound;
 use std::sync::Arc;
 
+/// A place in the key space of every table: a table's number and a key.
+pub(crate) type At<'k> = (u64, &'k [u8]);
+
 /// One slice: its overlay, and where in the log its records start.
 #[derive(Clone)]
 pub(crate) struct Slice {
@@ -59,7 +62,7 @@ impl Slices {
 
     /// Where slice `i` starts (inclusive) and ends (exclusive), `None` for the key space's
     /// start and end.
-    pub(crate) fn bounds(&self, i: usize) -> (Option<(u64, &[u8])>, Option<(u64, &[u8])>) {
+    pub(crate) fn bounds(&self, i: usize) -> (Option<At<'_>>, Option<At<'_>>) {
         let at = |j: usize| self.starts.get(j).map(|(t, k)| (*t, &k[..]));
         (i.checked_sub(1).and_then(at), at(i))
     }
