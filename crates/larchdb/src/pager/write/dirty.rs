@@ -28,7 +28,7 @@ const FORGET_FREED_RUNS: usize = 1024;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Placing {
     /// A node or run the transaction may read and change again: in the mapping, unless new
-    /// space after an append (`WriteMap::appending`) or during a checkpoint's merge
+    /// space after an append (`WriteMap::appending`), or any page of a checkpoint's merge
     /// (`WritePages::merging`).
     Node,
     /// The new right page of a sequential load (`new_page_appended`).
@@ -128,7 +128,7 @@ impl WritePages {
         // Only reused space can be cold: a page past the base snapshot's end is new space.
         let reused = id < self.base.meta.page_count;
         let wants_owned = match placing {
-            Placing::Node => !reused && (self.wmap.appending || self.merging),
+            Placing::Node => self.merging || (!reused && self.wmap.appending),
             Placing::Appended => !reused,
             Placing::Filled => true,
         };
@@ -176,11 +176,15 @@ impl WritePages {
         Ok((id, in_map))
     }
 
-    /// Marks the transaction as running a checkpoint's merge (`btree::merge_sorted`): new
-    /// space it takes for any page is kept in owned buffers, as for an append. The merge
-    /// writes its leaves out as it goes (`spill_filled`); a branch copy placed in new space of
-    /// the mapping would have the whole allocation step behind it populated (zeroed and mapped
-    /// in) only for those leaves to be written over it: 22% of a merge's samples at 1M.
+    /// Marks the transaction as running a checkpoint's merge (`btree::merge_sorted`): every
+    /// page it takes is kept in an owned buffer and written with `write_at`, not placed in the
+    /// mapping. The merge writes its leaves out as it goes (`spill_filled`); a branch copy
+    /// placed in new space of the mapping would have the whole allocation step behind it
+    /// populated (zeroed and mapped in) only for those leaves to be written over it (22% of a
+    /// merge's samples at 1M); and a page stored into through the mapping is write-protected
+    /// by the next sync of the file, a TLB flush on every other core each (an interrupt on a
+    /// virtual machine), which with checkpoints by slices, each made durable, took a third of
+    /// a random overwrite load's time (docs/design/performance.md).
     pub(crate) fn merging(&mut self) {
         self.merging = true;
     }
