@@ -373,17 +373,20 @@ fn install(
     publish_pending(shared, guard)?;
     // The snapshot the checkpoint replaces is let go before it is replaced, so that the
     // frozen overlay it holds is freed off this thread (`commit::retire`).
-    let (mut txn, mut overlay, records) = {
+    let (mut txn, overlay, records) = {
         let current = shared.writer_base();
         let records = recounts(&current, &checkpointed.counts)?;
-        (current.txn(), current.overlay.clone(), records)
+        let overlay = match &current.overlay {
+            None if !records.is_empty() => Some(new_slices(shared, &current, guard.overlay_from)?),
+            o => o.clone(),
+        };
+        (current.txn(), overlay, records)
     };
     guard.checkpoint_position = running.position;
     // The states describe the old tree's pages.
     guard.tables.tree_changed();
-    if !records.is_empty() {
+    if let (false, Some(o)) = (records.is_empty(), overlay.as_ref()) {
         txn += 1;
-        let o = overlay.get_or_insert_with(|| shared.new_slices(guard.overlay_from));
         let records = records
             .iter()
             .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
@@ -571,6 +574,25 @@ fn counted(
         });
     }
     Ok(out)
+}
+
+/// New active overlays for the commits after `base`, whose records start at log position
+/// `from`: cut as `recut` cuts a slice that covers the whole key space, where the options and
+/// the file's size call for slices (`Options::slices_for`), so that the first checkpoint after
+/// a commit that wrote pages (or after a whole one) merges one slice and not the whole tree.
+pub(crate) fn new_slices(shared: &Shared, base: &Published, from: u64) -> Result<Arc<Slices>> {
+    let meta = &base.snap.meta;
+    let memory = super::admission::budget::process_memory();
+    let k = shared
+        .options
+        .slices_for(meta.page_count, meta.page_bytes, memory);
+    let cuts = if k > 1 && shared.options.checkpoint_thread {
+        let whole = Slices::one(Arc::default(), from);
+        recut(&*base.snap, meta.catalog, &whole, 0, k)?
+    } else {
+        Vec::new()
+    };
+    Ok(Arc::new(Slices::new(cuts, || shared.new_overlay(), from)))
 }
 
 /// Where slice `i` of `slices` is cut when its overlay is frozen (`Slices::frozen_at`): at the

@@ -235,12 +235,6 @@ impl Shared {
         )))
     }
 
-    /// New active overlays, one slice, for commits whose records start at log position
-    /// `from`.
-    pub(crate) fn new_slices(&self, from: u64) -> Arc<upper::slices::Slices> {
-        Arc::new(upper::slices::Slices::one(self.new_overlay(), from))
-    }
-
     pub(crate) fn read_state(&self) -> MutexGuard<'_, ReadState> {
         // No code panics while holding this lock; recover the state if a panic ever did.
         self.read.lock().unwrap_or_else(|e| e.into_inner())

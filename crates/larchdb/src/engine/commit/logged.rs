@@ -56,11 +56,13 @@ pub(crate) fn commit_logged(
         }));
     }
     let txn = base.txn() + 1;
-    if let Some(o) = &base.overlay {
-        // A few slots are enough: a larger batch's later inserts overlap the earlier ones.
-        for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
-            o.prefetch_slot(table, key);
-        }
+    let overlay = match &base.overlay {
+        Some(o) => o.clone(),
+        None => super::super::checkpoint::new_slices(shared, base, guard.overlay_from)?,
+    };
+    // A few slots are enough: a larger batch's later inserts overlap the earlier ones.
+    for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
+        overlay.prefetch_slot(table, key);
     }
     let WriterState { batch, record, .. } = &mut *guard;
     batch.encode(
@@ -86,10 +88,6 @@ pub(crate) fn commit_logged(
             return Err(e);
         }
     }
-    let overlay = match &base.overlay {
-        Some(o) => o.clone(),
-        None => shared.new_slices(guard.overlay_from),
-    };
     let records = guard.batch.iter();
     let count_records = counts
         .iter()

@@ -47,6 +47,23 @@ impl Slices {
         }
     }
 
+    /// Slices starting at `starts` (ascending; the first slice starts at the key space's
+    /// start), each with a new overlay from `make`, whose records start at log position `from`.
+    pub(crate) fn new(
+        starts: Vec<(u64, Box<[u8]>)>,
+        mut make: impl FnMut() -> Arc<Overlay>,
+        from: u64,
+    ) -> Slices {
+        debug_assert!(starts.windows(2).all(|w| w[0] < w[1]));
+        let slices = (0..=starts.len())
+            .map(|_| Slice {
+                overlay: make(),
+                from,
+            })
+            .collect();
+        Slices { starts, slices }
+    }
+
     /// The slices, in key order.
     pub(crate) fn slices(&self) -> &[Slice] {
         &self.slices
