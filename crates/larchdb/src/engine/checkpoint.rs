@@ -42,7 +42,6 @@ use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
-use std::ops::Bound;
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -470,6 +469,9 @@ fn write(shared: &Shared, disk: &mut Disk, snapshot: &Published, job: Job) -> Re
         .map_or(disk.last_durable_txn, |s| s.txn());
     let f = snapshot.txn();
     let mut pages = WritePages::new(snapshot.snap.clone(), f, pinned, carry, btree::check_node);
+    if job.settle {
+        pages.synced_soon();
+    }
     let mut scratch = Scratch::default();
     let merged = (|| {
         let g = frozen.gather(f, None, None);
@@ -541,18 +543,16 @@ fn counted(
     frozen: &Overlay,
     f: u64,
 ) -> Result<Vec<Recount>> {
-    let counted: Vec<u64> = frozen
-        .scan(COUNTS, f, Bound::Unbounded, Bound::Unbounded, false)
-        .filter_map(|(k, _)| Some(u64::from_be_bytes(k.try_into().ok()?)))
+    let names = catalog::list(pages, catalog)?;
+    // The tables it counted: a probe of its hash table each (a scan of `COUNTS` would sort
+    // the whole overlay's entries for its index).
+    let counted: Vec<u64> = (0..names.len() as u64)
+        .filter(|&t| frozen.count(t, f).is_some())
         .collect();
     let mut tables = frozen.blind_tables();
     tables.extend_from_slice(&counted);
     tables.sort_unstable();
     tables.dedup();
-    if tables.is_empty() {
-        return Ok(Vec::new());
-    }
-    let names = catalog::list(pages, catalog)?;
     let mut out = Vec::with_capacity(tables.len());
     for table in tables {
         // Every blind key the frozen overlay holds was merged, and the merge noted whether the

@@ -277,3 +277,136 @@ impl<'o> Iterator for SlicesScan<'o> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+
+    /// Slices cut within table 1 and at table 2's start.
+    fn cut() -> Slices {
+        let starts: Vec<(u64, Box<[u8]>)> = vec![
+            (1, b"0300".to_vec().into_boxed_slice()),
+            (1, b"0700".to_vec().into_boxed_slice()),
+            (2, Box::default()),
+        ];
+        Slices::new(starts, || Arc::new(Overlay::new()), 7)
+    }
+
+    /// Records go to their slice, and reads, counts and scans (bounded or not, both ways)
+    /// through the slices give what one overlay would.
+    #[test]
+    fn slices_read_as_one_overlay() {
+        let s = cut();
+        assert_eq!(s.slices().len(), 4);
+        let mut model: BTreeMap<(u64, Vec<u8>), Option<Vec<u8>>> = BTreeMap::new();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for txn in 1..=200u64 {
+            let mut batch = Vec::new();
+            for _ in 0..rng.gen_range(1..20) {
+                let table = rng.gen_range(0..4u64);
+                let key = format!("{:04}", rng.gen_range(0..1000)).into_bytes();
+                let value = (!rng.gen_bool(0.1)).then(|| vec![txn as u8; 3]);
+                batch.push((table, key, value));
+            }
+            batch.sort();
+            batch.dedup_by(|a, b| (a.0, &a.1) == (b.0, &b.1));
+            let count = (txn * 3).to_le_bytes();
+            s.insert_marked(
+                txn,
+                batch
+                    .iter()
+                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref(), false))
+                    .chain([(COUNTS, &1u64.to_be_bytes()[..], Some(&count[..]), false)]),
+            );
+            for (t, k, v) in batch {
+                model.insert((t, k), v);
+            }
+        }
+        // Each slice holds only its own range; the counts are in the last.
+        for (i, slice) in s.slices().iter().enumerate() {
+            let (start, end) = s.bounds(i);
+            for ((t, k), _) in model.iter() {
+                let inside =
+                    start.is_none_or(|b| (*t, &k[..]) >= b) && end.is_none_or(|b| (*t, &k[..]) < b);
+                let found = !matches!(slice.overlay.get(*t, k, 200), Lookup::Absent);
+                assert_eq!(found, inside, "slice {i}, table {t}, key {k:?}");
+            }
+        }
+        assert_eq!(s.count(1, 200), Some(600));
+        assert_eq!(s.slices()[3].overlay.count(1, 200), Some(600));
+        for ((t, k), v) in &model {
+            let want = match v {
+                Some(v) => Lookup::Value(v),
+                None => Lookup::Deleted,
+            };
+            assert_eq!(s.get(*t, k, 200), want);
+        }
+        for table in 0..4u64 {
+            for (lo, hi) in [
+                (None, None),
+                (Some("0250"), Some("0750")),
+                (Some("0700"), None),
+            ] {
+                let start = lo.map_or(Bound::Unbounded, |k: &str| Bound::Included(k.as_bytes()));
+                let end = hi.map_or(Bound::Unbounded, |k: &str| Bound::Excluded(k.as_bytes()));
+                let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = model
+                    .iter()
+                    .filter(|((t, k), _)| {
+                        *t == table
+                            && lo.is_none_or(|l| &k[..] >= l.as_bytes())
+                            && hi.is_none_or(|h| &k[..] < h.as_bytes())
+                    })
+                    .map(|((_, k), v)| (k.clone(), v.clone()))
+                    .collect();
+                let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = s
+                    .scan(table, 200, start, end, false)
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                assert_eq!(got, want, "table {table} {lo:?}..{hi:?}");
+                let mut back: Vec<(Vec<u8>, Option<Vec<u8>>)> = s
+                    .scan(table, 200, start, end, true)
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                back.reverse();
+                assert_eq!(back, want, "table {table} {lo:?}..{hi:?} reversed");
+            }
+        }
+        // Deletions too: a checkpoint applies them.
+        assert_eq!(s.all(200).len(), model.len());
+    }
+
+    /// Freezing a slice replaces its overlay by new ones for the parts the cuts make, and
+    /// keeps the others' overlays and log positions.
+    #[test]
+    fn a_frozen_slice_is_replaced_by_its_parts() {
+        let s = cut();
+        s.insert_marked(1, [(1, &b"0100"[..], Some(&b"a"[..]), false)]);
+        s.insert_marked(2, [(1, &b"0400"[..], Some(&b"b"[..]), false)]);
+        s.insert_marked(3, [(0, &b"0400"[..], Some(&b"c"[..]), false)]);
+        assert_eq!(s.fullest(), Some(0));
+        assert_eq!(s.oldest_from(), Some(7));
+        let cuts = vec![(1, b"0500".to_vec().into_boxed_slice())];
+        let t = s.frozen_at(1, cuts, || Arc::new(Overlay::new()), 40);
+        assert_eq!(t.slices().len(), 5);
+        assert!(Arc::ptr_eq(&t.slices()[0].overlay, &s.slices()[0].overlay));
+        assert!(Arc::ptr_eq(&t.slices()[3].overlay, &s.slices()[2].overlay));
+        assert_eq!(
+            t.bounds(1),
+            (Some((1, &b"0300"[..])), Some((1, &b"0500"[..])))
+        );
+        assert_eq!(
+            t.bounds(2),
+            (Some((1, &b"0500"[..])), Some((1, &b"0700"[..])))
+        );
+        assert_eq!(
+            t.get(1, b"0400", 2),
+            Lookup::Absent,
+            "the frozen slice's record left"
+        );
+        assert_eq!(t.get(1, b"0100", 2), Lookup::Value(b"a"));
+        assert_eq!(t.oldest(), Some(0));
+        assert_eq!([t.slices()[1].from, t.slices()[2].from], [40, 40]);
+    }
+}

@@ -28,8 +28,9 @@ const FORGET_FREED_RUNS: usize = 1024;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Placing {
     /// A node or run the transaction may read and change again: in the mapping, unless new
-    /// space after an append (`WriteMap::appending`), or any page of a checkpoint's merge
-    /// (`WritePages::merging`).
+    /// space after an append (`WriteMap::appending`) or during a checkpoint's merge
+    /// (`WritePages::merging`), or any page of a merge synced as soon as it is written
+    /// (`WritePages::synced_soon`).
     Node,
     /// The new right page of a sequential load (`new_page_appended`).
     Appended,
@@ -128,7 +129,10 @@ impl WritePages {
         // Only reused space can be cold: a page past the base snapshot's end is new space.
         let reused = id < self.base.meta.page_count;
         let wants_owned = match placing {
-            Placing::Node => self.merging || (!reused && self.wmap.appending),
+            Placing::Node => {
+                (!reused && (self.wmap.appending || self.merging))
+                    || (self.merging && self.synced_soon)
+            }
             Placing::Appended => !reused,
             Placing::Filled => true,
         };
@@ -176,17 +180,25 @@ impl WritePages {
         Ok((id, in_map))
     }
 
-    /// Marks the transaction as running a checkpoint's merge (`btree::merge_sorted`): every
-    /// page it takes is kept in an owned buffer and written with `write_at`, not placed in the
-    /// mapping. The merge writes its leaves out as it goes (`spill_filled`); a branch copy
-    /// placed in new space of the mapping would have the whole allocation step behind it
-    /// populated (zeroed and mapped in) only for those leaves to be written over it (22% of a
-    /// merge's samples at 1M); and a page stored into through the mapping is write-protected
-    /// by the next sync of the file, a TLB flush on every other core each (an interrupt on a
-    /// virtual machine), which with checkpoints by slices, each made durable, took a third of
-    /// a random overwrite load's time (docs/design/performance.md).
+    /// Marks the transaction as running a checkpoint's merge (`btree::merge_sorted`): new
+    /// space it takes for any page is kept in owned buffers, as for an append. The merge
+    /// writes its leaves out as it goes (`spill_filled`); a branch copy placed in new space of
+    /// the mapping would have the whole allocation step behind it populated (zeroed and mapped
+    /// in) only for those leaves to be written over it: 22% of a merge's samples at 1M.
     pub(crate) fn merging(&mut self) {
         self.merging = true;
+    }
+
+    /// Marks the transaction as made durable as soon as it is written (a checkpoint of one
+    /// slice among several): a merge then keeps every page it takes in an owned buffer,
+    /// written with `write_at`, reused space included. A page stored into through the mapping
+    /// is write-protected by the sync that follows, a TLB flush on every other core for each
+    /// (an interrupt on a virtual machine): with every slice synced, that took a third of a
+    /// random overwrite load's time (docs/design/performance.md). Not for checkpoints that
+    /// are rarely synced, whose copies of reused pages in owned buffers would be held in
+    /// anonymous memory until the commit (up to `APPENDED_OWNED_BYTES_MAX`).
+    pub(crate) fn synced_soon(&mut self) {
+        self.synced_soon = true;
     }
 
     /// Marks dirty page `id` as written whole and not to be written again by this

@@ -170,6 +170,8 @@ pub(crate) struct WritePages {
     spill: Vec<u64>,
     /// A checkpoint's merge runs in this transaction (`merging`).
     merging: bool,
+    /// The transaction is made durable as soon as it is written (`synced_soon`).
+    synced_soon: bool,
     /// Some of the pages in owned buffers were a sequential load's (the next transaction is
     /// likely one too).
     appended: bool,
@@ -226,6 +228,7 @@ impl WritePages {
             appended_owned_bytes: 0,
             spill: Vec::new(),
             merging: false,
+            synced_soon: false,
             appended: false,
             branch_sealing: carry.branch_sealing,
             shifts: carry
