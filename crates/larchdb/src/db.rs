@@ -482,6 +482,9 @@ impl Database {
 
     /// Writes every commit in the log to the tree, durably, and lets the log's space be
     /// reused: a checkpoint (`Options::log`). Without a log, the same as [`Database::sync`].
+    /// Where the overlays are cut in slices ([`Options::checkpoint_slices`]), each slice is
+    /// merged first, a durable checkpoint of its own, so that the file never holds a second
+    /// copy of every leaf they reach.
     ///
     /// ```
     /// use larchdb::{Database, Options};
@@ -496,7 +499,8 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn checkpoint(&self) -> Result<()> {
-        let guard = self.lock_writer();
+        let mut guard = self.lock_writer();
+        crate::engine::checkpoint::merge_slices(&self.shared, &mut guard)?;
         Txn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
     }
 

@@ -255,6 +255,18 @@ fn counts_hold_while_slices_merge_moves_that_keep_the_count() {
         check_snapshot(r, m, &format!("reader {n}"));
     }
     check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
+    // A checkpoint of everything merges the slices one at a time first, then what is left:
+    // the tree alone then reads as the model.
+    let before = db.stats().unwrap().commits.checkpoint_slices;
+    db.checkpoint().unwrap();
+    assert!(db.stats().unwrap().commits.checkpoint_slices > before);
+    check_snapshot(&db.begin_read().unwrap(), &model, "after a checkpoint");
+    for (n, (r, m)) in held.iter().enumerate() {
+        check_snapshot(r, m, &format!("reader {n} after a checkpoint"));
+    }
+    let report = db.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
+    assert_eq!(report.entries, model.len() as u64);
 }
 
 /// Under a memory budget of a few MiB, checkpoints come as the budget calls for them (the

@@ -238,9 +238,10 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let (frozen, yields, replaced) = {
         let mut rs = shared.read_state();
         if !Arc::ptr_eq(&rs.current, &base) {
-            return Err(Error::Internal(
-                "the published snapshot changed under the writer".into(),
-            ));
+            // Published meanwhile by a committer that let the write lock go (an `Immediate`
+            // commit's, older than the base: a no-op, but a new snapshot all the same): the
+            // choice above is of the base's overlays; no checkpoint this time.
+            return Ok(false);
         }
         // Beside readers a checkpoint yields the CPU to them, unless the writer will soon
         // wait for it: its overlays hold half the memory budget already (a lowered checkpoint
@@ -433,6 +434,35 @@ fn recounts(current: &Published, counts: &[Recount]) -> Result<Vec<([u8; 8], [u8
 /// has no frozen overlay. Called by a transaction about to write pages (`Txn::start_pages`).
 pub(crate) fn drain(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
     finish(shared, guard, true)
+}
+
+/// While the active overlays are cut in several slices, merges them one at a time, each a
+/// checkpoint of its own made durable, until none holds a record: what a checkpoint of
+/// everything (`Database::checkpoint`, the close's compaction) does first, so that its own
+/// merge, of what is left, does not rewrite every leaf the overlays reach at once (seed 001's
+/// data file held two trees for a moment at the close). A bound of twice the slices, and two,
+/// on the rounds: the counts a round writes (`install`) go to the last slice, merged once the
+/// others are.
+pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
+    if !shared.options.checkpoint_thread || guard.poisoned || shared.log.is_none() {
+        return Ok(());
+    }
+    finish(shared, guard, true)?;
+    let slices = shared
+        .writer_base()
+        .overlay
+        .as_ref()
+        .map_or(0, |o| o.slices().len());
+    if slices < 2 {
+        return Ok(());
+    }
+    for _ in 0..2 * slices + 2 {
+        if !start(shared, guard)? {
+            break;
+        }
+        finish(shared, guard, true)?;
+    }
+    Ok(())
 }
 
 /// The thread's work: `Outcome` always carries the disk state back.
