@@ -221,7 +221,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     };
     let slice = active.slices().len() > 1 || !cuts.is_empty();
     let (rest, at) = if slice {
-        let rest = active.frozen_at(i, cuts, || shared.new_overlay(), position);
+        let rest = active.frozen_at(i, cuts, || shared.new_overlay());
         let at = rest.oldest_from().map_or(position, |f| f.min(position));
         (Some(Arc::new(rest)), at)
     } else {
@@ -261,7 +261,6 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     };
     drop(replaced);
     drop(base);
-    guard.overlay_from = position;
     let bytes = log.since(guard.checkpoint_position);
     let started = std::time::Instant::now();
     let Some(disk) = guard.disk.take() else {
@@ -377,7 +376,7 @@ fn install(
         let current = shared.writer_base();
         let records = recounts(&current, &checkpointed.counts)?;
         let overlay = match &current.overlay {
-            None if !records.is_empty() => Some(new_slices(shared, &current, guard.overlay_from)?),
+            None if !records.is_empty() => Some(new_slices(shared, &current)?),
             o => o.clone(),
         };
         (current.txn(), overlay, records)
@@ -390,7 +389,8 @@ fn install(
         let records = records
             .iter()
             .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-        o.insert_marked(txn, records);
+        // Not records of the log: replay derives counts from the records.
+        o.insert_marked(txn, records, None);
     }
     let disk = guard.disk.as_mut().ok_or_else(|| {
         Error::Internal("a checkpoint put in place without the disk state".into())
@@ -606,23 +606,22 @@ fn counted(
     Ok(out)
 }
 
-/// New active overlays for the commits after `base`, whose records start at log position
-/// `from`: cut as `recut` cuts a slice that covers the whole key space, where the options and
+/// New active overlays for the commits after `base`: cut as `recut` cuts a slice that covers the whole key space, where the options and
 /// the file's size call for slices (`Options::slices_for`), so that the first checkpoint after
 /// a commit that wrote pages (or after a whole one) merges one slice and not the whole tree.
-pub(crate) fn new_slices(shared: &Shared, base: &Published, from: u64) -> Result<Arc<Slices>> {
+pub(crate) fn new_slices(shared: &Shared, base: &Published) -> Result<Arc<Slices>> {
     let meta = &base.snap.meta;
     let memory = super::admission::budget::process_memory();
     let k = shared
         .options
         .slices_for(meta.page_count, meta.page_bytes, memory);
     let cuts = if k > 1 && shared.options.checkpoint_thread {
-        let whole = Slices::one(Arc::default(), from);
+        let whole = Slices::new(Vec::new(), Arc::default);
         recut(&*base.snap, meta.catalog, &whole, 0, k)?
     } else {
         Vec::new()
     };
-    Ok(Arc::new(Slices::new(cuts, || shared.new_overlay(), from)))
+    Ok(Arc::new(Slices::new(cuts, || shared.new_overlay())))
 }
 
 /// Where slice `i` of `slices` is cut when its overlay is frozen (`Slices::frozen_at`): at the

@@ -93,10 +93,6 @@ pub(crate) struct WriterState {
     pub(crate) counts: Vec<([u8; 8], [u8; 8])>,
     /// The log position of the last checkpoint: the log since is replayed at open.
     pub(crate) checkpoint_position: u64,
-    /// Where the records of an active overlay made now would start in the log
-    /// (`upper::slices::Slice::from`): the position the last checkpoint froze at, or the
-    /// last commit that wrote pages ended at, or the meta page's at open.
-    pub(crate) overlay_from: u64,
     /// The checkpoint running on its own thread, if any (`checkpoint`).
     pub(crate) checkpoint: Option<checkpoint::Running>,
     /// The newest commit made through the log whose committer lets the write lock go and

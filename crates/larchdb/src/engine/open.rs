@@ -408,12 +408,6 @@ fn writer_state(
         record: Vec::new(),
         counts: Vec::new(),
         checkpoint_position: log.map_or(0, |l| l.end()),
-        // The records replayed into the overlay start where the meta page says.
-        overlay_from: if meta.log {
-            meta.log_position
-        } else {
-            log.map_or(0, |l| l.end())
-        },
         checkpoint: None,
         pending: None,
         pacer: Default::default(),

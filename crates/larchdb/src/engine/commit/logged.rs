@@ -58,7 +58,7 @@ pub(crate) fn commit_logged(
     let txn = base.txn() + 1;
     let overlay = match &base.overlay {
         Some(o) => o.clone(),
-        None => super::super::checkpoint::new_slices(shared, base, guard.overlay_from)?,
+        None => super::super::checkpoint::new_slices(shared, base)?,
     };
     // A few slots are enough: a larger batch's later inserts overlap the earlier ones.
     for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
@@ -73,6 +73,8 @@ pub(crate) fn commit_logged(
         },
         record,
     )?;
+    // The record goes at or after this position (a pad may come first).
+    let start = log.end();
     let end = match log.append(KIND_COMMIT, txn, record) {
         Ok(end) => end,
         // The log file could not grow (a full disk): this commit fails, nothing was written.
@@ -92,7 +94,7 @@ pub(crate) fn commit_logged(
     let count_records = counts
         .iter()
         .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-    overlay.insert_marked(txn, records.chain(count_records));
+    overlay.insert_marked(txn, records.chain(count_records), Some(start));
     guard.counts = counts;
     let published = Published::logged(base, overlay, txn);
     if immediate {

@@ -19,7 +19,6 @@ pub(crate) fn commit(
         disk,
         poisoned,
         checkpoint_position,
-        overlay_from,
         ..
     } = &mut *guard;
     let Some(disk) = disk.as_mut() else {
@@ -36,7 +35,6 @@ pub(crate) fn commit(
         // is released up to it once the checkpoint is durable (a power loss returns to the
         // last durable one, and replays the log from its position).
         *checkpoint_position = written.meta.log_position;
-        *overlay_from = written.meta.log_position;
     }
     let txn = written.meta.txn;
     publish_written(shared, disk, written, Published::new, txn);

@@ -17,17 +17,42 @@
 use super::overlay::{Lookup, Overlay, Scan, TableRecord, Visible, COUNTS};
 use crate::error::Result;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A place in the key space of every table: a table's number and a key.
 pub(crate) type At<'k> = (u64, &'k [u8]);
 
+/// `Slice::from` of a slice whose overlay holds no record of the log yet.
+const NO_RECORD: u64 = u64::MAX;
+
 /// One slice: its overlay, and where in the log its records start.
-#[derive(Clone)]
 pub(crate) struct Slice {
     pub(crate) overlay: Arc<Overlay>,
-    /// The log position the slice's overlay was made at: none of its records come before it.
-    pub(crate) from: u64,
+    /// A log position no record in the overlay comes before: where the commit that first put
+    /// one there began appending (`Slices::insert_marked`), or `NO_RECORD`. Only the writer
+    /// sets and reads it, through the newest `Slices`.
+    from: AtomicU64,
+}
+
+impl Slice {
+    fn new(overlay: Arc<Overlay>, from: u64) -> Slice {
+        Slice {
+            overlay,
+            from: AtomicU64::new(from),
+        }
+    }
+
+    /// Where in the log the overlay's records start, if it holds any the log has.
+    pub(crate) fn from(&self) -> Option<u64> {
+        Some(self.from.load(Ordering::Relaxed)).filter(|&f| f != NO_RECORD)
+    }
+}
+
+impl Clone for Slice {
+    fn clone(&self) -> Slice {
+        Slice::new(self.overlay.clone(), self.from.load(Ordering::Relaxed))
+    }
 }
 
 /// The active overlays, one per slice (the module's text). Never empty.
@@ -38,28 +63,24 @@ pub(crate) struct Slices {
 }
 
 impl Slices {
-    /// One slice, the whole key space, in `overlay`, whose records start at log position
-    /// `from`.
+    /// One slice, the whole key space, in `overlay`, which holds records of the log from
+    /// position `from` on (replay's).
     pub(crate) fn one(overlay: Arc<Overlay>, from: u64) -> Slices {
         Slices {
             starts: Vec::new(),
-            slices: vec![Slice { overlay, from }],
+            slices: vec![Slice::new(overlay, from)],
         }
     }
 
     /// Slices starting at `starts` (ascending; the first slice starts at the key space's
-    /// start), each with a new overlay from `make`, whose records start at log position `from`.
+    /// start), each with a new, empty overlay from `make`.
     pub(crate) fn new(
         starts: Vec<(u64, Box<[u8]>)>,
         mut make: impl FnMut() -> Arc<Overlay>,
-        from: u64,
     ) -> Slices {
         debug_assert!(starts.windows(2).all(|w| w[0] < w[1]));
         let slices = (0..=starts.len())
-            .map(|_| Slice {
-                overlay: make(),
-                from,
-            })
+            .map(|_| Slice::new(make(), NO_RECORD))
             .collect();
         Slices { starts, slices }
     }
@@ -92,27 +113,28 @@ impl Slices {
             .max_by_key(|&i| self.slices[i].overlay.len())
     }
 
-    /// The slice that may hold the oldest record: the oldest `from` of those holding one.
+    /// The slice that holds the oldest record of the log (`Slice::from`), if any holds one.
     pub(crate) fn oldest(&self) -> Option<usize> {
         (0..self.slices.len())
-            .filter(|&i| self.slices[i].overlay.len() > 0)
-            .min_by_key(|&i| self.slices[i].from)
+            .filter_map(|i| Some((self.slices[i].from()?, i)))
+            .min()
+            .map(|(_, i)| i)
     }
 
-    /// Where in the log the oldest record of these overlays may be, if they hold any.
+    /// Where in the log the oldest record of these overlays may be, if they hold any the log
+    /// has.
     pub(crate) fn oldest_from(&self) -> Option<u64> {
-        self.oldest().map(|i| self.slices[i].from)
+        self.slices.iter().filter_map(Slice::from).min()
     }
 
-    /// These slices with slice `i`'s overlay taken out to be frozen: in its place, new
-    /// overlays from `make`, whose records start at log position `from`, one for each part
-    /// of the slice `cuts` (ascending, within it) cut it into.
+    /// These slices with slice `i`'s overlay taken out to be frozen: in its place, new, empty
+    /// overlays from `make`, one for each part of the slice `cuts` (ascending, within it) cut
+    /// it into. The writer goes on through the new `Slices` alone.
     pub(crate) fn frozen_at(
         &self,
         i: usize,
         cuts: Vec<(u64, Box<[u8]>)>,
         mut make: impl FnMut() -> Arc<Overlay>,
-        from: u64,
     ) -> Slices {
         let parts = cuts.len() + 1;
         let mut starts = Vec::with_capacity(self.starts.len() + cuts.len());
@@ -121,10 +143,7 @@ impl Slices {
         starts.extend_from_slice(&self.starts[i..]);
         let mut slices = Vec::with_capacity(self.slices.len() + parts - 1);
         slices.extend_from_slice(&self.slices[..i]);
-        slices.extend((0..parts).map(|_| Slice {
-            overlay: make(),
-            from,
-        }));
+        slices.extend((0..parts).map(|_| Slice::new(make(), NO_RECORD)));
         slices.extend_from_slice(&self.slices[i + 1..]);
         debug_assert!(starts.windows(2).all(|w| w[0] < w[1]));
         debug_assert_eq!(starts.len() + 1, slices.len());
@@ -180,14 +199,29 @@ impl Slices {
     }
 
     /// As `Overlay::insert_marked`: each record goes to its slice's overlay, runs of records
-    /// of one slice together.
+    /// of one slice together. `logged`: the log position the commit's record was appended at
+    /// or after, which a slice that held no record of the log takes as its `from` (`None`
+    /// for records the log does not hold: the counts a checkpoint corrects).
     pub(crate) fn insert_marked<'a>(
         &self,
         txn: u64,
         records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
+        logged: Option<u64>,
     ) {
-        if let Some(only) = self.single() {
-            only.insert_marked(txn, records);
+        let into = |i: usize, run: &mut dyn Iterator<Item = _>| {
+            let slice = &self.slices[i];
+            slice.overlay.insert_marked(txn, run);
+            if let Some(at) = logged {
+                let _ = slice.from.compare_exchange(
+                    NO_RECORD,
+                    at,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+        };
+        if self.slices.len() == 1 {
+            into(0, &mut records.into_iter());
             return;
         }
         let mut run = Vec::new();
@@ -195,13 +229,13 @@ impl Slices {
         for r in records {
             let i = self.index_of(r.0, r.1);
             if i != at && !run.is_empty() {
-                self.slices[at].overlay.insert_marked(txn, run.drain(..));
+                into(at, &mut run.drain(..));
             }
             at = i;
             run.push(r);
         }
         if !run.is_empty() {
-            self.slices[at].overlay.insert_marked(txn, run);
+            into(at, &mut run.drain(..));
         }
     }
 
@@ -291,7 +325,7 @@ mod tests {
             (1, b"0700".to_vec().into_boxed_slice()),
             (2, Box::default()),
         ];
-        Slices::new(starts, || Arc::new(Overlay::new()), 7)
+        Slices::new(starts, || Arc::new(Overlay::new()))
     }
 
     /// Records go to their slice, and reads, counts and scans (bounded or not, both ways)
@@ -319,6 +353,7 @@ mod tests {
                     .iter()
                     .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref(), false))
                     .chain([(COUNTS, &1u64.to_be_bytes()[..], Some(&count[..]), false)]),
+                Some(txn * 10),
             );
             for (t, k, v) in batch {
                 model.insert((t, k), v);
@@ -382,13 +417,24 @@ mod tests {
     #[test]
     fn a_frozen_slice_is_replaced_by_its_parts() {
         let s = cut();
-        s.insert_marked(1, [(1, &b"0100"[..], Some(&b"a"[..]), false)]);
-        s.insert_marked(2, [(1, &b"0400"[..], Some(&b"b"[..]), false)]);
-        s.insert_marked(3, [(0, &b"0400"[..], Some(&b"c"[..]), false)]);
+        assert_eq!((s.oldest(), s.oldest_from()), (None, None));
+        s.insert_marked(1, [(1, &b"0400"[..], Some(&b"b"[..]), false)], Some(10));
+        s.insert_marked(2, [(1, &b"0100"[..], Some(&b"a"[..]), false)], Some(20));
+        s.insert_marked(3, [(0, &b"0400"[..], Some(&b"c"[..]), false)], Some(30));
+        // Counts a checkpoint corrects are not records of the log.
+        let count = 2u64.to_le_bytes();
+        let counted = [(COUNTS, &1u64.to_be_bytes()[..], Some(&count[..]), false)];
+        s.insert_marked(4, counted, None);
+        assert_eq!(s.slices()[3].from(), None);
         assert_eq!(s.fullest(), Some(0));
-        assert_eq!(s.oldest_from(), Some(7));
+        // A slice's first record of the log sets where it starts; later ones do not.
+        assert_eq!(
+            [s.slices()[0].from(), s.slices()[1].from()],
+            [Some(20), Some(10)]
+        );
+        assert_eq!((s.oldest(), s.oldest_from()), (Some(1), Some(10)));
         let cuts = vec![(1, b"0500".to_vec().into_boxed_slice())];
-        let t = s.frozen_at(1, cuts, || Arc::new(Overlay::new()), 40);
+        let t = s.frozen_at(1, cuts, || Arc::new(Overlay::new()));
         assert_eq!(t.slices().len(), 5);
         assert!(Arc::ptr_eq(&t.slices()[0].overlay, &s.slices()[0].overlay));
         assert!(Arc::ptr_eq(&t.slices()[3].overlay, &s.slices()[2].overlay));
@@ -406,7 +452,7 @@ mod tests {
             "the frozen slice's record left"
         );
         assert_eq!(t.get(1, b"0100", 2), Lookup::Value(b"a"));
-        assert_eq!(t.oldest(), Some(0));
-        assert_eq!([t.slices()[1].from, t.slices()[2].from], [40, 40]);
+        assert_eq!((t.oldest(), t.oldest_from()), (Some(0), Some(20)));
+        assert_eq!([t.slices()[1].from(), t.slices()[2].from()], [None, None]);
     }
 }
