@@ -204,10 +204,9 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     // The slice holding the most records; the one holding the oldest where the log needs
     // room back (it is kept from there).
     let by_log = commit::durable_checkpoint_due(shared, log.pressure());
-    let chosen = if by_log {
-        active.oldest()
-    } else {
-        active.fullest()
+    let chosen = match by_log {
+        true => active.oldest().or_else(|| active.fullest()),
+        false => active.fullest(),
     };
     let Some(i) = chosen else {
         return Ok(false);

@@ -208,9 +208,7 @@ impl Slices {
         records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
         logged: Option<u64>,
     ) {
-        let into = |i: usize, run: &mut dyn Iterator<Item = _>| {
-            let slice = &self.slices[i];
-            slice.overlay.insert_marked(txn, run);
+        let logged_in = |slice: &Slice| {
             if let Some(at) = logged {
                 let _ = slice.from.compare_exchange(
                     NO_RECORD,
@@ -220,8 +218,9 @@ impl Slices {
                 );
             }
         };
-        if self.slices.len() == 1 {
-            into(0, &mut records.into_iter());
+        if let [only] = &self.slices[..] {
+            only.overlay.insert_marked(txn, records);
+            logged_in(only);
             return;
         }
         let mut run = Vec::new();
@@ -229,13 +228,15 @@ impl Slices {
         for r in records {
             let i = self.index_of(r.0, r.1);
             if i != at && !run.is_empty() {
-                into(at, &mut run.drain(..));
+                self.slices[at].overlay.insert_marked(txn, run.drain(..));
+                logged_in(&self.slices[at]);
             }
             at = i;
             run.push(r);
         }
         if !run.is_empty() {
-            into(at, &mut run.drain(..));
+            self.slices[at].overlay.insert_marked(txn, run);
+            logged_in(&self.slices[at]);
         }
     }
 
