@@ -61,7 +61,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .checkpoint_slices(o.checkpoint_slices);
     let log_config = if log {
         format!(
-            "on (the default): up to {} segments of {} MiB (the ring follows a third of the data file), \
+            "on (the default): up to {} segments of {} MiB (the ring a third of the data file, or four checkpoints by slices), \
              checkpoint every {} MiB of log or a 32nd of the data file if more, and once \
              the writer is idle for {} ms (0: never)",
             options.log_segments,

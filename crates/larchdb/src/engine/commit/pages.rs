@@ -149,7 +149,8 @@ pub(crate) fn write_commit(
         disk.unsynced = Some((meta, slot));
     }
     if let Some(log) = shared.log.as_ref() {
-        log.plan(needed, shared.options.checkpoint_bytes);
+        let sliced = shared.options.sliced(needed, shared.page_bytes);
+        log.plan(needed, shared.options.checkpoint_bytes, sliced);
         if !sync && durable_checkpoint_due(shared, log.pressure()) {
             disk.settling = Some(Settling::start(shared, meta, slot));
         }

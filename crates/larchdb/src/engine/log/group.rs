@@ -185,8 +185,10 @@ impl GroupLog {
     }
 
     /// `Log::plan`.
-    pub(crate) fn plan(&self, file_bytes: u64, checkpoint_bytes_min: u64) {
-        self.lock().log.plan(file_bytes, checkpoint_bytes_min)
+    pub(crate) fn plan(&self, file_bytes: u64, checkpoint_bytes_min: u64, sliced: bool) {
+        self.lock()
+            .log
+            .plan(file_bytes, checkpoint_bytes_min, sliced)
     }
 
     /// Whether the log has grown since `position` (the last checkpoint's) by the bytes a

@@ -52,13 +52,23 @@ impl Log {
     /// checkpoints), so that durable checkpoints, each a sync of everything the checkpoints
     /// before it dirtied, come as rarely per record in a large tree as in a small one, while
     /// the file of a small database's log stays small. Both are bounded by the geometry.
-    pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64) {
+    ///
+    /// With the overlays cut in slices (`sliced`, docs/design/footprint.md), every checkpoint
+    /// is made durable, so a larger ring makes them no rarer: the ring has room for
+    /// `RING_CHECKPOINTS` checkpoints only (the log the slices keep while they wait for their
+    /// turn, and the margin `commit::durable_checkpoint_due` keeps), not a third of the file.
+    pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64, sliced: bool) {
         self.left_at.set(None);
         let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
         let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
             .max(checkpoint_bytes_min)
             .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
-        let room = (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint);
+        let by_file = if sliced {
+            0
+        } else {
+            file_bytes / RING_FILE_FRACTION
+        };
+        let room = by_file.max(RING_CHECKPOINTS * checkpoint);
         self.checkpoint_bytes = checkpoint;
         self.ring = (room.div_ceil(self.sink.segment_bytes) + 1).clamp(2, self.sink.segments);
     }

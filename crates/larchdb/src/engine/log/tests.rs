@@ -292,7 +292,7 @@ fn the_log_jumps_back_to_its_first_slot_and_the_file_follows_the_ring() {
     let segments = 8;
     let cycle = segments * SEG;
     let mut log = Log::create(a, SEG, segments, 0).unwrap();
-    log.plan(0, SEG / 2);
+    log.plan(0, SEG / 2, false);
     assert_eq!((log.ring, log.checkpoint_bytes), (3, SEG / 2));
     let slots_in_file =
         |s: &FaultStorage| (s.contents().len() as u64 - FILE_HEADER_BYTES).div_ceil(SEG);
@@ -307,7 +307,7 @@ fn the_log_jumps_back_to_its_first_slot_and_the_file_follows_the_ring() {
         } else {
             0
         };
-        log.plan(file_bytes, SEG / 2);
+        log.plan(file_bytes, SEG / 2, false);
         all.extend(append_some(&mut log, &mut rng, &mut txn, 10));
         log.sync().unwrap();
         assert_reads_back(&s, &all, checkpoint, round);
@@ -373,7 +373,7 @@ fn left_bytes_is_what_can_be_appended_before_the_log_is_full() {
     let mut positions = Vec::new();
     for round in 0..60 {
         let file_bytes = if rng.gen_bool(0.3) { u64::MAX / 64 } else { 0 };
-        log.plan(file_bytes, SEG / 2);
+        log.plan(file_bytes, SEG / 2, false);
         let left = log.left_bytes();
         let capped = left >= log.room_bytes();
         let mut appended = 0;
@@ -434,7 +434,7 @@ fn a_log_on_a_file_grows_ahead_of_its_records() {
     let owner = Arc::new(crate::engine::background::Background::default());
     log.set_background(owner, 0);
     assert!(log.sink.map.is_some(), "a file offers a map");
-    log.plan(0, SEG);
+    log.plan(0, SEG, false);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let (mut txn, mut all) = (0, Vec::new());
     let mut ahead = false;
@@ -574,7 +574,7 @@ fn a_version_1_log_goes_round_all_its_slots() {
     s.set_contents(header);
     let (mut log, back) = Log::open(Arc::new(s.clone()), 0, 0).unwrap();
     assert!(back.is_empty() && !log.jumps_allowed);
-    log.plan(0, SEG / 2);
+    log.plan(0, SEG / 2, false);
     let mut txn = 0;
     let mut all = Vec::new();
     for _ in 0..40 {
@@ -1294,4 +1294,24 @@ fn a_damaged_or_foreign_log_file_is_refused() {
         Log::create(a, 1000, 2, 0),
         Err(Error::InvalidOptions(_))
     ));
+}
+
+/// With the overlays cut in slices, every checkpoint is durable: the ring has room for
+/// `RING_CHECKPOINTS` checkpoints, not a third of the data file; whole checkpoints keep the
+/// third.
+#[test]
+fn a_sliced_database_keeps_a_ring_of_a_few_checkpoints() {
+    let (_, a) = storage();
+    let mut log = Log::create(a, SEG, 32, 0).unwrap();
+    let file_bytes = 96 * SEG;
+    log.plan(file_bytes, SEG / 2, false);
+    // A third of the file (32 segments' worth, capped by the geometry), and one slot spare.
+    assert_eq!(log.ring, 32);
+    log.plan(file_bytes, SEG / 2, true);
+    // A checkpoint every 96/32 = 3 segments: room for 4 of them, and one slot spare.
+    assert_eq!(log.checkpoint_bytes, 3 * SEG);
+    assert_eq!(log.ring, 4 * 3 + 1);
+    // A small file: the checkpoints' own room either way.
+    log.plan(0, SEG / 2, true);
+    assert_eq!(log.ring, 3);
 }
