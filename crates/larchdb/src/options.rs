@@ -633,15 +633,6 @@ impl Options {
         }
     }
 
-    /// Whether a handle with these options cuts its overlays in slices over a data file of
-    /// `file_bytes` (`slices_for`, in this process's memory), with the checkpoint thread that
-    /// merges them.
-    pub(crate) fn sliced(&self, file_bytes: u64, page_bytes: u32) -> bool {
-        let memory = crate::engine::admission::budget::process_memory();
-        let pages = file_bytes / u64::from(page_bytes.max(1));
-        self.checkpoint_thread && self.slices_for(pages, page_bytes, memory) > 1
-    }
-
     /// The largest batch a logged transaction commits through the log: half a segment.
     /// Larger ones write pages.
     pub(crate) fn log_batch_bytes_max(&self) -> usize {

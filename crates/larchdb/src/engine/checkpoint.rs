@@ -605,6 +605,15 @@ fn counted(
     Ok(out)
 }
 
+/// Whether a handle with `options` cuts its overlays in slices over a data file of
+/// `file_bytes` (`Options::slices_for`, in this process's memory), with the checkpoint thread
+/// that merges them.
+pub(crate) fn sliced(options: &crate::Options, file_bytes: u64, page_bytes: u32) -> bool {
+    let memory = super::admission::budget::process_memory();
+    let pages = file_bytes / u64::from(page_bytes.max(1));
+    options.checkpoint_thread && options.slices_for(pages, page_bytes, memory) > 1
+}
+
 /// New active overlays for the commits after `base`: cut as `recut` cuts a slice that covers the whole key space, where the options and
 /// the file's size call for slices (`Options::slices_for`), so that the first checkpoint after
 /// a commit that wrote pages (or after a whole one) merges one slice and not the whole tree.

@@ -349,7 +349,7 @@ fn replay_beside_free_set(
     });
     let (mut log, current) = replayed?;
     if let Some(log) = log.as_mut() {
-        let sliced = options.sliced(file_bytes, meta.page_bytes);
+        let sliced = super::checkpoint::sliced(options, file_bytes, meta.page_bytes);
         log.plan(file_bytes, options.checkpoint_bytes, sliced);
     }
     // A small file's, or one whose loading thread could not be started: loaded here.

@@ -149,7 +149,7 @@ pub(crate) fn write_commit(
         disk.unsynced = Some((meta, slot));
     }
     if let Some(log) = shared.log.as_ref() {
-        let sliced = shared.options.sliced(needed, shared.page_bytes);
+        let sliced = crate::engine::checkpoint::sliced(&shared.options, needed, shared.page_bytes);
         log.plan(needed, shared.options.checkpoint_bytes, sliced);
         if !sync && durable_checkpoint_due(shared, log.pressure()) {
             disk.settling = Some(Settling::start(shared, meta, slot));
