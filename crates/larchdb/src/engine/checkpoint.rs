@@ -36,7 +36,7 @@ use super::commit::{
 };
 use super::published::Published;
 use super::upper::overlay::{Gathered, Overlay, TableRecord, COUNTS};
-use super::upper::slices::Slices;
+use super::upper::slices::{At, Slices};
 use super::{catalog, Disk, Shared, WriterState};
 use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};
@@ -214,7 +214,8 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     // The write lock is held and every commit published: the log ends with commit F's record.
     let position = log.end();
     let cuts = if k > 1 {
-        recut(&*base.snap, meta.catalog, &active, i, k)?
+        let slices = active.slices().len();
+        recut(&*base.snap, meta.catalog, active.bounds(i), slices, k)?
     } else {
         Vec::new()
     };
@@ -429,12 +430,6 @@ fn recounts(current: &Published, counts: &[Recount]) -> Result<Vec<([u8; 8], [u8
     Ok(out)
 }
 
-/// Waits for the running checkpoint and puts it in place: afterwards the published snapshot
-/// has no frozen overlay. Called by a transaction about to write pages (`Txn::start_pages`).
-pub(crate) fn drain(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
-    finish(shared, guard, true)
-}
-
 /// While the active overlays are cut in several slices, merges them one at a time, each a
 /// checkpoint of its own made durable, until none holds a record: what a checkpoint of
 /// everything (`Database::checkpoint`, the close's compaction) does first, so that its own
@@ -624,16 +619,16 @@ pub(crate) fn new_slices(shared: &Shared, base: &Published) -> Result<Arc<Slices
         .options
         .slices_for(meta.page_count, meta.page_bytes, memory);
     let cuts = if k > 1 && shared.options.checkpoint_thread {
-        let whole = Slices::new(Vec::new(), Arc::default);
-        recut(&*base.snap, meta.catalog, &whole, 0, k)?
+        recut(&*base.snap, meta.catalog, (None, None), 1, k)?
     } else {
         Vec::new()
     };
     Ok(Arc::new(Slices::new(cuts, || shared.new_overlay())))
 }
 
-/// Where slice `i` of `slices` is cut when its overlay is frozen (`Slices::frozen_at`): at the
-/// keys within it that cut the tree `snap` into about `k` key ranges of equal leaves
+/// Where the slice `bounds` (one of `slices`) is cut when its overlay is frozen
+/// (`Slices::frozen_at`), or when new overlays are made (`new_slices`: the whole key space,
+/// one slice): at the keys within it that cut the tree `snap` into about `k` key ranges of equal leaves
 /// (`btree::cuts`; each table gets its share of the `k` by its entries, and a table with two
 /// ranges or more also starts one), when it holds two of them or more. So a slice covering
 /// about 1/k of the leaves or less stays whole, a larger one (the one slice of a new database,
@@ -641,14 +636,13 @@ pub(crate) fn new_slices(shared: &Shared, base: &Published) -> Result<Arc<Slices
 fn recut<S: PageSource + ?Sized>(
     snap: &S,
     catalog: TableHeader,
-    slices: &Slices,
-    i: usize,
+    (start, end): (Option<At<'_>>, Option<At<'_>>),
+    slices: usize,
     k: usize,
 ) -> Result<Vec<(u64, Box<[u8]>)>> {
-    if slices.slices().len() >= 2 * k {
+    if slices >= 2 * k {
         return Ok(Vec::new());
     }
-    let (start, end) = slices.bounds(i);
     let inside =
         |t: u64, key: &[u8]| start.is_none_or(|s| (t, key) > s) && end.is_none_or(|e| (t, key) < e);
     let names = catalog::list(snap, catalog)?;

@@ -120,7 +120,7 @@ impl<'db> Txn<'db> {
             if self.guard.checkpoint.is_some() {
                 // A checkpoint thread holds the disk state: wait for it, and start from the
                 // snapshot it leaves.
-                if let Err(e) = checkpoint::drain(self.shared, &mut self.guard) {
+                if let Err(e) = checkpoint::finish(self.shared, &mut self.guard, true) {
                     self.failed = true;
                     return Err(e);
                 }
