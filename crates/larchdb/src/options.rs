@@ -102,20 +102,17 @@ pub struct Options {
     /// bounds a logged transaction: one whose record exceeds half a segment writes pages.
     pub log_segment_bytes: u64,
     /// Segments of a new log, at most (at least 2). The log keeps every record since the
-    /// last *durable* checkpoint; a checkpoint is written without a sync, and made durable
-    /// only when the log would otherwise run out of room before the next one, so a log with
-    /// room for several checkpoints syncs the data file once per several checkpoints. The log
-    /// goes round as many segments as the data file calls for (a third of its size, and at
-    /// least four checkpoints' worth, so 4 of the default 32 MiB segments for a database
-    /// under 300 MB, and all 32, 1 GiB, from about 3 GB), and starts again at the first
-    /// segment when it is free: the file holds what the database needs, not the largest log
-    /// (docs/design/write-path.md, "The log follows the tree"). After a power loss, open
-    /// replays the log from the last durable checkpoint (at most the log's room); after a
-    /// process crash, from the last checkpoint. The room is thus the bound on a power loss's
-    /// recovery: replay takes about 1-1.5 us a record (measured on a 2-core VM: 5.5M
-    /// one-put commits of 16-byte keys and 100-byte values, 968 MB of log, on a 10M-record
-    /// database, replayed in 5.9-8.1 s from a cold page cache), so a full default room of
-    /// 1 GiB is 6-9 s, and fewer segments bound it lower at the price of more data syncs.
+    /// last *durable* checkpoint. It goes round as many segments as the data file calls for
+    /// (room for four checkpoints, `checkpoint_bytes` or a 32nd of the data file each: 5 of
+    /// the default 8 MiB segments for a database under 256 MB, all 128, 1 GiB, from about
+    /// 8 GB), and starts again at the first segment when it is free: the file holds what the
+    /// database needs, not the largest log (docs/design/write-path.md, "The log follows the
+    /// tree"). After a power loss, open replays the log from the last durable checkpoint (at
+    /// most the log's room); after a process crash, from the last checkpoint. The room is
+    /// thus the bound on a power loss's recovery: replay takes about 1-1.5 us a record
+    /// (measured on a 2-core VM: 5.5M one-put commits of 16-byte keys and 100-byte values,
+    /// 968 MB of log, on a 10M-record database, replayed in 5.9-8.1 s from a cold page
+    /// cache), so a full default room of 1 GiB is 6-9 s.
     pub log_segments: u64,
     /// `Durability::Bounded`: the most milliseconds a commit waits to be made durable
     /// (counted from the oldest commit not yet durable).
@@ -123,16 +120,16 @@ pub struct Options {
     /// `Durability::Bounded`, on a handle that writes the log: the log bytes of commits not
     /// yet durable that start a sync at once.
     pub bounded_bytes: u64,
-    /// Bytes the log grows by before a checkpoint, at least: in a database whose data file
-    /// is over 32 times this, a checkpoint comes after a 32nd of the file instead, so that it
-    /// brings as many records to each leaf whatever the tree's size. The least that open
-    /// replays after a process crash, and that the overlay holds: with `checkpoint_thread`
-    /// the writer goes on while a checkpoint is written, so both are this plus what was
-    /// committed meanwhile, up to the log's room when the checkpoints lag (one-put random
-    /// commits on a 10M-record database: 352 MiB replayed against 105 MB of this bound; open
-    /// 1.0-1.3 s with the log in the page cache). At
-    /// most `log_segments - 1` segments; with the thread, a checkpoint is made durable
-    /// whenever the log kept since the last durable one plus two checkpoints would not fit.
+    /// Bytes of records before a checkpoint, at least: in a database whose data file is over
+    /// 32 times this, a 32nd of the file instead, so that a checkpoint brings as many records
+    /// to each leaf whatever the tree's size, and the log stays within an eighth of the file.
+    /// Counted in the log's growth where a checkpoint merges the whole overlay, and in the
+    /// active overlays' memory where they are cut in slices (`checkpoint_slices`). The least
+    /// that open replays after a process crash, and that the overlays hold: with
+    /// `checkpoint_thread` the writer goes on while a checkpoint is written, so both are this
+    /// plus what was committed meanwhile, up to the log's room when the checkpoints lag. At
+    /// most `log_segments - 1` segments. Smaller checkpoints keep the files and the memory
+    /// closer to the records and write more of the tree per record.
     pub checkpoint_bytes: u64,
     /// Whether the checkpoints the log's growth calls for run on a thread of their own
     /// (the default), beside the writer and the readers: the writer freezes the commits since
@@ -150,16 +147,12 @@ pub struct Options {
     /// is kept); by slices it holds about two slices' leaves twice instead
     /// (docs/design/footprint.md). The price: every leaf a checkpoint rewrites is written to
     /// the device once per checkpoint, where unsynced whole checkpoints let the page cache
-    /// take most rewrites of the same pages, and reads probe their slice's overlay, which
-    /// always holds records. In memory that costs about half the random write rate; past
-    /// memory, where the copies crowd the tree out of the page cache, slices are faster
-    /// (docs/design/performance.md). 0, the default: one slice (the whole overlay at once)
-    /// while the data file is under a third of the memory the process may use (the lowest of
-    /// its cgroups' limits and the machine's memory), and beyond that one slice per
-    /// `CHECKPOINT_SLICE_PAGES` pages, up to `CHECKPOINT_SLICES_MAX` (a slice is cut where it
-    /// covers two of those shares of the tree, so there may be up to twice as many). 1: always
-    /// the whole overlay; more: that many. Set it where the file's size matters more than the
-    /// write rate, or the reverse.
+    /// take most rewrites of the same pages (docs/design/performance.md). 0, the default: one
+    /// slice per `CHECKPOINT_SLICE_PAGES` pages of the data file, from 1 (the whole overlay at
+    /// once, a file under two slices' pages) up to `CHECKPOINT_SLICES_MAX` (a slice is cut
+    /// where it covers two of those shares of the tree, so there may be up to twice as many).
+    /// 1: always the whole overlay, for a workload whose write rate matters more than its
+    /// files' size; more: that many.
     pub checkpoint_slices: u32,
     /// On a handle that writes the log, with `checkpoint_thread`: once no commit has been
     /// made through the log for this many milliseconds, the checkpoint thread merges what the
@@ -244,9 +237,9 @@ impl Default for Options {
 }
 
 /// Default `Options::log_segment_bytes`.
-pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 32 << 20;
+pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 8 << 20;
 /// Default `Options::log_segments`.
-pub const LOG_SEGMENTS_DEFAULT: u64 = 32;
+pub const LOG_SEGMENTS_DEFAULT: u64 = 128;
 /// Default `Options::bounded_millis` (PostgreSQL's `wal_writer_delay` is 200 ms,
 /// MongoDB's journal interval 100 ms).
 pub const BOUNDED_MILLIS_DEFAULT: u64 = 100;
@@ -257,15 +250,11 @@ pub const IDLE_CHECKPOINT_MILLIS_DEFAULT: u64 = 100;
 /// The largest `Options::background_nice`: the nice scale's range (-20 to 19).
 pub const BACKGROUND_NICE_MAX: u8 = 19;
 /// Default `Options::checkpoint_bytes`.
-pub const CHECKPOINT_BYTES_DEFAULT: u64 = 24 << 20;
+pub const CHECKPOINT_BYTES_DEFAULT: u64 = 8 << 20;
 /// With `Options::checkpoint_slices` 0: a slice per this many pages of the data file.
 pub const CHECKPOINT_SLICE_PAGES: u64 = 2048;
-/// With `Options::checkpoint_slices` 0: checkpoints go by slices once the data file is over
-/// 1/this of the memory the process may use. Whole checkpoints let the file grow to about
-/// three copies of the tree, which then no longer fit in the page cache beside it.
-const SLICES_BEYOND_FILE_SHARE: u64 = 3;
 /// With `Options::checkpoint_slices` 0: at most this many slices.
-pub const CHECKPOINT_SLICES_MAX: u32 = 16;
+pub const CHECKPOINT_SLICES_MAX: u32 = 32;
 
 impl Options {
     /// Sets the page size for a new database.
@@ -615,19 +604,13 @@ impl Options {
         self
     }
 
-    /// The slices a checkpoint cuts its overlay into over a data file of `pages` pages of
-    /// `page_bytes`, in a process that may use `memory` bytes (`checkpoint_slices`; 0: whole
-    /// while the file is under a third of `memory`, else by the file's size).
-    pub(crate) fn slices_for(&self, pages: u64, page_bytes: u32, memory: Option<u64>) -> usize {
+    /// The slices a checkpoint cuts the overlays into over a data file of `pages` pages
+    /// (`checkpoint_slices`; 0: one per `CHECKPOINT_SLICE_PAGES` pages of the file, from 1 to
+    /// `CHECKPOINT_SLICES_MAX`).
+    pub(crate) fn slices_for(&self, pages: u64) -> usize {
         match self.checkpoint_slices {
             0 => {
-                let file = pages.saturating_mul(u64::from(page_bytes));
-                if memory.is_some_and(|m| file.saturating_mul(SLICES_BEYOND_FILE_SHARE) > m) {
-                    (pages / CHECKPOINT_SLICE_PAGES).clamp(1, u64::from(CHECKPOINT_SLICES_MAX))
-                        as usize
-                } else {
-                    1
-                }
+                (pages / CHECKPOINT_SLICE_PAGES).clamp(1, u64::from(CHECKPOINT_SLICES_MAX)) as usize
             }
             n => n as usize,
         }
@@ -674,25 +657,22 @@ impl Options {
 mod tests {
     use super::*;
 
-    /// By default a checkpoint merges the whole overlay while the data file is under a third of
-    /// the process's memory, and cuts it by the file's size beyond that; a number set is kept.
+    /// By default a checkpoint merges the whole overlay while the data file holds fewer than
+    /// two slices' pages, and cuts it by the file's size beyond that, up to the cap; a number
+    /// set is kept.
     #[test]
-    fn checkpoint_slices_follow_the_file_against_the_memory() {
+    fn checkpoint_slices_follow_the_file() {
         let o = Options::default();
-        let gib = 1u64 << 30;
         let pages = |bytes: u64| bytes / 4096;
-        assert_eq!(o.slices_for(pages(gib / 4), 4096, Some(gib)), 1);
-        assert_eq!(o.slices_for(pages(gib / 3), 4096, Some(gib)), 1);
-        assert_eq!(o.slices_for(pages(gib / 2), 4096, Some(gib)), 16);
-        // 5 GiB in 1 GiB, capped; 40 MiB in 64 MiB, one slice per 2,048 pages.
-        assert_eq!(o.slices_for(pages(5 * gib), 4096, Some(gib)), 16);
-        assert_eq!(o.slices_for(pages(40 << 20), 4096, Some(64 << 20)), 5);
-        assert_eq!(o.slices_for(pages(20 << 20), 4096, Some(64 << 20)), 1);
-        // Memory unknown: whole.
-        assert_eq!(o.slices_for(pages(5 * gib), 4096, None), 1);
+        let slice = CHECKPOINT_SLICE_PAGES * 4096;
+        assert_eq!(o.slices_for(0), 1);
+        assert_eq!(o.slices_for(pages(slice)), 1);
+        assert_eq!(o.slices_for(pages(2 * slice)), 2);
+        assert_eq!(o.slices_for(pages(5 * slice + 1)), 5);
+        assert_eq!(o.slices_for(pages(5 << 30)), CHECKPOINT_SLICES_MAX as usize);
         let set = Options::default().checkpoint_slices(1);
-        assert_eq!(set.slices_for(pages(5 * gib), 4096, Some(gib)), 1);
+        assert_eq!(set.slices_for(pages(5 << 30)), 1);
         let set = Options::default().checkpoint_slices(7);
-        assert_eq!(set.slices_for(1, 4096, Some(gib)), 7);
+        assert_eq!(set.slices_for(1), 7);
     }
 }

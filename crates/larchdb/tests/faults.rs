@@ -327,3 +327,49 @@ fn log_faults_at_every_operation_are_typed_and_lose_nothing_acknowledged() {
     assert!(grow_refused > 0, "no fault hit the log file's growth");
     assert!(poisoned > 0, "no fault hit a record's write or sync");
 }
+
+/// A data file that cannot grow under checkpoints (a full disk): a checkpoint that fails
+/// while its pages are written leaves nothing of it behind and is written again later
+/// (`checkpoint::Retry`), so the handle is not stopped. Logged commits go on while the log
+/// has room; once it has none, a commit fails as a full disk, losing nothing; once space is
+/// back, writes resume on the same handle, and every acknowledged commit survives a process
+/// crash (every durable one a power loss).
+#[test]
+fn a_full_disk_under_checkpoints_is_retried_and_loses_nothing() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = open_logged(&data, &log).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.ensure_table("t").unwrap();
+    w.commit().unwrap();
+    let (n, err) = logged_load(&db, 0, 500);
+    assert!(n == 500 && err.is_none(), "{n}: {err:?}");
+    db.checkpoint().unwrap();
+    data.set_space_limit(Some(data.contents().len() as u64));
+    let (acked, err) = logged_load(&db, 500, 20_000);
+    assert!(
+        matches!(err, Some(Error::DiskFull)),
+        "expected a full disk, got {err:?} after {acked}"
+    );
+    assert!(acked > 500, "no logged commit went through");
+    assert_eq!(logged_prefix(&db), acked);
+    data.set_space_limit(None);
+    let (n, err) = logged_load(&db, acked, acked + 2000);
+    assert!(n == acked + 2000 && err.is_none(), "{n}: {err:?}");
+    let total = acked + 2000;
+    assert_eq!(logged_prefix(&db), total);
+    db.checkpoint().unwrap();
+    db.verify().unwrap();
+    drop(db);
+    let crashed = open_logged(
+        &data.crash(CrashMode::ProcessOnly),
+        &log.crash(CrashMode::ProcessOnly),
+    )
+    .unwrap();
+    assert_eq!(logged_prefix(&crashed), total);
+    crashed.verify().unwrap();
+    drop(crashed);
+    let lost = open_logged(&data.durable_copy(), &log.durable_copy()).unwrap();
+    let durable_acked = (total - 1) / 40 * 40 + 10;
+    assert!(logged_prefix(&lost) >= durable_acked);
+    lost.verify().unwrap();
+}

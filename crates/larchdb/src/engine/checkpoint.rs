@@ -50,6 +50,9 @@ pub(crate) struct Running {
     thread: Option<JoinHandle<Option<Outcome>>>,
     /// The outcome, when it ran on the writer's thread (no thread could be started).
     done: Option<Outcome>,
+    /// What it writes: the snapshot frozen by `start` and the job, kept for a `Retry`.
+    snapshot: Arc<Published>,
+    job: Job,
     /// The log position the frozen overlay's records end at.
     position: u64,
     /// The log bytes since the last checkpoint started, and when this one started: how long
@@ -67,10 +70,27 @@ pub(crate) struct Running {
     cpu_clock: Option<libc::clockid_t>,
 }
 
+/// A checkpoint whose writing failed for a full disk before any of it could be read back:
+/// while its pages were written, before its meta page, which leaves the disk state as it was
+/// (`commit::fail_commit`). Its frozen overlay stays
+/// published, read above the tree as while it was being written, and the next `start`
+/// writes it again: the same job over the same snapshot. The error goes to the transaction
+/// that found it; the handle goes on (logged commits, while the log has room), and
+/// checkpoints, and so writes that need one, come back once the cause is gone.
+pub(crate) struct Retry {
+    snapshot: Arc<Published>,
+    job: Job,
+    slice: bool,
+}
+
 /// What the thread hands back: the disk state, always, and the checkpoint or its failure.
 struct Outcome {
     disk: Disk,
     written: Result<Checkpointed>,
+    /// Whether it failed for a full disk and left the disk state as it was (nothing of the
+    /// checkpoint can be read back): it is written again (`Retry`) instead of stopping the
+    /// handle. Any other failure stops it (an I/O error: fail-stop, durability.md).
+    retry: bool,
     /// When the thread finished writing (and syncing) it.
     ended: std::time::Instant,
     /// The CPU time the thread had used then (`None` where it cannot be read).
@@ -187,6 +207,19 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     if disk.carry.is_none() {
         return Err(Error::Poisoned);
     }
+    if let Some(retry) = guard.retry.take() {
+        let yields =
+            !shared.read_state().readers.is_empty() && !super::admission::budget::pressed(shared);
+        launch(
+            shared,
+            guard,
+            retry.snapshot,
+            retry.job,
+            retry.slice,
+            yields,
+        );
+        return Ok(true);
+    }
     let base = shared.writer_base();
     let Some(active) = base.overlay.clone() else {
         return Ok(false);
@@ -196,11 +229,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
             "a checkpoint started over a frozen overlay".into(),
         ));
     }
-    let meta = &base.snap.meta;
-    let memory = super::admission::budget::process_memory();
-    let k = shared
-        .options
-        .slices_for(meta.page_count, meta.page_bytes, memory);
+    let k = shared.options.slices_for(base.snap.meta.page_count);
     // The slice holding the most records; the one holding the oldest where the log needs
     // room back (it is kept from there).
     let by_log = commit::durable_checkpoint_due(shared, log.pressure());
@@ -215,7 +244,13 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     let position = log.end();
     let cuts = if k > 1 {
         let slices = active.slices().len();
-        recut(&*base.snap, meta.catalog, active.bounds(i), slices, k)?
+        recut(
+            &*base.snap,
+            base.snap.meta.catalog,
+            active.bounds(i),
+            slices,
+            k,
+        )?
     } else {
         Vec::new()
     };
@@ -261,10 +296,32 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     };
     drop(replaced);
     drop(base);
-    let bytes = log.since(guard.checkpoint_position);
+    launch(shared, guard, frozen, job, slice, yields);
+    Ok(true)
+}
+
+/// Runs `job` over `frozen` (the published snapshot with its frozen overlay) on a thread of
+/// its own, which takes the disk state; on the writer's thread where none can be started.
+fn launch(
+    shared: &Arc<Shared>,
+    guard: &mut WriterState,
+    frozen: Arc<Published>,
+    job: Job,
+    slice: bool,
+    yields: bool,
+) {
+    let bytes = shared
+        .log
+        .as_ref()
+        .map_or(0, |log| log.since(guard.checkpoint_position));
     let started = std::time::Instant::now();
     let Some(disk) = guard.disk.take() else {
-        return Ok(false);
+        guard.retry = Some(Retry {
+            snapshot: frozen,
+            job,
+            slice,
+        });
+        return;
     };
     // The disk state is sent once the thread runs: a thread that cannot be started leaves
     // it here, and the checkpoint is written on this thread instead.
@@ -290,21 +347,24 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     guard.checkpoint = Some(Running {
         thread,
         done: disk.map(|disk| run(shared, disk, &frozen, job)),
-        position,
+        snapshot: frozen,
+        job,
+        position: job.position,
         bytes,
         started,
         slice,
         share: yields,
         cpu_clock,
     });
-    Ok(true)
 }
 
 /// Completes the running checkpoint, if any, when it is written, or with `wait`, once it is:
 /// publishes its tree under the active overlays and takes the disk state back. Called by the
 /// writer between two transactions, or by a transaction about to write pages (`wait`). A
-/// failed checkpoint poisons the handle: the log still holds every commit since the last
-/// one, and a reopen replays them.
+/// checkpoint that failed for a full disk with nothing of it written is kept to be written
+/// again (`Retry`: its error returned only with `wait`); any other failure poisons the
+/// handle: the log still holds every commit since the last checkpoint, and a reopen replays
+/// them.
 pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Result<()> {
     let Some(running) = guard.checkpoint.as_ref() else {
         return Ok(());
@@ -322,6 +382,7 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     let Some(Outcome {
         disk,
         written,
+        retry,
         ended,
         cpu,
     }) = outcome
@@ -344,6 +405,19 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
             .share
             .ended(cpu.filter(|_| running.cpu_clock.is_some()));
     }
+    let written = match written {
+        Err(e) if retry => {
+            guard.retry = Some(Retry {
+                snapshot: running.snapshot,
+                job: running.job,
+                slice: running.slice,
+            });
+            // Only a caller that needs the checkpoint done hears of it; the others (a
+            // transaction beginning, the idle thread) go on, and the next start retries.
+            return if wait { Err(e) } else { Ok(()) };
+        }
+        w => w,
+    };
     // From here on, a failure leaves the disk state the new tree's and the published snapshot
     // the old one's: the handle stops writing (the log still holds every commit).
     let installed = written.and_then(|c| install(shared, guard, c, &running));
@@ -461,9 +535,11 @@ pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
 
 /// The thread's work: `Outcome` always carries the disk state back.
 fn run(shared: &Shared, mut disk: Disk, snapshot: &Published, job: Job) -> Outcome {
-    let written = write(shared, &mut disk, snapshot, job);
+    let mut poisoned = false;
+    let written = write(shared, &mut disk, snapshot, job, &mut poisoned);
     Outcome {
         disk,
+        retry: matches!(written, Err(Error::DiskFull)) && !poisoned,
         written,
         ended: std::time::Instant::now(),
         cpu: own_cpu(),
@@ -471,20 +547,30 @@ fn run(shared: &Shared, mut disk: Disk, snapshot: &Published, job: Job) -> Outco
 }
 
 /// Writes the checkpoint of `snapshot` (the published snapshot as frozen by `start`): its
-/// frozen overlay merged into its tree, as commit `snapshot.txn()`.
-fn write(shared: &Shared, disk: &mut Disk, snapshot: &Published, job: Job) -> Result<Checkpointed> {
+/// frozen overlay merged into its tree, as commit `snapshot.txn()`. Sets `poisoned` where a
+/// failure may have left part of it where it can be read back (a meta page, a sync).
+fn write(
+    shared: &Shared,
+    disk: &mut Disk,
+    snapshot: &Published,
+    job: Job,
+    poisoned: &mut bool,
+) -> Result<Checkpointed> {
     let Some(frozen) = snapshot.frozen.as_deref() else {
+        *poisoned = true;
         return Err(Error::Internal(
             "a checkpoint with no frozen overlay".into(),
         ));
     };
     let Some(mut carry) = disk.carry.take() else {
+        *poisoned = true;
         return Err(Error::Poisoned);
     };
     // As `Txn::start_pages`. Readers are registered by their tree's commit, so one that
     // holds this checkpoint's base tree keeps what it frees, whatever its snapshot's commit.
     if let Err(e) = shared.release_pending(&mut carry, disk.last_durable_txn, true) {
         disk.carry = Some(carry);
+        *poisoned = true;
         return Err(e);
     }
     let pinned = disk
@@ -515,30 +601,19 @@ fn write(shared: &Shared, disk: &mut Disk, snapshot: &Published, job: Job) -> Re
     // hold records from there), those records must be durable before it is (they may be
     // commits that did not ask to be, and the tree already holds some of them: without the
     // rest, the state after the power loss would be no commit's).
-    if job.at < job.position {
-        if let Some(log) = shared.log.as_ref() {
-            if let Err(e) = log.sync_to(job.position) {
-                disk.carry = Some(pages.abort());
-                return Err(e);
-            }
-        }
-    }
-    let mut poisoned = false;
-    let mut written = write_commit(
-        shared,
-        disk,
-        &mut poisoned,
-        pages,
-        catalog,
-        Durability::None,
-        LogAt::At(job.at),
-    )?;
+    let log_to = (job.at < job.position).then_some(job.position);
+    let at = LogAt::At {
+        position: job.at,
+        log_to,
+    };
+    let mut written = write_commit(shared, disk, poisoned, pages, catalog, Durability::None, at)?;
     if job.settle {
         // A slice's checkpoint is made durable, so that the pages it freed are reused by the
-        // next instead of pinned by the last durable tree: its sync runs on a thread of its
-        // own while the writer goes on, and the next checkpoint waits for it before its own
-        // meta page.
-        commit::start_settling(shared, disk);
+        // next instead of pinned by the last durable tree: the log's sync to `log_to`, the
+        // data file's, then its meta page's as durable run on a thread of their own while the
+        // writer and the next checkpoint's merge go on; that checkpoint waits for them before
+        // its own meta page.
+        commit::start_settling(shared, disk, log_to);
         return Ok(Checkpointed {
             written,
             counts,
@@ -550,7 +625,7 @@ fn write(shared: &Shared, disk: &mut Disk, snapshot: &Published, job: Job) -> Re
     // room comes back as soon as the checkpoint is published (`install`), not at the next
     // checkpoint. Not before: read-only handles in other processes read the log from the
     // published tree's position.
-    let settled = settle_keeping_log(shared, disk, &mut poisoned)?;
+    let settled = settle_keeping_log(disk, poisoned)?;
     written.release_after(settled);
     Ok(Checkpointed {
         written,
@@ -604,9 +679,8 @@ fn counted(
 /// `file_bytes` (`Options::slices_for`, in this process's memory), with the checkpoint thread
 /// that merges them.
 pub(crate) fn sliced(options: &crate::Options, file_bytes: u64, page_bytes: u32) -> bool {
-    let memory = super::admission::budget::process_memory();
     let pages = file_bytes / u64::from(page_bytes.max(1));
-    options.checkpoint_thread && options.slices_for(pages, page_bytes, memory) > 1
+    options.checkpoint_thread && options.slices_for(pages) > 1
 }
 
 /// New active overlays for the commits after `base`: cut as `recut` cuts a slice that covers the whole key space, where the options and
@@ -614,10 +688,7 @@ pub(crate) fn sliced(options: &crate::Options, file_bytes: u64, page_bytes: u32)
 /// a commit that wrote pages (or after a whole one) merges one slice and not the whole tree.
 pub(crate) fn new_slices(shared: &Shared, base: &Published) -> Result<Arc<Slices>> {
     let meta = &base.snap.meta;
-    let memory = super::admission::budget::process_memory();
-    let k = shared
-        .options
-        .slices_for(meta.page_count, meta.page_bytes, memory);
+    let k = shared.options.slices_for(meta.page_count);
     let cuts = if k > 1 && shared.options.checkpoint_thread {
         recut(&*base.snap, meta.catalog, (None, None), 1, k)?
     } else {

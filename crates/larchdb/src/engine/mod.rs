@@ -95,6 +95,9 @@ pub(crate) struct WriterState {
     pub(crate) checkpoint_position: u64,
     /// The checkpoint running on its own thread, if any (`checkpoint`).
     pub(crate) checkpoint: Option<checkpoint::Running>,
+    /// A checkpoint whose writing failed before any of it could be read back, to be written
+    /// again by the next `checkpoint::start` (`checkpoint::Retry`).
+    pub(crate) retry: Option<checkpoint::Retry>,
     /// The newest commit made through the log whose committer lets the write lock go and
     /// waits for the log's sync before publishing it (`Durability::Immediate`: group commit),
     /// with the log position its record ends at. The next write transaction starts from it
@@ -145,7 +148,7 @@ pub(crate) struct Shared {
     /// handle (`Database`'s drop).
     pub(crate) closed: std::sync::atomic::AtomicBool,
     /// The write-ahead log, for a writing handle opened with `Options::log`.
-    pub(crate) log: Option<GroupLog>,
+    pub(crate) log: Option<Arc<GroupLog>>,
     /// Set by the close once the log holds nothing: the last commit's meta page then says the
     /// database has no log (`commit::seal_meta`), so that the data file alone is the whole
     /// database (`Database`'s drop).

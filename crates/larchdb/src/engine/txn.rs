@@ -117,10 +117,19 @@ impl<'db> Txn<'db> {
     /// yet.
     pub(crate) fn start_pages(&mut self) -> Result<&mut WritePages> {
         if self.pages.is_none() {
-            if self.guard.checkpoint.is_some() {
+            if self.guard.checkpoint.is_some() || self.guard.retry.is_some() {
                 // A checkpoint thread holds the disk state: wait for it, and start from the
-                // snapshot it leaves.
-                if let Err(e) = checkpoint::finish(self.shared, &mut self.guard, true) {
+                // snapshot it leaves. One that failed with nothing written is written again
+                // first (`checkpoint::Retry`): its frozen overlay is above the tree.
+                let done = (|| {
+                    checkpoint::finish(self.shared, &mut self.guard, true)?;
+                    if self.guard.retry.is_some() {
+                        checkpoint::start(self.shared, &mut self.guard)?;
+                        checkpoint::finish(self.shared, &mut self.guard, true)?;
+                    }
+                    Ok(())
+                })();
+                if let Err(e) = done {
                     self.failed = true;
                     return Err(e);
                 }

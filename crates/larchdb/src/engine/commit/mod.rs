@@ -47,7 +47,12 @@ pub(crate) enum LogAt<'a> {
     /// write lock (nothing is appended meanwhile).
     End,
     /// A given position: a checkpoint written on its own thread, while the writer appends.
-    At(u64),
+    /// `log_to`: where its tree holds records of commits past `position` (a slice's
+    /// checkpoint: other slices hold records from there, `engine::checkpoint`), the end of
+    /// the last, up to which the log is made durable before the checkpoint is (a power loss
+    /// returning to a tree with part of a commit whose record it lost would be no commit's
+    /// state).
+    At { position: u64, log_to: Option<u64> },
     /// A logged transaction that writes pages itself (`Txn::route`, a large
     /// sequential batch): its writes, `body`, are appended to the log as commit `pages.txn`'s
     /// record once its pages are written and before its meta page is, so that the log holds
@@ -78,6 +83,6 @@ pub(crate) enum LogAt<'a> {
 fn log_of(shared: &Shared) -> Result<&super::log::GroupLog> {
     shared
         .log
-        .as_ref()
+        .as_deref()
         .ok_or_else(|| Error::Internal("a logged commit without a log".into()))
 }

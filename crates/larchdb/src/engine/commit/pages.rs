@@ -102,9 +102,13 @@ pub(crate) fn write_commit(
     // The log position the meta page names; a transaction that writes pages and the log
     // appends its record now (`LogAt::Append`).
     let end = || shared.log.as_ref().map_or(0, |l| l.end());
+    let log_to = match log_at {
+        LogAt::At { log_to, .. } => log_to,
+        _ => None,
+    };
     let appended = match log_at {
         LogAt::End => Ok(Some(end())),
-        LogAt::At(position) => Ok(Some(position)),
+        LogAt::At { position, .. } => Ok(Some(position)),
         LogAt::Append {
             body,
             durability: logged,
@@ -130,6 +134,9 @@ pub(crate) fn write_commit(
     let sync = meta.durable;
     let mut write_meta = || -> Result<()> {
         if sync {
+            if let (Some(log), Some(to)) = (shared.log.as_ref(), log_to) {
+                log.sync_to(to)?;
+            }
             storage.sync()?;
         }
         pages.write_meta(&meta.encode(slot), slot * page_bytes, storage)?;
@@ -152,7 +159,7 @@ pub(crate) fn write_commit(
         let sliced = crate::engine::checkpoint::sliced(&shared.options, needed, shared.page_bytes);
         log.plan(needed, shared.options.checkpoint_bytes, sliced);
         if !sync && durable_checkpoint_due(shared, log.pressure()) {
-            disk.settling = Some(Settling::start(shared, meta, slot));
+            disk.settling = Some(Settling::start(shared, meta, slot, log_to));
         }
     }
     let freed = pages.take_freed();

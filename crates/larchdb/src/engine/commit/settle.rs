@@ -1,19 +1,25 @@
-//! Settling: a checkpoint's pages made durable by a sync on a thread of its own, off the
-//! writer's path (`Settling`), and the pages of a `None` batch's mark made durable before a
-//! commit that must be durable (`settle_marks`).
+//! Settling: a checkpoint made durable on a thread of its own, off the writer's path (the
+//! log's records it needs, its pages, then its meta page: `Settling`), and the pages of a
+//! `None` batch's mark made durable before a commit that must be durable (`settle_marks`).
 
 use super::*;
 
 /// A checkpoint written without a sync (`Durability::None`; the automatic checkpoints of a
 /// handle that writes the log) that the log's room calls to be made durable
-/// (`durable_checkpoint_due`; the others are never synced): a thread syncs the file while the writer
-/// goes on with logged commits, which do not touch the file. `settle` completes it before
-/// the next commit that writes pages (whose meta page goes to the slot this one holds), and
-/// as soon as the sync is done at the start of any write transaction; a checkpoint written on
-/// a thread of its own (`checkpoint`) is settled by that thread before it ends.
+/// (`durable_checkpoint_due`), or a slice's (every one, `engine::checkpoint`; the others are
+/// never synced): a thread syncs the log as far as the checkpoint needs it, then the data
+/// file, then writes its meta page again as durable and syncs that (`make_durable`), while
+/// the writer goes on with logged commits, which do not touch the file, and the checkpoint
+/// thread with the next slice's merge. `settle` collects it before the next commit that
+/// writes a meta page (which goes to the other slot, once this one is durable), and as soon
+/// as the thread is done at the start of any write transaction; a whole checkpoint written on
+/// a thread of its own is settled by that thread before it ends.
 ///
-/// Until then, the last durable checkpoint stays the one a power loss returns to: the log is
-/// kept from its position, and the pages it reaches are not reused (`last_durable_txn`).
+/// Until then, the handle counts the last durable checkpoint as the one a power loss returns
+/// to: the log is kept from its position, and the pages it reaches are not reused
+/// (`last_durable_txn`). (Once the thread has written the new meta page, a power loss returns
+/// to the new checkpoint instead, whose records and pages were synced first: keeping the old
+/// one's is only the safe side.)
 /// A process crash meanwhile keeps the new checkpoint (its meta page is trusted in the same
 /// boot, durability.md); the next open replays from it and keeps the log from the durable
 /// one's position (the other meta slot's), as this handle did, so that it settles later,
@@ -22,20 +28,33 @@ use super::*;
 pub(crate) struct Settling {
     pub(super) meta: Meta,
     pub(super) slot: u64,
-    pub(super) sync: Option<std::thread::JoinHandle<std::io::Result<()>>>,
-    /// The sync's result when it ran in the writer's thread (no thread could be started).
-    pub(super) done: Option<std::io::Result<()>>,
+    pub(super) sync: Option<std::thread::JoinHandle<Result<Meta>>>,
+    /// The result when the work ran in the writer's thread (no thread could be started).
+    pub(super) done: Option<Result<Meta>>,
 }
 
 impl Settling {
-    pub(super) fn start(shared: &Shared, meta: Meta, slot: u64) -> Settling {
+    /// Starts making the checkpoint `meta` (in `slot`) durable: the log synced up to
+    /// `log_to` where the checkpoint needs records after the position it names (a slice's:
+    /// `LogAt::Slice`), the data file synced, then the meta page written again as durable and
+    /// synced (`make_durable`), all on a thread of its own, so that the thread that wrote the
+    /// checkpoint goes on to the next meanwhile.
+    pub(super) fn start(shared: &Shared, meta: Meta, slot: u64, log_to: Option<u64>) -> Settling {
         let storage = shared.storage.clone();
+        let log = log_to.and(shared.log.clone());
+        let work = move || -> Result<Meta> {
+            if let (Some(log), Some(to)) = (log.as_deref(), log_to) {
+                log.sync_to(to)?;
+            }
+            storage.sync()?;
+            make_durable(&*storage, meta, slot)
+        };
         let spawned = shared
             .background
-            .spawn("larch-checkpoint-sync", 0, move || storage.sync());
+            .spawn("larch-checkpoint-sync", 0, work.clone());
         let (sync, done) = match spawned {
             Some(handle) => (Some(handle), None),
-            None => (None, Some(shared.storage.sync())),
+            None => (None, Some(work())),
         };
         Settling {
             meta,
@@ -50,28 +69,31 @@ impl Settling {
         self.meta.txn
     }
 
-    /// Whether the sync has finished (settling then waits for nothing).
+    /// Whether the work has finished (settling then waits for nothing).
     pub(crate) fn synced(&self) -> bool {
         self.sync.as_ref().is_none_or(|h| h.is_finished())
     }
 
-    /// Waits for the sync's thread to end, keeping its result for `wait` (the close:
+    /// Waits for the thread to end, keeping its result for `wait` (the close:
     /// `Background::stop`).
     pub(crate) fn join(&mut self) {
         if let Some(h) = self.sync.take() {
-            self.done = Some(
-                h.join()
-                    .unwrap_or_else(|_| Err(std::io::Error::other("the sync thread panicked"))),
-            );
+            self.done = Some(h.join().unwrap_or_else(|_| {
+                Err(Error::Internal(
+                    "the checkpoint's sync thread panicked".into(),
+                ))
+            }));
         }
     }
 
-    /// The sync's result, once it is done.
-    pub(super) fn wait(&mut self) -> std::io::Result<()> {
+    /// The durable meta page, once the work is done.
+    pub(super) fn wait(&mut self) -> Result<Meta> {
         self.join();
-        self.done
-            .take()
-            .unwrap_or_else(|| Err(std::io::Error::other("the sync was collected twice")))
+        self.done.take().unwrap_or_else(|| {
+            Err(Error::Internal(
+                "a checkpoint's sync collected twice".into(),
+            ))
+        })
     }
 }
 
@@ -89,10 +111,10 @@ impl Drop for Settling {
 /// unless one is being made so already: a slice of a checkpoint by slices, whose sync then
 /// overlaps the next slice's merge (`engine::checkpoint`). That next slice waits for it before
 /// its own meta page (`write_commit` settles first).
-pub(crate) fn start_settling(shared: &Shared, disk: &mut Disk) {
+pub(crate) fn start_settling(shared: &Shared, disk: &mut Disk, log_to: Option<u64>) {
     if disk.settling.is_none() {
         if let Some((meta, slot)) = disk.unsynced {
-            disk.settling = Some(Settling::start(shared, meta, slot));
+            disk.settling = Some(Settling::start(shared, meta, slot, log_to));
         }
     }
 }
@@ -102,10 +124,8 @@ pub(crate) fn start_settling(shared: &Shared, disk: &mut Disk) {
 /// poisons the handle (fail-stop, as every failed sync). Requires: that checkpoint is
 /// published (`settle_keeping_log` otherwise).
 pub(crate) fn settle(shared: &Shared, disk: &mut Disk, poisoned: &mut bool) -> Result<()> {
-    if let (Some(position), Some(log)) = (
-        settle_keeping_log(shared, disk, poisoned)?,
-        shared.log.as_ref(),
-    ) {
+    if let (Some(position), Some(log)) = (settle_keeping_log(disk, poisoned)?, shared.log.as_ref())
+    {
         log.release_to(position);
     }
     Ok(())
@@ -113,17 +133,11 @@ pub(crate) fn settle(shared: &Shared, disk: &mut Disk, poisoned: &mut bool) -> R
 
 /// `settle`, for a checkpoint not published yet: returns the log position to release once it
 /// is (`Written::release_after`).
-pub(crate) fn settle_keeping_log(
-    shared: &Shared,
-    disk: &mut Disk,
-    poisoned: &mut bool,
-) -> Result<Option<u64>> {
+pub(crate) fn settle_keeping_log(disk: &mut Disk, poisoned: &mut bool) -> Result<Option<u64>> {
     let Some(mut s) = disk.settling.take() else {
         return Ok(None);
     };
-    let synced = s.wait().map_err(Error::from);
-    let meta = synced.and_then(|()| make_durable(&*shared.storage, s.meta, s.slot));
-    let meta = match meta {
+    let meta = match s.wait() {
         Ok(m) => m,
         Err(e) => {
             *poisoned = true;
