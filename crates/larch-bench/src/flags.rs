@@ -45,8 +45,8 @@ pub struct Flags {
     pub bloom_bits: u32,
     /// Larch's `Options::background_nice` (0: the engine's default).
     pub background_nice: u8,
-    /// Larch's `Options::checkpoint_slices` (0: the engine's default, by the file's size and
-    /// the memory; 1: the whole overlay).
+    /// Larch's `Options::checkpoint_slices` (0: the engine's default, by the file's size; 1:
+    /// the whole overlay).
     pub checkpoint_slices: u32,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
@@ -209,8 +209,8 @@ Usage: larch-bench [--flag=value ...]\n\
   --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
   --background_nice=N    Larch's background threads N nice steps below the benchmark's (0)\n\
-  --checkpoint_slices=N  Larch's overlays in N key ranges, merged one a checkpoint (0: by file\n\
-                         size and memory; 1: whole)\n\
+  --checkpoint_slices=N  Larch's overlays in N key ranges, merged one a checkpoint (0: by the data\n\
+                         file's size; 1: whole)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
   --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
   --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\

@@ -35,6 +35,8 @@ fn options(durability: Durability) -> Options {
         .checkpoint_slices(4)
         .compact_on_close(false)
         .durability(durability)
+        // The tests drive the slices' checkpoints themselves (the idle one below has its own).
+        .idle_checkpoint_millis(0)
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -292,4 +294,42 @@ fn slices_merge_as_a_small_memory_budget_calls_for_them() {
         &model,
         "reopened",
     );
+}
+
+/// Once the writer is idle, the idle checkpoint merges every slice that holds records, not
+/// one: reads after a burst of writes then find the tree alone.
+#[test]
+fn an_idle_writer_has_every_slice_merged() {
+    let data = FaultStorage::new();
+    let log = FaultStorage::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    let options = options(Durability::None).idle_checkpoint_millis(20);
+    let db = common::open_with_log(&data, &log, options).unwrap();
+    let mut model = load(&db, &mut rng);
+    // Random updates: every slice gathers some.
+    for _ in 0..2_000 {
+        let mut w = db.begin_write().unwrap();
+        let k = key(rng.gen_range(0..KEYS));
+        let v = value(&mut rng);
+        w.table("t").unwrap().put(&k, &v).unwrap();
+        w.commit().unwrap();
+        model.insert(k, v);
+    }
+    let before = db.stats().unwrap().commits.checkpoint_slices;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while db.stats().unwrap().commits.checkpoint_slices < before + 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle checkpoint merged {} slices",
+            db.stats().unwrap().commits.checkpoint_slices - before
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    check_snapshot(
+        &db.begin_read().unwrap(),
+        &model,
+        "after the idle checkpoints",
+    );
+    let report = db.verify().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
 }

@@ -22,7 +22,7 @@ const ROUNDS: u32 = 5;
 
 /// Pages only: the test is about the lock, and its open after a kill is timed. Through the
 /// log (the default), that open also pads the killed holder's last log segment with zeros
-/// (up to a segment, 32 MiB, written and synced).
+/// (up to a segment, 8 MiB by default, written and synced).
 fn options() -> Options {
     Options::default().log(false)
 }

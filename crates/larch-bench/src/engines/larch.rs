@@ -61,9 +61,11 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .checkpoint_slices(o.checkpoint_slices);
     let log_config = if log {
         format!(
-            "on (the default): up to {} segments of {} MiB (the ring a third of the data file, or four checkpoints by slices), \
-             checkpoint every {} MiB of log or a 32nd of the data file if more, and once \
-             the writer is idle for {} ms (0: never)",
+            "on (the default): up to {} segments of {} MiB (the ring four checkpoints, or a \
+             third of the data file if more where checkpoints merge the whole overlay), a \
+             checkpoint every {} MiB of records (of log, or of the overlays' memory by slices) \
+             or a 32nd of the data file if more, and once the writer is idle for {} ms \
+             (0: never)",
             options.log_segments,
             options.log_segment_bytes >> 20,
             options.checkpoint_bytes >> 20,
@@ -74,10 +76,10 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     };
     let slices = match options.checkpoint_slices {
         0 => format!(
-            "0 (the default): each checkpoint merges the whole overlay while the data file is \
-             under a third of the memory the process may use; beyond that the overlays are cut \
-             into key ranges, one per {} pages of it up to {}, each gathering its records, and \
-             each checkpoint merges the fullest one's, made durable",
+            "0 (the default): the overlays cut into key ranges, one per {} pages of the data \
+             file up to {} (a smaller file: one, each checkpoint merging the whole overlay), \
+             each gathering its records, and each checkpoint merges the fullest one's, made \
+             durable",
             larchdb::CHECKPOINT_SLICE_PAGES,
             larchdb::CHECKPOINT_SLICES_MAX
         ),

@@ -24,10 +24,10 @@ use std::time::Duration;
 /// How often a checkpoint the thread started is looked at, to publish it once written.
 const POLL: Duration = Duration::from_millis(5);
 
-/// Checkpoints started in one idle period, at most (the slices of a checkpoint by slices
-/// count as one): the second merges the entry counts the first one corrected
-/// (`checkpoint::install` leaves them in a new overlay of their own).
-const CHECKPOINTS_PER_PERIOD: u32 = 2;
+/// Checkpoints started in one idle period, at most, beyond one for each slice the overlays
+/// are cut into (`Shared::slices`): the last merges the entry counts the ones before
+/// corrected (`checkpoint::install` leaves them in the active overlays).
+const CHECKPOINTS_PER_PERIOD: u64 = 2;
 
 /// The idle checkpointer's state, in `Shared`.
 #[derive(Default)]
@@ -161,6 +161,9 @@ fn run(shared: Arc<Shared>) {
 /// is closing.
 fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
     let mut started = 0;
+    // Every slice that holds records, so that reads after a burst of writes find the tree
+    // alone (a read probes its slice's overlay; a scan sorts it).
+    let most = shared.slices() + CHECKPOINTS_PER_PERIOD;
     loop {
         let mut guard = match shared.writer.try_lock() {
             Ok(g) => g,
@@ -175,7 +178,7 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
             return false;
         }
         if guard.checkpoint.is_none() {
-            if started == CHECKPOINTS_PER_PERIOD {
+            if started >= most {
                 return false;
             }
             match checkpoint::start(shared, &mut guard) {

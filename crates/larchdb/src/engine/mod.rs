@@ -247,7 +247,13 @@ impl Shared {
 
     /// Whether the active overlays are cut in several slices, as of their last publication.
     pub(crate) fn sliced(&self) -> bool {
-        self.upper[2].load(std::sync::atomic::Ordering::Relaxed) > 1
+        self.slices() > 1
+    }
+
+    /// How many slices the active overlays are cut into, as of their last publication (0:
+    /// none).
+    pub(crate) fn slices(&self) -> u64 {
+        self.upper[2].load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Notes the memory `p`'s overlays hold: `p` is becoming the published snapshot.

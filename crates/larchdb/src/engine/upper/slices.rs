@@ -169,7 +169,12 @@ impl Slices {
     /// As `Overlay::get`, in the slice of the key.
     #[inline]
     pub(crate) fn get(&self, table: u64, key: &[u8], txn: u64) -> Lookup<'_> {
-        self.overlay_of(table, key).get(table, key, txn)
+        let overlay = self.overlay_of(table, key);
+        // Most slices are empty once idle checkpoints have merged them: no probe then.
+        if overlay.len() == 0 {
+            return Lookup::Absent;
+        }
+        overlay.get(table, key, txn)
     }
 
     /// As `Overlay::count`: the counts are records of `COUNTS`, in the slice they fall in.
@@ -264,15 +269,18 @@ impl Slices {
         }
     }
 
-    /// As `Overlay::scan`, through the slices the bounds reach, in the scan's direction.
-    pub(crate) fn scan(
-        &self,
+    /// As `Overlay::scan`, through the slices the bounds reach, in the scan's direction. Only
+    /// the first slice's overlay is scanned at once; the others as the scan reaches them, and
+    /// not at all where they hold nothing: a seek reads a few entries of one slice, and each
+    /// overlay's scan takes its index's lock and sorts what it gathered since the last.
+    pub(crate) fn scan<'a>(
+        &'a self,
         table: u64,
         txn: u64,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         reverse: bool,
-    ) -> SlicesScan<'_> {
+    ) -> SlicesScan<'a> {
         let first = match start {
             Bound::Included(k) | Bound::Excluded(k) => self.index_of(table, k),
             Bound::Unbounded => self.index_of(table, &[]),
@@ -282,21 +290,78 @@ impl Slices {
             // The last slice that starts at or before the table's end.
             Bound::Unbounded => self.starts.partition_point(|(t, _)| *t <= table),
         };
-        let mut scans: Vec<Scan<'_>> = self.slices[first..=last.max(first)]
-            .iter()
-            .map(|s| s.overlay.scan(table, txn, start, end, reverse))
-            .collect();
-        if !reverse {
-            scans.reverse();
+        let last = last.max(first);
+        let scan = |s: &'a Slice| {
+            (s.overlay.len() > 0).then(|| s.overlay.scan(table, txn, start, end, reverse))
+        };
+        let (current, between, end_scan) = if first == last {
+            (scan(&self.slices[first]), &self.slices[..0], None)
+        } else if reverse {
+            (
+                scan(&self.slices[last]),
+                &self.slices[first + 1..last],
+                scan(&self.slices[first]),
+            )
+        } else {
+            (
+                scan(&self.slices[first]),
+                &self.slices[first + 1..last],
+                scan(&self.slices[last]),
+            )
+        };
+        SlicesScan {
+            current,
+            between,
+            end: end_scan,
+            table,
+            txn,
+            reverse,
         }
-        SlicesScan { scans }
     }
 }
 
 /// A scan through several slices' overlays, one after another (`Slices::scan`).
 pub(crate) struct SlicesScan<'o> {
-    /// The scans left, the next one last.
-    scans: Vec<Scan<'o>>,
+    /// The slice being read.
+    current: Option<Scan<'o>>,
+    /// The slices wholly within the bounds, in key order, not reached yet: each scanned for
+    /// the whole table when it is (its keys are all within the bounds).
+    between: &'o [Slice],
+    /// The last slice's scan, made at once with the bounds (which are not kept).
+    end: Option<Scan<'o>>,
+    table: u64,
+    txn: u64,
+    reverse: bool,
+}
+
+impl<'o> SlicesScan<'o> {
+    /// The next slice's scan, or `None` once every slice is read.
+    fn advance(&mut self) -> Option<Scan<'o>> {
+        loop {
+            let next = if self.reverse {
+                self.between.split_last().map(|(s, rest)| {
+                    self.between = rest;
+                    s
+                })
+            } else {
+                self.between.split_first().map(|(s, rest)| {
+                    self.between = rest;
+                    s
+                })
+            };
+            let Some(slice) = next else {
+                return self.end.take();
+            };
+            if slice.overlay.len() > 0 {
+                let all = (Bound::Unbounded, Bound::Unbounded);
+                return Some(
+                    slice
+                        .overlay
+                        .scan(self.table, self.txn, all.0, all.1, self.reverse),
+                );
+            }
+        }
+    }
 }
 
 impl<'o> Iterator for SlicesScan<'o> {
@@ -304,11 +369,10 @@ impl<'o> Iterator for SlicesScan<'o> {
 
     fn next(&mut self) -> Option<Visible<'o>> {
         loop {
-            let scan = self.scans.last_mut()?;
-            if let Some(v) = scan.next() {
+            if let Some(v) = self.current.as_mut().and_then(Iterator::next) {
                 return Some(v);
             }
-            self.scans.pop();
+            self.current = Some(self.advance()?);
         }
     }
 }

@@ -63,9 +63,13 @@ impl Hasher for IdHasher {
 type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 
 /// Page buffers kept for reuse between transactions, so a commit-heavy workload does not
-/// allocate and zero a page per copy: at most this many (16 MiB of 4 KiB pages), and at most
-/// what `Carry::with_pool_bytes` allows (an eighth of the memory budget).
-pub(super) const POOL_PAGES_MAX: usize = 4096;
+/// allocate and zero a page per copy: at most this many (4 MiB of 4 KiB pages), and at most
+/// what `Carry::with_pool_bytes` allows (an eighth of the memory budget). The buffers go from
+/// thread to thread with the checkpoints; a pool of 4,096 kept the process's anonymous memory
+/// at 92-95 MB against 58 MB at the peak of a 1M one-put overwrite, at the same write rate
+/// (larch-bench fillrandom,overwrite: the allocator's arenas hold on to what each thread
+/// freed).
+pub(super) const POOL_PAGES_MAX: usize = 1024;
 
 /// What a write transaction hands back to the writer state when it ends.
 pub(crate) struct Carry {

@@ -175,16 +175,17 @@ impl Arena {
         let words = bytes.div_ceil(8);
         let room = self.chunks.last().map_or(0, |c| c.len() - self.used);
         if words > room {
-            let spare = (words <= CHUNK_WORDS_MAX)
+            let next = self
+                .chunks
+                .last()
+                .map_or(CHUNK_WORDS_MIN, |c| (c.len() * 2).min(CHUNK_WORDS_MAX));
+            // A spare chunk is full-size: taken only where the arena has grown to that size,
+            // so that an overlay that stays small (most slices' of a checkpoint by slices)
+            // holds no more than it needs: its bytes are what calls for its checkpoint.
+            let spare = (next == CHUNK_WORDS_MAX && words <= CHUNK_WORDS_MAX)
                 .then(|| self.spare.as_ref().and_then(|s| s.chunk()))
                 .flatten();
-            let chunk = spare.unwrap_or_else(|| {
-                let next = self
-                    .chunks
-                    .last()
-                    .map_or(CHUNK_WORDS_MIN, |c| (c.len() * 2).min(CHUNK_WORDS_MAX));
-                Box::new_uninit_slice(next.max(words))
-            });
+            let chunk = spare.unwrap_or_else(|| Box::new_uninit_slice(next.max(words)));
             self.held += chunk.len() * size_of::<u64>();
             self.chunks.push(chunk);
             self.used = 0;
