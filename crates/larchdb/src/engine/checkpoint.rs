@@ -72,11 +72,11 @@ pub(crate) struct Running {
 
 /// A checkpoint whose writing failed for a full disk before any of it could be read back:
 /// while its pages were written, before its meta page, which leaves the disk state as it was
-/// (`commit::fail_commit`). Its frozen overlay stays
-/// published, read above the tree as while it was being written, and the next `start`
-/// writes it again: the same job over the same snapshot. The error goes to the transaction
-/// that found it; the handle goes on (logged commits, while the log has room), and
-/// checkpoints, and so writes that need one, come back once the cause is gone.
+/// (`commit::fail_commit`). Its frozen overlay stays published, read above the tree as while
+/// it was being written, and the next `start` writes it again: the same job over the same
+/// snapshot. The error goes to a transaction that needs the checkpoint done; the handle goes
+/// on (logged commits, while the log has room), and checkpoints, and so writes that need one,
+/// come back once space is.
 pub(crate) struct Retry {
     snapshot: Arc<Published>,
     job: Job,
@@ -676,16 +676,16 @@ fn counted(
 }
 
 /// Whether a handle with `options` cuts its overlays in slices over a data file of
-/// `file_bytes` (`Options::slices_for`, in this process's memory), with the checkpoint thread
-/// that merges them.
+/// `file_bytes` (`Options::slices_for`), with the checkpoint thread that merges them.
 pub(crate) fn sliced(options: &crate::Options, file_bytes: u64, page_bytes: u32) -> bool {
     let pages = file_bytes / u64::from(page_bytes.max(1));
     options.checkpoint_thread && options.slices_for(pages) > 1
 }
 
-/// New active overlays for the commits after `base`: cut as `recut` cuts a slice that covers the whole key space, where the options and
-/// the file's size call for slices (`Options::slices_for`), so that the first checkpoint after
-/// a commit that wrote pages (or after a whole one) merges one slice and not the whole tree.
+/// New active overlays for the commits after `base`: cut as `recut` cuts a slice that covers
+/// the whole key space, where the options and the file's size call for slices
+/// (`Options::slices_for`), so that the first checkpoint after a commit that wrote pages (or
+/// after a whole one) merges one slice and not the whole tree.
 pub(crate) fn new_slices(shared: &Shared, base: &Published) -> Result<Arc<Slices>> {
     let meta = &base.snap.meta;
     let k = shared.options.slices_for(meta.page_count);
