@@ -152,10 +152,11 @@ pub(crate) fn stop_thread(
 /// blocks up to that size from the arenas instead of mappings of their own, so the overlays'
 /// chunks and the checkpoints' buffers, allocated and freed on different threads, stayed in
 /// the process as free memory: seed 001's table at small scale (its step command, 1, 2 and 4
-/// readers) peaked at 85-88 MB of anonymous memory and a 242 MB process without this, 54-60
-/// MB and 208-213 MB with it (LMDB's process: 200 MB), at the same write rate (two runs each,
-/// alternated). Every 50 ms instead, the writer lost a fifth: the trim takes each arena's
-/// lock, and the pages it gives back fault in again. Elsewhere, nothing.
+/// readers) peaked at 85-126 MB of anonymous memory and a 242-283 MB process without this,
+/// 54-69 MB and 208-225 MB with it (LMDB's process: 193-200 MB). The trim takes each arena's
+/// lock, and the pages it gives back fault in again when used: every 50 ms the writer lost a
+/// fifth, every 500 ms the README's one-put rows 10-20%, every 2 s within the runs' noise
+/// (fillrandom 717-769K against 772-811K, alternated). Elsewhere, nothing.
 fn give_back_freed() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
@@ -183,4 +184,4 @@ fn give_back_freed() {
 /// How often, at most, retiring a snapshot gives the allocator's free memory back
 /// (`give_back_freed`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-const GIVE_BACK_EVERY_MILLIS: u64 = 500;
+const GIVE_BACK_EVERY_MILLIS: u64 = 2000;
