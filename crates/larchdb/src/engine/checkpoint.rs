@@ -50,8 +50,9 @@ pub(crate) struct Running {
     thread: Option<JoinHandle<Option<Outcome>>>,
     /// The outcome, when it ran on the writer's thread (no thread could be started).
     done: Option<Outcome>,
-    /// What it writes: the snapshot frozen by `start` and the job, kept for a `Retry`.
-    snapshot: Arc<Published>,
+    /// What it writes, kept for a `Retry` (the snapshot comes back with the outcome: held
+    /// here, the frozen overlay would be freed on the writer's thread at `finish`, not by
+    /// `commit::retire`).
     job: Job,
     /// The log position the frozen overlay's records end at.
     position: u64,
@@ -87,10 +88,11 @@ pub(crate) struct Retry {
 struct Outcome {
     disk: Disk,
     written: Result<Checkpointed>,
-    /// Whether it failed for a full disk and left the disk state as it was (nothing of the
-    /// checkpoint can be read back): it is written again (`Retry`) instead of stopping the
-    /// handle. Any other failure stops it (an I/O error: fail-stop, durability.md).
-    retry: bool,
+    /// The snapshot it wrote, where it failed for a full disk and left the disk state as it
+    /// was (nothing of the checkpoint can be read back): it is written again (`Retry`)
+    /// instead of stopping the handle. Any other failure stops it (an I/O error: fail-stop,
+    /// durability.md).
+    retry: Option<Arc<Published>>,
     /// When the thread finished writing (and syncing) it.
     ended: std::time::Instant,
     /// The CPU time the thread had used then (`None` where it cannot be read).
@@ -328,13 +330,14 @@ fn launch(
     let (send, receive) = mpsc::channel::<Disk>();
     let owner = shared.clone();
     let job_snapshot = frozen.clone();
+    let inline = frozen;
     let nice = super::admission::share::checkpoint_nice(&shared.options, yields);
     let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
         let disk = receive.recv().ok()?;
         // Off the writer's thread: the table the last merged overlay left is emptied
         // for a later overlay (`overlay::Spare`).
         owner.spare.prepare();
-        Some(run(&owner, disk, &job_snapshot, job))
+        Some(run(&owner, disk, job_snapshot, job))
     });
     let (thread, disk) = match spawned {
         Some(thread) => match send.send(disk) {
@@ -346,8 +349,7 @@ fn launch(
     let cpu_clock = thread.as_ref().and_then(thread_clock);
     guard.checkpoint = Some(Running {
         thread,
-        done: disk.map(|disk| run(shared, disk, &frozen, job)),
-        snapshot: frozen,
+        done: disk.map(|disk| run(shared, disk, inline, job)),
         job,
         position: job.position,
         bytes,
@@ -406,9 +408,9 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
             .ended(cpu.filter(|_| running.cpu_clock.is_some()));
     }
     let written = match written {
-        Err(e) if retry => {
-            guard.retry = Some(Retry {
-                snapshot: running.snapshot,
+        Err(e) if retry.is_some() => {
+            guard.retry = retry.map(|snapshot| Retry {
+                snapshot,
                 job: running.job,
                 slice: running.slice,
             });
@@ -534,12 +536,12 @@ pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
 }
 
 /// The thread's work: `Outcome` always carries the disk state back.
-fn run(shared: &Shared, mut disk: Disk, snapshot: &Published, job: Job) -> Outcome {
+fn run(shared: &Shared, mut disk: Disk, snapshot: Arc<Published>, job: Job) -> Outcome {
     let mut poisoned = false;
-    let written = write(shared, &mut disk, snapshot, job, &mut poisoned);
+    let written = write(shared, &mut disk, &snapshot, job, &mut poisoned);
     Outcome {
         disk,
-        retry: matches!(written, Err(Error::DiskFull)) && !poisoned,
+        retry: (matches!(written, Err(Error::DiskFull)) && !poisoned).then_some(snapshot),
         written,
         ended: std::time::Instant::now(),
         cpu: own_cpu(),
