@@ -44,8 +44,8 @@ pub(crate) struct MergeScratch {
     /// (start, end) of each new cell in `cells`, in the order of `Part::New` in `parts`.
     spans: Vec<(usize, usize)>,
     parts: Vec<Part>,
-    /// Overflow runs (first page, pages) of the old values replaced or deleted.
-    runs: Vec<(u64, u64)>,
+    /// Overflow runs (reference, pages) of the old values replaced or deleted.
+    runs: Vec<(PageRef, u64)>,
     /// The first part of each page after the first.
     breaks: Vec<usize>,
     hi: Vec<u8>,
@@ -89,7 +89,11 @@ fn merge_noting<'r>(
     w.merging();
     let mut i = 0;
     let mut path = Path::new();
+    let mut ahead = w.reads_ahead().then(Ahead::default);
     while i < n {
+        if let Some(a) = ahead.as_mut() {
+            a.ask(w, hdr, i, n, &record);
+        }
         if hdr.root.is_none() {
             // `put` builds the first leaf; the merge takes over from the next record.
             if let (key, Some(value)) = record(i) {
@@ -123,9 +127,66 @@ fn merge_noting<'r>(
             w, scratch, hdr, &mut path, leaf_ref, i, j, &record, &mut found,
         )?;
         w.spill_filled()?;
+        w.leaf_done();
         i = j;
     }
     Ok(())
+}
+
+/// Leaves asked for ahead of the merge (`Ahead`): about the device's queue depth, so that it
+/// reads that many at once while the merge works through the first.
+const AHEAD_LEAVES: usize = 32;
+
+/// The read-ahead of a merge beyond memory (`WritePages::read_ahead`): the leaves the next
+/// records reach, found by a descent through the branches (which stay in memory), asked for
+/// (`WritePages::will_need`) `AHEAD_LEAVES` ahead of the merge. Without it each leaf is one
+/// page fault, waited for before the next is known: the device reads one page at a time.
+/// A descent may find a leaf the merge is about to replace (a split ahead moves the records
+/// past it): the hint is wasted, nothing else.
+#[derive(Default)]
+struct Ahead {
+    /// The next record to look ahead for.
+    next: usize,
+    /// The first record of each leaf asked for, the merge not yet past it.
+    starts: std::collections::VecDeque<usize>,
+    /// The last leaf asked for.
+    last: Option<u64>,
+    path: Path,
+}
+
+impl Ahead {
+    /// Before merging from record `i` (of `n`): forgets the leaves before it and asks for
+    /// the next ones, up to `AHEAD_LEAVES` ahead. A descent that fails stops the read-ahead
+    /// (the merge's own descent reports the failure).
+    fn ask<'r>(
+        &mut self,
+        w: &WritePages,
+        hdr: &TableHeader,
+        i: usize,
+        n: usize,
+        record: &impl Fn(usize) -> Record<'r>,
+    ) {
+        while self.starts.front().is_some_and(|&s| s < i) {
+            self.starts.pop_front();
+        }
+        self.next = self.next.max(i);
+        if hdr.root.is_none() || hdr.depth < 2 {
+            return;
+        }
+        while self.starts.len() < AHEAD_LEAVES && self.next < n {
+            self.path.clear();
+            let Ok(leaf) = descend(w, hdr, Some(record(self.next).0), &mut self.path) else {
+                self.next = n;
+                return;
+            };
+            if self.last != Some(leaf.id) {
+                w.will_need(leaf.id);
+                self.starts.push_back(self.next);
+                self.last = Some(leaf.id);
+            }
+            self.next += 1;
+        }
+    }
 }
 
 /// Notes whether record `i`'s key was in the tree, where the caller asked (`merge_noting`).
@@ -194,7 +255,7 @@ fn merge_leaf<'r>(
                 note(found, ri, replaces);
                 if replaces {
                     if let LeafValue::Overflow { run, len } = old.value(oi)? {
-                        m.runs.push((run.id, overflow::pages_for(len, page_bytes)));
+                        m.runs.push((run, overflow::pages_for(len, page_bytes)));
                     }
                     oi += 1;
                 }
@@ -220,8 +281,8 @@ fn merge_leaf<'r>(
         // checkpoint): nothing changes, the leaf is not rewritten.
         return Ok(());
     }
-    for &(page, pages) in &m.runs {
-        w.free(page, pages)?;
+    for &(run, pages) in &m.runs {
+        w.free_run(run, pages)?;
     }
     // The new cells, values moved to overflow runs where too large, then all of them as
     // slices, in order.

@@ -25,6 +25,12 @@ pub(super) struct Path {
     rightmost: bool,
 }
 
+impl Default for Path {
+    fn default() -> Path {
+        Path::new()
+    }
+}
+
 impl Path {
     pub(super) fn new() -> Path {
         Path {
@@ -145,6 +151,7 @@ pub(crate) struct AppendHint {
 /// in the same leaf (`armed`), so random puts pay a comparison of two page ids and nothing
 /// else, and it is dropped by any split (the path changed) and by every other kind of change
 /// to the table (the table handle resets it).
+#[derive(Default)]
 pub(crate) struct PutHint {
     valid: bool,
     armed: bool,
@@ -152,18 +159,6 @@ pub(crate) struct PutHint {
     leaf: u64,
     /// Also the path buffer of every upsert that has a hint to fill.
     path: Path,
-}
-
-impl Default for PutHint {
-    fn default() -> PutHint {
-        PutHint {
-            valid: false,
-            armed: false,
-            root: 0,
-            leaf: 0,
-            path: Path::new(),
-        }
-    }
 }
 
 impl PutHint {

@@ -31,6 +31,7 @@
 //! table whose newest count the frozen overlay held, where the tree's is not yet the table's
 //! (other slices hold records of it).
 
+use super::admission::share::{major_faults, Who};
 use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
@@ -131,6 +132,9 @@ struct Job {
     /// Whether it is made durable on a thread of its own as soon as it is written
     /// (`commit::start_settling`).
     settle: bool,
+    /// The handle's read transactions open as it started: it shares the CPU and the device
+    /// with them (`launch`, `share::DeviceShare`).
+    beside: usize,
 }
 
 impl Running {
@@ -210,15 +214,14 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         return Err(Error::Poisoned);
     }
     if let Some(retry) = guard.retry.take() {
-        let yields =
-            !shared.read_state().readers.is_empty() && !super::admission::budget::pressed(shared);
+        let beside = readers_open(&shared.read_state());
         launch(
             shared,
             guard,
             retry.snapshot,
             retry.job,
             retry.slice,
-            yields,
+            beside,
         );
         return Ok(true);
     }
@@ -270,9 +273,10 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         // A whole overlay is made durable as a slice is where slices are asked for (the
         // first checkpoint after an open, before the overlay is cut).
         settle: slice || k > 1,
+        beside: 0,
     };
     let frozen_overlay = active.slices()[i].overlay.clone();
-    let (frozen, yields, replaced) = {
+    let (frozen, beside, replaced) = {
         let mut rs = shared.read_state();
         if !Arc::ptr_eq(&rs.current, &base) {
             // Published meanwhile by a committer that let the write lock go (an `Immediate`
@@ -280,10 +284,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
             // choice above is of the base's overlays; no checkpoint this time.
             return Ok(false);
         }
-        // Beside readers a checkpoint yields the CPU to them, unless the writer will soon
-        // wait for it: its overlays hold half the memory budget already (a lowered checkpoint
-        // beside busy readers would keep a stopped writer waiting for tens of seconds).
-        let yields = !rs.readers.is_empty() && !super::admission::budget::pressed(shared);
+        let beside = readers_open(&rs);
         // Each tree a reader may hold needs an id of its own (readers are registered by it):
         // a checkpoint right after another, with no commit between, or of an overlay replayed
         // onto a tree the log is read from before, gets a commit of no records first.
@@ -294,12 +295,18 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         let frozen = rs.current.frozen(rest, frozen_overlay);
         shared.note_upper(&frozen);
         rs.current = frozen.clone();
-        (frozen, yields, replaced)
+        (frozen, beside, replaced)
     };
     drop(replaced);
     drop(base);
-    launch(shared, guard, frozen, job, slice, yields);
+    launch(shared, guard, frozen, job, slice, beside);
     Ok(true)
+}
+
+/// The read transactions of this handle open now, which a checkpoint starting now shares
+/// the CPU and the device with (`launch`).
+fn readers_open(rs: &crate::engine::readers::ReadState) -> usize {
+    rs.readers.values().sum()
 }
 
 /// Runs `job` over `frozen` (the published snapshot with its frozen overlay) on a thread of
@@ -310,8 +317,14 @@ fn launch(
     frozen: Arc<Published>,
     job: Job,
     slice: bool,
-    yields: bool,
+    beside: usize,
 ) {
+    let job = Job { beside, ..job };
+    // Beside readers a checkpoint yields the CPU to them, unless the writer will soon wait
+    // for it: its overlays hold half the memory budget already (a lowered checkpoint beside
+    // busy readers would keep a stopped writer waiting for tens of seconds). Its share of the
+    // device holds whatever the budget (`share::DeviceShare`): each of its sleeps is short.
+    let yields = beside > 0 && !super::admission::budget::pressed(shared);
     let bytes = shared
         .log
         .as_ref()
@@ -584,20 +597,29 @@ fn write(
     if job.settle {
         pages.synced_soon();
     }
+    if disk.merge_waited {
+        pages.read_ahead();
+    }
+    if job.beside > 0 {
+        let mut share = super::admission::share::DeviceShare::new(job.beside);
+        pages.between_leaves(Box::new(move || share.leaf()));
+    }
     let mut scratch = Scratch::default();
+    let faults = major_faults(Who::Thread);
     let merged = (|| {
         let g = frozen.gather(f, None, None);
         let catalog = merge_noted(&mut pages, &mut scratch, snapshot.snap.meta.catalog, &g)?;
         let counts = counted(&pages, catalog, frozen, f)?;
-        Ok((catalog, counts))
+        Ok((catalog, counts, g.records.len()))
     })();
-    let (catalog, counts) = match merged {
+    let (catalog, counts, records) = match merged {
         Ok(m) => m,
         Err(e) => {
             disk.carry = Some(pages.abort());
             return Err(e);
         }
     };
+    disk.merge_waited = merge_waits(faults, major_faults(Who::Thread), records);
     // A power loss may return to this checkpoint once it is durable, and replay the records
     // from the position it names: where that is before the frozen overlay's end (other slices
     // hold records from there), those records must be durable before it is (they may be
@@ -635,6 +657,22 @@ fn write(
         durable: settled.is_some(),
     })
 }
+
+/// Whether a merge of `records` records that took the calling thread's major page faults
+/// from `before` to `after` (`share::major_faults`) waited on the device for its leaves:
+/// more than one fault in `MERGE_WAIT_RECORDS` records. The next checkpoint then reads its leaves ahead
+/// (`WritePages::read_ahead`). A merge that reads ahead faults less, but still faults where
+/// the hint came too late, so the read-ahead holds while the tree stays beyond memory; in
+/// memory the faults stop, and so does the read-ahead (a descent and a system call a leaf).
+fn merge_waits(before: Option<u64>, after: Option<u64>, records: usize) -> bool {
+    match (before, after) {
+        (Some(b), Some(a)) => a.saturating_sub(b) * MERGE_WAIT_RECORDS > records as u64,
+        _ => false,
+    }
+}
+
+/// See `merge_waits`.
+const MERGE_WAIT_RECORDS: u64 = 64;
 
 /// What `install` needs of each table whose count the frozen overlay (of commit `f`) gave or
 /// its blind writes changed, the merge done (`Recount`).
@@ -832,4 +870,24 @@ fn merge_noting(
         }
     }
     Ok(catalog)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_merge_reads_ahead_after_one_that_waited_on_the_device() {
+        // One fault in 64 records is not enough; more is.
+        assert!(!merge_waits(Some(10), Some(11), 64));
+        assert!(merge_waits(Some(10), Some(12), 64));
+        assert!(merge_waits(Some(0), Some(1000), 1000));
+        // No faults, no records, or counts that cannot be read: no read-ahead.
+        assert!(!merge_waits(Some(5), Some(5), 1000));
+        assert!(!merge_waits(Some(5), Some(5), 0));
+        assert!(!merge_waits(None, Some(100), 10));
+        assert!(!merge_waits(Some(100), None, 10));
+        // A counter that went back (it cannot, but) reads as no faults.
+        assert!(!merge_waits(Some(100), Some(50), 10));
+    }
 }

@@ -396,6 +396,7 @@ fn writer_state(
             last_durable_txn,
             settling: None,
             unsynced: (!meta.durable).then_some((meta, slot)),
+            merge_waited: false,
         }),
         // A commit not synced, trusted after a process crash: the log between the durable
         // checkpoint's position and its own, which a power loss replays, may hold a mark

@@ -198,6 +198,23 @@ impl Access {
         }
     }
 
+    /// Asks the kernel to start reading `[at, at + len)` of a mapping into the page cache
+    /// now (`MADV_WILLNEED`: the reads are queued and the call returns), so that a later
+    /// access finds the pages instead of waiting on the device for each in turn. Only a
+    /// hint; ranges past the mapping are cut to it, and a buffered access ignores it.
+    pub(crate) fn will_need(&self, at: usize, len: usize) {
+        let mapped = self.mapped_bytes().unwrap_or(0) as usize;
+        let len = len.min(mapped.saturating_sub(at));
+        if len == 0 {
+            return;
+        }
+        let _ = match self {
+            Access::Shared(map) => map.advise_range(memmap2::Advice::WillNeed, at, len),
+            Access::Mapped(map) => map.advise_range(memmap2::Advice::WillNeed, at, len),
+            Access::Buffered { .. } => Ok(()),
+        };
+    }
+
     /// Drops bytes `[at, at + len)` of a mapping from this process's resident set
     /// (`MADV_DONTNEED`): pages no reader of this process reads any more. The file's pages stay
     /// in the page cache, dirty ones included, and a later access maps them again with the

@@ -70,6 +70,16 @@ impl Snapshot {
         Ok(p)
     }
 
+    /// Asks for page `id` to be read from the device into the page cache now, without
+    /// waiting (`Access::will_need`): for a page a merge will read soon, beyond memory.
+    /// Nothing happens for a page out of range.
+    pub(crate) fn will_need(&self, id: u64) {
+        if id >= META_SLOTS && id < self.meta.page_count {
+            self.access
+                .will_need(id as usize * self.page_bytes, self.page_bytes);
+        }
+    }
+
     /// See `PageSource::prefetch_page`.
     #[inline]
     pub(crate) fn prefetch_mapped_page(&self, id: u64) {

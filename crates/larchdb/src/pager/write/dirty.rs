@@ -3,11 +3,12 @@
 
 use super::{FreedRun, WritePages};
 use crate::error::{Error, Result};
+use crate::layout::META_SLOTS;
 use crate::layout::{header, kind, overflow, unused_gap};
 use crate::limits::PAGE_COUNT_MAX;
 use crate::pager::page::{checksum_ok, init_page, prefetch_write, stamp_page};
 use crate::pager::shift::{cells_crc, CellsCrc};
-use crate::pager::PageSource;
+use crate::pager::{PageRef, PageSource};
 
 /// Most bytes of new pages a transaction keeps in owned buffers because an append or a merge
 /// made them (`WritePages::new_page_appended`, `new_page_filled`, a merge's branch copies);
@@ -187,6 +188,40 @@ impl WritePages {
     /// in) only for those leaves to be written over it: 22% of a merge's samples at 1M.
     pub(crate) fn merging(&mut self) {
         self.merging = true;
+    }
+
+    /// Marks the transaction as a merge whose leaves are mostly not in memory (the last
+    /// checkpoint's merge waited on the device: `engine::checkpoint`): the merge asks for the
+    /// leaves it will reach next to be read ahead (`will_need`), so that the device reads
+    /// many at once instead of one fault at a time.
+    pub(crate) fn read_ahead(&mut self) {
+        self.reads_ahead = true;
+    }
+
+    /// Has a merge call `hook` after each leaf it writes (`leaf_done`): the checkpoint's
+    /// share of the device beside readers (`engine::admission::share::DeviceShare`).
+    pub(crate) fn between_leaves(&mut self, hook: Box<dyn FnMut() + Send>) {
+        self.leaf_hook = Some(hook);
+    }
+
+    /// A merge wrote a leaf (see `between_leaves`).
+    pub(crate) fn leaf_done(&mut self) {
+        if let Some(hook) = self.leaf_hook.as_mut() {
+            hook();
+        }
+    }
+
+    /// Whether the merge reads its leaves ahead (`read_ahead`).
+    pub(crate) fn reads_ahead(&self) -> bool {
+        self.reads_ahead
+    }
+
+    /// Asks for committed page `id` to be read into the page cache now, without waiting
+    /// (`Snapshot::will_need`); nothing for a page of this transaction's.
+    pub(crate) fn will_need(&self, id: u64) {
+        if !self.is_dirty(id) {
+            self.base.will_need(id);
+        }
     }
 
     /// Marks the transaction as made durable as soon as it is written (a checkpoint of one
@@ -436,6 +471,33 @@ impl WritePages {
                 born,
             });
         }
+        Ok(())
+    }
+
+    /// Frees the overflow run `run` refers to, of `pages` pages: `free`, with the commit that
+    /// wrote it taken from the reference (checked equal to the run's header by every read
+    /// through it) instead of read from the run. A merge beyond memory replacing large values
+    /// otherwise read each old value's page from the device only to free it: one random read
+    /// a record, the most of a checkpoint's time with seed 000's 4000-byte values.
+    pub(crate) fn free_run(&mut self, run: PageRef, pages: u64) -> Result<()> {
+        if self.dirty.contains_key(&run.id) {
+            return self.free(run.id, pages);
+        }
+        let end = run.id.checked_add(pages);
+        if run.id < META_SLOTS || end.is_none_or(|end| end > self.base.meta.page_count) {
+            return Err(Error::corrupted(
+                run.id,
+                format!(
+                    "overflow run of {pages} pages out of range (file has {} pages)",
+                    self.base.meta.page_count
+                ),
+            ));
+        }
+        self.freed.push(FreedRun {
+            start: run.id,
+            pages,
+            born: run.txn,
+        });
         Ok(())
     }
 

@@ -176,6 +176,10 @@ pub(crate) struct WritePages {
     merging: bool,
     /// The transaction is made durable as soon as it is written (`synced_soon`).
     synced_soon: bool,
+    /// A merge asks for the leaves it will reach to be read ahead (`read_ahead`).
+    reads_ahead: bool,
+    /// Called by a merge after each leaf it writes (`between_leaves`).
+    leaf_hook: Option<Box<dyn FnMut() + Send>>,
     /// Some of the pages in owned buffers were a sequential load's (the next transaction is
     /// likely one too).
     appended: bool,
@@ -233,6 +237,8 @@ impl WritePages {
             spill: Vec::new(),
             merging: false,
             synced_soon: false,
+            reads_ahead: false,
+            leaf_hook: None,
             appended: false,
             branch_sealing: carry.branch_sealing,
             shifts: carry
