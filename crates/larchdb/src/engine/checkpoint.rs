@@ -214,15 +214,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         return Err(Error::Poisoned);
     }
     if let Some(retry) = guard.retry.take() {
-        let beside = readers_open(&shared.read_state());
-        launch(
-            shared,
-            guard,
-            retry.snapshot,
-            retry.job,
-            retry.slice,
-            beside,
-        );
+        launch(shared, guard, retry.snapshot, retry.job, retry.slice);
         return Ok(true);
     }
     let base = shared.writer_base();
@@ -273,10 +265,11 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         // A whole overlay is made durable as a slice is where slices are asked for (the
         // first checkpoint after an open, before the overlay is cut).
         settle: slice || k > 1,
+        // Set by `launch`, as it starts.
         beside: 0,
     };
     let frozen_overlay = active.slices()[i].overlay.clone();
-    let (frozen, beside, replaced) = {
+    let (frozen, replaced) = {
         let mut rs = shared.read_state();
         if !Arc::ptr_eq(&rs.current, &base) {
             // Published meanwhile by a committer that let the write lock go (an `Immediate`
@@ -284,7 +277,6 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
             // choice above is of the base's overlays; no checkpoint this time.
             return Ok(false);
         }
-        let beside = readers_open(&rs);
         // Each tree a reader may hold needs an id of its own (readers are registered by it):
         // a checkpoint right after another, with no commit between, or of an overlay replayed
         // onto a tree the log is read from before, gets a commit of no records first.
@@ -295,18 +287,12 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
         let frozen = rs.current.frozen(rest, frozen_overlay);
         shared.note_upper(&frozen);
         rs.current = frozen.clone();
-        (frozen, beside, replaced)
+        (frozen, replaced)
     };
     drop(replaced);
     drop(base);
-    launch(shared, guard, frozen, job, slice, beside);
+    launch(shared, guard, frozen, job, slice);
     Ok(true)
-}
-
-/// The read transactions of this handle open now, which a checkpoint starting now shares
-/// the CPU and the device with (`launch`).
-fn readers_open(rs: &crate::engine::readers::ReadState) -> usize {
-    rs.readers.values().sum()
 }
 
 /// Runs `job` over `frozen` (the published snapshot with its frozen overlay) on a thread of
@@ -317,8 +303,9 @@ fn launch(
     frozen: Arc<Published>,
     job: Job,
     slice: bool,
-    beside: usize,
 ) {
+    // The handle's read transactions open now, which it shares the CPU and the device with.
+    let beside = shared.read_state().readers.values().sum();
     let job = Job { beside, ..job };
     // Beside readers a checkpoint yields the CPU to them, unless the writer will soon wait
     // for it: its overlays hold half the memory budget already (a lowered checkpoint beside
@@ -660,10 +647,11 @@ fn write(
 
 /// Whether a merge of `records` records that took the calling thread's major page faults
 /// from `before` to `after` (`share::major_faults`) waited on the device for its leaves:
-/// more than one fault in `MERGE_WAIT_RECORDS` records. The next checkpoint then reads its leaves ahead
-/// (`WritePages::read_ahead`). A merge that reads ahead faults less, but still faults where
-/// the hint came too late, so the read-ahead holds while the tree stays beyond memory; in
-/// memory the faults stop, and so does the read-ahead (a descent and a system call a leaf).
+/// more than one fault in `MERGE_WAIT_RECORDS` records. The next checkpoint then reads its
+/// leaves ahead (`WritePages::read_ahead`). A merge that reads ahead faults less, but still
+/// faults where the hint came too late, so the read-ahead holds while the tree stays beyond
+/// memory; in memory the faults stop, and so does the read-ahead (a descent and a system
+/// call a leaf).
 fn merge_waits(before: Option<u64>, after: Option<u64>, records: usize) -> bool {
     match (before, after) {
         (Some(b), Some(a)) => a.saturating_sub(b) * MERGE_WAIT_RECORDS > records as u64,

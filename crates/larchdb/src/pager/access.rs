@@ -198,13 +198,19 @@ impl Access {
         }
     }
 
+    /// How much of `[at, at + len)` lies within the mapping (0 for a buffered access): the
+    /// length a hint over that range is cut to.
+    fn within_map(&self, at: usize, len: usize) -> usize {
+        let mapped = self.mapped_bytes().unwrap_or(0) as usize;
+        len.min(mapped.saturating_sub(at))
+    }
+
     /// Asks the kernel to start reading `[at, at + len)` of a mapping into the page cache
     /// now (`MADV_WILLNEED`: the reads are queued and the call returns), so that a later
     /// access finds the pages instead of waiting on the device for each in turn. Only a
     /// hint; ranges past the mapping are cut to it, and a buffered access ignores it.
     pub(crate) fn will_need(&self, at: usize, len: usize) {
-        let mapped = self.mapped_bytes().unwrap_or(0) as usize;
-        let len = len.min(mapped.saturating_sub(at));
+        let len = self.within_map(at, len);
         if len == 0 {
             return;
         }
@@ -220,8 +226,7 @@ impl Access {
     /// in the page cache, dirty ones included, and a later access maps them again with the
     /// same bytes. Only a hint; ranges past the mapping are cut to it.
     pub(crate) fn forget(&self, at: usize, len: usize) {
-        let mapped = self.mapped_bytes().unwrap_or(0) as usize;
-        let len = len.min(mapped.saturating_sub(at));
+        let len = self.within_map(at, len);
         if len == 0 {
             return;
         }
