@@ -589,7 +589,12 @@ fn write(
     }
     if job.beside > 0 {
         let mut share = super::admission::share::DeviceShare::new(job.beside);
-        pages.between_leaves(Box::new(move || share.leaf()));
+        let (log, thread) = (shared.log.clone(), shared.options.checkpoint_thread);
+        let short = move || {
+            log.as_ref()
+                .is_some_and(|log| commit::log_short(log.pressure(), thread))
+        };
+        pages.between_leaves(Box::new(move || share.leaf(&short)));
     }
     let mut scratch = Scratch::default();
     let faults = major_faults(Who::Thread);

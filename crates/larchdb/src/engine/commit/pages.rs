@@ -302,11 +302,14 @@ pub(crate) fn retire(shared: &Shared, old: Arc<Published>) {
 /// checkpoint: the writer waits for one to give room back (`admission::make_room`), which only
 /// a durable one does.
 pub(crate) fn durable_checkpoint_due(shared: &Shared, p: crate::engine::log::Pressure) -> bool {
-    let margin = if shared.options.checkpoint_thread {
-        2
-    } else {
-        1
-    };
+    log_short(p, shared.options.checkpoint_thread)
+}
+
+/// `durable_checkpoint_due`, for a handle whose checkpoints run on a thread of their own
+/// (`Options::checkpoint_thread`) or not, where the handle is not at hand (a checkpoint's
+/// thread).
+pub(crate) fn log_short(p: crate::engine::log::Pressure, checkpoint_thread: bool) -> bool {
+    let margin = if checkpoint_thread { 2 } else { 1 };
     let reserve = (margin * p.checkpoint).max(p.segment);
     p.room_left() < reserve
 }
