@@ -186,18 +186,18 @@ Usage: larch-bench [--flag=value ...]\n\
 \x20      larch-bench suite NAME [--scale=S] [--out=DIR]   (see larch-bench suite --help)\n\
 \x20      larch-bench report DIR\n\n\
   --engine=LIST          comma list, run one after another, each in its own process\n\
-                         (larch,larch-pages,lmdb,libmdbx,rocksdb,leveldb,bdb,wiredtiger,\n\
-                         wiredtiger-lsm,redb,canopydb,fjall; 'all')\n\
+\x20                      (larch,larch-pages,lmdb,libmdbx,rocksdb,leveldb,bdb,wiredtiger,\n\
+\x20                      wiredtiger-lsm,redb,canopydb,fjall; 'all')\n\
   --db=DIR               parent directory; each engine uses DIR/<engine> (/tmp/dbbench-<uid>)\n\
   --benchmarks=LIST      default {DEFAULT_BENCHMARKS}\n\
-                         also: filluniquerandom fillseqsync fillrandsync fillsync_mt (fillsync\n\
-                         on each of --threads threads at once) fillbatch fillseqbatch\n\
-                         fillrandbatch readwhilewriting readrandomwriterandom updaterandom\n\
-                         deleterandom deleteseq\n\
-                         fillunique_mt updateunique_mt insertunique_mt (--threads writers\n\
-                         over a seeded permutation of 0..num; see docs/design/bench-method.md)\n\
-                         ycsb (= ycsb_load,ycsb_a,ycsb_b,ycsb_c,ycsb_f,ycsb_d,ycsb_e): YCSB's load\n\
-                         and core workloads A-F on --threads clients, --reads ops per client\n\
+\x20                      also: filluniquerandom fillseqsync fillrandsync fillsync_mt (fillsync\n\
+\x20                      on each of --threads threads at once) fillbatch fillseqbatch\n\
+\x20                      fillrandbatch readwhilewriting readrandomwriterandom updaterandom\n\
+\x20                      deleterandom deleteseq\n\
+\x20                      fillunique_mt updateunique_mt insertunique_mt (--threads writers\n\
+\x20                      over a seeded permutation of 0..num; see docs/design/bench-method.md)\n\
+\x20                      ycsb (= ycsb_load,ycsb_a,ycsb_b,ycsb_c,ycsb_f,ycsb_d,ycsb_e): YCSB's load\n\
+\x20                      and core workloads A-F on --threads clients, --reads ops per client\n\
   --ycsb_fieldcount=N (10)  --ycsb_fieldlength=B (100): a YCSB record is one value of N x B\n\
   --repeat=N             run each engine N times; summary and verdict give median and spread\n\
   --num=N                entries (1000000)      --reads/--writes/--deletes=N (-1 = num)\n\
@@ -210,14 +210,15 @@ Usage: larch-bench [--flag=value ...]\n\
   --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
   --background_nice=N    Larch's background threads N nice steps below the benchmark's (0)\n\
   --checkpoint_slices=N  Larch's overlays in N key ranges, merged one a checkpoint (0: by the data\n\
-                         file's size; 1: whole)\n\
+\x20                      file's size; 1: whole)\n\
   --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
   --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
   --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\
-                         second, as db_bench's (0: unlimited)\n\
+\x20                      second, as db_bench's (0: unlimited)\n\
   --series_interval_ms=N per-thread ops-over-time samples in the JSON `series` (0: off)\n\
   --memory_limit=BYTES   run each engine's process in a memory cgroup (v1 or v2)\n\
-  --drop_caches=0|1      sync and drop the page cache before each non-fill benchmark\n\
+  --drop_caches=0|1      reopen the engine, sync and drop the page cache before each\n\
+\x20                      non-fill benchmark\n\
   --json=FILE            one JSON object per line per (engine, benchmark, threads)\n\
   --csv=FILE             the same as CSV          --progress=0|1 (stderr bar on a terminal)\n\
 Sizes accept K, M, G suffixes (powers of 1024).\n"

@@ -218,8 +218,10 @@ pub struct CommitStats {
     /// (docs/design/write-path.md, "The writer paced by the checkpoints").
     pub paced_micros: u64,
     /// Microseconds write transactions were held back at their start for the CPU time of
-    /// checkpoints that ran beside readers while the cores were contended (write admission:
-    /// docs/design/write-path.md, "Sharing the CPU with readers").
+    /// checkpoints that ran beside readers while the cores were contended, and for the
+    /// writer's share of the device beside readers that waited on it (write admission:
+    /// docs/design/write-path.md, "Sharing the CPU with readers" and "Sharing the device with
+    /// readers").
     pub share_micros: u64,
     /// Write transactions that waited, at their start, for a checkpoint to give back room in
     /// a nearly full log: a writer faster than the checkpoints for longer than the pacing

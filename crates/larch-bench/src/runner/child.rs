@@ -78,6 +78,11 @@ impl Child {
     fn run_one(&mut self, w: &Workload, threads: usize) -> Result<()> {
         let f = self.flags.clone();
         if f.drop_caches && !w.fresh {
+            // Closed first: the page cache keeps what a process maps (drop_caches skips mapped
+            // pages), so an mmap engine kept every page its earlier runs touched, and an engine
+            // with a cache of its own kept that: the next thread count started warm for some
+            // engines and cold for others (the seeds ran each in a process of its own).
+            self.open_engine(false, self.open_sync)?;
             sys::drop_caches()?;
         }
         let Some(opened) = self.opened.as_ref() else {

@@ -99,8 +99,8 @@ fn report(r: &Results, o: &mut Out) -> Result<()> {
     let _ = writeln!(o.md, "\n{LOAD_NOTE}\n");
     let _ = writeln!(
         o.md,
-        "readwhilewriting at each memory limit (page cache dropped before each run; engine \
-         caches a quarter of the limit):\n"
+        "readwhilewriting at each memory limit (engine reopened and page cache dropped before \
+         each run; engine caches a quarter of the limit):\n"
     );
     let mut rows = Vec::new();
     let mut levels: Vec<u64> = Vec::new();

@@ -62,8 +62,8 @@ fn report(r: &Results, o: &mut Out) -> Result<()> {
     let _ = writeln!(o.md, "\n{LOAD_NOTE}\n");
     let _ = writeln!(
         o.md,
-        "readwhilewriting (page cache dropped before each run; one writer updating existing \
-         records):\n"
+        "readwhilewriting (engine reopened and page cache dropped before each run; one writer \
+         updating existing records):\n"
     );
     let mut rows = Vec::new();
     for e in r.engines() {

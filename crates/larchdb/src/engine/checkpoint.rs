@@ -588,7 +588,8 @@ fn write(
         pages.read_ahead();
     }
     if job.beside > 0 {
-        let mut share = super::admission::share::DeviceShare::new(job.beside);
+        let background = shared.counters.background_faults.clone();
+        let mut share = super::admission::share::DeviceShare::new(job.beside, background);
         let (log, thread) = (shared.log.clone(), shared.options.checkpoint_thread);
         let short = move || {
             log.as_ref()

@@ -197,6 +197,10 @@ pub(crate) struct Counters {
     pub(crate) share_micros: AtomicU64,
     pub(crate) log_full_waits: AtomicU64,
     pub(crate) log_full_wait_micros: AtomicU64,
+    /// Major page faults the checkpoints' threads took while the handle's readers were open
+    /// (`admission::share::FaultTally`): the writer's share of the device counts the other
+    /// threads' only.
+    pub(crate) background_faults: std::sync::Arc<AtomicU64>,
 }
 
 impl Counters {

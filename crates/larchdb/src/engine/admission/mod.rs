@@ -25,8 +25,9 @@
 //!    overlay on the writer's thread (`Txn::route`), the work of a checkpoint and of the one
 //!    already running. Pacing makes this rare (`CommitStats::log_full_waits`).
 //! 4. **A slowdown**: the writer sleeps what it owes: the pacing (`pace.rs`: the room left
-//!    must last as long as a checkpoint takes) and, beside readers while more threads can run
-//!    than there are cores, the CPU time the running checkpoint used (`share.rs`).
+//!    must last as long as a checkpoint takes), beside readers while more threads can run
+//!    than there are cores, the CPU time the running checkpoint used, and beside readers that
+//!    wait on the device, its share of the device (`share.rs`: `Share`, `WriterDevice`).
 //!
 //! The checkpoint's own priority is admission's too (`share::checkpoint_nice`): beside
 //! readers it runs `CHECKPOINT_NICE_BESIDE_READERS` nice steps below the application's
@@ -131,6 +132,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
         Counters::add(&c.log_full_waits);
         c.log_full_wait_micros
             .fetch_add(micros(waited.elapsed()), Ordering::Relaxed);
+        guard.pacer.device.slept(waited.elapsed());
         p = log.pressure();
     }
     let started = guard.checkpoint.as_ref().map(|r| r.started());
@@ -139,15 +141,22 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
             guard.pacer.share.read(r.cpu(), share::contended());
         }
     }
+    let readers = || shared.read_state().readers.values().any(|&n| n > 0);
+    guard
+        .pacer
+        .device
+        .before_write(readers, &shared.counters.background_faults);
     let paced = guard.pacer.delay(p, started, Instant::now);
     let owed = guard.pacer.share.sleep();
-    if paced.is_some() || owed.is_some() {
-        std::thread::sleep(paced.unwrap_or_default() + owed.unwrap_or_default());
+    let device = guard.pacer.device.sleep();
+    if paced.is_some() || owed.is_some() || device.is_some() {
+        let [paced, owed, device] = [paced, owed, device].map(Option::unwrap_or_default);
+        std::thread::sleep(paced + owed + device);
+        guard.pacer.device.slept(paced + owed + device);
         let c = &shared.counters;
-        c.paced_micros
-            .fetch_add(micros(paced.unwrap_or_default()), Ordering::Relaxed);
+        c.paced_micros.fetch_add(micros(paced), Ordering::Relaxed);
         c.share_micros
-            .fetch_add(micros(owed.unwrap_or_default()), Ordering::Relaxed);
+            .fetch_add(micros(owed + device), Ordering::Relaxed);
     }
     Ok(())
 }

@@ -10,7 +10,7 @@
 //! `SLEEP_MAX`, under the write lock, so that the rate bounds every writer together, as
 //! RocksDB's write controller does (`delayed_write_rate`).
 
-use super::share::Share;
+use super::share::{Share, WriterDevice};
 use super::{reserve, SLEEP_MAX, SLEEP_MIN};
 use crate::engine::log::Pressure;
 use std::time::{Duration, Instant};
@@ -47,6 +47,8 @@ pub(crate) struct Pacer {
     running_seen: Option<f64>,
     /// The CPU time of checkpoints beside readers, owed by the writer (`Share`).
     pub(crate) share: Share,
+    /// The writer's share of the device beside readers that wait on it (`WriterDevice`).
+    pub(crate) device: WriterDevice,
 }
 
 impl Pacer {

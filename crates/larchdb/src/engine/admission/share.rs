@@ -12,8 +12,9 @@
 //! cores read as not contended: nothing changes from a handle without the share.
 
 use super::{SLEEP_MAX, SLEEP_MIN};
-use std::sync::OnceLock;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Nice steps below the application's threads a checkpoint runs at when it starts beside the
 /// handle's readers (read transactions open as it starts). Measured on 2 cores
@@ -143,6 +144,8 @@ const DEVICE_SHARE_WEIGHT: u32 = 3;
 /// with it. In memory no thread faults, and nothing changes.
 pub(crate) struct DeviceShare {
     readers: u32,
+    /// The checkpoint's own faults, told to the writer's share (`WriterDevice`).
+    tally: FaultTally,
     countdown: u32,
     since: std::time::Instant,
     own: Option<u64>,
@@ -150,9 +153,11 @@ pub(crate) struct DeviceShare {
 }
 
 impl DeviceShare {
-    /// The share beside `readers` read transactions.
-    pub(crate) fn new(readers: usize) -> DeviceShare {
+    /// The share beside `readers` read transactions; the thread's faults are added to
+    /// `background` (`Counters::background_faults`).
+    pub(crate) fn new(readers: usize, background: Arc<AtomicU64>) -> DeviceShare {
         DeviceShare {
+            tally: FaultTally::new(background),
             readers: u32::try_from(readers)
                 .unwrap_or(u32::MAX)
                 .min(DEVICE_READERS_MAX),
@@ -187,7 +192,163 @@ impl DeviceShare {
             std::thread::sleep(owed.min(DEVICE_SLEEP_MAX));
         }
         (self.own, self.all) = (own, all);
+        self.tally.note();
         self.since = std::time::Instant::now();
+    }
+}
+
+/// Write transactions between two readings of the page-fault counts by the writer
+/// (`WriterDevice`): two `getrusage` calls, about a microsecond, against a few for a
+/// 4000-byte one-put commit.
+const WRITER_READ_EVERY: u32 = 32;
+/// How long the writer sleeps beside readers that wait on the device, in units of the time it
+/// worked (`WriterDevice`): it works at most a fifth of the time. Seed 002's table in a 6 GiB
+/// cgroup, 1 and 4 readers (reads, then writes, a second): at 2, 7.2-8.4K and 27K, 23-24K and
+/// 18-19K; at 4, 8.3-9.4K and 12-13K, 27-30K and 11.5K; at 5, 10.0-10.4K and 10.4-10.9K,
+/// 28-29K and 10-10.4K; LMDB's readers 7.4-10.5K and 25-29K beside writers of 6.7-10K. The
+/// writer held by the benchmark's rate limit instead (no share), one reader: to 8K, 12.1K; 16K,
+/// 11.5K; 24K, 9.3K; 32K, 8.4K; unheld, 3.0-5.6K beside 57K (docs/design/performance.md,
+/// "Beyond memory: the writer's share of the device").
+const WRITER_DEVICE_WEIGHT: u32 = 4;
+/// The share of the cores under which the process's threads count as waiting on the device
+/// rather than on the CPU (`WriterDevice::read`).
+const DEVICE_BOUND_BUSY: f64 = 0.75;
+
+/// The writer's share of the device beside the handle's readers, where the tree is beyond
+/// memory: the checkpoint yields the device to readers that wait on it (`DeviceShare`), but
+/// the log's appends take it too, at the writer's own pace, which the checkpoints set only
+/// once the log is nearly full: with the memory and the log's room of a large machine (seed
+/// 002's table in a 6 GiB cgroup) the writer appended 57K records of 4000 bytes a second and
+/// its reader read 0.44x of LMDB's, each read waiting behind the log's writes. So, while the
+/// handle has read transactions open, every `WRITER_READ_EVERY` write transactions the
+/// writer reads the process's major page faults and CPU time; if threads other than the
+/// writer and the checkpoints (`Counters::background_faults`) took any since the last
+/// reading, and the process used under `DEVICE_BOUND_BUSY` of the cores, it owes
+/// `WRITER_DEVICE_WEIGHT` times the time it worked meanwhile (the time between the readings
+/// less what it slept for admission), slept before its next transactions as the CPU share
+/// is. In memory no reader faults, and nothing changes. Readers in other processes are not
+/// seen: their faults are not this process's.
+#[derive(Default)]
+pub(crate) struct WriterDevice {
+    countdown: u32,
+    last: Option<Faults>,
+    /// Slept for admission since the last reading (not work).
+    slept: Duration,
+    debt: Duration,
+}
+
+/// One reading of the fault counts (`WriterDevice`).
+#[derive(Clone, Copy)]
+struct Faults {
+    at: Instant,
+    own: u64,
+    all: u64,
+    /// The process's CPU time.
+    cpu: Duration,
+    background: u64,
+}
+
+impl WriterDevice {
+    /// Before a write transaction: one in `WRITER_READ_EVERY` asks whether `readers` are
+    /// open (read transactions of the handle), and if so reads the fault counts (the
+    /// checkpoints' from `background`) and owes for the work since the last reading if other
+    /// threads waited on the device meanwhile.
+    pub(super) fn before_write(&mut self, readers: impl FnOnce() -> bool, background: &AtomicU64) {
+        if self.countdown > 0 {
+            self.countdown -= 1;
+            return;
+        }
+        self.countdown = WRITER_READ_EVERY - 1;
+        let counts = (major_faults(Who::Thread), usage(Who::Process));
+        let (true, (Some(own), Some((all, cpu)))) = (readers(), counts) else {
+            self.last = None;
+            self.debt = Duration::ZERO;
+            return;
+        };
+        let now = Faults {
+            at: Instant::now(),
+            own,
+            all,
+            cpu,
+            background: background.load(Ordering::Relaxed),
+        };
+        if let Some(last) = self.last.replace(now) {
+            self.read(last, now, probe().cores);
+        }
+        self.slept = Duration::ZERO;
+    }
+
+    /// The owing part of `before_write`, between readings `last` and `now`, on `cores`: owes
+    /// if threads other than the writer and the checkpoints took major faults, and the process
+    /// used under `DEVICE_BOUND_BUSY` of the cores meanwhile: its threads wait on the device,
+    /// not on the CPU (readers that mostly find their pages cached and fault now and then are
+    /// held by the CPU, which the CPU share divides: a writer slowed for them there gave them
+    /// nothing, and its reads fell with it, seed 002's table warm in a 1 GiB cgroup).
+    fn read(&mut self, last: Faults, now: Faults, cores: usize) {
+        let between = now.at.saturating_duration_since(last.at);
+        let cpu = now.cpu.saturating_sub(last.cpu);
+        let busy = cpu.as_secs_f64() / (between.as_secs_f64() * cores as f64).max(1e-9);
+        let others = now
+            .all
+            .saturating_sub(last.all)
+            .saturating_sub(now.own.saturating_sub(last.own))
+            .saturating_sub(now.background.saturating_sub(last.background));
+        if others > 0 && busy < DEVICE_BOUND_BUSY {
+            let worked = between.saturating_sub(self.slept);
+            self.debt = (self.debt + worked * WRITER_DEVICE_WEIGHT).min(SHARE_DEBT_MAX);
+        }
+    }
+
+    /// The writer slept `d` for admission (pacing, a share, a wait for room): not work.
+    pub(super) fn slept(&mut self, d: Duration) {
+        self.slept += d;
+    }
+
+    /// The sleep owed before this transaction, if it is worth one, taken off the debt.
+    pub(super) fn sleep(&mut self) -> Option<Duration> {
+        (self.debt >= SLEEP_MIN).then(|| {
+            let s = self.debt.min(SLEEP_MAX);
+            self.debt -= s;
+            s
+        })
+    }
+}
+
+/// The major faults of a checkpoint's thread, added to `Counters::background_faults` as they
+/// are taken (at each reading), so that the writer's share (`WriterDevice`) counts only the
+/// readers'.
+pub(crate) struct FaultTally {
+    counter: Arc<AtomicU64>,
+    seen: Option<u64>,
+}
+
+impl FaultTally {
+    /// Counts the calling thread's faults from now on into `counter`.
+    pub(crate) fn new(counter: Arc<AtomicU64>) -> FaultTally {
+        FaultTally {
+            counter,
+            seen: major_faults(Who::Thread),
+        }
+    }
+
+    /// Adds the calling thread's faults since the last call (or `new`) to the counter.
+    fn note(&mut self) {
+        let now = major_faults(Who::Thread);
+        if let (Some(seen), Some(now)) = (self.seen, now) {
+            self.counter
+                .fetch_add(now.saturating_sub(seen), Ordering::Relaxed);
+        }
+        if now.is_some() {
+            self.seen = now;
+        }
+    }
+}
+
+impl Drop for FaultTally {
+    /// The faults since the last reading (the merge's end: the tally is dropped with the
+    /// merge's pages, on the checkpoint's thread).
+    fn drop(&mut self) {
+        self.note();
     }
 }
 
@@ -203,6 +364,12 @@ pub(crate) enum Who {
 /// Major page faults so far (reads waited on the device for, a retried fault on a page
 /// being read among them): `getrusage`; `None` where it fails.
 pub(crate) fn major_faults(who: Who) -> Option<u64> {
+    usage(who).map(|(faults, _)| faults)
+}
+
+/// Major page faults and CPU time (user and system) so far: `getrusage`; `None` where it
+/// fails.
+fn usage(who: Who) -> Option<(u64, Duration)> {
     let who = match who {
         Who::Thread => libc::RUSAGE_THREAD,
         Who::Process => libc::RUSAGE_SELF,
@@ -216,7 +383,12 @@ pub(crate) fn major_faults(who: Who) -> Option<u64> {
     }
     // SAFETY: zeroed above, and filled in by the successful call.
     let usage = unsafe { usage.assume_init() };
-    u64::try_from(usage.ru_majflt).ok()
+    let time = |t: libc::timeval| {
+        let micros = u64::try_from(t.tv_usec).ok()?;
+        Some(Duration::from_secs(u64::try_from(t.tv_sec).ok()?) + Duration::from_micros(micros))
+    };
+    let cpu = time(usage.ru_utime)? + time(usage.ru_stime)?;
+    Some((u64::try_from(usage.ru_majflt).ok()?, cpu))
 }
 
 /// The file and the cores, found once per process, at the first reading: the file stays open
@@ -314,6 +486,66 @@ mod tests {
         s.read(Some(Duration::from_secs(9)), true);
         s.read(Some(Duration::from_secs(10)), true);
         assert_eq!(s.debt, SHARE_DEBT_MAX);
+    }
+
+    #[test]
+    fn the_writer_owes_for_its_work_while_readers_wait_on_the_device() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let at = |own, all, cpu, background, after| Faults {
+            at: t0 + ms(after),
+            own,
+            all,
+            cpu: ms(cpu),
+            background,
+        };
+        let start = at(5, 100, 0, 40, 0);
+        // 10 ms between readings, 2 ms of them slept for admission, 4 ms of CPU on 2 cores
+        // (a fifth busy): 3 faults of the others (10 in all, 2 the writer's, 5 the
+        // checkpoints'): 4 times the 8 ms worked is owed.
+        let mut w = WriterDevice {
+            slept: ms(2),
+            ..Default::default()
+        };
+        w.read(start, at(7, 110, 4, 45, 10), 2);
+        assert_eq!(w.debt, ms(32));
+        // Paid a SLEEP_MAX at a time.
+        assert_eq!(w.sleep(), Some(SLEEP_MAX));
+        assert_eq!(w.debt, ms(32) - SLEEP_MAX);
+        // Every fault the writer's or the checkpoints': nothing owed.
+        let mut w = WriterDevice::default();
+        w.read(start, at(7, 107, 4, 45, 10), 2);
+        assert_eq!(w.debt, ms(0));
+        assert_eq!(w.sleep(), None);
+        // The process busy on three quarters of the cores (15 ms of CPU in 10 ms on 2): its
+        // readers wait on the CPU, which the CPU share divides; nothing owed.
+        w.read(start, at(7, 110, 15, 45, 10), 2);
+        assert_eq!(w.debt, ms(0));
+        // A long interval owes SHARE_DEBT_MAX at most.
+        w.read(start, at(7, 110, 4, 45, 10_000), 2);
+        assert_eq!(w.debt, SHARE_DEBT_MAX);
+    }
+
+    #[test]
+    fn the_writer_reads_the_counts_only_while_readers_are_open() {
+        let background = AtomicU64::new(0);
+        let mut w = WriterDevice::default();
+        // One transaction in WRITER_READ_EVERY asks whether readers are open.
+        let asked = std::cell::Cell::new(0);
+        for _ in 0..WRITER_READ_EVERY * 3 {
+            w.before_write(
+                || {
+                    asked.set(asked.get() + 1);
+                    false
+                },
+                &background,
+            );
+        }
+        assert_eq!(asked.get(), 3);
+        assert!(w.last.is_none(), "no reading without readers");
+        w.before_write(|| true, &background);
+        let readable = major_faults(Who::Process).is_some();
+        assert_eq!(w.last.is_some(), readable);
     }
 
     #[test]
