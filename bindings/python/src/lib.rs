@@ -476,7 +476,7 @@ impl Environment {
     /// way in (it maps py-lmdb's arguments onto these).
     #[new]
     #[pyo3(signature = (path, file, *, readonly=false, create=true, durability="immediate",
-        log=true, page_size=None, readahead=false, verify_checksums=false,
+        log=true, page_size=None, readahead=None, verify_checksums=false,
         compact_on_close=true, checkpoint_thread=true))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -488,7 +488,7 @@ impl Environment {
         durability: &str,
         log: bool,
         page_size: Option<u32>,
-        readahead: bool,
+        readahead: Option<bool>,
         verify_checksums: bool,
         compact_on_close: bool,
         checkpoint_thread: bool,
@@ -497,10 +497,12 @@ impl Environment {
             .read_only(readonly)
             .create(create)
             .log(log)
-            .readahead(readahead)
             .verify_checksums(verify_checksums)
             .compact_on_close(compact_on_close)
             .checkpoint_thread(checkpoint_thread);
+        if let Some(yes) = readahead {
+            options = options.readahead(yes);
+        }
         if let Some(d) = durability_arg(py, Some(durability))? {
             options = options.durability(d);
         }

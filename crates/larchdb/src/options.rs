@@ -73,12 +73,16 @@ pub struct Options {
     /// bound is the larger of this and a quarter of the file); see
     /// [`crate::limits::PINNED_BYTES_MAX_DEFAULT`].
     pub pinned_bytes_max: u64,
-    /// Let the kernel read ahead around each page fault in the memory map. Off by default: a
-    /// B-tree's pages are visited in key order, not file order, so once the file is larger
-    /// than the page cache, readahead turns every random read into megabytes of disk reads
-    /// (`madvise(MADV_RANDOM)`, LMDB's `MDB_NORDAHEAD`). Turn it on for scans of a
-    /// sequentially loaded file that does not fit in memory.
-    pub readahead: bool,
+    /// Whether the kernel reads ahead around each page fault in the memory map. `None`, the
+    /// default: while the file's mapping fits in half the memory the process may use (the
+    /// lowest of its cgroups' memory limits and the machine's memory), yes (`MADV_NORMAL`):
+    /// such a file is read whole sooner or later, and after a restart readahead reads it in
+    /// large requests instead of a fault a page; beyond that, no (`madvise(MADV_RANDOM)`,
+    /// LMDB's `MDB_NORDAHEAD`): a B-tree's pages are visited in key order, not file order, and
+    /// once the file is larger than the page cache readahead turns every random read into
+    /// megabytes of disk reads. `Some(true)` reads ahead whatever the size (scans of a
+    /// sequentially loaded file that does not fit in memory); `Some(false)` never does.
+    pub readahead: Option<bool>,
     /// Commit through a write-ahead log (on by default; docs/design/write-path.md): a commit
     /// appends its writes to the log file beside the database (`<path>-log`) and keeps them in
     /// memory, and the tree's pages are written at checkpoints, when the log has grown by
@@ -218,7 +222,7 @@ impl Default for Options {
             create: true,
             verify_checksums: false,
             pinned_bytes_max: PINNED_BYTES_MAX_DEFAULT,
-            readahead: false,
+            readahead: None,
             log: true,
             log_segment_bytes: LOG_SEGMENT_BYTES_DEFAULT,
             log_segments: LOG_SEGMENTS_DEFAULT,
@@ -334,21 +338,31 @@ impl Options {
         self.verify_checksums = yes;
         self
     }
-    /// Lets the kernel read ahead in the memory map (see [`Options::readahead`]).
+    /// Has the kernel read ahead in the memory map (true) or not (false) whatever the file's
+    /// size, instead of deciding by the size (see [`Options::readahead`]).
     ///
     /// ```
     /// # use larchdb::{Database, Durability, Error, Options};
     /// # let dir = tempfile::tempdir()?;
     /// let o = Options::default().readahead(true);
-    /// assert!(o.readahead);
+    /// assert_eq!(o.readahead, Some(true));
     /// let db = Database::open(dir.path().join("db"), o)?;
     /// db.put(b"k", b"v")?;
     /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn readahead(mut self, yes: bool) -> Options {
-        self.readahead = yes;
+        self.readahead = Some(yes);
         self
+    }
+
+    /// `readahead` as the pager applies it to each mapping, by its length.
+    pub(crate) fn readahead_policy(&self) -> crate::pager::Readahead {
+        let memory = match self.readahead {
+            Some(_) => None,
+            None => crate::engine::admission::budget::process_memory(),
+        };
+        crate::pager::Readahead::new(self.readahead, memory)
     }
 
     /// Commits through a write-ahead log, the default, or (false) writes pages at every

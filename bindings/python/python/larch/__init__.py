@@ -50,7 +50,7 @@ def open(  # noqa: A001  (py-lmdb's name)
     map_async=False,
     mode=0o755,
     create=True,
-    readahead=False,
+    readahead=None,
     writemap=False,
     meminit=True,
     max_readers=126,
@@ -88,8 +88,10 @@ def open(  # noqa: A001  (py-lmdb's name)
     counted), ``max_readers`` (readers in this process are not counted; other processes
     have 126 slots), ``max_spare_txns``, ``metasync`` (one meta page per commit, synced with
     it), ``map_async``, ``writemap``, ``meminit`` and ``lock`` (Larch always locks: one
-    writer at a time, across processes). ``readahead`` defaults to False, unlike py-lmdb:
-    B-tree pages are read in key order, not file order.
+    writer at a time, across processes). ``readahead`` defaults to None, unlike py-lmdb's
+    True: read ahead while the file fits in half the memory the process may use (it is read
+    whole sooner or later), not beyond (B-tree pages are read in key order, not file order);
+    True or False forces it either way.
     """
     del map_size, metasync, map_async, writemap, meminit, max_readers, max_dbs
     del max_spare_txns, lock

@@ -143,10 +143,13 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
             ),
             kv(
                 "readahead",
-                if readahead {
-                    "on (MADV_NORMAL)"
-                } else {
-                    "off (MADV_RANDOM, the default)"
+                match readahead {
+                    Some(true) => "on (MADV_NORMAL)",
+                    Some(false) => "off (MADV_RANDOM)",
+                    None => {
+                        "by size (the default): on (MADV_NORMAL) while the file's mapping fits \
+                         in half the memory the process may use, off (MADV_RANDOM) beyond"
+                    }
                 },
             ),
         ],

@@ -550,7 +550,7 @@ mod tests {
             &storage,
             meta.page_count * meta.page_bytes as u64,
             None,
-            false,
+            crate::pager::Readahead::new(Some(false), None),
         )
         .unwrap();
         let tree = Published::new(Snapshot::new(meta, Arc::new(access), false));

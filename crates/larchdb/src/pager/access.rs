@@ -75,6 +75,38 @@ impl MapView {
     }
 }
 
+/// Whether a mapping of the data file reads ahead around page faults (`Options::readahead`):
+/// as the option forces, or by default while the mapping fits in `1 / READAHEAD_SHARE` of the
+/// memory the process may use (`memory`: the lowest of its cgroups' limits and the machine's,
+/// `admission::budget::process_memory`). A file that fits is read whole sooner or later, and
+/// the kernel's readahead reads it in large requests: after a restart (caches dropped), YCSB's
+/// scans over a 370 MB file ran at 0.4-2K a second for tens of seconds, each leaf read with a
+/// fault of its own, against LMDB's 90-110K (LMDB reads ahead by default). A file larger than
+/// memory is read at random, and readahead would turn each fault into megabytes of reads
+/// (`MADV_RANDOM`, LMDB's `MDB_NORDAHEAD`). Decided for each mapping by its length, which
+/// covers the file and doubles as the file grows: a file that outgrows the share is mapped
+/// again, `MADV_RANDOM`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Readahead {
+    forced: Option<bool>,
+    memory: Option<u64>,
+}
+
+/// The share of the process's memory a mapping must fit in to read ahead by default.
+const READAHEAD_SHARE: u64 = 2;
+
+impl Readahead {
+    pub(crate) fn new(forced: Option<bool>, memory: Option<u64>) -> Readahead {
+        Readahead { forced, memory }
+    }
+
+    /// Whether a mapping of `len` bytes reads ahead.
+    pub(crate) fn for_len(self, len: u64) -> bool {
+        self.forced
+            .unwrap_or_else(|| self.memory.is_some_and(|m| len <= m / READAHEAD_SHARE))
+    }
+}
+
 impl Access {
     /// A view of the first `pages_max` pages of a mapping (fewer if the mapping is shorter);
     /// `None` for a buffered access. The caller holds it beside `self` (see `MapView`).
@@ -98,7 +130,7 @@ impl Access {
         storage: &Arc<dyn Storage>,
         needed_bytes: u64,
         current: Option<&Arc<Access>>,
-        readahead: bool,
+        readahead: Readahead,
     ) -> Result<Access> {
         let mut len = MAP_BYTES_MIN;
         if let Some(cur) = current.and_then(|c| c.mapped_bytes()) {
@@ -110,7 +142,7 @@ impl Access {
         match storage.map(len) {
             Some(map) => {
                 let access = Access::Mapped(map?);
-                access.advise_readahead(readahead);
+                access.advise_readahead(readahead.for_len(len));
                 Ok(access)
             }
             None => Ok(Access::buffered(storage.clone())),
@@ -123,7 +155,7 @@ impl Access {
         held: &Arc<Access>,
         storage: &Arc<dyn Storage>,
         needed_bytes: u64,
-        readahead: bool,
+        readahead: Readahead,
     ) -> Result<Arc<Access>> {
         match held.mapped_bytes() {
             Some(mapped) if mapped >= needed_bytes => Ok(held.clone()),
@@ -172,8 +204,8 @@ impl Access {
     }
 
     /// Tells the kernel whether to read ahead around page faults in the mapping
-    /// (`MADV_NORMAL`) or to read only the page faulted on (`MADV_RANDOM`, the default: see
-    /// `Options::readahead`). Only a hint.
+    /// (`MADV_NORMAL`) or to read only the page faulted on (`MADV_RANDOM`): `Readahead`
+    /// decides. Only a hint.
     pub(crate) fn advise_readahead(&self, readahead: bool) {
         let advice = if readahead {
             memmap2::Advice::Normal
@@ -310,5 +342,24 @@ impl Access {
                 Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod readahead_tests {
+    use super::*;
+
+    #[test]
+    fn readahead_follows_the_mappings_length_unless_forced() {
+        const GIB: u64 = 1 << 30;
+        let auto = Readahead::new(None, Some(4 * GIB));
+        assert!(auto.for_len(2 * GIB), "half the memory: read ahead");
+        assert!(!auto.for_len(2 * GIB + 1), "more: random");
+        assert!(
+            !Readahead::new(None, None).for_len(1),
+            "memory unknown: random"
+        );
+        assert!(Readahead::new(Some(true), Some(GIB)).for_len(8 * GIB));
+        assert!(!Readahead::new(Some(false), Some(8 * GIB)).for_len(1));
     }
 }

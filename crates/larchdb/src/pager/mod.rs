@@ -26,7 +26,7 @@ mod slots;
 mod snapshot;
 mod write;
 
-pub(crate) use access::{Access, MapView};
+pub(crate) use access::{Access, MapView, Readahead};
 pub(crate) use freelist::FreeSet;
 pub(crate) use meta::{Meta, TableHeader};
 pub(crate) use page::{prefetch, PageRef};

@@ -369,7 +369,12 @@ pub(super) fn snapshot_of(
         Some(a) => a.clone(),
         None => {
             let held = shared.read_state().current.snap.access().clone();
-            Access::covering(&held, &shared.storage, needed, shared.options.readahead)?
+            Access::covering(
+                &held,
+                &shared.storage,
+                needed,
+                shared.options.readahead_policy(),
+            )?
         }
     };
     Ok(Snapshot::new(meta, access, shared.options.verify_checksums))

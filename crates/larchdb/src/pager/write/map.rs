@@ -26,8 +26,8 @@ pub(crate) struct WriteMap {
     pub(crate) file_bytes: u64,
     /// False where the storage cannot allocate or map: dirty pages are owned buffers then.
     pub(super) enabled: bool,
-    /// `Options::readahead`, applied to each new mapping.
-    pub(super) readahead: bool,
+    /// `Options::readahead`, applied to each new mapping by its length.
+    pub(super) readahead: crate::pager::Readahead,
     /// Allocations left before `is_cold` checks again, and the current gap between checks.
     pub(super) cold_skip: u32,
     pub(super) cold_backoff: u32,
@@ -45,7 +45,7 @@ impl WriteMap {
         page_bytes: usize,
         file_bytes: u64,
         enabled: bool,
-        readahead: bool,
+        readahead: crate::pager::Readahead,
     ) -> WriteMap {
         WriteMap {
             storage,
@@ -102,7 +102,7 @@ impl WriteMap {
                 // Snapshots that hold the smaller mapping keep it alive until they end.
                 Some(map) => {
                     let access = Access::Shared(map?);
-                    access.advise_readahead(self.readahead);
+                    access.advise_readahead(self.readahead.for_len(len));
                     // The new view before the new map: the old map stays alive (held by
                     // `self.map`) until the view that points into it is gone.
                     self.view = access.view(self.page_bytes, u64::MAX);
