@@ -356,15 +356,6 @@ impl Options {
         self
     }
 
-    /// `readahead` as the pager applies it to each mapping, by its length.
-    pub(crate) fn readahead_policy(&self) -> crate::pager::Readahead {
-        let memory = match self.readahead {
-            Some(_) => None,
-            None => crate::engine::admission::budget::process_memory(),
-        };
-        crate::pager::Readahead::new(self.readahead, memory)
-    }
-
     /// Commits through a write-ahead log, the default, or (false) writes pages at every
     /// commit (see [`Options::log`]).
     ///

@@ -138,7 +138,7 @@ impl Shared {
             &storage,
             meta.page_count * meta.page_bytes as u64,
             None,
-            options.readahead_policy(),
+            crate::engine::admission::budget::readahead(&options),
         )?);
         let tree = Published::new(Snapshot::new(meta, access, options.verify_checksums));
         let reopen = Reopen {
@@ -380,7 +380,7 @@ fn writer_state(
             meta.page_bytes as usize,
             file_bytes,
             !options.read_only,
-            options.readahead_policy(),
+            crate::engine::admission::budget::readahead(&options),
         ),
     )
     // The page buffers kept between transactions count against the memory budget: an eighth

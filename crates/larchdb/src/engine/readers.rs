@@ -338,7 +338,7 @@ impl Shared {
         }
         let needed = meta.page_count * meta.page_bytes as u64;
         let held = rs.current.snap.access();
-        let readahead = self.options.readahead_policy();
+        let readahead = crate::engine::admission::budget::readahead(&self.options);
         let access = Access::covering(held, &self.storage, needed, readahead)?;
         let snap = Snapshot::new(meta, access, self.options.verify_checksums);
         let mut fresh = Published::new(snap);

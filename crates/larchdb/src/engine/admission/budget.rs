@@ -62,6 +62,16 @@ pub(crate) fn over_budget(shared: &Shared) -> bool {
     active.saturating_add(frozen) >= shared.memory_budget / 4 * 3
 }
 
+/// `Options::readahead` as the pager applies it to each mapping, by its length: forced, or
+/// by the memory this process may use.
+pub(crate) fn readahead(options: &crate::Options) -> crate::pager::Readahead {
+    let memory = match options.readahead {
+        Some(_) => None,
+        None => process_memory(),
+    };
+    crate::pager::Readahead::new(options.readahead, memory)
+}
+
 /// The memory this process may use: the lowest of the machine's memory and the memory limits
 /// of its cgroups (`None` where none of them can be read). Read once per process, at the first
 /// open that needs it: a handle opened later keeps the first reading.

@@ -373,7 +373,7 @@ pub(super) fn snapshot_of(
                 &held,
                 &shared.storage,
                 needed,
-                shared.options.readahead_policy(),
+                crate::engine::admission::budget::readahead(&shared.options),
             )?
         }
     };
