@@ -380,7 +380,7 @@ fn writer_state(
             meta.page_bytes as usize,
             file_bytes,
             !options.read_only,
-            crate::engine::admission::budget::readahead(&options),
+            crate::engine::admission::budget::readahead(options),
         ),
     )
     // The page buffers kept between transactions count against the memory budget: an eighth
