@@ -80,8 +80,8 @@ impl MapView {
 /// memory the process may use (`memory`: the lowest of its cgroups' limits and the machine's,
 /// `admission::budget::process_memory`). A file that fits is read whole sooner or later, and
 /// the kernel's readahead reads it in large requests: after a restart (caches dropped), YCSB's
-/// scans over a 370 MB file ran at 0.4-2K a second for tens of seconds, each leaf read with a
-/// fault of its own, against LMDB's 90-110K (LMDB reads ahead by default). A file larger than
+/// scans over a 370 MB file ran at 0.4-2K a second through three 3-second runs in a row, each
+/// leaf read with a fault of its own, against LMDB's 90-110K (LMDB reads ahead by default). A file larger than
 /// memory is read at random, and readahead would turn each fault into megabytes of reads
 /// (`MADV_RANDOM`, LMDB's `MDB_NORDAHEAD`). Decided for each mapping by its length, which
 /// covers the file and doubles as the file grows: a file that outgrows the share is mapped

@@ -45,6 +45,26 @@ const SHARE_READ_EVERY: u32 = 256;
 /// stop the writer for longer than this.
 const SHARE_DEBT_MAX: Duration = Duration::from_millis(100);
 
+/// Time the writer owes and has not slept yet (the CPU share's and the device's): capped at
+/// `SHARE_DEBT_MAX`, slept `SLEEP_MIN` to `SLEEP_MAX` a transaction.
+#[derive(Default)]
+struct Debt(Duration);
+
+impl Debt {
+    fn owe(&mut self, d: Duration) {
+        self.0 = (self.0 + d).min(SHARE_DEBT_MAX);
+    }
+
+    /// The sleep owed before this transaction, if it is worth one, taken off the debt.
+    fn take(&mut self) -> Option<Duration> {
+        (self.0 >= SLEEP_MIN).then(|| {
+            let s = self.0.min(SLEEP_MAX);
+            self.0 -= s;
+            s
+        })
+    }
+}
+
 /// What the writer owes for the CPU time of a checkpoint that runs beside this handle's
 /// readers (`checkpoint::Running::share`). Between two readings of the checkpoint thread's
 /// CPU clock, the time it used is owed if both readings found more threads able to run than
@@ -62,7 +82,7 @@ pub(crate) struct Share {
     /// after its last reading is owed by it).
     contended: bool,
     /// CPU time owed and not yet slept.
-    debt: Duration,
+    debt: Debt,
     /// Transactions until the next reading.
     countdown: u32,
 }
@@ -106,16 +126,12 @@ impl Share {
     }
 
     fn owe(&mut self, used: Duration) {
-        self.debt = (self.debt + used).min(SHARE_DEBT_MAX);
+        self.debt.owe(used);
     }
 
     /// The sleep owed before this transaction, if it is worth one, taken off the debt.
     pub(super) fn sleep(&mut self) -> Option<Duration> {
-        (self.debt >= SLEEP_MIN).then(|| {
-            let s = self.debt.min(SLEEP_MAX);
-            self.debt -= s;
-            s
-        })
+        self.debt.take()
     }
 }
 
@@ -147,7 +163,7 @@ pub(crate) struct DeviceShare {
     /// The checkpoint's own faults, told to the writer's share (`WriterDevice`).
     tally: FaultTally,
     countdown: u32,
-    since: std::time::Instant,
+    since: Instant,
     own: Option<u64>,
     all: Option<u64>,
 }
@@ -162,7 +178,7 @@ impl DeviceShare {
                 .unwrap_or(u32::MAX)
                 .min(DEVICE_READERS_MAX),
             countdown: DEVICE_READ_EVERY,
-            since: std::time::Instant::now(),
+            since: Instant::now(),
             own: major_faults(Who::Thread),
             all: major_faults(Who::Process),
         }
@@ -192,8 +208,8 @@ impl DeviceShare {
             std::thread::sleep(owed.min(DEVICE_SLEEP_MAX));
         }
         (self.own, self.all) = (own, all);
-        self.tally.note();
-        self.since = std::time::Instant::now();
+        self.tally.note(own);
+        self.since = Instant::now();
     }
 }
 
@@ -234,7 +250,7 @@ pub(crate) struct WriterDevice {
     last: Option<Faults>,
     /// Slept for admission since the last reading (not work).
     slept: Duration,
-    debt: Duration,
+    debt: Debt,
 }
 
 /// One reading of the fault counts (`WriterDevice`).
@@ -262,7 +278,7 @@ impl WriterDevice {
         let counts = (major_faults(Who::Thread), usage(Who::Process));
         let (true, (Some(own), Some((all, cpu)))) = (readers(), counts) else {
             self.last = None;
-            self.debt = Duration::ZERO;
+            self.debt = Debt::default();
             return;
         };
         let now = Faults {
@@ -295,7 +311,7 @@ impl WriterDevice {
             .saturating_sub(now.background.saturating_sub(last.background));
         if others > 0 && busy < DEVICE_BOUND_BUSY {
             let worked = between.saturating_sub(self.slept);
-            self.debt = (self.debt + worked * WRITER_DEVICE_WEIGHT).min(SHARE_DEBT_MAX);
+            self.debt.owe(worked * WRITER_DEVICE_WEIGHT);
         }
     }
 
@@ -306,11 +322,7 @@ impl WriterDevice {
 
     /// The sleep owed before this transaction, if it is worth one, taken off the debt.
     pub(super) fn sleep(&mut self) -> Option<Duration> {
-        (self.debt >= SLEEP_MIN).then(|| {
-            let s = self.debt.min(SLEEP_MAX);
-            self.debt -= s;
-            s
-        })
+        self.debt.take()
     }
 }
 
@@ -331,9 +343,9 @@ impl FaultTally {
         }
     }
 
-    /// Adds the calling thread's faults since the last call (or `new`) to the counter.
-    fn note(&mut self) {
-        let now = major_faults(Who::Thread);
+    /// Adds the calling thread's faults since the last call (or `new`) to the counter: `now`,
+    /// their count read by the caller.
+    fn note(&mut self, now: Option<u64>) {
         if let (Some(seen), Some(now)) = (self.seen, now) {
             self.counter
                 .fetch_add(now.saturating_sub(seen), Ordering::Relaxed);
@@ -348,7 +360,7 @@ impl Drop for FaultTally {
     /// The faults since the last reading (the merge's end: the tally is dropped with the
     /// merge's pages, on the checkpoint's thread).
     fn drop(&mut self) {
-        self.note();
+        self.note(major_faults(Who::Thread));
     }
 }
 
@@ -454,38 +466,38 @@ mod tests {
         // contended: not the 3 ms before the first, nor the 2 ms after it (the second found
         // them free), nor the 5 ms after that; the 4 ms after, yes.
         s.read(Some(ms(3)), true);
-        assert_eq!(s.debt, ms(0));
+        assert_eq!(s.debt.0, ms(0));
         s.read(Some(ms(5)), false);
         s.read(Some(ms(10)), true);
-        assert_eq!(s.debt, ms(0));
+        assert_eq!(s.debt.0, ms(0));
         s.read(Some(ms(14)), true);
-        assert_eq!(s.debt, ms(4));
-        s.debt += ms(4);
+        assert_eq!(s.debt.0, ms(4));
+        s.debt.0 += ms(4);
         // A clock that cannot be read owes nothing and keeps what was seen.
         s.read(None, true);
-        assert_eq!((s.debt, s.seen), (ms(8), ms(14)));
+        assert_eq!((s.debt.0, s.seen), (ms(8), ms(14)));
         // Slept at most SLEEP_MAX a transaction, never less than SLEEP_MIN.
         assert_eq!(s.sleep(), Some(SLEEP_MAX));
-        s.debt += ms(1);
+        s.debt.0 += ms(1);
         assert_eq!(s.sleep(), Some(SLEEP_MAX));
         assert_eq!(s.sleep(), Some(ms(1)));
         assert_eq!(s.sleep(), None);
         // The end owes the rest since the last reading, contended; the next checkpoint's
         // clock starts from zero, and its first transaction reads it.
         s.ended(Some(ms(16)));
-        assert_eq!(s.debt, ms(2));
+        assert_eq!(s.debt.0, ms(2));
         assert!(s.due());
         s.read(Some(ms(1)), true);
         s.read(Some(ms(2)), true);
-        assert_eq!(s.debt, ms(3));
+        assert_eq!(s.debt.0, ms(3));
         // After an uncontended reading, the end owes nothing.
         s.read(Some(ms(3)), false);
         s.ended(Some(ms(50)));
-        assert_eq!(s.debt, ms(3));
+        assert_eq!(s.debt.0, ms(3));
         // A clock that jumps owes SHARE_DEBT_MAX at most.
         s.read(Some(Duration::from_secs(9)), true);
         s.read(Some(Duration::from_secs(10)), true);
-        assert_eq!(s.debt, SHARE_DEBT_MAX);
+        assert_eq!(s.debt.0, SHARE_DEBT_MAX);
     }
 
     #[test]
@@ -508,22 +520,22 @@ mod tests {
             ..Default::default()
         };
         w.read(start, at(7, 110, 4, 45, 10), 2);
-        assert_eq!(w.debt, ms(32));
+        assert_eq!(w.debt.0, ms(32));
         // Paid a SLEEP_MAX at a time.
         assert_eq!(w.sleep(), Some(SLEEP_MAX));
-        assert_eq!(w.debt, ms(32) - SLEEP_MAX);
+        assert_eq!(w.debt.0, ms(32) - SLEEP_MAX);
         // Every fault the writer's or the checkpoints': nothing owed.
         let mut w = WriterDevice::default();
         w.read(start, at(7, 107, 4, 45, 10), 2);
-        assert_eq!(w.debt, ms(0));
+        assert_eq!(w.debt.0, ms(0));
         assert_eq!(w.sleep(), None);
         // The process busy on three quarters of the cores (15 ms of CPU in 10 ms on 2): its
         // readers wait on the CPU, which the CPU share divides; nothing owed.
         w.read(start, at(7, 110, 15, 45, 10), 2);
-        assert_eq!(w.debt, ms(0));
+        assert_eq!(w.debt.0, ms(0));
         // A long interval owes SHARE_DEBT_MAX at most.
         w.read(start, at(7, 110, 4, 45, 10_000), 2);
-        assert_eq!(w.debt, SHARE_DEBT_MAX);
+        assert_eq!(w.debt.0, SHARE_DEBT_MAX);
     }
 
     #[test]
