@@ -829,6 +829,23 @@ impl Database {
         Ok(stats)
     }
 
+    /// What this handle's write transactions and checkpoints did since it was opened: the
+    /// same counts as [`Stats::commits`](verify::Stats::commits), without the walk of the tree
+    /// `stats` makes (a few atomic loads), for monitoring a running database.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// db.put(b"k", b"v")?;
+    /// let c = db.commit_stats();
+    /// assert_eq!(c.commits, 1);
+    /// assert_eq!(c, db.stats()?.commits);
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn commit_stats(&self) -> verify::CommitStats {
+        self.shared.commit_stats()
+    }
+
     /// What each page of the newest snapshot is (index = page id), for tests that damage pages
     /// of each kind. Not a stable API.
     #[doc(hidden)]

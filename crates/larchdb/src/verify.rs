@@ -197,8 +197,8 @@ pub struct CommitStats {
     /// or were sequential loads that write their pages directly.
     pub page_commits: u64,
     /// Page commits that put only a mark in the log, not their writes: `Durability::None`
-    /// sequential loads that write their pages directly (docs/design/write-path.md, session
-    /// 54).
+    /// sequential loads that write their pages directly (docs/design/write-path.md, "Large
+    /// sequential batches, and marks").
     pub marked_commits: u64,
     /// Commits that had to be durable and first made such a commit durable (a sync of the
     /// data file and of its meta page, or a commit by pages while a checkpoint was written).

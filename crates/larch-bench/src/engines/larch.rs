@@ -163,6 +163,21 @@ impl Engine for Larch {
             reader: None,
         }))
     }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.db.commit_stats();
+        vec![
+            ("logged_commits", c.logged_commits),
+            ("page_commits", c.page_commits),
+            ("checkpoints", c.checkpoints),
+            ("checkpoint_slices", c.checkpoint_slices),
+            ("log_syncs", c.log_syncs),
+            ("paced_ms", c.paced_micros / 1000),
+            ("share_ms", c.share_micros / 1000),
+            ("log_full_waits", c.log_full_waits),
+            ("log_full_wait_ms", c.log_full_wait_micros / 1000),
+        ]
+    }
 }
 
 struct LarchSession<'a> {

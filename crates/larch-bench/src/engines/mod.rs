@@ -71,6 +71,12 @@ impl OpenOptions {
 /// An open database. Sessions are per thread; the engine is shared by reference.
 pub trait Engine: Send + Sync {
     fn session(&self) -> Result<Box<dyn Session + '_>>;
+    /// The engine's own counters of its work so far (name, count), cumulative since open, for
+    /// the `engine` line printed after each benchmark (the change over the benchmark). Empty
+    /// for engines that keep none the benchmark can read.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Per-thread handle: lets LMDB reuse its read transaction and BDB/WiredTiger keep cursors.

@@ -94,6 +94,7 @@ impl Child {
         let dev0 = device.as_ref().and_then(|d| d.synced_written());
         let usage0 = Usage::of_self();
         let io0 = ProcIo::of_self();
+        let counters0 = opened.engine.counters();
         let anon = sys::AnonPeak::start();
         let t0 = Instant::now();
         let out = execute(opened.engine.as_ref(), w, &f, threads, &mut self.carried)?;
@@ -169,6 +170,17 @@ impl Child {
             db_bytes / 1024,
             anon_peak_kb.map_or("-".to_string(), |x| x.to_string()),
         );
+        let counters = opened.engine.counters();
+        if !counters.is_empty() {
+            let changes: Vec<String> = counters
+                .iter()
+                .map(|&(name, n)| {
+                    let before = counters0.iter().find(|c| c.0 == name).map_or(0, |c| c.1);
+                    format!("{name} {}", n.saturating_sub(before))
+                })
+                .collect();
+            println!("engine       : {}", changes.join(" "));
+        }
         let ycsb = matches!(w.kind, Kind::YcsbLoad | Kind::YcsbRun(_));
         let result = BenchResult {
             engine: self.spec.name.to_string(),
