@@ -846,6 +846,12 @@ impl Database {
         self.shared.commit_stats()
     }
 
+    /// The engine behind the handle, for the crate's tests.
+    #[cfg(test)]
+    pub(crate) fn engine(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// What each page of the newest snapshot is (index = page id), for tests that damage pages
     /// of each kind. Not a stable API.
     #[doc(hidden)]

@@ -210,10 +210,11 @@ fn background_threads_run_lower_and_no_other_thread_does() {
             sightings += 1;
         }
     }
-    // A reader open: checkpoints from here start beside it, and are seen lowered (a first
+    // A reader open, begun on another thread (a reader of the writer's own thread is not
+    // beside it): checkpoints from here start beside it, and are seen lowered (a first
     // sighting may come before the thread lowers itself; one never lowered fails at the
     // deadline).
-    let reader = db.begin_read().unwrap();
+    let reader = std::thread::scope(|s| s.spawn(|| db.begin_read().unwrap()).join().unwrap());
     let mut highest = None;
     let start = Instant::now();
     while highest != Some(beside) {

@@ -13,9 +13,11 @@ use larchdb::{Durability, Options};
 use std::collections::BTreeMap;
 
 /// Write admission's share (`admission::share::Share`): a writer whose checkpoints run beside a
-/// read transaction of its handle, while busy threads keep more threads runnable than there are
-/// cores, sleeps for their CPU time (`CommitStats::share_micros`); with no reader open, it
-/// never does. Every commit is kept in both.
+/// read transaction of its handle begun on another thread, while busy threads keep more
+/// threads runnable than there are cores, sleeps for their CPU time
+/// (`CommitStats::share_micros`); with no reader open, or only one the writer's own thread
+/// began (its sleep would give that reader nothing), it never does. Every commit is kept in
+/// each.
 #[test]
 fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +34,13 @@ fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
             })
         })
         .collect();
-    let run = |reader: bool| {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Reader {
+        None,
+        OwnThread,
+        OtherThread,
+    }
+    let run = |reader: Reader| {
         let (data, log) = (FaultStorage::new(), FaultStorage::new());
         let options = Options::default()
             .log(true)
@@ -42,7 +50,13 @@ fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
             .durability(Durability::None);
         let db = common::open_with_log(&data, &log, options).unwrap();
         common::create_table(&db, "t");
-        let held = reader.then(|| db.begin_read().unwrap());
+        let held = match reader {
+            Reader::None => None,
+            Reader::OwnThread => Some(db.begin_read().unwrap()),
+            Reader::OtherThread => Some(std::thread::scope(|s| {
+                s.spawn(|| db.begin_read().unwrap()).join().unwrap()
+            })),
+        };
         let before = db.stats().unwrap().commits;
         // 4,000 keys of 1 KB (a tree of some 4 MB), written over 6 times, one a commit:
         // each checkpoint rewrites hundreds of leaves.
@@ -65,8 +79,9 @@ fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
         assert!(after.checkpoints >= before.checkpoints + 10, "{after:?}");
         after.share_micros - before.share_micros
     };
-    let shared = run(true);
-    let alone = run(false);
+    let shared = run(Reader::OtherThread);
+    let own = run(Reader::OwnThread);
+    let alone = run(Reader::None);
     stop.store(true, Ordering::Relaxed);
     for t in busy {
         t.join().unwrap();
@@ -77,5 +92,6 @@ fn a_writer_beside_readers_on_busy_cores_pays_for_its_checkpoints() {
          never paid for them",
         cores + 1
     );
+    assert_eq!(own, 0, "only the writer's own reader open");
     assert_eq!(alone, 0, "no reader open");
 }

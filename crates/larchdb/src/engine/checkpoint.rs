@@ -36,6 +36,7 @@ use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
 use super::published::Published;
+use super::readers::reader_thread;
 use super::upper::overlay::{Gathered, Overlay, TableRecord, COUNTS};
 use super::upper::slices::{At, Slices};
 use super::{catalog, Disk, Shared, WriterState};
@@ -304,8 +305,9 @@ fn launch(
     job: Job,
     slice: bool,
 ) {
-    // The handle's read transactions open now, which it shares the CPU and the device with.
-    let beside = shared.read_state().readers.values().sum();
+    // The handle's read transactions open now, which it shares the CPU and the device with:
+    // those of other threads than the one starting it (the writer, or the idle thread).
+    let beside = shared.read_state().beside(reader_thread());
     let job = Job { beside, ..job };
     // Beside readers a checkpoint yields the CPU to them, unless the writer will soon wait
     // for it: its overlays hold half the memory budget already (a lowered checkpoint beside

@@ -10,8 +10,8 @@ use crate::error::{Error, Result};
 use crate::pager::freelist::Held;
 use crate::pager::{choose_meta, Access, Carry, Meta, Snapshot};
 use crate::storage::{LockTable, Storage};
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Readers and the snapshot they start from.
@@ -24,6 +24,9 @@ pub(crate) struct ReadState {
     pub(crate) shape: u64,
     /// Snapshot txn -> number of live read transactions on it.
     pub(crate) readers: BTreeMap<u64, usize>,
+    /// Thread (`reader_thread`) -> number of live read transactions it began: which readers
+    /// the writer would starve by its checkpoints' work and which are its own (`beside`).
+    threads: HashMap<u64, usize>,
     /// For a read-only handle registered in the lock file: where it is in the log of a
     /// writer in another process, whose commits it reads as they are published.
     pub(crate) follow: Option<Follower>,
@@ -35,6 +38,7 @@ impl ReadState {
             current,
             shape: SHAPE_FIRST,
             readers: BTreeMap::new(),
+            threads: HashMap::new(),
             follow,
         }
     }
@@ -48,6 +52,36 @@ impl ReadState {
     pub(crate) fn oldest_reader(&self) -> Option<u64> {
         self.readers.keys().next().copied()
     }
+
+    /// This handle's live read transactions begun on threads other than `thread`
+    /// (`reader_thread`): those a writer on `thread` shares the CPU and the device with. A
+    /// thread that holds a read transaction while it writes (a session renewing one per
+    /// operation, as YCSB's clients) does not read while it writes: a writer slowed for its
+    /// own reader's sake gives that reader nothing.
+    pub(crate) fn beside(&self, thread: u64) -> usize {
+        let all: usize = self.readers.values().sum();
+        all.saturating_sub(self.threads.get(&thread).copied().unwrap_or(0))
+    }
+
+    fn add_reader(&mut self, tree: u64, thread: u64) {
+        *self.readers.entry(tree).or_insert(0) += 1;
+        *self.threads.entry(thread).or_insert(0) += 1;
+    }
+}
+
+/// A number for the calling thread, unique in the process, for `ReadState::beside`: a read
+/// transaction counts for the thread that began it, wherever it is used or dropped.
+pub(crate) fn reader_thread() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static ID: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+    ID.with(|id| {
+        if id.get() == 0 {
+            id.set(NEXT.fetch_add(1, Ordering::Relaxed));
+        }
+        id.get()
+    })
 }
 
 /// The shape of a handle's first snapshot (`ReadState::shape`); 0 is no shape (a reader on a
@@ -70,22 +104,22 @@ impl Shared {
 
     /// Registers a reader on the newest committed snapshot and returns it, with its shape.
     #[inline]
-    pub(crate) fn register_reader(&self) -> Result<(Arc<Published>, u64)> {
+    pub(crate) fn register_reader(&self, thread: u64) -> Result<(Arc<Published>, u64)> {
         let mut rs = self.read_state();
         if let Some(lock) = self.shared_reader() {
             self.refresh_shared(&mut rs, lock)?;
         }
         let (snap, shape) = rs.current();
-        *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
+        rs.add_reader(snap.tree_txn(), thread);
         Ok((snap, shape))
     }
 
     /// Registers a reader on `snap`, a snapshot the writer holds (a write transaction's base):
     /// it may be newer than the published one (a commit waiting for its log's sync), and its
     /// pages are protected by the writer until the registration takes over.
-    pub(crate) fn register_reader_on(&self, snap: &Arc<Published>) {
+    pub(crate) fn register_reader_on(&self, snap: &Arc<Published>, thread: u64) {
         let mut rs = self.read_state();
-        *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
+        rs.add_reader(snap.tree_txn(), thread);
         if let Some(lock) = self.shared_reader() {
             lock.set_reader(rs.oldest_reader().unwrap_or(0));
         }
@@ -95,7 +129,18 @@ impl Shared {
     /// its oldest remaining reader (raising it is always safe: every remaining reader is at
     /// least as new).
     #[inline]
-    pub(crate) fn unregister_reader(&self, rs: &mut ReadState, txn: u64) {
+    pub(crate) fn unregister_reader(&self, rs: &mut ReadState, txn: u64, thread: u64) {
+        if let Some(n) = rs.threads.get_mut(&thread) {
+            *n -= 1;
+            if *n == 0 {
+                rs.threads.remove(&thread);
+            }
+        }
+        self.unregister_tree(rs, txn);
+    }
+
+    /// `unregister_reader`'s count by snapshot.
+    fn unregister_tree(&self, rs: &mut ReadState, txn: u64) {
         if let Some(n) = rs.readers.get_mut(&txn) {
             *n -= 1;
             if *n == 0 {
@@ -135,7 +180,7 @@ impl Shared {
         // Readers are registered by their tree: a commit through the log keeps it.
         if snap.tree_txn() != held.tree_txn() {
             *rs.readers.entry(snap.tree_txn()).or_insert(0) += 1;
-            self.unregister_reader(&mut rs, held.tree_txn());
+            self.unregister_tree(&mut rs, held.tree_txn());
         }
         Some((snap, shape))
     }
@@ -432,4 +477,38 @@ pub(crate) fn newest_protected(
         path: None,
         source: std::io::Error::other("the writer kept publishing newer commits"),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reader_thread;
+    use crate::{Database, Options};
+
+    #[test]
+    fn a_writer_is_beside_the_readers_of_other_threads_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path().join("db"), Options::default()).unwrap();
+        let beside = || db.engine().read_state().beside(reader_thread());
+        let own = db.begin_read().unwrap();
+        assert_eq!(beside(), 0, "this thread's own reader");
+        // Begun on another thread, moved here: it counts for the thread that began it.
+        let other = std::thread::scope(|s| s.spawn(|| db.begin_read().unwrap()).join().unwrap());
+        assert_eq!(beside(), 1);
+        let mut renewed = other;
+        db.put(b"k", b"v").unwrap();
+        renewed.renew();
+        assert_eq!(beside(), 1, "renewed, still the other thread's");
+        // Seen from the other thread, this thread's reader is beside it, and its own is not.
+        let there = std::thread::scope(|s| {
+            s.spawn(|| db.engine().read_state().beside(reader_thread()))
+                .join()
+                .unwrap()
+        });
+        assert_eq!(there, 2, "a new thread began neither");
+        drop(renewed);
+        assert_eq!(beside(), 0);
+        drop(own);
+        assert_eq!(db.engine().read_state().beside(0), 0);
+        assert!(db.engine().read_state().threads.is_empty());
+    }
 }

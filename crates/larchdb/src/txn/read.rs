@@ -2,7 +2,7 @@
 
 use crate::engine::catalog::{self, check_name};
 use crate::engine::published::Published;
-use crate::engine::readers::SHAPE_NONE;
+use crate::engine::readers::{reader_thread, SHAPE_NONE};
 use crate::engine::upper::Upper;
 use crate::engine::Shared;
 use crate::error::{Error, Result};
@@ -23,27 +23,33 @@ pub struct ReadTxn {
     txn: u64,
     /// `snap`'s shape (`ReadState::shape`), or `SHAPE_NONE`.
     shape: u64,
+    /// The thread that began it (`readers::reader_thread`), which it counts for.
+    thread: u64,
 }
 
 impl ReadTxn {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<ReadTxn> {
-        let (snap, shape) = shared.register_reader()?;
+        let thread = reader_thread();
+        let (snap, shape) = shared.register_reader(thread)?;
         Ok(ReadTxn {
             shared,
             txn: snap.txn(),
             snap,
             shape,
+            thread,
         })
     }
 
     /// A read transaction on `snap`, registered (`Shared::register_reader_on`).
     pub(crate) fn on(shared: Arc<Shared>, snap: Arc<Published>) -> ReadTxn {
-        shared.register_reader_on(&snap);
+        let thread = reader_thread();
+        shared.register_reader_on(&snap, thread);
         ReadTxn {
             shared,
             txn: snap.txn(),
             snap,
             shape: SHAPE_NONE,
+            thread,
         }
     }
 
@@ -232,6 +238,7 @@ impl ReadTxn {
 impl Drop for ReadTxn {
     fn drop(&mut self) {
         let mut rs = self.shared.read_state();
-        self.shared.unregister_reader(&mut rs, self.snap.tree_txn());
+        self.shared
+            .unregister_reader(&mut rs, self.snap.tree_txn(), self.thread);
     }
 }

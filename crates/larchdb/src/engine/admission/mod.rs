@@ -42,6 +42,7 @@ pub(crate) mod share;
 
 pub(crate) use pace::Pacer;
 
+use super::readers::reader_thread;
 use super::txn::Txn;
 use super::{checkpoint, commit, Counters, Shared, WriterState};
 use crate::engine::log::Pressure;
@@ -141,7 +142,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
             guard.pacer.share.read(r.cpu(), share::contended());
         }
     }
-    let readers = || shared.read_state().readers.values().any(|&n| n > 0);
+    let readers = || shared.read_state().beside(reader_thread()) > 0;
     guard
         .pacer
         .device

@@ -59,7 +59,47 @@ impl Clone for Slice {
 pub(crate) struct Slices {
     /// Where each slice after the first starts (table, key), ascending.
     starts: Vec<(u64, Box<[u8]>)>,
+    /// The bytes every start's key begins with (db_bench's zero-padded decimal keys share
+    /// their first 8 or more, YCSB's their `user`).
+    common: Box<[u8]>,
+    /// `starts` as (table, the 8 bytes of the key after `common` as a big-endian number,
+    /// zero-padded), for `index_of`: a point read finds its slice by comparing integers, and
+    /// compares keys only where those are equal (a search by key alone called `memcmp` five
+    /// times a read over 32 slices: a tenth of a cached point read's time).
+    prefixes: Vec<(u64, u64)>,
     slices: Vec<Slice>,
+}
+
+/// A key's first 8 bytes as a big-endian number, zero-padded: keys in the order of their
+/// prefixes, with equal prefixes for keys that only a longer comparison tells apart.
+#[inline]
+fn prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// The bytes every key of `starts` begins with (the empty keys that start a table's slices
+/// aside), and each start's (table, prefix) after them (0 for an empty key: at or before
+/// every key of its table).
+fn prefixes(starts: &[(u64, Box<[u8]>)]) -> (Box<[u8]>, Vec<(u64, u64)>) {
+    let mut keys = starts.iter().map(|(_, k)| &k[..]).filter(|k| !k.is_empty());
+    let mut common: &[u8] = keys.next().unwrap_or_default();
+    for k in keys {
+        let same = common
+            .iter()
+            .zip(k.iter())
+            .take_while(|(a, b)| a == b)
+            .count();
+        common = &common[..same];
+    }
+    let skip = common.len();
+    let prefixes = starts
+        .iter()
+        .map(|(t, k)| (*t, k.get(skip..).map_or(0, prefix)))
+        .collect();
+    (common.into(), prefixes)
 }
 
 impl Slices {
@@ -68,6 +108,8 @@ impl Slices {
     pub(crate) fn one(overlay: Arc<Overlay>, from: u64) -> Slices {
         Slices {
             starts: Vec::new(),
+            common: Box::default(),
+            prefixes: Vec::new(),
             slices: vec![Slice::new(overlay, from)],
         }
     }
@@ -82,7 +124,13 @@ impl Slices {
         let slices = (0..=starts.len())
             .map(|_| Slice::new(make(), NO_RECORD))
             .collect();
-        Slices { starts, slices }
+        let (common, prefixes) = prefixes(&starts);
+        Slices {
+            starts,
+            common,
+            prefixes,
+            slices,
+        }
     }
 
     /// The slices, in key order.
@@ -147,7 +195,13 @@ impl Slices {
         slices.extend_from_slice(&self.slices[i + 1..]);
         debug_assert!(starts.windows(2).all(|w| w[0] < w[1]));
         debug_assert_eq!(starts.len() + 1, slices.len());
-        Slices { starts, slices }
+        let (common, prefixes) = prefixes(&starts);
+        Slices {
+            starts,
+            common,
+            prefixes,
+            slices,
+        }
     }
 
     /// The slice `(table, key)` falls in.
@@ -156,8 +210,20 @@ impl Slices {
         if self.starts.is_empty() {
             return 0;
         }
-        self.starts
-            .partition_point(|(t, k)| (*t, &k[..]) <= (table, key))
+        let by_key = |starts: &[(u64, Box<[u8]>)]| {
+            starts.partition_point(|(t, k)| (*t, &k[..]) <= (table, key))
+        };
+        let Some(rest) = key.strip_prefix(&self.common[..]) else {
+            // A key without the starts' common bytes: by whole keys.
+            return by_key(&self.starts);
+        };
+        let p = (table, prefix(rest));
+        // The slices whose start is at or before the key: those whose start's prefix is
+        // below the key's, and, among those with the same prefix, the ones whose whole start
+        // is at or before it (the keys compared whole: the common bytes are equal).
+        let below = self.prefixes.partition_point(|&q| q < p);
+        let same = self.prefixes[below..].partition_point(|&q| q == p);
+        below + by_key(&self.starts[below..below + same])
     }
 
     /// The overlay of the slice `(table, key)` falls in.
@@ -391,6 +457,44 @@ mod tests {
             (2, Box::default()),
         ];
         Slices::new(starts, || Arc::new(Overlay::new()))
+    }
+
+    /// A key's slice found by the starts' prefixes is the one a search by whole keys finds,
+    /// with starts and keys that share 8-byte prefixes or more, are shorter than 8 bytes, or
+    /// end in zero bytes (equal to their padding), with and without the starts' common bytes.
+    #[test]
+    fn slices_are_found_by_prefix_as_by_key() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        let key = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            // Half of them with 9 common bytes, as zero-padded decimal keys have.
+            let mut k = match rng.gen_bool(0.5) {
+                true => b"000000000".to_vec(),
+                false => Vec::new(),
+            };
+            let len = rng.gen_range(0..12);
+            k.extend((0..len).map(|_| [0u8, b'0', b'a'][rng.gen_range(0..3)]));
+            k
+        };
+        for round in 0..400 {
+            let mut starts: Vec<(u64, Box<[u8]>)> = (0..rng.gen_range(1..40))
+                .map(|_| (rng.gen_range(0..3u64), key(&mut rng).into_boxed_slice()))
+                .collect();
+            if round % 2 == 0 {
+                // Starts that all share the common bytes.
+                // (A table's first slice starts at its empty key, which stays empty.)
+                for (_, k) in starts.iter_mut().filter(|(_, k)| !k.is_empty()) {
+                    *k = [&b"000000000"[..], k].concat().into_boxed_slice();
+                }
+            }
+            starts.sort();
+            starts.dedup();
+            let s = Slices::new(starts.clone(), || Arc::new(Overlay::new()));
+            for _ in 0..200 {
+                let (t, k) = (rng.gen_range(0..3u64), key(&mut rng));
+                let by_key = starts.partition_point(|(st, sk)| (*st, &sk[..]) <= (t, &k[..]));
+                assert_eq!(s.index_of(t, &k), by_key, "table {t} key {k:?}");
+            }
+        }
     }
 
     /// Records go to their slice, and reads, counts and scans (bounded or not, both ways)
