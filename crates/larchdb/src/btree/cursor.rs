@@ -82,16 +82,26 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             return Ok(false);
         }
         let mut id = self.hdr.root;
+        let mut prefetched = false;
         loop {
             let n = self.load(id)?;
             if n.leaf {
-                let (i, _) = n.search(key)?;
+                let (i, _) = match prefetched {
+                    true => n.search_cached(key)?,
+                    false => n.search(key)?,
+                };
                 self.stack.push((n, i));
                 return self.settle_forward();
             }
             let ci = n.child_for(key)?;
             id = n.child(ci)?;
             self.stack.push((n, ci));
+            if self.stack.len() + 1 == self.hdr.depth as usize {
+                // The leaf next: asked for whole before its header is read, as a point read
+                // asks (`btree::get`), its probes then need no prefetching of their own.
+                self.src.prefetch_page(id.id);
+                prefetched = true;
+            }
         }
     }
 
