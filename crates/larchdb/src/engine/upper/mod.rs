@@ -164,6 +164,16 @@ pub(super) struct UpperScan<'t> {
 }
 
 impl<'t> UpperScan<'t> {
+    /// Whether no layer has anything in the scan's bounds, before it started: a range then
+    /// reads the tree alone (`Range::new`). Once idle checkpoints have merged every slice, a
+    /// seek otherwise paid for the layers' merge on every step.
+    pub(super) fn is_empty(&self) -> bool {
+        !self.started
+            && self.batch.is_empty()
+            && self.active.as_ref().is_none_or(SlicesScan::is_empty)
+            && self.frozen.as_ref().is_none_or(Scan::is_empty)
+    }
+
     fn pull(&mut self, layer: usize) -> Option<Visible<'t>> {
         match layer {
             0 => {

@@ -33,7 +33,9 @@ impl<'t> Range<'t> {
         reverse: bool,
         upper: Upper<'t>,
     ) -> Range<'t> {
-        let upper = (!upper.is_empty()).then(|| upper.scan(&start, &end, reverse));
+        let upper = (!upper.is_empty())
+            .then(|| upper.scan(&start, &end, reverse))
+            .filter(|scan| !scan.is_empty());
         Range {
             cursor: Cursor::new(src, hdr),
             start,

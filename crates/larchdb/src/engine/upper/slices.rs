@@ -401,6 +401,14 @@ pub(crate) struct SlicesScan<'o> {
 }
 
 impl<'o> SlicesScan<'o> {
+    /// Whether no slice has anything in its bounds (`Scan::is_empty`; a slice between the
+    /// first and the last, scanned whole for the table, counts as empty only with no record).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.current.as_ref().is_none_or(Scan::is_empty)
+            && self.end.as_ref().is_none_or(Scan::is_empty)
+            && self.between.iter().all(|s| s.overlay.len() == 0)
+    }
+
     /// The next slice's scan, or `None` once every slice is read.
     fn advance(&mut self) -> Option<Scan<'o>> {
         loop {
@@ -547,11 +555,14 @@ mod tests {
             };
             assert_eq!(s.get(*t, k, 200), want);
         }
-        for table in 0..4u64 {
+        let mut empties = 0;
+        // (Table 4 has no record; the last bounds hold no key.)
+        for table in 0..5u64 {
             for (lo, hi) in [
                 (None, None),
                 (Some("0250"), Some("0750")),
                 (Some("0700"), None),
+                (Some("0500"), Some("0500")),
             ] {
                 let start = lo.map_or(Bound::Unbounded, |k: &str| Bound::Included(k.as_bytes()));
                 let end = hi.map_or(Bound::Unbounded, |k: &str| Bound::Excluded(k.as_bytes()));
@@ -569,6 +580,13 @@ mod tests {
                     .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
                     .collect();
                 assert_eq!(got, want, "table {table} {lo:?}..{hi:?}");
+                // A scan that says it is empty has nothing (a range then reads the tree
+                // alone); one with something never says so.
+                for reverse in [false, true] {
+                    let empty = s.scan(table, 200, start, end, reverse).is_empty();
+                    assert!(!empty || want.is_empty(), "{table} {lo:?}..{hi:?}");
+                    empties += usize::from(empty);
+                }
                 let mut back: Vec<(Vec<u8>, Option<Vec<u8>>)> = s
                     .scan(table, 200, start, end, true)
                     .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
@@ -577,6 +595,7 @@ mod tests {
                 assert_eq!(back, want, "table {table} {lo:?}..{hi:?} reversed");
             }
         }
+        assert!(empties > 0, "no scan was empty");
         // Deletions too: a checkpoint applies them.
         assert_eq!(s.all(200).len(), model.len());
     }

@@ -140,6 +140,14 @@ pub(crate) struct Scan<'o> {
     pub(super) overlay: PhantomData<&'o Overlay>,
 }
 
+impl Scan<'_> {
+    /// Whether it has nothing in its bounds (the records there may also be of later commits,
+    /// which it would skip: not empty then).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.spans.iter().all(|&(lo, hi)| lo == hi)
+    }
+}
+
 impl<'o> Iterator for Scan<'o> {
     type Item = Visible<'o>;
 
