@@ -8,6 +8,10 @@ use crate::error::{Error, Result};
 use crate::limits::TREE_DEPTH_MAX;
 use crate::pager::{PageRef, PageSource, TableHeader};
 
+/// The cache lines of the next leaf a scan that crossed a leaf edge asks for
+/// (`Cursor::prefetch_sibling`).
+const SIBLING_LINES: usize = 2;
+
 pub(crate) struct Cursor<'s, S: PageSource + ?Sized> {
     src: &'s S,
     hdr: TableHeader,
@@ -116,6 +120,30 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         self.prev()
     }
 
+    /// A scan that crossed into a leaf will likely cross into the next one (forward) or the
+    /// previous one: that leaf, under the same parent, is asked for now, so that its miss
+    /// overlaps the reading of this one instead of stopping the scan at every leaf edge (trees
+    /// carry no sibling links, and copy-on-write places siblings anywhere in the file).
+    fn prefetch_sibling(&self, forward: bool) {
+        let depth = self.stack.len();
+        if depth < 2 {
+            return;
+        }
+        let (b, ci) = &self.stack[depth - 2];
+        let sibling = match forward {
+            true => (*ci < b.n).then(|| ci + 1),
+            false => ci.checked_sub(1),
+        };
+        if let Some(r) = sibling.and_then(|c| b.child(c).ok()) {
+            // Its first lines only (its header and slots): its mapping's translation and the
+            // lines the next crossing reads first. The whole page, 64 prefetches a crossing,
+            // filled the line-fill buffers the scan's own reads wait on (YCSB E at 200K
+            // records of 1 KB, three to a leaf: 62-68K scans a second whole, 83-93K by the
+            // head, 66-82K without).
+            self.src.prefetch_head(r.id, SIBLING_LINES);
+        }
+    }
+
     /// If the leaf index is past the end, moves to the next leaf's first entry.
     fn settle_forward(&mut self) -> Result<bool> {
         loop {
@@ -134,6 +162,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
                     *ci += 1;
                     let child = b.child(*ci)?;
                     self.descend_edge(child, true)?;
+                    self.prefetch_sibling(true);
                     break;
                 }
                 self.stack.pop();
@@ -159,6 +188,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
                     *ci -= 1;
                     let child = b.child(*ci)?;
                     self.descend_edge(child, false)?;
+                    self.prefetch_sibling(false);
                     break;
                 }
                 self.stack.pop();
