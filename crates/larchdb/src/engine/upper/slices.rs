@@ -17,7 +17,7 @@
 use super::overlay::{Lookup, Overlay, Scan, TableRecord, Visible, COUNTS};
 use crate::error::Result;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A place in the key space of every table: a table's number and a key.
@@ -68,6 +68,15 @@ pub(crate) struct Slices {
     /// times a read over 32 slices: a tenth of a cached point read's time).
     prefixes: Vec<(u64, u64)>,
     slices: Vec<Slice>,
+    /// Whether a record went into one of the slices through these `Slices`, or was there when
+    /// they were made: once idle checkpoints have merged every slice, the `Slices` made by the
+    /// last (`frozen_at`) hold none, and a read skips them with one load instead of finding
+    /// its slice. Only the newest `Slices` takes records (the writer goes on through the one
+    /// `frozen_at` returns), and a reader's snapshot sees only the records of commits made
+    /// through its own, so a flag set before a commit is published is seen by every reader
+    /// of that commit. One slice reads its overlay's count instead (a follower's replay adds
+    /// records to the overlay it wrapped).
+    holds: AtomicBool,
 }
 
 /// A key's first 8 bytes as a big-endian number, zero-padded: keys in the order of their
@@ -110,6 +119,7 @@ impl Slices {
             starts: Vec::new(),
             common: Box::default(),
             prefixes: Vec::new(),
+            holds: AtomicBool::new(overlay.len() > 0),
             slices: vec![Slice::new(overlay, from)],
         }
     }
@@ -129,6 +139,7 @@ impl Slices {
             starts,
             common,
             prefixes,
+            holds: AtomicBool::new(false),
             slices,
         }
     }
@@ -196,12 +207,20 @@ impl Slices {
         debug_assert!(starts.windows(2).all(|w| w[0] < w[1]));
         debug_assert_eq!(starts.len() + 1, slices.len());
         let (common, prefixes) = prefixes(&starts);
+        let holds = slices.iter().any(|s| s.overlay.len() > 0);
         Slices {
             starts,
             common,
             prefixes,
+            holds: AtomicBool::new(holds),
             slices,
         }
+    }
+
+    /// Whether no slice holds a record (`holds`).
+    #[inline]
+    fn empty(&self) -> bool {
+        self.slices.len() > 1 && !self.holds.load(Ordering::Acquire)
     }
 
     /// The slice `(table, key)` falls in.
@@ -235,6 +254,9 @@ impl Slices {
     /// As `Overlay::get`, in the slice of the key.
     #[inline]
     pub(crate) fn get(&self, table: u64, key: &[u8], txn: u64) -> Lookup<'_> {
+        if self.empty() {
+            return Lookup::Absent;
+        }
         let overlay = self.overlay_of(table, key);
         // Most slices are empty once idle checkpoints have merged them: no probe then.
         if overlay.len() == 0 {
@@ -294,6 +316,10 @@ impl Slices {
             logged_in(only);
             return;
         }
+        // Before the records: the commit is published after them (`holds`).
+        if !self.holds.load(Ordering::Relaxed) {
+            self.holds.store(true, Ordering::Release);
+        }
         let mut run = Vec::new();
         let mut at = usize::MAX;
         for r in records {
@@ -347,6 +373,16 @@ impl Slices {
         end: Bound<&[u8]>,
         reverse: bool,
     ) -> SlicesScan<'a> {
+        if self.empty() {
+            return SlicesScan {
+                current: None,
+                between: &[],
+                end: None,
+                table,
+                txn,
+                reverse,
+            };
+        }
         let first = match start {
             Bound::Included(k) | Bound::Excluded(k) => self.index_of(table, k),
             Bound::Unbounded => self.index_of(table, &[]),
@@ -598,6 +634,38 @@ mod tests {
         assert!(empties > 0, "no scan was empty");
         // Deletions too: a checkpoint applies them.
         assert_eq!(s.all(200).len(), model.len());
+    }
+
+    /// Slices that hold no record say so (a read skips them), from the first record put
+    /// through them on; slices made by freezing one hold records if another slice does.
+    #[test]
+    fn slices_know_when_they_hold_nothing() {
+        let s = cut();
+        assert!(s.empty());
+        assert_eq!(s.get(1, b"0400", 9), Lookup::Absent);
+        assert!(s
+            .scan(1, 9, Bound::Unbounded, Bound::Unbounded, false)
+            .is_empty());
+        s.insert_marked(10, [(1, &b"0400"[..], Some(&b"b"[..]), false)], Some(10));
+        assert!(!s.empty());
+        assert_eq!(
+            s.get(1, b"0400", 9),
+            Lookup::Absent,
+            "a later commit's record"
+        );
+        assert_eq!(s.get(1, b"0400", 10), Lookup::Value(&b"b"[..]));
+        // The record is in slice 1 ("0300".."0700"): freezing it leaves none; freezing
+        // another leaves it.
+        let none = s.frozen_at(1, Vec::new(), || Arc::new(Overlay::new()));
+        assert!(none.empty());
+        let some = s.frozen_at(0, Vec::new(), || Arc::new(Overlay::new()));
+        assert!(!some.empty());
+        assert_eq!(some.get(1, b"0400", 10), Lookup::Value(&b"b"[..]));
+        // One slice reads its overlay, which a replay may fill after wrapping it.
+        let overlay = Arc::new(Overlay::new());
+        let one = Slices::one(overlay.clone(), 0);
+        overlay.insert(1, [(1, &b"k"[..], Some(&b"v"[..]))]);
+        assert_eq!(one.get(1, b"k", 1), Lookup::Value(&b"v"[..]));
     }
 
     /// Freezing a slice replaces its overlay by new ones for the parts the cuts make, and
