@@ -85,7 +85,16 @@ type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 /// Opens (creating it if needed) the database at `path` and returns its log store and state
 /// machine, which share it.
 pub fn open(path: impl AsRef<Path>) -> StorageResult<(LogStore, StateMachineStore)> {
-    let db = Database::open(path.as_ref(), Options::default())
+    open_with(path, Options::default())
+}
+
+/// `open`, with the database's options (its memory budget, say). The stores choose each
+/// commit's durability themselves; `Options::durability` is not used.
+pub fn open_with(
+    path: impl AsRef<Path>,
+    options: Options,
+) -> StorageResult<(LogStore, StateMachineStore)> {
+    let db = Database::open(path.as_ref(), options)
         .map_err(|e| StorageIOError::new(ErrorSubject::Store, ErrorVerb::Read, &e))?;
     let db = Arc::new(db);
     let mut w = db
@@ -194,12 +203,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
-        let last_purged: Option<LogId<NodeId>> =
-            read_value(&self.db, ErrorSubject::Logs, META, LAST_PURGED)?;
+        // The purge pointer and the last entry from one snapshot.
         let r = self
             .db
             .begin_read()
             .map_err(|e| io_read(ErrorSubject::Logs, &e))?;
+        let meta = r.table(META).map_err(|e| io_read(ErrorSubject::Logs, &e))?;
+        let last_purged: Option<LogId<NodeId>> = match meta
+            .get(LAST_PURGED)
+            .map_err(|e| io_read(ErrorSubject::Logs, &e))?
+        {
+            Some(b) => Some(decode(ErrorSubject::Logs, b)?),
+            None => None,
+        };
         let t = r.table(LOG).map_err(|e| io_read(ErrorSubject::Logs, &e))?;
         let last = match t.last().map_err(|e| io_read(ErrorSubject::Logs, &e))? {
             Some((_, v)) => Some(decode::<Entry<TypeConfig>>(ErrorSubject::Logs, v)?.log_id),

@@ -4,8 +4,8 @@
 use larch_raft::{Request, TypeConfig};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt, RaftStateMachine};
 use openraft::{
-    CommittedLeaderId, Entry, EntryPayload, LogId, Membership, RaftLogReader,
-    RaftSnapshotBuilder, Vote,
+    CommittedLeaderId, Entry, EntryPayload, LogId, Membership, RaftLogReader, RaftSnapshotBuilder,
+    Vote,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,14 +42,22 @@ async fn a_restarted_node_finds_what_it_stored() {
         log.save_committed(Some(log_id(1, 20))).await.unwrap();
         let replies = sm.apply(entries[..15].to_vec()).await.unwrap();
         assert_eq!(replies.len(), 15, "one reply an entry");
-        let snapshot = sm.get_snapshot_builder().await.build_snapshot().await.unwrap();
+        let snapshot = sm
+            .get_snapshot_builder()
+            .await
+            .build_snapshot()
+            .await
+            .unwrap();
         assert_eq!(snapshot.meta.last_log_id, Some(log_id(1, 15)));
         sm.apply(entries[15..].to_vec()).await.unwrap();
         log.purge(log_id(1, 10)).await.unwrap();
         snapshot.meta
     };
     let (mut log, mut sm) = larch_raft::open(&path).unwrap();
-    assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new_committed(1, 1)));
+    assert_eq!(
+        log.read_vote().await.unwrap(),
+        Some(Vote::new_committed(1, 1))
+    );
     assert_eq!(log.read_committed().await.unwrap(), Some(log_id(1, 20)));
     let state = log.get_log_state().await.unwrap();
     assert_eq!(state.last_purged_log_id, Some(log_id(1, 10)));
@@ -66,7 +74,11 @@ async fn a_restarted_node_finds_what_it_stored() {
     }
     assert_eq!(sm.entries().unwrap(), want.into_iter().collect::<Vec<_>>());
     assert_eq!(sm.get("k06").unwrap(), Some("v20".into()));
-    let current = sm.get_current_snapshot().await.unwrap().expect("a snapshot");
+    let current = sm
+        .get_current_snapshot()
+        .await
+        .unwrap()
+        .expect("a snapshot");
     assert_eq!(current.meta, snapshot_meta);
 }
 
