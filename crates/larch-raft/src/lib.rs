@@ -110,9 +110,17 @@ pub fn open_with(
         LogStore { db: db.clone() },
         StateMachineStore {
             db,
-            snapshots: Arc::new(AtomicU64::new(0)),
+            // Ids stay unique across restarts: the count starts from the clock.
+            snapshots: Arc::new(AtomicU64::new(clock_micros())),
         },
     ))
+}
+
+/// Microseconds since the Unix epoch (0 on a clock before it).
+fn clock_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 fn io_write(subject: ErrorSubject<NodeId>, e: &larchdb::Error) -> StorageError<NodeId> {
@@ -329,7 +337,7 @@ struct SnapshotData {
 #[derive(Clone)]
 pub struct StateMachineStore {
     db: Arc<Database>,
-    /// Snapshots built by this handle, for their ids.
+    /// A count for the ids of the snapshots this handle builds (from the clock at open).
     snapshots: Arc<AtomicU64>,
 }
 
