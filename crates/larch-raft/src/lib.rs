@@ -97,15 +97,13 @@ pub fn open_with(
     let db = Database::open(path.as_ref(), options)
         .map_err(|e| StorageIOError::new(ErrorSubject::Store, ErrorVerb::Read, &e))?;
     let db = Arc::new(db);
-    let mut w = db
-        .begin_write()
-        .map_err(|e| io_write(ErrorSubject::Store, &e))?;
-    for table in [LOG, META, DATA, SM_META] {
-        w.ensure_table(table)
-            .map_err(|e| io_write(ErrorSubject::Store, &e))?;
-    }
-    w.commit_with(Durability::Immediate)
-        .map_err(|e| io_write(ErrorSubject::Store, &e))?;
+    write(&db, ErrorSubject::Store, Durability::Immediate, |w| {
+        for table in [LOG, META, DATA, SM_META] {
+            w.ensure_table(table)
+                .map_err(|e| io_write(ErrorSubject::Store, &e))?;
+        }
+        Ok(())
+    })?;
     Ok((
         LogStore { db: db.clone() },
         StateMachineStore {
@@ -144,7 +142,21 @@ fn decode<T: for<'a> Deserialize<'a>>(subject: ErrorSubject<NodeId>, b: &[u8]) -
     serde_json::from_slice(b).map_err(|e| decode_error(subject, &e))
 }
 
-/// A value of `table` at `key`, decoded, in the newest snapshot.
+/// A value of `table` at `key` in `r`'s snapshot, decoded.
+fn value_in<T: for<'a> Deserialize<'a>>(
+    r: &larchdb::ReadTxn,
+    subject: ErrorSubject<NodeId>,
+    table: &str,
+    key: &[u8],
+) -> StorageResult<Option<T>> {
+    let t = r.table(table).map_err(|e| io_read(subject.clone(), &e))?;
+    match t.get(key).map_err(|e| io_read(subject.clone(), &e))? {
+        Some(b) => Ok(Some(decode(subject, b)?)),
+        None => Ok(None),
+    }
+}
+
+/// `value_in` the newest snapshot.
 fn read_value<T: for<'a> Deserialize<'a>>(
     db: &Database,
     subject: ErrorSubject<NodeId>,
@@ -152,11 +164,38 @@ fn read_value<T: for<'a> Deserialize<'a>>(
     key: &[u8],
 ) -> StorageResult<Option<T>> {
     let r = db.begin_read().map_err(|e| io_read(subject.clone(), &e))?;
-    let t = r.table(table).map_err(|e| io_read(subject.clone(), &e))?;
-    match t.get(key).map_err(|e| io_read(subject.clone(), &e))? {
-        Some(b) => Ok(Some(decode(subject, b)?)),
-        None => Ok(None),
+    value_in(&r, subject, table, key)
+}
+
+/// Writes `f`'s changes in one transaction committed with `durability`, and returns what `f`
+/// returned.
+fn write<R>(
+    db: &Database,
+    subject: ErrorSubject<NodeId>,
+    durability: Durability,
+    f: impl FnOnce(&mut larchdb::WriteTxn) -> StorageResult<R>,
+) -> StorageResult<R> {
+    let mut w = db
+        .begin_write()
+        .map_err(|e| io_write(subject.clone(), &e))?;
+    let out = f(&mut w)?;
+    w.commit_with(durability)
+        .map_err(|e| io_write(subject, &e))?;
+    Ok(out)
+}
+
+/// Sets each (key, value) of `sets` in `table`.
+fn set_all(
+    w: &mut larchdb::WriteTxn,
+    table: &str,
+    sets: &[(&[u8], Vec<u8>)],
+    subject: ErrorSubject<NodeId>,
+) -> StorageResult<()> {
+    let mut t = w.table(table).map_err(|e| io_write(subject.clone(), &e))?;
+    for (k, v) in sets {
+        t.set(k, v).map_err(|e| io_write(subject.clone(), &e))?;
     }
+    Ok(())
 }
 
 /// The log: entries, vote, committed index and the last purged id.
@@ -166,19 +205,30 @@ pub struct LogStore {
 }
 
 impl LogStore {
-    /// Writes `f`'s changes in one transaction committed with `durability`.
+    /// Writes `f`'s changes in one transaction committed with `durability` (`write`).
     fn write(
         &self,
         subject: ErrorSubject<NodeId>,
         durability: Durability,
         f: impl FnOnce(&mut larchdb::WriteTxn) -> StorageResult<()>,
     ) -> StorageResult<()> {
-        let mut w = self
-            .db
-            .begin_write()
-            .map_err(|e| io_write(subject.clone(), &e))?;
-        f(&mut w)?;
-        w.commit_with(durability).map_err(|e| io_write(subject, &e))
+        write(&self.db, subject, durability, f)
+    }
+
+    /// Sets `key` of the meta table to `value`, encoded, committed with `durability`.
+    fn set_meta<T: Serialize>(
+        &self,
+        subject: ErrorSubject<NodeId>,
+        key: &[u8],
+        value: &T,
+        durability: Durability,
+    ) -> StorageResult<()> {
+        let v = encode(subject.clone(), value)?;
+        self.write(subject.clone(), durability, |w| {
+            w.table(META)
+                .and_then(|mut t| t.set(key, &v))
+                .map_err(|e| io_write(subject, &e))
+        })
     }
 
     fn entries<RB: RangeBounds<u64>>(&self, range: RB) -> StorageResult<Vec<Entry<TypeConfig>>> {
@@ -216,14 +266,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .db
             .begin_read()
             .map_err(|e| io_read(ErrorSubject::Logs, &e))?;
-        let meta = r.table(META).map_err(|e| io_read(ErrorSubject::Logs, &e))?;
-        let last_purged: Option<LogId<NodeId>> = match meta
-            .get(LAST_PURGED)
-            .map_err(|e| io_read(ErrorSubject::Logs, &e))?
-        {
-            Some(b) => Some(decode(ErrorSubject::Logs, b)?),
-            None => None,
-        };
+        let last_purged: Option<LogId<NodeId>> =
+            value_in(&r, ErrorSubject::Logs, META, LAST_PURGED)?;
         let t = r.table(LOG).map_err(|e| io_read(ErrorSubject::Logs, &e))?;
         let last = match t.last().map_err(|e| io_read(ErrorSubject::Logs, &e))? {
             Some((_, v)) => Some(decode::<Entry<TypeConfig>>(ErrorSubject::Logs, v)?.log_id),
@@ -240,14 +284,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
-        let v = encode(ErrorSubject::Vote, vote)?;
-        self.write(ErrorSubject::Vote, Durability::Immediate, |w| {
-            let mut t = w
-                .table(META)
-                .map_err(|e| io_write(ErrorSubject::Vote, &e))?;
-            t.set(VOTE, &v)
-                .map_err(|e| io_write(ErrorSubject::Vote, &e))
-        })
+        self.set_meta(ErrorSubject::Vote, VOTE, vote, Durability::Immediate)
     }
 
     async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
@@ -255,15 +292,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
-        let v = encode(ErrorSubject::Store, &committed)?;
         // Raft may lose it: no sync of its own (the next durable commit carries it).
-        self.write(ErrorSubject::Store, Durability::None, |w| {
-            let mut t = w
-                .table(META)
-                .map_err(|e| io_write(ErrorSubject::Store, &e))?;
-            t.set(COMMITTED, &v)
-                .map_err(|e| io_write(ErrorSubject::Store, &e))
-        })
+        self.set_meta(ErrorSubject::Store, COMMITTED, &committed, Durability::None)
     }
 
     async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
@@ -385,22 +415,9 @@ fn entries_of(r: &larchdb::ReadTxn) -> StorageResult<Vec<(String, String)>> {
 
 /// The last applied id and membership in `r`'s snapshot.
 fn applied_in(r: &larchdb::ReadTxn) -> StorageResult<(Option<LogId<NodeId>>, Membership)> {
-    let t = r
-        .table(SM_META)
-        .map_err(|e| io_read(ErrorSubject::StateMachine, &e))?;
-    let get = |key: &[u8]| {
-        t.get(key)
-            .map_err(|e| io_read(ErrorSubject::StateMachine, &e))
-    };
-    let applied = match get(APPLIED)? {
-        Some(b) => decode(ErrorSubject::StateMachine, b)?,
-        None => None,
-    };
-    let membership = match get(MEMBERSHIP)? {
-        Some(b) => decode(ErrorSubject::StateMachine, b)?,
-        None => StoredMembership::default(),
-    };
-    Ok((applied, membership))
+    let applied = value_in(r, ErrorSubject::StateMachine, SM_META, APPLIED)?.flatten();
+    let membership = value_in(r, ErrorSubject::StateMachine, SM_META, MEMBERSHIP)?;
+    Ok((applied, membership.unwrap_or_default()))
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
@@ -437,15 +454,11 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             },
         )?;
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
-        let mut w = self
-            .db
-            .begin_write()
-            .map_err(|e| io_write(subject.clone(), &e))?;
-        w.table(SM_META)
-            .and_then(|mut t| t.set(SNAPSHOT, &stored))
-            .map_err(|e| io_write(subject.clone(), &e))?;
-        w.commit_with(Durability::Immediate)
-            .map_err(|e| io_write(subject, &e))?;
+        write(&self.db, subject.clone(), Durability::Immediate, |w| {
+            w.table(SM_META)
+                .and_then(|mut t| t.set(SNAPSHOT, &stored))
+                .map_err(|e| io_write(subject, &e))
+        })?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -469,55 +482,50 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut w = self
-            .db
-            .begin_write()
-            .map_err(|e| io_write(ErrorSubject::StateMachine, &e))?;
-        let mut replies = Vec::new();
-        let mut last = None;
-        let mut membership = None;
-        for entry in entries {
-            let subject = ErrorSubject::Apply(entry.log_id);
-            last = Some(entry.log_id);
-            let reply = match entry.payload {
-                EntryPayload::Blank => Response::default(),
-                EntryPayload::Normal(Request::Set { key, value }) => {
-                    w.table(DATA)
-                        .and_then(|mut t| t.set(key.as_bytes(), value.as_bytes()))
-                        .map_err(|e| io_write(subject, &e))?;
-                    Response { value: Some(value) }
-                }
-                EntryPayload::Normal(Request::Delete { key }) => {
-                    w.table(DATA)
-                        .and_then(|mut t| t.delete(key.as_bytes()))
-                        .map_err(|e| io_write(subject, &e))?;
-                    Response::default()
-                }
-                EntryPayload::Membership(m) => {
-                    membership = Some(StoredMembership::new(Some(entry.log_id), m));
-                    Response::default()
-                }
-            };
-            replies.push(reply);
-        }
         // The data, the applied id and the membership of the batch in one durable commit.
-        let applied = encode(ErrorSubject::StateMachine, &last)?;
-        let mut t = w
-            .table(SM_META)
-            .map_err(|e| io_write(ErrorSubject::StateMachine, &e))?;
-        if last.is_some() {
-            t.set(APPLIED, &applied)
-                .map_err(|e| io_write(ErrorSubject::StateMachine, &e))?;
-        }
-        if let Some(m) = &membership {
-            let m = encode(ErrorSubject::StateMachine, m)?;
-            t.set(MEMBERSHIP, &m)
-                .map_err(|e| io_write(ErrorSubject::StateMachine, &e))?;
-        }
-        drop(t);
-        w.commit_with(Durability::Immediate)
-            .map_err(|e| io_write(ErrorSubject::StateMachine, &e))?;
-        Ok(replies)
+        write(
+            &self.db,
+            ErrorSubject::StateMachine,
+            Durability::Immediate,
+            |w| {
+                let mut replies = Vec::new();
+                let mut last = None;
+                let mut membership = None;
+                for entry in entries {
+                    let subject = ErrorSubject::Apply(entry.log_id);
+                    last = Some(entry.log_id);
+                    let reply = match entry.payload {
+                        EntryPayload::Blank => Response::default(),
+                        EntryPayload::Normal(Request::Set { key, value }) => {
+                            w.table(DATA)
+                                .and_then(|mut t| t.set(key.as_bytes(), value.as_bytes()))
+                                .map_err(|e| io_write(subject, &e))?;
+                            Response { value: Some(value) }
+                        }
+                        EntryPayload::Normal(Request::Delete { key }) => {
+                            w.table(DATA)
+                                .and_then(|mut t| t.delete(key.as_bytes()))
+                                .map_err(|e| io_write(subject, &e))?;
+                            Response::default()
+                        }
+                        EntryPayload::Membership(m) => {
+                            membership = Some(StoredMembership::new(Some(entry.log_id), m));
+                            Response::default()
+                        }
+                    };
+                    replies.push(reply);
+                }
+                let mut sets = Vec::new();
+                if last.is_some() {
+                    sets.push((APPLIED, encode(ErrorSubject::StateMachine, &last)?));
+                }
+                if let Some(m) = &membership {
+                    sets.push((MEMBERSHIP, encode(ErrorSubject::StateMachine, m)?));
+                }
+                set_all(w, SM_META, &sets, ErrorSubject::StateMachine)?;
+                Ok(replies)
+            },
+        )
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
@@ -546,11 +554,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let applied = encode(subject.clone(), &meta.last_log_id)?;
         let membership = encode(subject.clone(), &meta.last_membership)?;
         // The whole state replaced in one durable commit: the old keys go.
-        let mut w = self
-            .db
-            .begin_write()
-            .map_err(|e| io_write(subject.clone(), &e))?;
-        {
+        write(&self.db, subject.clone(), Durability::Immediate, |w| {
             let mut t = w.table(DATA).map_err(|e| io_write(subject.clone(), &e))?;
             t.delete_range::<[u8], _>(..)
                 .map_err(|e| io_write(subject.clone(), &e))?;
@@ -558,21 +562,14 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 t.set(k.as_bytes(), v.as_bytes())
                     .map_err(|e| io_write(subject.clone(), &e))?;
             }
-        }
-        {
-            let mut t = w
-                .table(SM_META)
-                .map_err(|e| io_write(subject.clone(), &e))?;
-            for (k, v) in [
-                (APPLIED, &applied),
-                (MEMBERSHIP, &membership),
-                (SNAPSHOT, &stored),
-            ] {
-                t.set(k, v).map_err(|e| io_write(subject.clone(), &e))?;
-            }
-        }
-        w.commit_with(Durability::Immediate)
-            .map_err(|e| io_write(subject, &e))
+            drop(t);
+            let sets = [
+                (APPLIED, applied),
+                (MEMBERSHIP, membership),
+                (SNAPSHOT, stored),
+            ];
+            set_all(w, SM_META, &sets, subject)
+        })
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {

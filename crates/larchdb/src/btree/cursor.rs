@@ -138,7 +138,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             // Its first lines only (its header and slots): its mapping's translation and the
             // lines the next crossing reads first. The whole page, 64 prefetches a crossing,
             // filled the line-fill buffers the scan's own reads wait on (YCSB E at 200K
-            // records of 1 KB, three to a leaf: 62-68K scans a second whole, 83-93K by the
+            // records of 1 KB, three to a leaf: 62-69K scans a second whole, 83-93K by the
             // head, 66-82K without).
             self.src.prefetch_head(r.id, SIBLING_LINES);
         }
