@@ -1,0 +1,299 @@
+//! One node: its Raft, its store, and the HTTP API its peers and clients call.
+//!
+//! ```text
+//! POST /raft/append   /raft/vote   /raft/snapshot     Raft's RPCs between the nodes
+//! POST /api/write     {"Set":{"key":..,"value":..}} or {"Delete":{"key":..}}: through the leader
+//! POST /api/read      "key": linearizable (the leader confirms it leads, then reads what it applied)
+//! POST /api/local     "key": this node's copy, no Raft round (may be stale)
+//! GET  /api/dump      this node's whole map, in key order
+//! POST /admin/init    {"1":"127.0.0.1:21001",..}: the first membership (once, on one node)
+//! POST /admin/learner [2,"127.0.0.1:21002"]: adds a learner (waits until it caught up)
+//! POST /admin/members [1,2,3]: makes these the voters
+//! GET  /admin/metrics openraft's metrics of this node
+//! ```
+//!
+//! Every answer is 200 with a JSON `Result` (`{"Ok":..}` or `{"Err":..}`, openraft's own error
+//! types), so that a client tells a redirect to the leader (`ForwardToLeader`) from a failure.
+
+// openraft's `StorageError` (over 200 bytes) is what the stores return.
+#![allow(clippy::result_large_err)]
+
+use crate::network::Network;
+use crate::peer_store::{PeerLogStore, PeerStateMachine};
+use axum::extract::State;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use larch_raft::{NodeId, Request, TypeConfig};
+use openraft::error::{
+    CheckIsLeaderError, ClientWriteError, InitializeError, InstallSnapshotError, RaftError,
+};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
+    InstallSnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, Config, Raft, RaftMetrics, StorageError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which engine holds a node's log and state machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// larch-raft's store on a Larch database.
+    Larch,
+    /// The same schema on RocksDB (larch-bench's adapter, librocksdb).
+    Rocksdb,
+}
+
+impl StoreKind {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "larch" => Ok(StoreKind::Larch),
+            "rocksdb" => Ok(StoreKind::Rocksdb),
+            _ => Err(format!("unknown store {s:?} (larch or rocksdb)")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::Larch => "larch",
+            StoreKind::Rocksdb => "rocksdb",
+        }
+    }
+}
+
+/// How a node reads its copy of the map.
+pub enum Reader {
+    Larch(larch_raft::StateMachineStore),
+    Peer(PeerStateMachine),
+}
+
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+
+impl Reader {
+    pub fn get(&self, key: &str) -> StorageResult<Option<String>> {
+        match self {
+            Reader::Larch(s) => s.get(key),
+            Reader::Peer(s) => s.get(key),
+        }
+    }
+
+    pub fn entries(&self) -> StorageResult<Vec<(String, String)>> {
+        match self {
+            Reader::Larch(s) => s.entries(),
+            Reader::Peer(s) => s.entries(),
+        }
+    }
+}
+
+/// The Raft timing of the service: elections after 1-2 s without a heartbeat (a loaded
+/// 2-core machine stalls a node for hundreds of milliseconds; openraft's 150-300 ms default
+/// would call elections the leader never lost), a heartbeat every 200 ms.
+pub fn raft_config() -> Result<Arc<Config>, String> {
+    let config = Config {
+        cluster_name: "larch-kv".into(),
+        heartbeat_interval: 200,
+        election_timeout_min: 1000,
+        election_timeout_max: 2000,
+        ..Default::default()
+    };
+    config
+        .validate()
+        .map(Arc::new)
+        .map_err(|e| format!("raft config: {e}"))
+}
+
+/// A running node.
+pub struct Node {
+    pub id: NodeId,
+    pub raft: Raft<TypeConfig>,
+    pub reader: Reader,
+    /// A description of the store (engine and configuration), for the log.
+    pub store: String,
+}
+
+/// Opens the store at `dir` and starts the node's Raft (not yet serving).
+pub async fn start(id: NodeId, dir: &Path, kind: StoreKind) -> Result<Node, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let config = raft_config()?;
+    let network = Network::new();
+    match kind {
+        StoreKind::Larch => {
+            let path = dir.join("node.larch");
+            let (log, sm) =
+                larch_raft::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let raft = Raft::new(id, config, network, log, sm.clone())
+                .await
+                .map_err(|e| format!("raft: {e}"))?;
+            Ok(Node {
+                id,
+                raft,
+                reader: Reader::Larch(sm),
+                store: format!(
+                    "larch {} (larch-raft, {})",
+                    env!("CARGO_PKG_VERSION"),
+                    path.display()
+                ),
+            })
+        }
+        StoreKind::Rocksdb => {
+            let (engine, described) = open_peer("rocksdb", &dir.join("rocksdb"))?;
+            let (log, sm): (PeerLogStore, PeerStateMachine) =
+                crate::peer_store::open(engine).map_err(|e| format!("store: {e}"))?;
+            let raft = Raft::new(id, config, network, log, sm.clone())
+                .await
+                .map_err(|e| format!("raft: {e}"))?;
+            Ok(Node {
+                id,
+                raft,
+                reader: Reader::Peer(sm),
+                store: described,
+            })
+        }
+    }
+}
+
+/// Opens a larch-bench engine at `dir` for a node: its durable-write configuration (WAL on,
+/// synced batches), a 64 MiB cache.
+fn open_peer(
+    name: &str,
+    dir: &Path,
+) -> Result<(Arc<dyn larch_bench::engines::Engine>, String), String> {
+    let spec = larch_bench::engines::find(name).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let opened = (spec.open)(&larch_bench::engines::OpenOptions {
+        dir: PathBuf::from(dir),
+        cache_bytes: 64 << 20,
+        sync: true,
+        num: 1_000_000,
+        key_size: 16,
+        value_size: 100,
+        threads_max: 4,
+        memory_limit: None,
+        bloom_bits: 10,
+        background_nice: 0,
+        checkpoint_slices: 0,
+    })
+    .map_err(|e| format!("{name}: {e}"))?;
+    let described = format!(
+        "{name} {} ({})",
+        opened.version,
+        larch_bench::engines::describe(&opened.config)
+    );
+    Ok((Arc::from(opened.engine), described))
+}
+
+/// Serves `node` on `listener` until `shutdown` resolves, then stops its Raft.
+pub async fn serve(
+    node: Node,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let node = Arc::new(node);
+    let app = Router::new()
+        .route("/raft/append", post(append))
+        .route("/raft/vote", post(vote))
+        .route("/raft/snapshot", post(snapshot))
+        .route("/api/write", post(write))
+        .route("/api/read", post(read))
+        .route("/api/local", post(local))
+        .route("/api/dump", get(dump))
+        .route("/admin/init", post(init))
+        .route("/admin/learner", post(add_learner))
+        .route("/admin/members", post(change_members))
+        .route("/admin/metrics", get(metrics))
+        .with_state(node.clone());
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| format!("http: {e}"));
+    let stopped = tokio::time::timeout(Duration::from_secs(5), node.raft.shutdown()).await;
+    served?;
+    match stopped {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("raft shutdown: {e}")),
+        Err(_) => Err("raft shutdown: timed out".into()),
+    }
+}
+
+type Shared = State<Arc<Node>>;
+
+async fn append(
+    State(n): Shared,
+    Json(rpc): Json<AppendEntriesRequest<TypeConfig>>,
+) -> Json<Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>> {
+    Json(n.raft.append_entries(rpc).await)
+}
+
+async fn vote(
+    State(n): Shared,
+    Json(rpc): Json<VoteRequest<NodeId>>,
+) -> Json<Result<VoteResponse<NodeId>, RaftError<NodeId>>> {
+    Json(n.raft.vote(rpc).await)
+}
+
+async fn snapshot(
+    State(n): Shared,
+    Json(rpc): Json<InstallSnapshotRequest<TypeConfig>>,
+) -> Json<Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>> {
+    Json(n.raft.install_snapshot(rpc).await)
+}
+
+/// What a client write answers.
+pub type WriteResult =
+    Result<ClientWriteResponse<TypeConfig>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>;
+/// What a linearizable read answers.
+pub type ReadResult =
+    Result<Option<String>, RaftError<NodeId, CheckIsLeaderError<NodeId, BasicNode>>>;
+
+async fn write(State(n): Shared, Json(req): Json<Request>) -> Json<WriteResult> {
+    Json(n.raft.client_write(req).await)
+}
+
+async fn read(State(n): Shared, Json(key): Json<String>) -> Json<ReadResult> {
+    // The leader confirms with a quorum that it still leads and waits until it applied that
+    // point; what it then reads is linearizable.
+    let answer = match n.raft.ensure_linearizable().await {
+        Ok(_) => n
+            .reader
+            .get(&key)
+            .map_err(|e| RaftError::Fatal(openraft::error::Fatal::StorageError(e))),
+        Err(e) => Err(e),
+    };
+    Json(answer)
+}
+
+async fn local(State(n): Shared, Json(key): Json<String>) -> Json<Result<Option<String>, String>> {
+    Json(n.reader.get(&key).map_err(|e| e.to_string()))
+}
+
+async fn dump(State(n): Shared) -> Json<Result<Vec<(String, String)>, String>> {
+    Json(n.reader.entries().map_err(|e| e.to_string()))
+}
+
+async fn init(
+    State(n): Shared,
+    Json(members): Json<BTreeMap<NodeId, String>>,
+) -> Json<Result<(), RaftError<NodeId, InitializeError<NodeId, BasicNode>>>> {
+    let nodes: BTreeMap<NodeId, BasicNode> = members
+        .into_iter()
+        .map(|(id, addr)| (id, BasicNode { addr }))
+        .collect();
+    Json(n.raft.initialize(nodes).await)
+}
+
+async fn add_learner(
+    State(n): Shared,
+    Json((id, addr)): Json<(NodeId, String)>,
+) -> Json<WriteResult> {
+    Json(n.raft.add_learner(id, BasicNode { addr }, true).await)
+}
+
+async fn change_members(State(n): Shared, Json(ids): Json<BTreeSet<NodeId>>) -> Json<WriteResult> {
+    Json(n.raft.change_membership(ids, false).await)
+}
+
+async fn metrics(State(n): Shared) -> Json<Result<RaftMetrics<NodeId, BasicNode>, String>> {
+    Json(Ok(n.raft.metrics().borrow().clone()))
+}
