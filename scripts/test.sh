@@ -36,6 +36,12 @@ for example in quickstart readers typed; do
   cargo run --release --quiet -p larchdb --features serde --example "$example"
 done
 
+# The README's replicated cluster: three node processes formed into one, a write and a
+# linearizable read through it, then stopped (its fault test ran with the workspace's tests).
+cluster_dir=$(mktemp -d)
+cargo run --release --quiet -p larch-kv -- cluster --dir="$cluster_dir" --port=0 --run-for=1
+rm -rf "$cluster_dir"
+
 # Smoke comparison: tiny, so that it checks that every adapter works, not how fast it is.
 cargo build --release -p larch-bench
 smoke_dir=$(mktemp -d)

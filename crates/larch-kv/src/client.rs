@@ -122,7 +122,8 @@ impl Client {
                         }
                     }
                 },
-                Err(e) => {
+                Err(Failure::Refused(e)) => return Err(ClientError::Rejected(e)),
+                Err(Failure::Transport(e)) => {
                     last = format!("{addr}: {e}");
                     self.move_on(None, &mut next);
                 }
@@ -151,16 +152,30 @@ impl Client {
         addr: &str,
         path: &str,
         body: &B,
-    ) -> Result<A, reqwest::Error> {
-        self.http
+    ) -> Result<A, Failure> {
+        let resp = self
+            .http
             .post(format!("http://{addr}{path}"))
             .timeout(Duration::from_secs(5))
             .json(body)
             .send()
-            .await?
-            .json()
             .await
+            .map_err(Failure::Transport)?;
+        let status = resp.status();
+        if status.is_client_error() {
+            let why = resp.text().await.unwrap_or_default();
+            return Err(Failure::Refused(format!("{status}: {why}")));
+        }
+        resp.json().await.map_err(Failure::Transport)
     }
+}
+
+/// Why one request got no answer to judge.
+enum Failure {
+    /// The node refused the request itself (4xx): another node would too.
+    Refused(String),
+    /// No answer (the node is down, restarting, or slow): another node may answer.
+    Transport(reqwest::Error),
 }
 
 fn redirect<T>(f: ForwardToLeader<NodeId, BasicNode>) -> Attempt<T> {

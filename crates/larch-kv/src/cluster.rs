@@ -222,16 +222,35 @@ impl LocalCluster {
         > = self.post(first, "/admin/init", &me).await?;
         init.map_err(|e| format!("initialize: {e}"))?;
         self.wait_leader(Duration::from_secs(30)).await?;
-        for (id, m) in self.members.iter().skip(1) {
-            let added: WriteResult = self
-                .post(first, "/admin/learner", &(*id, m.addr.clone()))
-                .await?;
-            added.map_err(|e| format!("add learner {id}: {e}"))?;
+        for id in self.members.keys().skip(1) {
+            self.add_learner(*id).await?;
         }
-        let ids: BTreeSet<NodeId> = self.members.keys().copied().collect();
-        let changed: WriteResult = self.post(first, "/admin/members", &ids).await?;
-        changed.map_err(|e| format!("change membership: {e}"))?;
-        Ok(())
+        self.change_members(self.members.keys().copied().collect())
+            .await
+    }
+
+    /// Adds node `id` as a learner, through the leader; returns once it caught up.
+    pub async fn add_learner(&self, id: NodeId) -> Result<(), String> {
+        let leader = self.wait_leader(Duration::from_secs(30)).await?;
+        let addr = self
+            .members
+            .get(&id)
+            .ok_or(format!("no node {id}"))?
+            .addr
+            .clone();
+        let added: WriteResult = self.post(leader, "/admin/learner", &(id, addr)).await?;
+        added
+            .map(|_| ())
+            .map_err(|e| format!("add learner {id}: {e}"))
+    }
+
+    /// Makes `ids` the voters, through the leader (nodes left out are removed).
+    pub async fn change_members(&self, ids: BTreeSet<NodeId>) -> Result<(), String> {
+        let leader = self.wait_leader(Duration::from_secs(30)).await?;
+        let changed: WriteResult = self.post(leader, "/admin/members", &ids).await?;
+        changed
+            .map(|_| ())
+            .map_err(|e| format!("change membership to {ids:?}: {e}"))
     }
 
     /// The leader as the running nodes report it, once one is known to a node that runs.

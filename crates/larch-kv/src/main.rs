@@ -18,7 +18,8 @@ use std::time::Duration;
 
 const USAGE: &str = "usage:
   larch-kv cluster [--dir=DIR] [--nodes=3] [--port=21001] [--store=larch|rocksdb] [--run-for=SECONDS]
-      starts a local cluster on 127.0.0.1 (one process per node, node i on port PORT+i-1),
+      starts a local cluster on 127.0.0.1 (one process per node, node i on port PORT+i-1;
+      0: free ports, which a later start on the same DIR cannot reuse),
       forms it (unless DIR holds one already), writes and reads one key through it, prints how
       to reach it, and runs until Ctrl-C (or SECONDS)
   larch-kv bench [--dir=DIR] [--store=larch,rocksdb] [--clients=1,16,64] [--duration=10]
@@ -178,7 +179,7 @@ fn run_cluster(mut flags: Flags) -> Result<(), String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
     runtime()?.block_on(async move {
-        let mut cluster = LocalCluster::start(&exe, &dir, store, nodes, Some(port)).await?;
+        let mut cluster = LocalCluster::start(&exe, &dir, store, nodes, Some(port).filter(|&p| p != 0)).await?;
         cluster.form().await?;
         let leader = cluster.wait_leader(Duration::from_secs(30)).await?;
         let addrs = cluster.addrs();

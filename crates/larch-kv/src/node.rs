@@ -12,15 +12,19 @@
 //! GET  /admin/metrics openraft's metrics of this node
 //! ```
 //!
-//! Every answer is 200 with a JSON `Result` (`{"Ok":..}` or `{"Err":..}`, openraft's own error
-//! types), so that a client tells a redirect to the leader (`ForwardToLeader`) from a failure.
+//! Every answer the node's Raft gives is 200 with a JSON `Result` (`{"Ok":..}` or `{"Err":..}`,
+//! openraft's own error types), so that a client tells a redirect to the leader
+//! (`ForwardToLeader`) from a failure. A request the service refuses before Raft sees it is a
+//! 4xx with a sentence: a key over `KEY_BYTES_MAX` (400), a body over `BODY_BYTES_MAX` (413),
+//! a body that is not the JSON asked for (400, 415 or 422, axum's).
 
 // openraft's `StorageError` (over 200 bytes) is what the stores return.
 #![allow(clippy::result_large_err)]
 
 use crate::network::Network;
 use crate::peer_store::{PeerLogStore, PeerStateMachine};
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use larch_raft::{NodeId, Request, TypeConfig};
@@ -191,10 +195,12 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let node = Arc::new(node);
-    let app = Router::new()
+    let raft = Router::new()
         .route("/raft/append", post(append))
         .route("/raft/vote", post(vote))
         .route("/raft/snapshot", post(snapshot))
+        .layer(DefaultBodyLimit::max(RAFT_BODY_BYTES_MAX));
+    let app = Router::new()
         .route("/api/write", post(write))
         .route("/api/read", post(read))
         .route("/api/local", post(local))
@@ -203,6 +209,8 @@ pub async fn serve(
         .route("/admin/learner", post(add_learner))
         .route("/admin/members", post(change_members))
         .route("/admin/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(BODY_BYTES_MAX))
+        .merge(raft)
         .with_state(node.clone());
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -247,11 +255,40 @@ pub type WriteResult =
 pub type ReadResult =
     Result<Option<String>, RaftError<NodeId, CheckIsLeaderError<NodeId, BasicNode>>>;
 
-async fn write(State(n): Shared, Json(req): Json<Request>) -> Json<WriteResult> {
-    Json(n.raft.client_write(req).await)
+/// The longest key a client may write: Larch's at its default page size (1000 bytes). A
+/// write the state machine could not apply would stop every node at that entry, so the
+/// service refuses it before it enters the log.
+pub const KEY_BYTES_MAX: usize =
+    larchdb::limits::key_bytes_max(larchdb::limits::PAGE_BYTES_DEFAULT);
+/// The largest request a client may send (so the largest value, less the JSON around it):
+/// every write is a log entry, replicated whole to every node.
+pub const BODY_BYTES_MAX: usize = 2 << 20;
+/// The largest Raft RPC a node accepts: a batch of entries (openraft sends up to 300) or a
+/// snapshot chunk (3 MiB of data, as JSON numbers). The peers are the cluster's own nodes.
+pub const RAFT_BODY_BYTES_MAX: usize = 1 << 30;
+
+/// A request the service refuses, as 400 and a sentence.
+type Refused = (StatusCode, String);
+
+fn check_key(key: &str) -> Result<(), Refused> {
+    if key.len() > KEY_BYTES_MAX {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            format!("key of {} bytes: the most is {KEY_BYTES_MAX}", key.len()),
+        ));
+    }
+    Ok(())
 }
 
-async fn read(State(n): Shared, Json(key): Json<String>) -> Json<ReadResult> {
+async fn write(State(n): Shared, Json(req): Json<Request>) -> Result<Json<WriteResult>, Refused> {
+    match &req {
+        Request::Set { key, .. } | Request::Delete { key } => check_key(key)?,
+    }
+    Ok(Json(n.raft.client_write(req).await))
+}
+
+async fn read(State(n): Shared, Json(key): Json<String>) -> Result<Json<ReadResult>, Refused> {
+    check_key(&key)?;
     // The leader confirms with a quorum that it still leads and waits until it applied that
     // point; what it then reads is linearizable.
     let answer = match n.raft.ensure_linearizable().await {
@@ -261,11 +298,15 @@ async fn read(State(n): Shared, Json(key): Json<String>) -> Json<ReadResult> {
             .map_err(|e| RaftError::Fatal(openraft::error::Fatal::StorageError(e))),
         Err(e) => Err(e),
     };
-    Json(answer)
+    Ok(Json(answer))
 }
 
-async fn local(State(n): Shared, Json(key): Json<String>) -> Json<Result<Option<String>, String>> {
-    Json(n.reader.get(&key).map_err(|e| e.to_string()))
+async fn local(
+    State(n): Shared,
+    Json(key): Json<String>,
+) -> Result<Json<Result<Option<String>, String>>, Refused> {
+    check_key(&key)?;
+    Ok(Json(n.reader.get(&key).map_err(|e| e.to_string())))
 }
 
 async fn dump(State(n): Shared) -> Json<Result<Vec<(String, String)>, String>> {

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Every write Raft must find after a crash is one batch committed with `sync` (the engine's
-//! WAL sync); the committed index is written without. The snapshot reads `c`.. to the end in
+//! WAL sync); the committed index and the applied batches are written without (larch-raft's
+//! reasons hold: RocksDB's WAL is written in order, so a synced batch carries those before it). The snapshot reads `c`.. to the end in
 //! one scan, which the adapters serve from one iterator (one read transaction): the data and
 //! the applied id of the same state. Range deletes (truncate, purge, install) are a scan of the
 //! keys and their deletes in the same batch as the rest of the change.
@@ -509,7 +510,9 @@ impl RaftStateMachine<TypeConfig> for PeerStateMachine {
         if let Some(m) = &membership {
             ops.push(Op::Put(MEMBERSHIP, m));
         }
-        self.shared.write(subject, &ops, true)?;
+        // Not synced, as in larch-raft: the WAL is one file written in order, so the next
+        // synced batch carries this one, and openraft applies again what a crash took.
+        self.shared.write(subject, &ops, false)?;
         Ok(replies)
     }
 

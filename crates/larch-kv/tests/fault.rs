@@ -1,6 +1,7 @@
 //! Fault test on loopback: a 3-node cluster of `larch-kv node` processes under a write load;
-//! SIGKILL a follower and then the leader, start them again on their directories; no
-//! acknowledged write is lost and every node ends with the same map. Then the whole cluster is
+//! SIGKILL a follower (long enough that it must catch up from a snapshot) and then the leader,
+//! start them again on their directories; no acknowledged write is lost and every node ends
+//! with the same map. Then the whole cluster is
 //! killed at once and started again: every node recovers its map from its Larch file and log.
 
 use larch_kv::cluster::LocalCluster;
@@ -125,14 +126,38 @@ fn killed_nodes_lose_no_acknowledged_write_and_converge() {
         };
         wait_acks(200, "at the start").await;
 
-        // A follower killed: the other two go on; started again, it catches up.
+        // A follower killed: the other two go on, until the leader has built a snapshot and
+        // purged its log past the follower's last entry; started again, the follower can only
+        // catch up from a snapshot (sent in chunks, installed in one commit), then the log.
         let leader = cluster
             .wait_leader(Duration::from_secs(30))
             .await
             .expect("a leader");
         let follower = (1..=3).find(|&id| id != leader).expect("a follower");
+        let behind = cluster
+            .metrics(follower)
+            .await
+            .expect("the follower's metrics")
+            .last_log_index
+            .unwrap_or(0);
         cluster.kill(follower).expect("kill the follower");
-        wait_acks(200, "without a follower").await;
+        let start = Instant::now();
+        loop {
+            let purged = cluster
+                .metrics(leader)
+                .await
+                .expect("the leader's metrics")
+                .purged
+                .map_or(0, |p| p.index);
+            if purged > behind {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(180),
+                "the leader did not purge past {behind} (at {purged})"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         cluster.restart(follower).await.expect("the follower again");
         wait_acks(200, "after the follower came back").await;
 
@@ -165,6 +190,15 @@ fn killed_nodes_lose_no_acknowledged_write_and_converge() {
         let before = converged(&cluster, &acked, Duration::from_secs(60))
             .await
             .expect("the nodes converge with every acknowledged write");
+        let installed = cluster
+            .metrics(follower)
+            .await
+            .expect("the follower's metrics")
+            .snapshot;
+        assert!(
+            installed.is_some_and(|s| s.index > behind),
+            "the follower holds no snapshot past its old log ({installed:?})"
+        );
 
         // The whole cluster killed at once and started again: each node finds its map in its
         // file and log (the applied state is durable), and they agree again.

@@ -10,10 +10,12 @@
 //! ```
 //!
 //! Durability: every write Raft must find after a crash (the vote, appended entries, a
-//! truncation or a purge, an applied batch, a snapshot) is one write transaction committed
+//! truncation or a purge, a snapshot) is one write transaction committed
 //! `Durability::Immediate` (Larch's log append and group commit) before the call returns or,
-//! for `append`, before its callback is called. The committed index is saved without a sync
-//! (openraft allows it to be lost). Reads are read transactions: the log reader and the
+//! for `append`, before its callback is called. The committed index and the applied batches
+//! are committed without a sync of their own: openraft allows the committed index to be lost,
+//! applies again the committed entries a crash took from the state machine, and Larch's
+//! commits become durable in order, so whatever durable commit follows carries them. Reads are read transactions: the log reader and the
 //! snapshot builder see a consistent snapshot while appends, truncations and applies go on.
 //!
 //! The Larch calls are synchronous and short; they run on the calling task, as openraft's own
@@ -482,11 +484,15 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        // The data, the applied id and the membership of the batch in one durable commit.
+        // The data, the applied id and the membership of the batch in one commit, without a
+        // sync of its own: the entries are already durable in the log (committed), openraft
+        // applies again what a crash took (from the applied id to the committed one), and
+        // Larch's commits become durable in order, so the next durable commit (the snapshot
+        // built from this state, the purge after it, the next append) carries this one.
         write(
             &self.db,
             ErrorSubject::StateMachine,
-            Durability::Immediate,
+            Durability::None,
             |w| {
                 let mut replies = Vec::new();
                 let mut last = None;
