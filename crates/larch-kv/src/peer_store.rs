@@ -6,7 +6,8 @@
 //! key space, a prefix byte per table,
 //!
 //! ```text
-//!   a<name>     the log's meta: vote, committed, last purged id, and the current snapshot
+//!   a<name>     the log's meta: vote, committed, last purged id; the current snapshot's
+//!               data and meta (adjacent keys)
 //!   b<index>    log entries (u64, big-endian) -> entry (JSON)
 //!   c           a marker, always present: the reverse scan from it finds the last entry
 //!   c<name>     the state machine's meta: applied id, membership
@@ -44,7 +45,8 @@ type State = (Option<LogId<NodeId>>, Membership, Vec<(String, String)>);
 const VOTE: &[u8] = b"avote";
 const COMMITTED: &[u8] = b"acommitted";
 const LAST_PURGED: &[u8] = b"alast_purged";
-const SNAPSHOT: &[u8] = b"asnapshot";
+const SNAPSHOT_DATA: &[u8] = b"asnapshot_data";
+const SNAPSHOT_META: &[u8] = b"asnapshot_meta";
 const LOG: u8 = b'b';
 const MARKER: &[u8] = b"c";
 const APPLIED: &[u8] = b"capplied";
@@ -342,12 +344,6 @@ impl RaftLogStorage<TypeConfig> for PeerLogStore {
     }
 }
 
-#[derive(Serialize, Deserialize)]
-struct StoredSnapshot {
-    meta: SnapshotMeta<NodeId, openraft::BasicNode>,
-    data: Vec<u8>,
-}
-
 /// Every key and value, in key order (larch-raft's snapshot format).
 #[derive(Serialize, Deserialize)]
 struct SnapshotData {
@@ -443,15 +439,15 @@ impl RaftSnapshotBuilder<TypeConfig> for PeerStateMachine {
             snapshot_id,
         };
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
-        let stored = encode(
-            subject.clone(),
-            &StoredSnapshot {
-                meta: meta.clone(),
-                data: data.clone(),
-            },
+        let stored = encode(subject.clone(), &meta)?;
+        self.shared.write(
+            subject,
+            &[
+                Op::Put(SNAPSHOT_META, &stored),
+                Op::Put(SNAPSHOT_DATA, &data),
+            ],
+            true,
         )?;
-        self.shared
-            .write(subject, &[Op::Put(SNAPSHOT, &stored)], true)?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
@@ -532,13 +528,7 @@ impl RaftStateMachine<TypeConfig> for PeerStateMachine {
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
         let bytes = snapshot.into_inner();
         let data: SnapshotData = decode(subject.clone(), &bytes)?;
-        let stored = encode(
-            subject.clone(),
-            &StoredSnapshot {
-                meta: meta.clone(),
-                data: bytes,
-            },
-        )?;
+        let stored = encode(subject.clone(), meta)?;
         let applied = encode(subject.clone(), &meta.last_log_id)?;
         let membership = encode(subject.clone(), &meta.last_membership)?;
         let old = self
@@ -555,17 +545,37 @@ impl RaftStateMachine<TypeConfig> for PeerStateMachine {
         ops.extend([
             Op::Put(APPLIED, &applied),
             Op::Put(MEMBERSHIP, &membership),
-            Op::Put(SNAPSHOT, &stored),
+            Op::Put(SNAPSHOT_META, &stored),
+            Op::Put(SNAPSHOT_DATA, &bytes),
         ]);
         self.shared.write(subject, &ops, true)
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        let stored: Option<StoredSnapshot> =
-            self.shared.get(ErrorSubject::Snapshot(None), SNAPSHOT)?;
-        Ok(stored.map(|s| Snapshot {
-            meta: s.meta,
-            snapshot: Box::new(Cursor::new(s.data)),
-        }))
+        // The data and the meta (adjacent keys) from one scan: one iterator, one state.
+        let subject = ErrorSubject::Snapshot(None);
+        let (mut meta, mut data) = (None, None);
+        let mut s = self.shared.session(&subject)?;
+        s.scan(Some(SNAPSHOT_DATA), false, 2, &mut |k, v| {
+            if k == SNAPSHOT_DATA {
+                data = Some(v.to_vec());
+            } else if k == SNAPSHOT_META {
+                meta = Some(v.to_vec());
+            }
+        })
+        .map_err(|e| io(subject.clone(), ErrorVerb::Read, &e))?;
+        match (meta, data) {
+            (Some(meta), Some(data)) => Ok(Some(Snapshot {
+                meta: decode(subject, &meta)?,
+                snapshot: Box::new(Cursor::new(data)),
+            })),
+            (None, None) => Ok(None),
+            _ => Err(StorageIOError::new(
+                subject,
+                ErrorVerb::Read,
+                AnyError::error("a snapshot's meta without its data, or the reverse"),
+            )
+            .into()),
+        }
     }
 }

@@ -6,7 +6,8 @@
 //!   raft_meta   "vote" -> Vote, "committed" -> LogId, "last_purged" -> LogId (JSON)
 //!   sm_data     application key -> value (the state machine's data)
 //!   sm_meta     "applied" -> LogId, "membership" -> StoredMembership,
-//!               "snapshot" -> the current snapshot (its meta and its data)
+//!               "snapshot_meta" -> the current snapshot's SnapshotMeta (JSON),
+//!               "snapshot_data" -> its data (the map as JSON, as sent to a follower)
 //! ```
 //!
 //! Durability: every write Raft must find after a crash (the vote, appended entries, a
@@ -78,7 +79,8 @@ const COMMITTED: &[u8] = b"committed";
 const LAST_PURGED: &[u8] = b"last_purged";
 const APPLIED: &[u8] = b"applied";
 const MEMBERSHIP: &[u8] = b"membership";
-const SNAPSHOT: &[u8] = b"snapshot";
+const SNAPSHOT_META: &[u8] = b"snapshot_meta";
+const SNAPSHOT_DATA: &[u8] = b"snapshot_data";
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
 /// A node's membership as the state machine stores it.
@@ -351,13 +353,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 }
 
-/// A snapshot as stored: its meta and the state machine's data it holds.
-#[derive(Serialize, Deserialize)]
-struct StoredSnapshot {
-    meta: SnapshotMeta<NodeId, openraft::BasicNode>,
-    data: Vec<u8>,
-}
-
 /// The state machine's data in a snapshot: every key and value, in key order.
 #[derive(Serialize, Deserialize)]
 struct SnapshotData {
@@ -448,18 +443,11 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             last_membership: membership,
             snapshot_id,
         };
-        let stored = encode(
-            ErrorSubject::Snapshot(Some(meta.signature())),
-            &StoredSnapshot {
-                meta: meta.clone(),
-                data: data.clone(),
-            },
-        )?;
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
+        let stored = encode(subject.clone(), &meta)?;
         write(&self.db, subject.clone(), Durability::Immediate, |w| {
-            w.table(SM_META)
-                .and_then(|mut t| t.set(SNAPSHOT, &stored))
-                .map_err(|e| io_write(subject, &e))
+            let sets = [(SNAPSHOT_META, stored), (SNAPSHOT_DATA, data.clone())];
+            set_all(w, SM_META, &sets, subject)
         })?;
         Ok(Snapshot {
             meta,
@@ -550,13 +538,7 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
         let bytes = snapshot.into_inner();
         let data: SnapshotData = decode(subject.clone(), &bytes)?;
-        let stored = encode(
-            subject.clone(),
-            &StoredSnapshot {
-                meta: meta.clone(),
-                data: bytes,
-            },
-        )?;
+        let stored = encode(subject.clone(), meta)?;
         let applied = encode(subject.clone(), &meta.last_log_id)?;
         let membership = encode(subject.clone(), &meta.last_membership)?;
         // The whole state replaced in one durable commit: the old keys go.
@@ -572,18 +554,37 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
             let sets = [
                 (APPLIED, applied),
                 (MEMBERSHIP, membership),
-                (SNAPSHOT, stored),
+                (SNAPSHOT_META, stored),
+                (SNAPSHOT_DATA, bytes),
             ];
             set_all(w, SM_META, &sets, subject)
         })
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
-        let stored: Option<StoredSnapshot> =
-            read_value(&self.db, ErrorSubject::Snapshot(None), SM_META, SNAPSHOT)?;
-        Ok(stored.map(|s| Snapshot {
-            meta: s.meta,
-            snapshot: Box::new(Cursor::new(s.data)),
+        // The meta and the data from one snapshot of the database.
+        let subject = ErrorSubject::Snapshot(None);
+        let r = self
+            .db
+            .begin_read()
+            .map_err(|e| io_read(subject.clone(), &e))?;
+        let Some(meta) = value_in(&r, subject.clone(), SM_META, SNAPSHOT_META)? else {
+            return Ok(None);
+        };
+        let t = r.table(SM_META).map_err(|e| io_read(subject.clone(), &e))?;
+        let data = t
+            .get(SNAPSHOT_DATA)
+            .map_err(|e| io_read(subject.clone(), &e))?
+            .ok_or_else(|| {
+                StorageIOError::new(
+                    subject,
+                    ErrorVerb::Read,
+                    AnyError::error("a snapshot's meta without its data"),
+                )
+            })?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data.to_vec())),
         }))
     }
 }
