@@ -120,6 +120,7 @@ pub struct Node {
 /// Opens the store at `dir` and starts the node's Raft (not yet serving).
 pub async fn start(id: NodeId, dir: &Path, kind: StoreKind) -> Result<Node, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    claim(id, dir, kind)?;
     let config = raft_config()?;
     let network = Network::new();
     match kind {
@@ -155,6 +156,43 @@ pub async fn start(id: NodeId, dir: &Path, kind: StoreKind) -> Result<Node, Stri
                 store: described,
             })
         }
+    }
+}
+
+/// Refuses a directory that holds another node's state, or this node's in the other store: a
+/// node that started empty under an id that voted and acknowledged entries before could undo
+/// them. The first start writes `node-id` (the id and the store) into the directory.
+fn claim(id: NodeId, dir: &Path, kind: StoreKind) -> Result<(), String> {
+    let path = dir.join("node-id");
+    let mine = format!("{id} {}\n", kind.name());
+    match std::fs::read_to_string(&path) {
+        Ok(found) if found == mine => Ok(()),
+        Ok(found) => Err(format!(
+            "{} holds node {:?}; this is node {id} with the {} store",
+            dir.display(),
+            found.trim(),
+            kind.name()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if dir.join("node.larch").exists() || dir.join("rocksdb").exists() {
+                return Err(format!(
+                    "{} holds a store but no node-id: not starting node {id} on it",
+                    dir.display()
+                ));
+            }
+            // Written and synced before the store exists: a crash between leaves an id and no
+            // store, which the next start accepts.
+            let tmp = dir.join("node-id.tmp");
+            let write = || -> std::io::Result<()> {
+                let mut f = std::fs::File::create(&tmp)?;
+                std::io::Write::write_all(&mut f, mine.as_bytes())?;
+                f.sync_all()?;
+                std::fs::rename(&tmp, &path)?;
+                std::fs::File::open(dir)?.sync_all()
+            };
+            write().map_err(|e| format!("{}: {e}", path.display()))
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
 

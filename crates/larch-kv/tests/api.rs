@@ -141,3 +141,39 @@ fn the_api_on_a_three_node_cluster() {
         assert_eq!(voters, vec![1, 2, 3]);
     });
 }
+
+/// A node refuses a directory that holds another node, or this node in the other store.
+#[test]
+fn a_node_refuses_another_nodes_directory() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let exe = env!("CARGO_BIN_EXE_larch-kv");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let mut cluster = LocalCluster::start(exe.as_ref(), dir.path(), StoreKind::Larch, 1, None)
+            .await
+            .expect("one node");
+        cluster.stop();
+    });
+    let node1 = dir.path().join("node1");
+    for (id, store, expected) in [
+        ("2", "larch", "holds node \"1 larch\"; this is node 2"),
+        (
+            "1",
+            "rocksdb",
+            "holds node \"1 larch\"; this is node 1 with the rocksdb store",
+        ),
+    ] {
+        let out = std::process::Command::new(exe)
+            .args(["node", &format!("--id={id}"), "--addr=127.0.0.1:0"])
+            .arg(format!("--dir={}", node1.display()))
+            .arg(format!("--store={store}"))
+            .output()
+            .expect("the binary runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "node {id} ({store}) started");
+        assert!(err.contains(expected), "{err}");
+    }
+}
