@@ -152,7 +152,8 @@ impl Shared {
             let (mut seen, mut done, mut last) = (0u64, false, None);
             s.scan(Some(&from), false, SCAN_CHUNK, &mut |k, v| {
                 seen += 1;
-                if done || (skip_first && seen == 1) {
+                // The previous chunk's last key, visited again (if it is still there).
+                if done || (skip_first && seen == 1 && k == from.as_slice()) {
                     return;
                 }
                 if !keep(k) {
