@@ -37,9 +37,10 @@ for example in quickstart readers typed; do
 done
 
 # The README's replicated cluster: three node processes formed into one, a write and a
-# linearizable read through it, then stopped (its fault test ran with the workspace's tests).
+# linearizable read through it, then stopped (its fault test ran with the workspace's tests;
+# the debug build those tests made, rather than a release build of its own).
 cluster_dir=$(mktemp -d)
-cargo run --release --quiet -p larch-kv -- cluster --dir="$cluster_dir" --port=0 --run-for=1
+cargo run --quiet -p larch-kv -- cluster --dir="$cluster_dir" --port=0 --run-for=1
 rm -rf "$cluster_dir"
 
 # Smoke comparison: tiny, so that it checks that every adapter works, not how fast it is.
