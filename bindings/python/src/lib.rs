@@ -20,11 +20,11 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBytes, PyDict, PyMemoryView, PyModule, PyString, PyTuple, PyType};
+use pyo3::types::{PyBytes, PyDict, PyList, PyMemoryView, PyModule, PyString, PyTuple, PyType};
 use std::borrow::Cow;
 use std::ops::Bound as Edge;
 use std::os::raw::c_int;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, TryLockError, Weak};
 use std::thread::ThreadId;
@@ -68,9 +68,20 @@ fn engine_error(py: Python<'_>, e: larchdb::Error) -> PyErr {
     let message = e.to_string();
     let class = match &e {
         E::Io { source, path, .. } => {
-            let errno = source.raw_os_error().unwrap_or(EIO);
+            let errno = source.raw_os_error().unwrap_or(match source.kind() {
+                std::io::ErrorKind::AlreadyExists => EEXIST,
+                std::io::ErrorKind::NotFound => ENOENT,
+                std::io::ErrorKind::PermissionDenied => EACCES,
+                _ => EIO,
+            });
             let path = path.as_ref().map(|p| p.display().to_string());
-            return exception(py, "IoError", (errno, message, path));
+            // Python's own subclass where there is one, as `open()` would raise.
+            let class = match errno {
+                EEXIST => "ExistsError",
+                ENOENT => "MissingError",
+                _ => "IoError",
+            };
+            return exception(py, class, (errno, message, path));
         }
         E::DiskFull => return exception(py, "DiskFullError", (ENOSPC, message)),
         E::Corrupted { .. } | E::CorruptedLog { .. } | E::WouldLoseData { .. } => "CorruptedError",
@@ -98,6 +109,9 @@ fn engine_error(py: Python<'_>, e: larchdb::Error) -> PyErr {
 /// Linux's `errno` values for the `OSError`s raised without one from the system.
 const ENOSPC: i32 = 28;
 const EIO: i32 = 5;
+const EEXIST: i32 = 17;
+const ENOENT: i32 = 2;
+const EACCES: i32 = 13;
 
 /// `Result<T, larchdb::Error>` into a `PyResult`.
 trait OrRaise<T> {
@@ -431,6 +445,9 @@ struct Environment {
     file: PathBuf,
     readonly: bool,
     page_bytes: u32,
+    /// The options it was opened with that `flags()` reports.
+    durability: Durability,
+    readahead: Option<bool>,
 }
 
 impl Environment {
@@ -503,9 +520,8 @@ impl Environment {
         if let Some(yes) = readahead {
             options = options.readahead(yes);
         }
-        if let Some(d) = durability_arg(py, Some(durability))? {
-            options = options.durability(d);
-        }
+        let durability = durability_arg(py, Some(durability))?.unwrap_or_default();
+        options = options.durability(durability);
         if let Some(p) = page_size {
             options = options.page_bytes(p);
         }
@@ -523,12 +539,15 @@ impl Environment {
             file,
             readonly,
             page_bytes,
+            durability,
+            readahead,
         })
     }
 
     /// Begins a transaction: a read transaction (a snapshot of the newest commit), or with
     /// `write=True` the write transaction (waiting, without the GIL, for one running in
-    /// another thread or process; `wait=False` raises `BusyError` instead). `db` is the table
+    /// another thread; `wait=False` raises `BusyError` instead; a writer in another process
+    /// holds the whole database, and `open` raised `LockError` there). `db` is the table
     /// its calls use when they are given none; `buffers=True` makes reads return
     /// `memoryview`s instead of `bytes`; `durability` overrides the environment's for its
     /// commit.
@@ -555,7 +574,7 @@ impl Environment {
                 ));
             }
             let begun = if wait {
-                // Waits for a writer in another thread or process: without the GIL, which
+                // Waits for a writer in another thread: without the GIL, which
                 // that thread may need to finish.
                 py.detach(|| SameThread(database.begin_write())).0
             } else {
@@ -731,7 +750,8 @@ impl Environment {
     }
 
     /// The database's figures, with py-lmdb's names (`psize`, `depth`, `branch_pages`,
-    /// `leaf_pages`, `overflow_pages`, `entries`) and Larch's own.
+    /// `leaf_pages`, `overflow_pages` over the whole file; `entries` of the main database,
+    /// as LMDB counts it) and Larch's own (`all_entries`: every table's).
     fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.detached(py, |db| db.stats())?;
         let d = PyDict::new(py);
@@ -740,7 +760,20 @@ impl Environment {
         d.set_item("branch_pages", s.branch_pages)?;
         d.set_item("leaf_pages", s.leaf_pages)?;
         d.set_item("overflow_pages", s.overflow_pages)?;
-        d.set_item("entries", s.entries)?;
+        // LMDB's `entries` counts the main database: its records, one for each named
+        // database among them. `all_entries` counts every table's.
+        let named = s
+            .tables
+            .iter()
+            .filter(|t| t.name != larchdb::DEFAULT_TABLE)
+            .count() as u64;
+        let main = s
+            .tables
+            .iter()
+            .find(|t| t.name == larchdb::DEFAULT_TABLE)
+            .map_or(0, |t| t.entries);
+        d.set_item("entries", main + named)?;
+        d.set_item("all_entries", s.entries)?;
         d.set_item("txn", s.txn)?;
         d.set_item("page_count", s.page_count)?;
         d.set_item("file_bytes", s.file_bytes)?;
@@ -781,23 +814,99 @@ impl Environment {
         Ok(d)
     }
 
-    /// Writes a compact copy of the newest commit to a new file `path` (it must not exist),
-    /// without the GIL, while other threads read and write. Returns what it copied. py-lmdb's
-    /// `compact` is accepted; Larch's copy is always compact.
-    #[pyo3(signature = (path, compact=true))]
+    /// Writes a compact copy of the newest commit, without the GIL, while other threads read
+    /// and write, and returns what it copied. `path` is an existing directory (py-lmdb's
+    /// form: the copy is `path/data.larch`) or the new file's path; either way the file must
+    /// not exist (`ExistsError`, a `FileExistsError`). py-lmdb's `compact` and `txn` are
+    /// accepted: the copy is always compact, of the newest commit.
+    #[pyo3(signature = (path, compact=true, txn=None))]
     fn copy<'py>(
         &self,
         py: Python<'py>,
         path: PathBuf,
         compact: bool,
+        txn: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let _ = compact;
-        let c = self.detached(py, |db| db.copy_to(path))?;
+        let _ = (compact, txn);
+        let target = if path.is_dir() {
+            path.join(DATA_FILE)
+        } else {
+            path
+        };
+        let c = self.detached(py, |db| db.copy_to(target))?;
+        copied(py, &c)
+    }
+
+    /// py-lmdb's `copyfd`: writes a compact copy of the newest commit to the open file
+    /// descriptor `fd` (a pipe, a socket, a file), which stays open. The copy is built in the
+    /// temporary directory first, then written out.
+    #[pyo3(signature = (fd, compact=true, txn=None))]
+    fn copyfd<'py>(
+        &self,
+        py: Python<'py>,
+        fd: c_int,
+        compact: bool,
+        txn: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let _ = (compact, txn);
+        let db = self.database(py)?;
+        let c = py.detach(move || copy_to_fd(&db, fd)).or_raise(py)?;
+        copied(py, &c)
+    }
+
+    /// py-lmdb's `set_mapsize`: accepted, no effect (the file grows and shrinks on its own).
+    fn set_mapsize(&self, py: Python<'_>, map_size: u64) -> PyResult<()> {
+        let _ = map_size;
+        self.database(py).map(drop)
+    }
+
+    /// py-lmdb's `max_readers()`: how many read-only handles in other processes may read at
+    /// once (the lock file's slots). Read transactions in this process are not counted.
+    fn max_readers(&self, py: Python<'_>) -> PyResult<usize> {
+        self.database(py)?;
+        Ok(larchdb::limits::READERS_MAX)
+    }
+
+    /// py-lmdb's `readers()`: the live readers as LMDB's `mdb_reader_list` prints them, a line
+    /// each under a header (`pid`, `thread`, `txnid`; Larch does not record the thread), or
+    /// `(no active readers)`.
+    fn readers(&self, py: Python<'_>) -> PyResult<String> {
+        let s = self.detached(py, |db| db.stats())?;
+        if s.reader_list.is_empty() {
+            return Ok("(no active readers)\n".into());
+        }
+        let mut out = String::from("    pid     thread     txnid\n");
+        for r in &s.reader_list {
+            for _ in 0..r.count.max(1) {
+                out.push_str(&format!("{:>10} {:>10} {:>9}\n", r.pid, "-", r.txn));
+            }
+        }
+        Ok(out)
+    }
+
+    /// py-lmdb's `reader_check()`: clears the reader slots of processes that died and returns
+    /// how many it cleared. Always 0: a slot is held by a lock the kernel drops when its
+    /// process ends, so a dead process's slot is free at once.
+    fn reader_check(&self, py: Python<'_>) -> PyResult<u32> {
+        self.database(py)?;
+        Ok(0)
+    }
+
+    /// py-lmdb's `flags()`: the options the environment was opened with, under py-lmdb's
+    /// names (`metasync`, `meminit` and `lock` are always true, `map_async` and `writemap`
+    /// false; `readahead` is None where Larch decides from the file's size and memory).
+    fn flags<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.database(py)?;
         let d = PyDict::new(py);
-        d.set_item("txn", c.txn)?;
-        d.set_item("tables", c.tables)?;
-        d.set_item("entries", c.entries)?;
-        d.set_item("bytes", c.bytes)?;
+        d.set_item("subdir", self.file != Path::new(&self.path))?;
+        d.set_item("readonly", self.readonly)?;
+        d.set_item("metasync", true)?;
+        d.set_item("sync", self.durability == Durability::Immediate)?;
+        d.set_item("map_async", false)?;
+        d.set_item("readahead", self.readahead)?;
+        d.set_item("writemap", false)?;
+        d.set_item("meminit", true)?;
+        d.set_item("lock", true)?;
         Ok(d)
     }
 
@@ -872,6 +981,53 @@ impl Environment {
         };
         format!("<larch.Environment {:?} {state}>", self.path)
     }
+}
+
+/// The database file in an environment's directory (`larch.DATA_FILE`).
+const DATA_FILE: &str = "data.larch";
+
+/// What `copy` and `copyfd` return.
+fn copied<'py>(py: Python<'py>, c: &larchdb::Copied) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("txn", c.txn)?;
+    d.set_item("tables", c.tables)?;
+    d.set_item("entries", c.entries)?;
+    d.set_item("bytes", c.bytes)?;
+    Ok(d)
+}
+
+/// An I/O error of the binding's own file work, as the engine reports its own.
+fn io_error(op: &'static str, path: &Path, source: std::io::Error) -> larchdb::Error {
+    larchdb::Error::Io {
+        op,
+        path: Some(path.to_path_buf()),
+        source,
+    }
+}
+
+/// Copies `db` into a temporary directory, then writes the file to `fd` (left open).
+fn copy_to_fd(db: &Database, fd: c_int) -> larchdb::Result<larchdb::Copied> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let dir = std::env::temp_dir().join(format!("larch-copyfd-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| io_error("create", &dir, e))?;
+    let file = dir.join(DATA_FILE);
+    let written = (|| {
+        let c = db.copy_to(&file)?;
+        let mut src = std::fs::File::open(&file).map_err(|e| io_error("open", &file, e))?;
+        // SAFETY: `fd` is the caller's open descriptor, borrowed for this call; ManuallyDrop
+        // keeps it from being closed here.
+        let mut dst = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+        let to = Path::new("<fd>");
+        std::io::copy(&mut src, &mut *dst).map_err(|e| io_error("write", to, e))?;
+        dst.flush().map_err(|e| io_error("write", to, e))?;
+        Ok(c)
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    written
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1658,6 +1814,15 @@ fn item_out<'py>(
 
 #[pymethods]
 impl Cursor {
+    /// py-lmdb's constructor, `larch.Cursor(db, txn)`: the same as `txn.cursor(db)` (`db`
+    /// None: the transaction's table).
+    #[new]
+    fn new(db: &Bound<'_, PyAny>, txn: &Bound<'_, Transaction>) -> PyResult<Cursor> {
+        let py = txn.py();
+        let table = txn.get().table_of(table_arg(py, Some(db))?);
+        Cursor::open(txn, table)
+    }
+
     /// Moves to the first entry; `False` if the table is empty.
     fn first(&self, py: Python<'_>) -> PyResult<bool> {
         self.go(py, Move::First)
@@ -1719,6 +1884,35 @@ impl Cursor {
         } else {
             Ok(default)
         }
+    }
+
+    /// py-lmdb's `getmulti`: `(key, value)` for each of `keys` that is present, in the order
+    /// given (the cursor ends on the last one found). Larch has no duplicate keys: `dupdata`
+    /// changes nothing, and `dupfixed_bytes` and `keyfixed` (packed duplicates) are refused.
+    #[pyo3(signature = (keys, dupdata=false, dupfixed_bytes=None, keyfixed=false))]
+    fn getmulti<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+        dupdata: bool,
+        dupfixed_bytes: Option<usize>,
+        keyfixed: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let _ = dupdata;
+        if dupfixed_bytes.is_some() || keyfixed {
+            return Err(error(
+                py,
+                "InvalidParameterError",
+                "dupfixed_bytes and keyfixed pack duplicate values (dupsort), which Larch does not have",
+            ));
+        }
+        let out = PyList::empty(py);
+        for key in keys.try_iter()? {
+            if self.set_key(py, &key?)? {
+                out.append(self.current(py, true, true)?)?;
+            }
+        }
+        Ok(out)
     }
 
     /// An iterator from the current entry forward (from the first, when unpositioned),
@@ -2079,6 +2273,7 @@ fn _larch(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Snapshot>()?;
     m.add("VALUE_BYTES_MAX", larchdb::limits::VALUE_BYTES_MAX)?;
     m.add("DEFAULT_TABLE", larchdb::DEFAULT_TABLE)?;
+    m.add("DATA_FILE", DATA_FILE)?;
     m.add("ENGINE_VERSION", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! and opening a database with clear messages.
 
 use larchdb::{Database, Error, Options};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Exit statuses, documented in docs/design/cli.md. Why distinct codes: scripts can tell
 /// "try again later" (locked) from "fix the input" from "the database is damaged".
@@ -122,27 +122,40 @@ impl Failure {
 
 /// Opens an existing database read-only (a shared lock; conflicts only with a writer).
 pub fn open_read_only(path: &Path) -> Result<Database, Failure> {
-    check_exists(path)?;
-    Database::open(path, Options::default().read_only(true)).map_err(|e| Failure::engine(path, e))
+    let file = check_exists(path)?;
+    Database::open(&file, Options::default().read_only(true)).map_err(|e| Failure::engine(path, e))
 }
 
-/// Fails with a clear message when `path` does not exist or is a directory.
-pub fn check_exists(path: &Path) -> Result<(), Failure> {
+/// The database file in a directory: the name the Python package gives it
+/// (`larch.open(dir)` writes `dir/data.larch`).
+pub const DIRECTORY_FILE: &str = "data.larch";
+
+/// The database file `path` names: `path` itself, or `path/data.larch` when `path` is a
+/// directory holding one (the Python package's layout, as LMDB's environments are
+/// directories). Fails with a clear message when there is none.
+pub fn check_exists(path: &Path) -> Result<PathBuf, Failure> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Failure::new(
             exit::NOT_A_DATABASE,
             format!("{}: no such file", path.display()),
         )),
         Err(e) => Err(Failure::io(&path.display().to_string(), e)),
-        Ok(m) if m.is_dir() => Err(Failure::new(
-            exit::NOT_A_DATABASE,
-            format!(
-                "{}: is a directory (a Larch database is one file, not an LMDB environment \
-                 directory)",
-                path.display()
-            ),
-        )),
-        Ok(_) => Ok(()),
+        Ok(m) if m.is_dir() => {
+            let file = path.join(DIRECTORY_FILE);
+            if file.is_file() {
+                return Ok(file);
+            }
+            Err(Failure::new(
+                exit::NOT_A_DATABASE,
+                format!(
+                    "{}: is a directory without {DIRECTORY_FILE} (a Larch database is one \
+                     file, or a directory holding {DIRECTORY_FILE} as the Python package \
+                     makes it)",
+                    path.display()
+                ),
+            ))
+        }
+        Ok(_) => Ok(path.to_path_buf()),
     }
 }
 
@@ -184,6 +197,34 @@ impl Args {
             }
             if a == "--help" || a == "-h" {
                 args.help = true;
+                continue;
+            }
+            // Short flags together (`-rf`, as getopt reads them): each letter a flag; one
+            // that takes a value takes the rest of the word, or the next argument.
+            if !a.starts_with("--") && a.chars().count() > 2 {
+                let letters: Vec<char> = a[1..].chars().collect();
+                for (at, c) in letters.iter().enumerate() {
+                    let flag = flags
+                        .iter()
+                        .find(|f| f.short == Some(*c))
+                        .ok_or_else(|| Failure::usage(format!("unknown option -{c} (in {a})")))?;
+                    if !flag.value {
+                        args.flags.push((flag.long.to_string(), None));
+                        continue;
+                    }
+                    let rest: String = letters[at + 1..].iter().collect();
+                    let value = if rest.is_empty() {
+                        let v = argv
+                            .get(i)
+                            .ok_or_else(|| Failure::usage(format!("-{c} needs a value")))?;
+                        i += 1;
+                        v.clone()
+                    } else {
+                        rest
+                    };
+                    args.flags.push((flag.long.to_string(), Some(value)));
+                    break;
+                }
                 continue;
             }
             let (name, inline) = match a.strip_prefix("--") {

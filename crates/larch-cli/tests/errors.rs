@@ -128,3 +128,43 @@ fn check_is_clean_then_lists_problems_of_a_damaged_file() {
     }
     assert!(found, "no damaged page was reported by check");
 }
+
+#[test]
+fn the_python_packages_directory_is_its_database() {
+    // `larch.open(dir)` (the Python package) writes dir/data.larch: stat, check, dump and
+    // compact take the directory as LMDB's tools take an environment's.
+    let dir = tempfile::tempdir().unwrap();
+    let env = dir.path().join("env");
+    std::fs::create_dir(&env).unwrap();
+    build_db(&env.join("data.larch"), &awkward_tables());
+    let p = env.to_str().unwrap();
+    let by_file = larch_ok(
+        &["dump", env.join("data.larch").to_str().unwrap(), "--all"],
+        b"",
+    );
+    assert_eq!(larch_ok(&["dump", p, "--all"], b""), by_file);
+    let out = String::from_utf8(larch_ok(&["stat", p], b"")).unwrap();
+    assert!(out.contains("  Tables: 3\n"), "{out}");
+    larch_ok(&["check", p], b"");
+    larch_ok(&["compact", p], b"");
+    // A directory without one is still refused, saying what it looked for.
+    let r = larch(&["stat", dir.path().to_str().unwrap()], b"");
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("without data.larch"), "{}", r.stderr);
+}
+
+#[test]
+fn short_flags_combine_as_getopt_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db.larch");
+    build_db(&path, &awkward_tables());
+    let p = path.to_str().unwrap();
+    // `-rf` is `-r -f` (the example in `larch stat --help`, as mdb_stat -rf).
+    assert_eq!(
+        larch_ok(&["stat", p, "-rf"], b""),
+        larch_ok(&["stat", p, "-r", "-f"], b"")
+    );
+    let r = larch(&["stat", p, "-rz"], b"");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("unknown option -z"), "{}", r.stderr);
+}

@@ -10,7 +10,7 @@ use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
 use crate::storage::Storage;
-use crate::txn::{ReadTxn, WriteTxn};
+use crate::txn::{ReadTxn, ThisThreadWrites, WriteTxn};
 use crate::verify;
 use std::path::Path;
 use std::sync::Arc;
@@ -438,7 +438,14 @@ impl Database {
         Ok(existed)
     }
 
-    /// Starts the write transaction, waiting while another one is in progress.
+    /// Starts the write transaction, waiting while another one is in progress. On a thread
+    /// that has one open on this database already, it returns [`Error::WriteBusy`] at once
+    /// (so do `put` and `delete`): waiting would never end.
+    ///
+    /// A `WriteTxn` stays on the thread that began it (it holds the write lock's guard, which
+    /// is not `Send`). In async code, run the whole transaction in one blocking task
+    /// (`tokio::task::spawn_blocking(move || { let mut w = db.begin_write()?; ...; w.commit() })`),
+    /// not across an `.await`.
     ///
     /// On a handle that writes the log, a checkpoint that is due (the log grew by
     /// `Options::checkpoint_bytes` since the last) is started first, on a thread of its own
@@ -455,9 +462,19 @@ impl Database {
     /// assert!(matches!(db.begin_read()?.table("t"), Err(Error::TableNotFound(_))));
     /// w.commit()?;
     /// assert_eq!(db.begin_read()?.table("t")?.get(b"k")?, Some(&b"v"[..]));
+    ///
+    /// let w = db.begin_write()?;
+    /// assert!(matches!(db.begin_write(), Err(Error::WriteBusy)));
+    /// assert!(matches!(db.put(b"k", b"v"), Err(Error::WriteBusy)));
+    /// drop(w);
+    /// db.put(b"k", b"v")?;
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
+        // A second one on the thread that holds the first would wait for itself.
+        if ThisThreadWrites::writing(&self.shared) {
+            return Err(Error::WriteBusy);
+        }
         self.begin_txn().map(WriteTxn::on)
     }
 

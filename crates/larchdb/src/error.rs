@@ -65,7 +65,9 @@ pub enum Error {
     },
     /// Another process (or another handle in this process) holds the database open for writing.
     DatabaseLocked,
-    /// `try_begin_write` found another write transaction in progress.
+    /// `try_begin_write` found another write transaction in progress, or `begin_write` (or
+    /// `put`, `delete`) was called on a thread whose own write transaction on this database
+    /// is still open, which it would wait for forever.
     WriteBusy,
     /// The database was opened read-only.
     ReadOnly,

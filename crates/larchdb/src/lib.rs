@@ -1,8 +1,9 @@
 //! # larchdb
 //!
 //! An embedded, persistent, ACID key-value engine: a copy-on-write B+tree in one file, with
-//! lock-free snapshot readers, crash-safe commits that need no recovery step, and a checksum on
-//! every page.
+//! lock-free snapshot readers, crash-safe commits (the file always holds a complete tree and is
+//! never repaired; an open after a crash replays the write-ahead log's commits since the last
+//! checkpoint, a bounded amount), and a checksum on every page.
 //!
 //! - **Transactions.** Any number of [`ReadTxn`]s, each on one committed snapshot for its whole
 //!   life, never blocked by the writer; one [`WriteTxn`] at a time (a second waits, or gets

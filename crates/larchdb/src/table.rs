@@ -51,6 +51,16 @@ pub struct ReadTable<'t> {
     upper: Upper<'t>,
 }
 
+impl std::fmt::Debug for ReadTable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("ReadTable");
+        if let Ok(n) = self.len() {
+            d.field("entries", &n);
+        }
+        d.finish_non_exhaustive()
+    }
+}
+
 impl<'t> ReadTable<'t> {
     pub(crate) fn new(src: &'t Snapshot, hdr: TableHeader) -> ReadTable<'t> {
         ReadTable {
@@ -428,6 +438,16 @@ pub struct WriteTable<'t> {
     /// `Some` while the transaction has a live savepoint: each change records how to undo it
     /// (`txn::savepoint`).
     undo: Option<UndoSink<'t>>,
+}
+
+impl std::fmt::Debug for WriteTable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("WriteTable");
+        if let Ok(n) = self.len() {
+            d.field("entries", &n);
+        }
+        d.finish_non_exhaustive()
+    }
 }
 
 impl<'t> WriteTable<'t> {

@@ -18,10 +18,11 @@ import os as _os
 from ._errors import *  # noqa: F401,F403  (the exception classes)
 from ._errors import __all__ as _error_names
 from ._larch import (
+    DATA_FILE,
     DEFAULT_TABLE,
     ENGINE_VERSION,
     VALUE_BYTES_MAX,
-    Cursor as _Cursor,
+    Cursor,
     Environment,
     Table,
     Transaction,
@@ -29,9 +30,9 @@ from ._larch import (
 
 __version__ = ENGINE_VERSION
 
-#: The file in an environment's directory (``subdir=True``, the default) that holds the
-#: database; the lock file and the log sit beside it (``data.larch-lock``, ``data.larch-log``).
-DATA_FILE = "data.larch"
+#: DATA_FILE: the file in an environment's directory (``subdir=True``, the default) that
+#: holds the database; the lock file and the log sit beside it (``data.larch-lock``,
+#: ``data.larch-log``).
 
 #: Durability levels, for ``open(durability=...)``, ``begin(durability=...)`` and
 #: ``commit(durability=...)``.
@@ -121,11 +122,6 @@ def open(  # noqa: A001  (py-lmdb's name)
     )
 
 
-def Cursor(db, txn):  # noqa: N802  (py-lmdb's constructor: lmdb.Cursor(db, txn))
-    """A cursor on table ``db`` in ``txn``: the same as ``txn.cursor(db)``."""
-    return txn.cursor(db)
-
-
 __all__ = [
     "open",
     "Environment",
@@ -141,4 +137,3 @@ __all__ = [
     *_error_names,
 ]
 
-del _Cursor

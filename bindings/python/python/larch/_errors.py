@@ -1,10 +1,23 @@
 """The exceptions Larch raises, in one hierarchy under :class:`Error`.
 
-The names follow py-lmdb's where LMDB has the same case (``NotFoundError``,
-``CorruptedError``, ``ReadonlyError``, ``BadValsizeError``, ``BadTxnError``, ...). Some also
-derive from the built-in exception a Python caller would catch for that case: the size
-errors and bad parameters are ``ValueError``s, the I/O errors ``OSError``s (with ``errno``
-and ``filename``). Each carries the engine's message.
+Every name py-lmdb defines is here, so that code written for it (``except
+lmdb.MapFullError:``) still runs after ``import larch as lmdb``. Where LMDB and Larch have the
+same case, Larch raises py-lmdb's class or a subclass of it: ``NotFoundError``,
+``CorruptedError``, ``ReadonlyError``, ``BadValsizeError`` (``KeyTooLargeError``,
+``ValueTooLargeError``), ``BadTxnError``, ``LockError``, ``ReadersFullError``,
+``InvalidError``, ``VersionMismatchError``, ``InvalidParameterError``, ``PanicError``
+(``PoisonedError``), ``MapFullError`` (``DatabaseFullError``), ``DiskError`` (``IoError``,
+``DiskFullError``). The others name limits Larch does not have (a map size, a count of
+databases, of dirty pages, of thread-local slots), duplicate-key features, or LMDB internals;
+Larch never raises them: ``KeyExistsError``, ``PageNotFoundError``, ``DbsFullError``,
+``TlsFullError``, ``TxnFullError``, ``CursorFullError``, ``PageFullError``,
+``MapResizedError``, ``IncompatibleError``, ``BadDbiError``, ``BadRslotError``,
+``MemoryError`` (Python raises its own).
+
+Some also derive from the built-in exception a Python caller would catch for that case: the
+size errors and bad parameters are ``ValueError``s, the I/O errors ``OSError``s (with
+``errno`` and ``filename``; ``FileExistsError`` and ``FileNotFoundError`` where Python's
+``open`` would raise those). Each carries the engine's message.
 """
 
 
@@ -78,22 +91,95 @@ class BadTxnError(Error):
     """An operation of the write transaction failed part-way: it can only be aborted."""
 
 
-class PoisonedError(Error):
+class PanicError(Error):
+    """py-lmdb's name for a fatal error of the environment (LMDB's ``MDB_PANIC``)."""
+
+
+class PoisonedError(PanicError):
     """A write or sync failed after a commit started reaching the disk: the environment
     refuses writes; reopen it to go on from the last durable commit."""
 
 
-class DiskFullError(Error, OSError):
+class DiskError(Error, OSError):
+    """py-lmdb's name for an I/O error (``EIO``): the base of Larch's I/O errors."""
+
+
+class DiskFullError(DiskError):
     """The device is full. Nothing of the failed transaction is visible; earlier commits are
     intact, and writes succeed again once space is freed."""
 
 
-class DatabaseFullError(Error):
+class MapFullError(Error):
+    """py-lmdb's name for a full map. Larch has no map size; it raises the subclass
+    :class:`DatabaseFullError` at the largest file it addresses."""
+
+
+class DatabaseFullError(MapFullError):
     """The file would exceed the largest page count Larch addresses."""
 
 
-class IoError(Error, OSError):
+class IoError(DiskError):
     """An I/O error with no more specific class (``errno``, ``filename``)."""
+
+
+class ExistsError(IoError, FileExistsError):
+    """A file Larch would create exists (``EEXIST``): the target of ``copy``."""
+
+
+class MissingError(IoError, FileNotFoundError):
+    """A file Larch needs does not exist (``ENOENT``)."""
+
+
+# py-lmdb's names for cases Larch never raises (see the module's text).
+
+
+class KeyExistsError(Error):
+    """LMDB's ``MDB_KEYEXIST``; Larch's ``put(overwrite=False)`` returns False instead."""
+
+
+class PageNotFoundError(Error):
+    """LMDB's ``MDB_PAGE_NOTFOUND``; Larch raises :class:`CorruptedError`."""
+
+
+class DbsFullError(Error):
+    """LMDB's ``max_dbs`` reached; Larch does not count tables."""
+
+
+class TlsFullError(Error):
+    """LMDB's thread-local slots full; Larch has none."""
+
+
+class TxnFullError(Error):
+    """LMDB's dirty-page limit of a transaction; Larch has none."""
+
+
+class CursorFullError(Error):
+    """LMDB's cursor stack limit (internal)."""
+
+
+class PageFullError(Error):
+    """LMDB's page full (internal)."""
+
+
+class MapResizedError(Error):
+    """LMDB's map grown by another process; Larch has no map size."""
+
+
+class IncompatibleError(Error):
+    """LMDB's database flags changed; Larch tables have none."""
+
+
+class BadDbiError(Error):
+    """LMDB's database handle changed; Larch raises :class:`NotFoundError` for a dropped
+    table."""
+
+
+class BadRslotError(Error):
+    """LMDB's reader slot misuse; Larch's slots are its own."""
+
+
+class MemoryError(Error):  # noqa: A001  (py-lmdb's name)
+    """LMDB's ``ENOMEM``; Python raises its built-in ``MemoryError``."""
 
 
 class InternalError(Error):

@@ -24,8 +24,7 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     let pos = args.positionals(&["DB"])?;
-    let path = Path::new(pos[0]);
-    check_exists(path)?;
+    let path = &check_exists(Path::new(pos[0]))?;
     // With the log only where the database has one (a compaction has nothing to log, and
     // opening a database without one with the log would start one). The close compacts
     // again, finding nothing left to do, and marks a log that holds nothing as not needed,

@@ -159,6 +159,10 @@ pub(crate) struct Shared {
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
     /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
+    /// The thread (`readers::reader_thread`) whose write transaction is open, or 0: a second
+    /// `begin_write` on that thread is refused rather than waiting for itself
+    /// (`txn::ThisThreadWrites`).
+    pub(crate) writing_thread: std::sync::atomic::AtomicU64,
     /// The memory the overlays may hold (`admission::budget`, from `Options::memory_budget`).
     pub(crate) memory_budget: u64,
     /// The memory the published snapshot's active and frozen overlays hold

@@ -202,6 +202,7 @@ impl Shared {
             log_detached: std::sync::atomic::AtomicBool::new(false),
             log: log.map(|l| Arc::new(GroupLog::new(l))),
             writers_waiting: Default::default(),
+            writing_thread: Default::default(),
             memory_budget,
             upper: Default::default(),
             background,

@@ -27,6 +27,29 @@ pub struct ReadTxn {
     thread: u64,
 }
 
+/// Shows the commit it reads (its id). The transactions and tables print what identifies
+/// them:
+///
+/// ```
+/// # let dir = tempfile::tempdir()?;
+/// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+/// let mut w = db.begin_write()?;
+/// let id = w.id();
+/// assert_eq!(format!("{w:?}"), format!("WriteTxn {{ id: {id}, durability: Immediate }}"));
+/// w.default_table()?.put(b"k", b"v")?;
+/// assert_eq!(format!("{:?}", w.default_table()?), "WriteTable { entries: 1, .. }");
+/// w.commit()?;
+/// let r = db.begin_read()?;
+/// assert_eq!(format!("{r:?}"), format!("ReadTxn {{ id: {id} }}"));
+/// assert_eq!(format!("{:?}", r.default_table()?), "ReadTable { entries: 1, .. }");
+/// # Ok::<(), larchdb::Error>(())
+/// ```
+impl std::fmt::Debug for ReadTxn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadTxn").field("id", &self.txn).finish()
+    }
+}
+
 impl ReadTxn {
     pub(crate) fn new(shared: Arc<Shared>) -> Result<ReadTxn> {
         let thread = reader_thread();

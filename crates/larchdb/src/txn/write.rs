@@ -2,11 +2,13 @@
 
 use crate::btree;
 use crate::engine::catalog::{self, check_name};
+use std::sync::atomic::Ordering;
 
 use crate::engine::txn::Txn;
 
+use crate::engine::readers::reader_thread;
 use crate::engine::savepoint::{Savepoint, Undo, UndoSink};
-use crate::engine::Counters;
+use crate::engine::{Counters, Shared};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
@@ -62,13 +64,62 @@ pub struct WriteTxn<'db> {
     t: Txn<'db>,
     /// What `commit` asks for: `Options::durability`.
     durability: Durability,
+    /// This thread writes this database while the transaction lives.
+    _writing: ThisThreadWrites<'db>,
+}
+
+/// Marks the database's write transaction as this thread's while it lives
+/// (`Shared::writing_thread`). One write transaction is open per database at a time, so one
+/// slot holds it; the mark is cleared only if it is still this transaction's, from whatever
+/// thread drops it (the Python package may drop one elsewhere).
+pub(crate) struct ThisThreadWrites<'db> {
+    shared: &'db Shared,
+    thread: u64,
+}
+
+impl<'db> ThisThreadWrites<'db> {
+    /// Whether the calling thread has the write transaction of `shared` open.
+    pub(crate) fn writing(shared: &Shared) -> bool {
+        shared.writing_thread.load(Ordering::Acquire) == reader_thread()
+    }
+
+    fn new(shared: &'db Shared) -> ThisThreadWrites<'db> {
+        let thread = reader_thread();
+        shared.writing_thread.store(thread, Ordering::Release);
+        ThisThreadWrites { shared, thread }
+    }
+}
+
+impl Drop for ThisThreadWrites<'_> {
+    fn drop(&mut self) {
+        let _ = self.shared.writing_thread.compare_exchange(
+            self.thread,
+            0,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+impl std::fmt::Debug for WriteTxn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteTxn")
+            .field("id", &self.id())
+            .field("durability", &self.durability)
+            .finish()
+    }
 }
 
 impl<'db> WriteTxn<'db> {
     /// The API's face of `t`, begun by `Database::begin_write`.
     pub(crate) fn on(t: Txn<'db>) -> WriteTxn<'db> {
         let durability = t.shared.options.durability;
-        WriteTxn { t, durability }
+        let _writing = ThisThreadWrites::new(t.shared);
+        WriteTxn {
+            t,
+            durability,
+            _writing,
+        }
     }
 
     /// Id this transaction's commit will have. On a handle whose checkpoints run on a thread
