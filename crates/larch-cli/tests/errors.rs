@@ -131,8 +131,8 @@ fn check_is_clean_then_lists_problems_of_a_damaged_file() {
 
 #[test]
 fn the_python_packages_directory_is_its_database() {
-    // `larch.open(dir)` (the Python package) writes dir/data.larch: stat, check, dump and
-    // compact take the directory as LMDB's tools take an environment's.
+    // `larch.open(dir)` (the Python package) writes dir/data.larch: stat, check, dump,
+    // compact and load take the directory as LMDB's tools take an environment's.
     let dir = tempfile::tempdir().unwrap();
     let env = dir.path().join("env");
     std::fs::create_dir(&env).unwrap();
@@ -147,6 +147,17 @@ fn the_python_packages_directory_is_its_database() {
     assert!(out.contains("  Tables: 3\n"), "{out}");
     larch_ok(&["check", p], b"");
     larch_ok(&["compact", p], b"");
+    // load writes into a directory's data.larch, making it if missing.
+    let fresh = dir.path().join("fresh");
+    std::fs::create_dir(&fresh).unwrap();
+    larch_ok(&["load", fresh.to_str().unwrap()], &by_file);
+    assert_eq!(
+        larch_ok(
+            &["dump", fresh.join("data.larch").to_str().unwrap(), "--all"],
+            b""
+        ),
+        by_file
+    );
     // A directory without one is still refused, saying what it looked for.
     let r = larch(&["stat", dir.path().to_str().unwrap()], b"");
     assert_eq!(r.code, 4, "{}", r.stderr);

@@ -5,7 +5,7 @@
 //! and nothing of it is committed; earlier sections stay committed (their count is reported).
 //! mdb_load 0.9.24, by contrast, exits 0 after some malformed inputs and keeps a partial load.
 
-use crate::cli::{exit, Args, Failure, Flag, Progress};
+use crate::cli::{exit, Args, Failure, Flag, Progress, DIRECTORY_FILE};
 use crate::format::{header_properties, Encoding, Header, LineReader, ParseError};
 use larchdb::{Database, Options, WriteTable};
 use std::io::{self, BufRead};
@@ -85,16 +85,14 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     let pos = args.positionals(&["DB"])?;
-    let path = Path::new(pos[0]);
-    if path.is_dir() {
-        return Err(Failure::new(
-            exit::NOT_A_DATABASE,
-            format!(
-                "{}: is a directory (a Larch database is one file)",
-                path.display()
-            ),
-        ));
-    }
+    // A directory is the Python package's layout: its `data.larch`, created if missing (as
+    // mdb_load writes into an environment's directory).
+    let in_dir = Path::new(pos[0]).join(DIRECTORY_FILE);
+    let path = if Path::new(pos[0]).is_dir() {
+        in_dir.as_path()
+    } else {
+        Path::new(pos[0])
+    };
     let (input, input_name): (Box<dyn BufRead>, String) = match args.value("file") {
         Some(f) if f != "-" => (
             Box::new(io::BufReader::with_capacity(

@@ -2,7 +2,7 @@
 //! would lose acknowledged commits, at its newest intact state, through
 //! `larchdb::Options::recover`.
 
-use crate::cli::{exit, Args, Failure};
+use crate::cli::{exit, Args, Failure, DIRECTORY_FILE};
 use larchdb::{Database, Options};
 use std::path::Path;
 
@@ -28,7 +28,15 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
         return Ok(exit::OK);
     }
     let pos = args.positionals(&["DB"])?;
-    let path = Path::new(pos[0]);
+    // A directory holding `data.larch` (or its log): the Python package's layout.
+    let in_dir = Path::new(pos[0]).join(DIRECTORY_FILE);
+    let path = if Path::new(pos[0]).is_dir()
+        && (in_dir.exists() || larchdb::storage::log_path(&in_dir).exists())
+    {
+        in_dir.as_path()
+    } else {
+        Path::new(pos[0])
+    };
     let log = larchdb::storage::log_path(path);
     if !path.exists() && !log.exists() {
         return Err(Failure::new(
