@@ -2,12 +2,9 @@
 
 use crate::btree;
 use crate::engine::catalog::{self, check_name};
-use std::sync::atomic::Ordering;
-
-use crate::engine::txn::Txn;
-
 use crate::engine::readers::reader_thread;
 use crate::engine::savepoint::{Savepoint, Undo, UndoSink};
+use crate::engine::txn::Txn;
 use crate::engine::{Counters, Shared};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
@@ -17,6 +14,7 @@ use crate::table::{Logged, TablePages, WriteTable};
 use crate::txn::ReadTxn;
 use crate::typed::table::{check_types, type_record};
 use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
+use std::sync::atomic::Ordering;
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
 /// Dropping it without `commit` aborts it: nothing it did becomes visible.
