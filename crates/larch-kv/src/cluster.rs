@@ -156,17 +156,21 @@ impl LocalCluster {
         lines[lines.len().saturating_sub(20)..].join("\n")
     }
 
-    async fn get<A: DeserializeOwned>(&self, id: NodeId, path: &str) -> Result<A, String> {
+    /// `http://<node id's address><path>`.
+    fn url(&self, id: NodeId, path: &str) -> Result<String, String> {
         let addr = &self.members.get(&id).ok_or(format!("no node {id}"))?.addr;
-        self.http
-            .get(format!("http://{addr}{path}"))
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())
+        Ok(format!("http://{addr}{path}"))
+    }
+
+    /// Sends `req` and decodes the node's JSON answer.
+    async fn answer<A: DeserializeOwned>(req: reqwest::RequestBuilder) -> Result<A, String> {
+        let resp = req.send().await.map_err(|e| e.to_string())?;
+        resp.json().await.map_err(|e| e.to_string())
+    }
+
+    async fn get<A: DeserializeOwned>(&self, id: NodeId, path: &str) -> Result<A, String> {
+        let req = self.http.get(self.url(id, path)?);
+        Self::answer(req.timeout(Duration::from_secs(10))).await
     }
 
     async fn post<B: Serialize, A: DeserializeOwned>(
@@ -175,17 +179,8 @@ impl LocalCluster {
         path: &str,
         body: &B,
     ) -> Result<A, String> {
-        let addr = &self.members.get(&id).ok_or(format!("no node {id}"))?.addr;
-        self.http
-            .post(format!("http://{addr}{path}"))
-            .timeout(Duration::from_secs(60))
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?
-            .json()
-            .await
-            .map_err(|e| e.to_string())
+        let req = self.http.post(self.url(id, path)?).json(body);
+        Self::answer(req.timeout(Duration::from_secs(60))).await
     }
 
     /// Node `id`'s openraft metrics.

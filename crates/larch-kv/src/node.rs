@@ -35,6 +35,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
     InstallSnapshotResponse, VoteRequest, VoteResponse,
 };
+use openraft::storage::{RaftLogStorage, RaftStateMachine};
 use openraft::{BasicNode, Config, Raft, RaftMetrics, StorageError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -121,19 +122,14 @@ pub struct Node {
 pub async fn start(id: NodeId, dir: &Path, kind: StoreKind) -> Result<Node, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     claim(id, dir, kind)?;
-    let config = raft_config()?;
-    let network = Network::new();
     match kind {
         StoreKind::Larch => {
             let path = dir.join("node.larch");
             let (log, sm) =
                 larch_raft::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let raft = Raft::new(id, config, network, log, sm.clone())
-                .await
-                .map_err(|e| format!("raft: {e}"))?;
             Ok(Node {
                 id,
-                raft,
+                raft: raft_on(id, log, sm.clone()).await?,
                 reader: Reader::Larch(sm),
                 store: format!(
                     "larch {} (larch-raft, {})",
@@ -146,17 +142,25 @@ pub async fn start(id: NodeId, dir: &Path, kind: StoreKind) -> Result<Node, Stri
             let (engine, described) = open_peer("rocksdb", &dir.join("rocksdb"))?;
             let (log, sm): (PeerLogStore, PeerStateMachine) =
                 crate::peer_store::open(engine).map_err(|e| format!("store: {e}"))?;
-            let raft = Raft::new(id, config, network, log, sm.clone())
-                .await
-                .map_err(|e| format!("raft: {e}"))?;
             Ok(Node {
                 id,
-                raft,
+                raft: raft_on(id, log, sm.clone()).await?,
                 reader: Reader::Peer(sm),
                 store: described,
             })
         }
     }
+}
+
+/// Node `id`'s Raft on `log` and `sm`, with the service's timing and transport.
+async fn raft_on<LS, SM>(id: NodeId, log: LS, sm: SM) -> Result<Raft<TypeConfig>, String>
+where
+    LS: RaftLogStorage<TypeConfig>,
+    SM: RaftStateMachine<TypeConfig>,
+{
+    Raft::new(id, raft_config()?, Network::new(), log, sm)
+        .await
+        .map_err(|e| format!("raft: {e}"))
 }
 
 /// Refuses a directory that holds another node's state, or this node's in the other store: a

@@ -24,7 +24,7 @@
 #![allow(clippy::result_large_err)]
 
 use larch_bench::engines::{Engine, Op, Session, WriteOpts};
-use larch_raft::{NodeId, Request, Response, TypeConfig};
+use larch_raft::{Membership, NodeId, Request, Response, SnapshotData, SnapshotIds, TypeConfig};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot};
 use openraft::{
     AnyError, Entry, EntryPayload, ErrorSubject, ErrorVerb, LogId, OptionalSend, RaftLogReader,
@@ -34,11 +34,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Debug;
 use std::io::Cursor;
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
-type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 /// The applied id, the membership, and the map.
 type State = (Option<LogId<NodeId>>, Membership, Vec<(String, String)>);
 
@@ -197,11 +195,7 @@ pub fn open(engine: Arc<dyn Engine>) -> StorageResult<(PeerLogStore, PeerStateMa
         },
         PeerStateMachine {
             shared,
-            snapshots: Arc::new(AtomicU64::new(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros() as u64),
-            )),
+            snapshots: SnapshotIds::new(),
         },
     ))
 }
@@ -345,17 +339,11 @@ impl RaftLogStorage<TypeConfig> for PeerLogStore {
     }
 }
 
-/// Every key and value, in key order (larch-raft's snapshot format).
-#[derive(Serialize, Deserialize)]
-struct SnapshotData {
-    entries: Vec<(String, String)>,
-}
-
 /// The replicated map, its applied id and membership, and its current snapshot.
 #[derive(Clone)]
 pub struct PeerStateMachine {
     shared: Shared,
-    snapshots: Arc<AtomicU64>,
+    snapshots: SnapshotIds,
 }
 
 fn lossy(b: &[u8]) -> String {
@@ -429,16 +417,7 @@ impl RaftSnapshotBuilder<TypeConfig> for PeerStateMachine {
     async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
         let (applied, membership, entries) = self.state(true)?;
         let data = encode(ErrorSubject::Snapshot(None), &SnapshotData { entries })?;
-        let n = self.snapshots.fetch_add(1, Ordering::Relaxed) + 1;
-        let snapshot_id = match applied {
-            Some(id) => format!("{}-{}-{n}", id.leader_id, id.index),
-            None => format!("--{n}"),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: applied,
-            last_membership: membership,
-            snapshot_id,
-        };
+        let meta = self.snapshots.next(applied, membership);
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
         let stored = encode(subject.clone(), &meta)?;
         self.shared.write(

@@ -84,7 +84,7 @@ const SNAPSHOT_DATA: &[u8] = b"snapshot_data";
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
 /// A node's membership as the state machine stores it.
-type Membership = StoredMembership<NodeId, openraft::BasicNode>;
+pub type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 
 /// Opens (creating it if needed) the database at `path` and returns its log store and state
 /// machine, which share it.
@@ -112,8 +112,7 @@ pub fn open_with(
         LogStore { db: db.clone() },
         StateMachineStore {
             db,
-            // Ids stay unique across restarts: the count starts from the clock.
-            snapshots: Arc::new(AtomicU64::new(clock_micros())),
+            snapshots: SnapshotIds::new(),
         },
     ))
 }
@@ -353,10 +352,47 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 }
 
-/// The state machine's data in a snapshot: every key and value, in key order.
+/// The state machine's data in a snapshot, as followers are sent it (JSON): every key and
+/// value, in key order. Any store of this crate's `TypeConfig` uses it.
 #[derive(Serialize, Deserialize)]
-struct SnapshotData {
-    entries: Vec<(String, String)>,
+pub struct SnapshotData {
+    pub entries: Vec<(String, String)>,
+}
+
+/// The ids of the snapshots a state machine builds: unique across restarts, since the count
+/// starts from the clock (microseconds since the Unix epoch).
+#[derive(Clone)]
+pub struct SnapshotIds(Arc<AtomicU64>);
+
+impl SnapshotIds {
+    /// A count starting from the clock.
+    pub fn new() -> Self {
+        SnapshotIds(Arc::new(AtomicU64::new(clock_micros())))
+    }
+
+    /// The meta of the next snapshot of the state at `applied` with `membership`.
+    pub fn next(
+        &self,
+        applied: Option<LogId<NodeId>>,
+        membership: Membership,
+    ) -> SnapshotMeta<NodeId, openraft::BasicNode> {
+        let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+        let snapshot_id = match applied {
+            Some(id) => format!("{}-{}-{n}", id.leader_id, id.index),
+            None => format!("--{n}"),
+        };
+        SnapshotMeta {
+            last_log_id: applied,
+            last_membership: membership,
+            snapshot_id,
+        }
+    }
+}
+
+impl Default for SnapshotIds {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// The replicated key-value map, its last applied id and membership, and its current
@@ -364,8 +400,8 @@ struct SnapshotData {
 #[derive(Clone)]
 pub struct StateMachineStore {
     db: Arc<Database>,
-    /// A count for the ids of the snapshots this handle builds (from the clock at open).
-    snapshots: Arc<AtomicU64>,
+    /// The ids of the snapshots this handle builds.
+    snapshots: SnapshotIds,
 }
 
 impl StateMachineStore {
@@ -433,16 +469,7 @@ impl RaftSnapshotBuilder<TypeConfig> for StateMachineStore {
             },
         )?;
         drop(r);
-        let n = self.snapshots.fetch_add(1, Ordering::Relaxed) + 1;
-        let snapshot_id = match applied {
-            Some(id) => format!("{}-{}-{n}", id.leader_id, id.index),
-            None => format!("--{n}"),
-        };
-        let meta = SnapshotMeta {
-            last_log_id: applied,
-            last_membership: membership,
-            snapshot_id,
-        };
+        let meta = self.snapshots.next(applied, membership);
         let subject = ErrorSubject::Snapshot(Some(meta.signature()));
         let stored = encode(subject.clone(), &meta)?;
         write(&self.db, subject.clone(), Durability::Immediate, |w| {
