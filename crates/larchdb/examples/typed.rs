@@ -71,7 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let before_zero: Vec<(i64, i32)> = r
         .open_table(CHANGES)?
-        .range(..0)?
+        .range(..0)
         .collect::<Result<_, _>>()?;
     println!("changes before t=0: {before_zero:?}");
     assert_eq!(before_zero, [(-20, 100), (-5, -30)]);

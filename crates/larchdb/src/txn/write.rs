@@ -14,6 +14,7 @@ use crate::table::{Logged, TablePages, WriteTable};
 use crate::txn::ReadTxn;
 use crate::typed::table::{check_types, type_record};
 use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
+use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
@@ -28,7 +29,8 @@ use std::sync::atomic::Ordering;
 ///
 /// **Not `Send`**: it holds the guard of the writer's mutex (`std::sync::MutexGuard`), which
 /// must be released by the thread that took it (POSIX mutexes require it), and it borrows the
-/// `Database`. A transaction lives on the thread that began it. In an async runtime, run the
+/// `Database`. Moving it to another thread is a compile error that names
+/// `WriteTxnStaysOnTheThreadThatBeganIt` beside the guard. A transaction lives on the thread that began it. In an async runtime, run the
 /// whole transaction (begin, writes, commit) in one blocking task, such as tokio's
 /// `spawn_blocking` with an `Arc<Database>`; [`crate::ReadTxn`] is `Send + Sync` and owns
 /// what it needs, so readers can move freely.
@@ -38,7 +40,7 @@ use std::sync::atomic::Ordering;
 /// let db = larchdb::Database::open(dir.path().join("db"), Default::default()).unwrap();
 /// let w = db.begin_write().unwrap();
 /// std::thread::scope(|s| {
-///     s.spawn(move || w.commit()); // error: `MutexGuard` cannot be sent between threads
+///     s.spawn(move || w.commit()); // error: WriteTxnStaysOnTheThreadThatBeganIt, MutexGuard
 /// });
 /// ```
 ///
@@ -58,6 +60,9 @@ use std::sync::atomic::Ordering;
 /// # Ok::<(), larchdb::Error>(())
 /// ```
 pub struct WriteTxn<'db> {
+    /// Names why the compiler refuses to move it to another thread (see above): the first
+    /// field, so that the error reports it before the mutex guard.
+    _stays_on_its_thread: WriteTxnStaysOnTheThreadThatBeganIt,
     /// The transaction below the API: the write lock, its pages or batch, its commit.
     t: Txn<'db>,
     /// What `commit` asks for: `Options::durability`.
@@ -65,6 +70,11 @@ pub struct WriteTxn<'db> {
     /// This thread writes this database while the transaction lives.
     _writing: ThisThreadWrites<'db>,
 }
+
+/// Not `Send`: what the compiler names when a [`WriteTxn`] is moved to another thread. The
+/// transaction holds the writer's mutex guard, which the thread that took it must release;
+/// run the whole transaction on one thread (in an async runtime, one `spawn_blocking` task).
+struct WriteTxnStaysOnTheThreadThatBeganIt(PhantomData<*const ()>);
 
 /// Marks the database's write transaction as this thread's while it lives
 /// (`Shared::writing_thread`). One write transaction is open per database at a time, so one
@@ -114,6 +124,7 @@ impl<'db> WriteTxn<'db> {
         let durability = t.shared.options.durability;
         let _writing = ThisThreadWrites::new(t.shared);
         WriteTxn {
+            _stays_on_its_thread: WriteTxnStaysOnTheThreadThatBeganIt(PhantomData),
             t,
             durability,
             _writing,

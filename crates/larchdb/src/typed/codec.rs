@@ -36,13 +36,71 @@ pub trait Value {
     /// creates and compared when it is opened again: types that read each other's bytes
     /// (`&str` and `String`, `&[u8]` and `Vec<u8>`) share a name.
     fn type_name() -> String;
+
+    /// The length of every encoding, for a type whose encodings all have one length
+    /// (integers, floats, `bool`, `()`, and options, arrays and tuples of such types);
+    /// `None`, the default, for the others. Tuples and arrays store a fixed-width element as
+    /// it is; see [`Key`] for how they store the others.
+    fn fixed_width() -> Option<usize> {
+        None
+    }
+
+    /// Reads a value from bytes that do not outlive the call: an element of a tuple or an
+    /// array that had to be unescaped. Types whose `SelfType` owns its data read it as
+    /// `from_bytes` does; the default, for types that borrow (`&str`, `&[u8]`), is
+    /// [`Error::Decode`], and a write that would need it is refused.
+    #[doc(hidden)]
+    fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<Self::SelfType<'a>>
+    where
+        Self: 'a,
+    {
+        drop(bytes);
+        Err(Error::Decode(format!(
+            "a {} that holds a zero byte, in a tuple or an array before its last element, cannot \
+             be read without a copy; use the owned type (String, Vec<u8>) there",
+            Self::type_name()
+        )))
+    }
 }
 
 /// A [`Value`] whose encoding sorts as the type does, so that the table's order and its
 /// ranges are the type's order.
+///
+/// Tuples (of up to 12 elements), arrays and `Option`s of keys are keys, ordered as Rust
+/// orders them (`None` first, then tuples and arrays element by element). Their encoding
+/// stores the elements one after the other: a fixed-width element ([`Value::fixed_width`]) as
+/// it is, the last element as it is, and any other element with every zero byte followed by
+/// 0xff and the two bytes 0x00 0x01 after it, so that a shorter element sorts before a longer
+/// one it begins. Such an element read as a borrowing type (`&str`, `&[u8]`) comes without a
+/// copy unless it holds a zero byte; a borrowing type cannot return one that does, so such a
+/// write is refused with [`Error::Decode`]: use `String` or `Vec<u8>` in that position.
+///
+/// ```
+/// use larchdb::{Database, Options, TableDefinition};
+///
+/// // Events by (user, time), newest first per user.
+/// const EVENTS: TableDefinition<(&str, u64), Option<&str>> = TableDefinition::new("events");
+/// # let dir = tempfile::tempdir().unwrap();
+/// let db = Database::open(dir.path().join("db"), Options::default())?;
+/// let mut w = db.begin_write()?;
+/// {
+///     let mut t = w.open_table(EVENTS)?;
+///     t.put(("ada", 10), Some("login"))?;
+///     t.put(("ada", 20), None)?;
+///     t.put(("bob", 15), Some("login"))?;
+///     t.put(("ad", 99), Some("shorter name first"))?;
+/// }
+/// w.commit()?;
+/// let r = db.begin_read()?;
+/// let t = r.open_table(EVENTS)?;
+/// let ada: Vec<_> = t.range(("ada", 0)..=("ada", u64::MAX)).rev().collect::<Result<_, _>>()?;
+/// assert_eq!(ada, [(("ada", 20), None), (("ada", 10), Some("login"))]);
+/// assert_eq!(t.first()?, Some((("ad", 99), Some("shorter name first"))));
+/// # Ok::<(), larchdb::Error>(())
+/// ```
 pub trait Key: Value {}
 
-fn wrong_width(type_name: &str, want: usize, got: usize) -> Error {
+pub(super) fn wrong_width(type_name: &str, want: usize, got: usize) -> Error {
     Error::Decode(format!(
         "a {type_name} is {want} bytes, the stored one has {got}"
     ))
@@ -74,6 +132,14 @@ macro_rules! unsigned {
             fn type_name() -> String {
                 stringify!($t).to_string()
             }
+
+            fn fixed_width() -> Option<usize> {
+                Some(std::mem::size_of::<$t>())
+            }
+
+            fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<$t> where Self: 'a, {
+                Self::from_bytes(&bytes)
+            }
         }
 
         impl Key for $t {}
@@ -101,6 +167,14 @@ macro_rules! signed {
 
             fn type_name() -> String {
                 stringify!($t).to_string()
+            }
+
+            fn fixed_width() -> Option<usize> {
+                Some(std::mem::size_of::<$t>())
+            }
+
+            fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<$t> where Self: 'a, {
+                Self::from_bytes(&bytes)
             }
         }
 
@@ -138,6 +212,14 @@ macro_rules! float {
             fn type_name() -> String {
                 stringify!($t).to_string()
             }
+
+            fn fixed_width() -> Option<usize> {
+                Some(std::mem::size_of::<$t>())
+            }
+
+            fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<$t> where Self: 'a, {
+                Self::from_bytes(&bytes)
+            }
         }
 
         impl Key for $t {}
@@ -174,6 +256,17 @@ impl Value for bool {
     fn type_name() -> String {
         "bool".to_string()
     }
+
+    fn fixed_width() -> Option<usize> {
+        Some(1)
+    }
+
+    fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<bool>
+    where
+        Self: 'a,
+    {
+        Self::from_bytes(&bytes)
+    }
 }
 
 impl Key for bool {}
@@ -203,6 +296,17 @@ impl Value for () {
 
     fn type_name() -> String {
         "()".to_string()
+    }
+
+    fn fixed_width() -> Option<usize> {
+        Some(0)
+    }
+
+    fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<()>
+    where
+        Self: 'a,
+    {
+        Self::from_bytes(&bytes)
     }
 }
 
@@ -252,6 +356,13 @@ impl Value for Vec<u8> {
         Ok(bytes.to_vec())
     }
 
+    fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<Vec<u8>>
+    where
+        Self: 'a,
+    {
+        Ok(bytes)
+    }
+
     fn as_bytes<'a, 'b: 'a>(value: &'a Vec<u8>) -> Result<&'a [u8]>
     where
         Self: 'b,
@@ -265,32 +376,6 @@ impl Value for Vec<u8> {
 }
 
 impl Key for Vec<u8> {}
-
-/// Exactly `N` bytes; any other length is [`Error::Decode`].
-impl<const N: usize> Value for [u8; N] {
-    type SelfType<'a> = [u8; N];
-    type AsBytes<'a> = &'a [u8];
-
-    fn from_bytes<'a>(bytes: &'a [u8]) -> Result<[u8; N]>
-    where
-        Self: 'a,
-    {
-        fixed(&Self::type_name(), bytes)
-    }
-
-    fn as_bytes<'a, 'b: 'a>(value: &'a [u8; N]) -> Result<&'a [u8]>
-    where
-        Self: 'b,
-    {
-        Ok(value)
-    }
-
-    fn type_name() -> String {
-        format!("[u8;{N}]")
-    }
-}
-
-impl<const N: usize> Key for [u8; N] {}
 
 fn utf8(bytes: &[u8]) -> Result<&str> {
     std::str::from_utf8(bytes)
@@ -339,6 +424,14 @@ impl Value for String {
         Self: 'a,
     {
         utf8(bytes).map(str::to_string)
+    }
+
+    fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<String>
+    where
+        Self: 'a,
+    {
+        String::from_utf8(bytes)
+            .map_err(|e| Error::Decode(format!("the stored string is not UTF-8: {e}")))
     }
 
     fn as_bytes<'a, 'b: 'a>(value: &'a String) -> Result<&'a [u8]>
@@ -415,6 +508,13 @@ impl<T: serde::Serialize + serde::de::DeserializeOwned> Value for Json<T> {
 
     fn type_name() -> String {
         "json".to_string()
+    }
+
+    fn from_owned_bytes<'a>(bytes: Vec<u8>) -> Result<T>
+    where
+        Self: 'a,
+    {
+        Self::from_bytes(&bytes)
     }
 }
 

@@ -38,9 +38,10 @@
 //! ```
 
 mod codec;
+mod compound;
 pub(crate) mod table;
 
 #[cfg(feature = "serde")]
 pub use codec::Json;
 pub use codec::{Key, Value};
-pub use table::{TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};
+pub use table::{KeyRange, TableDefinition, TypedRange, TypedReadTable, TypedWriteTable};

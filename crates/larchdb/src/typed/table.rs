@@ -2,7 +2,7 @@
 
 use super::codec::{Key, Value};
 use crate::error::{Error, Result};
-use crate::table::{Range, ReadTable, WriteTable};
+use crate::table::{Entry, Range, ReadTable, WriteTable};
 use std::borrow::Borrow;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
@@ -129,24 +129,65 @@ fn decode<'a, K: Key + 'static, V: Value + 'static>(
     Ok((K::from_bytes(k)?, V::from_bytes(v)?))
 }
 
-/// A range's bounds, encoded.
-fn encode_bounds<'k, K: Key + 'static, KR: Borrow<K::SelfType<'k>>>(
-    range: &impl RangeBounds<KR>,
-) -> Result<EncodedBounds> {
-    let one = |b: Bound<&KR>| -> Result<Bound<Vec<u8>>> {
-        Ok(match b {
-            Bound::Included(k) => Bound::Included(K::as_bytes(k.borrow())?.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(K::as_bytes(k.borrow())?.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        })
-    };
-    Ok((one(range.start_bound())?, one(range.end_bound())?))
+/// The bounds of a typed range: any of std's ranges (`a..b`, `a..=b`, `a..`, `..b`, `..=b`,
+/// `..`) or a pair of [`Bound`]s, over the key type or anything that borrows as it. A trait
+/// of its own rather than `RangeBounds` so that `..` needs no type annotation.
+pub trait KeyRange<'k, K: Key + 'static> {
+    /// The bounds as the keys' bytes.
+    #[doc(hidden)]
+    fn encode(&self) -> Result<EncodedBounds>;
 }
 
-/// Iterator over a typed table's entries in a range, forward or reverse. After an error (a
-/// damaged page, an entry the types cannot read) it ends.
+fn encode_bound<'k, K: Key + 'static, KR: Borrow<K::SelfType<'k>>>(
+    b: Bound<&KR>,
+) -> Result<Bound<Vec<u8>>> {
+    Ok(match b {
+        Bound::Included(k) => Bound::Included(K::as_bytes(k.borrow())?.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(K::as_bytes(k.borrow())?.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    })
+}
+
+macro_rules! key_range {
+    ($($range:ty),*) => {$(
+        impl<'k, K: Key + 'static, KR: Borrow<K::SelfType<'k>>> KeyRange<'k, K> for $range {
+            fn encode(&self) -> Result<EncodedBounds> {
+                Ok((
+                    encode_bound::<K, KR>(self.start_bound())?,
+                    encode_bound::<K, KR>(self.end_bound())?,
+                ))
+            }
+        }
+    )*};
+}
+
+key_range!(
+    std::ops::Range<KR>,
+    std::ops::RangeInclusive<KR>,
+    std::ops::RangeFrom<KR>,
+    std::ops::RangeTo<KR>,
+    std::ops::RangeToInclusive<KR>,
+    (Bound<KR>, Bound<KR>)
+);
+
+impl<'k, K: Key + 'static> KeyRange<'k, K> for std::ops::RangeFull {
+    fn encode(&self) -> Result<EncodedBounds> {
+        Ok((Bound::Unbounded, Bound::Unbounded))
+    }
+}
+
+/// A prefix's encoding.
+fn encode_prefix<'k, K: Key + 'static>(prefix: &K::SelfType<'k>) -> Result<Vec<u8>> {
+    Ok(K::as_bytes(prefix)?.as_ref().to_vec())
+}
+
+/// Iterator over a typed table's entries in a range, in the range's direction and, as a
+/// `DoubleEndedIterator`, from its other end (see [`Range`]). After an error (bounds the key
+/// type cannot encode, a damaged page, an entry the types cannot read) it ends at both ends.
 pub struct TypedRange<'t, K: Key + 'static, V: Value + 'static> {
-    inner: Range<'t>,
+    inner: Option<Range<'t>>,
+    /// Why there is no range: its bounds did not encode. Yielded first.
+    failed: Option<Error>,
     done: bool,
     types: Types<K, V>,
 }
@@ -154,10 +195,35 @@ pub struct TypedRange<'t, K: Key + 'static, V: Value + 'static> {
 impl<'t, K: Key + 'static, V: Value + 'static> TypedRange<'t, K, V> {
     fn new(inner: Range<'t>) -> Self {
         TypedRange {
-            inner,
+            inner: Some(inner),
+            failed: None,
             done: false,
             types: PhantomData,
         }
+    }
+
+    /// The range that `scan` makes of encoded bounds (or prefix), or one that yields why
+    /// they did not encode.
+    fn over<B>(encoded: Result<B>, scan: impl FnOnce(B) -> Range<'t>) -> Self {
+        match encoded {
+            Ok(b) => Self::new(scan(b)),
+            Err(e) => TypedRange {
+                inner: None,
+                failed: Some(e),
+                done: false,
+                types: PhantomData,
+            },
+        }
+    }
+
+    fn take(&mut self, item: Option<Result<Entry<'t>>>) -> Option<Result<TypedEntry<'t, K, V>>> {
+        if let Some(e) = self.failed.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
+        let item = item?.and_then(decode::<K, V>);
+        self.done = item.is_err();
+        Some(item)
     }
 }
 
@@ -168,11 +234,22 @@ impl<'t, K: Key + 'static, V: Value + 'static> Iterator for TypedRange<'t, K, V>
         if self.done {
             return None;
         }
-        let item = self.inner.next()?.and_then(decode::<K, V>);
-        self.done = item.is_err();
-        Some(item)
+        let item = self.inner.as_mut().and_then(Iterator::next);
+        self.take(item)
     }
 }
+
+impl<K: Key + 'static, V: Value + 'static> DoubleEndedIterator for TypedRange<'_, K, V> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.inner.as_mut().and_then(DoubleEndedIterator::next_back);
+        self.take(item)
+    }
+}
+
+impl<K: Key + 'static, V: Value + 'static> std::iter::FusedIterator for TypedRange<'_, K, V> {}
 
 /// A typed table opened in a read transaction ([`crate::ReadTxn::open_table`]). What it
 /// returns borrows from the transaction, as [`ReadTable`]'s values do.
@@ -278,7 +355,9 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedReadTable<'t, K, V> {
         self.table.seek(k.as_ref())?.map(decode::<K, V>).transpose()
     }
 
-    /// The entries with keys in `range`, in key order.
+    /// The entries with keys in `range` (any of std's range forms, `..` included), in key
+    /// order; `.rev()` walks it from the greatest key. Bounds the key type cannot encode are
+    /// the first item, an error.
     ///
     /// ```
     /// # use larchdb::TableDefinition;
@@ -292,17 +371,18 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedReadTable<'t, K, V> {
     /// }
     /// w.commit()?;
     /// let r = db.begin_read()?;
-    /// let keys: Vec<i32> = r.open_table(T)?.range(-2..1)?.map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// let keys: Vec<i32> = r.open_table(T)?.range(-2..1).map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
     /// assert_eq!(keys, vec![-2, -1, 0]);
+    /// let t = r.open_table(T)?;
+    /// let mut all = t.range(..);
+    /// assert_eq!(all.next().transpose()?, Some((-5, ())));
+    /// assert_eq!(all.next_back().transpose()?, Some((4, ())));
+    /// let down: Vec<i32> = t.range(..=-3).rev().map(|e| e.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    /// assert_eq!(down, [-3, -4, -5]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn range<'k, KR: Borrow<K::SelfType<'k>>>(
-        &self,
-        range: impl RangeBounds<KR>,
-    ) -> Result<TypedRange<'t, K, V>> {
-        Ok(TypedRange::new(
-            self.table.range(encode_bounds::<K, KR>(&range)?),
-        ))
+    pub fn range<'k>(&self, range: impl KeyRange<'k, K>) -> TypedRange<'t, K, V> {
+        TypedRange::over(range.encode(), |b| self.table.range(b))
     }
 
     /// The entries with keys in `range`, greatest key first.
@@ -321,17 +401,50 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedReadTable<'t, K, V> {
     /// # w.commit()?;
     /// let r = db.begin_read()?;
     /// let t = r.open_table(T)?;
-    /// let got: Vec<(u64, &str)> = t.range_rev(2..5)?.collect::<Result<_, _>>()?;
+    /// let got: Vec<(u64, &str)> = t.range_rev(2..5).collect::<Result<_, _>>()?;
     /// assert_eq!(got, [(4, "d"), (3, "c"), (2, "b")]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn range_rev<'k, KR: Borrow<K::SelfType<'k>>>(
-        &self,
-        range: impl RangeBounds<KR>,
-    ) -> Result<TypedRange<'t, K, V>> {
-        Ok(TypedRange::new(
-            self.table.range_rev(encode_bounds::<K, KR>(&range)?),
-        ))
+    pub fn range_rev<'k>(&self, range: impl KeyRange<'k, K>) -> TypedRange<'t, K, V> {
+        TypedRange::over(range.encode(), |b| self.table.range_rev(b))
+    }
+
+    /// The entries whose keys' encodings start with `prefix`'s, in key order: for strings and
+    /// byte strings, the keys that start with `prefix`; for a tuple whose last element is a
+    /// string, the keys with the same other elements and a last element that starts with
+    /// it's. (For every key with a tuple's first elements, use a range from the smallest to
+    /// the greatest last element.)
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<&str, u32> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// for (i, k) in ["user/1", "user/2", "users", "usex"].into_iter().enumerate() {
+    ///     t.put(k, i as u32)?;
+    /// }
+    /// drop(t);
+    /// w.commit()?;
+    /// let r = db.begin_read()?;
+    /// let t = r.open_table(T)?;
+    /// let users: Vec<(&str, u32)> = t.prefix("user/").collect::<Result<_, _>>()?;
+    /// assert_eq!(users, [("user/1", 0), ("user/2", 1)]);
+    /// let last: Vec<(&str, u32)> = t.prefix_rev("user").take(1).collect::<Result<_, _>>()?;
+    /// assert_eq!(last, [("users", 2)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn prefix<'k>(&self, prefix: impl Borrow<K::SelfType<'k>>) -> TypedRange<'t, K, V> {
+        TypedRange::over(encode_prefix::<K>(prefix.borrow()), |p| {
+            self.table.prefix(&p)
+        })
+    }
+
+    /// [`TypedReadTable::prefix`]'s entries, greatest key first.
+    pub fn prefix_rev<'k>(&self, prefix: impl Borrow<K::SelfType<'k>>) -> TypedRange<'t, K, V> {
+        TypedRange::over(encode_prefix::<K>(prefix.borrow()), |p| {
+            self.table.prefix_rev(&p)
+        })
     }
 
     /// Every entry, in key order.
@@ -542,11 +655,8 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     /// assert_eq!(keys, [1, 4, 5]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn delete_range<'k, KR: Borrow<K::SelfType<'k>>>(
-        &mut self,
-        range: impl RangeBounds<KR>,
-    ) -> Result<u64> {
-        self.table.delete_range(encode_bounds::<K, KR>(&range)?)
+    pub fn delete_range<'k>(&mut self, range: impl KeyRange<'k, K>) -> Result<u64> {
+        self.table.delete_range(range.encode()?)
     }
 
     /// Deletes every entry. Returns how many there were.
@@ -694,17 +804,12 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     /// for (k, v) in [(1, "a"), (2, "b"), (3, "c"), (4, "d")] {
     ///     t.put(k, v)?;
     /// }
-    /// let got: Vec<(u64, &str)> = t.range(2..=3)?.collect::<Result<_, _>>()?;
+    /// let got: Vec<(u64, &str)> = t.range(2..=3).collect::<Result<_, _>>()?;
     /// assert_eq!(got, [(2, "b"), (3, "c")]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn range<'k, KR: Borrow<K::SelfType<'k>>>(
-        &self,
-        range: impl RangeBounds<KR>,
-    ) -> Result<TypedRange<'_, K, V>> {
-        Ok(TypedRange::new(
-            self.table.range(encode_bounds::<K, KR>(&range)?),
-        ))
+    pub fn range<'k>(&self, range: impl KeyRange<'k, K>) -> TypedRange<'_, K, V> {
+        TypedRange::over(range.encode(), |b| self.table.range(b))
     }
 
     /// The entries with keys in `range`, greatest key first.
@@ -718,17 +823,41 @@ impl<'t, K: Key + 'static, V: Value + 'static> TypedWriteTable<'t, K, V> {
     /// for (k, v) in [(1, "a"), (2, "b"), (3, "c"), (4, "d"), (5, "e")] {
     ///     t.put(k, v)?;
     /// }
-    /// let got: Vec<(u64, &str)> = t.range_rev(2..5)?.collect::<Result<_, _>>()?;
+    /// let got: Vec<(u64, &str)> = t.range_rev(2..5).collect::<Result<_, _>>()?;
     /// assert_eq!(got, [(4, "d"), (3, "c"), (2, "b")]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
-    pub fn range_rev<'k, KR: Borrow<K::SelfType<'k>>>(
-        &self,
-        range: impl RangeBounds<KR>,
-    ) -> Result<TypedRange<'_, K, V>> {
-        Ok(TypedRange::new(
-            self.table.range_rev(encode_bounds::<K, KR>(&range)?),
-        ))
+    pub fn range_rev<'k>(&self, range: impl KeyRange<'k, K>) -> TypedRange<'_, K, V> {
+        TypedRange::over(range.encode(), |b| self.table.range_rev(b))
+    }
+
+    /// The entries whose keys' encodings start with `prefix`'s, as this transaction sees
+    /// them (see [`TypedReadTable::prefix`]).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// const T: larchdb::TableDefinition<&str, u32> = larchdb::TableDefinition::new("t");
+    /// let mut w = db.begin_write()?;
+    /// let mut t = w.open_table(T)?;
+    /// t.put("a/1", 1)?;
+    /// t.put("a/2", 2)?;
+    /// t.put("b/1", 3)?;
+    /// assert_eq!(t.prefix("a/").count(), 2);
+    /// assert_eq!(t.prefix_rev("a/").next().transpose()?, Some(("a/2", 2)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn prefix<'k>(&self, prefix: impl Borrow<K::SelfType<'k>>) -> TypedRange<'_, K, V> {
+        TypedRange::over(encode_prefix::<K>(prefix.borrow()), |p| {
+            self.table.prefix(&p)
+        })
+    }
+
+    /// [`TypedWriteTable::prefix`]'s entries, greatest key first.
+    pub fn prefix_rev<'k>(&self, prefix: impl Borrow<K::SelfType<'k>>) -> TypedRange<'_, K, V> {
+        TypedRange::over(encode_prefix::<K>(prefix.borrow()), |p| {
+            self.table.prefix_rev(&p)
+        })
     }
 
     /// Every entry, in key order.

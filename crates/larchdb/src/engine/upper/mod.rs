@@ -9,7 +9,7 @@
 //! ```text
 //! mod.rs      the layered read: Upper (the layers a handle reads, point reads, counts),
 //!             UpperScan (the layers merged in a scan's direction), Overlays
-//! range.rs    Range: a scan of the tree merged with the layers above it
+//! range.rs    Range: a scan of the tree merged with the layers above it, from either end
 //! overlay.rs  Overlay: the versioned, hashed and sorted record store of the commits since a
 //!             checkpoint
 //! slices.rs   Slices: the active overlays, one per key range
@@ -22,6 +22,7 @@ mod range;
 pub(crate) mod slices;
 
 pub use range::Range;
+use range::Walk;
 
 use crate::btree::{self, Cursor};
 use crate::error::{Error, Result};
@@ -308,7 +309,7 @@ pub(crate) fn edge<'t>(
         Edge::Last => (Bound::Unbounded, true),
         Edge::Seek(k) => (Bound::Included(k.to_vec()), false),
     };
-    Range::new(src, hdr, start, Bound::Unbounded, reverse, upper)
+    Walk::new(src, hdr, start, Bound::Unbounded, reverse, upper)
         .next()
         .transpose()
 }

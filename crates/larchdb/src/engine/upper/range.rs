@@ -6,9 +6,9 @@ use crate::error::Result;
 use crate::pager::{PageSource, TableHeader};
 use std::ops::Bound;
 
-/// Iterator over a key range, forward or reverse. Yields `Result` because a damaged page is
-/// reported where it is met; after an error the iterator ends.
-pub struct Range<'t> {
+/// One direction's walk over a key range. Yields `Result` because a damaged page is reported
+/// where it is met; after an error the walk ends.
+pub(crate) struct Walk<'t> {
     cursor: Cursor<'t, dyn PageSource + 't>,
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
@@ -24,7 +24,7 @@ pub struct Range<'t> {
     tree_done: bool,
 }
 
-impl<'t> Range<'t> {
+impl<'t> Walk<'t> {
     pub(crate) fn new(
         src: &'t dyn PageSource,
         hdr: TableHeader,
@@ -32,11 +32,11 @@ impl<'t> Range<'t> {
         end: Bound<Vec<u8>>,
         reverse: bool,
         upper: Upper<'t>,
-    ) -> Range<'t> {
+    ) -> Walk<'t> {
         let upper = (!upper.is_empty())
             .then(|| upper.scan(&start, &end, reverse))
             .filter(|scan| !scan.is_empty());
-        Range {
+        Walk {
             cursor: Cursor::new(src, hdr),
             start,
             end,
@@ -165,7 +165,7 @@ impl<'t> Range<'t> {
     }
 }
 
-impl<'t> Iterator for Range<'t> {
+impl<'t> Iterator for Walk<'t> {
     type Item = Result<Entry<'t>>;
 
     #[inline]
@@ -186,3 +186,130 @@ impl<'t> Iterator for Range<'t> {
         }
     }
 }
+
+/// Iterator over a key range, in its direction (ascending, or descending for the `_rev`
+/// scans) and, as a `DoubleEndedIterator`, from its other end too: `next_back` walks the
+/// range the other way, and the two ends stop where they meet, so every entry comes out
+/// once. Yields `Result` because a damaged page is reported where it is met; after an error
+/// the iterator ends at both ends.
+pub struct Range<'t> {
+    /// The walk in the range's direction.
+    front: Walk<'t>,
+    /// The walk the other way, started by the first `next_back`; boxed because most scans
+    /// never take it.
+    back: Option<Box<Walk<'t>>>,
+    /// The last key each end yielded: an end stops at a key the other has passed.
+    front_key: Option<&'t [u8]>,
+    back_key: Option<&'t [u8]>,
+    /// What starting the back walk needs besides the front walk's bounds.
+    src: &'t dyn PageSource,
+    hdr: TableHeader,
+    upper: Upper<'t>,
+    reverse: bool,
+    done: bool,
+}
+
+impl<'t> Range<'t> {
+    pub(crate) fn new(
+        src: &'t dyn PageSource,
+        hdr: TableHeader,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+        reverse: bool,
+        upper: Upper<'t>,
+    ) -> Range<'t> {
+        Range {
+            front: Walk::new(src, hdr, start, end, reverse, upper),
+            back: None,
+            front_key: None,
+            back_key: None,
+            src,
+            hdr,
+            upper,
+            reverse,
+            done: false,
+        }
+    }
+
+    /// Whether `key`, reached by the end walking in direction `reverse`, lies at or past the
+    /// last key the other end yielded.
+    #[inline]
+    fn crossed(key: &[u8], other: Option<&[u8]>, reverse: bool) -> bool {
+        match other {
+            None => false,
+            Some(o) if reverse => key <= o,
+            Some(o) => key >= o,
+        }
+    }
+
+    /// One entry from the walk `next` gives, unless it has met the other end.
+    #[inline]
+    fn take(
+        &mut self,
+        item: Option<Result<Entry<'t>>>,
+        from_back: bool,
+    ) -> Option<Result<Entry<'t>>> {
+        match item {
+            None => {
+                self.done = true;
+                None
+            }
+            Some(Err(e)) => {
+                self.done = true;
+                Some(Err(e))
+            }
+            Some(Ok((k, v))) => {
+                let (other, reverse) = if from_back {
+                    (self.front_key, !self.reverse)
+                } else {
+                    (self.back_key, self.reverse)
+                };
+                if Self::crossed(k, other, reverse) {
+                    self.done = true;
+                    return None;
+                }
+                if from_back {
+                    self.back_key = Some(k);
+                } else {
+                    self.front_key = Some(k);
+                }
+                Some(Ok((k, v)))
+            }
+        }
+    }
+}
+
+impl<'t> Iterator for Range<'t> {
+    type Item = Result<Entry<'t>>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let item = self.front.next();
+        self.take(item, false)
+    }
+}
+
+impl<'t> DoubleEndedIterator for Range<'t> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let back = self.back.get_or_insert_with(|| {
+            Box::new(Walk::new(
+                self.src,
+                self.hdr,
+                self.front.start.clone(),
+                self.front.end.clone(),
+                !self.reverse,
+                self.upper,
+            ))
+        });
+        let item = back.next();
+        self.take(item, true)
+    }
+}
+
+impl std::iter::FusedIterator for Range<'_> {}
