@@ -613,8 +613,9 @@ impl Environment {
     }
 
     /// A handle on table `key` (`bytes` or `str`, UTF-8; `None`: the default table), created
-    /// if missing unless `create=False` (`NotFoundError`). Created within `txn` if given,
-    /// else in a write transaction of its own. py-lmdb's flags for tables with duplicate
+    /// if missing unless `create=False` (`NotFoundError`). Created within `txn` if given (a
+    /// read transaction only checks that the table is in its snapshot), else in a write
+    /// transaction of its own. py-lmdb's flags for tables with duplicate
     /// keys or integer keys are refused: a Larch table has one value per key, ordered by
     /// bytes.
     #[pyo3(signature = (key=None, txn=None, reverse_key=false, dupsort=false, create=true,
@@ -674,13 +675,31 @@ impl Environment {
         let env = slf.get();
         if let Some(n) = name.as_deref() {
             match txn {
-                Some(t) => {
+                Some(t) if t.get().write => {
                     let t = t.get();
                     let mut w = t.writer(py)?;
                     if create {
                         w.ensure_table(n).or_raise(py)?;
                     } else {
                         write_table_to_read(&mut w, Some(n)).or_raise(py)?;
+                    }
+                }
+                // A read transaction: the table must exist in its snapshot.
+                Some(t) => {
+                    let mut guard = t.get().state(py)?;
+                    let TxnState::Read(r) = &mut *guard else {
+                        return Err(ended(py));
+                    };
+                    match r.table(Some(n)) {
+                        Ok(_) => {}
+                        Err(larchdb::Error::TableNotFound(_)) if create => {
+                            return Err(error(
+                                py,
+                                "ReadonlyError",
+                                format!("table {n:?} does not exist and a read transaction cannot create it"),
+                            ))
+                        }
+                        Err(e) => return Err(engine_error(py, e)),
                     }
                 }
                 None if create && !env.readonly => {
@@ -819,13 +838,16 @@ impl Environment {
     /// form: the copy is `path/data.larch`) or the new file's path; either way the file must
     /// not exist (`ExistsError`, a `FileExistsError`). py-lmdb's `compact` and `txn` are
     /// accepted: the copy is always compact, of the newest commit.
-    #[pyo3(signature = (path, compact=true, txn=None))]
+    /// `progress`, if given, is called with the number of entries copied so far, after every
+    /// 50,000 and at the end.
+    #[pyo3(signature = (path, compact=true, txn=None, progress=None))]
     fn copy<'py>(
         &self,
         py: Python<'py>,
         path: PathBuf,
         compact: bool,
         txn: Option<&Bound<'py, PyAny>>,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let _ = (compact, txn);
         let target = if path.is_dir() {
@@ -833,8 +855,14 @@ impl Environment {
         } else {
             path
         };
-        let c = self.detached(py, |db| db.copy_to(target))?;
-        copied(py, &c)
+        let mut report = Progress::new(progress);
+        let c = self.detached(py, |db| {
+            db.copy_to_with_progress(target, |n| {
+                report.call(|py| Ok(n.into_pyobject(py)?.into_any()))
+            })
+        });
+        report.raise(py)?;
+        copied(py, &c?)
     }
 
     /// py-lmdb's `copyfd`: writes a compact copy of the newest commit to the open file
@@ -943,9 +971,21 @@ impl Environment {
     }
 
     /// Gives the free space at the end of the file back to the file system (and cuts the log
-    /// to its header), without the GIL. Returns the sizes before and after.
-    fn compact<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let c = self.detached(py, |db| db.compact())?;
+    /// to its header), without the GIL. Returns the sizes before and after. `progress`, if
+    /// given, is called with each step as a dict: `{"step": "checkpoint"}`, `{"step":
+    /// "moving", "pass": 0, "tables_done": 1, "tables": 3}`, `{"step": "trimming"}`.
+    #[pyo3(signature = (progress=None))]
+    fn compact<'py>(
+        &self,
+        py: Python<'py>,
+        progress: Option<Py<PyAny>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let mut report = Progress::new(progress);
+        let c = self.detached(py, |db| {
+            db.compact_with_progress(|step| report.call(|py| compact_step(py, step)))
+        });
+        report.raise(py)?;
+        let c = c?;
         let d = PyDict::new(py);
         d.set_item("data_bytes_before", c.data_bytes_before)?;
         d.set_item("data_bytes_after", c.data_bytes_after)?;
@@ -994,6 +1034,65 @@ fn copied<'py>(py: Python<'py>, c: &larchdb::Copied) -> PyResult<Bound<'py, PyDi
     d.set_item("entries", c.entries)?;
     d.set_item("bytes", c.bytes)?;
     Ok(d)
+}
+
+/// A Python progress callback called from work that runs without the GIL: each call takes
+/// the GIL for itself. An exception the callback raises does not stop the work (the engine's
+/// progress reports cannot); the first one is raised when the work has ended, and the
+/// callback is not called again.
+struct Progress {
+    callback: Option<Py<PyAny>>,
+    failed: Option<PyErr>,
+}
+
+impl Progress {
+    fn new(callback: Option<Py<PyAny>>) -> Progress {
+        Progress {
+            callback,
+            failed: None,
+        }
+    }
+
+    /// Calls the callback with the argument `arg` builds.
+    fn call(&mut self, arg: impl for<'py> FnOnce(Python<'py>) -> PyResult<Bound<'py, PyAny>>) {
+        let (Some(callback), None) = (&self.callback, &self.failed) else {
+            return;
+        };
+        let r = Python::attach(|py| arg(py).and_then(|a| callback.call1(py, (a,))).map(drop));
+        if let Err(e) = r {
+            self.failed = Some(e);
+        }
+    }
+
+    /// The callback's exception, if it raised one.
+    fn raise(self, _py: Python<'_>) -> PyResult<()> {
+        match self.failed {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A compaction step as `compact(progress=...)` reports it.
+fn compact_step(py: Python<'_>, step: larchdb::CompactStep) -> PyResult<Bound<'_, PyAny>> {
+    let d = PyDict::new(py);
+    match step {
+        larchdb::CompactStep::Checkpoint => d.set_item("step", "checkpoint")?,
+        larchdb::CompactStep::Moving {
+            pass,
+            tables_done,
+            tables,
+        } => {
+            d.set_item("step", "moving")?;
+            d.set_item("pass", pass)?;
+            d.set_item("tables_done", tables_done)?;
+            d.set_item("tables", tables)?;
+        }
+        larchdb::CompactStep::Trimming => d.set_item("step", "trimming")?,
+        // A step a later engine adds: named by its Debug form.
+        other => d.set_item("step", format!("{other:?}").to_lowercase())?,
+    }
+    Ok(d.into_any())
 }
 
 /// An I/O error of the binding's own file work, as the engine reports its own.
@@ -1460,6 +1559,85 @@ impl Transaction {
             TxnState::Write(w) => Ok(w.txn.id()),
             TxnState::Done => Err(ended(py)),
         }
+    }
+
+    /// A savepoint: a point inside this write transaction that `rollback_to` returns it to
+    /// (nested; SQL's `SAVEPOINT`). As a context manager, an exception inside the block rolls
+    /// the transaction back to it; either way it is released at the end of the block.
+    ///
+    /// ```text
+    /// with txn.savepoint():
+    ///     txn.put(b"item", b"bad")
+    ///     raise ValueError("undo the item")   # the put is undone, the txn goes on
+    /// ```
+    fn savepoint(slf: &Bound<'_, Self>) -> PyResult<Savepoint> {
+        let py = slf.py();
+        let sp = slf.get().writer(py)?.savepoint().or_raise(py)?;
+        Ok(Savepoint {
+            sp: Mutex::new(Some(sp)),
+            txn: slf.clone().unbind(),
+        })
+    }
+
+    /// Undoes every change made since `savepoint` (keys, tables created or dropped, table
+    /// properties); `savepoint` stays usable, those made after it are not (`Error`).
+    fn rollback_to(&self, py: Python<'_>, savepoint: &Savepoint) -> PyResult<()> {
+        let guard = savepoint.lock();
+        let sp = guard.as_ref().ok_or_else(|| released(py))?;
+        self.writer(py)?.rollback_to(sp).or_raise(py)
+    }
+
+    /// Releases `savepoint` and those made after it, keeping their changes (SQL's
+    /// `RELEASE`). Releasing one twice does nothing.
+    fn release(&self, py: Python<'_>, savepoint: &Savepoint) -> PyResult<()> {
+        let mut guard = savepoint.lock();
+        let Some(sp) = guard.take() else {
+            return Ok(());
+        };
+        self.writer(py)?.release(sp).or_raise(py)
+    }
+
+    /// The properties of table `db` (default: the transaction's): bytes the application
+    /// attached to it with `set_properties`, empty if none. The typed tables of
+    /// `larch.typed` record their key and value types there, as Rust's do.
+    #[pyo3(signature = (db=None))]
+    fn get_properties<'py>(
+        &self,
+        py: Python<'py>,
+        db: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let table = self.table_of(table_arg(py, db)?);
+        let name = table.as_deref().unwrap_or(larchdb::DEFAULT_TABLE);
+        let mut guard = self.state(py)?;
+        let props = match &mut *guard {
+            TxnState::Read(r) => r.core.txn.table_properties(name).or_raise(py)?.to_vec(),
+            TxnState::Write(w) => w.txn.table_properties(name).or_raise(py)?,
+            TxnState::Done => return Err(ended(py)),
+        };
+        Ok(PyBytes::new(py, &props))
+    }
+
+    /// Sets the properties of table `db` (default: the transaction's), up to 16 KiB kept
+    /// with the table until set again.
+    #[pyo3(signature = (properties, db=None))]
+    fn set_properties(
+        &self,
+        py: Python<'_>,
+        properties: &Bound<'_, PyAny>,
+        db: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let props = bytes_arg(properties, "properties")?;
+        let table = self.table_of(table_arg(py, db)?);
+        let name = table.as_deref().unwrap_or(larchdb::DEFAULT_TABLE);
+        self.writer(py)?
+            .set_table_properties(name, &props)
+            .or_raise(py)
+    }
+
+    /// The environment this transaction belongs to.
+    #[getter]
+    fn env(&self, py: Python<'_>) -> Py<Environment> {
+        self.env.clone_ref(py)
     }
 
     /// Whether this is a write transaction.
@@ -2259,6 +2437,65 @@ impl CursorIter {
     }
 }
 
+/// A point inside a write transaction (`Transaction.savepoint()`).
+#[pyclass(frozen, module = "larch")]
+struct Savepoint {
+    /// `None` once released.
+    sp: Mutex<Option<larchdb::Savepoint>>,
+    txn: Py<Transaction>,
+}
+
+impl Savepoint {
+    fn lock(&self) -> MutexGuard<'_, Option<larchdb::Savepoint>> {
+        self.sp.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn released(py: Python<'_>) -> PyErr {
+    error(py, "Error", "the savepoint was released")
+}
+
+#[pymethods]
+impl Savepoint {
+    /// `txn.rollback_to(self)`.
+    fn rollback(&self, py: Python<'_>) -> PyResult<()> {
+        self.txn.get().rollback_to(py, self)
+    }
+
+    /// `txn.release(self)`.
+    fn release(&self, py: Python<'_>) -> PyResult<()> {
+        self.txn.get().release(py, self)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Rolls back to the savepoint if the block raised, then releases it; the exception goes
+    /// on.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        if exc_type.is_some_and(|t| !t.is_none()) && self.lock().is_some() {
+            self.rollback(py)?;
+        }
+        self.release(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        if self.lock().is_some() {
+            "<larch.Savepoint>".to_string()
+        } else {
+            "<larch.Savepoint released>".to_string()
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Module
 // ---------------------------------------------------------------------------------------
@@ -2270,6 +2507,7 @@ fn _larch(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Table>()?;
     m.add_class::<Cursor>()?;
     m.add_class::<CursorIter>()?;
+    m.add_class::<Savepoint>()?;
     m.add_class::<Snapshot>()?;
     m.add("VALUE_BYTES_MAX", larchdb::limits::VALUE_BYTES_MAX)?;
     m.add("DEFAULT_TABLE", larchdb::DEFAULT_TABLE)?;

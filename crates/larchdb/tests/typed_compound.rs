@@ -339,3 +339,41 @@ fn typed_prefixes_and_full_ranges_need_no_annotations() {
     assert_eq!(t.delete_range(..).unwrap(), 5);
     w.abort();
 }
+
+/// The encodings as bytes: the Python package's `larch.typed` asserts the same vectors
+/// (bindings/python/tests/test_typed.py), so that a table written from one reads from the
+/// other.
+#[test]
+fn the_encodings_are_these_bytes() {
+    use larchdb::typed::Value;
+    fn enc<T: Value>(v: T::SelfType<'_>) -> Vec<u8> {
+        T::as_bytes(&v).unwrap().as_ref().to_vec()
+    }
+    let mut u64_7 = vec![0u8; 7];
+    u64_7.push(7);
+    assert_eq!(enc::<u64>(7), u64_7);
+    assert_eq!(enc::<i8>(-128), b"\x00");
+    assert_eq!(enc::<i8>(127), b"\xff");
+    assert_eq!(enc::<i32>(-1), b"\x7f\xff\xff\xff");
+    assert_eq!(enc::<f64>(-0.0), b"\x7f\xff\xff\xff\xff\xff\xff\xff");
+    assert_eq!(enc::<f64>(1.0), b"\xbf\xf0\x00\x00\x00\x00\x00\x00");
+    assert_eq!(enc::<bool>(true), b"\x01");
+    assert_eq!(enc::<()>(()), b"");
+    assert_eq!(enc::<&str>("é"), "é".as_bytes());
+    assert_eq!(enc::<Option<u32>>(None), b"\x00\x00\x00\x00\x00");
+    assert_eq!(enc::<Option<u32>>(Some(5)), b"\x01\x00\x00\x00\x05");
+    assert_eq!(enc::<Option<&str>>(Some("a")), b"\x01a");
+    let mut tuple = b"a\x00\xffb\x00\x01".to_vec();
+    tuple.extend_from_slice(&1u64.to_be_bytes());
+    assert_eq!(enc::<(String, u64)>(("a\0b".to_string(), 1)), tuple);
+    assert_eq!(enc::<(&[u8], &str)>((b"", "z")), b"\x00\x01z");
+    assert_eq!(enc::<[u16; 2]>([1, 2]), b"\x00\x01\x00\x02");
+    assert_eq!(enc::<[u8; 3]>(*b"abc"), b"abc");
+    assert_eq!(
+        enc::<((u8, &str), i16)>(((1, "x"), -1)),
+        b"\x01x\x00\x01\x7f\xff"
+    );
+    assert_eq!(<((u8, &str), i16)>::type_name(), "((u8,str),i16)");
+    assert_eq!(<[u16; 2]>::type_name(), "[u16;2]");
+    assert_eq!(<(&[u8], &str)>::type_name(), "(bytes,str)");
+}

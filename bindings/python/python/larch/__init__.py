@@ -24,6 +24,7 @@ from ._larch import (
     VALUE_BYTES_MAX,
     Cursor,
     Environment,
+    Savepoint,
     Table,
     Transaction,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "Environment",
     "Transaction",
     "Cursor",
+    "Savepoint",
     "Table",
     "DATA_FILE",
     "DEFAULT_TABLE",
@@ -137,3 +139,4 @@ __all__ = [
     *_error_names,
 ]
 
+from . import typed  # noqa: E402  (larch.typed: typed tables, after the names it uses)

@@ -152,6 +152,30 @@ impl<'db> WriteTxn<'db> {
         self.t.base.txn() + 1
     }
 
+    /// The properties of table `name` as this transaction sees them (set by
+    /// [`WriteTxn::set_table_properties`], here or in an earlier commit); empty if never set.
+    /// [`Error::TableNotFound`] if there is no such table.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// assert_eq!(w.table_properties("t")?, b"");
+    /// w.set_table_properties("t", b"schema=3")?;
+    /// assert_eq!(w.table_properties("t")?, b"schema=3");
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn table_properties(&mut self, name: &str) -> Result<Vec<u8>> {
+        check_name(name)?;
+        if self.t.failed {
+            return Err(Error::TxnFailed);
+        }
+        self.t.load_state(name)?;
+        let state = self.t.guard.tables.get(name).ok_or(Error::TxnFailed)?;
+        Ok(state.props.clone())
+    }
+
     /// Sets the properties of table `name`: up to
     /// [`crate::limits::TABLE_PROPERTIES_BYTES_MAX`] bytes the application attaches to the
     /// table, stored in its catalog entry, kept until set again or the table is deleted, and
