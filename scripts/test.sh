@@ -23,9 +23,19 @@ PATH="$PWD/target/python-venv/bin:$PATH" target/python-venv/bin/pip install --qu
 (cd bindings/python/tests && ../../../target/python-venv/bin/python -m pytest -q -p no:cacheprovider .)
 target/python-venv/bin/python bindings/python/bench/bench.py --num 2000 --runs 1
 
-# The engine crate packages as it would be published (its files, its metadata, a build of the
-# packaged sources), with no warning.
-package_log=$(cargo package -p larchdb --offline --allow-dirty 2>&1) || { echo "$package_log"; exit 1; }
+# The published crates (larchdb, larch-cli, larch-bench): first what crates.io and docs.rs show
+# that cargo does not check (the licence text in each crate, absolute links in each crate's
+# README and crate docs, one minimum Rust version stated everywhere: scripts/check-crates.py),
+# then `cargo package`, with no warning: each packaged as it would be published, and each
+# verified by a build of its packaged sources. larch-cli and larch-bench build against the
+# packaged larchdb, which cargo serves them from a local registry (target/package/tmp-registry)
+# since it is not on crates.io yet. Every crate is verified, none packaged with --no-verify:
+# the verifying builds share target/ and reuse the workspace's dependencies, so they cost the
+# three crates' own compilation (and, the first time, the few dependencies whose features
+# differ outside the workspace), seconds when nothing changed.
+python3 scripts/check-crates.py
+package_log=$(cargo package -p larchdb -p larch-cli -p larch-bench --offline --allow-dirty 2>&1) ||
+  { echo "$package_log"; exit 1; }
 if grep -q '^warning' <<<"$package_log"; then
   echo "$package_log"
   exit 1

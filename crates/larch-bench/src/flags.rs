@@ -179,49 +179,368 @@ impl Default for Flags {
     }
 }
 
+/// One flag of `--help`: how it is written, its default, what it does.
+struct FlagHelp {
+    flag: &'static str,
+    default: String,
+    text: &'static str,
+}
+
+/// Width of `--help`'s flag column, and of its default column; the description follows them.
+const HELP_FLAG_CHARS: usize = 32;
+const HELP_DEFAULT_CHARS: usize = 20;
+/// Width `--help` wraps its descriptions at.
+pub const HELP_LINE_CHARS: usize = 100;
+
+/// A size as `--help` shows it: with the largest suffix the flags accept that divides it
+/// exactly (32M for 33554432), so that the default reads as one would type it.
+fn size_text(bytes: u64) -> String {
+    for (suffix, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{suffix}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// Every flag the parser takes, in `--help`'s order, each with its default taken from
+/// `Flags::default()` so that the two cannot disagree.
+fn flag_help() -> Vec<FlagHelp> {
+    let d = Flags::default();
+    let b = |x: bool| (x as u8).to_string();
+    let h = |flag, default: String, text| FlagHelp {
+        flag,
+        default,
+        text,
+    };
+    vec![
+        h(
+            "--engine=LIST",
+            d.engines.join(","),
+            "engines to run, one after another, each in a process of its own; 'all' for every one",
+        ),
+        h(
+            "--db=DIR",
+            d.db.display().to_string(),
+            "parent directory: each engine's database is DIR/<engine>",
+        ),
+        h(
+            "--benchmarks=LIST",
+            DEFAULT_BENCHMARKS.to_string(),
+            "benchmarks to run, in order (the list is below)",
+        ),
+        h("--num=N", d.num.to_string(), "entries loaded"),
+        h(
+            "--reads=N",
+            "-1".into(),
+            "operations per thread of the read and mixed benchmarks; -1: --num",
+        ),
+        h(
+            "--writes=N",
+            "-1".into(),
+            "puts of the fills and overwrites (the sync fills: a thousandth of them); -1: --num",
+        ),
+        h(
+            "--deletes=N",
+            "-1".into(),
+            "deletes of deleterandom and deleteseq; -1: --num",
+        ),
+        h(
+            "--threads=T[,T2,..]",
+            d.threads
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(","),
+            "reader threads; a list runs each count after one load",
+        ),
+        h(
+            "--duration=S",
+            d.duration_s.to_string(),
+            "run the read and mixed benchmarks for S seconds instead of a count (0: by count)",
+        ),
+        h("--key_size=B", d.key_size.to_string(), "bytes of each key"),
+        h(
+            "--value_size=B",
+            d.value_size.to_string(),
+            "bytes of each value",
+        ),
+        h(
+            "--key_format=decimal|rocksdb",
+            "decimal".into(),
+            "decimal: %016d, as LevelDB's db_bench; rocksdb: 8 bytes big-endian padded with '0'",
+        ),
+        h(
+            "--compression_ratio=F",
+            d.compression_ratio.to_string(),
+            "the part of each value that is random, as db_bench's (the rest repeats)",
+        ),
+        h(
+            "--batch_size=N",
+            d.batch_size.to_string(),
+            "puts per write transaction or batch",
+        ),
+        h(
+            "--sync=0|1",
+            b(d.sync),
+            "every write transaction durable (synced) when it returns",
+        ),
+        h(
+            "--use_existing_db=0|1",
+            b(d.use_existing_db),
+            "run on the databases under --db as they are: no fresh load",
+        ),
+        h(
+            "--histogram=0|1",
+            b(d.histogram),
+            "print RocksDB's latency histogram block after each result line",
+        ),
+        h(
+            "--stats_interval=N",
+            d.stats_interval.to_string(),
+            "print each thread's progress every N operations (0: never)",
+        ),
+        h(
+            "--seed=N",
+            d.seed.to_string(),
+            "seed of the key and value streams (0: from the time, and printed)",
+        ),
+        h(
+            "--cache_size=BYTES",
+            size_text(d.cache_size),
+            "the cache of the engines that keep one (those that read through the OS page cache \
+             have none)",
+        ),
+        h(
+            "--readwritepercent=P",
+            d.readwritepercent.to_string(),
+            "readrandomwriterandom: the percentage of operations that read",
+        ),
+        h(
+            "--seek_nexts=N",
+            d.seek_nexts.to_string(),
+            "seekrandom: entries read after each seek",
+        ),
+        h(
+            "--bloom_bits=N",
+            d.bloom_bits.to_string(),
+            "bloom filter bits per key of RocksDB and LevelDB (0: no filter)",
+        ),
+        h(
+            "--benchmark_write_rate_limit=BYTES",
+            size_text(d.write_rate_limit),
+            "readwhilewriting's writer held to BYTES of key and value a second, as db_bench's (0: \
+             unlimited)",
+        ),
+        h(
+            "--fill_duration=S",
+            d.fill_duration_s.to_string(),
+            "cap fresh fills at S seconds (0: no cap)",
+        ),
+        h(
+            "--fill_threads=0|1",
+            b(d.fill_threads),
+            "fills on --threads threads, each doing --writes puts; each pass of a thread list \
+             loads afresh",
+        ),
+        h(
+            "--key_offset=N",
+            d.key_offset.to_string(),
+            "first index of the key permutation the *unique_mt benchmarks take",
+        ),
+        h(
+            "--ycsb_fieldcount=N",
+            d.ycsb_fieldcount.to_string(),
+            "fields of a YCSB record (a record is one value of N x --ycsb_fieldlength bytes)",
+        ),
+        h(
+            "--ycsb_fieldlength=B",
+            d.ycsb_fieldlength.to_string(),
+            "bytes of each YCSB field",
+        ),
+        h(
+            "--repeat=N",
+            d.repeat.to_string(),
+            "run each engine N times, interleaved; the summary and the verdict give the median \
+             and its spread",
+        ),
+        h(
+            "--background_nice=N",
+            d.background_nice.to_string(),
+            "Larch's background threads N nice steps below the benchmark's (0: Larch's default)",
+        ),
+        h(
+            "--checkpoint_slices=N",
+            d.checkpoint_slices.to_string(),
+            "Larch's overlays cut into N key ranges, one merged a checkpoint (0: by the data \
+             file's size; 1: whole)",
+        ),
+        h(
+            "--memory_limit=BYTES",
+            d.memory_limit.map_or("0".into(), size_text),
+            "run each engine's process in a memory cgroup (v1 or v2) of BYTES (0: none)",
+        ),
+        h(
+            "--drop_caches=0|1",
+            b(d.drop_caches),
+            "reopen the engine, sync and drop the page cache before each benchmark that is not a \
+             fill",
+        ),
+        h(
+            "--series_interval_ms=N",
+            d.series_interval_ms.to_string(),
+            "each thread's operations over time, sampled every N ms, in the JSON's `series` (0: \
+             off)",
+        ),
+        h(
+            "--json=FILE",
+            "none".into(),
+            "one JSON object per line per (engine, benchmark, threads), then the verdict's rows",
+        ),
+        h("--csv=FILE", "none".into(), "the same results as CSV"),
+        h(
+            "--progress=0|1",
+            b(d.progress),
+            "a progress bar on stderr, when it is a terminal",
+        ),
+    ]
+}
+
+/// `text` cut into lines of at most `width` characters at spaces (a longer word stays whole).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Rows of three columns (the first two padded to their widths, the third wrapped), as
+/// `--help` prints its flags and its legend. A first column too wide for its width goes on a
+/// line of its own; so does a second.
+pub fn columns(rows: &[(&str, &str, &str)], first: usize, second: usize) -> String {
+    let indent = 2;
+    let text_at = indent + first + second;
+    let text_width = HELP_LINE_CHARS.saturating_sub(text_at).max(20);
+    let mut s = String::new();
+    /// Pads `line` with spaces to column `at`, first ending it (into `s`) if its text leaves
+    /// no space before that column.
+    fn pad_to(line: &mut String, s: &mut String, at: usize) {
+        let text = line.trim_end().len();
+        if text > 0 && text + 1 > at {
+            s.push_str(line.trim_end());
+            s.push('\n');
+            line.clear();
+        }
+        while line.len() < at {
+            line.push(' ');
+        }
+    }
+    for &(a, b, c) in rows {
+        let mut line = format!("{:indent$}{a}", "");
+        pad_to(&mut line, &mut s, indent + first);
+        line.push_str(b);
+        pad_to(&mut line, &mut s, text_at);
+        let text = wrap(c, text_width);
+        if text.is_empty() {
+            s.push_str(line.trim_end());
+            s.push('\n');
+        }
+        for (i, t) in text.iter().enumerate() {
+            if i > 0 {
+                line = " ".repeat(text_at);
+            }
+            line.push_str(t);
+            s.push_str(&line);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// `larch-bench --help`: the flags in columns (flag, default, description), as db_bench lists
+/// its own, the benchmarks, then the legend of every column the output prints
+/// (`report::legend`).
 pub fn usage() -> String {
+    let flags = flag_help();
+    let rows: Vec<(&str, &str, &str)> = flags
+        .iter()
+        .map(|f| {
+            // The benchmarks' default list is too long for its column: it goes below.
+            let default = if f.default.len() < HELP_DEFAULT_CHARS {
+                f.default.as_str()
+            } else {
+                "(below)"
+            };
+            (f.flag, default, f.text)
+        })
+        .collect();
+    let more: Vec<&str> = KNOWN_BENCHMARKS
+        .iter()
+        .copied()
+        .filter(|b| !DEFAULT_BENCHMARKS.split(',').any(|d| d == *b) && !b.starts_with("ycsb_"))
+        .collect();
+    let benchmarks = [
+        ("default", "", DEFAULT_BENCHMARKS.replace(',', " ")),
+        ("also", "", more.join(" ")),
+        (
+            "ycsb",
+            "",
+            format!(
+                "= {}: YCSB's load and core workloads A-F on --threads clients, --reads \
+                 operations a client",
+                YCSB_BENCHMARKS.join(",")
+            ),
+        ),
+        (
+            "notes",
+            "",
+            "fillsync_mt: fillsync on each of --threads threads at once; fillunique_mt, \
+             updateunique_mt, insertunique_mt: --threads writers over a seeded permutation of \
+             0..num (docs/design/bench-method.md in the repository)"
+                .to_string(),
+        ),
+    ];
+    let benchmark_rows: Vec<(&str, &str, &str)> = benchmarks
+        .iter()
+        .map(|(a, b, c)| (*a, *b, c.as_str()))
+        .collect();
+    let engines = wrap(
+        &format!(
+            "Engines (--engine): {}; 'all' runs every one, the default runs {}. Each is \
+             configured as its documentation recommends for the workload, and prints its \
+             settings.",
+            crate::engines::names().join(", "),
+            Flags::default().engines.join(",")
+        ),
+        HELP_LINE_CHARS,
+    )
+    .join("\n");
     format!(
         "larch-bench: db_bench-compatible driver for Larch and its peers\n\n\
 Usage: larch-bench [--flag=value ...]\n\
 \x20      larch-bench suite NAME [--scale=S] [--out=DIR]   (see larch-bench suite --help)\n\
 \x20      larch-bench report DIR\n\n\
-  --engine=LIST          comma list, run one after another, each in its own process\n\
-\x20                      (larch,larch-pages,lmdb,libmdbx,rocksdb,leveldb,bdb,wiredtiger,\n\
-\x20                      wiredtiger-lsm,redb,canopydb,fjall; 'all')\n\
-  --db=DIR               parent directory; each engine uses DIR/<engine> (/tmp/dbbench-<uid>)\n\
-  --benchmarks=LIST      default {DEFAULT_BENCHMARKS}\n\
-\x20                      also: filluniquerandom fillseqsync fillrandsync fillsync_mt (fillsync\n\
-\x20                      on each of --threads threads at once) fillbatch fillseqbatch\n\
-\x20                      fillrandbatch readwhilewriting readrandomwriterandom updaterandom\n\
-\x20                      deleterandom deleteseq\n\
-\x20                      fillunique_mt updateunique_mt insertunique_mt (--threads writers\n\
-\x20                      over a seeded permutation of 0..num; see docs/design/bench-method.md)\n\
-\x20                      ycsb (= ycsb_load,ycsb_a,ycsb_b,ycsb_c,ycsb_f,ycsb_d,ycsb_e): YCSB's load\n\
-\x20                      and core workloads A-F on --threads clients, --reads ops per client\n\
-  --ycsb_fieldcount=N (10)  --ycsb_fieldlength=B (100): a YCSB record is one value of N x B\n\
-  --repeat=N             run each engine N times; summary and verdict give median and spread\n\
-  --num=N                entries (1000000)      --reads/--writes/--deletes=N (-1 = num)\n\
-  --threads=T|T1,T2,..   reader threads; a list runs each count after one load (1)\n\
-  --duration=S           run read/mixed benchmarks for S seconds instead of a count (0)\n\
-  --key_size=B (16)  --value_size=B (100)  --batch_size=N (1)  --sync=0|1 (0)\n\
-  --key_format=decimal|rocksdb (decimal = %016d)   --compression_ratio=F (0.5)\n\
-  --use_existing_db=0|1  --histogram=0|1  --stats_interval=N (per-thread lines every N ops)\n\
-  --seed=N (0: derived from time, printed)   --cache_size=BYTES (33554432)\n\
-  --readwritepercent=P (90)  --seek_nexts=N (0)  --bloom_bits=N (10)\n\
-  --background_nice=N    Larch's background threads N nice steps below the benchmark's (0)\n\
-  --checkpoint_slices=N  Larch's overlays in N key ranges, merged one a checkpoint (0: by the data\n\
-\x20                      file's size; 1: whole)\n\
-  --fill_duration=S      cap fresh fills at S seconds (0)  --key_offset=N (0)\n\
-  --fill_threads=0|1     fills on --threads threads, each --writes puts; each pass reloads (0)\n\
-  --benchmark_write_rate_limit=BYTES  readwhilewriting's writer held to BYTES of key+value a\n\
-\x20                      second, as db_bench's (0: unlimited)\n\
-  --series_interval_ms=N per-thread ops-over-time samples in the JSON `series` (0: off)\n\
-  --memory_limit=BYTES   run each engine's process in a memory cgroup (v1 or v2)\n\
-  --drop_caches=0|1      reopen the engine, sync and drop the page cache before each\n\
-\x20                      non-fill benchmark\n\
-  --json=FILE            one JSON object per line per (engine, benchmark, threads)\n\
-  --csv=FILE             the same as CSV          --progress=0|1 (stderr bar on a terminal)\n\
-Sizes accept K, M, G suffixes (powers of 1024).\n"
+Flags have db_bench's names and syntax: --name=value or --name value; booleans 0 or 1 (a bare\n\
+boolean flag is 1); sizes take K, M, G, T suffixes (powers of 1024).\n\n\
+{}\n{engines}\n\nBenchmarks (--benchmarks):\n{}\n{}",
+        columns(
+            &[&[("flag", "default", "description")][..], &rows].concat(),
+            HELP_FLAG_CHARS,
+            HELP_DEFAULT_CHARS
+        ),
+        columns(&benchmark_rows, 10, 0),
+        crate::report::legend(),
     )
 }
 
@@ -639,5 +958,83 @@ mod tests {
             Err(Error::Usage(_)) => {}
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Every flag `--help` lists parses with the default it shows, to the value
+    /// `Flags::default()` has; every flag the parser takes is listed.
+    #[test]
+    fn the_help_lists_every_flag_with_its_real_default() {
+        let d = Flags::default();
+        for h in flag_help() {
+            let name = h.flag.split('=').next().unwrap();
+            if h.default == "none" {
+                continue;
+            }
+            let f = p(&[&format!("{name}={}", h.default)])
+                .unwrap_or_else(|e| panic!("{name}={}: {e}", h.default));
+            assert_eq!(
+                format!("{:?}", f),
+                format!("{:?}", Flags::parse(&[]).unwrap()),
+                "{name}: the default --help shows is not the parser's"
+            );
+        }
+        assert_eq!(d.engines, vec!["larch", "lmdb", "rocksdb"]);
+        // The parser's flags: the names its match arms take that are not "unknown flag".
+        let source = include_str!("flags.rs");
+        let arms = &source[source.find("let n = name.as_str();").unwrap()
+            ..source.find("unknown flag --{n}").unwrap()];
+        let listed: Vec<&str> = flag_help()
+            .iter()
+            .map(|h| h.flag.split('=').next().unwrap())
+            .collect();
+        for piece in arms.split('"').skip(1).step_by(2) {
+            let taken = match p(&[&format!("--{piece}=1")]) {
+                Err(Error::Usage(m)) => !m.contains("unknown flag"),
+                _ => true,
+            };
+            // "engines" is an alias of "engine".
+            if taken && piece != "engines" {
+                assert!(
+                    listed.contains(&format!("--{piece}").as_str()),
+                    "--{piece} is not in --help"
+                );
+            }
+        }
+    }
+
+    /// The flag table's columns line up: each flag's default and description start at the
+    /// same columns (a flag too long for its column has them on the next line).
+    #[test]
+    fn the_help_is_in_columns() {
+        let help = usage();
+        let mut rows = 0;
+        let lines: Vec<&str> = help.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.starts_with("  --") {
+                continue;
+            }
+            rows += 1;
+            // A flag alone on its line: its default and description are on the next.
+            let row = if line.split_whitespace().count() == 1 {
+                lines[i + 1]
+            } else {
+                line
+            };
+            let at = 2 + HELP_FLAG_CHARS;
+            assert!(row[..at].ends_with(' '), "{row:?}");
+            assert_ne!(&row[at..at + 1], " ", "the default of {line:?}");
+            let text_at = at + HELP_DEFAULT_CHARS;
+            assert!(row[..text_at].ends_with(' '), "{row:?}");
+            assert_ne!(
+                &row[text_at..text_at + 1],
+                " ",
+                "the description of {line:?}"
+            );
+            assert!(
+                lines.iter().all(|l| l.len() <= HELP_LINE_CHARS),
+                "a line too long"
+            );
+        }
+        assert_eq!(rows, flag_help().len());
     }
 }

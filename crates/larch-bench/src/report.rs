@@ -370,6 +370,324 @@ pub fn summary_table(rows: &[Value]) -> String {
     s
 }
 
+/// The legend of `--help`: every column the output prints, by where it is printed. Each
+/// section is a heading and its rows (a column's name, what it is); `tests/help.rs` runs the
+/// driver and checks that every column its output has is named here.
+const LEGEND: &[(&str, &[(&str, &str)])] = &[
+    (
+        "Header, as db_bench's (Date and CPU on stderr), then each engine's:",
+        &[
+            (
+                "Keys Values",
+                "bytes of each key and value (and of a value's random part)",
+            ),
+            ("Entries", "--num"),
+            (
+                "RawSize FileSize",
+                "keys and values, in full and with the values' random part only, MB",
+            ),
+            (
+                "Seed Threads Sync",
+                "--seed (the one used), --threads, --sync",
+            ),
+            (
+                "Repeat MemLimit WriteRate",
+                "--repeat, --memory_limit, --benchmark_write_rate_limit, when set",
+            ),
+            (
+                "Date CPU",
+                "when the run started (UTC); the cores and their model",
+            ),
+            ("Engine", "the engine and its library's version"),
+            (
+                "Config",
+                "the engine's settings for the run (sync mode, cache, compression, ...)",
+            ),
+            ("DB path", "the engine's database"),
+            ("cgroup", "with --memory_limit: the engine's memory cgroup"),
+        ],
+    ),
+    (
+        "Result lines, db_bench's (one per engine, benchmark and thread count; db_bench parsers \
+         read them):",
+        &[
+            (
+                "micros/op",
+                "the threads' time summed over the operations, in microseconds (db_bench's \
+                 definition)",
+            ),
+            (
+                "ops/sec",
+                "operations a second of the benchmark's wall time",
+            ),
+            ("seconds", "the benchmark's wall time"),
+            ("operations", "operations done, by every thread"),
+            ("MB/s", "bytes of keys and values a second"),
+            ("(N of M found)", "reads that found their key"),
+            (
+                "writer",
+                "the line of readwhilewriting's writer thread, in the same columns: its ops/sec \
+                 is the summary's writer ops/sec",
+            ),
+        ],
+    ),
+    (
+        "rusage: the benchmark's use of the engine's process (getrusage, over the benchmark):",
+        &[
+            ("wall", "seconds of the measured window"),
+            ("user", "CPU seconds in user mode, every thread"),
+            ("sys", "CPU seconds in the kernel, every thread"),
+            (
+                "cpu%",
+                "(user + sys) / wall: 100 is one core busy throughout",
+            ),
+            (
+                "maxrss_kb",
+                "the process's peak resident memory so far, file pages included, KB",
+            ),
+            (
+                "vcsw",
+                "voluntary context switches: a thread waited (I/O, a lock, a sleep)",
+            ),
+            (
+                "ivcsw",
+                "involuntary context switches: the scheduler took a thread's core away",
+            ),
+            (
+                "fs_in",
+                "blocks (512 bytes) the file system read for the process",
+            ),
+            (
+                "fs_out",
+                "blocks (512 bytes) the file system wrote for the process",
+            ),
+        ],
+    ),
+    (
+        "io: bytes (over the benchmark):",
+        &[
+            ("user_bytes", "bytes of keys and values the benchmark wrote"),
+            (
+                "proc_write_bytes",
+                "bytes the process sent to storage (/proc/self/io write_bytes)",
+            ),
+            (
+                "proc_read_bytes",
+                "bytes the process read from storage (/proc/self/io read_bytes)",
+            ),
+            (
+                "wamp_proc",
+                "write amplification: proc_write_bytes / user_bytes (- when nothing was written)",
+            ),
+            (
+                "dev_write_bytes",
+                "bytes the device under --db wrote over the benchmark and a syncfs after it (- \
+                 where it is no block device the kernel counts)",
+            ),
+            (
+                "wamp_dev",
+                "dev_write_bytes / user_bytes: write amplification at the device, the engine's \
+                 unsynced bytes included",
+            ),
+            ("db_kb", "the engine's files at the end, KB allocated (du)"),
+            (
+                "anon_peak_kb",
+                "the peak of the process's anonymous memory, the memory the engine holds itself, \
+                 KB",
+            ),
+        ],
+    ),
+    (
+        "engine: Larch's counters over the benchmark (larch and larch-pages):",
+        &[
+            (
+                "logged_commits",
+                "commits that went to the write-ahead log only",
+            ),
+            ("page_commits", "commits that wrote pages and a meta page"),
+            (
+                "checkpoints",
+                "checkpoints written (pages of the log's commits merged into the tree)",
+            ),
+            (
+                "checkpoint_slices",
+                "of those, checkpoints that merged one key range (--checkpoint_slices)",
+            ),
+            (
+                "log_syncs",
+                "syncs of the log for durable commits (group commit shares one)",
+            ),
+            (
+                "paced_ms",
+                "ms the writer was held back so that checkpoints keep up with the log",
+            ),
+            (
+                "share_ms",
+                "ms the writer was held back to share the CPU and the device with readers",
+            ),
+            (
+                "log_full_waits",
+                "write transactions that waited for a checkpoint to free room in the log",
+            ),
+            ("log_full_wait_ms", "ms those waits took"),
+        ],
+    ),
+    (
+        "process: the engine's child process, once it has exited:",
+        &[
+            ("engine", "the engine's name"),
+            ("exit", "the child's exit status (0: every benchmark ran)"),
+            (
+                "wall user sys",
+                "seconds of the whole process: wall time, CPU in user mode and in the kernel",
+            ),
+            ("maxrss_kb vcsw", "as in rusage, for the whole process"),
+            ("ivcsw fs_in fs_out", "as in rusage, for the whole process"),
+            (
+                "db_kb_closed",
+                "the engine's files once it closed them, KB allocated",
+            ),
+            (
+                "cgroup_peak_bytes",
+                "with --memory_limit: the memory cgroup's peak",
+            ),
+        ],
+    ),
+    (
+        "--histogram=1: RocksDB's block of each benchmark's latencies, in microseconds:",
+        &[
+            (
+                "Microseconds per",
+                "the block's heading: the operation timed (read, write, seek, ...)",
+            ),
+            ("Count", "operations timed"),
+            ("Average StdDev", "their mean and standard deviation"),
+            ("Min Median Max", "the fastest, the middle and the slowest"),
+            ("Percentiles", "the percentiles that follow"),
+            (
+                "P50 P75 P99 P99.9 P99.99",
+                "the latency that 50, 75, 99, 99.9 and 99.99 percent of operations took at most",
+            ),
+            (
+                "[ a, b )",
+                "a bucket: its operations, their percentage, the cumulative percentage and a bar",
+            ),
+        ],
+    ),
+    (
+        "Summary table (at the end; one row per engine, benchmark and thread count):",
+        &[
+            ("benchmark", "the benchmark"),
+            ("thr", "its threads (readers, for readwhilewriting)"),
+            ("engine", "the engine"),
+            (
+                "ops/sec",
+                "operations a second; short: the run took under 0.02 s, too short to give a rate; \
+                 with --repeat, the median and its spread (± (max - min) / median)",
+            ),
+            (
+                "writer ops/sec",
+                "readwhilewriting's writer: its puts a second beside the readers",
+            ),
+            ("micros/op", "as in the result line"),
+            ("P50 us", "the median latency of an operation, microseconds"),
+            ("P99 us", "the 99th percentile latency, microseconds"),
+            ("P99.9 us", "the 99.9th percentile latency, microseconds"),
+            ("wall s", "rusage's wall"),
+            ("user s", "rusage's user"),
+            ("sys s", "rusage's sys"),
+            ("CPU%", "rusage's cpu%"),
+            ("DB KB", "io's db_kb"),
+            ("RSS KB", "rusage's maxrss_kb"),
+            ("anon KB", "io's anon_peak_kb"),
+            (
+                "vcsw/ivcsw",
+                "rusage's voluntary / involuntary context switches",
+            ),
+            (
+                "wamp",
+                "io's wamp_proc: bytes the process wrote / bytes of keys and values",
+            ),
+            (
+                "dev wamp",
+                "io's wamp_dev: bytes the device wrote / bytes of keys and values",
+            ),
+        ],
+    ),
+    (
+        "Verdict table (when Larch ran beside a peer):",
+        &[
+            (
+                "<engine>",
+                "one column per engine: its ops/sec (K, M), or short",
+            ),
+            (
+                "best peer",
+                "the engine other than Larch with the most ops/sec",
+            ),
+            (
+                "larch / best",
+                "Larch's ops/sec over the best peer's: win at 1.05 and above, loss (bold) at 0.95 \
+                 and below, even between (one column per Larch engine: larch-pages / best too)",
+            ),
+        ],
+    ),
+    (
+        "--json and --csv: the columns above under these names, with the engine's version and \
+         settings:",
+        &[
+            (
+                "engine benchmark threads",
+                "the summary's engine, benchmark and thr",
+            ),
+            ("engine_version", "the engine's library version"),
+            ("num key_size value_size", "the flags the row ran with"),
+            ("ops ops_per_sec", "operations, and operations a second"),
+            ("micros_per_op mb_per_sec", "as micros/op and MB/s"),
+            ("writer_ops_per_sec", "as writer ops/sec"),
+            ("p50_us p75_us p99_us", "latency percentiles, microseconds"),
+            (
+                "p999_us p9999_us max_us",
+                "latency percentiles and the slowest, microseconds",
+            ),
+            (
+                "wall_s user_s sys_s cpu_pct",
+                "as rusage's wall, user, sys and cpu%",
+            ),
+            ("write_bytes", "io's proc_write_bytes"),
+            ("user_bytes_written", "io's user_bytes"),
+            ("wamp", "io's wamp_proc"),
+            (
+                "db_bytes maxrss_kb",
+                "io's db_kb in bytes; rusage's maxrss_kb",
+            ),
+            (
+                "status",
+                "ok, unavailable (the engine's library is missing) or error",
+            ),
+            (
+                "config",
+                "the engine's settings, as printed before its results",
+            ),
+        ],
+    ),
+];
+
+/// The legend of the output's columns, for `--help` (see [`LEGEND`]).
+pub fn legend() -> String {
+    let mut s = String::from("Output columns:\n");
+    for (heading, rows) in LEGEND {
+        s.push('\n');
+        for line in crate::flags::wrap(heading, crate::flags::HELP_LINE_CHARS) {
+            s.push_str(&line);
+            s.push('\n');
+        }
+        let rows: Vec<(&str, &str, &str)> = rows.iter().map(|(a, b)| (*a, "", *b)).collect();
+        s.push_str(&crate::flags::columns(&rows, 28, 0));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

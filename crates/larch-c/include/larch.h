@@ -3,7 +3,8 @@
  * Generated from crates/larch-c/src/lib.rs by cbindgen; do not edit by hand
  * (LARCH_BLESS=1 cargo test -p larch-c --test header rewrites it).
  * Design and rules: docs/design/c-api.md. Link with -llarch (liblarch.so or liblarch.a;
- * the static library also needs -lpthread -ldl -lm). */
+ * the static library also needs -lpthread -ldl -lm), or with the flags of the larch.pc the
+ * build writes beside the libraries: pkg-config --cflags --libs target/release/larch.pc */
 
 #ifndef LARCH_H
 #define LARCH_H
@@ -37,25 +38,30 @@
 // The disk is full (`ENOSPC`, `EDQUOT`): nothing committed is lost.
 #define LARCH_EDISKFULL 14
 
-// A page or log record failed its checks: the file is damaged.
+// The database is damaged: a page or log record failed its checks, an open found damage it
+// cannot get past without losing acknowledged commits (nothing was changed; `larch recover`
+// opens the newest intact state), or the lock file beside it is not a Larch lock file.
 #define LARCH_ECORRUPTED 15
 
 // The file is not a Larch database, or of a format version this library cannot read.
 #define LARCH_ENOTADB 16
 
-// Another process holds the database open for writing.
+// Another process, or another handle in this process, holds the database open for writing.
 #define LARCH_ELOCKED 17
 
-// `LARCH_NOWAIT` and another write transaction is open.
+// `LARCH_NOWAIT` and another write transaction is open; or this thread's own write
+// transaction on the database is still open, which a second `larch_begin` would wait for
+// forever.
 #define LARCH_EWRITEBUSY 18
 
 // A write to a read-only database handle, or in a read transaction.
 #define LARCH_EREADONLY 19
 
-// The key is empty or longer than the engine's limit.
+// The key is longer than the engine's limit for the database's page size: a quarter page less
+// some bytes (1000 bytes at 4096-byte pages). The empty key is valid.
 #define LARCH_EKEYTOOLARGE 20
 
-// The value is longer than the engine's limit.
+// The value is longer than the engine's limit (1073741824 bytes: 1 GiB).
 #define LARCH_EVALUETOOLARGE 21
 
 // No table of that name.
@@ -64,7 +70,7 @@
 // A table of that name exists already.
 #define LARCH_ETABLEEXISTS 23
 
-// The table name is empty, too long, or reserved.
+// The table name is empty or longer than 255 bytes.
 #define LARCH_ETABLENAME 24
 
 // The options are not valid (the message says which).
@@ -85,7 +91,8 @@
 // The lock file's reader table has no free slot.
 #define LARCH_EREADERSFULL 30
 
-// The table was created with other key or value types (typed tables of the Rust API).
+// The table was created with other key or value types, or its bytes do not decode as them
+// (typed tables of the Rust API).
 #define LARCH_ETYPE 31
 
 // The savepoint was released, rolled past, or is another transaction's.
@@ -159,9 +166,11 @@ typedef struct larch_options {
   // `sizeof(larch_options)`, set by `larch_options_init`: a library of a later version
   // reads only the fields a caller built against an earlier header knows.
   uint32_t struct_bytes;
-  // Page size of a new database: a power of two from 512 to 65536; 0 for the default (4096).
+  // Page size of a new database: a power of two from 4096 to 65536; 0 for the default (4096).
+  // Ignored when the file exists (its own page size is used).
   uint32_t page_bytes;
-  // Non-zero: open for reading only (several processes may; beside one writer).
+  // Non-zero: open for reading only (several processes may; beside one writer). Zero (the
+  // default): open for reading and writing.
   int read_only;
   // Non-zero (the default): create the file if it does not exist.
   int create;
@@ -171,7 +180,9 @@ typedef struct larch_options {
   // The durability of `larch_commit(txn, LARCH_DURABILITY_DEFAULT)`:
   // `LARCH_DURABILITY_IMMEDIATE` (the default), `_BOUNDED` or `_NONE`.
   int durability;
-  // Non-zero (the default): every page read is checked against its checksum.
+  // Non-zero: every page read is checked against its checksum, also through the memory map.
+  // Zero (the default): pages are checked when the file is opened (meta and free-space
+  // pages), by `larch_verify`, and by buffered reads (once per page per snapshot).
   int verify_checksums;
   // Non-zero (the default): compact the file when the last handle closes it.
   int compact_on_close;
@@ -302,9 +313,11 @@ typedef struct larch_val {
 extern "C" {
 #endif // __cplusplus
 
-// The message of the last call on this thread that returned an error (`LARCH_E...`), or ""
-// if none did. Calls that succeed leave it as it is. Valid until the next error on this
-// thread; copy it to keep it.
+// The message of the last call on this thread that failed (returned a code other than
+// `LARCH_OK`, `LARCH_NOTFOUND` and `LARCH_KEYEXIST`), or "" if none did. Every call that fails
+// sets it, so it describes the last failure and never an earlier one; calls that succeed
+// leave it as it is (as `errno`), so that it can still be read after cleaning up (an abort, a
+// close). Valid until the next failing call on this thread; copy it to keep it.
 const char *larch_last_error(void);
 
 // A fixed description of a code (`LARCH_OK`, `LARCH_NOTFOUND`, ... ); never null.
@@ -313,7 +326,8 @@ const char *larch_strerror(int code);
 // The library's version, as "major.minor.patch".
 const char *larch_version(void);
 
-// Fills `*options` with the defaults (and `struct_bytes`).
+// Fills `*options` with the defaults (and `struct_bytes`): the engine's, those of
+// `Options::default()` in the Rust API.
 //
 // # Safety
 // `options` is null (nothing is done) or points to a `larch_options`.
@@ -415,7 +429,7 @@ int larch_table_ensure(struct larch_txn *txn, const char *table, int *created);
 int larch_table_delete(struct larch_txn *txn, const char *table);
 
 // Calls `f(ctx, name, len)` for each table, in name order. A non-zero return from `f` stops
-// the listing and is returned.
+// the listing and is returned (`larch_last_error` then says which table it stopped at).
 //
 // # Safety
 // `f` is a function that may be called with `ctx`.

@@ -55,25 +55,30 @@ pub const LARCH_EBUSY: c_int = 12;
 pub const LARCH_EIO: c_int = 13;
 /// The disk is full (`ENOSPC`, `EDQUOT`): nothing committed is lost.
 pub const LARCH_EDISKFULL: c_int = 14;
-/// A page or log record failed its checks: the file is damaged.
+/// The database is damaged: a page or log record failed its checks, an open found damage it
+/// cannot get past without losing acknowledged commits (nothing was changed; `larch recover`
+/// opens the newest intact state), or the lock file beside it is not a Larch lock file.
 pub const LARCH_ECORRUPTED: c_int = 15;
 /// The file is not a Larch database, or of a format version this library cannot read.
 pub const LARCH_ENOTADB: c_int = 16;
-/// Another process holds the database open for writing.
+/// Another process, or another handle in this process, holds the database open for writing.
 pub const LARCH_ELOCKED: c_int = 17;
-/// `LARCH_NOWAIT` and another write transaction is open.
+/// `LARCH_NOWAIT` and another write transaction is open; or this thread's own write
+/// transaction on the database is still open, which a second `larch_begin` would wait for
+/// forever.
 pub const LARCH_EWRITEBUSY: c_int = 18;
 /// A write to a read-only database handle, or in a read transaction.
 pub const LARCH_EREADONLY: c_int = 19;
-/// The key is empty or longer than the engine's limit.
+/// The key is longer than the engine's limit for the database's page size: a quarter page less
+/// some bytes (1000 bytes at 4096-byte pages). The empty key is valid.
 pub const LARCH_EKEYTOOLARGE: c_int = 20;
-/// The value is longer than the engine's limit.
+/// The value is longer than the engine's limit (1073741824 bytes: 1 GiB).
 pub const LARCH_EVALUETOOLARGE: c_int = 21;
 /// No table of that name.
 pub const LARCH_ETABLENOTFOUND: c_int = 22;
 /// A table of that name exists already.
 pub const LARCH_ETABLEEXISTS: c_int = 23;
-/// The table name is empty, too long, or reserved.
+/// The table name is empty or longer than 255 bytes.
 pub const LARCH_ETABLENAME: c_int = 24;
 /// The options are not valid (the message says which).
 pub const LARCH_EOPTIONS: c_int = 25;
@@ -87,7 +92,8 @@ pub const LARCH_ETXNFAILED: c_int = 28;
 pub const LARCH_EFULL: c_int = 29;
 /// The lock file's reader table has no free slot.
 pub const LARCH_EREADERSFULL: c_int = 30;
-/// The table was created with other key or value types (typed tables of the Rust API).
+/// The table was created with other key or value types, or its bytes do not decode as them
+/// (typed tables of the Rust API).
 pub const LARCH_ETYPE: c_int = 31;
 /// The savepoint was released, rolled past, or is another transaction's.
 pub const LARCH_ESAVEPOINT: c_int = 32;
@@ -175,9 +181,11 @@ pub struct larch_options {
     /// `sizeof(larch_options)`, set by `larch_options_init`: a library of a later version
     /// reads only the fields a caller built against an earlier header knows.
     pub struct_bytes: u32,
-    /// Page size of a new database: a power of two from 512 to 65536; 0 for the default (4096).
+    /// Page size of a new database: a power of two from 4096 to 65536; 0 for the default (4096).
+    /// Ignored when the file exists (its own page size is used).
     pub page_bytes: u32,
-    /// Non-zero: open for reading only (several processes may; beside one writer).
+    /// Non-zero: open for reading only (several processes may; beside one writer). Zero (the
+    /// default): open for reading and writing.
     pub read_only: c_int,
     /// Non-zero (the default): create the file if it does not exist.
     pub create: c_int,
@@ -187,7 +195,9 @@ pub struct larch_options {
     /// The durability of `larch_commit(txn, LARCH_DURABILITY_DEFAULT)`:
     /// `LARCH_DURABILITY_IMMEDIATE` (the default), `_BOUNDED` or `_NONE`.
     pub durability: c_int,
-    /// Non-zero (the default): every page read is checked against its checksum.
+    /// Non-zero: every page read is checked against its checksum, also through the memory map.
+    /// Zero (the default): pages are checked when the file is opened (meta and free-space
+    /// pages), by `larch_verify`, and by buffered reads (once per page per snapshot).
     pub verify_checksums: c_int,
     /// Non-zero (the default): compact the file when the last handle closes it.
     pub compact_on_close: c_int,
@@ -423,10 +433,22 @@ fn fail<T>(code: c_int, message: impl Into<String>) -> Result<T, Failure> {
     Err(Failure(code, message.into()))
 }
 
+/// Whether `code` is one a call returns without failing: `LARCH_OK` and the two answers that
+/// are not errors. Every other code a call returns is a failure with its own message.
+fn succeeded(code: c_int) -> bool {
+    matches!(code, LARCH_OK | LARCH_NOTFOUND | LARCH_KEYEXIST)
+}
+
 /// Runs a call's body: catches a panic, records a failure's message for `larch_last_error`.
+///
+/// Every exported function that can fail runs through here, so that every failing call sets
+/// the message: a failure carries its own; a failing code returned as an answer, or a failure
+/// with an empty message, gets the code's fixed text (`larch_strerror`). Thus
+/// `larch_last_error` never shows an earlier call's message after a later call failed.
 fn call(body: impl FnOnce() -> Outcome) -> c_int {
     let failure = match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(code)) => return code,
+        Ok(Ok(code)) if succeeded(code) => return code,
+        Ok(Ok(code)) => Failure(code, String::new()),
         Ok(Err(f)) => f,
         Err(panic) => {
             let what = panic
@@ -437,14 +459,25 @@ fn call(body: impl FnOnce() -> Outcome) -> c_int {
             Failure(LARCH_EPANIC, format!("the engine panicked: {what}"))
         }
     };
-    let message = CString::new(failure.1.replace('\0', " ")).unwrap_or_default();
+    let Failure(code, text) = failure;
+    let text = if text.is_empty() {
+        // SAFETY: `larch_strerror` returns a static, NUL-terminated string.
+        unsafe { CStr::from_ptr(larch_strerror(code)) }
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        text
+    };
+    let message = CString::new(text.replace('\0', " ")).unwrap_or_default();
     LAST_ERROR.with(|m| *m.borrow_mut() = message);
-    failure.0
+    code
 }
 
-/// The message of the last call on this thread that returned an error (`LARCH_E...`), or ""
-/// if none did. Calls that succeed leave it as it is. Valid until the next error on this
-/// thread; copy it to keep it.
+/// The message of the last call on this thread that failed (returned a code other than
+/// `LARCH_OK`, `LARCH_NOTFOUND` and `LARCH_KEYEXIST`), or "" if none did. Every call that fails
+/// sets it, so it describes the last failure and never an earlier one; calls that succeed
+/// leave it as it is (as `errno`), so that it can still be read after cleaning up (an abort, a
+/// close). Valid until the next failing call on this thread; copy it to keep it.
 #[no_mangle]
 pub extern "C" fn larch_last_error() -> *const c_char {
     LAST_ERROR.with(|m| m.borrow().as_ptr())
@@ -462,23 +495,23 @@ pub extern "C" fn larch_strerror(code: c_int) -> *const c_char {
         LARCH_EBUSY => c"transactions are still open on the database",
         LARCH_EIO => c"I/O error",
         LARCH_EDISKFULL => c"the disk is full",
-        LARCH_ECORRUPTED => c"the database is damaged",
+        LARCH_ECORRUPTED => c"the database, its log or its lock file is damaged",
         LARCH_ENOTADB => c"not a Larch database, or an unsupported version",
-        LARCH_ELOCKED => c"another process has the database open for writing",
-        LARCH_EWRITEBUSY => c"another write transaction is open",
+        LARCH_ELOCKED => c"another process or handle has the database open for writing",
+        LARCH_EWRITEBUSY => c"another write transaction, or this thread's own, is open",
         LARCH_EREADONLY => c"the database or transaction is read-only",
-        LARCH_EKEYTOOLARGE => c"the key is empty or too large",
+        LARCH_EKEYTOOLARGE => c"the key is too large",
         LARCH_EVALUETOOLARGE => c"the value is too large",
         LARCH_ETABLENOTFOUND => c"no such table",
         LARCH_ETABLEEXISTS => c"the table exists",
-        LARCH_ETABLENAME => c"invalid table name",
+        LARCH_ETABLENAME => c"invalid table name: empty or too long",
         LARCH_EOPTIONS => c"invalid options",
         LARCH_EPOISONED => c"an earlier write failed; reopen the database",
         LARCH_EAPPEND => c"append out of order",
         LARCH_ETXNFAILED => c"the transaction failed part way; abort it",
         LARCH_EFULL => c"the database reached its largest size",
         LARCH_EREADERSFULL => c"the reader table is full",
-        LARCH_ETYPE => c"the table's types differ",
+        LARCH_ETYPE => c"the table's types differ, or its bytes do not decode as them",
         LARCH_ESAVEPOINT => c"invalid savepoint",
         LARCH_EPANIC => c"the engine panicked",
         LARCH_EINTERNAL => c"internal error",
@@ -611,25 +644,40 @@ fn cursor_of<'a>(cursor: *mut larch_cursor) -> Result<&'a mut CursorCell, Failur
 // Database
 // ---------------------------------------------------------------------------------------
 
-/// Fills `*options` with the defaults (and `struct_bytes`).
+/// Fills `*options` with the defaults (and `struct_bytes`): the engine's, those of
+/// `Options::default()` in the Rust API.
 ///
 /// # Safety
 /// `options` is null (nothing is done) or points to a `larch_options`.
 #[no_mangle]
 pub unsafe extern "C" fn larch_options_init(options: *mut larch_options) {
+    // Taken from the engine's defaults rather than written again here, so that the two
+    // cannot drift apart.
+    let d = Options::default();
     let o = larch_options {
         struct_bytes: std::mem::size_of::<larch_options>() as u32,
         page_bytes: 0,
-        read_only: 0,
-        create: 1,
-        log: 1,
-        durability: LARCH_DURABILITY_IMMEDIATE,
-        verify_checksums: 1,
-        compact_on_close: 1,
+        read_only: d.read_only as c_int,
+        create: d.create as c_int,
+        log: d.log as c_int,
+        durability: durability_code(d.durability),
+        verify_checksums: d.verify_checksums as c_int,
+        compact_on_close: d.compact_on_close as c_int,
         checkpoint_bytes: 0,
     };
     // SAFETY: the caller's contract.
     unsafe { put_out(options, o) };
+}
+
+/// The C code of an engine durability.
+fn durability_code(d: Durability) -> c_int {
+    match d {
+        Durability::Immediate => LARCH_DURABILITY_IMMEDIATE,
+        Durability::Bounded => LARCH_DURABILITY_BOUNDED,
+        Durability::None => LARCH_DURABILITY_NONE,
+        // A durability added to the engine and not yet to the C API: the database's own.
+        _ => LARCH_DURABILITY_DEFAULT,
+    }
 }
 
 fn durability(d: c_int) -> Result<Option<Durability>, Failure> {
@@ -1172,7 +1220,7 @@ pub unsafe extern "C" fn larch_table_delete(txn: *mut larch_txn, table: *const c
 }
 
 /// Calls `f(ctx, name, len)` for each table, in name order. A non-zero return from `f` stops
-/// the listing and is returned.
+/// the listing and is returned (`larch_last_error` then says which table it stopped at).
 ///
 /// # Safety
 /// `f` is a function that may be called with `ctx`.
@@ -1195,7 +1243,12 @@ pub unsafe extern "C" fn larch_list_tables(
             // SAFETY: the caller's contract.
             let r = unsafe { f(ctx, n.as_ptr().cast(), n.len()) };
             if r != 0 {
-                return Ok(r);
+                // A non-zero return reads as a failure to a caller that checks for
+                // `LARCH_OK`, so it carries a message, as every failure does.
+                return fail(
+                    r,
+                    format!("the larch_list_tables callback returned {r} at table {n:?}"),
+                );
             }
         }
         Ok(LARCH_OK)
@@ -1736,4 +1789,133 @@ pub extern "C" fn larch_cursor_close(cursor: *mut larch_cursor) -> c_int {
         }
         Ok(LARCH_OK)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use larchdb::Error as E;
+
+    fn text(code: c_int) -> String {
+        // SAFETY: `larch_strerror` returns a static, NUL-terminated string.
+        unsafe { CStr::from_ptr(larch_strerror(code)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// Each of the engine's errors has its code, and that code's fixed text covers it (a word
+    /// of the text names what the engine's error is about).
+    #[test]
+    fn every_engine_error_has_a_code_whose_text_covers_it() {
+        let io = || std::io::Error::from_raw_os_error(5);
+        let cases: Vec<(E, c_int, &str)> = vec![
+            (
+                E::Io {
+                    op: "read",
+                    path: None,
+                    source: io(),
+                },
+                LARCH_EIO,
+                "I/O",
+            ),
+            (E::DiskFull, LARCH_EDISKFULL, "disk"),
+            (
+                E::Corrupted {
+                    page: 3,
+                    reason: "x".into(),
+                },
+                LARCH_ECORRUPTED,
+                "database",
+            ),
+            (
+                E::CorruptedLog {
+                    position: 3,
+                    reason: "x".into(),
+                },
+                LARCH_ECORRUPTED,
+                "log",
+            ),
+            (
+                E::WouldLoseData {
+                    damage: "x".into(),
+                    lost: "y".into(),
+                },
+                LARCH_ECORRUPTED,
+                "damaged",
+            ),
+            (
+                E::LockFileInvalid("x".into()),
+                LARCH_ECORRUPTED,
+                "lock file",
+            ),
+            (E::NotADatabase, LARCH_ENOTADB, "not a Larch database"),
+            (
+                E::UnsupportedVersion {
+                    found: 9,
+                    supported: 1,
+                },
+                LARCH_ENOTADB,
+                "version",
+            ),
+            (E::DatabaseLocked, LARCH_ELOCKED, "handle"),
+            (E::WriteBusy, LARCH_EWRITEBUSY, "this thread's own"),
+            (E::ReadOnly, LARCH_EREADONLY, "read-only"),
+            (
+                E::KeyTooLarge {
+                    len: 1001,
+                    max: 1000,
+                },
+                LARCH_EKEYTOOLARGE,
+                "key",
+            ),
+            (
+                E::ValueTooLarge { len: 2, max: 1 },
+                LARCH_EVALUETOOLARGE,
+                "value",
+            ),
+            (E::TableNotFound("t".into()), LARCH_ETABLENOTFOUND, "table"),
+            (E::TableExists("t".into()), LARCH_ETABLEEXISTS, "table"),
+            (E::InvalidTableName("".into()), LARCH_ETABLENAME, "empty"),
+            (E::InvalidOptions("x".into()), LARCH_EOPTIONS, "options"),
+            (E::Poisoned, LARCH_EPOISONED, "reopen"),
+            (E::AppendOutOfOrder, LARCH_EAPPEND, "append"),
+            (E::TxnFailed, LARCH_ETXNFAILED, "abort"),
+            (E::DatabaseFull, LARCH_EFULL, "largest size"),
+            (E::ReadersFull { max: 126 }, LARCH_EREADERSFULL, "reader"),
+            (
+                E::TableTypeMismatch {
+                    table: "t".into(),
+                    stored: "a".into(),
+                    requested: "b".into(),
+                },
+                LARCH_ETYPE,
+                "types differ",
+            ),
+            (E::Decode("x".into()), LARCH_ETYPE, "decode"),
+            (E::SavepointInvalid, LARCH_ESAVEPOINT, "savepoint"),
+            (E::Internal("x".into()), LARCH_EINTERNAL, "internal"),
+        ];
+        for (e, code, word) in cases {
+            let what = format!("{e:?}");
+            let Failure(got, message) = Failure::from(e);
+            assert_eq!(got, code, "{what}");
+            assert!(!message.is_empty(), "{what}");
+            let t = text(code);
+            assert!(t.contains(word), "{what}: {t:?} does not say {word:?}");
+        }
+        // The key limit's text says nothing of the empty key, which is valid.
+        assert!(!text(LARCH_EKEYTOOLARGE).contains("empty"));
+    }
+
+    /// Every code has its own text.
+    #[test]
+    fn every_code_has_a_text() {
+        let mut seen = std::collections::HashSet::new();
+        for code in (LARCH_OK..=LARCH_KEYEXIST).chain(LARCH_EINVAL..=LARCH_EINTERNAL) {
+            let t = text(code);
+            assert_ne!(t, "unknown code", "{code}");
+            assert!(seen.insert(t), "{code}: a text shared with another code");
+        }
+        assert_eq!(text(LARCH_EINTERNAL + 1), "unknown code");
+    }
 }

@@ -1,7 +1,9 @@
 //! `larch`: the administration tool for Larch databases, in the spirit of LMDB's mdb_stat,
 //! mdb_dump, mdb_load and mdb_copy. The dump format is LMDB's and BerkeleyDB's VERSION=3
 //! text format, so data moves between Larch and LMDB with `larch dump | mdb_load` and
-//! `mdb_dump | larch load`. See docs/design/cli.md.
+//! `mdb_dump | larch load`. See
+//! [docs/design/cli.md](https://github.com/larch-db/larch/blob/main/docs/design/cli.md) in the
+//! repository.
 
 mod cli;
 mod cmd;

@@ -255,3 +255,102 @@ fn a_dump_larger_than_lmdbs_default_map_loads_into_lmdb() {
         &without_env_lines(&ours),
     );
 }
+
+/// The keywords mdb_load 0.9.24 warns about ("unrecognized keyword ignored: KEY"), once each.
+fn unrecognized_keywords(stderr: &str) -> std::collections::BTreeSet<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.split_once("unrecognized keyword ignored: "))
+        .map(|(_, k)| k.trim().to_string())
+        .collect()
+}
+
+/// `larch dump | mdb_load` draws no "unrecognized keyword" warning that mdb_dump's own output
+/// does not draw too: larch's header has mdb_dump's lines only. The one warning left is
+/// `db_pagesize`, which mdb_dump 0.9.24 writes and mdb_load 0.9.24 does not know; larch
+/// writes it as mdb_dump does, so that a dump from LMDB comes back byte for byte. Header lines
+/// kept from a loaded dump that LMDB does not know (from a db_dump, or unknown ones) are left
+/// out of the dump, and written with `--bdb`.
+#[test]
+fn mdb_load_warns_about_no_line_of_a_larch_dump_but_those_of_mdb_dumps_own() {
+    require_lmdb_utils();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("src.larch");
+    let db = db.to_str().unwrap();
+    // A table Larch made, the default table, and a table loaded from a dump whose header has
+    // lines of BerkeleyDB's (db_lorder), an unknown one, and LMDB's maxreaders.
+    build_db(
+        Path::new(db),
+        &vec![("made".to_string(), vec![(b"k".to_vec(), b"v".to_vec())])],
+    );
+    let loaded = "VERSION=3\nformat=bytevalue\ndatabase=kept\ntype=btree\ndb_lorder=1234\n\
+                  maxreaders=126\nfoo=bar\ndb_pagesize=4096\nHEADER=END\n 61\n 62\nDATA=END\n\
+                  VERSION=3\nformat=bytevalue\ntype=btree\nHEADER=END\n 6d\n 6e\nDATA=END\n";
+    larch_ok(&["load", db], loaded.as_bytes());
+    for print in [false, true] {
+        let mut args = vec!["dump", db, "--all"];
+        if print {
+            args.push("--print");
+        }
+        let ours = larch_ok(&args, b"");
+        // Only keywords mdb_dump writes.
+        for line in text(&ours).lines() {
+            if let Some((key, _)) = line.split_once('=') {
+                assert!(
+                    [
+                        "VERSION",
+                        "format",
+                        "database",
+                        "type",
+                        "mapsize",
+                        "maxreaders",
+                        "mapaddr",
+                        "db_pagesize",
+                        "HEADER",
+                        "DATA"
+                    ]
+                    .contains(&key),
+                    "{key} is not one of mdb_dump's keywords:\n{}",
+                    text(&ours)
+                );
+            }
+        }
+        assert!(
+            text(&ours).contains("\nmaxreaders=126\n"),
+            "{}",
+            text(&ours)
+        );
+        let env = dir.path().join(format!("env-{print}"));
+        std::fs::create_dir_all(&env).unwrap();
+        let r = run_program("mdb_load", &[env.to_str().unwrap()], &ours);
+        assert_eq!(r.code, 0, "mdb_load failed: {}", r.stderr);
+        let from_larch = unrecognized_keywords(&r.stderr);
+        // The same data dumped by mdb_dump, loaded again: what mdb_load says about its own
+        // tool's output.
+        let theirs = mdb_dump(&env, print);
+        let env2 = dir.path().join(format!("env2-{print}"));
+        std::fs::create_dir_all(&env2).unwrap();
+        let r2 = run_program("mdb_load", &[env2.to_str().unwrap()], &theirs);
+        assert_eq!(r2.code, 0, "mdb_load failed: {}", r2.stderr);
+        let from_mdb_dump = unrecognized_keywords(&r2.stderr);
+        assert_eq!(from_larch, from_mdb_dump, "{}\n{}", r.stderr, r2.stderr);
+        assert_eq!(
+            from_larch.into_iter().collect::<Vec<_>>(),
+            ["db_pagesize"],
+            "{}",
+            r.stderr
+        );
+        // Nothing else on stderr but those warnings.
+        assert!(
+            r.stderr
+                .lines()
+                .all(|l| l.contains("unrecognized keyword ignored: db_pagesize")),
+            "mdb_load: {}",
+            r.stderr
+        );
+    }
+    // The lines LMDB does not know are still kept, for db_load.
+    let bdb = text(&larch_ok(&["dump", db, "--table", "kept", "--bdb"], b""));
+    assert!(bdb.contains("\ndb_lorder=1234\nfoo=bar\n"), "{bdb}");
+    assert!(!bdb.contains("maxreaders"), "{bdb}");
+}

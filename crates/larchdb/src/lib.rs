@@ -38,7 +38,12 @@
 //! # Ok::<(), larchdb::Error>(())
 //! ```
 //!
-//! See ARCHITECTURE.md and docs/design/ in the repository for the design and file format.
+//! The design and the file format are in the repository,
+//! [github.com/larch-db/larch](https://github.com/larch-db/larch):
+//! [ARCHITECTURE.md](https://github.com/larch-db/larch/blob/main/ARCHITECTURE.md) and
+//! [docs/design/](https://github.com/larch-db/larch/tree/main/docs/design) (file-format.md,
+//! durability.md, concurrency.md, write-path.md). Paths such as docs/design/durability.md in
+//! these docs name files there; this crate does not ship them.
 
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]

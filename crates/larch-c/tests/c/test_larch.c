@@ -73,6 +73,13 @@ static void test_codes(void) {
   CHECK(strcmp(larch_strerror(9999), "unknown code") == 0);
   CHECK(larch_version() != NULL && strchr(larch_version(), '.') != NULL);
   CHECK(larch_last_error() != NULL);
+  /* The defaults are the engine's (tests/header.rs compares them with the Rust API's). */
+  larch_options o;
+  larch_options_init(&o);
+  CHECK(o.struct_bytes == sizeof o);
+  CHECK(o.page_bytes == 0 && o.read_only == 0 && o.create == 1 && o.log == 1);
+  CHECK(o.durability == LARCH_DURABILITY_IMMEDIATE && o.verify_checksums == 0);
+  CHECK(o.compact_on_close == 1 && o.checkpoint_bytes == 0);
 }
 
 /* ---- open and close ---- */
@@ -559,6 +566,37 @@ static void test_list_tables(void) {
   OK(larch_close(db));
 }
 
+/* ---- the last error describes the last failing call ---- */
+
+static void test_last_error(void) {
+  larch_db *db = open_new(0);
+  larch_txn *w = NULL;
+  OK(larch_begin(db, 0, &w));
+  OK(larch_table_create(w, "alpha"));
+  /* A failure sets the message. */
+  EXPECT(larch_table_create(w, ""), LARCH_ETABLENAME);
+  CHECK(strstr(larch_last_error(), "table name") != NULL);
+  /* Calls that succeed, or answer "not found", leave it: it can be read after cleaning up. */
+  larch_val k = V("absent"), v;
+  EXPECT(larch_get(w, "alpha", &k, &v), LARCH_NOTFOUND);
+  CHECK(strstr(larch_last_error(), "table name") != NULL);
+  /* A callback that stops the listing with an error code: the call fails, with a message of
+   * its own rather than the earlier one. */
+  struct names n = {{0}, 0, 1};
+  EXPECT(larch_list_tables(w, collect, &n), 7);
+  CHECK(strstr(larch_last_error(), "callback returned 7") != NULL);
+  CHECK(strstr(larch_last_error(), "table name") == NULL);
+  /* A failure of another kind replaces it. */
+  EXPECT(larch_table_create(w, "alpha"), LARCH_ETABLEEXISTS);
+  CHECK(strstr(larch_last_error(), "alpha") != NULL);
+  CHECK(strstr(larch_last_error(), "callback") == NULL);
+  OK(larch_abort(w));
+  /* A handle used after it was freed. */
+  EXPECT(larch_abort(w), LARCH_EBADHANDLE);
+  CHECK(strstr(larch_last_error(), "transaction") != NULL);
+  OK(larch_close(db));
+}
+
 /* ---- stats, verify, copy, compact ---- */
 
 static void test_maintenance(int log) {
@@ -628,6 +666,8 @@ static void test_corruption(void) {
   larch_options o;
   larch_options_init(&o);
   o.compact_on_close = 0;
+  /* Every page read checked, also through the memory map (off by default). */
+  o.verify_checksums = 1;
   larch_db *db = NULL;
   OK(larch_open(path, &o, &db));
   larch_txn *w = NULL;
@@ -794,6 +834,7 @@ int main(void) {
   test_bad_input();
   test_use_after_end();
   test_list_tables();
+  test_last_error();
   test_corruption();
   test_renew();
   char cmd[300];

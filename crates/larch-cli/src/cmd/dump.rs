@@ -18,8 +18,9 @@ database=NAME. --table T is mdb_dump -s T; --all (the default) is mdb_dump -a.
 
 Each section carries mapsize=, an LMDB map size that holds every section of the dump (the
 one it was loaded with, when it came from mdb_dump and that is enough), so that mdb_load
-takes the dump whatever its size. BerkeleyDB's db_load refuses LMDB's environment lines:
---bdb leaves them out.
+takes the dump whatever its size. The header has mdb_dump's lines only: header lines kept
+from a loaded dump that LMDB does not know (from db_dump) are left out. BerkeleyDB's db_load
+refuses LMDB's environment lines: --bdb leaves those out and writes the others.
 
 Options:
   -s, --table T   dump only table T
@@ -118,7 +119,7 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
                 .map_err(|e| Failure::engine(path, e))?;
             let kept = header_lines_from_properties(props);
             let foreign = match mapsize {
-                Some(bytes) => with_mapsize(kept, bytes),
+                Some(bytes) => with_mapsize(only_env_lines(kept), bytes),
                 None => without_env_lines(kept),
             };
             let section = (name != DEFAULT_TABLE).then_some(name.as_str());
@@ -202,6 +203,14 @@ fn without_env_lines(mut lines: Vec<String>) -> Vec<String> {
     lines
 }
 
+/// LMDB's environment lines alone, for a dump in mdb_dump's form: mdb_load warns "unrecognized
+/// keyword ignored" about any other kept line (one kept from a db_dump, or an unknown one),
+/// and mdb_dump writes none. `--bdb` writes the others.
+fn only_env_lines(mut lines: Vec<String>) -> Vec<String> {
+    lines.retain(|l| LMDB_ENV_KEYS.iter().any(|k| l.starts_with(k)));
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +236,10 @@ mod tests {
             "x=y".to_string(),
             "mapaddr=0".to_string(),
         ];
-        assert_eq!(without_env_lines(kept), vec!["x=y".to_string()]);
+        assert_eq!(without_env_lines(kept.clone()), vec!["x=y".to_string()]);
+        assert_eq!(
+            only_env_lines(kept),
+            vec!["mapsize=1".to_string(), "mapaddr=0".to_string()]
+        );
     }
 }
