@@ -377,3 +377,27 @@ fn the_encodings_are_these_bytes() {
     assert_eq!(<[u16; 2]>::type_name(), "[u16;2]");
     assert_eq!(<(&[u8], &str)>::type_name(), "(bytes,str)");
 }
+
+#[test]
+fn bounds_that_do_not_encode_are_the_first_item() {
+    const EVENTS: TableDefinition<(&str, u64), ()> = TableDefinition::new("events");
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(&dir, true);
+    let mut w = db.begin_write().unwrap();
+    let mut t = w.open_table(EVENTS).unwrap();
+    t.put(("a", 1), ()).unwrap();
+    // A zero byte in a borrowed element before the last does not encode.
+    for mut it in [
+        t.range(("a\0", 0)..),
+        t.range_rev(..=("a\0", 0)),
+        t.prefix(("a\0", 0)),
+    ] {
+        assert!(matches!(it.next_back(), Some(Err(Error::Decode(_)))));
+        assert!(it.next().is_none() && it.next_back().is_none());
+    }
+    assert!(matches!(
+        t.delete_range(("a\0", 0)..),
+        Err(Error::Decode(_))
+    ));
+    assert_eq!(t.len().unwrap(), 1);
+}
