@@ -34,3 +34,8 @@ def test_the_readme_example_runs(tmp_path):
 def test_the_package_readme_example_runs(tmp_path):
     lines = run_example("bindings/python/README.md", "# larch for Python", "/tmp/example", tmp_path)
     assert lines == ["b'apple' b'red'", "b'banana' b'yellow'", "b'red'"]
+
+
+def test_the_package_readme_typed_example_runs(tmp_path):
+    lines = run_example("bindings/python/README.md", "## Typed tables", "/tmp/scores", tmp_path)
+    assert lines == ["ada 2026 10", "ada 2025 None"]
