@@ -249,13 +249,7 @@ impl<T: Value, const N: usize> Value for [T; N] {
     where
         Self: 'a,
     {
-        let mut rest = bytes;
-        let mut out = Vec::with_capacity(N);
-        for i in 0..N {
-            out.push(take_element::<T>(&mut rest, i + 1 == N)?);
-        }
-        finished(rest, Self::type_name)?;
-        array(out)
+        array::<T, N>(bytes, take_element::<T>)
     }
 
     fn as_bytes<'a, 'b: 'a>(value: &'a Self::SelfType<'b>) -> Result<Vec<u8>>
@@ -284,24 +278,25 @@ impl<T: Value, const N: usize> Value for [T; N] {
     where
         Self: 'a,
     {
-        let mut rest = &bytes[..];
-        let mut out = Vec::with_capacity(N);
-        for i in 0..N {
-            out.push(take_owned_element::<T>(&mut rest, i + 1 == N)?);
-        }
-        finished(rest, Self::type_name)?;
-        array(out)
+        array::<T, N>(&bytes, take_owned_element::<T>)
     }
 }
 
 impl<T: Key, const N: usize> Key for [T; N] {}
 
-/// The `N` elements read as an array.
-fn array<E, const N: usize>(elements: Vec<E>) -> Result<[E; N]> {
-    let got = elements.len();
-    elements
-        .try_into()
-        .map_err(|_| Error::Decode(format!("an array of {N} elements read {got}")))
+/// An array of `N` elements read off `bytes` by `take` (borrowing, or from a copy), which must
+/// all be read.
+fn array<'a, 'b, T: Value + 'a, const N: usize>(
+    mut rest: &'b [u8],
+    take: fn(&mut &'b [u8], bool) -> Result<T::SelfType<'a>>,
+) -> Result<[T::SelfType<'a>; N]> {
+    let mut out = Vec::with_capacity(N);
+    for i in 0..N {
+        out.push(take(&mut rest, i + 1 == N)?);
+    }
+    finished(rest, <[T; N]>::type_name)?;
+    out.try_into()
+        .map_err(|_| Error::Decode(format!("an array of {N} elements read fewer")))
 }
 
 macro_rules! tuple {
