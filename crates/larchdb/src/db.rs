@@ -4,16 +4,18 @@
 use crate::engine::admission;
 use crate::engine::log::LogSource;
 use crate::engine::open::open_file;
+use crate::engine::owner::{open_writing, Handle};
 use crate::engine::recovery::{Aside, Recovery};
 use crate::engine::txn::Txn;
-use crate::engine::Shared;
+use crate::engine::{Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
 use crate::storage::Storage;
-use crate::txn::{ReadTxn, ThisThreadWrites, WriteTxn};
+use crate::txn::{Keep, ReadTxn, ThisThreadWrites, WriteTxn};
 use crate::verify;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::MutexGuard;
 
 /// The name of the default table: the one [`Database::get`], [`Database::put`] and
 /// [`Database::delete`] use, and [`crate::ReadTxn::default_table`] and
@@ -38,37 +40,40 @@ pub const DEFAULT_TABLE: &str = "default";
 /// # Ok::<(), larchdb::Error>(())
 /// ```
 pub struct Database {
-    shared: Arc<Shared>,
+    /// The states transactions start on (one for the handle's life, or, for a writing
+    /// handle, one per period it holds the file and one between: `engine::owner`).
+    handle: Arc<Handle>,
+    page_bytes: u32,
+    /// What the open gave up (`Options::recover`).
+    recovery: Option<Recovery>,
 }
 
 impl std::fmt::Debug for Database {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Database")
-            .field("page_bytes", &self.shared.page_bytes)
+            .field("page_bytes", &self.page_bytes)
             .finish()
     }
 }
 
 impl Drop for Database {
     fn drop(&mut self) {
+        // The file stays with the state it is on from here (no handover).
+        self.handle.stop();
+        let shared = self.shared();
         // Every background thread stops, after its work: `Durability::Bounded` commits not yet
         // durable are made durable, a checkpoint on its own thread is put in place.
-        self.shared.background.stop(&self.shared);
-        let poisoned = self
-            .shared
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .poisoned;
-        let writes = !poisoned && !self.shared.options.read_only;
+        shared.background.stop(&shared);
+        let poisoned = lock_writer(&shared).poisoned;
+        let writes = !poisoned && !shared.options.read_only;
         // A failure leaves the database as the last step that succeeded left it (each step is
         // a commit), and a close has no one to report it to: the next open reports what it
         // finds.
-        if writes && self.shared.options.compact_on_close && self.compact().is_ok() {
-            let _ = self.detach_log();
+        if writes && shared.options.compact_on_close && self.compact().is_ok() {
+            let _ = self.detach_log(&shared);
         }
-        if !self.shared.options.read_only {
-            self.hand_over_to_readers();
+        if !shared.options.read_only {
+            shared.hand_over_to_readers();
         }
     }
 }
@@ -78,44 +83,23 @@ impl Database {
     /// commit, whose meta page says the database has no log, so that the data file alone is
     /// the whole database (a copy of it opens without its `-log` file; the next handle that
     /// writes the log starts a new one). Nothing is committed after it: the handle is closing.
-    fn detach_log(&self) -> Result<()> {
-        let Some(log) = self.shared.log.as_ref() else {
+    fn detach_log(&self, shared: &Arc<Shared>) -> Result<()> {
+        let Some(log) = shared.log.as_ref() else {
             return Ok(());
         };
-        let guard = self.lock_writer();
-        if !log.holds_nothing() || !self.shared.writer_base().snap.meta.durable {
+        let guard = lock_writer(shared);
+        if !log.holds_nothing() || !shared.writer_base().snap.meta.durable {
             return Ok(());
         }
-        self.shared
+        shared
             .log_detached
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        Txn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
+        Txn::new(shared, guard)?.checkpoint(Durability::Immediate)
     }
 
-    /// At close, if read transactions of this handle live on (they hold its state): registers
-    /// them in the lock file's reader table, as a read-only handle does, and releases the
-    /// database's lock, so that another writer can open it while they read. The next writer
-    /// keeps the pages their snapshots reach (it reads the table before it reuses pages). If
-    /// the table has no free slot the lock stays until the last of them ends.
-    fn hand_over_to_readers(&self) {
-        let shared = &self.shared;
-        let Some(lock) = shared.lock.as_ref() else {
-            return;
-        };
-        let rs = shared.read_state();
-        let Some(oldest) = rs.oldest_reader() else {
-            return;
-        };
-        if lock.claim_slot().is_err() {
-            return;
-        }
-        lock.set_reader(oldest);
-        // From here the readers' registrations update the slot (`Shared::shared_reader`).
-        shared
-            .closed
-            .store(true, std::sync::atomic::Ordering::Release);
-        drop(rs);
-        let _ = shared.storage.unlock();
+    /// The state new transactions start on.
+    fn shared(&self) -> Arc<Shared> {
+        self.handle.current()
     }
 }
 
@@ -163,12 +147,6 @@ pub struct Compacted {
 }
 
 impl Database {
-    fn new(shared: Shared) -> Database {
-        let shared = Arc::new(shared);
-        shared.flusher.set_owner(Arc::downgrade(&shared));
-        Database { shared }
-    }
-
     /// Opens the database file at `path`, creating it if `options.create` allows.
     ///
     /// Beside the file, a lock file (`<path>-lock`, see [`crate::storage::lock_path`]) holds
@@ -196,28 +174,42 @@ impl Database {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Database> {
+        options.validate()?;
         let path = path.as_ref();
         let lock_existed = crate::storage::lock_path(path).exists();
         let data_existed = path.exists();
         let log_path = crate::storage::log_path(path);
-        let (storage, lock) = open_file(path, &options)?;
-        // A recovering open keeps a copy of what it may give up before it changes anything
-        // (under the database's lock: no writer changes the files meanwhile).
-        let aside = match options.recover {
-            true => Some(Aside::take(path, &log_path)?),
-            false => None,
-        };
-        let log = LogSource::File(log_path);
-        match Shared::open(storage, options, lock, log) {
-            Ok(mut shared) => {
-                match (shared.recovery.as_mut(), aside) {
-                    (Some(r), Some(aside)) => r.kept = Some(aside.dir),
-                    (_, aside) => aside.into_iter().for_each(Aside::discard),
+        let opened = match options.read_only {
+            true => open_file(path, &options).and_then(|(storage, lock)| {
+                let log = LogSource::File(log_path);
+                Shared::open(storage, options, lock, log).map(Handle::fixed)
+            }),
+            false => open_writing(path, &options, |storage, lock| {
+                // A recovering open keeps a copy of what it may give up before it changes
+                // anything (under the database's lock: no writer changes the files meanwhile).
+                let aside = match options.recover {
+                    true => Some(Aside::take(path, &log_path)?),
+                    false => None,
+                };
+                let log = LogSource::File(log_path.clone());
+                match Shared::open(storage, options.clone(), Some(lock), log) {
+                    Ok(mut shared) => {
+                        match (shared.recovery.as_mut(), aside) {
+                            (Some(r), Some(aside)) => r.kept = Some(aside.dir),
+                            (_, aside) => aside.into_iter().for_each(Aside::discard),
+                        }
+                        Ok(shared)
+                    }
+                    Err(e) => {
+                        aside.into_iter().for_each(Aside::discard);
+                        Err(e)
+                    }
                 }
-                Database::opened(shared)
-            }
+            }),
+        };
+        match opened {
+            Ok(handle) => Database::opened(handle),
             Err(e) => {
-                aside.into_iter().for_each(Aside::discard);
                 // A file that is not a database has no readers: a lock file this open created
                 // for it is removed (the storage and the lock table are closed by now, dropped
                 // with the failed state). After any other failure the lock file stays, since
@@ -239,15 +231,19 @@ impl Database {
     /// (`Options::recover`), the state it opened is verified, then made durable at once, in
     /// both meta slots, so that the next open finds no damage: a durable checkpoint writes the
     /// slot the open did not use, and a second one the other.
-    fn opened(shared: Shared) -> Result<Database> {
-        let recovered = shared.recovery.is_some();
-        let db = Database::new(shared);
-        if recovered {
+    fn opened(handle: Arc<Handle>) -> Result<Database> {
+        let shared = handle.current();
+        let db = Database {
+            page_bytes: shared.page_bytes,
+            recovery: shared.recovery.clone(),
+            handle,
+        };
+        if db.recovery.is_some() {
             // The state opened is checked in full before it is made durable: an older tree
             // whose free pages a later commit reused is damaged too, and is not sealed in.
             db.verify()?;
             for _ in 0..2 {
-                Txn::new(&db.shared, db.lock_writer())?.checkpoint(Durability::Immediate)?;
+                Txn::new(&shared, lock_writer(&shared))?.checkpoint(Durability::Immediate)?;
             }
         }
         Ok(db)
@@ -281,7 +277,7 @@ impl Database {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn recovery(&self) -> Option<&Recovery> {
-        self.shared.recovery.as_ref()
+        self.recovery.as_ref()
     }
 
     /// Opens a database on any [`Storage`] backend (for example the fault-injecting one of
@@ -303,7 +299,7 @@ impl Database {
     /// ```
     pub fn open_storage(storage: Arc<dyn Storage>, options: Options) -> Result<Database> {
         let shared = Shared::open(storage, options, None, LogSource::None)?;
-        Database::opened(shared)
+        Database::opened(Handle::fixed(shared))
     }
 
     /// Like [`Database::open_storage`], with `log` as the write-ahead log's storage (used when
@@ -330,7 +326,7 @@ impl Database {
         options: Options,
     ) -> Result<Database> {
         let shared = Shared::open(storage, options, None, LogSource::Storage(log))?;
-        Database::opened(shared)
+        Database::opened(Handle::fixed(shared))
     }
 
     /// Page size of this database.
@@ -348,7 +344,7 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn page_bytes(&self) -> u32 {
-        self.shared.page_bytes
+        self.page_bytes
     }
 
     /// Starts a read transaction on the newest committed snapshot. Takes a short lock to
@@ -371,7 +367,7 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn begin_read(&self) -> Result<ReadTxn> {
-        ReadTxn::new(self.shared.clone())
+        ReadTxn::new(self.shared())
     }
 
     /// The value of `key` in the default table ([`DEFAULT_TABLE`]), copied out: a read
@@ -472,29 +468,53 @@ impl Database {
     /// ```
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
         // A second one on the thread that holds the first would wait for itself.
-        if ThisThreadWrites::writing(&self.shared) {
+        if ThisThreadWrites::writing(&self.shared()) {
             return Err(Error::WriteBusy);
         }
-        self.begin_txn().map(WriteTxn::on)
+        self.begin_txn(true)
     }
 
-    /// `begin_write`, below the API.
-    fn begin_txn(&self) -> Result<Txn<'_>> {
+    /// `begin_write` (`wait`) or `try_begin_write`, below the API: on the state that holds
+    /// the file, taking it first if another process has it.
+    fn begin_txn(&self, wait: bool) -> Result<WriteTxn<'_>> {
         loop {
-            let guard = self.lock_writer();
-            if let Some(guard) = admission::make_room(&self.shared, guard)? {
-                return Txn::new(&self.shared, guard);
+            let (turn, shared) = self.handle.writer(wait)?;
+            drop(turn);
+            let keep = Keep::new(shared);
+            // SAFETY: the transaction that borrows the state is returned beside `keep`, in the
+            // `WriteTxn` that drops it last.
+            let shared = unsafe { keep.get() };
+            let guard = match wait {
+                true => lock_writer(shared),
+                false => match shared.writer.try_lock() {
+                    Ok(g) => g,
+                    Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
+                    Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                },
+            };
+            if shared.handing.load(std::sync::atomic::Ordering::Acquire) {
+                // The file goes to a writer in another process: this transaction waits for
+                // its turn after it.
+                drop(guard);
+                continue;
+            }
+            match admission::make_room(shared, guard)? {
+                Some(guard) => return Txn::new(shared, guard).map(|t| WriteTxn::on(t, keep)),
+                // Paced: waited outside the lock (a `try_begin_write` waits too, as it always
+                // did).
+                None => continue,
             }
         }
     }
 
-    /// Takes the write lock, counted in `writers_waiting` while it waits.
-    fn lock_writer(&self) -> std::sync::MutexGuard<'_, crate::engine::WriterState> {
-        use std::sync::atomic::Ordering;
-        self.shared.writers_waiting.fetch_add(1, Ordering::Relaxed);
-        let guard = self.shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-        self.shared.writers_waiting.fetch_sub(1, Ordering::Relaxed);
-        guard
+    /// A transaction of the engine's own on `shared`, which the caller holds the file for
+    /// (`Handle::writer`'s turn).
+    fn txn_on(shared: &Arc<Shared>) -> Result<Txn<'_>> {
+        loop {
+            if let Some(guard) = admission::make_room(shared, lock_writer(shared))? {
+                return Txn::new(shared, guard);
+            }
+        }
     }
 
     /// Writes every commit in the log to the tree, durably, and lets the log's space be
@@ -516,9 +536,8 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn checkpoint(&self) -> Result<()> {
-        let mut guard = self.lock_writer();
-        crate::engine::checkpoint::merge_slices(&self.shared, &mut guard)?;
-        Txn::new(&self.shared, guard)?.checkpoint(Durability::Immediate)
+        let (_turn, shared) = self.handle.writer(true)?;
+        checkpoint_on(&shared)
     }
 
     /// Gives back the space the database does not need, without stopping readers:
@@ -586,14 +605,17 @@ impl Database {
         &self,
         mut progress: impl FnMut(CompactStep),
     ) -> Result<Compacted> {
+        // The file stays this handle's to the end.
+        let (_turn, shared) = self.handle.writer(true)?;
+        let shared = &shared;
         let mut c = Compacted {
-            data_bytes_before: self.shared.storage.len()?,
-            log_bytes_before: self.log_bytes()?,
+            data_bytes_before: shared.storage.len()?,
+            log_bytes_before: log_bytes(shared)?,
             ..Compacted::default()
         };
-        if self.checkpoint_needed() {
+        if checkpoint_needed(shared) {
             progress(CompactStep::Checkpoint);
-            self.checkpoint()?;
+            checkpoint_on(shared)?;
         }
         for pass in 0..COMPACT_PASSES_MAX {
             let mut moving = |tables_done, tables| {
@@ -603,41 +625,40 @@ impl Database {
                     tables,
                 })
             };
-            let w = Txn::new(&self.shared, self.lock_writer())?;
+            let w = Txn::new(shared, lock_writer(shared))?;
             if !w.relocate(pass == 0, &mut moving)? {
                 break;
             }
             c.moved = true;
         }
         progress(CompactStep::Trimming);
-        let guard = self.lock_writer();
+        let guard = lock_writer(shared);
         // Under the write lock: no commit appends to the log meanwhile.
-        let restarted = self.shared.log.as_ref().and_then(|l| l.restart()).is_some();
+        let restarted = shared.log.as_ref().and_then(|l| l.restart()).is_some();
         let mut guard = if c.moved || restarted {
             // Releases what the move freed and gives back the end of the file (`trim`); its
             // meta page names the log's new start.
-            let written =
-                Txn::new(&self.shared, guard).and_then(|w| w.checkpoint(Durability::Immediate));
+            let written = Txn::new(shared, guard).and_then(|w| w.checkpoint(Durability::Immediate));
             if let Err(e) = written {
                 // The log goes on from its new start, which no durable meta page names yet:
                 // a commit appended there would be read back by no open. Stopped instead; a
                 // reopen goes on from the last durable commit.
                 if restarted {
-                    self.lock_writer().poisoned = true;
+                    lock_writer(shared).poisoned = true;
                 }
                 return Err(e);
             }
-            self.lock_writer()
+            lock_writer(shared)
         } else {
             guard
         };
-        if let Some(log) = self.shared.log.as_ref() {
+        if let Some(log) = shared.log.as_ref() {
             // Only if no commit went to the log since (`Log::cut` checks).
             log.cut();
         }
         // The durable commit's file length exactly, without the slack kept for the next
         // commits' growth (`WriteMap::trim`).
-        let meta = self.shared.writer_base().snap.meta;
+        let meta = shared.writer_base().snap.meta;
         if let Some(disk) = guard.disk.as_mut() {
             if let (Some(carry), true) = (disk.carry.as_mut(), disk.last_durable_txn == meta.txn) {
                 carry
@@ -646,29 +667,9 @@ impl Database {
             }
         }
         drop(guard);
-        c.data_bytes_after = self.shared.storage.len()?;
-        c.log_bytes_after = self.log_bytes()?;
+        c.data_bytes_after = shared.storage.len()?;
+        c.log_bytes_after = log_bytes(shared)?;
         Ok(c)
-    }
-
-    /// Whether a checkpoint would write anything: commits in the overlay (or being written
-    /// by a checkpoint thread), or a newest commit that is not durable.
-    fn checkpoint_needed(&self) -> bool {
-        let guard = self.lock_writer();
-        let base = self.shared.writer_base();
-        let durable = guard.disk.as_ref().map(|d| d.last_durable_txn);
-        guard.pending.is_some()
-            || base.has_overlay()
-            || base.frozen.is_some()
-            || durable != Some(base.snap.meta.txn)
-    }
-
-    /// Bytes of the log file (0 without one).
-    fn log_bytes(&self) -> Result<u64> {
-        match self.shared.log.as_ref() {
-            Some(l) => l.file_bytes(),
-            None => Ok(0),
-        }
     }
 
     /// Starts the write transaction, or fails with [`Error::WriteBusy`] if another is in
@@ -688,15 +689,10 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
-        let guard = match self.shared.writer.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-        };
-        match admission::make_room(&self.shared, guard)? {
-            Some(guard) => Txn::new(&self.shared, guard).map(WriteTxn::on),
-            None => self.begin_write(),
+        if ThisThreadWrites::writing(&self.shared()) {
+            return Err(Error::WriteBusy);
         }
+        self.begin_txn(false)
     }
 
     /// Makes every earlier commit durable (a sync and a durable meta page), for callers that
@@ -717,7 +713,13 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn sync(&self) -> Result<()> {
-        self.begin_txn()?.commit(Durability::Immediate, true)
+        if self.handle.held_elsewhere() {
+            // Its commits were made durable when it gave the file back.
+            return Ok(());
+        }
+        let (_turn, shared) = self.handle.writer(true)?;
+        let done = Database::txn_on(&shared)?.commit(Durability::Immediate, true);
+        done
     }
 
     /// Verifies the whole file: every page reachable from the newest snapshot or recorded as
@@ -801,7 +803,8 @@ impl Database {
     /// ```
     pub fn stats(&self) -> Result<verify::Stats> {
         let own: Vec<(u64, usize)> = {
-            let rs = self.shared.read_state();
+            let shared = self.shared();
+            let rs = shared.read_state();
             rs.readers.iter().map(|(&t, &n)| (t, n)).collect()
         };
         let pid = std::process::id();
@@ -815,7 +818,7 @@ impl Database {
             })
             .collect();
         let others = self
-            .shared
+            .shared()
             .lock
             .as_ref()
             .map(|l| l.readers())
@@ -838,8 +841,8 @@ impl Database {
             }
             stats.entries = stats.tables.iter().map(|t| t.entries).sum();
         }
-        stats.file_bytes = self.shared.storage.len()?;
-        stats.commits = self.shared.commit_stats();
+        stats.file_bytes = self.shared().storage.len()?;
+        stats.commits = self.shared().commit_stats();
         stats.readers = own.iter().map(|&(_, n)| n).sum();
         stats.other_readers = other_readers;
         stats.reader_list = reader_list;
@@ -859,13 +862,13 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn commit_stats(&self) -> verify::CommitStats {
-        self.shared.commit_stats()
+        self.shared().commit_stats()
     }
 
     /// The engine behind the handle, for the crate's tests.
     #[cfg(test)]
-    pub(crate) fn engine(&self) -> &Arc<Shared> {
-        &self.shared
+    pub(crate) fn engine(&self) -> Arc<Shared> {
+        self.shared()
     }
 
     /// What each page of the newest snapshot is (index = page id), for tests that damage pages
@@ -874,5 +877,41 @@ impl Database {
     pub fn page_roles(&self) -> Result<Vec<verify::PageRole>> {
         let r = self.begin_read()?;
         verify::page_roles(r.snapshot())
+    }
+}
+
+/// Takes the write lock of `shared`, counted in `writers_waiting` while it waits.
+fn lock_writer(shared: &Shared) -> MutexGuard<'_, WriterState> {
+    use std::sync::atomic::Ordering;
+    shared.writers_waiting.fetch_add(1, Ordering::Relaxed);
+    let guard = shared.writer.lock().unwrap_or_else(|e| e.into_inner());
+    shared.writers_waiting.fetch_sub(1, Ordering::Relaxed);
+    guard
+}
+
+/// `Database::checkpoint` on `shared`, which the caller holds the file for.
+pub(crate) fn checkpoint_on(shared: &Arc<Shared>) -> Result<()> {
+    let mut guard = lock_writer(shared);
+    crate::engine::checkpoint::merge_slices(shared, &mut guard)?;
+    Txn::new(shared, guard)?.checkpoint(Durability::Immediate)
+}
+
+/// Whether a checkpoint would write anything: commits in the overlay (or being written by a
+/// checkpoint thread), or a newest commit that is not durable.
+fn checkpoint_needed(shared: &Shared) -> bool {
+    let guard = lock_writer(shared);
+    let base = shared.writer_base();
+    let durable = guard.disk.as_ref().map(|d| d.last_durable_txn);
+    guard.pending.is_some()
+        || base.has_overlay()
+        || base.frozen.is_some()
+        || durable != Some(base.snap.meta.txn)
+}
+
+/// Bytes of the log file (0 without one).
+fn log_bytes(shared: &Shared) -> Result<u64> {
+    match shared.log.as_ref() {
+        Some(l) => l.file_bytes(),
+        None => Ok(0),
     }
 }

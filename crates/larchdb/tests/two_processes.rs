@@ -1,8 +1,10 @@
 //! Two processes on one database file, with real processes (this test binary re-executed as
-//! the child, as in crash_kill.rs): while one process holds the database open for writing, a
-//! second writer process gets `Error::DatabaseLocked`; once the holder is killed with SIGKILL,
-//! even in the middle of a write transaction, the next open succeeds at once and finds every
-//! commit the holder acknowledged and nothing of the transaction it was killed in.
+//! the child, as in crash_kill.rs): while one process holds a write transaction open, a second
+//! writer process opens the database, `try_begin_write` is `WriteBusy`, and `begin_write`
+//! waits; once the holder is killed with SIGKILL, even in the middle of its write transaction,
+//! the waiting writer goes on at once and finds every commit the holder acknowledged and
+//! nothing of the transaction it was killed in. Two processes that write in turns see each
+//! other's every commit.
 //!
 //! Only behaviour through the public API is checked, not the lock mechanism.
 
@@ -19,10 +21,10 @@ const TABLE: &str = "t";
 const HOLDER_COMMITS: u32 = 20;
 /// Holders killed in turn, each continuing where the last one stopped.
 const ROUNDS: u32 = 5;
+/// Increments each of the processes writing in turns makes.
+const TURNS: u64 = 200;
 
-/// Pages only: the test is about the lock, and its open after a kill is timed. Through the
-/// log (the default), that open also pads the killed holder's last log segment with zeros
-/// (up to a segment, 8 MiB by default, written and synced).
+/// Pages only for the holder test: it is about the lock. The turns test runs both ways.
 fn options() -> Options {
     Options::default().log(false)
 }
@@ -32,8 +34,11 @@ fn key(round: u32, n: u32) -> Vec<u8> {
 }
 
 /// The children. `hold R`: open for writing, make `HOLDER_COMMITS` commits of round R, start
-/// one more transaction, write to it, report "ready", and wait to be killed. `try`: open for
-/// writing and report "locked", or "opened" and then "committed" after one commit.
+/// one more transaction, write to it, report "ready", and wait to be killed. `wait R`: open
+/// for writing ("opened"), find `try_begin_write` busy ("busy"), then wait in `begin_write`,
+/// check that every acknowledged commit of round R is there and nothing of the holder's last
+/// transaction, and commit ("committed"). `turns NAME LOG`: increment a shared counter
+/// `TURNS` times, one write transaction each, and report "done".
 #[test]
 fn child_entry() {
     let (Ok(mode), Ok(path)) = (std::env::var(CHILD_ENV), std::env::var(DB_ENV)) else {
@@ -63,19 +68,53 @@ fn child_entry() {
         loop {
             std::thread::sleep(Duration::from_secs(60));
         }
-    } else if mode == "try" {
-        match Database::open(path, options()) {
-            Err(Error::DatabaseLocked) => println!("\nlocked"),
-            Ok(db) => {
-                println!("\nopened");
-                let mut w = db.begin_write().unwrap();
-                w.ensure_table(TABLE).unwrap();
-                w.table(TABLE).unwrap().put(b"second-writer", b"1").unwrap();
-                w.commit().unwrap();
-                println!("committed");
+    } else if let Some(round) = mode.strip_prefix("wait ") {
+        let round: u32 = round.parse().unwrap();
+        let db = match Database::open(path, options()) {
+            Ok(db) => db,
+            Err(e) => {
+                println!("\nerror {e}");
+                return;
             }
-            Err(e) => println!("\nerror {e}"),
+        };
+        println!("\nopened");
+        match db.try_begin_write() {
+            Err(Error::WriteBusy) => println!("busy"),
+            Ok(_) => println!("error try_begin_write began"),
+            Err(e) => println!("error {e}"),
         }
+        let mut w = db.begin_write().unwrap();
+        {
+            let t = w.table(TABLE).unwrap();
+            for n in 0..HOLDER_COMMITS {
+                assert_eq!(t.get(&key(round, n)).unwrap(), Some(&b"acked"[..]));
+            }
+            assert_eq!(t.get(&key(round, HOLDER_COMMITS)).unwrap(), None);
+        }
+        w.table(TABLE)
+            .unwrap()
+            .put(format!("waiter-{round}").as_bytes(), b"1")
+            .unwrap();
+        w.commit().unwrap();
+        println!("committed");
+    } else if let Some(args) = mode.strip_prefix("turns ") {
+        let (name, log) = args.split_once(' ').unwrap();
+        let db = Database::open(path, options().log(log == "log")).unwrap();
+        println!("\nopened");
+        for i in 0..TURNS {
+            let mut w = db.begin_write().unwrap();
+            w.ensure_table(TABLE).unwrap();
+            let mut t = w.table(TABLE).unwrap();
+            let count = t
+                .get(b"count")
+                .unwrap()
+                .map_or(0, |v| u64::from_be_bytes(v[..].try_into().unwrap()));
+            t.put(b"count", &(count + 1).to_be_bytes()).unwrap();
+            t.put(format!("{name}-{i:04}").as_bytes(), &count.to_be_bytes())
+                .unwrap();
+            w.commit().unwrap();
+        }
+        println!("done");
     }
 }
 
@@ -92,55 +131,64 @@ fn spawn(path: &Path, mode: &str) -> (Child, Lines<BufReader<ChildStdout>>) {
     (child, lines)
 }
 
-/// The child's report lines (libtest's own lines skipped), until it exits.
-fn reports(lines: Lines<BufReader<ChildStdout>>) -> Vec<String> {
-    lines
-        .map_while(|l| l.ok())
-        .filter(|l| {
-            matches!(
-                l.split(' ').next(),
-                Some("ready" | "locked" | "opened" | "committed" | "error")
-            )
-        })
-        .collect()
-}
-
-/// Waits for the holder's "ready".
-fn wait_ready(lines: &mut Lines<BufReader<ChildStdout>>) {
-    for line in lines.by_ref() {
-        if line.unwrap() == "ready" {
-            return;
-        }
-    }
-    panic!("the holder exited before it was ready");
+/// The child's next report line (libtest's own lines skipped); `None` once it exits.
+fn report(lines: &mut Lines<BufReader<ChildStdout>>) -> Option<String> {
+    lines.map_while(|l| l.ok()).find(|l| {
+        matches!(
+            l.split(' ').next(),
+            Some("ready" | "opened" | "busy" | "committed" | "done" | "error")
+        )
+    })
 }
 
 #[test]
-fn a_second_writer_process_is_locked_out_and_a_killed_holder_leaves_no_lock() {
+fn a_second_writer_process_waits_for_the_file_and_a_killed_holder_frees_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("two.larch");
-    let mut second_writer_seen = false;
     for round in 0..ROUNDS {
         let (mut holder, mut holder_lines) = spawn(&path, &format!("hold {round}"));
-        wait_ready(&mut holder_lines);
+        assert_eq!(report(&mut holder_lines).as_deref(), Some("ready"));
 
-        // Another process that wants to write is refused while the holder lives...
-        let (mut other, other_lines) = spawn(&path, "try");
-        assert_eq!(reports(other_lines), ["locked"], "round {round}");
-        assert!(other.wait().unwrap().success());
-        // ...and so is this process.
-        assert!(
-            matches!(Database::open(&path, options()), Err(Error::DatabaseLocked)),
-            "round {round}"
-        );
+        // Another process that wants to write opens the database, finds the writer busy...
+        let (mut waiter, mut waiter_lines) = spawn(&path, &format!("wait {round}"));
+        assert_eq!(report(&mut waiter_lines).as_deref(), Some("opened"));
+        assert_eq!(report(&mut waiter_lines).as_deref(), Some("busy"));
+        // ...and so does this process (one writing handle in it: a second is refused).
+        let db = Database::open(&path, options()).unwrap();
+        assert!(matches!(db.try_begin_write(), Err(Error::WriteBusy)));
+        assert!(matches!(
+            Database::open(&path, options()),
+            Err(Error::DatabaseLocked)
+        ));
+        // The waiter waits while the holder's transaction lives.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(waiter.try_wait().unwrap().is_none(), "round {round}");
 
-        // Killed in the middle of a write transaction: its lock goes with it.
+        // Killed in the middle of a write transaction: its lock goes with it, and the waiter
+        // goes on at once.
         holder.kill().unwrap(); // SIGKILL
         holder.wait().unwrap();
         let started = Instant::now();
-        let db = Database::open(&path, options())
-            .unwrap_or_else(|e| panic!("round {round}: open after the kill: {e}"));
-        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(report(&mut waiter_lines).as_deref(), Some("committed"));
+        assert!(started.elapsed() < Duration::from_secs(2), "round {round}");
+        assert!(waiter.wait().unwrap().success());
+
+        // This process's handle takes the file in turn and sees both.
+        let mut w = db.begin_write().unwrap();
+        {
+            let t = w.table(TABLE).unwrap();
+            assert!(t
+                .get(format!("waiter-{round}").as_bytes())
+                .unwrap()
+                .is_some());
+            assert!(t.get(&key(round, 0)).unwrap().is_some());
+            assert_eq!(t.get(&key(round, HOLDER_COMMITS)).unwrap(), None);
+        }
+        w.table(TABLE)
+            .unwrap()
+            .put(format!("parent-{round}").as_bytes(), b"1")
+            .unwrap();
+        w.commit().unwrap();
         assert!(db.verify().unwrap().is_clean());
         let r = db.begin_read().unwrap();
         let t = r.table(TABLE).unwrap();
@@ -151,26 +199,63 @@ fn a_second_writer_process_is_locked_out_and_a_killed_holder_leaves_no_lock() {
             }
             assert_eq!(t.get(&key(done, HOLDER_COMMITS)).unwrap(), None);
         }
-        let second = u64::from(second_writer_seen);
         assert_eq!(
             t.len().unwrap(),
-            u64::from((round + 1) * HOLDER_COMMITS) + second
+            u64::from((round + 1) * (HOLDER_COMMITS + 2))
         );
-        drop(r);
-        drop(db);
+    }
+}
 
-        // With no holder, a second writer process opens and commits.
-        if round == 0 {
-            let (mut other, other_lines) = spawn(&path, "try");
-            assert_eq!(reports(other_lines), ["opened", "committed"]);
-            assert!(other.wait().unwrap().success());
-            second_writer_seen = true;
-            let db = Database::open(&path, options()).unwrap();
-            let r = db.begin_read().unwrap();
-            assert_eq!(
-                r.table(TABLE).unwrap().get(b"second-writer").unwrap(),
-                Some(&b"1"[..])
-            );
+/// Two processes, and a handle of this one, increment one counter in turns, each in its own
+/// write transaction that reads it first: a transaction that started before the other
+/// process's last commit would lose an increment. Through the log and without it.
+#[test]
+fn processes_writing_in_turns_see_each_others_commits() {
+    for log in ["log", "pages"] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("turns.larch");
+        Database::open(&path, options().log(log == "log")).unwrap();
+        let mut children: Vec<_> = ["a", "b"]
+            .iter()
+            .map(|name| spawn(&path, &format!("turns {name} {log}")))
+            .collect();
+        for (_, lines) in children.iter_mut() {
+            assert_eq!(report(lines).as_deref(), Some("opened"));
         }
+        let db = Database::open(&path, options().log(log == "log")).unwrap();
+        for i in 0..TURNS / 4 {
+            let mut w = db.begin_write().unwrap();
+            let mut t = w.table(TABLE).unwrap();
+            let count =
+                u64::from_be_bytes(t.get(b"count").unwrap().unwrap()[..].try_into().unwrap());
+            t.put(b"count", &(count + 1).to_be_bytes()).unwrap();
+            t.put(format!("p-{i:04}").as_bytes(), &count.to_be_bytes())
+                .unwrap();
+            w.commit().unwrap();
+        }
+        for (mut child, mut lines) in children {
+            assert_eq!(report(&mut lines).as_deref(), Some("done"), "{log}");
+            assert!(child.wait().unwrap().success());
+        }
+        let r = db.begin_read().unwrap();
+        let t = r.table(TABLE).unwrap();
+        let total = 2 * TURNS + TURNS / 4;
+        assert_eq!(
+            t.get(b"count").unwrap(),
+            Some(&total.to_be_bytes()[..]),
+            "{log}"
+        );
+        // Each increment saw a different count: every transaction started from the newest
+        // commit, whoever made it.
+        let mut seen: Vec<u64> = t
+            .iter()
+            .map(|e| e.unwrap())
+            .filter(|(k, _)| k != b"count")
+            .map(|(_, v)| u64::from_be_bytes(v.try_into().unwrap()))
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..total).collect::<Vec<_>>(), "{log}");
+        drop(r);
+        assert!(db.verify().unwrap().is_clean());
     }
 }

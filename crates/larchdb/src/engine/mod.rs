@@ -19,6 +19,7 @@
 //! flusher.rs     the thread that makes `Durability::Bounded` commits durable in time
 //! idle.rs        the thread that checkpoints the overlay once the writer goes idle
 //! open.rs        an open, in numbered steps; replay.rs the log replayed onto a tree
+//! owner.rs       a handle's states, and the file handed between writers in several processes
 //! recovery.rs    what an open that gave damage up reports, and the copies it keeps aside
 //! catalog.rs     table names and headers, the per-snapshot cache, table states
 //! savepoint.rs   the undo records of a write transaction's savepoints
@@ -33,6 +34,7 @@ pub(crate) mod flusher;
 pub(crate) mod idle;
 pub(crate) mod log;
 pub(crate) mod open;
+pub(crate) mod owner;
 pub(crate) mod published;
 pub(crate) mod readers;
 pub(crate) mod recovery;
@@ -177,8 +179,18 @@ pub(crate) struct Shared {
     pub(crate) idle: idle::Idle,
     /// Memory dropped overlays leave for the next (`upper::overlay::Spare`).
     pub(crate) spare: Arc<upper::overlay::Spare>,
-    /// What the handle's write transactions did, for `Stats::commits`.
-    pub(crate) counters: Counters,
+    /// What the handle's write transactions did, for `Stats::commits`: the handle's, shared by
+    /// each of its states (`owner::Handle`).
+    pub(crate) counters: Arc<Counters>,
+    /// The handle this state belongs to (`owner::Handle`): a reader of a state that is no
+    /// longer current moves to the current one as it renews.
+    pub(crate) handle: std::sync::Weak<owner::Handle>,
+    /// The handle's new transactions start on another state (`owner`): the file went to a
+    /// writer in another process, or came back to this one.
+    pub(crate) retired: std::sync::atomic::AtomicBool,
+    /// The file is being given to a writer in another process: a write transaction that
+    /// starts waits for its turn after it (`Database::begin_write`).
+    pub(crate) handing: std::sync::atomic::AtomicBool,
     /// What an open with `Options::recover` gave up, if it gave up anything.
     pub(crate) recovery: Option<recovery::Recovery>,
 }
@@ -238,6 +250,48 @@ impl Shared {
 }
 
 impl Shared {
+    /// The handle's current state, if this one was replaced (`retired`) and the handle is
+    /// open.
+    pub(crate) fn successor(&self) -> Option<Arc<Shared>> {
+        if !self.retired.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        Some(self.handle.upgrade()?.current())
+    }
+
+    /// For a writer state that stops writing (the close, or the file given to another
+    /// process) while its read transactions live on: registers them in the lock file's reader
+    /// table, as a read-only handle does, so that the next writer keeps the pages their
+    /// snapshots reach (it reads the table before it reuses pages). Returns false if they
+    /// could not be (no lock file, or no free slot): the file must then stay locked until the
+    /// last of them ends.
+    pub(crate) fn keep_readers_in_slot(&self) -> bool {
+        let rs = self.read_state();
+        let Some(oldest) = rs.oldest_reader() else {
+            return true;
+        };
+        let Some(lock) = self.lock.as_ref() else {
+            return false;
+        };
+        if lock.claim_slot().is_err() {
+            return false;
+        }
+        lock.set_reader(oldest);
+        // From here the readers' registrations update the slot (`Shared::shared_reader`).
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        true
+    }
+
+    /// At close: the readers that live on kept in a slot (`keep_readers_in_slot`), and the
+    /// database's lock released, so that another writer can open it while they read. Without
+    /// a slot for them the lock stays until the last of them ends (it goes with the state).
+    pub(crate) fn hand_over_to_readers(&self) {
+        if self.lock.is_some() && self.keep_readers_in_slot() {
+            let _ = self.storage.unlock();
+        }
+    }
+
     /// A new overlay for this handle's commits, with the memory the last one left.
     pub(crate) fn new_overlay(&self) -> Arc<upper::overlay::Overlay> {
         Arc::new(upper::overlay::Overlay::with_spare(Some(

@@ -213,6 +213,9 @@ impl Shared {
             // get an eighth each.
             spare: Arc::new(Spare::with_cap((memory_budget / 8) as usize)),
             counters: Default::default(),
+            handle: Default::default(),
+            retired: Default::default(),
+            handing: Default::default(),
             recovery,
         })
     }

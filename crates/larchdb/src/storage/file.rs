@@ -129,6 +129,42 @@ impl FileStorage {
         })
     }
 
+    /// Takes the exclusive lock on a file opened with [`FileLock::None`] without waiting:
+    /// false if another open file description holds a lock on it. A lock busy for a moment
+    /// (see `open_with`) is retried first when `retry`.
+    pub(crate) fn try_lock_exclusive(&self, retry: bool) -> Result<bool> {
+        let mut tries = 0;
+        loop {
+            match self.file.try_lock() {
+                Ok(()) => return Ok(true),
+                Err(TryLockError::WouldBlock) if retry && tries < LOCK_RETRIES => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(LOCK_RETRY_MS));
+                }
+                Err(TryLockError::WouldBlock) => return Ok(false),
+                Err(TryLockError::Error(e)) => return Err(Error::io_at("lock", &self.path, e)),
+            }
+        }
+    }
+
+    /// Takes the exclusive lock on a file opened with [`FileLock::None`], waiting while
+    /// another open file description holds one.
+    pub(crate) fn lock_exclusive(&self) -> Result<()> {
+        self.file
+            .lock()
+            .map_err(|e| Error::io_at("lock", &self.path, e))
+    }
+
+    /// The file's device and inode: which file it is, whatever path opened it.
+    pub(crate) fn file_id(&self) -> Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = self
+            .file
+            .metadata()
+            .map_err(|e| Error::io_at("stat", &self.path, e))?;
+        Ok((meta.dev(), meta.ino()))
+    }
+
     /// `e`, naming `op` and this file.
     fn context(&self, op: &'static str, e: io::Error) -> io::Error {
         with_context(op, &self.path, e)

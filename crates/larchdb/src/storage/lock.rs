@@ -29,13 +29,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Magic at byte 0 of the lock file.
 pub(crate) const LOCK_MAGIC: [u8; 8] = *b"LARCHLCK";
 /// Layout version of the lock file.
-pub(crate) const LOCK_VERSION: u32 = 1;
+pub(crate) const LOCK_VERSION: u32 = 2;
 /// Bytes of the header, and of each slot (a cache line, so that readers updating their slots
 /// do not share lines).
 pub(crate) const LOCK_HEADER_BYTES: usize = 64;
 pub(crate) const LOCK_SLOT_BYTES: usize = 64;
+/// Bytes of the writers' area after the slots (`T_*`).
+pub(crate) const LOCK_WRITERS_BYTES: usize = 64;
+/// Where the writers' area starts.
+const LOCK_WRITERS_AT: usize = LOCK_HEADER_BYTES + READERS_MAX * LOCK_SLOT_BYTES;
 /// Length of the lock file.
-pub(crate) const LOCK_FILE_BYTES: usize = LOCK_HEADER_BYTES + READERS_MAX * LOCK_SLOT_BYTES;
+pub(crate) const LOCK_FILE_BYTES: usize = LOCK_WRITERS_AT + LOCK_WRITERS_BYTES;
 
 const H_MAGIC: usize = 0;
 const H_VERSION: usize = 8;
@@ -54,12 +58,20 @@ const H_LOG_END: usize = 48;
 /// (`engine::log`, `Shortfall`). Kept when the file is reset, so that it survives the writer's
 /// crash until the next writer opens. Zero in a file written by an older build: no claim.
 const H_LOG_SYNCED: usize = 56;
+/// The writers' doorbell (a 32-bit futex word, in the writers' area): a writing handle that
+/// waits for the database rings it (adds one and wakes its waiters), and the handle that
+/// holds the database waits on it (`engine::owner`).
+const T_DOORBELL: usize = LOCK_WRITERS_AT;
+/// The byte on which each writing handle waiting for the database holds an OFD read lock
+/// while it waits: the kernel drops it with the waiter, so a killed waiter leaves no request.
+const T_WAITING: usize = LOCK_WRITERS_AT + 8;
 const S_TXN: usize = 0;
 const S_PID: usize = 8;
 
 const _: () = assert!(H_PUBLISHED.is_multiple_of(8) && LOCK_HEADER_BYTES.is_multiple_of(8));
 const _: () = assert!(H_LOG_TXN.is_multiple_of(8) && H_LOG_SYNCED + 8 <= LOCK_HEADER_BYTES);
 const _: () = assert!(LOCK_SLOT_BYTES.is_multiple_of(8) && S_PID + 8 <= LOCK_SLOT_BYTES);
+const _: () = assert!(T_DOORBELL.is_multiple_of(8) && T_WAITING < LOCK_FILE_BYTES);
 // The shared words are native-endian atomics; the documented layout is little-endian.
 #[cfg(not(target_endian = "little"))]
 compile_error!("the lock file layout assumes a little-endian target");
@@ -232,6 +244,46 @@ impl LockTable {
     /// The position the last writer's log was synced past, as it last recorded (0: no claim).
     pub(crate) fn log_synced(&self) -> u64 {
         self.word(H_LOG_SYNCED).load(Ordering::Relaxed)
+    }
+
+    /// The writers' doorbell (`T_DOORBELL`).
+    fn doorbell(&self) -> &std::sync::atomic::AtomicU32 {
+        // SAFETY: as `word`: in bounds (asserted at compile time), 8-byte aligned, valid for as
+        // long as `self.map` lives; every process accesses the word only atomically.
+        unsafe { &*(self.map.as_ptr().add(T_DOORBELL) as *const std::sync::atomic::AtomicU32) }
+    }
+
+    /// The doorbell's count, for `wait_for_bell`.
+    pub(crate) fn bell(&self) -> u32 {
+        self.doorbell().load(Ordering::SeqCst)
+    }
+
+    /// Rings the writers' doorbell: wakes the handle that holds the database (it then looks
+    /// for waiting writers, `writer_waiting`) and anything else waiting on the bell.
+    pub(crate) fn ring(&self) {
+        self.doorbell().fetch_add(1, Ordering::SeqCst);
+        futex_wake(self.doorbell());
+    }
+
+    /// Waits until the doorbell's count is no longer `seen` (at once if it is not), or a
+    /// spurious wake-up.
+    pub(crate) fn wait_for_bell(&self, seen: u32) {
+        futex_wait(self.doorbell(), seen);
+    }
+
+    /// Marks this handle as waiting for the database (`on`), or no longer: an OFD read lock
+    /// on the waiting byte, which the kernel drops with the descriptor.
+    pub(crate) fn mark_waiting(&self, on: bool) -> Result<()> {
+        let kind = if on { libc::F_RDLCK } else { libc::F_UNLCK };
+        ofd_range(&self.file, libc::F_OFD_SETLKW, kind, T_WAITING, 1)
+            .map(|_| ())
+            .map_err(|e| Error::io_at("lock", &self.path, e))
+    }
+
+    /// Whether a writing handle other than this one waits for the database (`mark_waiting`).
+    /// An error counts as one: giving the database back costs time, never data.
+    pub(crate) fn writer_waiting(&self) -> bool {
+        ofd_range(&self.file, libc::F_OFD_GETLK, libc::F_WRLCK, T_WAITING, 1).unwrap_or(true)
     }
 
     /// Whether this handle found the lock file unused when it opened it (it reset it): no
@@ -423,23 +475,69 @@ fn validate(file: &File, path: &Path) -> Result<()> {
 /// Takes (`lock`) or drops the OFD write lock on `slot`'s bytes without waiting. Returns
 /// false if another open file description holds it.
 fn ofd_lock(file: &File, slot: usize, lock: bool) -> io::Result<bool> {
+    let kind = if lock { libc::F_WRLCK } else { libc::F_UNLCK };
+    let at = LOCK_HEADER_BYTES + slot * LOCK_SLOT_BYTES;
+    ofd_range(file, libc::F_OFD_SETLK, kind, at, LOCK_SLOT_BYTES)
+}
+
+/// One OFD lock command `cmd` of type `kind` on bytes `[at, at + len)` of the lock file.
+/// `F_OFD_SETLK`/`F_OFD_SETLKW`: whether the lock was taken (false: another open file
+/// description holds a conflicting one). `F_OFD_GETLK`: whether another open file description
+/// holds a lock that conflicts with `kind`.
+fn ofd_range(
+    file: &File,
+    cmd: libc::c_int,
+    kind: libc::c_int,
+    at: usize,
+    len: usize,
+) -> io::Result<bool> {
     // SAFETY: an all-zero `flock` is a valid value of this plain C struct.
     let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-    fl.l_type = if lock { libc::F_WRLCK } else { libc::F_UNLCK } as libc::c_short;
+    fl.l_type = kind as libc::c_short;
     fl.l_whence = libc::SEEK_SET as libc::c_short;
-    fl.l_start = (LOCK_HEADER_BYTES + slot * LOCK_SLOT_BYTES) as libc::off_t;
-    fl.l_len = LOCK_SLOT_BYTES as libc::off_t;
+    fl.l_start = at as libc::off_t;
+    fl.l_len = len as libc::off_t;
     // OFD locks require l_pid = 0 (it is already zero).
-    // SAFETY: `fl` is a valid, initialised flock that outlives the call; the descriptor is
-    // owned by `file` and open.
-    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &mut fl) };
-    if rc == 0 {
-        return Ok(true);
+    loop {
+        // SAFETY: `fl` is a valid, initialised flock that outlives the call; the descriptor
+        // is owned by `file` and open.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl) };
+        if rc == 0 {
+            return Ok(match cmd {
+                libc::F_OFD_GETLK => fl.l_type != libc::F_UNLCK as libc::c_short,
+                _ => true,
+            });
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) | Some(libc::EACCES) => return Ok(false),
+            _ => return Err(e),
+        }
     }
-    let e = io::Error::last_os_error();
-    match e.raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
-        _ => Err(e),
+}
+
+/// Waits on the futex `word` (shared between processes: no `FUTEX_PRIVATE_FLAG`) while it
+/// holds `seen`; returns at once if it does not, or on a wake-up or a signal.
+fn futex_wait(word: &std::sync::atomic::AtomicU32, seen: u32) {
+    // SAFETY: `word` is a valid, aligned 32-bit word in a shared mapping that outlives the
+    // call; a null timeout waits without limit; the other arguments are unused.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT,
+            seen,
+            std::ptr::null::<libc::timespec>(),
+        );
+    }
+}
+
+/// Wakes every waiter on the futex `word`, in any process.
+fn futex_wake(word: &std::sync::atomic::AtomicU32) {
+    // SAFETY: as `futex_wait`; wakes at most `i32::MAX` waiters.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
     }
 }
 

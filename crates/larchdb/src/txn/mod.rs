@@ -6,5 +6,5 @@ mod write;
 
 pub use crate::engine::savepoint::Savepoint;
 pub use read::ReadTxn;
-pub(crate) use write::ThisThreadWrites;
 pub use write::WriteTxn;
+pub(crate) use write::{Keep, ThisThreadWrites};

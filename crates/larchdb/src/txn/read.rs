@@ -102,6 +102,18 @@ impl ReadTxn {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn renew(&mut self) {
+        if self
+            .shared
+            .retired
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            // The handle moved to another state (a writer in another process took the file,
+            // or this handle took it back): the newest snapshot is there.
+            if let Some(next) = self.shared.successor().and_then(|s| ReadTxn::new(s).ok()) {
+                *self = next;
+            }
+            return;
+        }
         if let Some(txn) = self.shared.txn_in_shape(self.shape) {
             // Commits go only forward; the check keeps a stale load from moving back.
             self.txn = self.txn.max(txn);

@@ -16,6 +16,7 @@ use crate::typed::table::{check_types, type_record};
 use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
 use std::marker::PhantomData;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// The write transaction. Only one exists at a time per database; readers are not blocked.
 /// Dropping it without `commit` aborts it: nothing it did becomes visible.
@@ -69,7 +70,40 @@ pub struct WriteTxn<'db> {
     durability: Durability,
     /// This thread writes this database while the transaction lives.
     _writing: ThisThreadWrites<'db>,
+    /// The state `t` and `_writing` borrow: dropped after them (the last field).
+    _keep: Keep,
 }
+
+/// The state (`engine::Shared`) a write transaction begun by `Database::begin_write` borrows,
+/// kept alive by the transaction itself: the handle may move on to another state meanwhile
+/// (`engine::owner`), and the one it was on then lives as long as something holds it.
+pub(crate) struct Keep(*mut Arc<Shared>);
+
+impl Keep {
+    pub(crate) fn new(shared: Arc<Shared>) -> Keep {
+        Keep(Box::into_raw(Box::new(shared)))
+    }
+
+    /// The state, borrowed for as long as the caller chooses.
+    ///
+    /// # Safety
+    /// Nothing borrowed through the reference may be used after `self` is dropped.
+    pub(crate) unsafe fn get<'a>(&self) -> &'a Arc<Shared> {
+        // SAFETY: `self.0` came from `Box::into_raw` and is freed only by the drop; the caller
+        // keeps the borrow within `self`'s life.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Drop for Keep {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` came from `Box::into_raw` in `new` and is freed only here.
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+// SAFETY: a `Keep` only hands out shared references to an `Arc<Shared>`, which is `Sync`.
+unsafe impl Sync for Keep {}
 
 /// Not `Send`: what the compiler names when a [`WriteTxn`] is moved to another thread. The
 /// transaction holds the writer's mutex guard, which the thread that took it must release;
@@ -120,7 +154,8 @@ impl std::fmt::Debug for WriteTxn<'_> {
 
 impl<'db> WriteTxn<'db> {
     /// The API's face of `t`, begun by `Database::begin_write`.
-    pub(crate) fn on(t: Txn<'db>) -> WriteTxn<'db> {
+    /// `t` borrows the state `keep` holds.
+    pub(crate) fn on(t: Txn<'db>, keep: Keep) -> WriteTxn<'db> {
         let durability = t.shared.options.durability;
         let _writing = ThisThreadWrites::new(t.shared);
         WriteTxn {
@@ -128,6 +163,7 @@ impl<'db> WriteTxn<'db> {
             t,
             durability,
             _writing,
+            _keep: keep,
         }
     }
 

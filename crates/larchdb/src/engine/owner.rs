@@ -1,0 +1,361 @@
+//! Writers in more than one process: which state a handle is on, and the database file handed
+//! from one process's writing handle to another's (docs/design/concurrency.md, "Writers in
+//! more than one process").
+//!
+//! The exclusive `flock` on the database file is the one writer's lock, as it always was. A
+//! writing handle whose file another process holds opens as a follower (a read-only state that
+//! follows that writer's log, `replay::Follower`); its first write transaction asks for the
+//! file and waits for it. The holder gives the file back when it is quiescent and someone
+//! waits: after its running transaction, a durable checkpoint (so the next holder replays
+//! nothing) and its background threads' last work. Each holding period is a state of its own,
+//! opened by the ordinary open path once the lock is held, so a holder killed mid-transaction
+//! is the open's crash recovery, and nothing of a state is reused after its file went to
+//! another process.
+//!
+//! ```text
+//!   follower --begin_write: ring, wait for the flock--> writer (a fresh open)
+//!   writer --a writer waits, once quiescent: checkpoint, readers to a slot, unlock--> follower
+//! ```
+//!
+//! Asking: a waiting handle holds an OFD read lock on the lock file's waiting byte (dropped
+//! by the kernel with the process, so a killed waiter leaves no request) and rings the
+//! doorbell, a futex word in the lock file. The holder's watcher thread (`larch-handoff`)
+//! sleeps on that word and looks for a waiting byte's lock when it rings. Within one process,
+//! one writing handle per file: a second is `Error::DatabaseLocked`, so that a thread cannot
+//! wait for a file its own transaction holds.
+
+use super::log::LogSource;
+use super::Shared;
+use crate::error::{Error, Result};
+use crate::options::Options;
+use crate::storage::{FileLock, FileStorage, LockTable, Storage};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::thread::JoinHandle;
+
+/// A `Database`'s hold on its states: the one its transactions start on now, and, for a
+/// writing handle on a file, the turn of ownership.
+pub(crate) struct Handle {
+    /// The state new transactions start on: a writer while this handle holds the file, a
+    /// follower while another process does, or a read-only handle's state.
+    current: RwLock<Arc<Shared>>,
+    /// Held while the file changes hands (`take`, `give_back`) and by the handle's operations
+    /// that need the file for several steps (`Database::compact`): no handover in between.
+    turn: Mutex<()>,
+    /// The file, for a writing handle that can hand it over (`None`: a read-only handle, or
+    /// storage opened without a path, which one handle owns for its life).
+    file: Option<WritingFile>,
+    /// The watcher of the file's doorbell, while this handle holds the file.
+    watcher: Mutex<Option<JoinHandle<()>>>,
+    /// Set by the close: the watcher stops.
+    closing: AtomicBool,
+    /// What every state of this handle counts into (`Stats::commits` is the handle's).
+    counters: Arc<super::Counters>,
+}
+
+/// A writing handle's file.
+struct WritingFile {
+    path: PathBuf,
+    /// The options of the writer states it opens (`recover` off: a takeover that meets damage
+    /// fails instead).
+    options: Options,
+    /// Its place in this process's registry of writing handles, freed with the handle.
+    _registered: Registered,
+}
+
+impl Handle {
+    /// The handle on `shared`, a state of its own for its life (a read-only handle, storage
+    /// without a path).
+    pub(crate) fn fixed(shared: Shared) -> Arc<Handle> {
+        Handle::new(shared, None)
+    }
+
+    fn new(mut shared: Shared, file: Option<WritingFile>) -> Arc<Handle> {
+        let counters = shared.counters.clone();
+        let writes = !shared.options.read_only;
+        let handle = Arc::new_cyclic(|me: &Weak<Handle>| {
+            shared.handle = me.clone();
+            let shared = Arc::new(shared);
+            shared.flusher.set_owner(Arc::downgrade(&shared));
+            Handle {
+                current: RwLock::new(shared),
+                turn: Mutex::new(()),
+                file,
+                watcher: Mutex::new(None),
+                closing: AtomicBool::new(false),
+                counters,
+            }
+        });
+        if writes && handle.file.is_some() {
+            handle.watch();
+        }
+        handle
+    }
+
+    /// The state new transactions start on.
+    pub(crate) fn current(&self) -> Arc<Shared> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The state whose writer this handle holds the file for, taking the file first if
+    /// another process has it (waiting for it if `wait`, else `Error::WriteBusy`), with the
+    /// turn held: the file stays this handle's until the guard is dropped.
+    pub(crate) fn writer(
+        self: &Arc<Handle>,
+        wait: bool,
+    ) -> Result<(MutexGuard<'_, ()>, Arc<Shared>)> {
+        let turn = match self.turn.try_lock() {
+            Ok(turn) => turn,
+            // Another thread of this handle waits for the file, or it changes hands.
+            Err(std::sync::TryLockError::WouldBlock) if !wait => return Err(Error::WriteBusy),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.turn.lock().unwrap_or_else(|e| e.into_inner())
+            }
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+        };
+        let current = self.current();
+        if !current.options.read_only {
+            return Ok((turn, current));
+        }
+        let Some(file) = self.file.as_ref() else {
+            return Err(Error::ReadOnly);
+        };
+        let writer = self.take(file, &current, wait)?;
+        Ok((turn, writer))
+    }
+
+    /// Waits for the file (or, unless `wait`, finds it free), and opens a writer state on it
+    /// in place of the follower `follower`. Called with the turn held.
+    fn take(
+        self: &Arc<Handle>,
+        file: &WritingFile,
+        follower: &Arc<Shared>,
+        wait: bool,
+    ) -> Result<Arc<Shared>> {
+        let storage = FileStorage::open_with(&file.path, false, false, FileLock::None)?;
+        match wait {
+            true => {
+                let lock = follower.lock.as_ref().ok_or(Error::ReadOnly)?;
+                lock.mark_waiting(true)?;
+                lock.ring();
+                let locked = storage.lock_exclusive();
+                let _ = lock.mark_waiting(false);
+                locked?;
+            }
+            false => {
+                if !storage.try_lock_exclusive(false)? {
+                    return Err(Error::WriteBusy);
+                }
+            }
+        }
+        let lock = LockTable::open(&file.path)?;
+        let log = LogSource::File(crate::storage::log_path(&file.path));
+        let mut shared = Shared::open(Arc::new(storage), file.options.clone(), Some(lock), log)?;
+        shared.counters = self.counters.clone();
+        shared.handle = follower.handle.clone();
+        let shared = Arc::new(shared);
+        shared.flusher.set_owner(Arc::downgrade(&shared));
+        self.install(shared.clone(), follower);
+        self.watch();
+        Ok(shared)
+    }
+
+    /// Makes `next` the state new transactions start on, in place of `old`: `old`'s readers
+    /// move to it as they renew.
+    fn install(&self, next: Arc<Shared>, old: &Shared) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = next;
+        old.retired.store(true, Ordering::Release);
+    }
+
+    /// Starts the watcher of the doorbell (the handle holds the file).
+    fn watch(self: &Arc<Handle>) {
+        let me = Arc::downgrade(self);
+        let mut watcher = self.watcher.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = watcher.take() {
+            // It ended with the file's last handover (it made it), or is ending.
+            let _ = old.join();
+        }
+        *watcher = std::thread::Builder::new()
+            .name("larch-handoff".into())
+            .spawn(move || watch(me))
+            .ok();
+    }
+
+    /// Whether this writing handle's file is held by a writer in another process now.
+    pub(crate) fn held_elsewhere(&self) -> bool {
+        self.file.is_some() && self.current().options.read_only
+    }
+
+    /// Stops the watcher, for the close: after it, the current state stays.
+    pub(crate) fn stop(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        let watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(w) = watcher {
+            // Wakes it (and any other process's watcher, which finds nothing to do).
+            if let Some(lock) = self.current().lock.as_ref() {
+                lock.ring();
+            }
+            let _ = w.join();
+        }
+    }
+
+    /// Gives the file back to the writer that waits for it, once the state `writer` is
+    /// quiescent: its running transaction ended, a durable checkpoint written, its background
+    /// threads' work done. Its readers keep their snapshots through a slot of the lock file, as
+    /// a closed writer's do; new transactions start on a follower. Returns whether the file
+    /// was given back (not if the handle is closing or `writer` is no longer current).
+    fn give_back(&self, file: &WritingFile) -> Result<bool> {
+        let _turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        let writer = self.current();
+        if self.closing.load(Ordering::SeqCst) || writer.options.read_only {
+            return Ok(false);
+        }
+        // Write transactions that start from here wait for the turn (`Database::begin_write`).
+        writer.handing.store(true, Ordering::Release);
+        let handed = self.hand_over(file, &writer);
+        if !matches!(handed, Ok(true)) {
+            writer.handing.store(false, Ordering::Release);
+        }
+        handed
+    }
+
+    fn hand_over(&self, file: &WritingFile, writer: &Arc<Shared>) -> Result<bool> {
+        // Every commit into the tree, durably, so that the next holder replays nothing (and a
+        // commit made `Durability::None` here is durable once the file is another's). If that
+        // fails (a failed sync stops this state's writes), the next holder's open replays the
+        // log, as after a crash: the file is given back all the same.
+        let _ = crate::db::checkpoint_on(writer);
+        writer.background.stop(writer);
+        let follower = Arc::new(open_follower(&file.path, &file.options, self)?);
+        let _guard = writer.writer.lock().unwrap_or_else(|e| e.into_inner());
+        // Readers of the writer state keep their pages through a slot, as after a close.
+        if !writer.keep_readers_in_slot() {
+            // No slot for them: the file stays here until they end.
+            return Ok(false);
+        }
+        self.install(follower, writer);
+        writer
+            .storage
+            .unlock()
+            .map_err(|e| Error::io_at("unlock", &file.path, e))?;
+        Ok(true)
+    }
+}
+
+/// The watcher's loop: waits for the doorbell, and gives the file back when a writer waits.
+/// Ends when the handle closes, or once it gave the file back (the next `take` starts
+/// another).
+fn watch(handle: Weak<Handle>) {
+    loop {
+        let Some(h) = handle.upgrade() else { return };
+        let current = h.current();
+        let (Some(file), Some(lock)) = (h.file.as_ref(), current.lock.as_ref()) else {
+            return;
+        };
+        // The bell before the close's mark: a close that rings after this load changes the
+        // count the wait below compares (it returns at once), and one that rang before it
+        // marked the close first (`Handle::stop`; both `SeqCst`).
+        let seen = lock.bell();
+        if h.closing.load(Ordering::SeqCst) || current.options.read_only {
+            return;
+        }
+        if lock.writer_waiting() {
+            match h.give_back(file) {
+                Ok(true) => return,
+                // Closing, readers without a slot, or a follower that did not open: the file
+                // stays here, and the waiter waits; tried again shortly.
+                _ => {
+                    drop(h);
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    continue;
+                }
+            }
+        }
+        drop(h);
+        lock.wait_for_bell(seen);
+    }
+}
+
+/// A read-only state following the writer of the file at `path` in another process: what a
+/// writing handle reads while it does not hold the file.
+fn open_follower(path: &Path, options: &Options, handle: &Handle) -> Result<Shared> {
+    let storage = FileStorage::open_with(path, true, false, FileLock::None)?;
+    let lock = LockTable::open(path)?;
+    lock.claim_slot()?;
+    let options = options.clone().read_only(true).recover(false);
+    let log = LogSource::File(crate::storage::log_path(path));
+    let mut shared = Shared::open(Arc::new(storage), options, Some(lock), log)?;
+    shared.counters = handle.counters.clone();
+    shared.handle = handle_weak(handle);
+    Ok(shared)
+}
+
+/// `handle`'s weak reference, from its current state (every state of a handle holds it).
+fn handle_weak(handle: &Handle) -> Weak<Handle> {
+    handle.current().handle.clone()
+}
+
+/// The state a writing handle on the file at `path` opens with: a writer if the file is free,
+/// else a follower of the writer that holds it. Registered in this process's writing handles
+/// first (a second is `Error::DatabaseLocked`). `open` opens the writer state on the locked
+/// storage.
+pub(crate) fn open_writing(
+    path: &Path,
+    options: &Options,
+    open: impl FnOnce(Arc<dyn Storage>, LockTable) -> Result<Shared>,
+) -> Result<Arc<Handle>> {
+    let storage = FileStorage::open_with(path, false, options.create, FileLock::None)?;
+    let registered = Registered::claim(&storage)?;
+    let file = WritingFile {
+        path: path.to_path_buf(),
+        options: options.clone().recover(false),
+        _registered: registered,
+    };
+    if storage.try_lock_exclusive(true)? {
+        let lock = LockTable::open(path)?;
+        let shared = open(Arc::new(storage), lock)?;
+        return Ok(Handle::new(shared, Some(file)));
+    }
+    drop(storage);
+    // Another process holds the file: follow it until a write transaction asks for it.
+    let storage = FileStorage::open_with(path, true, false, FileLock::None)?;
+    let lock = LockTable::open(path)?;
+    lock.claim_slot()?;
+    let follower_options = options.clone().read_only(true).recover(false);
+    let log = LogSource::File(crate::storage::log_path(path));
+    let shared = Shared::open(Arc::new(storage), follower_options, Some(lock), log)?;
+    Ok(Handle::new(shared, Some(file)))
+}
+
+/// The files this process has a writing handle on, by device and inode.
+static WRITING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+
+/// A file's place in `WRITING`, freed when dropped.
+struct Registered((u64, u64));
+
+impl Registered {
+    fn claim(storage: &FileStorage) -> Result<Registered> {
+        let id = storage.file_id()?;
+        let mut writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+        if writing.contains(&id) {
+            return Err(Error::DatabaseLocked);
+        }
+        writing.push(id);
+        Ok(Registered(id))
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+        writing.retain(|id| *id != self.0);
+    }
+}
