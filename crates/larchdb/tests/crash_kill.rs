@@ -2,6 +2,10 @@
 //! each acknowledged commit; the parent SIGKILLs it at a random moment, reopens the database,
 //! and checks that every acknowledged commit is there and that `verify()` is clean.
 //!
+//! With two writing processes (`two_writers`), both continue one commit sequence in turns
+//! (each commit's number read in its own write transaction), and both are killed, one after
+//! the other: the second goes on alone after the first dies, holding the file.
+//!
 //! 100 kill points by default; `LARCH_KILL_POINTS=1000 cargo test --release --test crash_kill`
 //! is the long mode.
 
@@ -18,6 +22,9 @@ const CHILD_ENV: &str = "LARCH_CRASH_CHILD_DB";
 const DURABILITY_ENV: &str = "LARCH_CRASH_CHILD_DURABILITY";
 /// Set to "1" to make the child (and the parent's reopen) commit through the write-ahead log.
 const LOG_ENV: &str = "LARCH_CRASH_CHILD_LOG";
+/// Set to "1" when two children write at once: each commit's number is read in its own write
+/// transaction.
+const TWO_ENV: &str = "LARCH_CRASH_CHILD_TWO";
 const TABLE: &str = "data";
 const LOG: &str = "commits";
 /// Commits `n` with `n % 3 == 2` of the "batches" mode append `SEQ_BATCH` keys here (and put
@@ -63,36 +70,50 @@ fn options(log: bool) -> Options {
         .checkpoint_bytes(512 << 10)
 }
 
-/// The child: continues the commit sequence found in the database, forever.
-fn child(path: &Path, durability: Durability, log: bool, batches: bool) {
+/// The number after the newest commit's in `log` (0 for none).
+fn next_commit(last: Option<(&[u8], &[u8])>) -> u64 {
+    last.map_or(0, |(k, _)| {
+        std::str::from_utf8(&k[6..])
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            + 1
+    })
+}
+
+/// The child: continues the commit sequence found in the database, forever; with `two`,
+/// beside another child doing the same.
+fn child(path: &Path, durability: Durability, log: bool, batches: bool, two: bool) {
     let db = Database::open(path, options(log)).expect("child open");
     let start = {
         let r = db.begin_read().unwrap();
         match r.table(LOG) {
-            Ok(t) => t.last().unwrap().map(|(k, _)| {
-                std::str::from_utf8(&k[6..])
-                    .unwrap()
-                    .parse::<u64>()
-                    .unwrap()
-                    + 1
-            }),
-            Err(_) => None,
+            Ok(t) => next_commit(t.last().unwrap()),
+            Err(_) => 0,
         }
-        .unwrap_or(0)
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(start);
     // Half of the time a reader holds an old snapshot, so the free set grows large and
     // commits write their freelist as deltas (the incremental freelist) as well as bases.
     let mut _held = None;
-    for n in start.. {
+    let mut next = start;
+    loop {
+        let mut w = db.begin_write().unwrap();
+        w.ensure_table(LOG).unwrap();
+        w.ensure_table(TABLE).unwrap();
+        let n = match two {
+            true => next_commit(w.table(LOG).unwrap().last().unwrap()),
+            false => next,
+        };
+        next = n + 1;
+        if two {
+            rng = rand::rngs::StdRng::seed_from_u64(n);
+        }
         match n % 120 {
             0 => _held = Some(db.begin_read().unwrap()),
             60 => _held = None,
             _ => {}
         }
-        let mut w = db.begin_write().unwrap();
-        w.ensure_table(LOG).unwrap();
-        w.ensure_table(TABLE).unwrap();
         let batch = batches && is_batch(n);
         if batch {
             w.ensure_table(SEQ).unwrap();
@@ -143,6 +164,7 @@ fn child_entry() {
             durability,
             log,
             mode.as_deref() == Ok("batches"),
+            std::env::var(TWO_ENV).as_deref() == Ok("1"),
         );
     }
 }
@@ -194,7 +216,27 @@ fn kill_nine_keeps_bounded_commits() {
     sweep(kill_points() / 4, "bounded", true);
 }
 
+/// Two writing processes in turns, killed one after the other: every commit either
+/// acknowledged is there, through the log and without it.
+#[test]
+fn kill_nine_with_two_writers_loses_no_acknowledged_commit() {
+    sweep_with(kill_points() / 4, "immediate", false, 2);
+    sweep_with(kill_points() / 4, "immediate", true, 2);
+}
+
+/// The same with `Durability::None` through the log: a holder killed with unsynced commits
+/// leaves them to the other, which replays them when it takes the file.
+#[test]
+fn kill_nine_with_two_writers_keeps_unsynced_commits() {
+    sweep_with(kill_points() / 4, "none", true, 2);
+}
+
 fn sweep(points: usize, durability: &str, log: bool) {
+    sweep_with(points, durability, log, 1)
+}
+
+/// `points` rounds of `writers` children, killed one after the other at random moments.
+fn sweep_with(points: usize, durability: &str, log: bool, writers: usize) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.larch");
     let exe = std::env::current_exe().unwrap();
@@ -202,39 +244,55 @@ fn sweep(points: usize, durability: &str, log: bool) {
     let mut acked_max: Option<u64> = None;
     let mut found_max: Option<u64> = None;
     let mut total_acks = 0u64;
+    // Rounds in which every child acknowledged commits: the file changed hands.
+    let mut shared_rounds = 0;
     for point in 0..points {
-        let mut child = Command::new(&exe)
-            .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, &path)
-            .env(DURABILITY_ENV, durability)
-            .env(LOG_ENV, if log { "1" } else { "0" })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            let mut acks = Vec::new();
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                // libtest prints "test child_entry ... " without a newline before the test
-                // runs, so the first acknowledgement shares its line.
-                if let Some(at) = line.find("ack ") {
-                    acks.push(line[at + 4..].trim().parse::<u64>().unwrap());
-                }
-            }
-            acks
-        });
+        let children: Vec<_> = (0..writers)
+            .map(|_| {
+                let mut child = Command::new(&exe)
+                    .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+                    .env(CHILD_ENV, &path)
+                    .env(DURABILITY_ENV, durability)
+                    .env(LOG_ENV, if log { "1" } else { "0" })
+                    .env(TWO_ENV, if writers > 1 { "1" } else { "0" })
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+                let stdout = child.stdout.take().unwrap();
+                let reader = std::thread::spawn(move || {
+                    let mut acks = Vec::new();
+                    for line in BufReader::new(stdout).lines() {
+                        let Ok(line) = line else { break };
+                        // libtest prints "test child_entry ... " without a newline before the
+                        // test runs, so the first acknowledgement shares its line.
+                        if let Some(at) = line.find("ack ") {
+                            acks.push(line[at + 4..].trim().parse::<u64>().unwrap());
+                        }
+                    }
+                    acks
+                });
+                (child, reader)
+            })
+            .collect();
         // Kill anywhere from start-up to some hundreds of commits in. Opening with a log reads
         // it back and replays it first (tens of ms in a debug build), so the window is longer.
+        // With two writers, each is killed at a moment of its own: the last goes on alone.
         let window = if log { 150_000 } else { 60_000 };
-        std::thread::sleep(Duration::from_micros(rng.gen_range(0..window)));
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        let acks = reader.join().unwrap();
-        total_acks += acks.len() as u64;
-        if let Some(&last) = acks.last() {
-            acked_max = Some(last);
+        let mut acked_by = 0;
+        for (mut child, reader) in children {
+            std::thread::sleep(Duration::from_micros(rng.gen_range(0..window)));
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            let acks = reader.join().unwrap();
+            total_acks += acks.len() as u64;
+            if let Some(&last) = acks.iter().max() {
+                acked_max = acked_max.max(Some(last));
+                acked_by += 1;
+            }
+        }
+        if acked_by == writers {
+            shared_rounds += 1;
         }
 
         let db = Database::open(&path, options(log)).expect("reopen after kill");
@@ -261,11 +319,11 @@ fn sweep(points: usize, durability: &str, log: bool) {
                 "kill point {point}: acknowledged commit {max} lost (last is {last})"
             );
         }
-        // At most one commit past the newest one known (acknowledged, or found after the
-        // previous kill): it committed and the child died before acknowledging it.
+        // At most one commit per child past the newest one known (acknowledged, or found
+        // after the previous kill): it committed and the child died before acknowledging it.
         if let Some(known) = acked_max.max(found_max) {
             assert!(
-                last <= known + 1,
+                last <= known + writers as u64,
                 "kill point {point}: commit {last} appeared after {known}"
             );
         }
@@ -306,5 +364,11 @@ fn sweep(points: usize, durability: &str, log: bool) {
         total_acks > points as u64,
         "children made too little progress: {total_acks} acks"
     );
-    eprintln!("{durability} (log: {log}): {points} kill points, {total_acks} acknowledged commits, all present, verify clean");
+    if writers > 1 {
+        assert!(
+            shared_rounds > 0,
+            "no round in which every writer committed"
+        );
+    }
+    eprintln!("{durability} (log: {log}, writers: {writers}): {points} kill points ({shared_rounds} with every writer committing), {total_acks} acknowledged commits, all present, verify clean");
 }

@@ -287,12 +287,7 @@ fn watch(handle: Weak<Handle>) {
 /// A read-only state following the writer of the file at `path` in another process: what a
 /// writing handle reads while it does not hold the file.
 fn open_follower(path: &Path, options: &Options, handle: &Handle) -> Result<Shared> {
-    let storage = FileStorage::open_with(path, true, false, FileLock::None)?;
-    let lock = LockTable::open(path)?;
-    lock.claim_slot()?;
-    let options = options.clone().read_only(true).recover(false);
-    let log = LogSource::File(crate::storage::log_path(path));
-    let mut shared = Shared::open(Arc::new(storage), options, Some(lock), log)?;
+    let mut shared = open_follower_state(path, options)?;
     shared.counters = handle.counters.clone();
     shared.handle = handle_weak(handle);
     Ok(shared)
@@ -319,20 +314,38 @@ pub(crate) fn open_writing(
         options: options.clone().recover(false),
         _registered: registered,
     };
-    if storage.try_lock_exclusive(true)? {
-        let lock = LockTable::open(path)?;
-        let shared = open(Arc::new(storage), lock)?;
-        return Ok(Handle::new(shared, Some(file)));
+    // A holder that is creating the database has not written it yet: the follower's open
+    // finds an empty file and tries again, for a while.
+    let mut tries = 0;
+    loop {
+        if storage.try_lock_exclusive(tries == 0)? {
+            let lock = LockTable::open(path)?;
+            let shared = open(Arc::new(storage), lock)?;
+            return Ok(Handle::new(shared, Some(file)));
+        }
+        // Another process holds the file: follow it until a write transaction asks for it.
+        match open_follower_state(path, options) {
+            Err(Error::NotADatabase) if tries < CREATING_TRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            opened => return Ok(Handle::new(opened?, Some(file))),
+        }
     }
-    drop(storage);
-    // Another process holds the file: follow it until a write transaction asks for it.
+}
+
+/// How many times an open beside a holder that is creating the database tries again, 10 ms
+/// apart.
+const CREATING_TRIES: u32 = 200;
+
+/// A follower's state on the file at `path`, not yet part of a handle.
+fn open_follower_state(path: &Path, options: &Options) -> Result<Shared> {
     let storage = FileStorage::open_with(path, true, false, FileLock::None)?;
     let lock = LockTable::open(path)?;
     lock.claim_slot()?;
-    let follower_options = options.clone().read_only(true).recover(false);
+    let options = options.clone().read_only(true).recover(false);
     let log = LogSource::File(crate::storage::log_path(path));
-    let shared = Shared::open(Arc::new(storage), follower_options, Some(lock), log)?;
-    Ok(Handle::new(shared, Some(file)))
+    Shared::open(Arc::new(storage), options, Some(lock), log)
 }
 
 /// The files this process has a writing handle on, by device and inode.
