@@ -93,6 +93,49 @@ fn workload_upto(db: &Database, hold_reader: bool, txns: usize) -> (Vec<State>, 
         if hold_reader && txn == 1 && reader.is_none() {
             reader = db.begin_read().ok();
         }
+        if !step(db, &mut rng, txn, &mut tally) {
+            break;
+        }
+    }
+    tally.into_parts()
+}
+
+/// Transactions between two handovers of the file in `workload_in_turns`.
+const TURN_TXNS: usize = 7;
+
+/// The workload with the file changing hands every `TURN_TXNS` transactions, as between
+/// writing handles in two processes (engine/owner.rs): the handle that gives it back writes a
+/// durable checkpoint and closes, and the next opens it, replaying what the log holds past
+/// that checkpoint (all of it, if the checkpoint failed). The handover's storage operations,
+/// on the fault storage: the lock file and the processes are not part of what a power loss
+/// can take. Starts on `db`; stops at the first failure, of a commit or of an open.
+fn workload_in_turns(
+    mut db: Database,
+    data: &FaultStorage,
+    log: &FaultStorage,
+    options: &Options,
+) -> (Vec<State>, usize, usize) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut tally = Tally::new();
+    for txn in 0..200 {
+        if txn > 0 && txn % TURN_TXNS == 0 {
+            let _ = db.checkpoint();
+            drop(db);
+            db = match open_with(data, log, options.clone()) {
+                Ok(db) => db,
+                Err(_) => break,
+            };
+        }
+        if !step(&db, &mut rng, txn, &mut tally) {
+            break;
+        }
+    }
+    tally.into_parts()
+}
+
+/// Transaction `txn` of the workload on `db`; false if it failed.
+fn step(db: &Database, rng: &mut rand::rngs::StdRng, txn: usize, tally: &mut Tally) -> bool {
+    {
         let mut next = tally.last();
         let durability = if rng.gen_bool(0.7) {
             Durability::Immediate
@@ -122,11 +165,8 @@ fn workload_upto(db: &Database, hold_reader: bool, txns: usize) -> (Vec<State>, 
             }
             w.commit_with(durability)
         })();
-        if !tally.attempt(next, durability, result) {
-            break;
-        }
+        tally.attempt(next, durability, result)
     }
-    tally.into_parts()
 }
 
 fn read_state(db: &Database) -> State {
@@ -377,6 +417,45 @@ fn power_loss_sweep(rare_durable: bool, slices: u32) {
     }
     eprintln!(
         "power loss with a log ({slices} slices): {checked} crash points over {data_ops} data \
+         and {log_ops} log operations"
+    );
+}
+
+/// Power loss at every I/O operation while the file changes hands every few transactions
+/// (`workload_in_turns`), through the log: after the reopen, the state of some commit no
+/// earlier than the last acknowledged durable one, whichever handle made it.
+#[test]
+fn power_loss_with_the_file_changing_hands_keeps_a_durable_prefix() {
+    let options = log_options(false);
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let db = open_with(&data, &log, options.clone()).unwrap();
+    let (data_start, log_start) = (data.op_count(), log.op_count());
+    let (states, acked, _) = workload_in_turns(db, &data, &log, &options);
+    assert_eq!(acked, 200);
+    let data_ops = data.op_count() - data_start;
+    let log_ops = log.op_count() - log_start;
+    let mut checked = 0;
+    for (failing_log, ops) in [(false, data_ops), (true, log_ops)] {
+        for k in crash_points(ops, 30) {
+            let (data, log) = (FaultStorage::new(), FaultStorage::new());
+            let db = open_with(&data, &log, options.clone()).unwrap();
+            let failing = if failing_log { &log } else { &data };
+            failing.fail_after(k, FaultKind::Eio, true);
+            let (attempted, acked, durable) = workload_in_turns(db, &data, &log, &options);
+            let what = format!(
+                "in turns, {} op {k}",
+                if failing_log { "log" } else { "data" }
+            );
+            let data = data.crash(CrashMode::KeepRandom { seed: k });
+            let log = log.crash(CrashMode::KeepRandom { seed: k ^ 0x5eed });
+            let db = open_with(&data, &log, options.clone())
+                .unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+            recovered_a_durable_prefix(&db, &states, &attempted, acked, durable, &what);
+            checked += 1;
+        }
+    }
+    eprintln!(
+        "power loss with the file changing hands: {checked} crash points over {data_ops} data \
          and {log_ops} log operations"
     );
 }
