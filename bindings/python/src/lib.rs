@@ -546,8 +546,8 @@ impl Environment {
 
     /// Begins a transaction: a read transaction (a snapshot of the newest commit), or with
     /// `write=True` the write transaction (waiting, without the GIL, for one running in
-    /// another thread; `wait=False` raises `BusyError` instead; a writer in another process
-    /// holds the whole database, and `open` raised `LockError` there). `db` is the table
+    /// another thread or process: a writer in another process hands the database over once
+    /// it is between transactions; `wait=False` raises `BusyError` instead). `db` is the table
     /// its calls use when they are given none; `buffers=True` makes reads return
     /// `memoryview`s instead of `bytes`; `durability` overrides the environment's for its
     /// commit.

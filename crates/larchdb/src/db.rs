@@ -151,10 +151,13 @@ impl Database {
     ///
     /// Beside the file, a lock file (`<path>-lock`, see [`crate::storage::lock_path`]) holds
     /// the reader table that processes share: a read-only handle can read while a writer in
-    /// another process commits. One writing handle at a time: a second gets
-    /// [`Error::DatabaseLocked`]. A read-only handle that cannot open the lock file (a
-    /// read-only directory) falls back to a shared lock on the database, which excludes
-    /// writers.
+    /// another process commits. Writing handles in several processes take turns: one opened
+    /// while another process holds the database follows that writer, and its write
+    /// transactions wait for the database, which the holder hands over once it is between
+    /// transactions ([`Database::begin_write`]). One writing handle per file in a process: a
+    /// second gets [`Error::DatabaseLocked`]. A read-only handle that cannot open the lock
+    /// file (a read-only directory) falls back to a shared lock on the database, which
+    /// excludes writers.
     ///
     /// An existing empty file is made a database only if `options.create` allows; a file that
     /// is not a database is refused ([`Error::NotADatabase`]) and the open leaves nothing
@@ -434,9 +437,14 @@ impl Database {
         Ok(existed)
     }
 
-    /// Starts the write transaction, waiting while another one is in progress. On a thread
-    /// that has one open on this database already, it returns [`Error::WriteBusy`] at once
-    /// (so do `put` and `delete`): waiting would never end.
+    /// Starts the write transaction, waiting while another one is in progress, in this process
+    /// or in another: a writing handle in another process that holds the database gives it to
+    /// this one once it is between transactions (after a durable checkpoint), and the
+    /// transaction starts from the newest commit, whoever made it (a handover costs the giver
+    /// a checkpoint and the taker an open; docs/design/concurrency.md). On a thread that has
+    /// one open on this
+    /// database already, it returns [`Error::WriteBusy`] at once (so do `put` and `delete`):
+    /// waiting would never end.
     ///
     /// A `WriteTxn` stays on the thread that began it (it holds the write lock's guard, which
     /// is not `Send`). In async code, run the whole transaction in one blocking task
@@ -537,7 +545,7 @@ impl Database {
     /// ```
     pub fn checkpoint(&self) -> Result<()> {
         let (_turn, shared) = self.handle.writer(true)?;
-        checkpoint_on(&shared)
+        checkpoint_on(&shared, Durability::Immediate)
     }
 
     /// Gives back the space the database does not need, without stopping readers:
@@ -615,7 +623,7 @@ impl Database {
         };
         if checkpoint_needed(shared) {
             progress(CompactStep::Checkpoint);
-            checkpoint_on(shared)?;
+            checkpoint_on(shared, Durability::Immediate)?;
         }
         for pass in 0..COMPACT_PASSES_MAX {
             let mut moving = |tables_done, tables| {
@@ -673,7 +681,7 @@ impl Database {
     }
 
     /// Starts the write transaction, or fails with [`Error::WriteBusy`] if another is in
-    /// progress.
+    /// progress, or if a writing handle in another process holds the database.
     ///
     /// ```
     /// use larchdb::Error;
@@ -890,10 +898,10 @@ fn lock_writer(shared: &Shared) -> MutexGuard<'_, WriterState> {
 }
 
 /// `Database::checkpoint` on `shared`, which the caller holds the file for.
-pub(crate) fn checkpoint_on(shared: &Arc<Shared>) -> Result<()> {
+pub(crate) fn checkpoint_on(shared: &Arc<Shared>, durability: Durability) -> Result<()> {
     let mut guard = lock_writer(shared);
     crate::engine::checkpoint::merge_slices(shared, &mut guard)?;
-    Txn::new(shared, guard)?.checkpoint(Durability::Immediate)
+    Txn::new(shared, guard)?.checkpoint(durability)
 }
 
 /// Whether a checkpoint would write anything: commits in the overlay (or being written by a

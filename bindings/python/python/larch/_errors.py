@@ -49,13 +49,14 @@ class VersionMismatchError(Error):
 
 
 class LockError(Error):
-    """Another process (or another Environment in this one) has the database open for
-    writing, or its lock file belongs to something else."""
+    """Another Environment in this process has the database open for writing (writers in
+    other processes take turns instead), or its lock file belongs to something else."""
 
 
 class BusyError(LockError):
     """The write transaction is taken: ``begin(write=True, wait=False)`` found another one
-    running, or this thread already has one open."""
+    running (in this process, or a writer in another process holds the database), or this
+    thread already has one open."""
 
 
 class ReadersFullError(Error):

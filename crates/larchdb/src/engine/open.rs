@@ -150,6 +150,10 @@ impl Shared {
             restarted: boot_id != Some(meta.boot_id),
             expect,
             recover: options.recover,
+            handed_at: lock
+                .as_ref()
+                .filter(|_| !options.read_only)
+                .and_then(LockTable::handed_at),
         };
         let (mut log, mut current, free) =
             replay_beside_free_set(&tree, &log_source, reopen, &options, &mut losses)?;
@@ -467,6 +471,8 @@ fn publish_log_at_open(
     meta: &Meta,
     losses: &Losses,
 ) -> Result<()> {
+    // What the last writer handed over is this one's now: it appends past that end.
+    lock.set_handed_at(0);
     match log {
         Some(log) => {
             lock.publish_log(current.txn(), log.end());

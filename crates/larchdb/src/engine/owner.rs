@@ -27,7 +27,7 @@
 use super::log::LogSource;
 use super::Shared;
 use crate::error::{Error, Result};
-use crate::options::Options;
+use crate::options::{Durability, Options};
 use crate::storage::{FileLock, FileStorage, LockTable, Storage};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -232,16 +232,23 @@ impl Handle {
         // commit made `Durability::None` here is durable once the file is another's). If that
         // fails (a failed sync stops this state's writes), the next holder's open replays the
         // log, as after a crash: the file is given back all the same.
-        let _ = crate::db::checkpoint_on(writer);
+        let checkpointed = crate::db::checkpoint_on(writer, Durability::Immediate).is_ok();
         writer.background.stop(writer);
         let follower = Arc::new(open_follower(&file.path, &file.options, self)?);
-        let _guard = writer.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = writer.writer.lock().unwrap_or_else(|e| e.into_inner());
         // Readers of the writer state keep their pages through a slot, as after a close.
         if !writer.keep_readers_in_slot() {
             // No slot for them: the file stays here until they end.
             return Ok(false);
         }
         self.install(follower, writer);
+        // After a durable checkpoint and with its log intact, the log's end is where the next
+        // holder appends, with nothing past it to clear at its open (`Reopen::handed_at`).
+        if let (Some(log), Some(lock), true) = (&writer.log, &writer.lock, checkpointed) {
+            if !log.failed() && !guard.poisoned {
+                lock.set_handed_at(log.end());
+            }
+        }
         writer
             .storage
             .unlock()

@@ -65,13 +65,18 @@ const T_DOORBELL: usize = LOCK_WRITERS_AT;
 /// The byte on which each writing handle waiting for the database holds an OFD read lock
 /// while it waits: the kernel drops it with the waiter, so a killed waiter leaves no request.
 const T_WAITING: usize = LOCK_WRITERS_AT + 8;
+/// The log end at which the last writing handle gave the file to another after a durable
+/// checkpoint, its log intact and nothing appended past that end (0: none, or the file was
+/// taken since): the next writer's open need not zero the rest of that segment
+/// (`Log::close_tail`). Set by `engine::owner`'s handover, cleared by every writer's open.
+const T_HANDED_AT: usize = LOCK_WRITERS_AT + 16;
 const S_TXN: usize = 0;
 const S_PID: usize = 8;
 
 const _: () = assert!(H_PUBLISHED.is_multiple_of(8) && LOCK_HEADER_BYTES.is_multiple_of(8));
 const _: () = assert!(H_LOG_TXN.is_multiple_of(8) && H_LOG_SYNCED + 8 <= LOCK_HEADER_BYTES);
 const _: () = assert!(LOCK_SLOT_BYTES.is_multiple_of(8) && S_PID + 8 <= LOCK_SLOT_BYTES);
-const _: () = assert!(T_DOORBELL.is_multiple_of(8) && T_WAITING < LOCK_FILE_BYTES);
+const _: () = assert!(T_DOORBELL.is_multiple_of(8) && T_HANDED_AT + 8 <= LOCK_FILE_BYTES);
 // The shared words are native-endian atomics; the documented layout is little-endian.
 #[cfg(not(target_endian = "little"))]
 compile_error!("the lock file layout assumes a little-endian target");
@@ -244,6 +249,16 @@ impl LockTable {
     /// The position the last writer's log was synced past, as it last recorded (0: no claim).
     pub(crate) fn log_synced(&self) -> u64 {
         self.word(H_LOG_SYNCED).load(Ordering::Relaxed)
+    }
+
+    /// The log end the last writer handed the file over at (`T_HANDED_AT`), if it did.
+    pub(crate) fn handed_at(&self) -> Option<u64> {
+        Some(self.word(T_HANDED_AT).load(Ordering::SeqCst)).filter(|&end| end != 0)
+    }
+
+    /// Records the log end a writer hands the file over at (0: none).
+    pub(crate) fn set_handed_at(&self, end: u64) {
+        self.word(T_HANDED_AT).store(end, Ordering::SeqCst)
     }
 
     /// The writers' doorbell (`T_DOORBELL`).

@@ -232,6 +232,9 @@ pub(crate) struct Log {
     ended_at_mark: bool,
     /// Reading back gives up what it cannot reach instead of failing (`Reopen::recover`).
     recovering: bool,
+    /// The end the last writer handed the file over at (`Reopen::handed_at`): reading back
+    /// that stops there looks for nothing past it.
+    handed_at: Option<u64>,
     /// The position after the last record or pad appended (not moved by `restart`): what a
     /// sync makes durable (`GroupLog::durable_end`).
     appended_end: u64,
@@ -322,6 +325,7 @@ impl Log {
             past_end: Beyond::default(),
             ended_at_mark: false,
             recovering: false,
+            handed_at: None,
             ring: segments,
             checkpoint_bytes: u64::MAX,
             jumps: Vec::new(),

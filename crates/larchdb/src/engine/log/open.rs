@@ -21,6 +21,10 @@ pub(crate) struct Reopen {
     /// ends at the first bad record even where later ones vouch for it, and the slots past
     /// the end are cleared (`Shortfall`).
     pub(crate) recover: bool,
+    /// The log end at which the last writer gave the file to this one after a durable
+    /// checkpoint, with nothing appended past it (`LockTable::handed_at`): a log read back to
+    /// exactly there has nothing past its end to clear.
+    pub(crate) handed_at: Option<u64>,
 }
 
 impl Log {
@@ -42,6 +46,7 @@ impl Log {
             restarted: true,
             expect: Expect::default(),
             recover: false,
+            handed_at: None,
         };
         let (log, _) = Log::open_into(storage, from, reopen, &mut records)?;
         Ok((log, records))
@@ -81,6 +86,7 @@ impl Log {
             true,
             Some(reopen.tree_txn),
             reopen.recover,
+            reopen.handed_at,
             into,
         )?;
         into.done()?;
@@ -92,7 +98,8 @@ impl Log {
             log.clear_beyond()?;
         }
         log.keep_from = reopen.keep_from;
-        log.close_tail(reopen.restarted)?;
+        let handed = short.is_none() && reopen.handed_at == Some(log.end);
+        log.close_tail(reopen.restarted, handed)?;
         Ok((log, short))
     }
 
@@ -109,12 +116,14 @@ impl Log {
         mapped: bool,
         marks_after: Option<u64>,
         recovering: bool,
+        handed_at: Option<u64>,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
         let read = |storage: Arc<dyn Storage>, into: &mut dyn ReadBack| -> Result<Log> {
             let mut log = Log::at(storage, from, mapped)?;
             log.marks_after = marks_after;
             log.recovering = recovering;
+            log.handed_at = handed_at;
             let read = log.read_back(from, into);
             log.drop_read_buffers();
             read.map(|()| log)
@@ -233,13 +242,17 @@ impl Log {
     /// written yet), the tail is left to the first append (`tail_open`), which pads it as
     /// at any segment's end and fails as a full disk until the file can grow, so that a
     /// database on a full disk still opens and reads.
-    pub(super) fn close_tail(&mut self, restarted: bool) -> Result<()> {
+    ///
+    /// A log `handed` over by a writer that went on in another process, read back to the
+    /// very end it left (`Reopen::handed_at`), has nothing to clear: that writer appended
+    /// nothing past it, and what it found there at its own open it cleared then.
+    pub(super) fn close_tail(&mut self, restarted: bool, handed: bool) -> Result<()> {
         if restarted {
             self.zero_past_end()?;
         }
         let seg = self.sink.segment_bytes;
         let rest = seg - self.end % seg;
-        if rest != seg {
+        if rest != seg && !(handed && !restarted) {
             let from = self.offset(self.end);
             let to = (from + rest).min(self.sink.storage.len()?);
             if to > from {

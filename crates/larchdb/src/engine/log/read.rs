@@ -100,7 +100,7 @@ impl Log {
         expect: Option<Expect>,
         into: &mut dyn ReadBack,
     ) -> Result<u64> {
-        let log = Log::read_beside(storage, from, false, marks_after, false, into)?;
+        let log = Log::read_beside(storage, from, false, marks_after, false, None, into)?;
         into.done()?;
         if let Some(expect) = expect {
             let tree_txn = marks_after.unwrap_or(0);
@@ -325,6 +325,14 @@ impl Log {
     /// and leaves `end` after the last. The records are handed over before the end is known:
     /// a log whose end turns out to be damage (`beyond`) is an error after them.
     pub(super) fn read_back(&mut self, from: u64, into: &mut dyn ReadBack) -> Result<()> {
+        if self.handed_at == Some(from) {
+            // Handed over at `from` by a writer that appended nothing past it: there is
+            // nothing to read, nor to look for past it (`Reopen::handed_at`).
+            self.end = from;
+            self.written = from;
+            self.synced = from;
+            return Ok(());
+        }
         into.expect(self.span_hint(from));
         let mut pos = from;
         loop {
@@ -371,7 +379,12 @@ impl Log {
                 None => break,
             }
         }
-        let (beyond, near) = self.beyond(pos)?;
+        // Where the last writer handed the file over, the end is the one it vouched for:
+        // nothing past it was written since, so there is nothing to look for there.
+        let (beyond, near) = match self.handed_at == Some(pos) {
+            true => (Beyond::default(), 0),
+            false => self.beyond(pos)?,
+        };
         self.past_end = beyond;
         if near > pos && !self.recovering {
             return Err(corrupted(

@@ -203,6 +203,7 @@ fn a_consumer_that_fails_stops_the_reading_and_the_open_writes_nothing() {
             restarted: true,
             expect: Expect::default(),
             recover: false,
+            handed_at: None,
         };
         let opened = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut fail).map(|_| ());
         (opened, fail.seen, c.contents() == contents)
@@ -1013,6 +1014,7 @@ fn a_mark_ends_the_log_for_an_older_tree_only() {
             restarted: true,
             expect: Expect::default(),
             recover: false,
+            handed_at: None,
         };
         let (log, short) = Log::open_into(Arc::new(c.clone()), 0, reopen, &mut back).unwrap();
         assert!(short.is_none());
@@ -1032,6 +1034,7 @@ fn a_mark_ends_the_log_for_an_older_tree_only() {
         restarted: true,
         expect: doubtful,
         recover,
+        handed_at: None,
     };
     let refused = Log::open_into(Arc::new(c.clone()), 0, reopen(false), &mut Vec::new());
     assert!(matches!(refused, Err(Error::WouldLoseData { .. })));
