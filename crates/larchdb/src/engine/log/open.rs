@@ -252,7 +252,9 @@ impl Log {
         }
         let seg = self.sink.segment_bytes;
         let rest = seg - self.end % seg;
-        if rest != seg && !(handed && !restarted) {
+        // Handed over in the same boot: nothing past the end to clear.
+        let clear = restarted || !handed;
+        if rest != seg && clear {
             let from = self.offset(self.end);
             let to = (from + rest).min(self.sink.storage.len()?);
             if to > from {
