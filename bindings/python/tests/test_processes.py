@@ -80,3 +80,24 @@ def test_a_writer_waits_for_a_holder_and_a_killed_holder_frees_the_database(tmp_
     with env.begin() as txn:
         assert txn.get(b"after") == b"1"
     env.close()
+
+
+def test_forked_workers_write_beside_a_parent_that_holds_the_database(tmp_path):
+    # The pre-fork server's way: the parent has the database open (and has written) when it
+    # forks; each worker opens its own environment.
+    path = str(tmp_path / "db")
+    env = larch.open(path)
+    with env.begin(write=True) as txn:
+        txn.put(b"count", struct.pack(">Q", 0))
+    ctx = multiprocessing.get_context("fork")
+    workers = [ctx.Process(target=_increment, args=(path, n, TURNS, True)) for n in "ab"]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(120)
+        assert w.exitcode == 0
+    with env.begin(write=True) as txn:
+        count = struct.unpack(">Q", txn.get(b"count"))[0]
+        assert count == 2 * TURNS
+        txn.put(b"count", struct.pack(">Q", count + 1))
+    env.close()

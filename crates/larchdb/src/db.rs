@@ -475,19 +475,24 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn begin_write(&self) -> Result<WriteTxn<'_>> {
-        // A second one on the thread that holds the first would wait for itself.
-        if ThisThreadWrites::writing(&self.shared()) {
-            return Err(Error::WriteBusy);
-        }
         self.begin_txn(true)
     }
 
     /// `begin_write` (`wait`) or `try_begin_write`, below the API: on the state that holds
     /// the file, taking it first if another process has it.
     fn begin_txn(&self, wait: bool) -> Result<WriteTxn<'_>> {
+        let mut handed = false;
         loop {
-            let (turn, shared) = self.handle.writer(wait)?;
-            drop(turn);
+            let mut shared = self.handle.current();
+            if shared.options.read_only || handed {
+                // Another process holds the file, or is being given it (or this is a read-only
+                // handle): wait for the turn, and then for the file.
+                shared = self.handle.writer(wait)?.1;
+            }
+            // A second one on the thread that holds the first would wait for itself.
+            if ThisThreadWrites::writing(&shared) {
+                return Err(Error::WriteBusy);
+            }
             let keep = Keep::new(shared);
             // SAFETY: the transaction that borrows the state is returned beside `keep`, in the
             // `WriteTxn` that drops it last.
@@ -504,13 +509,18 @@ impl Database {
                 // The file goes to a writer in another process: this transaction waits for
                 // its turn after it.
                 drop(guard);
+                if !wait {
+                    return Err(Error::WriteBusy);
+                }
+                handed = true;
                 continue;
             }
             match admission::make_room(shared, guard)? {
                 Some(guard) => return Txn::new(shared, guard).map(|t| WriteTxn::on(t, keep)),
-                // Paced: waited outside the lock (a `try_begin_write` waits too, as it always
-                // did).
-                None => continue,
+                // Paced: waited outside the lock (a `try_begin_write` then waits for the lock,
+                // as it always did).
+                None if wait => continue,
+                None => return self.begin_txn(true),
             }
         }
     }
@@ -697,9 +707,6 @@ impl Database {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn try_begin_write(&self) -> Result<WriteTxn<'_>> {
-        if ThisThreadWrites::writing(&self.shared()) {
-            return Err(Error::WriteBusy);
-        }
         self.begin_txn(false)
     }
 

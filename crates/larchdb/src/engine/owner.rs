@@ -355,21 +355,25 @@ fn open_follower_state(path: &Path, options: &Options) -> Result<Shared> {
     Shared::open(Arc::new(storage), options, Some(lock), log)
 }
 
-/// The files this process has a writing handle on, by device and inode.
-static WRITING: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+/// The files this process has a writing handle on, by device and inode, with the process id
+/// that registered each: a child forked from a process keeps its parent's entries in its copy
+/// of memory, where they belong to no handle of its own.
+static WRITING: Mutex<Vec<(u64, u64, u32)>> = Mutex::new(Vec::new());
 
 /// A file's place in `WRITING`, freed when dropped.
-struct Registered((u64, u64));
+struct Registered((u64, u64, u32));
 
 impl Registered {
     fn claim(storage: &FileStorage) -> Result<Registered> {
-        let id = storage.file_id()?;
+        let (dev, ino) = storage.file_id()?;
+        let pid = std::process::id();
         let mut writing = WRITING.lock().unwrap_or_else(|e| e.into_inner());
-        if writing.contains(&id) {
+        writing.retain(|&(.., owner)| owner == pid);
+        if writing.iter().any(|&(d, i, _)| (d, i) == (dev, ino)) {
             return Err(Error::DatabaseLocked);
         }
-        writing.push(id);
-        Ok(Registered(id))
+        writing.push((dev, ino, pid));
+        Ok(Registered((dev, ino, pid)))
     }
 }
 
