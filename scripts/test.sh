@@ -45,6 +45,8 @@ fi
 for example in quickstart readers typed; do
   cargo run --release --quiet -p larchdb --features serde --example "$example"
 done
+# Two writer processes taking turns on one database (a handover at most transactions).
+cargo run --release --quiet -p larchdb --example turns -- 2 500 none
 
 # The README's replicated cluster: three node processes formed into one, a write and a
 # linearizable read through it, then stopped (its fault test ran with the workspace's tests;

@@ -4,10 +4,10 @@
 use crate::engine::admission;
 use crate::engine::log::LogSource;
 use crate::engine::open::open_file;
-use crate::engine::owner::{open_writing, Handle};
+use crate::engine::owner::{checkpoint_on, open_writing, Handle};
 use crate::engine::recovery::{Aside, Recovery};
 use crate::engine::txn::Txn;
-use crate::engine::{Shared, WriterState};
+use crate::engine::Shared;
 use crate::error::{Error, Result};
 use crate::options::{Durability, Options};
 use crate::storage::Storage;
@@ -15,7 +15,6 @@ use crate::txn::{Keep, ReadTxn, ThisThreadWrites, WriteTxn};
 use crate::verify;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::MutexGuard;
 
 /// The name of the default table: the one [`Database::get`], [`Database::put`] and
 /// [`Database::delete`] use, and [`crate::ReadTxn::default_table`] and
@@ -64,7 +63,7 @@ impl Drop for Database {
         // Every background thread stops, after its work: `Durability::Bounded` commits not yet
         // durable are made durable, a checkpoint on its own thread is put in place.
         shared.background.stop(&shared);
-        let poisoned = lock_writer(&shared).poisoned;
+        let poisoned = shared.lock_writer().poisoned;
         let writes = !poisoned && !shared.options.read_only;
         // A failure leaves the database as the last step that succeeded left it (each step is
         // a commit), and a close has no one to report it to: the next open reports what it
@@ -87,7 +86,7 @@ impl Database {
         let Some(log) = shared.log.as_ref() else {
             return Ok(());
         };
-        let guard = lock_writer(shared);
+        let guard = shared.lock_writer();
         if !log.holds_nothing() || !shared.writer_base().snap.meta.durable {
             return Ok(());
         }
@@ -246,7 +245,7 @@ impl Database {
             // whose free pages a later commit reused is damaged too, and is not sealed in.
             db.verify()?;
             for _ in 0..2 {
-                Txn::new(&shared, lock_writer(&shared))?.checkpoint(Durability::Immediate)?;
+                Txn::new(&shared, shared.lock_writer())?.checkpoint(Durability::Immediate)?;
             }
         }
         Ok(db)
@@ -498,7 +497,7 @@ impl Database {
             // `WriteTxn` that drops it last.
             let shared = unsafe { keep.get() };
             let guard = match wait {
-                true => lock_writer(shared),
+                true => shared.lock_writer(),
                 false => match shared.writer.try_lock() {
                     Ok(g) => g,
                     Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
@@ -529,7 +528,7 @@ impl Database {
     /// (`Handle::writer`'s turn).
     fn txn_on(shared: &Arc<Shared>) -> Result<Txn<'_>> {
         loop {
-            if let Some(guard) = admission::make_room(shared, lock_writer(shared))? {
+            if let Some(guard) = admission::make_room(shared, shared.lock_writer())? {
                 return Txn::new(shared, guard);
             }
         }
@@ -643,14 +642,14 @@ impl Database {
                     tables,
                 })
             };
-            let w = Txn::new(shared, lock_writer(shared))?;
+            let w = Txn::new(shared, shared.lock_writer())?;
             if !w.relocate(pass == 0, &mut moving)? {
                 break;
             }
             c.moved = true;
         }
         progress(CompactStep::Trimming);
-        let guard = lock_writer(shared);
+        let guard = shared.lock_writer();
         // Under the write lock: no commit appends to the log meanwhile.
         let restarted = shared.log.as_ref().and_then(|l| l.restart()).is_some();
         let mut guard = if c.moved || restarted {
@@ -662,11 +661,11 @@ impl Database {
                 // a commit appended there would be read back by no open. Stopped instead; a
                 // reopen goes on from the last durable commit.
                 if restarted {
-                    lock_writer(shared).poisoned = true;
+                    shared.lock_writer().poisoned = true;
                 }
                 return Err(e);
             }
-            lock_writer(shared)
+            shared.lock_writer()
         } else {
             guard
         };
@@ -895,26 +894,10 @@ impl Database {
     }
 }
 
-/// Takes the write lock of `shared`, counted in `writers_waiting` while it waits.
-fn lock_writer(shared: &Shared) -> MutexGuard<'_, WriterState> {
-    use std::sync::atomic::Ordering;
-    shared.writers_waiting.fetch_add(1, Ordering::Relaxed);
-    let guard = shared.writer.lock().unwrap_or_else(|e| e.into_inner());
-    shared.writers_waiting.fetch_sub(1, Ordering::Relaxed);
-    guard
-}
-
-/// `Database::checkpoint` on `shared`, which the caller holds the file for.
-pub(crate) fn checkpoint_on(shared: &Arc<Shared>, durability: Durability) -> Result<()> {
-    let mut guard = lock_writer(shared);
-    crate::engine::checkpoint::merge_slices(shared, &mut guard)?;
-    Txn::new(shared, guard)?.checkpoint(durability)
-}
-
 /// Whether a checkpoint would write anything: commits in the overlay (or being written by a
 /// checkpoint thread), or a newest commit that is not durable.
 fn checkpoint_needed(shared: &Shared) -> bool {
-    let guard = lock_writer(shared);
+    let guard = shared.lock_writer();
     let base = shared.writer_base();
     let durable = guard.disk.as_ref().map(|d| d.last_durable_txn);
     guard.pending.is_some()

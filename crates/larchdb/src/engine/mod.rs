@@ -250,6 +250,15 @@ impl Shared {
 }
 
 impl Shared {
+    /// Takes the write lock, counted in `writers_waiting` while it waits.
+    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, WriterState> {
+        use std::sync::atomic::Ordering;
+        self.writers_waiting.fetch_add(1, Ordering::Relaxed);
+        let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        self.writers_waiting.fetch_sub(1, Ordering::Relaxed);
+        guard
+    }
+
     /// The handle's current state, if this one was replaced (`retired`) and the handle is
     /// open.
     pub(crate) fn successor(&self) -> Option<Arc<Shared>> {

@@ -232,10 +232,10 @@ impl Handle {
         // commit made `Durability::None` here is durable once the file is another's). If that
         // fails (a failed sync stops this state's writes), the next holder's open replays the
         // log, as after a crash: the file is given back all the same.
-        let checkpointed = crate::db::checkpoint_on(writer, Durability::Immediate).is_ok();
+        let checkpointed = checkpoint_on(writer, Durability::Immediate).is_ok();
         writer.background.stop(writer);
         let follower = Arc::new(open_follower(&file.path, &file.options, self)?);
-        let guard = writer.writer.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = writer.writer.lock().unwrap_or_else(|e| e.into_inner());
         // Readers of the writer state keep their pages through a slot, as after a close.
         if !writer.keep_readers_in_slot() {
             // No slot for them: the file stays here until they end.
@@ -249,10 +249,12 @@ impl Handle {
                 lock.set_handed_at(log.end());
             }
         }
-        writer
-            .storage
-            .unlock()
-            .map_err(|e| Error::io_at("unlock", &file.path, e))?;
+        if let Err(e) = writer.storage.unlock() {
+            // The lock goes with the state's descriptor, once its readers end; it writes
+            // nothing more meanwhile.
+            guard.poisoned = true;
+            return Err(Error::io_at("unlock", &file.path, e));
+        }
         Ok(true)
     }
 }
@@ -353,6 +355,14 @@ fn open_follower_state(path: &Path, options: &Options) -> Result<Shared> {
     let options = options.clone().read_only(true).recover(false);
     let log = LogSource::File(crate::storage::log_path(path));
     Shared::open(Arc::new(storage), options, Some(lock), log)
+}
+
+/// `Database::checkpoint` on `shared`, which the caller holds the file for: every commit
+/// written into the tree, `durability` as asked.
+pub(crate) fn checkpoint_on(shared: &Arc<Shared>, durability: Durability) -> Result<()> {
+    let mut guard = shared.lock_writer();
+    super::checkpoint::merge_slices(shared, &mut guard)?;
+    super::txn::Txn::new(shared, guard)?.checkpoint(durability)
 }
 
 /// The files this process has a writing handle on, by device and inode, with the process id
