@@ -20,8 +20,9 @@ fn options(durability: &str) -> Options {
     Options::default().durability(durability)
 }
 
-/// `txns` increments of the counter, one write transaction each.
-fn increment(path: &Path, txns: u64, durability: &str) -> larchdb::Result<()> {
+/// `txns` increments of the counter, one write transaction each. Returns the checkpoints the
+/// handle wrote: one per handover it gave (and the few its log's growth asked for).
+fn increment(path: &Path, txns: u64, durability: &str) -> larchdb::Result<u64> {
     let db = Database::open(path, options(durability))?;
     for _ in 0..txns {
         let mut w = db.begin_write()?;
@@ -32,7 +33,7 @@ fn increment(path: &Path, txns: u64, durability: &str) -> larchdb::Result<()> {
         t.put(b"count", &(count + 1).to_be_bytes())?;
         w.commit()?;
     }
-    Ok(())
+    Ok(db.commit_stats().checkpoints)
 }
 
 fn count(path: &Path) -> larchdb::Result<u64> {
@@ -46,7 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(path) = std::env::var_os("LARCH_TURNS_CHILD") {
         let txns = args[2].parse()?;
-        increment(Path::new(&path), txns, &args[3])?;
+        println!("{}", increment(Path::new(&path), txns, &args[3])?);
         return Ok(());
     }
     let procs: u64 = args.get(1).map_or(Ok(2), |a| a.parse())?;
@@ -68,11 +69,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Command::new(std::env::current_exe()?)
                 .args(["child", &txns.to_string(), &durability])
                 .env("LARCH_TURNS_CHILD", &shared)
+                .stdout(std::process::Stdio::piped())
                 .spawn()
         })
         .collect::<Result<_, _>>()?;
-    for mut c in children {
-        assert!(c.wait()?.success(), "a writer process failed");
+    let mut checkpoints = 0;
+    for c in children {
+        let out = c.wait_with_output()?;
+        assert!(out.status.success(), "a writer process failed");
+        checkpoints += String::from_utf8_lossy(&out.stdout).trim().parse::<u64>()?;
     }
     let turns = started.elapsed();
     assert_eq!(count(&shared)?, procs * txns);
@@ -81,7 +86,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let per = |d: std::time::Duration| d.as_secs_f64() * 1e6 / (procs * txns) as f64;
     println!(
         "{procs} processes x {txns} transactions ({durability}): {:.0} us a transaction in \
-         turns, {:.1} us in one process ({:.2} s and {:.2} s)",
+         turns, {:.1} us in one process ({:.2} s and {:.2} s; {checkpoints} checkpoints in \
+         turns, about one per handover)",
         per(turns),
         per(one),
         turns.as_secs_f64(),
