@@ -22,6 +22,7 @@ PATH="$PWD/target/python-venv/bin:$PATH" target/python-venv/bin/pip install --qu
   --force-reinstall --no-deps --no-build-isolation ./bindings/python
 (cd bindings/python/tests && ../../../target/python-venv/bin/python -m pytest -q -p no:cacheprovider .)
 target/python-venv/bin/python bindings/python/bench/bench.py --num 2000 --runs 1
+target/python-venv/bin/python bindings/python/bench/turns.py --txns 50 --runs 1
 
 # The published crates (larchdb, larch-cli, larch-bench): first what crates.io and docs.rs show
 # that cargo does not check (the licence text in each crate, absolute links in each crate's
