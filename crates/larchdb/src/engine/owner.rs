@@ -2,7 +2,7 @@
 //! from one process's writing handle to another's (docs/design/concurrency.md, "Writers in
 //! more than one process").
 //!
-//! The exclusive `flock` on the database file is the one writer's lock, as it always was. A
+//! The exclusive `flock` on the database file is the one writer's lock. A
 //! writing handle whose file another process holds opens as a follower (a read-only state that
 //! follows that writer's log, `replay::Follower`); its first write transaction asks for the
 //! file and waits for it. The holder gives the file back when it is quiescent and someone
