@@ -12,6 +12,10 @@
 //! | `larch-log-grow` | the log's first growth ahead of its end (`log::Grower`) | zeroes the log file ahead of appends | `stop`, or the log's drop |
 //! | `larch-retire` | a snapshot's last overlay let go (`commit::retire`) | frees a large overlay off the reader's path | joined by `stop` |
 //!
+//! One thread belongs to the handle rather than to a state: a writing handle's watcher of the
+//! lock file's doorbell (`larch-handoff`, engine/owner.rs), which hands the file to a writer in
+//! another process and ends there; the close stops it first (`owner::Handle::stop`).
+//!
 //! Two more are scoped to the call that starts them and joined before it returns: the log read
 //! back (`larch-log-read`, `log::Log::read_back`: an open's replay, or a follower's catch-up
 //! from a new tree) and a large file's free set loaded beside an open's replay
