@@ -170,7 +170,7 @@ fn a_second_writer_process_waits_for_the_file_and_a_killed_holder_frees_it() {
         holder.wait().unwrap();
         let started = Instant::now();
         assert_eq!(report(&mut waiter_lines).as_deref(), Some("committed"));
-        assert!(started.elapsed() < Duration::from_secs(2), "round {round}");
+        assert!(started.elapsed() < Duration::from_secs(5), "round {round}");
         assert!(waiter.wait().unwrap().success());
 
         // This process's handle takes the file in turn and sees both.
