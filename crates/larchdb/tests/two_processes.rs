@@ -91,31 +91,38 @@ fn child_entry() {
             }
             assert_eq!(t.get(&key(round, HOLDER_COMMITS)).unwrap(), None);
         }
-        w.table(TABLE)
-            .unwrap()
-            .put(format!("waiter-{round}").as_bytes(), b"1")
-            .unwrap();
-        w.commit().unwrap();
+        mark(w, &format!("waiter-{round}"));
         println!("committed");
     } else if let Some(args) = mode.strip_prefix("turns ") {
         let (name, log) = args.split_once(' ').unwrap();
         let db = Database::open(path, options().log(log == "log")).unwrap();
         println!("\nopened");
         for i in 0..TURNS {
-            let mut w = db.begin_write().unwrap();
-            w.ensure_table(TABLE).unwrap();
-            let mut t = w.table(TABLE).unwrap();
-            let count = t
-                .get(b"count")
-                .unwrap()
-                .map_or(0, |v| u64::from_be_bytes(v[..].try_into().unwrap()));
-            t.put(b"count", &(count + 1).to_be_bytes()).unwrap();
-            t.put(format!("{name}-{i:04}").as_bytes(), &count.to_be_bytes())
-                .unwrap();
-            w.commit().unwrap();
+            increment(&db, &format!("{name}-{i:04}"));
         }
         println!("done");
     }
+}
+
+/// One write transaction that increments the shared counter and records, under `name`, the
+/// count it saw.
+fn increment(db: &Database, name: &str) {
+    let mut w = db.begin_write().unwrap();
+    w.ensure_table(TABLE).unwrap();
+    let mut t = w.table(TABLE).unwrap();
+    let count = t
+        .get(b"count")
+        .unwrap()
+        .map_or(0, |v| u64::from_be_bytes(v[..].try_into().unwrap()));
+    t.put(b"count", &(count + 1).to_be_bytes()).unwrap();
+    t.put(name.as_bytes(), &count.to_be_bytes()).unwrap();
+    w.commit().unwrap();
+}
+
+/// Puts `name` in `w` and commits it: the mark of a writer that had its turn.
+fn mark(mut w: larchdb::WriteTxn<'_>, name: &str) {
+    w.table(TABLE).unwrap().put(name.as_bytes(), b"1").unwrap();
+    w.commit().unwrap();
 }
 
 fn spawn(path: &Path, mode: &str) -> (Child, Lines<BufReader<ChildStdout>>) {
@@ -184,11 +191,7 @@ fn a_second_writer_process_waits_for_the_file_and_a_killed_holder_frees_it() {
             assert!(t.get(&key(round, 0)).unwrap().is_some());
             assert_eq!(t.get(&key(round, HOLDER_COMMITS)).unwrap(), None);
         }
-        w.table(TABLE)
-            .unwrap()
-            .put(format!("parent-{round}").as_bytes(), b"1")
-            .unwrap();
-        w.commit().unwrap();
+        mark(w, &format!("parent-{round}"));
         assert!(db.verify().unwrap().is_clean());
         let r = db.begin_read().unwrap();
         let t = r.table(TABLE).unwrap();
@@ -224,14 +227,7 @@ fn processes_writing_in_turns_see_each_others_commits() {
         }
         let db = Database::open(&path, options().log(log == "log")).unwrap();
         for i in 0..TURNS / 4 {
-            let mut w = db.begin_write().unwrap();
-            let mut t = w.table(TABLE).unwrap();
-            let count =
-                u64::from_be_bytes(t.get(b"count").unwrap().unwrap()[..].try_into().unwrap());
-            t.put(b"count", &(count + 1).to_be_bytes()).unwrap();
-            t.put(format!("p-{i:04}").as_bytes(), &count.to_be_bytes())
-                .unwrap();
-            w.commit().unwrap();
+            increment(&db, &format!("p-{i:04}"));
         }
         for (mut child, mut lines) in children {
             assert_eq!(report(&mut lines).as_deref(), Some("done"), "{log}");

@@ -154,14 +154,21 @@ impl Handle {
         }
         let lock = LockTable::open(&file.path)?;
         let log = LogSource::File(crate::storage::log_path(&file.path));
-        let mut shared = Shared::open(Arc::new(storage), file.options.clone(), Some(lock), log)?;
-        shared.counters = self.counters.clone();
-        shared.handle = follower.handle.clone();
-        let shared = Arc::new(shared);
-        shared.flusher.set_owner(Arc::downgrade(&shared));
+        let shared = Shared::open(Arc::new(storage), file.options.clone(), Some(lock), log)?;
+        let shared = self.adopt(shared, follower.handle.clone());
         self.install(shared.clone(), follower);
         self.watch();
         Ok(shared)
+    }
+
+    /// `shared` as a state of this handle (`me`): counting into the handle's counters, its
+    /// flusher owned by it.
+    fn adopt(&self, mut shared: Shared, me: Weak<Handle>) -> Arc<Shared> {
+        shared.counters = self.counters.clone();
+        shared.handle = me;
+        let shared = Arc::new(shared);
+        shared.flusher.set_owner(Arc::downgrade(&shared));
+        shared
     }
 
     /// Makes `next` the state new transactions start on, in place of `old`: `old`'s readers
@@ -234,7 +241,8 @@ impl Handle {
         // log, as after a crash: the file is given back all the same.
         let checkpointed = checkpoint_on(writer, Durability::Immediate).is_ok();
         writer.background.stop(writer);
-        let follower = Arc::new(open_follower(&file.path, &file.options, self)?);
+        let follower = open_follower_state(&file.path, &file.options)?;
+        let follower = self.adopt(follower, writer.handle.clone());
         let mut guard = writer.writer.lock().unwrap_or_else(|e| e.into_inner());
         // Readers of the writer state keep their pages through a slot, as after a close.
         if !writer.keep_readers_in_slot() {
@@ -293,20 +301,6 @@ fn watch(handle: Weak<Handle>) {
     }
 }
 
-/// A read-only state following the writer of the file at `path` in another process: what a
-/// writing handle reads while it does not hold the file.
-fn open_follower(path: &Path, options: &Options, handle: &Handle) -> Result<Shared> {
-    let mut shared = open_follower_state(path, options)?;
-    shared.counters = handle.counters.clone();
-    shared.handle = handle_weak(handle);
-    Ok(shared)
-}
-
-/// `handle`'s weak reference, from its current state (every state of a handle holds it).
-fn handle_weak(handle: &Handle) -> Weak<Handle> {
-    handle.current().handle.clone()
-}
-
 /// The state a writing handle on the file at `path` opens with: a writer if the file is free,
 /// else a follower of the writer that holds it. Registered in this process's writing handles
 /// first (a second is `Error::DatabaseLocked`). `open` opens the writer state on the locked
@@ -347,7 +341,8 @@ pub(crate) fn open_writing(
 /// apart.
 const CREATING_TRIES: u32 = 200;
 
-/// A follower's state on the file at `path`, not yet part of a handle.
+/// A read-only state following the writer of the file at `path` in another process (what a
+/// writing handle reads while it does not hold the file), not yet part of a handle.
 fn open_follower_state(path: &Path, options: &Options) -> Result<Shared> {
     let storage = FileStorage::open_with(path, true, false, FileLock::None)?;
     let lock = LockTable::open(path)?;

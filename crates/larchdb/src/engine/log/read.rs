@@ -328,9 +328,7 @@ impl Log {
         if self.handed_at == Some(from) {
             // Handed over at `from` by a writer that appended nothing past it: there is
             // nothing to read, nor to look for past it (`Reopen::handed_at`).
-            self.end = from;
-            self.written = from;
-            self.synced = from;
+            self.end_at(from);
             return Ok(());
         }
         into.expect(self.span_hint(from));
@@ -352,9 +350,7 @@ impl Log {
                     // mark may have been synced with it, and are dropped by design.
                     self.past_end = self.beyond(pos)?.0;
                     self.ended_at_mark = true;
-                    self.end = pos;
-                    self.written = pos;
-                    self.synced = pos;
+                    self.end_at(pos);
                     return Ok(());
                 }
                 Some((rec, _, size)) => {
@@ -393,10 +389,16 @@ impl Log {
             ));
         }
         // Appending resumes at the end; a new segment after a partial one starts cleanly.
+        self.end_at(pos);
+        Ok(())
+    }
+
+    /// Reading back ended at `pos`: appending resumes there, with everything before it
+    /// written and synced as far as this log is concerned.
+    fn end_at(&mut self, pos: u64) {
         self.end = pos;
         self.written = pos;
         self.synced = pos;
-        Ok(())
     }
 
     /// About how many bytes of log reading back from `from` will cover, for sizing what the
