@@ -60,15 +60,28 @@ fn owned(it: larchdb::Range<'_>) -> impl DoubleEndedIterator<Item = (Vec<u8>, Ve
     })
 }
 
-/// Checks a handle's ranges against the model for `bounds`, from both ends.
+/// Checks a handle's ranges against the model for random bounds, from both ends.
 fn check<'t>(
     range: impl Fn(&(Bound<Vec<u8>>, Bound<Vec<u8>>), bool) -> larchdb::Range<'t>,
     model: &Model,
     rng: &mut rand::rngs::StdRng,
     what: &str,
 ) {
+    check_with(range, model, rng, what, |rng| {
+        (random_bound(rng), random_bound(rng))
+    })
+}
+
+/// `check`, with the bounds `bounds` draws.
+fn check_with<'t>(
+    range: impl Fn(&(Bound<Vec<u8>>, Bound<Vec<u8>>), bool) -> larchdb::Range<'t>,
+    model: &Model,
+    rng: &mut rand::rngs::StdRng,
+    what: &str,
+    mut bounds: impl FnMut(&mut rand::rngs::StdRng) -> (Bound<Vec<u8>>, Bound<Vec<u8>>),
+) {
     for _ in 0..12 {
-        let bounds = (random_bound(rng), random_bound(rng));
+        let bounds = bounds(rng);
         let ends: Vec<bool> = (0..rng.gen_range(1..6))
             .map(|_| rng.gen_bool(0.5))
             .collect();
@@ -165,4 +178,84 @@ fn double_ended_ranges_match_a_model_on_pages() {
 #[test]
 fn double_ended_ranges_match_a_model_through_the_log() {
     run(common::small_log_options(), "log");
+}
+
+/// A tree of several levels under a sparse overlay, YCSB E's shape: a walk decides for each
+/// leaf, by the separator above it, whether the next key above the tree can fall in it, and
+/// compares no key of a leaf where it cannot. Walks from both ends against the model, with
+/// the overlay's keys (and the transaction's own writes) updating and deleting keys the tree
+/// holds, which include its separators, and falling between and beyond them.
+#[test]
+fn ranges_over_a_deep_tree_under_a_sparse_overlay() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().join("db"), common::small_log_options()).unwrap();
+    common::create_table(&db, "t");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(58);
+    let mut model = Model::new();
+    let key = |n: u64| format!("user{n:012}").into_bytes();
+    // 20,000 records of 150 bytes: about 25 a leaf, a tree of three levels.
+    let mut w = db.begin_write().unwrap();
+    {
+        let mut t = w.table("t").unwrap();
+        for i in 0..20_000u64 {
+            let (k, v) = (key(i * 10), vec![(i % 251) as u8; 150]);
+            t.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+    }
+    w.commit().unwrap();
+    db.checkpoint().unwrap();
+    let bounds = |rng: &mut rand::rngs::StdRng| {
+        let from = rng.gen_range(0..200_100u64);
+        let to = from + rng.gen_range(0..4_000u64);
+        let end = |n: u64, rng: &mut rand::rngs::StdRng| match rng.gen_range(0..8) {
+            0 => Bound::Unbounded,
+            1..=4 => Bound::Included(key(n)),
+            _ => Bound::Excluded(key(n)),
+        };
+        (end(from, rng), end(to, rng))
+    };
+    for round in 0..6u8 {
+        let mut w = db.begin_write().unwrap();
+        {
+            let mut t = w.table("t").unwrap();
+            for _ in 0..rng.gen_range(50..300) {
+                // A multiple of ten is a key the tree holds.
+                let n = rng.gen_range(0..20_010u64) * if rng.gen_bool(0.5) { 10 } else { 1 };
+                let k = key(n);
+                if rng.gen_bool(0.3) {
+                    t.delete(&k).unwrap();
+                    model.remove(&k);
+                } else {
+                    let v = vec![round; rng.gen_range(0..40)];
+                    t.put(&k, &v).unwrap();
+                    model.insert(k, v);
+                }
+            }
+            let what = format!("round {round}, in the write transaction");
+            let range = |b: &(Bound<Vec<u8>>, Bound<Vec<u8>>), rev: bool| {
+                if rev {
+                    t.range_rev(b.clone())
+                } else {
+                    t.range(b.clone())
+                }
+            };
+            check_with(range, &model, &mut rng, &what, bounds);
+        }
+        w.commit().unwrap();
+        let r = db.begin_read().unwrap();
+        assert!(
+            r.table("t").unwrap().len().unwrap() == model.len() as u64,
+            "round {round}: entries"
+        );
+        let t = r.table("t").unwrap();
+        let range = |b: &(Bound<Vec<u8>>, Bound<Vec<u8>>), rev: bool| {
+            if rev {
+                t.range_rev(b.clone())
+            } else {
+                t.range(b.clone())
+            }
+        };
+        check_with(range, &model, &mut rng, &format!("round {round}"), bounds);
+    }
 }

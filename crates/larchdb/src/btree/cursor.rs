@@ -227,6 +227,29 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         self.settle_backward()
     }
 
+    /// The page id of the leaf the cursor is in, if any.
+    #[inline]
+    pub(crate) fn leaf_id(&self) -> Option<u64> {
+        self.stack.last().map(|(n, _)| n.id)
+    }
+
+    /// The separator that bounds the current leaf on the side a scan in direction `forward`
+    /// walks towards: every key of the leaf is below it (forward) or at or above it (back),
+    /// as `Node::child_for` routes keys. `None` at the tree's edge on that side, or above a
+    /// leaf with no parent.
+    pub(crate) fn leaf_bound(&self, forward: bool) -> Result<Option<&'s [u8]>> {
+        let depth = self.stack.len();
+        for (b, ci) in self.stack[..depth.saturating_sub(1)].iter().rev() {
+            if forward && *ci < b.n {
+                return b.key(*ci).map(Some);
+            }
+            if !forward && *ci > 0 {
+                return b.key(*ci - 1).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
     /// Key of the current entry. Requires: the last move returned true.
     pub(crate) fn key(&self) -> Result<&'s [u8]> {
         match self.stack.last() {

@@ -143,6 +143,7 @@ impl<'t> Upper<'t> {
                 .frozen
                 .map(|o| o.scan(self.table, self.txn, s, e, reverse)),
             heads: [None; 3],
+            best: None,
             started: false,
             reverse,
         }
@@ -160,6 +161,8 @@ pub(super) struct UpperScan<'t> {
     frozen: Option<Scan<'t>>,
     /// Each layer's next key, newest layer first (`None`: it has no more).
     heads: [Option<Visible<'t>>; 3],
+    /// `peek`'s answer, kept until `advance` moves a layer on.
+    best: Option<Option<Visible<'t>>>,
     started: bool,
     reverse: bool,
 }
@@ -201,6 +204,9 @@ impl<'t> UpperScan<'t> {
                 self.heads[layer] = self.pull(layer);
             }
         }
+        if let Some(best) = self.best {
+            return best;
+        }
         let mut best: Option<Visible<'t>> = None;
         // Newest layer first: a key in two layers keeps the first one met.
         for &(k, v) in self.heads.iter().flatten() {
@@ -208,11 +214,13 @@ impl<'t> UpperScan<'t> {
                 best = Some((k, v));
             }
         }
+        self.best = Some(best);
         best
     }
 
     /// Takes key `key` (the one `peek` returned) from every layer that has it.
     pub(super) fn advance(&mut self, key: &[u8]) {
+        self.best = None;
         for layer in 0..self.heads.len() {
             if self.heads[layer].is_some_and(|(k, _)| k == key) {
                 self.heads[layer] = self.pull(layer);
