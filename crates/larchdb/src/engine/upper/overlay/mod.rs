@@ -504,7 +504,10 @@ impl Overlay {
                         list.entries.push((txn, ep as *const Entry));
                     }
                     slots.fill(at, hash, ep);
-                    let len = self.len.fetch_add(1, Ordering::AcqRel) + 1;
+                    // Only this writer (holding `owned`) counts: a load and a store, not a
+                    // locked add, which would wait for the slot's store above to drain.
+                    let len = self.len.load(Ordering::Relaxed) + 1;
+                    self.len.store(len, Ordering::Release);
                     if len * 2 > slots.slots.len() {
                         self.grow(&mut owned, slots);
                     }
