@@ -96,11 +96,9 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         loop {
             let n = self.load(id)?;
             if n.leaf {
-                // Asked for whole only where it holds many entries: with 1 KB records (two
-                // or three a leaf) 64 prefetches before the header made a seek slower (1.45-1.90
-                // us against 1.28-1.29, 200K records, `seekrandom`); with 100 B records, asked
-                // for whole once the header says how many, a seek took 1.05-1.07 us against
-                // 1.14-1.23 whole before the header and 1.17-1.24 never whole.
+                // Asked for whole only where it holds many entries (`SEEK_LEAF_WHOLE_ENTRIES`;
+                // measured in docs/design/performance.md, "Scans of 1 KB records beside
+                // writes").
                 if n.n > SEEK_LEAF_WHOLE_ENTRIES {
                     self.src.prefetch_page(id.id);
                 }
@@ -113,8 +111,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             self.stack.push((n, ci));
             if self.stack.len() + 1 == self.hdr.depth as usize {
                 // The leaf next: its header and slots, two lines, asked for together, so
-                // that the search's first reads wait on one miss (with 100 B records 1.07-1.11
-                // us a seek, against 1.11-1.13 without).
+                // that the search's first reads wait on one miss.
                 self.src.prefetch_head(id.id, SIBLING_LINES);
             }
         }
