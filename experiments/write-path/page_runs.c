@@ -1,12 +1,13 @@
 /* The kernel's cost of a checkpoint's page writes by run length: 200,000 pages of 4 KiB written
  * with pwritev into a cached 64 MiB file (f.bin, in the current directory), RUN consecutive
  * pages a call at random run-aligned places, an fdatasync every 300 pages; prints the
- * process's CPU time (user + system) and the wall time a page. A merge writes its leaves one
+ * process's CPU time (user + system) and the wall time a page. DIRECT 1 writes with O_DIRECT
+ * instead, past the page cache (what a buffer pool of the engine's own would do). A merge writes its leaves one
  * call per run of consecutive page ids (`WritePages::spill_filled`), and where free space is
  * single pages its runs are one page long (docs/design/performance.md, "Scans of 1 KB
  * records beside writes", the note on page runs).
  *
- *   gcc -O2 -o /tmp/larch-page-runs experiments/write-path/page_runs.c && /tmp/larch-page-runs RUN
+ *   gcc -O2 -o /tmp/larch-page-runs experiments/write-path/page_runs.c && /tmp/larch-page-runs RUN [DIRECT]
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -21,19 +22,26 @@ int main(int argc, char **argv) {
   if (argc < 2) { fprintf(stderr, "usage: page_runs RUN (1..64)\n"); return 2; }
   int run = atoi(argv[1]);          /* pages per pwritev, consecutive */
   if (run < 1 || run > 64) { fprintf(stderr, "RUN must be 1..64\n"); return 2; }
+  int direct = argc > 2 && atoi(argv[2]) != 0;
   long pages = 16384;                /* 64 MiB file */
   int fd = open("f.bin", O_RDWR | O_CREAT, 0644);
   ftruncate(fd, pages * 4096);
   char *buf = aligned_alloc(4096, 4096 * 64); memset(buf, 7, 4096 * 64);
   for (long p = 0; p < pages; p += 64) pwrite(fd, buf, 4096 * 64, p * 4096);
   fdatasync(fd);
+  if (direct) {
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    close(fd);
+    fd = open("f.bin", O_RDWR | O_DIRECT);
+    if (fd < 0) { perror("open O_DIRECT"); return 1; }
+  }
   struct rusage a, b; getrusage(RUSAGE_SELF, &a);
   struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
   long total = 200000, done = 0, since = 0; srand(1);
   struct iovec iov[64]; for (int i = 0; i < 64; i++) { iov[i].iov_base = buf + i * 4096; iov[i].iov_len = 4096; }
   while (done < total) {
     long p = (rand() % (pages / run)) * run;
-    pwritev(fd, iov, run, p * 4096);
+    if (pwritev(fd, iov, run, p * 4096) != (ssize_t)run * 4096) { perror("pwritev"); return 1; }
     done += run; since += run;
     if (since >= 300) { fdatasync(fd); since = 0; }
   }
@@ -42,6 +50,6 @@ int main(int argc, char **argv) {
   close(fd); unlink("f.bin");
   double cpu = (b.ru_utime.tv_sec - a.ru_utime.tv_sec) + (b.ru_stime.tv_sec - a.ru_stime.tv_sec) + ((b.ru_utime.tv_usec - a.ru_utime.tv_usec) + (b.ru_stime.tv_usec - a.ru_stime.tv_usec)) / 1e6;
   double wall = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-  printf("run %2d pages: %.2f us CPU a page, %.2f us wall a page\n", run, cpu * 1e6 / done, wall * 1e6 / done);
+  printf("run %2d pages%s: %.2f us CPU a page, %.2f us wall a page\n", run, direct ? ", O_DIRECT" : "", cpu * 1e6 / done, wall * 1e6 / done);
   return 0;
 }
