@@ -72,7 +72,7 @@ pub(crate) struct Spare {
     /// Bytes of chunks and tables it may keep (0: no cap).
     cap: usize,
     pub(super) chunks: Mutex<Vec<Box<[MaybeUninit<u64>]>>>,
-    /// An emptied table, ready for a new overlay.
+    /// An emptied table, for the next overlay whose table outgrows its own (`Overlay::grow`).
     pub(super) slots: Mutex<Option<Box<Slots>>>,
     /// A table left by a dropped overlay, not emptied yet.
     pub(super) dirty: Mutex<Option<Box<Slots>>>,
@@ -91,8 +91,10 @@ impl Spare {
         self.chunks.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
-    pub(super) fn slots(&self) -> Option<Box<Slots>> {
-        self.slots.lock().unwrap_or_else(|e| e.into_inner()).take()
+    /// Its emptied table, if it has `slots` slots or more.
+    pub(super) fn slots_at_least(&self, slots: usize) -> Option<Box<Slots>> {
+        let mut kept = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        kept.take_if(|t| t.slots.len() >= slots)
     }
 
     /// Empties the table a dropped overlay left, for the next overlay to take (off the
