@@ -60,6 +60,20 @@ fn owned(it: larchdb::Range<'_>) -> impl DoubleEndedIterator<Item = (Vec<u8>, Ve
     })
 }
 
+/// The ranges of table `t` (of a read or a write transaction) as `check` takes them: over
+/// given bounds, descending if asked.
+macro_rules! ranges_of {
+    ($t:expr) => {
+        |b: &(Bound<Vec<u8>>, Bound<Vec<u8>>), rev: bool| {
+            if rev {
+                $t.range_rev(b.clone())
+            } else {
+                $t.range(b.clone())
+            }
+        }
+    };
+}
+
 /// Checks a handle's ranges against the model for random bounds, from both ends.
 fn check<'t>(
     range: impl Fn(&(Bound<Vec<u8>>, Bound<Vec<u8>>), bool) -> larchdb::Range<'t>,
@@ -143,25 +157,13 @@ fn run(options: Options, what: &str) {
                 }
             }
             let what = format!("{what}: round {round}, in the write transaction");
-            let range = |b: &(Bound<Vec<u8>>, Bound<Vec<u8>>), rev: bool| {
-                if rev {
-                    t.range_rev(b.clone())
-                } else {
-                    t.range(b.clone())
-                }
-            };
+            let range = ranges_of!(t);
             check(range, &model, &mut rng, &what);
         }
         w.commit().unwrap();
         let r = db.begin_read().unwrap();
         let t = r.table("t").unwrap();
-        let range = |b: &(Bound<Vec<u8>>, Bound<Vec<u8>>), rev: bool| {
-            if rev {
-                t.range_rev(b.clone())
-            } else {
-                t.range(b.clone())
-            }
-        };
+        let range = ranges_of!(t);
         check(range, &model, &mut rng, &format!("{what}: round {round}"));
         drop(r);
         if options.log && round % 8 == 7 {
@@ -233,13 +235,7 @@ fn ranges_over_a_deep_tree_under_a_sparse_overlay() {
                 }
             }
             let what = format!("round {round}, in the write transaction");
-            let range = |b: &(Bound<Vec<u8>>, Bound<Vec<u8>>), rev: bool| {
-                if rev {
-                    t.range_rev(b.clone())
-                } else {
-                    t.range(b.clone())
-                }
-            };
+            let range = ranges_of!(t);
             check_with(range, &model, &mut rng, &what, bounds);
         }
         w.commit().unwrap();
@@ -249,13 +245,7 @@ fn ranges_over_a_deep_tree_under_a_sparse_overlay() {
             "round {round}: entries"
         );
         let t = r.table("t").unwrap();
-        let range = |b: &(Bound<Vec<u8>>, Bound<Vec<u8>>), rev: bool| {
-            if rev {
-                t.range_rev(b.clone())
-            } else {
-                t.range(b.clone())
-            }
-        };
+        let range = ranges_of!(t);
         check_with(range, &model, &mut rng, &format!("round {round}"), bounds);
     }
 }

@@ -222,10 +222,10 @@ impl Overlay {
 
     /// An empty overlay that draws on the memory `spare` holds (if any) as it grows, and
     /// leaves its own there when it is dropped. It starts with the smallest table: the
-    /// spare's table goes to the overlay whose table first outgrows its own (`grow`), not to
-    /// the first made. Taken at once, it went to whichever slice a recut made first, which in a
-    /// sequential load never gets a record: six such slices held 6 MB of empty tables, counted
-    /// in the overlays' memory, and a checkpoint came due at a fifth of its records.
+    /// spare's table goes to the overlay whose table first outgrows its own (`grow`), the
+    /// slice being written, not to whichever overlay a recut makes first (in a sequential
+    /// load, one that never gets a record, whose idle table would count in the overlays'
+    /// memory and make checkpoints due early).
     pub(crate) fn with_spare(spare: Option<Arc<Spare>>) -> Overlay {
         Overlay::with_table(spare, Box::new(Slots::new(SLOTS_MIN)))
     }
