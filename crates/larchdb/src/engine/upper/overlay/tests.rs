@@ -393,7 +393,7 @@ fn readers_beside_the_writer_see_whole_commits() {
 /// many as fit, and its table only if that fits beside them.
 #[test]
 fn a_spare_keeps_no_more_than_its_cap() {
-    let chunk = CHUNK_WORDS_MAX * size_of::<u64>();
+    let chunk = CHUNK_WORDS * size_of::<u64>();
     for (cap, chunks_max) in [(2 * chunk, 2), (chunk / 2, 0)] {
         let spare = Arc::new(Spare::with_cap(cap));
         let o = Overlay::with_spare(Some(spare.clone()));
