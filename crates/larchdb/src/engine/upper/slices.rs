@@ -237,6 +237,10 @@ impl Slices {
             return by_key(&self.starts);
         };
         let p = (table, prefix(rest));
+        // Past the last start's prefix: the last slice, where ascending keys all go.
+        if self.prefixes.last().is_some_and(|&q| q < p) {
+            return self.prefixes.len();
+        }
         // The slices whose start is at or before the key: those whose start's prefix is
         // below the key's, and, among those with the same prefix, the ones whose whole start
         // is at or before it (the keys compared whole: the common bytes are equal).
