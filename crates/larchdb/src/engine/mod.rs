@@ -253,6 +253,14 @@ impl Shared {
     /// Takes the write lock, counted in `writers_waiting` while it waits.
     pub(crate) fn lock_writer(&self) -> MutexGuard<'_, WriterState> {
         use std::sync::atomic::Ordering;
+        // A free lock is taken without the count: a group sync's leader sees its holder
+        // through `try_lock` (`finish_immediate`), and the two locked adds were a tenth of a
+        // one-put commit's `begin_txn`.
+        match self.writer.try_lock() {
+            Ok(guard) => return guard,
+            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {}
+        }
         self.writers_waiting.fetch_add(1, Ordering::Relaxed);
         let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         self.writers_waiting.fetch_sub(1, Ordering::Relaxed);
