@@ -194,15 +194,19 @@ impl<'db> Txn<'db> {
     /// active overlays cut in slices, whose checkpoints each merge one, once they hold as many
     /// bytes, or the log needs room back (`commit::durable_checkpoint_due`; the checkpoint then
     /// merges the slice holding the oldest records).
-    pub(crate) fn checkpoint_due(shared: &Shared, guard: &WriterState) -> bool {
+    /// `p`: the log's pressure, read by the caller just before (`GroupLog::pressure`).
+    pub(crate) fn checkpoint_due(
+        shared: &Shared,
+        guard: &WriterState,
+        p: &crate::engine::log::Pressure,
+    ) -> bool {
         let Some(log) = shared.log.as_ref() else {
             return false;
         };
         if !shared.sliced() {
             return log.checkpoint_due(guard.checkpoint_position);
         }
-        let p = log.pressure();
-        shared.upper_bytes().0 >= p.checkpoint || super::commit::durable_checkpoint_due(shared, p)
+        shared.upper_bytes().0 >= p.checkpoint || super::commit::durable_checkpoint_due(shared, *p)
     }
 
     /// Turns a logged transaction into one that writes pages: the overlay's records up to the

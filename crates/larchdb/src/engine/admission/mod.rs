@@ -74,18 +74,25 @@ pub(crate) fn make_room<'a>(
     shared: &'a Arc<Shared>,
     mut guard: MutexGuard<'a, WriterState>,
 ) -> Result<Option<MutexGuard<'a, WriterState>>> {
-    let due =
-        |guard: &WriterState| Txn::checkpoint_due(shared, guard) || budget::memory_due(shared);
-    if !due(&guard) {
-        hold_back(shared, &mut guard)?;
+    let pressure = || shared.log.as_ref().map(|l| l.pressure());
+    let due = |guard: &WriterState, p: Option<Pressure>| {
+        p.is_some_and(|p| Txn::checkpoint_due(shared, guard, &p)) || budget::memory_due(shared)
+    };
+    // Read once for the check and the pacing where no checkpoint is due (most transactions).
+    let p = pressure();
+    if !due(&guard, p) {
+        hold_back(shared, &mut guard, p)?;
         return Ok(Some(guard));
     }
     if shared.options.checkpoint_thread && !guard.poisoned {
         // One running already: the writer is paced so that the log has room for it to
         // finish, and waits for it if the log is nearly full anyway (`hold_back`).
         checkpoint::finish(shared, &mut guard, false)?;
-        if guard.checkpoint.is_some() || !due(&guard) || checkpoint::start(shared, &mut guard)? {
-            hold_back(shared, &mut guard)?;
+        if guard.checkpoint.is_some()
+            || !due(&guard, pressure())
+            || checkpoint::start(shared, &mut guard)?
+        {
+            hold_back(shared, &mut guard, pressure())?;
             return Ok(Some(guard));
         }
     }
@@ -97,14 +104,15 @@ pub(crate) fn make_room<'a>(
 /// nearly full, then the sleep the pacing and the share say. Only on a handle that writes the
 /// log with checkpoints on a thread of their own (without one, a due checkpoint is written
 /// before the transaction anyway).
-fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
-    let Some(log) = shared.log.as_ref() else {
+///
+/// `p`: the log's pressure, read by the caller just before (`None` without a log).
+fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>) -> Result<()> {
+    let (Some(log), Some(mut p)) = (shared.log.as_ref(), p) else {
         return Ok(());
     };
     if !shared.options.checkpoint_thread || guard.poisoned {
         return Ok(());
     }
-    let mut p = log.pressure();
     if guard.checkpoint.is_none()
         && commit::durable_checkpoint_due(shared, p)
         && log.since(guard.checkpoint_position) >= p.checkpoint / EARLY_CHECKPOINT_FRACTION

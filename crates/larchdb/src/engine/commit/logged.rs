@@ -64,6 +64,7 @@ pub(crate) fn commit_logged(
     for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
         overlay.prefetch_slot(table, key);
     }
+    let pending_none = guard.pending.is_none();
     let WriterState { batch, record, .. } = &mut *guard;
     batch.encode(
         |id| {
@@ -73,17 +74,23 @@ pub(crate) fn commit_logged(
         },
         record,
     )?;
-    // The record goes at or after this position (a pad may come first).
-    let start = log.end();
-    let end = match log.append(KIND_COMMIT, txn, record) {
-        Ok(end) => end,
+    // A commit that is not `Immediate` is handed to the file with its append, so that a
+    // process crash keeps it; and published below, after any `Immediate` commit before it is
+    // durable (waited for first, then, unless there is none: the common case takes the
+    // group's lock once).
+    let write_now = !immediate && pending_none;
+    // The record goes at or after `start` (a pad may come first).
+    let (start, end) = match log.append_written(KIND_COMMIT, txn, record, write_now) {
+        Ok(at) => at,
+        Err(Ok(e)) => {
+            guard.poisoned = true;
+            return Err(e);
+        }
         // The log file could not grow (a full disk): this commit fails, nothing was written.
-        Err(NoRoom::Grow(e)) => return Err(e),
-        Err(NoRoom::Full | NoRoom::TooLarge) => return Ok(None),
+        Err(Err(NoRoom::Grow(e))) => return Err(e),
+        Err(Err(NoRoom::Full | NoRoom::TooLarge)) => return Ok(None),
     };
-    if !immediate {
-        // Handed to the file now, so that a process crash keeps it; published below, after
-        // any `Immediate` commit before it is durable.
+    if !immediate && !write_now {
         let written = publish_pending(shared, guard).and_then(|()| log.write());
         if let Err(e) = written {
             guard.poisoned = true;

@@ -102,6 +102,30 @@ impl GroupLog {
         self.lock().log.append(kind, txn, body)
     }
 
+    /// `Log::append`, and for a commit that is not synced (`write`) `Log::write` too, under
+    /// one hold of the group's lock: returns the position the record went at or after (a pad
+    /// may come first: `Log::end` before it) and its end. The write's failure is returned
+    /// after the append, as `Err(Ok(e))`; a record that could not be appended, as
+    /// `Err(Err(no_room))`.
+    pub(crate) fn append_written(
+        &self,
+        kind: u8,
+        txn: u64,
+        body: &[u8],
+        write: bool,
+    ) -> std::result::Result<(u64, u64), std::result::Result<Error, NoRoom>> {
+        let mut st = self.lock();
+        let start = st.log.end();
+        let end = st.log.append(kind, txn, body).map_err(Err)?;
+        if write {
+            while st.writing && !st.log.failed {
+                st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+            st.log.write().map_err(Ok)?;
+        }
+        Ok((start, end))
+    }
+
     /// Returns once every record before `position` is durable, syncing them (and whatever
     /// else was appended) if no other committer is already doing so.
     pub(crate) fn sync_to(&self, position: u64) -> Result<()> {
