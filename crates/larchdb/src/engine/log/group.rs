@@ -51,6 +51,9 @@ pub(crate) struct GroupLog {
     /// The end of the last record (or pad) a sync made durable: what the lock file records
     /// for the next open to reach (`LockTable::set_log_synced`), read without the lock.
     pub(super) durable_end: std::sync::atomic::AtomicU64,
+    /// `Log::failed`, read without the lock (`failed`): set, under the lock, by every
+    /// `GroupLog` call that can fail the log (a write or a sync).
+    failed: std::sync::atomic::AtomicBool,
 }
 
 pub(super) struct GroupState {
@@ -69,6 +72,7 @@ impl GroupLog {
         // Everything read back at open was synced before the log was handed over
         // (`close_tail`); a new log's start holds nothing.
         let synced = log.synced;
+        let failed = log.failed;
         GroupLog {
             state: std::sync::Mutex::new(GroupState {
                 log,
@@ -78,6 +82,7 @@ impl GroupLog {
             }),
             flushed: std::sync::Condvar::new(),
             durable_end: std::sync::atomic::AtomicU64::new(synced),
+            failed: std::sync::atomic::AtomicBool::new(failed),
         }
     }
 
@@ -121,7 +126,10 @@ impl GroupLog {
             while st.writing && !st.log.failed {
                 st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
             }
-            st.log.write().map_err(Ok)?;
+            st.log.write().map_err(|e| {
+                self.note_failed();
+                Ok(e)
+            })?;
         }
         Ok((start, end))
     }
@@ -189,6 +197,7 @@ impl GroupLog {
                 }
                 Err(e) => {
                     st.log.failed = true;
+                    self.note_failed();
                     self.flushed.notify_all();
                     return Err(e);
                 }
@@ -249,9 +258,17 @@ impl GroupLog {
         self.lock().log.marks_allowed
     }
 
-    /// Whether a write or sync of the log failed (every later commit fails).
+    /// Whether a write or sync of the log failed (every later commit fails). Without the
+    /// lock: a commit's `Txn::new` asks, and the write or sync that fails under the lock is
+    /// where a failure is caught anyway.
     pub(crate) fn failed(&self) -> bool {
-        self.lock().log.failed
+        self.failed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Notes that the log failed (`failed`); called under the lock, with `Log::failed` set.
+    fn note_failed(&self) {
+        self.failed
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Syncs made so far for commits (`sync_to`: `Immediate` commits and `Bounded`'s
@@ -279,7 +296,11 @@ impl GroupLog {
         while st.writing && !st.log.failed {
             st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
         }
-        st.log.write()
+        let r = st.log.write();
+        if r.is_err() {
+            self.note_failed();
+        }
+        r
     }
 
     /// `Log::release_to`.
