@@ -194,6 +194,7 @@ impl<'db> Txn<'db> {
     /// active overlays cut in slices, whose checkpoints each merge one, once they hold as many
     /// bytes, or the log needs room back (`commit::durable_checkpoint_due`; the checkpoint then
     /// merges the slice holding the oldest records).
+    ///
     /// `p`: the log's pressure, read by the caller just before (`GroupLog::pressure`).
     pub(crate) fn checkpoint_due(
         shared: &Shared,

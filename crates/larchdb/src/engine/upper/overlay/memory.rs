@@ -169,8 +169,8 @@ pub(super) struct Arena {
 /// A chunk's words (64 KiB). One size for every chunk of every overlay: an overlay holds at
 /// most one chunk's worth more than its records, and every chunk a dropped overlay leaves can
 /// serve the next (`Spare`). Chunks that doubled up to 1 MiB left each slice's overlay up to
-/// half a megabyte it never filled, and fresh memory the writer faulted in: with the overlays
-/// cut in 27 slices, 420 bytes held a record of 116 (1M random one-put overwrites).
+/// half a megabyte it never filled: with the overlays cut in 27 slices, 420 bytes held a
+/// record of 116 (1M random one-put overwrites).
 pub(super) const CHUNK_WORDS: usize = 8 << 10;
 
 impl Arena {
