@@ -254,8 +254,8 @@ impl Shared {
     pub(crate) fn lock_writer(&self) -> MutexGuard<'_, WriterState> {
         use std::sync::atomic::Ordering;
         // A free lock is taken without the count: a group sync's leader sees its holder
-        // through `try_lock` (`finish_immediate`), and the two locked adds were a tenth of a
-        // one-put commit's `begin_txn`.
+        // through `try_lock` (`finish_immediate`), so the count's two locked adds are needed
+        // only by a writer that waits.
         match self.writer.try_lock() {
             Ok(guard) => return guard,
             Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),

@@ -276,7 +276,7 @@ impl WriterDevice {
         }
         self.countdown = WRITER_READ_EVERY - 1;
         // The counts only beside readers: without them nothing is owed, and the two
-        // `getrusage` calls were 3% of a one-put load's writer.
+        // `getrusage` calls were about 2.5% of a one-put load's writer.
         let counts = || (major_faults(Who::Thread), usage(Who::Process));
         let (Some(own), Some((all, cpu))) = (if readers() { counts() } else { (None, None) })
         else {

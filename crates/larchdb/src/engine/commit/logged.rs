@@ -82,13 +82,13 @@ pub(crate) fn commit_logged(
     // The record goes at or after `start` (a pad may come first).
     let (start, end) = match log.append_written(KIND_COMMIT, txn, record, write_now) {
         Ok(at) => at,
-        Err(Ok(e)) => {
+        Err(AppendFailed::Write(e)) => {
             guard.poisoned = true;
             return Err(e);
         }
         // The log file could not grow (a full disk): this commit fails, nothing was written.
-        Err(Err(NoRoom::Grow(e))) => return Err(e),
-        Err(Err(NoRoom::Full | NoRoom::TooLarge)) => return Ok(None),
+        Err(AppendFailed::NoRoom(NoRoom::Grow(e))) => return Err(e),
+        Err(AppendFailed::NoRoom(NoRoom::Full | NoRoom::TooLarge)) => return Ok(None),
     };
     if !immediate && !write_now {
         let written = publish_pending(shared, guard).and_then(|()| log.write());

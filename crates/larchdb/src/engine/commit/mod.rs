@@ -21,7 +21,7 @@ mod pages;
 mod route;
 mod settle;
 
-use super::log::NoRoom;
+use super::log::{AppendFailed, NoRoom};
 use super::published::Published;
 use super::upper::overlay::COUNTS;
 use super::{Disk, Shared, WriterState};

@@ -36,6 +36,14 @@ impl Pressure {
     }
 }
 
+/// Why `GroupLog::append_written` failed.
+pub(crate) enum AppendFailed {
+    /// The record was not appended (`Log::append`).
+    NoRoom(NoRoom),
+    /// The record was appended, and writing it failed: the log is failed (fail-stop).
+    Write(Error),
+}
+
 /// The log shared by committing threads, for group commit: a commit appends its record under
 /// the writer's lock, lets the lock go, and waits in `sync_to_gathering` until its record is
 /// durable. The
@@ -107,29 +115,24 @@ impl GroupLog {
         self.lock().log.append(kind, txn, body)
     }
 
-    /// `Log::append`, and for a commit that is not synced (`write`) `Log::write` too, under
-    /// one hold of the group's lock: returns the position the record went at or after (a pad
-    /// may come first: `Log::end` before it) and its end. The write's failure is returned
-    /// after the append, as `Err(Ok(e))`; a record that could not be appended, as
-    /// `Err(Err(no_room))`.
+    /// `Log::append`, and for a commit that is not synced (`write`) `write` too, under one
+    /// hold of the group's lock: returns the position the record went at or after (a pad may
+    /// come first: `Log::end` before it) and its end.
     pub(crate) fn append_written(
         &self,
         kind: u8,
         txn: u64,
         body: &[u8],
         write: bool,
-    ) -> std::result::Result<(u64, u64), std::result::Result<Error, NoRoom>> {
+    ) -> std::result::Result<(u64, u64), AppendFailed> {
         let mut st = self.lock();
         let start = st.log.end();
-        let end = st.log.append(kind, txn, body).map_err(Err)?;
+        let end = st
+            .log
+            .append(kind, txn, body)
+            .map_err(AppendFailed::NoRoom)?;
         if write {
-            while st.writing && !st.log.failed {
-                st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
-            }
-            st.log.write().map_err(|e| {
-                self.note_failed();
-                Ok(e)
-            })?;
+            self.write_locked(st).map_err(AppendFailed::Write)?;
         }
         Ok((start, end))
     }
@@ -292,7 +295,11 @@ impl GroupLog {
     /// ahead of the records before them (a crash between the two would leave a hole before
     /// valid records, which reads back as damage).
     pub(crate) fn write(&self) -> Result<()> {
-        let mut st = self.lock();
+        self.write_locked(self.lock())
+    }
+
+    /// `write`, with the group's lock held.
+    fn write_locked(&self, mut st: std::sync::MutexGuard<'_, GroupState>) -> Result<()> {
         while st.writing && !st.log.failed {
             st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
         }

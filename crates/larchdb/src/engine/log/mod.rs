@@ -41,7 +41,7 @@ mod ring;
 
 pub(crate) use self::evidence::{Beyond, Expect, Shortfall};
 pub(crate) use self::file::Spawn;
-pub(crate) use self::group::{GroupLog, Pressure};
+pub(crate) use self::group::{AppendFailed, GroupLog, Pressure};
 pub(crate) use self::open::Reopen;
 pub(crate) use self::read::ReadBack;
 use self::{append::*, file::*, read::*};
