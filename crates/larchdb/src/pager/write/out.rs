@@ -9,9 +9,6 @@ use crate::layout::{header, kind};
 use crate::pager::PageSource;
 use crate::storage::Storage;
 
-/// Bytes gathered into one `write_at` when consecutive pages are written at commit.
-const WRITE_BATCH_BYTES_MAX: usize = 1 << 20;
-
 /// Filled pages (`WritePages::new_page_filled`) waiting in owned buffers before
 /// `spill_filled` writes them out: 256 KiB of 4 KiB pages, meant to be still in the core's
 /// cache when copied (256 pages measured no different).
@@ -112,55 +109,83 @@ impl WritePages {
             }
             return Ok(written);
         }
-        // Owned buffers are written in page order, consecutive ones gathered.
+        // Owned buffers are written in page order, consecutive ones in one `pwritev` from
+        // where they lie (a copy into one buffer cost a megabyte's allocation a commit, freed
+        // through the allocator, and a copy of every page).
         let mut ids = std::mem::take(&mut self.ids);
         ids.clear();
         ids.extend(self.dirty.keys().copied());
         ids.sort_unstable();
-        let mut batch: Vec<u8> = Vec::new();
-        let mut batch_start = 0u64;
         let mut written = 0u64;
-        for &id in &ids {
+        let mut sealing_failed = None;
+        // Seal every page; those in the mapping are written there, and left out of `ids`.
+        ids.retain(|&id| {
             let Some(d) = self.dirty.get_mut(&id) else {
-                continue;
+                return false;
             };
-            let (sealed, cells, check) = (d.sealed, d.cells, d.check_derived);
-            let buf: &mut [u8] = match &mut d.place {
-                Place::Owned(b) => b,
+            let state = (d.sealed, d.cells, d.check_derived);
+            match &mut d.place {
+                Place::Owned(buf) => {
+                    debug_assert!(header::kind(buf) != 0);
+                    seal_or_check(buf, id, self.txn, state, &self.shifts);
+                    true
+                }
                 Place::Mapped(n) => {
                     let len = *n as usize * ps;
-                    let page = self.wmap.bytes_mut(id, len, ps)?;
-                    seal_or_check(page, id, self.txn, (sealed, cells, check), &self.shifts);
-                    written += len as u64;
-                    continue;
+                    match self.wmap.bytes_mut(id, len, ps) {
+                        Ok(page) => {
+                            seal_or_check(page, id, self.txn, state, &self.shifts);
+                            written += len as u64;
+                        }
+                        Err(e) => {
+                            sealing_failed.get_or_insert(e);
+                        }
+                    }
+                    false
                 }
-            };
-            debug_assert!(header::kind(buf) != 0);
-            seal_or_check(buf, id, self.txn, (sealed, cells, check), &self.shifts);
-            let at = id * ps as u64;
-            let contiguous = !batch.is_empty() && batch_start + batch.len() as u64 == at;
-            if !contiguous || batch.len() + buf.len() > WRITE_BATCH_BYTES_MAX {
-                if !batch.is_empty() {
-                    storage.write_at(&batch, batch_start)?;
-                    written += batch.len() as u64;
-                    batch.clear();
-                }
-                batch_start = at;
             }
-            if buf.len() > WRITE_BATCH_BYTES_MAX {
-                storage.write_at(buf, at)?;
-                written += buf.len() as u64;
-                batch_start = at + buf.len() as u64;
+        });
+        if let Some(e) = sealing_failed {
+            self.ids = ids;
+            return Err(e);
+        }
+        let mut run: Vec<&[u8]> = Vec::new();
+        let mut run_start = 0u64;
+        let mut run_end = 0u64;
+        for &id in &ids {
+            let Some(Place::Owned(buf)) = self.dirty.get(&id).map(|d| &d.place) else {
                 continue;
+            };
+            let at = id * ps as u64;
+            if !run.is_empty() && (run_end != at || run.len() == RUN_BUFFERS_MAX) {
+                written += write_run(storage, &run, run_start)?;
+                run.clear();
             }
-            batch.extend_from_slice(buf);
+            if run.is_empty() {
+                run_start = at;
+            }
+            run.push(buf);
+            run_end = at + buf.len() as u64;
         }
-        if !batch.is_empty() {
-            storage.write_at(&batch, batch_start)?;
-            written += batch.len() as u64;
+        if !run.is_empty() {
+            written += write_run(storage, &run, run_start)?;
         }
+        drop(run);
+        self.ids = ids;
         Ok(written)
     }
+}
+
+/// The most buffers one run of consecutive pages is written with (`pwritev` takes up to 1024).
+const RUN_BUFFERS_MAX: usize = 1024;
+
+/// Writes `run`, consecutive buffers, at `at`; returns the bytes written.
+fn write_run(storage: &dyn Storage, run: &[&[u8]], at: u64) -> Result<u64> {
+    match run {
+        [one] => storage.write_at(one, at)?,
+        _ => storage.write_vectored_at(run, at)?,
+    }
+    Ok(run.iter().map(|b| b.len() as u64).sum())
 }
 
 impl WritePages {
@@ -184,22 +209,19 @@ impl WritePages {
         Ok(())
     }
 
-    /// Writes the meta fields at `offset` (a meta slot): through the writable mapping when
-    /// there is one (no syscall), with `write_at` otherwise.
+    /// Writes the meta fields at `offset` (a meta slot) with one `write_at`, never through the
+    /// writable mapping: a process killed in the middle of a copy into the mapping leaves
+    /// the slot torn in the page cache, which the next open cannot tell from damage
+    /// (`WouldLoseData`, though the commit never returned). A `pwrite` of the fields, within
+    /// one page, is copied whole or not at all when a process is killed (the kernel checks for
+    /// a fatal signal between pages); `tests/crash_kill.rs` found the torn slot after a
+    /// SIGKILL.
     pub(crate) fn write_meta(
         &mut self,
         bytes: &[u8],
         offset: u64,
         storage: &dyn Storage,
     ) -> Result<()> {
-        let at = offset as usize;
-        let end = offset + bytes.len() as u64;
-        if self.wmap.enabled && self.wmap.file_bytes >= end {
-            if let Some(dst) = self.wmap.slice_mut(at, bytes.len()) {
-                dst.copy_from_slice(bytes);
-                return Ok(());
-            }
-        }
         storage.write_at(bytes, offset)?;
         Ok(())
     }

@@ -11,8 +11,8 @@ use super::*;
 /// not in the overlay, which is what most reads beside a writer look for, costs the miss on
 /// a table of bytes that stays in the cache far longer than the slots do.
 pub(super) struct Slots {
-    pub(super) slots: Box<[Slot]>,
-    pub(super) control: Box<[AtomicU8]>,
+    pub(super) slots: Zeroed<Slot>,
+    pub(super) control: Zeroed<AtomicU8>,
 }
 
 impl Slots {
@@ -22,14 +22,16 @@ impl Slots {
     }
 
     pub(super) fn new(n: usize) -> Slots {
-        Slots {
-            slots: (0..n)
-                .map(|_| Slot {
+        // SAFETY: a slot of all zero bytes is a valid empty slot (a zero hash and a null
+        // pointer), as is a zero control byte.
+        unsafe {
+            Slots {
+                slots: Zeroed::new(n, || Slot {
                     hash: AtomicU64::new(0),
                     entry: AtomicPtr::new(ptr::null_mut()),
-                })
-                .collect(),
-            control: (0..n).map(|_| AtomicU8::new(0)).collect(),
+                }),
+                control: Zeroed::new(n, || AtomicU8::new(0)),
+            }
         }
     }
 
@@ -54,28 +56,167 @@ impl Slots {
     }
 }
 
+/// `n` values of `T` whose bytes start all zero: from the heap while small, else an anonymous
+/// mapping of their own (`ZEROED_MAP_BYTES`), which the kernel zeroes as it is first touched
+/// and takes back whole when it is dropped. What the overlays hold (their arenas' chunks and
+/// their slot tables) lives in these, not in the allocator's arenas: glibc gives each thread
+/// that allocates an arena of its own, and memory freed into one serves only the threads of
+/// that arena, so an application whose writes come from one thread and then another kept the
+/// overlays' memory of each: a 1M random `overwrite` after a `fillrandom` on another of the
+/// benchmark's threads peaked at 71-76 MB of anonymous memory, against 41-46 MB for the same
+/// overwrite alone or with `MALLOC_ARENA_MAX=1`. A mapping also goes back to the kernel when
+/// dropped, where freed heap memory below the arena's top stays resident.
+pub(super) struct Zeroed<T> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+    /// The mapping, where the values are in one; else they are a boxed slice.
+    map: Option<memmap2::MmapMut>,
+}
+
+/// Bytes from which `Zeroed` values get a mapping of their own: a chunk of an overlay's arena
+/// and larger (a mapping costs a system call and a fault a page, as fresh heap memory does).
+const ZEROED_MAP_BYTES: usize = CHUNK_WORDS * size_of::<u64>();
+
+/// A chunk of an overlay's arena (`CHUNK_WORDS` words, or a record's own).
+pub(super) type Chunk = Zeroed<MaybeUninit<u64>>;
+
+impl<T> Zeroed<T> {
+    /// `n` values, each `zero()` on the heap.
+    ///
+    /// # Safety
+    /// All-zero bytes are a valid `T`, the value `zero` makes.
+    pub(super) unsafe fn new(n: usize, zero: impl FnMut() -> T) -> Zeroed<T> {
+        let bytes = n.saturating_mul(size_of::<T>());
+        const { assert!(align_of::<T>() <= 4096) };
+        if bytes >= ZEROED_MAP_BYTES {
+            // A mapping is page-aligned, so aligned for `T`.
+            if let Ok(mut map) = memmap2::MmapMut::map_anon(bytes) {
+                if let Some(ptr) = std::ptr::NonNull::new(map.as_mut_ptr().cast::<T>()) {
+                    return Zeroed {
+                        ptr,
+                        len: n,
+                        map: Some(map),
+                    };
+                }
+            }
+        }
+        let mut zero = zero;
+        let boxed: Box<[T]> = (0..n).map(|_| zero()).collect();
+        let len = boxed.len();
+        let ptr = std::ptr::NonNull::from(Box::leak(boxed)).cast::<T>();
+        Zeroed {
+            ptr,
+            len,
+            map: None,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Zeroed<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` points to `len` initialised values (zero, then written through
+        // `DerefMut` or the values' own interior mutability), owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> std::ops::DerefMut for Zeroed<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, borrowed exclusively.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T> Drop for Zeroed<T> {
+    fn drop(&mut self) {
+        // SAFETY: the values are `T`s owned here (dropped in place; a mapping is then
+        // unmapped with `map`); without a mapping they are the boxed slice `new` leaked.
+        unsafe {
+            std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
+                self.ptr.as_ptr(),
+                self.len,
+            ));
+            if self.map.is_none() {
+                let slice = std::ptr::slice_from_raw_parts_mut(
+                    self.ptr.as_ptr().cast::<MaybeUninit<T>>(),
+                    self.len,
+                );
+                drop(Box::from_raw(slice));
+            }
+        }
+    }
+}
+
+// SAFETY: `Zeroed<T>` owns its values as a `Box<[T]>` would.
+unsafe impl<T: Send> Send for Zeroed<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for Zeroed<T> {}
+
 /// Memory an overlay leaves, when it is dropped, for the next overlays of its handle: its
 /// arena's full-size chunks and its slot table. A new overlay starts with the table (sized
 /// for as many entries as an earlier overlay held, so it rarely grows) and takes chunks from
-/// here before asking the allocator. Measured on 1M fillseq of one-put commits: the writer
+/// here before making new ones. Measured on 1M fillseq of one-put commits: the writer
 /// spent 12% of its time in first touches of fresh memory (page faults, and the zeroing of
 /// each new table) and in rehashing as a fresh table doubled from 1,024 slots.
 ///
 /// A table must be emptied before it is used again, which costs its size (32 MiB for 2M
 /// slots): the thread that drops an overlay (often the writer, as it publishes) only leaves
 /// the table here, and the next checkpoint's thread empties it (`prepare`) before a later
-/// overlay takes it. Holds at most one overlay's chunks and two tables, and no more bytes
-/// than its cap (`with_cap`: an eighth of the memory budget);
-/// freed with the handle.
+/// overlay takes it. Holds at most one overlay's chunks or a `SPARE_CHUNKS_SHARE`th of the live
+/// overlays' if more, two tables, one checkpoint's gathering vectors, and no more bytes of
+/// chunks and tables than its cap (`with_cap`: an eighth of the memory budget); freed with
+/// the handle. The chunks and the larger tables are mappings of their own (`Zeroed`).
 #[derive(Default)]
 pub(crate) struct Spare {
     /// Bytes of chunks and tables it may keep (0: no cap).
     cap: usize,
-    pub(super) chunks: Mutex<Vec<Box<[MaybeUninit<u64>]>>>,
+    pub(super) chunks: Mutex<Vec<Chunk>>,
+    /// Full-size chunks the overlays drawing on this spare hold (`Arena::alloc` counts them,
+    /// `keep` uncounts them).
+    live: AtomicUsize,
     /// An emptied table, for the next overlay whose table outgrows its own (`Overlay::grow`).
     pub(super) slots: Mutex<Option<Box<Slots>>>,
     /// A table left by a dropped overlay, not emptied yet.
     pub(super) dirty: Mutex<Option<Box<Slots>>>,
+    /// The last checkpoint's gathering vectors, emptied, for the next (`Overlay::gather`).
+    pub(super) gathering: Mutex<GatherBuffers>,
+}
+
+/// The vectors a checkpoint gathers a frozen overlay's records in (`Overlay::gather`), kept
+/// empty from one checkpoint to the next by the spare. Allocated afresh, and as large as a
+/// slice's records, they were most of the blocks of 128 KiB and more a one-put overwrite
+/// freed through the allocator; glibc raises its threshold for serving a block from a
+/// mapping of its own to the size of each such block freed, and then keeps the later ones in
+/// its arenas once freed (about 10 MB of a 1M overwrite's anonymous peak).
+#[derive(Default)]
+pub(super) struct GatherBuffers {
+    pub(super) sort: Vec<[usize; 8]>,
+    pub(super) records: Vec<[usize; 5]>,
+    pub(super) entries: Vec<usize>,
+}
+
+impl GatherBuffers {
+    /// The bytes their allocations hold.
+    fn bytes(&self) -> usize {
+        self.sort.capacity() * size_of::<[usize; 8]>()
+            + self.records.capacity() * size_of::<[usize; 5]>()
+            + self.entries.capacity() * size_of::<usize>()
+    }
+}
+
+/// `v`'s allocation, emptied, as a vector of `U`, a type of `T`'s size and alignment: how a
+/// vector whose elements borrow one overlay is kept for the next overlay's.
+pub(super) fn recycle<T, U>(mut v: Vec<T>) -> Vec<U> {
+    const {
+        assert!(size_of::<T>() == size_of::<U>() && align_of::<T>() == align_of::<U>());
+    }
+    v.clear();
+    let mut v = std::mem::ManuallyDrop::new(v);
+    // SAFETY: `v` is empty and will not be dropped; its allocation was made for `capacity`
+    // elements of `T`, which is the layout of as many elements of `U` (same size and
+    // alignment, asserted above), so the new vector may own and free it.
+    unsafe { Vec::from_raw_parts(v.as_mut_ptr().cast::<U>(), 0, v.capacity()) }
 }
 
 impl Spare {
@@ -87,7 +228,21 @@ impl Spare {
         }
     }
 
-    pub(super) fn chunk(&self) -> Option<Box<[MaybeUninit<u64>]>> {
+    /// The gathering vectors the last checkpoint left (empty ones if none).
+    pub(super) fn gathering(&self) -> GatherBuffers {
+        std::mem::take(&mut *self.gathering.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Keeps a checkpoint's gathering vectors, emptied, for the next, if they fit in a
+    /// quarter of the cap (they are as large as the largest slice's records: within the
+    /// memory budget, as its overlay was).
+    pub(super) fn keep_gathering(&self, buffers: GatherBuffers) {
+        if self.cap == 0 || buffers.bytes() <= self.cap / 4 {
+            *self.gathering.lock().unwrap_or_else(|e| e.into_inner()) = buffers;
+        }
+    }
+
+    pub(super) fn chunk(&self) -> Option<Chunk> {
         self.chunks.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
@@ -107,24 +262,27 @@ impl Spare {
         }
     }
 
-    /// Keeps what a dropped overlay owned: its full-size chunks (at most as many as it had:
-    /// the spare never holds more than one overlay's), and its table, to be emptied by
+    /// Keeps what a dropped overlay owned: its full-size chunks (up to as many as it had, or a
+    /// `SPARE_CHUNKS_SHARE`th of the chunks the live overlays hold if more), and its table, to be emptied by
     /// `prepare`, if at least 1 in `SPARE_SLOTS_FILL` of its slots was used (emptying a table
     /// costs its size: one that held few entries is freed instead, and the next overlay
     /// starts small again).
-    pub(super) fn keep(
-        &self,
-        chunks: Vec<Box<[MaybeUninit<u64>]>>,
-        table: Option<Box<Slots>>,
-        entries: usize,
-    ) {
+    pub(super) fn keep(&self, chunks: Vec<Chunk>, table: Option<Box<Slots>>, entries: usize) {
         let chunk_bytes = CHUNK_WORDS * size_of::<u64>();
         let cap = if self.cap == 0 { usize::MAX } else { self.cap };
         let full: Vec<_> = chunks
             .into_iter()
             .filter(|c| c.len() == CHUNK_WORDS)
             .collect();
-        let n = full.len().min(cap / chunk_bytes);
+        let uncount = |live: usize| Some(live.saturating_sub(full.len()));
+        let live = self
+            .live
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, uncount)
+            .map_or(0, |before| before.saturating_sub(full.len()));
+        let n = full
+            .len()
+            .max(live / SPARE_CHUNKS_SHARE)
+            .min(cap / chunk_bytes);
         let kept_bytes = {
             let mut kept = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
             kept.extend(full);
@@ -147,6 +305,13 @@ impl Spare {
     }
 }
 
+/// The spare keeps chunks up to this share of the live overlays' (or one dropped overlay's,
+/// if more). With random keys every slice's overlay grows while one is merged: the dropped
+/// overlay's chunks alone did not cover what the others took before the next checkpoint, and
+/// the rest came fresh (a 1M random `fillrandom` then `overwrite`: 38K more page faults, 6-7%
+/// slower, than with chunks from the allocator, which reuses every chunk freed).
+const SPARE_CHUNKS_SHARE: usize = 4;
+
 /// A dropped overlay's table is kept for the next one if it has at most this many slots per
 /// entry it held (a table is at most half full: it has 2 to this many).
 pub(super) const SPARE_SLOTS_FILL: usize = 8;
@@ -157,7 +322,7 @@ pub(super) const SPARE_SLOTS_FILL: usize = 8;
 /// checkpoint dropped the overlay).
 #[derive(Default)]
 pub(super) struct Arena {
-    pub(super) chunks: Vec<Box<[MaybeUninit<u64>]>>,
+    pub(super) chunks: Vec<Chunk>,
     /// Words used in the last chunk.
     pub(super) used: usize,
     /// Bytes of the chunks held.
@@ -183,7 +348,12 @@ impl Arena {
             let spare = (words <= CHUNK_WORDS)
                 .then(|| self.spare.as_ref().and_then(|s| s.chunk()))
                 .flatten();
-            let chunk = spare.unwrap_or_else(|| Box::new_uninit_slice(CHUNK_WORDS.max(words)));
+            // SAFETY: any bytes are a valid `MaybeUninit<u64>`.
+            let new = || unsafe { Zeroed::new(CHUNK_WORDS.max(words), MaybeUninit::uninit) };
+            let chunk = spare.unwrap_or_else(new);
+            if let Some(s) = self.spare.as_ref().filter(|_| chunk.len() == CHUNK_WORDS) {
+                s.live.fetch_add(1, Ordering::Relaxed);
+            }
             self.held += chunk.len() * size_of::<u64>();
             self.chunks.push(chunk);
             self.used = 0;

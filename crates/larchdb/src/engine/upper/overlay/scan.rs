@@ -225,10 +225,26 @@ impl SortKey<'_> {
 }
 
 /// The records a checkpoint merges (`Overlay::gather`), sorted by table and key, with the
-/// entry each is of.
+/// entry each is of. Its vectors go back to the overlay's spare when it is dropped, for the
+/// next checkpoint's.
 pub(crate) struct Gathered<'o> {
     pub(crate) records: Vec<TableRecord<'o>>,
     entries: Vec<*const Entry>,
+    /// The sorting vector's allocation, emptied.
+    sort: Vec<[usize; 8]>,
+    spare: Option<Arc<Spare>>,
+}
+
+impl Drop for Gathered<'_> {
+    fn drop(&mut self) {
+        if let Some(spare) = self.spare.take() {
+            spare.keep_gathering(GatherBuffers {
+                sort: std::mem::take(&mut self.sort),
+                records: recycle(std::mem::take(&mut self.records)),
+                entries: recycle(std::mem::take(&mut self.entries)),
+            });
+        }
+    }
 }
 
 impl Gathered<'_> {
@@ -327,7 +343,7 @@ impl Overlay {
     /// out sorted already, which the sort finds in one pass (1M fillseq of one-put commits:
     /// the walk of the table and the sort were 36% of the checkpoint thread's time).
     pub(crate) fn all(&self, txn: u64) -> Vec<TableRecord<'_>> {
-        self.collect(txn, None, None, false).records
+        std::mem::take(&mut self.collect(txn, None, None, false).records)
     }
 
     /// `all`, of the records from `(table, key)` `from` (inclusive) to `to` (exclusive), each
@@ -348,16 +364,20 @@ impl Overlay {
         txn: u64,
         from: Option<(u64, &[u8])>,
         to: Option<(u64, &[u8])>,
-        entries: bool,
+        want_entries: bool,
     ) -> Gathered<'_> {
         let bounded = from.is_some() || to.is_some();
         let within = |table: u64, key: &[u8]| {
             from.is_none_or(|f| (table, key) >= f) && to.is_none_or(|t| (table, key) < t)
         };
-        let mut records = Vec::with_capacity(if bounded { 0 } else { self.len() });
+        let (mut sorted, spare, buffers);
         {
             let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
-            records.extend(owned.order.iter().filter_map(|&e| {
+            spare = owned.arena.spare.clone();
+            buffers = spare.as_ref().map(|s| s.gathering()).unwrap_or_default();
+            sorted = recycle::<_, SortKey<'_>>(buffers.sort);
+            sorted.reserve(if bounded { 0 } else { self.len() });
+            sorted.extend(owned.order.iter().filter_map(|&e| {
                 // SAFETY: `order` holds entries of this overlay, which live as long as it
                 // (as in `find`).
                 let (table, key) = unsafe { ((*e).table, entry_key(e)) };
@@ -369,17 +389,18 @@ impl Overlay {
                 Some(SortKey::new(table, key, value, e))
             }));
         }
-        sort_records(&mut records);
+        sort_records(&mut sorted);
+        let mut entries = recycle::<_, *const Entry>(buffers.entries);
+        if want_entries {
+            entries.extend(sorted.iter().map(|r| r.entry));
+        }
+        let mut records = recycle::<_, TableRecord<'_>>(buffers.records);
+        records.extend(sorted.iter().map(|r| (r.table, r.key, r.value)));
         Gathered {
-            entries: if entries {
-                records.iter().map(|r| r.entry).collect()
-            } else {
-                Vec::new()
-            },
-            records: records
-                .into_iter()
-                .map(|r| (r.table, r.key, r.value))
-                .collect(),
+            records,
+            entries,
+            sort: recycle(sorted),
+            spare,
         }
     }
 }
