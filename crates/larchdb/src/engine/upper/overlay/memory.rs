@@ -63,9 +63,10 @@ impl Slots {
 /// that allocates an arena of its own, and memory freed into one serves only the threads of
 /// that arena, so an application whose writes come from one thread and then another kept the
 /// overlays' memory of each: a 1M random `overwrite` after a `fillrandom` on another of the
-/// benchmark's threads peaked at 71-76 MB of anonymous memory, against 41-46 MB for the same
-/// overwrite alone or with `MALLOC_ARENA_MAX=1`. A mapping also goes back to the kernel when
-/// dropped, where freed heap memory below the arena's top stays resident.
+/// benchmark's threads peaked at 70-78 MB of anonymous memory, against 42 MB for the same
+/// overwrite in a process of its own and 47 MB with `MALLOC_ARENA_MAX=1` (50-53 MB in
+/// mappings). A mapping also goes back to the kernel when dropped, where freed heap memory
+/// below the arena's top stays resident.
 pub(super) struct Zeroed<T> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
@@ -184,11 +185,9 @@ pub(crate) struct Spare {
 }
 
 /// The vectors a checkpoint gathers a frozen overlay's records in (`Overlay::gather`), kept
-/// empty from one checkpoint to the next by the spare. Allocated afresh, and as large as a
-/// slice's records, they were most of the blocks of 128 KiB and more a one-put overwrite
-/// freed through the allocator; glibc raises its threshold for serving a block from a
-/// mapping of its own to the size of each such block freed, and then keeps the later ones in
-/// its arenas once freed (about 10 MB of a 1M overwrite's anonymous peak).
+/// empty from one checkpoint to the next by the spare. Allocated afresh at each checkpoint,
+/// and as large as a slice's records, they were 243 of the 509 blocks of 128 KiB and more
+/// that a 1M random one-put overwrite allocated (`perf probe` on `malloc`).
 #[derive(Default)]
 pub(super) struct GatherBuffers {
     pub(super) sort: Vec<[usize; 8]>,
@@ -263,8 +262,9 @@ impl Spare {
     }
 
     /// Keeps what a dropped overlay owned: its full-size chunks (up to as many as it had, or a
-    /// `SPARE_CHUNKS_SHARE`th of the chunks the live overlays hold if more), and its table, to be emptied by
-    /// `prepare`, if at least 1 in `SPARE_SLOTS_FILL` of its slots was used (emptying a table
+    /// `SPARE_CHUNKS_SHARE`th of the chunks the live overlays hold if more), and its table, to
+    /// be emptied by `prepare`, if at least 1 in `SPARE_SLOTS_FILL` of its slots was used
+    /// (emptying a table
     /// costs its size: one that held few entries is freed instead, and the next overlay
     /// starts small again).
     pub(super) fn keep(&self, chunks: Vec<Chunk>, table: Option<Box<Slots>>, entries: usize) {
@@ -308,8 +308,9 @@ impl Spare {
 /// The spare keeps chunks up to this share of the live overlays' (or one dropped overlay's,
 /// if more). With random keys every slice's overlay grows while one is merged: the dropped
 /// overlay's chunks alone did not cover what the others took before the next checkpoint, and
-/// the rest came fresh (a 1M random `fillrandom` then `overwrite`: 38K more page faults, 6-7%
-/// slower, than with chunks from the allocator, which reuses every chunk freed).
+/// the rest came fresh: a 1M random `fillrandom` then `overwrite` took 170K page faults
+/// against 131K with chunks from the allocator, which reuses every chunk freed, and ran 6-7%
+/// slower in three alternated runs; with this share, 149K and the same rates.
 const SPARE_CHUNKS_SHARE: usize = 4;
 
 /// A dropped overlay's table is kept for the next one if it has at most this many slots per

@@ -421,3 +421,52 @@ fn a_spare_keeps_no_more_than_its_cap() {
         );
     }
 }
+
+/// Each dropped overlay leaves its chunks, and the spare keeps those of several while the live
+/// overlays hold many (up to a quarter of their chunks), not only the last one's: with random
+/// keys every slice's overlay grows while one is merged, and those that grow draw on it.
+#[test]
+fn a_spare_keeps_a_share_of_the_live_overlays_chunks() {
+    let chunk = CHUNK_WORDS * size_of::<u64>();
+    let spare = Arc::new(Spare::default());
+    let fill = |o: &Overlay, chunks: usize| {
+        for txn in 1..=(chunks * 8) as u64 {
+            let key = format!("{txn:06}").into_bytes();
+            o.insert(
+                txn,
+                [(0u64, key.as_slice(), Some(vec![7u8; chunk / 10].as_slice()))],
+            );
+        }
+    };
+    let big = Overlay::with_spare(Some(spare.clone()));
+    fill(&big, 40);
+    let big_chunks = big.owned.lock().unwrap().arena.chunks.len();
+    // Small overlays, all live, then dropped one after another: the spare keeps the chunks
+    // of each (where it kept only the last one's, it held two).
+    let smalls: Vec<Overlay> = (0..10)
+        .map(|_| {
+            let small = Overlay::with_spare(Some(spare.clone()));
+            fill(&small, 1);
+            // A second full chunk.
+            small.owned.lock().unwrap().arena.alloc(chunk);
+            small
+        })
+        .collect();
+    let live = big_chunks + 2 * smalls.len();
+    for small in smalls {
+        drop(small);
+        let kept = spare.chunks.lock().unwrap().len();
+        assert!(kept <= live / 4 + 2, "kept {kept}, live at most {live}");
+    }
+    let kept = spare.chunks.lock().unwrap().len();
+    assert!(
+        kept >= big_chunks / 4 - 1,
+        "kept {kept} chunks, the live overlay holds {big_chunks}"
+    );
+    drop(big);
+    assert_eq!(
+        spare.chunks.lock().unwrap().len(),
+        big_chunks,
+        "nothing live: one dropped overlay's chunks"
+    );
+}
