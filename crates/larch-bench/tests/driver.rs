@@ -209,10 +209,11 @@ fn fill_threads_loads_afresh_for_each_thread_count() {
         // database after the 2-thread fillseq still holds 1000 entries.
         assert_eq!(get("fillseq", 1)["ops"], 1000);
         assert_eq!(get("fillseq", 2)["ops"], 2000);
-        assert_eq!(
-            get("readseq", 2)["found"],
-            2000,
-            "two readers of 1000 entries"
+        // Each reader passes over the 1000 entries until its passes took 0.1 s.
+        let found = get("readseq", 2)["found"].as_u64().unwrap_or(0);
+        assert!(
+            found >= 2000 && found % 1000 == 0,
+            "two readers of whole passes over 1000 entries: {found}"
         );
         assert_eq!(get("fillrandom", 2)["ops"], 2000);
         assert_eq!(get("fillrandom", 2)["status"], "ok");

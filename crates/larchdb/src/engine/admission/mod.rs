@@ -183,7 +183,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
 /// readwhilewriting) nobody waits for the lock, and the whole debt is slept. Where the
 /// application's threads both read and write (YCSB's clients), the threads a sleep would yield
 /// to come to wait for the lock one after the other until none runs: YCSB A with 4 clients on
-/// 2 cores at 200K records used 129% of the CPU, and its writers slept 1.2-1.6 s of every 4 s
+/// 2 cores at 200K records used 129% of the CPU, and its writers slept 1.2 s of every 3 s
 /// for the share, holding the lock. Returns the time slept.
 fn share_sleep(writers_waiting: &AtomicUsize, owed: Duration) -> Duration {
     let start = Instant::now();
