@@ -456,9 +456,9 @@ pub(crate) fn run_reads(
         let mut budget = Budget::new(w.ops, f.duration_s);
         match w.kind {
             Kind::ReadSeq | Kind::ReadReverse => {
-                // Passes over the table until one took, or all together took, `SCAN_PASSES_S`:
-                // a pass under the verdict's floor (`verdict::MIN_WALL_S`) gets no figure,
-                // and an in-memory pass over the README's 632K records took Larch under it.
+                // Passes over the table until they took `SCAN_PASSES_S` together: a pass
+                // under the verdict's floor (`verdict::MIN_WALL_S`) gets no figure, and an
+                // in-memory pass over the README's 632K records took Larch under it.
                 let reverse = w.kind == Kind::ReadReverse;
                 let started = std::time::Instant::now();
                 loop {

@@ -48,29 +48,15 @@ impl WritePages {
         });
         // Write, consecutive pages together.
         let storage = self.wmap.storage.clone();
-        let mut bufs: Vec<&[u8]> = Vec::with_capacity(ids.len());
-        let mut run_start = 0u64;
-        for (k, &id) in ids.iter().enumerate() {
-            if k > 0 && id != ids[k - 1] + 1 {
-                storage.write_vectored_at(&bufs, run_start * ps as u64)?;
-                bufs.clear();
-            }
-            if bufs.is_empty() {
-                run_start = id;
-            }
-            match self.dirty.get(&id).map(|d| &d.place) {
-                Some(Place::Owned(b)) => bufs.push(b),
-                _ => {
-                    return Err(Error::internal(format!(
-                        "page {id}: spilled page not owned"
-                    )))
-                }
-            }
-        }
-        if !bufs.is_empty() {
-            storage.write_vectored_at(&bufs, run_start * ps as u64)?;
-        }
-        drop(bufs);
+        let pages = ids
+            .iter()
+            .map(|&id| match self.dirty.get(&id).map(|d| &d.place) {
+                Some(Place::Owned(b)) => Ok((id * ps as u64, &b[..])),
+                _ => Err(Error::internal(format!(
+                    "page {id}: spilled page not owned"
+                ))),
+            });
+        write_consecutive(&*storage, pages)?;
         // From now on the pages are read (and written, if ever) through the mapping.
         for &id in &ids {
             if let Some(d) = self.dirty.get_mut(&id) {
@@ -110,8 +96,7 @@ impl WritePages {
             return Ok(written);
         }
         // Owned buffers are written in page order, consecutive ones in one `pwritev` from
-        // where they lie (a copy into one buffer cost a megabyte's allocation a commit, freed
-        // through the allocator, and a copy of every page).
+        // where they lie (`write_consecutive`), not copied into one buffer first.
         let mut ids = std::mem::take(&mut self.ids);
         ids.clear();
         ids.extend(self.dirty.keys().copied());
@@ -149,43 +134,49 @@ impl WritePages {
             self.ids = ids;
             return Err(e);
         }
-        let mut run: Vec<&[u8]> = Vec::new();
-        let mut run_start = 0u64;
-        let mut run_end = 0u64;
-        for &id in &ids {
-            let Some(Place::Owned(buf)) = self.dirty.get(&id).map(|d| &d.place) else {
-                continue;
-            };
-            let at = id * ps as u64;
-            if !run.is_empty() && (run_end != at || run.len() == RUN_BUFFERS_MAX) {
-                written += write_run(storage, &run, run_start)?;
-                run.clear();
-            }
-            if run.is_empty() {
-                run_start = at;
-            }
-            run.push(buf);
-            run_end = at + buf.len() as u64;
-        }
-        if !run.is_empty() {
-            written += write_run(storage, &run, run_start)?;
-        }
-        drop(run);
+        let pages = ids
+            .iter()
+            .filter_map(|&id| match self.dirty.get(&id).map(|d| &d.place) {
+                Some(Place::Owned(buf)) => Some(Ok((id * ps as u64, &buf[..]))),
+                _ => None,
+            });
+        let r = write_consecutive(storage, pages);
         self.ids = ids;
-        Ok(written)
+        Ok(written + r?)
     }
 }
 
-/// The most buffers one run of consecutive pages is written with (`pwritev` takes up to 1024).
-const RUN_BUFFERS_MAX: usize = 1024;
-
-/// Writes `run`, consecutive buffers, at `at`; returns the bytes written.
-fn write_run(storage: &dyn Storage, run: &[&[u8]], at: u64) -> Result<u64> {
-    match run {
-        [one] => storage.write_at(one, at)?,
-        _ => storage.write_vectored_at(run, at)?,
+/// Writes `pages` (each its file offset and bytes, in ascending order), consecutive ones in
+/// one `write_vectored_at` (`pwritev`) from where they lie; returns the bytes written. The
+/// first `Err` among them is returned, after the pages before it are written.
+fn write_consecutive<'a>(
+    storage: &dyn Storage,
+    pages: impl IntoIterator<Item = Result<(u64, &'a [u8])>>,
+) -> Result<u64> {
+    let write = |run: &[&[u8]], at: u64| -> Result<u64> {
+        match run {
+            [] => {}
+            [one] => storage.write_at(one, at)?,
+            _ => storage.write_vectored_at(run, at)?,
+        }
+        Ok(run.iter().map(|b| b.len() as u64).sum())
+    };
+    let mut run: Vec<&[u8]> = Vec::new();
+    let (mut run_start, mut run_end) = (0u64, 0u64);
+    let mut written = 0u64;
+    for page in pages {
+        let (at, buf) = page?;
+        if !run.is_empty() && run_end != at {
+            written += write(&run, run_start)?;
+            run.clear();
+        }
+        if run.is_empty() {
+            run_start = at;
+        }
+        run.push(buf);
+        run_end = at + buf.len() as u64;
     }
-    Ok(run.iter().map(|b| b.len() as u64).sum())
+    Ok(written + write(&run, run_start)?)
 }
 
 impl WritePages {

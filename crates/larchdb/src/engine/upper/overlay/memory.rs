@@ -186,7 +186,7 @@ pub(crate) struct Spare {
 
 /// The vectors a checkpoint gathers a frozen overlay's records in (`Overlay::gather`), kept
 /// empty from one checkpoint to the next by the spare. Allocated afresh at each checkpoint,
-/// and as large as a slice's records, they were 243 of the 509 blocks of 128 KiB and more
+/// and as large as a slice's records, they were 243 of the 516 blocks of 128 KiB and more
 /// that a 1M random one-put overwrite allocated (`perf probe` on `malloc`).
 #[derive(Default)]
 pub(super) struct GatherBuffers {
@@ -309,7 +309,7 @@ impl Spare {
 /// if more). With random keys every slice's overlay grows while one is merged: the dropped
 /// overlay's chunks alone did not cover what the others took before the next checkpoint, and
 /// the rest came fresh: a 1M random `fillrandom` then `overwrite` took 170K page faults
-/// against 131K with chunks from the allocator, which reuses every chunk freed, and ran 6-7%
+/// against 131K with chunks from the allocator, which reuses every chunk freed, and ran 5-9%
 /// slower in three alternated runs; with this share, 149K and the same rates.
 const SPARE_CHUNKS_SHARE: usize = 4;
 
