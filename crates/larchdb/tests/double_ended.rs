@@ -189,10 +189,24 @@ fn double_ended_ranges_match_a_model_through_the_log() {
 /// holds, which include its separators, and falling between and beyond them.
 #[test]
 fn ranges_over_a_deep_tree_under_a_sparse_overlay() {
+    deep_tree_under_an_overlay(50..300, 58);
+}
+
+/// The same under a dense overlay, as right after a random load (a tenth of the table and
+/// more): most leaves hold keys of the overlay, and a walk takes the tree's entries before
+/// the overlay's next key as counted in the leaf, without looking at the overlay for each.
+#[test]
+fn ranges_over_a_deep_tree_under_a_dense_overlay() {
+    deep_tree_under_an_overlay(2_000..4_000, 60);
+}
+
+/// 20,000 records in a tree of three levels, then six rounds of `writes` random puts and
+/// deletions through the log, with ranges from both ends checked in each.
+fn deep_tree_under_an_overlay(writes: std::ops::Range<usize>, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path().join("db"), common::small_log_options()).unwrap();
     common::create_table(&db, "t");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(58);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut model = Model::new();
     let key = |n: u64| format!("user{n:012}").into_bytes();
     // 20,000 records of 150 bytes: about 25 a leaf, a tree of three levels.
@@ -221,7 +235,7 @@ fn ranges_over_a_deep_tree_under_a_sparse_overlay() {
         let mut w = db.begin_write().unwrap();
         {
             let mut t = w.table("t").unwrap();
-            for _ in 0..rng.gen_range(50..300) {
+            for _ in 0..rng.gen_range(writes.clone()) {
                 // A multiple of ten is a key the tree holds.
                 let n = rng.gen_range(0..20_010u64) * if rng.gen_bool(0.5) { 10 } else { 1 };
                 let k = key(n);

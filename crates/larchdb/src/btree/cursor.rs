@@ -2,7 +2,7 @@
 //! sibling links (copy-on-write would have to rewrite them), so moving past a leaf edge goes up
 //! to the nearest branch with a next (or previous) child and down again.
 
-use super::node::{LeafValue, Node};
+use super::node::{compare_keys, LeafValue, Node};
 use super::resolve;
 use crate::error::{Error, Result};
 use crate::limits::TREE_DEPTH_MAX;
@@ -239,6 +239,41 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     #[inline]
     pub(crate) fn leaf_id(&self) -> Option<u64> {
         self.stack.last().map(|(n, _)| n.id)
+    }
+
+    /// How many entries of the current leaf follow the current one in direction `forward`
+    /// and come before `key` in that direction (forward: keys below it; back: keys above it);
+    /// with `key` `None`, every entry that follows in the leaf.
+    ///
+    /// Counts by comparing the following keys in order, not by a binary search: they are the
+    /// cells a scan reads next, so the count brings them into the cache in the order the scan
+    /// wants them, where a search's probes missed on cells out of order (a scan of a 1M
+    /// fillrandom's table with a tenth of it in the overlays: 21-23M entries a second
+    /// counted so, 18-19M searched).
+    pub(crate) fn leaf_entries_before(&self, key: Option<&[u8]>, forward: bool) -> Result<usize> {
+        let Some((n, i)) = self.stack.last() else {
+            return Ok(0);
+        };
+        let Some(k) = key else {
+            return Ok(if forward {
+                n.n.saturating_sub(i + 1)
+            } else {
+                *i
+            });
+        };
+        let mut count = 0;
+        if forward {
+            while i + 1 + count < n.n && compare_keys(n.key(i + 1 + count)?, k).is_lt() {
+                n.prefetch_cell(i + 4 + count);
+                count += 1;
+            }
+        } else {
+            while count < *i && compare_keys(n.key(i - 1 - count)?, k).is_gt() {
+                n.prefetch_cell(i.wrapping_sub(4 + count));
+                count += 1;
+            }
+        }
+        Ok(count)
     }
 
     /// The separator that bounds the current leaf on the side a scan in direction `forward`

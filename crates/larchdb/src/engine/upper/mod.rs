@@ -210,7 +210,15 @@ impl<'t> UpperScan<'t> {
         let mut best: Option<Visible<'t>> = None;
         // Newest layer first: a key in two layers keeps the first one met.
         for &(k, v) in self.heads.iter().flatten() {
-            if best.is_none_or(|(b, _)| if self.reverse { k > b } else { k < b }) {
+            let first = |b: &[u8]| {
+                let o = btree::node::compare_keys(k, b);
+                if self.reverse {
+                    o.is_gt()
+                } else {
+                    o.is_lt()
+                }
+            };
+            if best.is_none_or(|(b, _)| first(b)) {
                 best = Some((k, v));
             }
         }
@@ -222,7 +230,7 @@ impl<'t> UpperScan<'t> {
     pub(super) fn advance(&mut self, key: &[u8]) {
         self.best = None;
         for layer in 0..self.heads.len() {
-            if self.heads[layer].is_some_and(|(k, _)| k == key) {
+            if self.heads[layer].is_some_and(|(k, _)| btree::node::compare_keys(k, key).is_eq()) {
                 self.heads[layer] = self.pull(layer);
             }
         }

@@ -1,6 +1,7 @@
 //! A scan of a table: the tree's cursor merged with the layers above the tree.
 
 use super::{Entry, Upper, UpperScan};
+use crate::btree::node::compare_keys;
 use crate::btree::Cursor;
 use crate::error::Result;
 use crate::pager::{PageSource, TableHeader};
@@ -28,6 +29,10 @@ pub(crate) struct Walk<'t> {
     /// Whether every key of that leaf comes before that key in the walk's direction, so the
     /// tree's entries there need no comparison with it (`tree_first`).
     clear: bool,
+    /// How many of the leaf's entries after the tree's last one taken come before the next
+    /// key above the tree: the next steps take them as a walk of the tree alone does, with no
+    /// look at the layers above and no comparison (`step`).
+    run: usize,
 }
 
 impl<'t> Walk<'t> {
@@ -54,6 +59,7 @@ impl<'t> Walk<'t> {
             tree_done: false,
             cleared_for: None,
             clear: false,
+            run: 0,
         }
     }
 
@@ -119,6 +125,20 @@ impl<'t> Walk<'t> {
         if self.upper.is_none() {
             return self.tree_step();
         }
+        // The tree's entries up to the next key above it, counted once that key was met:
+        // each step of the merge below costs about as much as the tree's own step (a scan of
+        // a 1M fillrandom's table with a tenth of it in the overlays: 12-14M entries a second
+        // stepping through the merge for every entry, 21-23M counting; the tree alone 30M).
+        if self.run > 0 {
+            self.run -= 1;
+            match self.tree_step()? {
+                Some(t) => return Ok(Some(t)),
+                None => {
+                    self.run = 0;
+                    self.tree_done = true;
+                }
+            }
+        }
         loop {
             if self.tree.is_none() && !self.tree_done {
                 self.tree = self.tree_step()?;
@@ -133,10 +153,16 @@ impl<'t> Walk<'t> {
                 }
                 (Some(t), Some((uk, _))) if self.tree_first(t.0, uk)? => {
                     self.tree = None;
+                    // A damaged cell the count stops at is reported by the step that reads
+                    // it, after the entries before it.
+                    let bound = (!self.clear).then_some(uk);
+                    self.run = (self.cursor)
+                        .leaf_entries_before(bound, !self.reverse)
+                        .unwrap_or(0);
                     return Ok(Some(t));
                 }
                 (t, Some(u)) => {
-                    if t.is_some_and(|t| t.0 == u.0) {
+                    if t.is_some_and(|t| compare_keys(t.0, u.0).is_eq()) {
                         self.tree = None;
                     }
                     u
@@ -165,15 +191,15 @@ impl<'t> Walk<'t> {
             self.cleared_for = Some(id);
             self.clear = match self.cursor.leaf_bound(!self.reverse)? {
                 // Forward: the leaf's keys lie below the bound; back: at or above it.
-                Some(b) if !self.reverse => b <= uk,
-                Some(b) => b > uk,
+                Some(b) if !self.reverse => compare_keys(b, uk).is_le(),
+                Some(b) => compare_keys(b, uk).is_gt(),
                 None => false,
             };
         }
         if self.clear {
             return Ok(true);
         }
-        Ok(match key.cmp(uk) {
+        Ok(match compare_keys(key, uk) {
             std::cmp::Ordering::Less => !self.reverse,
             std::cmp::Ordering::Greater => self.reverse,
             std::cmp::Ordering::Equal => false,
@@ -181,7 +207,7 @@ impl<'t> Walk<'t> {
     }
 
     /// The tree's next entry within the range.
-    #[inline]
+    #[inline(always)]
     fn tree_step(&mut self) -> Result<Option<Entry<'t>>> {
         let more = if !self.started {
             self.started = true;
