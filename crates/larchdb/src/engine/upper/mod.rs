@@ -178,6 +178,7 @@ impl<'t> UpperScan<'t> {
             && self.frozen.as_ref().is_none_or(Scan::is_empty)
     }
 
+    #[inline]
     fn pull(&mut self, layer: usize) -> Option<Visible<'t>> {
         match layer {
             0 => {

@@ -481,6 +481,7 @@ impl<'o> SlicesScan<'o> {
 impl<'o> Iterator for SlicesScan<'o> {
     type Item = Visible<'o>;
 
+    #[inline]
     fn next(&mut self) -> Option<Visible<'o>> {
         loop {
             if let Some(v) = self.current.as_mut().and_then(Iterator::next) {
