@@ -305,14 +305,13 @@ impl Slices {
         records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
         logged: Option<u64>,
     ) {
+        // Only the writer sets and reads `from` (a load and a store, no locked instruction),
+        // and only the first commit with a record in the slice sets it.
         let logged_in = |slice: &Slice| {
             if let Some(at) = logged {
-                let _ = slice.from.compare_exchange(
-                    NO_RECORD,
-                    at,
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
+                if slice.from.load(Ordering::Relaxed) == NO_RECORD {
+                    slice.from.store(at, Ordering::Relaxed);
+                }
             }
         };
         if let [only] = &self.slices[..] {
@@ -324,18 +323,15 @@ impl Slices {
         if !self.holds.load(Ordering::Relaxed) {
             self.holds.store(true, Ordering::Release);
         }
-        let mut run = Vec::new();
-        let mut at = usize::MAX;
-        for r in records {
-            let i = self.index_of(r.0, r.1);
-            if i != at && !run.is_empty() {
-                self.slices[at].overlay.insert_marked(txn, run.drain(..));
-                logged_in(&self.slices[at]);
-            }
-            at = i;
-            run.push(r);
-        }
-        if !run.is_empty() {
+        // Each run of records in one slice goes to its overlay in one call, taken from the
+        // records as they come (no buffer: a one-put commit's record and its table's count
+        // go to two slices).
+        let mut records = records
+            .into_iter()
+            .map(|r| (self.index_of(r.0, r.1), r))
+            .peekable();
+        while let Some(&(at, _)) = records.peek() {
+            let run = std::iter::from_fn(|| records.next_if(|(i, _)| *i == at).map(|(_, r)| r));
             self.slices[at].overlay.insert_marked(txn, run);
             logged_in(&self.slices[at]);
         }
