@@ -127,7 +127,7 @@ impl<'t> Walk<'t> {
         }
         // The tree's entries up to the next key above it, counted once that key was met:
         // each step of the merge below costs about as much as the tree's own step (a scan of
-        // a 1M fillrandom's table with a tenth of it in the overlays: 12-14M entries a second
+        // a 1M fillrandom's table with a tenth of it in the overlays: 12-15M entries a second
         // stepping through the merge for every entry, 21-23M counting; the tree alone 30M).
         if self.run > 0 {
             self.run -= 1;
