@@ -48,6 +48,9 @@ pub struct Flags {
     /// Larch's `Options::checkpoint_slices` (0: the engine's default, by the file's size; 1:
     /// the whole overlay).
     pub checkpoint_slices: u32,
+    /// Larch's `Options::checkpoint_bytes` (0: the engine's default): the overlays' memory
+    /// and log between checkpoints, and a quarter of the log's ring.
+    pub checkpoint_bytes: u64,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
     pub key_offset: u64,
@@ -166,6 +169,7 @@ impl Default for Flags {
             bloom_bits: 10,
             background_nice: 0,
             checkpoint_slices: 0,
+            checkpoint_bytes: 0,
             progress: true,
             key_offset: 0,
             series_interval_ms: 0,
@@ -374,6 +378,12 @@ fn flag_help() -> Vec<FlagHelp> {
             d.checkpoint_slices.to_string(),
             "Larch's overlays cut into N key ranges, one merged a checkpoint (0: by the data \
              file's size; 1: whole)",
+        ),
+        h(
+            "--checkpoint_bytes=BYTES",
+            d.checkpoint_bytes.to_string(),
+            "Larch's checkpoints every BYTES of log or of the overlays' memory, its log's ring \
+             four of them (0: Larch's default)",
         ),
         h(
             "--memory_limit=BYTES",
@@ -729,6 +739,9 @@ impl Flags {
                 "checkpoint_slices" => {
                     f.checkpoint_slices = in_range(n, parse_size(n, v)?, 0, 1024)? as u32
                 }
+                "checkpoint_bytes" => {
+                    f.checkpoint_bytes = in_range(n, parse_size(n, v)?, 0, 1 << 30)?
+                }
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
@@ -831,6 +844,7 @@ impl Flags {
             format!("--bloom_bits={}", self.bloom_bits),
             format!("--background_nice={}", self.background_nice),
             format!("--checkpoint_slices={}", self.checkpoint_slices),
+            format!("--checkpoint_bytes={}", self.checkpoint_bytes),
             format!("--progress={}", self.progress as u8),
             format!("--key_offset={}", self.key_offset),
             format!("--series_interval_ms={}", self.series_interval_ms),

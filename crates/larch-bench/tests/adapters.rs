@@ -43,6 +43,7 @@ fn conforms(name: &str) -> bool {
         bloom_bits: 10,
         background_nice: 0,
         checkpoint_slices: 0,
+        checkpoint_bytes: 0,
     };
     let opened = (spec.open)(&options).unwrap_or_else(|e| panic!("{name}: open: {e}"));
     let mut s = opened.engine.session().unwrap();

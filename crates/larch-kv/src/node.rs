@@ -220,6 +220,7 @@ fn open_peer(
         bloom_bits: 10,
         background_nice: 0,
         checkpoint_slices: 0,
+        checkpoint_bytes: 0,
     })
     .map_err(|e| format!("{name}: {e}"))?;
     let described = format!(

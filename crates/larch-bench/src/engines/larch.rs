@@ -59,6 +59,10 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .log(log)
         .background_nice(o.background_nice)
         .checkpoint_slices(o.checkpoint_slices);
+    let options = match o.checkpoint_bytes {
+        0 => options,
+        bytes => options.checkpoint_bytes(bytes),
+    };
     let log_config = if log {
         format!(
             "on (the default): up to {} segments of {} MiB (the ring four checkpoints, or a \

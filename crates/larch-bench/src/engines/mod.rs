@@ -57,6 +57,8 @@ pub struct OpenOptions {
     pub background_nice: u8,
     /// Larch's `Options::checkpoint_slices`.
     pub checkpoint_slices: u32,
+    /// Larch's `Options::checkpoint_bytes` (0: the engine's default).
+    pub checkpoint_bytes: u64,
 }
 
 impl OpenOptions {

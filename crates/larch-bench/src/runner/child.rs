@@ -59,6 +59,7 @@ impl Child {
             bloom_bits: f.bloom_bits,
             background_nice: f.background_nice,
             checkpoint_slices: f.checkpoint_slices,
+            checkpoint_bytes: f.checkpoint_bytes,
         };
         let opened = (self.spec.open)(&o)?;
         self.open_sync = sync;
