@@ -48,8 +48,8 @@ pub struct Flags {
     /// Larch's `Options::checkpoint_slices` (0: the engine's default, by the file's size; 1:
     /// the whole overlay).
     pub checkpoint_slices: u32,
-    /// Larch's `Options::checkpoint_bytes` (0: the engine's default): the overlays' memory
-    /// and log between checkpoints, and a quarter of the log's ring.
+    /// Larch's `Options::checkpoint_bytes` (0: the engine's default): the log between
+    /// checkpoints (by slices, half the overlays' memory), and a sixth of the log's ring.
     pub checkpoint_bytes: u64,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
@@ -382,8 +382,8 @@ fn flag_help() -> Vec<FlagHelp> {
         h(
             "--checkpoint_bytes=BYTES",
             d.checkpoint_bytes.to_string(),
-            "Larch's checkpoints every BYTES of log or of the overlays' memory, its log's ring \
-             four of them (0: Larch's default)",
+            "Larch's checkpoints every BYTES of log (by slices, twice BYTES of the overlays' \
+             memory), its log's ring six of them (0: Larch's default)",
         ),
         h(
             "--memory_limit=BYTES",

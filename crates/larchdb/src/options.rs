@@ -107,9 +107,9 @@ pub struct Options {
     pub log_segment_bytes: u64,
     /// Segments of a new log, at most (at least 2). The log keeps every record since the
     /// last *durable* checkpoint. It goes round as many segments as the data file calls for
-    /// (room for four checkpoints, `checkpoint_bytes` or a 32nd of the data file each: 5 of
+    /// (room for six checkpoints, `checkpoint_bytes` or a 32nd of the data file each: 7 of
     /// the default 8 MiB segments for a database under 256 MB, all 128, 1 GiB, from about
-    /// 8 GB), and starts again at the first segment when it is free: the file holds what the
+    /// 5.7 GB), and starts again at the first segment when it is free: the file holds what the
     /// database needs, not the largest log (docs/design/write-path.md, "The log follows the
     /// tree"). After a power loss, open replays the log from the last durable checkpoint (at
     /// most the log's room); after a process crash, from the last checkpoint. The room is

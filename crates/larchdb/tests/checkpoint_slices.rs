@@ -31,7 +31,8 @@ fn options(durability: Durability) -> Options {
         .log(true)
         .log_segment_bytes(1 << 20)
         .log_segments(8)
-        .checkpoint_bytes(1 << 20)
+        // The overlays merged from twice this on (1 MiB), the ring six of it.
+        .checkpoint_bytes(512 << 10)
         .checkpoint_slices(4)
         .compact_on_close(false)
         .durability(durability)

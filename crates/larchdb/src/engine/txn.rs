@@ -191,8 +191,8 @@ impl<'db> Txn<'db> {
 
     /// Whether a checkpoint is due: the log has grown since the last one by
     /// `Options::checkpoint_bytes` (or more in a large database: `Log::plan`); or, with the
-    /// active overlays cut in slices, whose checkpoints each merge one, once they hold as many
-    /// bytes, or the log needs room back (`commit::durable_checkpoint_due`; the checkpoint then
+    /// active overlays cut in slices, whose checkpoints each merge one, once they hold
+    /// `OVERLAY_CHECKPOINTS` times as many bytes, or the log needs room back (`commit::durable_checkpoint_due`; the checkpoint then
     /// merges the slice holding the oldest records).
     ///
     /// `p`: the log's pressure, read by the caller just before (`GroupLog::pressure`).
@@ -207,7 +207,10 @@ impl<'db> Txn<'db> {
         if !shared.sliced() {
             return log.checkpoint_due(guard.checkpoint_position);
         }
-        shared.upper_bytes().0 >= p.checkpoint || super::commit::durable_checkpoint_due(shared, *p)
+        let overlays = p
+            .checkpoint
+            .saturating_mul(crate::engine::log::OVERLAY_CHECKPOINTS);
+        shared.upper_bytes().0 >= overlays || super::commit::durable_checkpoint_due(shared, *p)
     }
 
     /// Turns a logged transaction into one that writes pages: the overlay's records up to the

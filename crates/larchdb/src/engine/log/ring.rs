@@ -11,8 +11,24 @@ pub(super) const CHECKPOINT_FILE_FRACTION: u64 = 32;
 /// The ring has room for at least this share of the data file (`Log::plan`).
 pub(super) const RING_FILE_FRACTION: u64 = 3;
 
-/// The ring has room for at least this many checkpoints (`Log::plan`).
+/// The ring has room for at least this many checkpoints where checkpoints merge the whole
+/// overlay (`Log::plan`).
 pub(super) const RING_CHECKPOINTS: u64 = 4;
+
+/// The ring's room in checkpoints where the overlays are cut in slices (`Log::plan`): two
+/// for the reserve that the running checkpoint and its sync append into
+/// (`commit::durable_checkpoint_due`), and four for the round of records the slices keep
+/// between two merges of the same slice: each slice gathers from empty to full between its
+/// merges, so the overlays hold about half a round, and they are merged from
+/// `OVERLAY_CHECKPOINTS` checkpoints' bytes on (`Txn::checkpoint_due`). With four checkpoints
+/// and the overlays merged from one, seed 001's writer beside 2 and 4 readers was paced for
+/// the log's room a tenth of its time and brought half as many records to each leaf it
+/// rewrote (docs/design/performance.md, "The checkpoint's size beside readers").
+pub(super) const SLICED_RING_CHECKPOINTS: u64 = 6;
+
+/// The overlays cut in slices are merged (the fullest slice, a checkpoint) once they hold
+/// this many checkpoints' bytes: half the round the ring keeps (`SLICED_RING_CHECKPOINTS`).
+pub(crate) const OVERLAY_CHECKPOINTS: u64 = 2;
 
 impl Log {
     /// Position of the next byte to append: the end of the log.
@@ -55,20 +71,26 @@ impl Log {
     ///
     /// With the overlays cut in slices (`sliced`, docs/design/footprint.md), every checkpoint
     /// is made durable, so a larger ring makes them no rarer: the ring has room for
-    /// `RING_CHECKPOINTS` checkpoints only (the log the slices keep while they wait for their
-    /// turn, and the margin `commit::durable_checkpoint_due` keeps), not a third of the file.
+    /// `SLICED_RING_CHECKPOINTS` checkpoints only (the log the slices keep while they wait
+    /// for their turn, and the margin `commit::durable_checkpoint_due` keeps), not a third of
+    /// the file.
     pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64, sliced: bool) {
         self.left_at.set(None);
         let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
+        let checkpoints = if sliced {
+            SLICED_RING_CHECKPOINTS
+        } else {
+            RING_CHECKPOINTS
+        };
         let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
             .max(checkpoint_bytes_min)
-            .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
+            .min((all_room / checkpoints).max(checkpoint_bytes_min));
         let by_file = if sliced {
             0
         } else {
             file_bytes / RING_FILE_FRACTION
         };
-        let room = by_file.max(RING_CHECKPOINTS * checkpoint);
+        let room = by_file.max(checkpoints * checkpoint);
         self.checkpoint_bytes = checkpoint;
         self.ring = (room.div_ceil(self.sink.segment_bytes) + 1).clamp(2, self.sink.segments);
     }
