@@ -107,9 +107,9 @@ pub struct Options {
     pub log_segment_bytes: u64,
     /// Segments of a new log, at most (at least 2). The log keeps every record since the
     /// last *durable* checkpoint. It goes round as many segments as the data file calls for
-    /// (room for six checkpoints, `checkpoint_bytes` or a 32nd of the data file each: 7 of
-    /// the default 8 MiB segments for a database under 256 MB, all 128, 1 GiB, from about
-    /// 5.7 GB), and starts again at the first segment when it is free: the file holds what the
+    /// (room for four checkpoints, `checkpoint_bytes` or a 32nd of the data file each, six of
+    /// the smallest where the overlays are cut in slices: 7 of the default 8 MiB segments for
+    /// a database under 256 MB, all 128, 1 GiB, from about 8 GB), and starts again at the first segment when it is free: the file holds what the
     /// database needs, not the largest log (docs/design/write-path.md, "The log follows the
     /// tree"). After a power loss, open replays the log from the last durable checkpoint (at
     /// most the log's room); after a process crash, from the last checkpoint. The room is
@@ -128,7 +128,9 @@ pub struct Options {
     /// 32 times this, a 32nd of the file instead, so that a checkpoint brings as many records
     /// to each leaf whatever the tree's size, and the log stays within an eighth of the file.
     /// Counted in the log's growth where a checkpoint merges the whole overlay, and in the
-    /// active overlays' memory where they are cut in slices (`checkpoint_slices`). The least
+    /// active overlays' memory where they are cut in slices (`checkpoint_slices`), there at
+    /// least twice this (each slice gathers from empty to full between its merges, so the
+    /// overlays hold about half the round the ring keeps). The least
     /// that open replays after a process crash, and that the overlays hold: with
     /// `checkpoint_thread` the writer goes on while a checkpoint is written, so both are this
     /// plus what was committed meanwhile, up to the log's room when the checkpoints lag. At

@@ -65,11 +65,11 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     };
     let log_config = if log {
         format!(
-            "on (the default): up to {} segments of {} MiB (the ring six checkpoints by slices; \
-             four, or a third of the data file if more, where checkpoints merge the whole \
-             overlay), a checkpoint every {} MiB of log (by slices, of twice that of the \
-             overlays' memory) or a 32nd of the data file if more, and once the writer is idle for {} ms \
-             (0: never)",
+            "on (the default): up to {} segments of {} MiB (the ring four checkpoints, six at \
+             the smallest by slices, or a third of the data file if more where checkpoints \
+             merge the whole overlay), a checkpoint every {} MiB of log (by slices, of the \
+             overlays' memory, at least twice that) or a 32nd of the data file if more, and \
+             once the writer is idle for {} ms (0: never)",
             options.log_segments,
             options.log_segment_bytes >> 20,
             options.checkpoint_bytes >> 20,

@@ -191,9 +191,11 @@ impl<'db> Txn<'db> {
 
     /// Whether a checkpoint is due: the log has grown since the last one by
     /// `Options::checkpoint_bytes` (or more in a large database: `Log::plan`); or, with the
-    /// active overlays cut in slices, whose checkpoints each merge one, once they hold
-    /// `OVERLAY_CHECKPOINTS` times as many bytes, or the log needs room back (`commit::durable_checkpoint_due`; the checkpoint then
-    /// merges the slice holding the oldest records).
+    /// active overlays cut in slices, whose checkpoints each merge one, once they hold as many
+    /// bytes, and at least twice `Options::checkpoint_bytes` (`log::overlay_bytes`), or the
+    /// log needs room back
+    /// (`commit::durable_checkpoint_due`; the checkpoint then merges the slice holding the
+    /// oldest records).
     ///
     /// `p`: the log's pressure, read by the caller just before (`GroupLog::pressure`).
     pub(crate) fn checkpoint_due(
@@ -207,9 +209,8 @@ impl<'db> Txn<'db> {
         if !shared.sliced() {
             return log.checkpoint_due(guard.checkpoint_position);
         }
-        let overlays = p
-            .checkpoint
-            .saturating_mul(crate::engine::log::OVERLAY_CHECKPOINTS);
+        let overlays =
+            crate::engine::log::overlay_bytes(p.checkpoint, shared.options.checkpoint_bytes);
         shared.upper_bytes().0 >= overlays || super::commit::durable_checkpoint_due(shared, *p)
     }
 

@@ -11,24 +11,31 @@ pub(super) const CHECKPOINT_FILE_FRACTION: u64 = 32;
 /// The ring has room for at least this share of the data file (`Log::plan`).
 pub(super) const RING_FILE_FRACTION: u64 = 3;
 
-/// The ring has room for at least this many checkpoints where checkpoints merge the whole
-/// overlay (`Log::plan`).
+/// The ring has room for at least this many checkpoints (`Log::plan`).
 pub(super) const RING_CHECKPOINTS: u64 = 4;
 
-/// The ring's room in checkpoints where the overlays are cut in slices (`Log::plan`): two
-/// for the reserve that the running checkpoint and its sync append into
-/// (`commit::durable_checkpoint_due`), and four for the round of records the slices keep
-/// between two merges of the same slice: each slice gathers from empty to full between its
-/// merges, so the overlays hold about half a round, and they are merged from
-/// `OVERLAY_CHECKPOINTS` checkpoints' bytes on (`Txn::checkpoint_due`). With four checkpoints
-/// and the overlays merged from one, seed 001's writer beside 2 and 4 readers was paced for
-/// the log's room a tenth of its time and brought half as many records to each leaf it
-/// rewrote (docs/design/performance.md, "The checkpoint's size beside readers").
-pub(super) const SLICED_RING_CHECKPOINTS: u64 = 6;
+/// With the overlays cut in slices, they are merged (the fullest slice, a checkpoint) once
+/// they hold a checkpoint's bytes, and at least this many of the smallest checkpoints
+/// (`Options::checkpoint_bytes`): `overlay_bytes`.
+pub(super) const OVERLAY_FLOOR_CHECKPOINTS: u64 = 2;
 
-/// The overlays cut in slices are merged (the fullest slice, a checkpoint) once they hold
-/// this many checkpoints' bytes: half the round the ring keeps (`SLICED_RING_CHECKPOINTS`).
-pub(crate) const OVERLAY_CHECKPOINTS: u64 = 2;
+/// The active overlays' bytes from which, cut in slices, they are merged one slice at a time
+/// (`Txn::checkpoint_due`): a checkpoint's bytes (`checkpoint`: a 32nd of the data file in a
+/// large one), and at least `OVERLAY_FLOOR_CHECKPOINTS` of the smallest (`checkpoint_min`).
+///
+/// Why the floor: each slice gathers from empty to full between two of its merges, so the
+/// overlays hold about half the round of records the ring keeps, and a checkpoint of a slice
+/// brings each of its leaves the records of a round. In a database at the smallest
+/// checkpoints (a data file under 256 MB with the defaults), overlays merged from one
+/// checkpoint left seed 001's writer beside 2 and 4 readers paced for the log's room a tenth
+/// of its time, and bringing half as many records to each leaf it rewrote; from two, it ran
+/// 1.3-1.6x faster, for 16 MiB more of log and 8 MB more of memory (docs/design/
+/// performance.md, "The checkpoint's size beside readers"). In a larger file the round
+/// already grows with the file, and twice as much cost the process a tenth of the tree's
+/// size in memory (seed 001 at 10M: 1.26x LMDB's process against 1.17x).
+pub(crate) fn overlay_bytes(checkpoint: u64, checkpoint_min: u64) -> u64 {
+    checkpoint.max(checkpoint_min.saturating_mul(OVERLAY_FLOOR_CHECKPOINTS))
+}
 
 impl Log {
     /// Position of the next byte to append: the end of the log.
@@ -70,27 +77,23 @@ impl Log {
     /// the file of a small database's log stays small. Both are bounded by the geometry.
     ///
     /// With the overlays cut in slices (`sliced`, docs/design/footprint.md), every checkpoint
-    /// is made durable, so a larger ring makes them no rarer: the ring has room for
-    /// `SLICED_RING_CHECKPOINTS` checkpoints only (the log the slices keep while they wait
-    /// for their turn, and the margin `commit::durable_checkpoint_due` keeps), not a third of
-    /// the file.
+    /// is made durable, so a larger ring makes them no rarer: the ring has room only for the
+    /// round the slices keep while they wait for their turn (twice what the overlays hold,
+    /// `overlay_bytes`) and the margin `commit::durable_checkpoint_due` keeps (two
+    /// checkpoints), not a third of the file: four checkpoints in a large file, six at the
+    /// smallest checkpoints.
     pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64, sliced: bool) {
         self.left_at.set(None);
         let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
-        let checkpoints = if sliced {
-            SLICED_RING_CHECKPOINTS
-        } else {
-            RING_CHECKPOINTS
-        };
         let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
             .max(checkpoint_bytes_min)
-            .min((all_room / checkpoints).max(checkpoint_bytes_min));
-        let by_file = if sliced {
-            0
+            .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
+        let room = if sliced {
+            let round = 2 * overlay_bytes(checkpoint, checkpoint_bytes_min);
+            (2 * checkpoint).saturating_add(round)
         } else {
-            file_bytes / RING_FILE_FRACTION
+            (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint)
         };
-        let room = by_file.max(checkpoints * checkpoint);
         self.checkpoint_bytes = checkpoint;
         self.ring = (room.div_ceil(self.sink.segment_bytes) + 1).clamp(2, self.sink.segments);
     }

@@ -1299,9 +1299,9 @@ fn a_damaged_or_foreign_log_file_is_refused() {
     ));
 }
 
-/// With the overlays cut in slices, every checkpoint is durable: the ring has room for
-/// `SLICED_RING_CHECKPOINTS` checkpoints, not a third of the data file; whole checkpoints
-/// keep the third.
+/// With the overlays cut in slices, every checkpoint is durable: the ring has room for two
+/// checkpoints and twice what the overlays hold (`overlay_bytes`), not a third of the data
+/// file; whole checkpoints keep the third.
 #[test]
 fn a_sliced_database_keeps_a_ring_of_a_few_checkpoints() {
     let (_, a) = storage();
@@ -1311,10 +1311,12 @@ fn a_sliced_database_keeps_a_ring_of_a_few_checkpoints() {
     // A third of the file (32 segments' worth, capped by the geometry), and one slot spare.
     assert_eq!(log.ring, 32);
     log.plan(file_bytes, SEG / 2, true);
-    // A checkpoint every 96/32 = 3 segments: room for 6 of them, and one slot spare.
+    // A checkpoint every 96/32 = 3 segments, the overlays merged from as many: room for 2 of
+    // them and twice the overlays, and one slot spare.
     assert_eq!(log.checkpoint_bytes, 3 * SEG);
-    assert_eq!(log.ring, 6 * 3 + 1);
-    // A small file: the checkpoints' own room (six of half a segment), and one slot spare.
+    assert_eq!(log.ring, 4 * 3 + 1);
+    // A small file: checkpoints of half a segment, the overlays merged from two of them (a
+    // segment): room for one segment and two, and one slot spare.
     log.plan(0, SEG / 2, true);
     assert_eq!(log.ring, 4);
     log.plan(0, SEG / 2, false);
