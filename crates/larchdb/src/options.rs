@@ -109,10 +109,11 @@ pub struct Options {
     /// last *durable* checkpoint. It goes round as many segments as the data file calls for
     /// (room for four checkpoints, `checkpoint_bytes` or a 32nd of the data file each, six of
     /// the smallest where the overlays are cut in slices: 7 of the default 8 MiB segments for
-    /// a database under 256 MB, all 128, 1 GiB, from about 8 GB), and starts again at the first segment when it is free: the file holds what the
-    /// database needs, not the largest log (docs/design/write-path.md, "The log follows the
-    /// tree"). After a power loss, open replays the log from the last durable checkpoint (at
-    /// most the log's room); after a process crash, from the last checkpoint. The room is
+    /// a database under 256 MB, all 128, 1 GiB, from about 8 GB), and starts again at the
+    /// first segment when it is free: the file holds what the database needs, not the largest
+    /// log (docs/design/write-path.md, "The log follows the tree"). After a power loss, open
+    /// replays the log from the last durable checkpoint (at most the log's room); after a
+    /// process crash, from the last checkpoint. The room is
     /// thus the bound on a power loss's recovery: replay takes about 1-1.5 us a record
     /// (measured on a 2-core VM: 5.5M one-put commits of 16-byte keys and 100-byte values,
     /// 968 MB of log, on a 10M-record database, replayed in 5.9-8.1 s from a cold page
@@ -130,10 +131,10 @@ pub struct Options {
     /// Counted in the log's growth where a checkpoint merges the whole overlay, and in the
     /// active overlays' memory where they are cut in slices (`checkpoint_slices`), there at
     /// least twice this (each slice gathers from empty to full between its merges, so the
-    /// overlays hold about half the round the ring keeps). The least
-    /// that open replays after a process crash, and that the overlays hold: with
-    /// `checkpoint_thread` the writer goes on while a checkpoint is written, so both are this
-    /// plus what was committed meanwhile, up to the log's room when the checkpoints lag. At
+    /// overlays hold about half the round the ring keeps). The least that open replays after
+    /// a process crash, and that the overlays hold: with `checkpoint_thread` the writer goes
+    /// on while a checkpoint is written, so both are this plus what was committed meanwhile,
+    /// up to the log's room when the checkpoints lag. At
     /// most `log_segments - 1` segments. Smaller checkpoints keep the files and the memory
     /// closer to the records and write more of the tree per record.
     pub checkpoint_bytes: u64,

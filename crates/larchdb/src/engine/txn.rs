@@ -193,9 +193,8 @@ impl<'db> Txn<'db> {
     /// `Options::checkpoint_bytes` (or more in a large database: `Log::plan`); or, with the
     /// active overlays cut in slices, whose checkpoints each merge one, once they hold as many
     /// bytes, and at least twice `Options::checkpoint_bytes` (`log::overlay_bytes`), or the
-    /// log needs room back
-    /// (`commit::durable_checkpoint_due`; the checkpoint then merges the slice holding the
-    /// oldest records).
+    /// log needs room back (`commit::durable_checkpoint_due`; the checkpoint then merges the
+    /// slice holding the oldest records).
     ///
     /// `p`: the log's pressure, read by the caller just before (`GroupLog::pressure`).
     pub(crate) fn checkpoint_due(
