@@ -48,8 +48,8 @@ pub struct Flags {
     /// Larch's `Options::checkpoint_slices` (0: the engine's default, by the file's size; 1:
     /// the whole overlay).
     pub checkpoint_slices: u32,
-    /// Larch's `Options::checkpoint_bytes` (0: the engine's default): the log between
-    /// checkpoints (by slices, of the overlays' memory, at least twice it), at least.
+    /// Larch's `Options::checkpoint_bytes` (0: the engine's default): the least log between
+    /// checkpoints (by slices, of the overlays' memory: at least twice it).
     pub checkpoint_bytes: u64,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
@@ -382,8 +382,8 @@ fn flag_help() -> Vec<FlagHelp> {
         h(
             "--checkpoint_bytes=BYTES",
             d.checkpoint_bytes.to_string(),
-            "Larch's checkpoints every BYTES of log at least (by slices, of the overlays' \
-             memory, at least twice BYTES) (0: Larch's default)",
+            "Larch's checkpoints every BYTES of log at least, by slices of the overlays' \
+             memory at least twice BYTES (0: Larch's default)",
         ),
         h(
             "--memory_limit=BYTES",

@@ -309,7 +309,11 @@ pub(crate) fn durable_checkpoint_due(shared: &Shared, p: crate::engine::log::Pre
 /// (`Options::checkpoint_thread`) or not, where the handle is not at hand (a checkpoint's
 /// thread).
 pub(crate) fn log_short(p: crate::engine::log::Pressure, checkpoint_thread: bool) -> bool {
-    let margin = if checkpoint_thread { 2 } else { 1 };
+    let margin = if checkpoint_thread {
+        crate::engine::log::RESERVE_CHECKPOINTS
+    } else {
+        1
+    };
     let reserve = (margin * p.checkpoint).max(p.segment);
     p.room_left() < reserve
 }

@@ -44,7 +44,7 @@ pub(crate) use self::file::Spawn;
 pub(crate) use self::group::{AppendFailed, GroupLog, Pressure};
 pub(crate) use self::open::Reopen;
 pub(crate) use self::read::ReadBack;
-pub(crate) use self::ring::overlay_bytes;
+pub(crate) use self::ring::{overlay_bytes, RESERVE_CHECKPOINTS};
 use self::{append::*, file::*, read::*};
 
 /// Where a handle's log is.

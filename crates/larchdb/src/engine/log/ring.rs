@@ -14,6 +14,16 @@ pub(super) const RING_FILE_FRACTION: u64 = 3;
 /// The ring has room for at least this many checkpoints (`Log::plan`).
 pub(super) const RING_CHECKPOINTS: u64 = 4;
 
+/// Checkpoints' bytes of the log's room kept in reserve for the running checkpoint and its
+/// sync, with checkpoints on a thread of their own (`commit::log_short`): the ring of sliced
+/// overlays has room for them beside the round (`Log::plan`).
+pub(crate) const RESERVE_CHECKPOINTS: u64 = 2;
+
+/// The records the log keeps for the slices (the round: since the oldest slice's last merge)
+/// are about this many times what the overlays hold, each slice gathering from empty to full
+/// between two of its merges (`Log::plan`).
+const ROUND_PER_OVERLAYS: u64 = 2;
+
 /// With the overlays cut in slices, they are merged (the fullest slice, a checkpoint) once
 /// they hold a checkpoint's bytes, and at least this many of the smallest checkpoints
 /// (`Options::checkpoint_bytes`): `overlay_bytes`.
@@ -30,9 +40,10 @@ pub(super) const OVERLAY_FLOOR_CHECKPOINTS: u64 = 2;
 /// checkpoint left seed 001's writer beside 2 and 4 readers paced for the log's room a tenth
 /// of its time, and bringing half as many records to each leaf it rewrote; from two, it ran
 /// 1.2x, 1.3x and 1.45x faster beside 1, 2 and 4 readers, for 16 MiB more of log and 8 MB
-/// more of memory (docs/design/performance.md, "The checkpoint's size beside readers"). In a larger file the round
-/// already grows with the file, and twice as much cost the process a tenth of the tree's
-/// size in memory (seed 001 at 10M: 1.26x LMDB's process against 1.17x).
+/// more of memory (docs/design/performance.md, "The checkpoint's size beside readers"). In
+/// a larger file the round already grows with the file, and twice as much cost the process
+/// about a tenth of the tree's size in memory (seed 001 at 10M: 1.26x LMDB's process against
+/// 1.19x).
 pub(crate) fn overlay_bytes(checkpoint: u64, checkpoint_min: u64) -> u64 {
     checkpoint.max(checkpoint_min.saturating_mul(OVERLAY_FLOOR_CHECKPOINTS))
 }
@@ -79,9 +90,9 @@ impl Log {
     /// With the overlays cut in slices (`sliced`, docs/design/footprint.md), every checkpoint
     /// is made durable, so a larger ring makes them no rarer: the ring has room only for the
     /// round the slices keep while they wait for their turn (twice what the overlays hold,
-    /// `overlay_bytes`) and the margin `commit::durable_checkpoint_due` keeps (two
-    /// checkpoints), not a third of the file: four checkpoints in a large file, six at the
-    /// smallest checkpoints.
+    /// `overlay_bytes`) and the reserve `commit::durable_checkpoint_due` keeps
+    /// (`RESERVE_CHECKPOINTS`), not a third of the file: four checkpoints in a large file, six
+    /// at the smallest checkpoints.
     pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64, sliced: bool) {
         self.left_at.set(None);
         let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
@@ -89,8 +100,8 @@ impl Log {
             .max(checkpoint_bytes_min)
             .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
         let room = if sliced {
-            let round = 2 * overlay_bytes(checkpoint, checkpoint_bytes_min);
-            (2 * checkpoint).saturating_add(round)
+            let round = ROUND_PER_OVERLAYS * overlay_bytes(checkpoint, checkpoint_bytes_min);
+            (RESERVE_CHECKPOINTS * checkpoint).saturating_add(round)
         } else {
             (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint)
         };
