@@ -3,13 +3,14 @@
 
 use super::*;
 
-/// Open addressing over slots, linear probing; never has a removal. Beside the slots, a
-/// control byte per slot (`control`): 0 while the slot is empty, else `fingerprint` of its
-/// entry's hash, stored after the slot itself. A probe reads the control bytes, sixteen
-/// times denser than the slots, and reads a slot only where its byte matches the key's
-/// fingerprint (one in 128 of the occupied slots it passes, for another key): a key that is
-/// not in the overlay, which is what most reads beside a writer look for, costs the miss on
-/// a table of bytes that stays in the cache far longer than the slots do.
+/// Open addressing over slots, linear probing, at most three quarters full (`overfull`);
+/// never has a removal. Beside the slots (an entry's address each), a control byte per slot
+/// (`control`): 0 while the slot is empty, else `fingerprint` of its entry's hash, stored
+/// after the slot itself. A probe reads the control bytes, eight times denser than the
+/// slots, and reads a slot and its entry only where its byte matches the key's fingerprint
+/// (one in 128 of the occupied slots it passes, for another key): a key that is not in the
+/// overlay, which is what most reads beside a writer look for, costs the miss on a table of
+/// bytes that stays in the cache far longer than the slots do.
 pub(super) struct Slots {
     pub(super) slots: Zeroed<Slot>,
     pub(super) control: Zeroed<AtomicU8>,
@@ -22,12 +23,11 @@ impl Slots {
     }
 
     pub(super) fn new(n: usize) -> Slots {
-        // SAFETY: a slot of all zero bytes is a valid empty slot (a zero hash and a null
-        // pointer), as is a zero control byte.
+        // SAFETY: a slot of all zero bytes is a valid empty slot (a null pointer), as is a
+        // zero control byte.
         unsafe {
             Slots {
                 slots: Zeroed::new(n, || Slot {
-                    hash: AtomicU64::new(0),
                     entry: AtomicPtr::new(ptr::null_mut()),
                 }),
                 control: Zeroed::new(n, || AtomicU8::new(0)),
@@ -38,7 +38,7 @@ impl Slots {
     /// Empties every slot.
     pub(super) fn clear(&mut self) {
         // SAFETY: the table is borrowed exclusively, and a slot of all zero bytes is a valid
-        // empty slot (a zero hash and a null pointer), as is a zero control byte.
+        // empty slot (a null pointer), as is a zero control byte.
         unsafe {
             ptr::write_bytes(self.slots.as_mut_ptr(), 0, self.slots.len());
             ptr::write_bytes(self.control.as_mut_ptr(), 0, self.control.len());
@@ -49,9 +49,7 @@ impl Slots {
     /// byte with a release store, so that a probe that reads the byte with an acquire load
     /// finds the slot written.
     pub(super) fn fill(&self, at: usize, hash: u64, entry: *mut Entry) {
-        let slot = &self.slots[at];
-        slot.hash.store(hash, Ordering::Relaxed);
-        slot.entry.store(entry, Ordering::Release);
+        self.slots[at].entry.store(entry, Ordering::Release);
         self.control[at].store(fingerprint(hash), Ordering::Release);
     }
 }
@@ -314,7 +312,7 @@ impl Spare {
 const SPARE_CHUNKS_SHARE: usize = 4;
 
 /// A dropped overlay's table is kept for the next one if it has at most this many slots per
-/// entry it held (a table is at most half full: it has 2 to this many).
+/// entry it held (a table is at most three quarters full: it has 4/3 to this many).
 pub(super) const SPARE_SLOTS_FILL: usize = 8;
 
 /// Where entries and versions live: chunks of memory handed out front to back and freed only

@@ -27,7 +27,7 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod memory;
@@ -38,7 +38,7 @@ use self::memory::*;
 use self::scan::*;
 pub(crate) use self::scan::{Gathered, Scan};
 
-/// Slots in a new overlay's table; it doubles when half full.
+/// Slots in a new overlay's table; it doubles when three quarters full (`overfull`).
 const SLOTS_MIN: usize = 1024;
 
 /// The table number under which the entry counts of tables are kept: key = the table's number
@@ -130,11 +130,25 @@ unsafe fn version_value<'o>(v: *const Version) -> Option<&'o [u8]> {
     }
 }
 
-/// One slot of the hash table: an entry and its full hash, so that a probe reads the entry
-/// (a cache miss) only when the hashes match. Empty while `entry` is null; written once.
+/// One slot of the hash table: an entry. Empty while null; written once. The entry's hash is
+/// not kept beside it: a probe reads the slot only where the control byte matches the key's
+/// fingerprint, so a slot of 8 bytes reads the entry of another key one time in 128, where
+/// one of 16 bytes (the hash beside the pointer) would not, and the table is half the size
+/// (about a third of the overlays' memory was slots, for 8-byte keys with no value).
 struct Slot {
-    hash: AtomicU64,
     entry: AtomicPtr<Entry>,
+}
+
+/// A table grows (doubles) once its entries would fill more than `FILL_NUM / FILL_DEN` of its
+/// slots. A probe walks control bytes, 64 to a cache line: at three quarters full, a key the
+/// table lacks costs about eight of them (linear probing), the same line mostly.
+const FILL_NUM: usize = 3;
+const FILL_DEN: usize = 4;
+
+/// Whether `entries` entries overfill a table of `slots` slots (`FILL_NUM / FILL_DEN`).
+#[inline]
+fn overfull(entries: usize, slots: usize) -> bool {
+    entries * FILL_DEN > slots * FILL_NUM
 }
 
 /// A slot's control byte for an entry of hash `hash`: the hash's top 7 bits (the slot's
@@ -213,7 +227,7 @@ impl Overlay {
     /// (replay, which knows how many records it brings: growing rehashes every entry, and a
     /// prefetched slot is only right in the table that stays).
     pub(crate) fn with_capacity(entries: usize) -> Overlay {
-        let slots = entries.saturating_mul(2).checked_next_power_of_two();
+        let slots = (entries.saturating_mul(FILL_DEN) / FILL_NUM + 1).checked_next_power_of_two();
         Overlay::with_table(
             None,
             Box::new(Slots::new(slots.unwrap_or(0).max(SLOTS_MIN))),
@@ -381,15 +395,11 @@ impl Overlay {
                 return Err(i);
             }
             if control == wanted {
-                let slot = &slots.slots[i];
-                let p = slot.entry.load(Ordering::Acquire);
-                // The hash was stored before the entry pointer's release store.
-                if !p.is_null() && slot.hash.load(Ordering::Relaxed) == hash {
-                    // SAFETY: a non-null slot points to an entry in the arena, alive as long
-                    // as `self`, fully written before the release store that published it.
-                    if unsafe { (*p).table == table && bytes_eq(entry_key(p), key) } {
-                        return Ok(p);
-                    }
+                let p = slots.slots[i].entry.load(Ordering::Acquire);
+                // SAFETY: a non-null slot points to an entry in the arena, alive as long as
+                // `self`, fully written before the release store that published it.
+                if !p.is_null() && unsafe { (*p).table == table && bytes_eq(entry_key(p), key) } {
+                    return Ok(p);
                 }
             }
             i = (i + 1) & mask;
@@ -508,7 +518,7 @@ impl Overlay {
                     // locked add, which would wait for the slot's store above to drain.
                     let len = self.len.load(Ordering::Relaxed) + 1;
                     self.len.store(len, Ordering::Release);
-                    if len * 2 > slots.slots.len() {
+                    if overfull(len, slots.slots.len()) {
                         self.grow(&mut owned, slots);
                     }
                 }
@@ -527,7 +537,7 @@ impl Overlay {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Replaces the table by one twice as large holding the same entries; readers still on the
+    /// Replaces the table by one twice as large holding the same entries (`owned.order`); readers still on the
     /// old one find every entry published before they loaded it (nothing is removed from it).
     fn grow(&self, owned: &mut Owned, old: &Slots) {
         let want = old.slots.len() * 2;
@@ -538,17 +548,17 @@ impl Overlay {
             .and_then(|s| s.slots_at_least(want))
             .unwrap_or_else(|| Box::new(Slots::new(want)));
         let mask = bigger.slots.len() - 1;
-        for slot in old.slots.iter() {
-            let p = slot.entry.load(Ordering::Acquire);
-            if p.is_null() {
-                continue;
-            }
-            let hash = slot.hash.load(Ordering::Relaxed);
+        debug_assert_eq!(owned.order.len(), self.len.load(Ordering::Relaxed));
+        // Every entry of the table, in the order they were made (the arena's: read front to
+        // back), each hashed again.
+        for &p in &owned.order {
+            // SAFETY: as in `find`: entries live in the arena as long as the overlay.
+            let hash = unsafe { self.hash((*p).table, entry_key(p)) };
             let mut i = hash as usize & mask;
             while bigger.control[i].load(Ordering::Relaxed) != 0 {
                 i = (i + 1) & mask;
             }
-            bigger.fill(i, hash, p);
+            bigger.fill(i, hash, p.cast_mut());
         }
         let bp = &*bigger as *const Slots as *mut Slots;
         owned.table_bytes += bigger.bytes();

@@ -28,6 +28,77 @@ fn insert_both(
     }
 }
 
+/// A table is at most three quarters full: it doubles past that, rehashing every entry from
+/// the entries themselves (a slot keeps no hash), and every key is found after each growth,
+/// from the new table and from the old ones a reader may still be on; keys never inserted are
+/// absent. An overlay made for a count of entries holds them without growing.
+#[test]
+fn a_table_grows_past_three_quarters_and_finds_every_key() {
+    let o = Overlay::new();
+    let key = |i: u64| format!("key-{i:07}").into_bytes();
+    let n = 50_000u64;
+    let mut old: Vec<*const Slots> = Vec::new();
+    for i in 0..n {
+        let before = o.table.load(Ordering::Acquire) as *const Slots;
+        o.insert(
+            i + 1,
+            [(i % 3, key(i).as_slice(), Some(&i.to_le_bytes()[..]))],
+        );
+        // SAFETY: the overlay keeps every table it had while it lives.
+        let slots = unsafe { &*o.table.load(Ordering::Acquire) }.slots.len();
+        assert!(
+            o.len() * 4 <= slots * 3,
+            "{} entries in {slots} slots",
+            o.len()
+        );
+        if !std::ptr::eq(before, o.table.load(Ordering::Acquire)) {
+            assert!(o.len() * 4 > slots / 2 * 3, "grew at {} entries", o.len());
+            old.push(before);
+        }
+    }
+    assert!(old.len() >= 5, "the table grew {} times", old.len());
+    for i in 0..n {
+        assert_eq!(
+            o.get(i % 3, &key(i), n),
+            Lookup::Value(&i.to_le_bytes()[..]),
+            "key {i}"
+        );
+        assert_eq!(o.get((i + 1) % 3, &key(i), n), Lookup::Absent, "key {i}");
+        assert_eq!(
+            o.get(i % 3, &key(n + i), n),
+            Lookup::Absent,
+            "key {}",
+            n + i
+        );
+    }
+    // A reader still on an older table finds the entries that were in it.
+    for &t in &old {
+        // SAFETY: as above.
+        let table = unsafe { &*t };
+        let held = table
+            .control
+            .iter()
+            .filter(|c| c.load(Ordering::Relaxed) != 0)
+            .count();
+        for i in 0..held as u64 {
+            assert!(
+                o.find(table, o.hash(i % 3, &key(i)), i % 3, &key(i))
+                    .is_ok(),
+                "key {i}"
+            );
+        }
+    }
+    let sized = Overlay::with_capacity(n as usize);
+    for i in 0..n {
+        sized.insert(i + 1, [(0, key(i).as_slice(), None)]);
+    }
+    assert_eq!(
+        sized.tables(),
+        1,
+        "a table sized for its entries never grew"
+    );
+}
+
 /// Every key's versions, compared with a model at every snapshot, across many growths.
 #[test]
 fn lookups_at_every_snapshot_match_a_model() {
