@@ -379,6 +379,9 @@ pub(super) struct Owned {
     /// Every entry, in the order they were made: what the scan index (`Overlay::index`) sorts
     /// from where it left off.
     pub(super) order: Vec<*const Entry>,
+    /// Bytes of the blind writes' lists of entries (`Overlay::blind`), as the writer grew
+    /// them.
+    pub(super) blind_bytes: usize,
 }
 
 impl Drop for Owned {

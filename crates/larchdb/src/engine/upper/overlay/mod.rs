@@ -151,6 +151,21 @@ fn overfull(entries: usize, slots: usize) -> bool {
     entries * FILL_DEN > slots * FILL_NUM
 }
 
+/// The commit that made entry `e`: its oldest version's.
+///
+/// # Safety
+/// As `entry_key`.
+unsafe fn made_by(e: *const Entry) -> u64 {
+    // SAFETY: the caller's; versions are immutable once linked, and an entry always has one.
+    unsafe {
+        let mut v = (*e).head.load(Ordering::Acquire) as *const Version;
+        while !(*v).older.is_null() {
+            v = (*v).older;
+        }
+        (*v).txn
+    }
+}
+
 /// A slot's control byte for an entry of hash `hash`: the hash's top 7 bits (the slot's
 /// index comes from its low bits), and the high bit set, so that it is never 0 (empty).
 #[inline]
@@ -162,8 +177,12 @@ fn fingerprint(hash: u64) -> u8 {
 /// them, and how many of the first ones were found in the tree.
 #[derive(Default)]
 struct BlindList {
-    /// The commit that made each entry, and the entry.
-    entries: Vec<(u64, *const Entry)>,
+    /// The entries. The commit that made each is its oldest version's (`made_by`), read only
+    /// for a snapshot older than the last of them: kept beside each, it was a third of the
+    /// list's memory, which every blind write adds to (tupl's updates, YCSB's).
+    entries: Vec<*const Entry>,
+    /// The commit that made the last entry.
+    last: u64,
     /// `present[i]`: how many of `entries[..=i]` have their key in the tree; as long as the
     /// prefix of entries resolved so far.
     present: Vec<u64>,
@@ -259,6 +278,7 @@ impl Overlay {
                     ..Arena::default()
                 },
                 order: Vec::new(),
+                blind_bytes: 0,
             }),
             index: Mutex::new(Arc::default()),
             blind: Mutex::new(HashMap::new()),
@@ -283,7 +303,13 @@ impl Overlay {
                 let Some(list) = blind.get(&table) else {
                     return Ok(0);
                 };
-                let upto = list.entries.partition_point(|&(t, _)| t <= txn);
+                let upto = if txn >= list.last {
+                    list.entries.len()
+                } else {
+                    // SAFETY: as in `find`: entries live in the arena as long as the overlay.
+                    list.entries
+                        .partition_point(|&e| unsafe { made_by(e) } <= txn)
+                };
                 if upto == 0 {
                     return Ok(0);
                 }
@@ -291,10 +317,7 @@ impl Overlay {
                     return Ok(list.present[upto - 1]);
                 }
                 let start = list.present.len();
-                (
-                    start,
-                    list.entries[start..upto].iter().map(|e| e.1).collect(),
-                )
+                (start, list.entries[start..upto].to_vec())
             };
             let mut found = Vec::with_capacity(todo.len());
             for e in todo {
@@ -511,7 +534,11 @@ impl Overlay {
                             self.blind.lock().unwrap_or_else(|e| e.into_inner())
                         });
                         let list = lists.entry(table).or_default();
-                        list.entries.push((txn, ep as *const Entry));
+                        let had = list.entries.capacity();
+                        list.entries.push(ep as *const Entry);
+                        list.last = txn;
+                        owned.blind_bytes +=
+                            (list.entries.capacity() - had) * size_of::<*const Entry>();
                     }
                     slots.fill(at, hash, ep);
                     // Only this writer (holding `owned`) counts: a load and a store, not a
@@ -526,19 +553,22 @@ impl Overlay {
         }
         let held = owned.arena.held
             + owned.table_bytes
-            + owned.order.capacity() * size_of::<*const Entry>();
+            + owned.order.capacity() * size_of::<*const Entry>()
+            + owned.blind_bytes;
         self.bytes.store(held, Ordering::Relaxed);
     }
 
-    /// The memory the overlay holds: its arena's chunks, its tables and its list of entries,
-    /// as of its last commit (the scan index readers build is not counted: it is freed with
-    /// the overlay, and is at most a pointer an entry).
+    /// The memory the overlay holds: its arena's chunks, its tables, its list of entries and
+    /// its blind writes' lists, as of its last commit (not counted: the scan index readers
+    /// build, and the blind keys' answers a count resolves, `BlindList::present`; each is
+    /// freed with the overlay, and is at most 8 bytes an entry).
     pub(crate) fn bytes(&self) -> usize {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// Replaces the table by one twice as large holding the same entries (`owned.order`); readers still on the
-    /// old one find every entry published before they loaded it (nothing is removed from it).
+    /// Replaces the table by one twice as large (or the spare's, if at least that) holding the
+    /// same entries (`owned.order`); readers still on the old one find every entry published
+    /// before they loaded it (nothing is removed from it).
     fn grow(&self, owned: &mut Owned, old: &Slots) {
         let want = old.slots.len() * 2;
         let bigger = owned

@@ -99,6 +99,54 @@ fn a_table_grows_past_three_quarters_and_finds_every_key() {
     );
 }
 
+/// Blind writes' keys found in the tree are counted at each snapshot by the commits that made
+/// their entries, including entries a later commit wrote again (the commit that made an entry
+/// is its oldest version's), and a snapshot before the list's last commit reads only its
+/// prefix; the answers of earlier calls are reused, whatever order the snapshots come in.
+#[test]
+fn blind_keys_in_the_tree_are_counted_at_every_snapshot() {
+    let o = Overlay::new();
+    let key = |i: u64| format!("b{i:05}").into_bytes();
+    let in_tree = |k: &[u8]| -> Result<bool> { Ok(k.last().is_some_and(|b| b % 3 == 0)) };
+    for txn in 1..=300u64 {
+        // Commit `txn` writes key `txn` blind (table 1 for one in five), and writes key
+        // `txn / 2` again (a version in front of an entry an earlier commit made).
+        let again = key(txn / 2);
+        let fresh = key(txn);
+        o.insert_marked(
+            txn,
+            [
+                (
+                    u64::from(txn % 5 == 0),
+                    fresh.as_slice(),
+                    Some(&b"v"[..]),
+                    true,
+                ),
+                (
+                    u64::from(txn / 2 % 5 == 0),
+                    again.as_slice(),
+                    Some(&b"w"[..]),
+                    false,
+                ),
+            ],
+        );
+    }
+    let expect = |table: u64, txn: u64| {
+        (1..=txn.min(300))
+            .filter(|&i| u64::from(i % 5 == 0) == table && in_tree(&key(i)).unwrap())
+            .count() as u64
+    };
+    for txn in [300, 17, 299, 1, 150, 0, 151, 400] {
+        for table in 0..2 {
+            assert_eq!(
+                o.blind_in_tree(table, txn, in_tree).unwrap(),
+                expect(table, txn),
+                "table {table} at {txn}"
+            );
+        }
+    }
+}
+
 /// Every key's versions, compared with a model at every snapshot, across many growths.
 #[test]
 fn lookups_at_every_snapshot_match_a_model() {
