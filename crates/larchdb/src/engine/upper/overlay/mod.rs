@@ -134,7 +134,8 @@ unsafe fn version_value<'o>(v: *const Version) -> Option<&'o [u8]> {
 /// not kept beside it: a probe reads the slot only where the control byte matches the key's
 /// fingerprint, so a slot of 8 bytes reads the entry of another key one time in 128, where
 /// one of 16 bytes (the hash beside the pointer) would not, and the table is half the size
-/// (about a third of the overlays' memory was slots, for 8-byte keys with no value).
+/// (the slots and the tables they grew out of were about half of what the overlays held
+/// for 8-byte keys with no value).
 struct Slot {
     entry: AtomicPtr<Entry>,
 }
