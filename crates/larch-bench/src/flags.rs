@@ -51,6 +51,8 @@ pub struct Flags {
     /// Larch's `Options::checkpoint_bytes` (0: the engine's default): the least log between
     /// checkpoints (by slices, of the overlays' memory: at least twice it).
     pub checkpoint_bytes: u64,
+    /// Larch's `Options::memory_budget` (0: the engine's default, from the machine).
+    pub memory_budget: u64,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
     pub key_offset: u64,
@@ -170,6 +172,7 @@ impl Default for Flags {
             background_nice: 0,
             checkpoint_slices: 0,
             checkpoint_bytes: 0,
+            memory_budget: 0,
             progress: true,
             key_offset: 0,
             series_interval_ms: 0,
@@ -384,6 +387,12 @@ fn flag_help() -> Vec<FlagHelp> {
             d.checkpoint_bytes.to_string(),
             "Larch's checkpoints every BYTES of log at least, by slices of the overlays' \
              memory at least twice BYTES (0: Larch's default)",
+        ),
+        h(
+            "--memory_budget=BYTES",
+            d.memory_budget.to_string(),
+            "Larch's memory budget for its overlays (0: Larch's default, a quarter of the \
+             memory the process may use beyond 64 MiB, at least an eighth)",
         ),
         h(
             "--memory_limit=BYTES",
@@ -742,6 +751,7 @@ impl Flags {
                 "checkpoint_bytes" => {
                     f.checkpoint_bytes = in_range(n, parse_size(n, v)?, 0, 1 << 30)?
                 }
+                "memory_budget" => f.memory_budget = parse_size(n, v)?,
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
@@ -845,6 +855,7 @@ impl Flags {
             format!("--background_nice={}", self.background_nice),
             format!("--checkpoint_slices={}", self.checkpoint_slices),
             format!("--checkpoint_bytes={}", self.checkpoint_bytes),
+            format!("--memory_budget={}", self.memory_budget),
             format!("--progress={}", self.progress as u8),
             format!("--key_offset={}", self.key_offset),
             format!("--series_interval_ms={}", self.series_interval_ms),

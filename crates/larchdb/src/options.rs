@@ -180,10 +180,12 @@ pub struct Options {
     /// next open replays the log (RocksDB's `avoid_flush_during_shutdown`).
     pub compact_on_close: bool,
     /// The memory, in bytes, the handle may hold for the writes its tree does not have yet (the
-    /// overlays of the commits since the last checkpoint; 0, the default: an eighth of the
-    /// memory this process may use, the lowest of its cgroups' limits and the machine's
-    /// memory). A checkpoint is due once the active overlay holds a quarter of it, and a writer
-    /// whose overlays reach three quarters waits for a checkpoint before its transaction
+    /// overlays of the commits since the last checkpoint; 0, the default: a quarter of the
+    /// memory this process may use beyond 64 MiB, and at least an eighth of it, that memory
+    /// being the lowest of its cgroups' limits and the machine's memory). A checkpoint is due
+    /// once the active overlay holds a quarter of it; a writer whose overlays near three
+    /// quarters is slowed, to the rate at which what is left lasts as long as a checkpoint
+    /// takes, and one whose overlays reach them waits for a checkpoint before its transaction
     /// starts, so that a writer faster than its checkpoints is slowed instead of outgrowing the
     /// machine. At least 4 MiB. Set it where the process shares its memory limit with more
     /// than the engine (docs/design/write-path.md, "Memory and space: what is bounded").

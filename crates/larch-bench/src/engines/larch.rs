@@ -58,7 +58,8 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         })
         .log(log)
         .background_nice(o.background_nice)
-        .checkpoint_slices(o.checkpoint_slices);
+        .checkpoint_slices(o.checkpoint_slices)
+        .memory_budget(o.memory_budget);
     let options = match o.checkpoint_bytes {
         0 => options,
         bytes => options.checkpoint_bytes(bytes),
@@ -93,6 +94,12 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
              merging the fullest one's"
         ),
     };
+    let budget = match options.memory_budget {
+        0 => "0 (the default: a quarter of the memory the process may use beyond 64 MiB, at \
+              least an eighth of it; that memory: its cgroup's limit or the machine's)"
+            .to_string(),
+        n => format!("{} MiB (--memory_budget)", n >> 20),
+    };
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;
     let readahead = options.readahead;
@@ -116,6 +123,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
             kv("page_bytes", page_bytes),
             kv("log", log_config),
             kv("checkpoint_slices", slices),
+            kv("memory_budget", budget),
             kv("sequential_fill", "WriteTable::append"),
             kv("put", "WriteTable::set (no existence answer)"),
             kv(

@@ -1,14 +1,17 @@
 //! The memory budget: how much anonymous memory the engine may hold for the writes the tree
 //! does not have yet (the active and the frozen overlay), and what admission does about it.
 //!
-//! The budget is `Options::memory_budget`, or, by default, an eighth of the memory this
-//! process may use: the lowest memory limit of its cgroup and the cgroups above it (v2
-//! `memory.max`, v1 `memory.limit_in_bytes`) and the machine's memory (`MemTotal`). The rest
+//! The budget is `Options::memory_budget`, or, by default, a quarter of the memory this
+//! process may use beyond 64 MiB, and at least an eighth of it (that memory: the lowest
+//! memory limit of its cgroup and the cgroups above it, v2 `memory.max`, v1
+//! `memory.limit_in_bytes`, and the machine's memory, `MemTotal`). The rest
 //! is left to the kernel's page cache, which holds the tree's and the log's pages and gives
 //! back the clean ones under pressure. Admission (`make_room`) keeps the overlays inside it:
 //!
 //! - a checkpoint is due once the active overlay holds a quarter of the budget, as it is once
 //!   the log has grown by a checkpoint's bytes (`memory_due`);
+//! - as they near three quarters of it, the writer is slowed, to the rate at which the memory
+//!   left lasts as long as a checkpoint takes (`memory`, `Pacer::delay`);
 //! - with the active and the frozen overlay together at three quarters of it, the writer waits for
 //!   the running checkpoint to be put in place, or starts one and waits (`over_budget`).
 //!
@@ -16,19 +19,40 @@
 //! budget, and the pager's pool of page buffers another eighth (`Carry::with_pool_bytes`), so
 //! the overlays and what is kept between them stay within the budget.
 
+use super::pace::Memory;
 use crate::engine::Shared;
 
-/// The default budget's share of the memory the process may use (an eighth): the rest is the
-/// page cache the tree needs. Beyond RAM (5 GiB of 4 KiB values in a 1 GiB cgroup, seed 000
-/// small) a quarter left the checkpoints too little cache, and a writer stopped at the budget
-/// waited 100 s for one; an eighth kept every readwhilewriting run within its time.
-const DEFAULT_SHARE: u64 = 8;
+/// The default budget: a quarter of the memory the process may use beyond `DEFAULT_RESERVE`,
+/// and at least an eighth of it (`default_budget`). The rest is the page cache the tree
+/// needs, and the engine's memory outside the overlays.
+///
+/// Beyond memory the budget is what sets the records each leaf gets at a checkpoint (a
+/// writer faster than its checkpoints fills the overlays up to the budget's pacing), and so
+/// the leaves written for each record. Measured (docs/design/performance.md, "A larger budget
+/// beyond memory, and the writer paced by it"): tupl's random 8-byte keys in a 384 MiB cgroup,
+/// updated at 50-66K a second with an eighth (48 MiB) and 74-89K with 80 MiB; 5 GiB of 4 KB
+/// values in a 1 GiB cgroup (seed 000), written beside 4 readers, the writer 5.3-6.2K a
+/// second with an eighth and 6.4-6.7K with 240 MiB, the readers the same. Under a small limit
+/// the engine's other memory is most of it: in a 48 MiB cgroup (1 KB values, larch-bench's
+/// `memory_limit` test) the process held 25 MB of anonymous memory with a 6 MiB budget, and
+/// was killed with 12 MiB; there the eighth is what it gets.
+const DEFAULT_SHARE: u64 = 4;
+/// The memory the default budget leaves out before taking its share (`DEFAULT_SHARE`).
+const DEFAULT_RESERVE: u64 = 64 << 20;
+/// The least share of the memory the default budget takes (an eighth).
+const DEFAULT_SHARE_MIN: u64 = 8;
+
+/// The default budget for a process that may use `memory` bytes: a quarter of what is left
+/// beyond `DEFAULT_RESERVE`, and at least an eighth of it (the two meet at 128 MiB).
+fn default_budget(memory: u64) -> u64 {
+    (memory.saturating_sub(DEFAULT_RESERVE) / DEFAULT_SHARE).max(memory / DEFAULT_SHARE_MIN)
+}
 
 /// The smallest budget, whatever the machine says: below it, checkpoints would come every few
 /// commits. Small, so that an eighth of a small memory limit is what the overlays get: with 16
 /// MiB, a process in a 48 MiB cgroup (1 KB values, larch-bench's `memory_limit` test) held
 /// 42 MB of anonymous memory and was killed; with the eighth (6 MiB), 19-25 MB, and it
-/// completed. Limits from 128 MiB up are not affected.
+/// completed. Limits from 32 MiB up are not affected.
 pub(crate) const MEMORY_BUDGET_MIN: u64 = 4 << 20;
 
 /// The budget a handle opened with `option` (`Options::memory_budget`; 0: from the machine)
@@ -37,7 +61,7 @@ pub(crate) fn resolve(option: u64) -> u64 {
     let bytes = if option != 0 {
         option
     } else {
-        process_memory().map_or(u64::MAX, |m| m / DEFAULT_SHARE)
+        process_memory().map_or(u64::MAX, default_budget)
     };
     bytes.max(MEMORY_BUDGET_MIN)
 }
@@ -58,8 +82,20 @@ pub(crate) fn pressed(shared: &Shared) -> bool {
 
 /// Whether the overlays hold so much of the budget that the writer must wait for a checkpoint.
 pub(crate) fn over_budget(shared: &Shared) -> bool {
+    let m = memory(shared);
+    m.held >= m.stop
+}
+
+/// What the active and frozen overlays hold, and the level at which the writer stops for a
+/// checkpoint (`over_budget`): three quarters of the budget. The pacing holds the overlays'
+/// growth to the rate at which the room between them lasts a checkpoint (`Pacer::delay`), so
+/// that a writer faster than its checkpoints is slowed before it reaches the stop.
+pub(crate) fn memory(shared: &Shared) -> Memory {
     let (active, frozen) = shared.upper_bytes();
-    active.saturating_add(frozen) >= shared.memory_budget / 4 * 3
+    Memory {
+        held: active.saturating_add(frozen),
+        stop: shared.memory_budget / 4 * 3,
+    }
 }
 
 /// `Options::readahead` as the pager applies it to each mapping, by its length: forced, or
@@ -180,7 +216,27 @@ mod tests {
         let machine = resolve(0);
         assert!(machine >= MEMORY_BUDGET_MIN);
         if let Some(m) = process_memory() {
-            assert_eq!(machine, (m / DEFAULT_SHARE).max(MEMORY_BUDGET_MIN));
+            assert_eq!(machine, default_budget(m).max(MEMORY_BUDGET_MIN));
+        }
+    }
+
+    #[test]
+    fn the_default_is_a_quarter_beyond_the_reserve_and_at_least_an_eighth() {
+        const MIB: u64 = 1 << 20;
+        // Small limits: an eighth (the engine's other memory is most of them).
+        assert_eq!(default_budget(48 * MIB), 6 * MIB);
+        assert_eq!(default_budget(128 * MIB), 16 * MIB);
+        // Larger ones: a quarter of what is beyond the reserve.
+        assert_eq!(default_budget(384 * MIB), 80 * MIB);
+        assert_eq!(default_budget(1024 * MIB), 240 * MIB);
+        assert_eq!(default_budget(24 << 30), (24 << 30) / 4 - 16 * MIB);
+        assert_eq!(default_budget(0), 0);
+        // Never less for more memory.
+        let mut last = 0;
+        for m in (0..4096).map(|i| i * 4 * MIB) {
+            let b = default_budget(m);
+            assert!(b >= last && b >= m / 8 && b <= m / 4, "{m}: {b}");
+            last = b;
         }
     }
 }

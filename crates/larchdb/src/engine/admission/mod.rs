@@ -24,10 +24,10 @@
 //!    transaction starts: a commit that found the log full would otherwise merge the whole
 //!    overlay on the writer's thread (`Txn::route`), the work of a checkpoint and of the one
 //!    already running. Pacing makes this rare (`CommitStats::log_full_waits`).
-//! 4. **A slowdown**: the writer sleeps what it owes: the pacing (`pace.rs`: the room left
-//!    must last as long as a checkpoint takes), beside readers while more threads can run
-//!    than there are cores, the CPU time the running checkpoint used, and beside readers that
-//!    wait on the device, its share of the device (`share.rs`: `Share`, `WriterDevice`). A
+//! 4. **A slowdown**: the writer sleeps what it owes: the pacing (`pace.rs`: the room left in
+//!    the log, and the memory left before the budget's stop, must last as long as a checkpoint
+//!    takes), beside readers while more threads can run than there are cores, the CPU time
+//!    the running checkpoint used, and beside readers that wait on the device, its share of the device (`share.rs`: `Share`, `WriterDevice`). A
 //!    share's sleep ends early once another thread waits for the write lock (`share_sleep`).
 //!
 //! The checkpoint's own priority is admission's too (`share::checkpoint_nice`): beside
@@ -159,7 +159,9 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
         .pacer
         .device
         .before_write(readers, &shared.counters.background_faults);
-    let paced = guard.pacer.delay(p, started, Instant::now);
+    let paced = guard
+        .pacer
+        .delay(p, budget::memory(shared), started, Instant::now);
     let owed = guard.pacer.share.sleep();
     let device = guard.pacer.device.sleep();
     if paced.is_some() || owed.is_some() || device.is_some() {
