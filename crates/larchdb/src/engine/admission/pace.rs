@@ -3,9 +3,9 @@
 //! `PACE_HORIZON` times as long as a checkpoint takes: the longer of the average over the last
 //! checkpoints, the average over the last durable ones (the only ones that give room back,
 //! longer by their sync) and the running one's time so far (`Pacer`). The memory budget is
-//! paced the same way: the overlays' growth is held to the rate at which the memory left
-//! before the writer would stop (`budget::over_budget`) lasts as long, and the slower of the
-//! two rates binds. Each rate follows the room left, so it binds only near full and falls to
+//! paced the same way: from half the budget, the overlays' growth is held to the rate at
+//! which the memory left before the writer would stop (`budget::over_budget`) lasts as long,
+//! and the slower of the two rates binds. Each rate follows the room left, so it binds only near full and falls to
 //! nothing at the stop; and it is derived from a time, not from the checkpoints' rate (a
 //! paced writer makes smaller checkpoints, which merge fewer records per leaf and so drain
 //! more slowly: pacing by their rate slowed the writer further each time, measured). The
@@ -19,8 +19,9 @@ use crate::engine::log::Pressure;
 use std::time::{Duration, Instant};
 
 /// How many checkpoints' time the room left in the ring, and the memory left before the stop,
-/// must last at the writer's rate. Half and a quarter for the memory were tried: the writer
-/// stopped at the budget again (tupl beyond memory, 10-37 stops in 30 s, 0.4-0.5 s each).
+/// must last at the writer's rate. For the memory, half and a quarter of it were tried, and
+/// what is left of the running checkpoint's expected time: the writer stopped at the budget
+/// again (tupl beyond memory, 10-37 stops in 30 s, its slowest operation 0.4-0.5 s).
 const PACE_HORIZON: f64 = 1.0;
 /// Each checkpoint's duration counts for this share of the average.
 const DURATION_WEIGHT: f64 = 0.5;
@@ -63,6 +64,8 @@ pub(crate) struct Pacer {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Memory {
     pub(crate) held: u64,
+    /// Growth below this is not paced (`budget::pressed`'s level).
+    pub(crate) start: u64,
     pub(crate) stop: u64,
 }
 
@@ -100,9 +103,11 @@ impl Pacer {
     ) -> Option<Duration> {
         let bytes = self.appended.map_or(0, |a| p.appended.saturating_sub(a));
         self.appended = Some(p.appended);
-        // The overlays' growth since the last transaction (none where a checkpoint put in
-        // place meanwhile gave memory back).
-        let grown = self.held.map_or(0, |h| m.held.saturating_sub(h));
+        // The overlays' growth since the last transaction above `m.start` (none where a
+        // checkpoint put in place meanwhile gave memory back).
+        let grown = self
+            .held
+            .map_or(0, |h| m.held.saturating_sub(h.max(m.start)));
         self.held = Some(m.held);
         let average = self.duration?.max(self.durable.unwrap_or(0.0));
         // Bytes a second at which the room left before the reserve (the memory left before
@@ -149,6 +154,7 @@ mod tests {
     /// Overlays far from the memory budget's stop: the log alone paces.
     const FREE: Memory = Memory {
         held: 0,
+        start: 0,
         stop: 1 << 40,
     };
 
@@ -333,6 +339,7 @@ mod tests {
         let now = Instant::now();
         let held = |held| Memory {
             held,
+            start: 50 * MB,
             stop: 100 * MB,
         };
         assert_eq!(
@@ -364,6 +371,7 @@ mod tests {
         r.observe(10 * MB, Duration::from_millis(500), false);
         let far = |held| Memory {
             held,
+            start: 0,
             stop: 1024 * MB,
         };
         r.delay(pressure(0, 5 * MB), far(0), None, || now);
