@@ -31,9 +31,9 @@ use crate::engine::Shared;
 /// writer faster than its checkpoints fills the overlays up to the budget's pacing), and so
 /// the leaves written for each record. Measured (docs/design/performance.md, "A larger budget
 /// beyond memory, and the writer paced by it"): tupl's random 8-byte keys in a 384 MiB cgroup,
-/// updated at 50-66K a second with an eighth (48 MiB) and 74-89K with 80 MiB; 5 GiB of 4 KB
+/// updated at 50-66K a second with an eighth (48 MiB) and 74-93K with 80 MiB; 5 GiB of 4 KB
 /// values in a 1 GiB cgroup (seed 000), written beside 4 readers, the writer 5.3-6.2K a
-/// second with an eighth and 6.4-6.7K with 240 MiB, the readers the same. Under a small limit
+/// second with an eighth and 6.4-7.2K with 240 MiB, the readers the same. Under a small limit
 /// the engine's other memory is most of it: in a 48 MiB cgroup (1 KB values, larch-bench's
 /// `memory_limit` test) the process held 25 MB of anonymous memory with a 6 MiB budget, and
 /// was killed with 12 MiB; there the eighth is what it gets.

@@ -27,8 +27,9 @@
 //! 4. **A slowdown**: the writer sleeps what it owes: the pacing (`pace.rs`: the room left in
 //!    the log, and the memory left before the budget's stop, must last as long as a checkpoint
 //!    takes), beside readers while more threads can run than there are cores, the CPU time
-//!    the running checkpoint used, and beside readers that wait on the device, its share of the device (`share.rs`: `Share`, `WriterDevice`). A
-//!    share's sleep ends early once another thread waits for the write lock (`share_sleep`).
+//!    the running checkpoint used, and beside readers that wait on the device, its share of
+//!    the device (`share.rs`: `Share`, `WriterDevice`). A share's sleep ends early once
+//!    another thread waits for the write lock (`share_sleep`).
 //!
 //! The checkpoint's own priority is admission's too (`share::checkpoint_nice`): beside
 //! readers it runs `CHECKPOINT_NICE_BESIDE_READERS` nice steps below the application's

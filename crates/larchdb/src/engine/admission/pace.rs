@@ -5,8 +5,9 @@
 //! longer by their sync) and the running one's time so far (`Pacer`). The memory budget is
 //! paced the same way: from half the budget, the overlays' growth is held to the rate at
 //! which the memory left before the writer would stop (`budget::over_budget`) lasts as long,
-//! and the slower of the two rates binds. Each rate follows the room left, so it binds only near full and falls to
-//! nothing at the stop; and it is derived from a time, not from the checkpoints' rate (a
+//! and the slower of the two rates binds. Each rate follows the room left, so it binds only
+//! near full and falls to nothing at the stop; and it is derived from a time, not from the
+//! checkpoints' rate (a
 //! paced writer makes smaller checkpoints, which merge fewer records per leaf and so drain
 //! more slowly: pacing by their rate slowed the writer further each time, measured). The
 //! writer sleeps its debt in steps of `SLEEP_MIN` to `SLEEP_MAX`, under the write lock, so
@@ -60,7 +61,8 @@ pub(crate) struct Pacer {
 }
 
 /// The overlays' memory as admission reads it (`budget::memory`): what the active and frozen
-/// overlays hold, and the level at which the writer stops for a checkpoint.
+/// overlays hold, the level above which their growth is paced, and the level at which the
+/// writer stops for a checkpoint.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Memory {
     pub(crate) held: u64,
@@ -352,6 +354,15 @@ mod tests {
         );
         let until = p.until.unwrap() - now;
         assert!(close(until, Duration::from_micros(12_500)), "{until:?}");
+        // Growth below the start is not paced, above it only what is above.
+        let mut b = Pacer::default();
+        b.observe(10 * MB, Duration::from_millis(500), false);
+        b.delay(pressure(0, 5 * MB), held(20 * MB), None, || now);
+        assert_eq!(
+            b.delay(pressure(0, 5 * MB), held(50 * MB), None, || now),
+            None
+        );
+        assert_eq!(b.lead, Duration::ZERO);
         // The memory a checkpoint put in place gives back is no growth: only the log paces.
         let mut q = Pacer::default();
         q.observe(10 * MB, Duration::from_millis(500), false);
