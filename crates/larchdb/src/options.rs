@@ -185,9 +185,9 @@ pub struct Options {
     /// being the lowest of its cgroups' limits and the machine's memory). A checkpoint is due
     /// once the active overlay holds a quarter of it; a writer whose overlays hold half is
     /// slowed, to the rate at which what is left before three quarters lasts as long as a
-    /// checkpoint takes, and one whose overlays reach them waits for a checkpoint before its transaction
-    /// starts, so that a writer faster than its checkpoints is slowed instead of outgrowing the
-    /// machine. At least 4 MiB. Set it where the process shares its memory limit with more
+    /// checkpoint takes, and one whose overlays reach them waits for a checkpoint before its
+    /// transaction starts, so that a writer faster than its checkpoints is slowed instead of
+    /// outgrowing the machine. At least 4 MiB. Set it where the process shares its memory limit with more
     /// than the engine (docs/design/write-path.md, "Memory and space: what is bounded").
     pub memory_budget: u64,
     /// How many steps of nice value below the thread that starts them the handle's background
