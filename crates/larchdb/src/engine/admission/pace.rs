@@ -160,6 +160,13 @@ mod tests {
         stop: 1 << 40,
     };
 
+    /// A pacer that has timed one checkpoint of 10 MB at half a second.
+    fn half_second() -> Pacer {
+        let mut p = Pacer::default();
+        p.observe(10 * MB, Duration::from_millis(500), false);
+        p
+    }
+
     /// 100 MB of ring, `kept` of it kept, `appended` appended.
     fn pressure(appended: u64, kept: u64) -> Pressure {
         Pressure {
@@ -195,8 +202,7 @@ mod tests {
         // Checkpoints of 0.5 s. The 40 MB left past the reserve must last 0.5 s: 80 MB/s, and
         // 1 MB more of log is 12.5 ms, slept 4 ms at a time, the rest carried (2 ms left
         // after 10.5 ms).
-        let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500), false);
+        let mut p = half_second();
         let now = Instant::now();
         assert_eq!(
             p.delay(pressure(50 * MB, KEPT_40_LEFT), FREE, None, || now),
@@ -213,8 +219,7 @@ mod tests {
         assert!(close(left, Duration::from_millis(2)), "{left:?}");
         // With 95 MB left, 93.75 MB/0.5 s: a 16 KB record is 83 us, under the shortest
         // sleep, carried.
-        let mut q = Pacer::default();
-        q.observe(10 * MB, Duration::from_millis(500), false);
+        let mut q = half_second();
         q.delay(pressure(0, 5 * MB), FREE, None, || now);
         assert_eq!(q.delay(pressure(MB / 64, 5 * MB), FREE, None, || now), None);
         assert!(
@@ -223,8 +228,7 @@ mod tests {
             q.lead
         );
         // Nothing left past the reserve: the longest sleep for any write.
-        let mut r = Pacer::default();
-        r.observe(10 * MB, Duration::from_millis(500), false);
+        let mut r = half_second();
         r.delay(pressure(0, 100 * MB - MB * 5 / 4), FREE, None, || now);
         assert_eq!(
             r.delay(pressure(1, 100 * MB - MB * 5 / 4), FREE, None, || now),
@@ -238,8 +242,7 @@ mod tests {
         // that rate. Two owe less than the shortest sleep together, and read no clock; the
         // third may owe 250 us, and reads it (and owes 83 us: the steps before the first
         // reading start nothing). A 1 MB record then owes 5.3 ms, read and slept.
-        let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500), false);
+        let mut p = half_second();
         let now = Instant::now();
         let reads = std::cell::Cell::new(0);
         let clock = || {
@@ -266,8 +269,7 @@ mod tests {
 
     #[test]
     fn a_slow_writer_earns_no_credit() {
-        let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500), false);
+        let mut p = half_second();
         let now = Instant::now();
         p.delay(pressure(50 * MB, KEPT_40_LEFT), FREE, None, || now);
         // A second later (far slower than the rate), a 1 MB burst is still paced from now.
@@ -283,8 +285,7 @@ mod tests {
     #[test]
     fn a_long_running_or_durable_checkpoint_lowers_the_rate() {
         // The average says 0.5 s; the checkpoint running has run 2 s: 40 MB must last 2 s.
-        let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500), false);
+        let mut p = half_second();
         let now = Instant::now();
         let running = now.checked_sub(Duration::from_secs(2));
         p.delay(pressure(50 * MB, KEPT_40_LEFT), FREE, running, || now);
@@ -336,8 +337,7 @@ mod tests {
         // Checkpoints of 0.5 s; the log far from full (95 MB left: a record of 16 KB owes 83
         // us, carried). The overlays grow by 1 MB to 40 MB short of the stop, which must last
         // 0.5 s: 80 MB/s, and the 1 MB owes 12.5 ms, slept 4 ms at a time.
-        let mut p = Pacer::default();
-        p.observe(10 * MB, Duration::from_millis(500), false);
+        let mut p = half_second();
         let now = Instant::now();
         let held = |held| Memory {
             held,
@@ -355,8 +355,7 @@ mod tests {
         let until = p.until.unwrap() - now;
         assert!(close(until, Duration::from_micros(12_500)), "{until:?}");
         // Growth below the start is not paced, above it only what is above.
-        let mut b = Pacer::default();
-        b.observe(10 * MB, Duration::from_millis(500), false);
+        let mut b = half_second();
         b.delay(pressure(0, 5 * MB), held(20 * MB), None, || now);
         assert_eq!(
             b.delay(pressure(0, 5 * MB), held(50 * MB), None, || now),
@@ -364,8 +363,7 @@ mod tests {
         );
         assert_eq!(b.lead, Duration::ZERO);
         // The memory a checkpoint put in place gives back is no growth: only the log paces.
-        let mut q = Pacer::default();
-        q.observe(10 * MB, Duration::from_millis(500), false);
+        let mut q = half_second();
         q.delay(pressure(0, 5 * MB), held(61 * MB), None, || now);
         assert_eq!(
             q.delay(pressure(MB / 64, 5 * MB), held(30 * MB), None, || now),
@@ -378,8 +376,7 @@ mod tests {
         );
         // Far from the stop, the overlays' growth owes little: 1 MB with 1023 MB left is 0.49
         // ms.
-        let mut r = Pacer::default();
-        r.observe(10 * MB, Duration::from_millis(500), false);
+        let mut r = half_second();
         let far = |held| Memory {
             held,
             start: 0,
@@ -392,8 +389,7 @@ mod tests {
             "{owed:?}"
         );
         // At the stop, the longest sleep for any write.
-        let mut t = Pacer::default();
-        t.observe(10 * MB, Duration::from_millis(500), false);
+        let mut t = half_second();
         t.delay(pressure(0, 5 * MB), held(100 * MB), None, || now);
         assert_eq!(
             t.delay(pressure(1, 5 * MB), held(100 * MB), None, || now),
