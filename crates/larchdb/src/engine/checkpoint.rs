@@ -23,21 +23,22 @@
 //!    comes back. Readers never wait: until then they read the old tree under the frozen
 //!    overlay.
 //!
-//! The entry counts are records of the active overlays (`overlay::COUNTS`), each the count
-//! after a commit, read before the tree's. Blind writes (`WriteTable::set`) counted their keys
-//! as new; the merge notes which of the frozen overlay's keys the tree had
-//! (`Entry::in_tree`), and `finish` corrects the newest counts by them, with a commit of its own
-//! (one id, no log record: replay derives counts from the records). It also keeps the count of a
-//! table whose newest count the frozen overlay held, where the tree's is not yet the table's
-//! (other slices hold records of it).
+//! The entry counts of the tables the overlays' commits changed are versions in the
+//! snapshot's count log (`counts::CountLog`), read before the tree's: each table's count
+//! after a commit, whichever slices hold its records. Blind writes (`WriteTable::set`) counted
+//! their keys as new; the merge notes which of the frozen overlay's keys the tree had
+//! (`Entry::in_tree`), and `finish` publishes the new tree with a count log made from the
+//! newest counts less those keys (the same commit: a reader of the snapshot before subtracts
+//! the same keys through the frozen overlay's notes).
 
 use super::admission::share::{major_faults, Who};
 use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
+use super::counts::CountLog;
 use super::published::Published;
 use super::readers::reader_thread;
-use super::upper::overlay::{Gathered, Overlay, TableRecord, COUNTS};
+use super::upper::overlay::{Gathered, Overlay, TableRecord};
 use super::upper::slices::{At, Slices};
 use super::{catalog, Disk, Shared, WriterState};
 use crate::btree::{self, Scratch};
@@ -103,23 +104,19 @@ struct Outcome {
 
 struct Checkpointed {
     written: Written,
-    /// The tables whose counts `install` may have to correct or keep.
+    /// The tables whose counts `install` corrects.
     counts: Vec<Recount>,
     /// Whether it was made durable (synced) before it ended.
     durable: bool,
 }
 
-/// What the checkpoint found of a table's entry count (`Checkpointed::counts`): of a table the
-/// frozen overlay gave a count for or had blind writes of.
+/// What the checkpoint found of the entry count of a table the frozen overlay had blind
+/// writes of (`Checkpointed::counts`).
 #[derive(Clone, Copy)]
 struct Recount {
     table: u64,
     /// Keys that the frozen overlay's blind writes counted as new and the tree had.
     overcounted: u64,
-    /// The table's entries in the new tree.
-    exact: u64,
-    /// Whether the frozen overlay held a count of the table.
-    counted: bool,
 }
 
 /// What a checkpoint merges and names (`start` to `write`).
@@ -438,7 +435,7 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
 }
 
 /// Publishes the checkpoint the thread wrote under the active overlays (`finish`), with the
-/// entry counts the frozen overlay's records leave to correct or to keep.
+/// entry counts corrected by what its merge found of the frozen overlay's blind writes.
 fn install(
     shared: &Shared,
     guard: &mut WriterState,
@@ -450,45 +447,37 @@ fn install(
     publish_pending(shared, guard)?;
     // The snapshot the checkpoint replaces is let go before it is replaced, so that the
     // frozen overlay it holds is freed off this thread (`commit::retire`).
-    let (mut txn, overlay, records) = {
+    let (txn, overlay, counts) = {
         let current = shared.writer_base();
-        let records = recounts(&current, &checkpointed.counts)?;
-        let overlay = match &current.overlay {
-            None if !records.is_empty() => Some(new_slices(shared, &current)?),
-            o => o.clone(),
+        // With no overlay left, the new tree holds every commit, and its counts are exact.
+        let counts = match current.overlay {
+            Some(_) => Some(Arc::new(recounted(&current, &checkpointed.counts)?)),
+            None => None,
         };
-        (current.txn(), overlay, records)
+        (current.txn(), current.overlay.clone(), counts)
     };
     guard.checkpoint_position = running.position;
     // The states describe the old tree's pages.
     guard.tables.tree_changed();
-    if let (false, Some(o)) = (records.is_empty(), overlay.as_ref()) {
-        txn += 1;
-        let records = records
-            .iter()
-            .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-        // Not records of the log: replay derives counts from the records.
-        o.insert_marked(txn, records, None);
-    }
     let disk = guard.disk.as_mut().ok_or_else(|| {
         Error::Internal("a checkpoint put in place without the disk state".into())
     })?;
-    let published = |snap| Published::checkpointed(snap, overlay, None, txn);
+    let published = |snap| Published::checkpointed(snap, overlay, None, txn, counts);
     publish_written(shared, disk, checkpointed.written, published, txn);
     Ok(())
 }
 
-/// The count records the new tree needs under the active overlays, for each table of
-/// `counts`: the newest count as of `current` (the frozen overlay's or a later commit's), less
-/// the keys the frozen overlay's blind writes counted as new and the tree had. Needed where
-/// that differs from the newest count (blind writes), or where the frozen overlay held the
-/// newest count and the new tree's differs (other slices hold records of the table); none
-/// where the count read is right without it.
-fn recounts(current: &Published, counts: &[Recount]) -> Result<Vec<([u8; 8], [u8; 8])>> {
-    let mut out = Vec::new();
-    for c in counts {
-        let Some(newest) = current.overlays().count(c.table, current.txn()) else {
-            continue;
+/// The entry counts the new tree is published with under the active overlays: `current`'s
+/// (the newest commit's), each table of `counts` less the keys the frozen overlay's blind
+/// writes counted as new and the tree had.
+fn recounted(current: &Published, counts: &[Recount]) -> Result<CountLog> {
+    let mut changed = Vec::with_capacity(counts.len());
+    for c in counts.iter().filter(|c| c.overcounted > 0) {
+        let Some(newest) = current.count(c.table) else {
+            return Err(Error::Internal(format!(
+                "table {}: blind writes in the overlays, and no entry count",
+                c.table
+            )));
         };
         let exact = newest.checked_sub(c.overcounted).ok_or_else(|| {
             Error::Internal(format!(
@@ -497,15 +486,12 @@ fn recounts(current: &Published, counts: &[Recount]) -> Result<Vec<([u8; 8], [u8
                 c.table, c.overcounted
             ))
         })?;
-        let newest_in_frozen = current
-            .overlay
-            .as_ref()
-            .is_none_or(|o| o.count(c.table, current.txn()).is_none());
-        if c.overcounted > 0 || (c.counted && newest_in_frozen && exact != c.exact) {
-            out.push((c.table.to_be_bytes(), exact.to_le_bytes()));
-        }
+        changed.push((c.table, exact));
     }
-    Ok(out)
+    Ok(match current.counts() {
+        Some(log) => log.with(changed),
+        None => CountLog::new(changed),
+    })
 }
 
 /// While the active overlays are cut in several slices, merges them one at a time, each a
@@ -513,8 +499,7 @@ fn recounts(current: &Published, counts: &[Recount]) -> Result<Vec<([u8; 8], [u8
 /// everything (`Database::checkpoint`, the close's compaction) does first, so that its own
 /// merge, of what is left, does not rewrite every leaf the overlays reach at once (seed 001's
 /// data file held two trees for a moment at the close). A bound of twice the slices, and two,
-/// on the rounds: the counts a round writes (`install`) go to the last slice, merged once the
-/// others are.
+/// on the rounds.
 pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<()> {
     if !shared.options.checkpoint_thread || guard.poisoned || shared.log.is_none() {
         return Ok(());
@@ -604,7 +589,7 @@ fn write(
     let merged = (|| {
         let g = frozen.gather(f, None, None);
         let catalog = merge_noted(&mut pages, &mut scratch, snapshot.snap.meta.catalog, &g)?;
-        let counts = counted(&pages, catalog, frozen, f)?;
+        let counts = counted(frozen, f)?;
         Ok((catalog, counts, g.records.len()))
     })();
     let (catalog, counts, records) = match merged {
@@ -670,26 +655,11 @@ fn merge_waits(before: Option<u64>, after: Option<u64>, records: usize) -> bool 
 /// See `merge_waits`.
 const MERGE_WAIT_RECORDS: u64 = 64;
 
-/// What `install` needs of each table whose count the frozen overlay (of commit `f`) gave or
-/// its blind writes changed, the merge done (`Recount`).
-fn counted(
-    pages: &WritePages,
-    catalog: TableHeader,
-    frozen: &Overlay,
-    f: u64,
-) -> Result<Vec<Recount>> {
-    let names = catalog::list(pages, catalog)?;
-    // The tables it counted: a probe of its hash table each (a scan of `COUNTS` would sort
-    // the whole overlay's entries for its index).
-    let counted: Vec<u64> = (0..names.len() as u64)
-        .filter(|&t| frozen.count(t, f).is_some())
-        .collect();
-    let mut tables = frozen.blind_tables();
-    tables.extend_from_slice(&counted);
-    tables.sort_unstable();
-    tables.dedup();
-    let mut out = Vec::with_capacity(tables.len());
-    for table in tables {
+/// What `install` needs of each table the frozen overlay (of commit `f`) has blind writes
+/// of, the merge done (`Recount`).
+fn counted(frozen: &Overlay, f: u64) -> Result<Vec<Recount>> {
+    let mut out = Vec::new();
+    for table in frozen.blind_tables() {
         // Every blind key the frozen overlay holds was merged, and the merge noted whether the
         // tree had it.
         let overcounted = frozen.blind_in_tree(table, f, |_| {
@@ -697,16 +667,7 @@ fn counted(
                 "a blind write's key the checkpoint did not note".into(),
             ))
         })?;
-        let exact = match names.get(table as usize) {
-            Some(name) => catalog::lookup(pages, &catalog, name)?.map_or(0, |(hdr, _)| hdr.entries),
-            None => 0,
-        };
-        out.push(Recount {
-            table,
-            overcounted,
-            exact,
-            counted: counted.binary_search(&table).is_ok(),
-        });
+        out.push(Recount { table, overcounted });
     }
     Ok(out)
 }

@@ -30,6 +30,7 @@ pub(crate) mod background;
 pub(crate) mod catalog;
 pub(crate) mod checkpoint;
 pub(crate) mod commit;
+pub(crate) mod counts;
 pub(crate) mod flusher;
 pub(crate) mod idle;
 pub(crate) mod log;
@@ -93,9 +94,9 @@ pub(crate) struct WriterState {
     /// encoded into; kept from one transaction to the next.
     pub(crate) batch: Batch,
     pub(crate) record: Vec<u8>,
-    /// A logged commit's entry counts (table number, entries, as stored in the overlay under
-    /// `COUNTS`); kept from one commit to the next.
-    pub(crate) counts: Vec<([u8; 8], [u8; 8])>,
+    /// A logged commit's entry counts (table number, entries: `counts::CountLog`); kept
+    /// from one commit to the next.
+    pub(crate) counts: Vec<(u64, u64)>,
     /// The log position of the last checkpoint: the log since is replayed at open.
     pub(crate) checkpoint_position: u64,
     /// The checkpoint running on its own thread, if any (`checkpoint`).
@@ -341,7 +342,11 @@ impl Shared {
     /// Notes the memory `p`'s overlays hold: `p` is becoming the published snapshot.
     pub(crate) fn note_upper(&self, p: &published::Published) {
         let set = |a: &AtomicU64, v: usize| a.store(v as u64, std::sync::atomic::Ordering::Relaxed);
-        set(&self.upper[0], p.overlay.as_ref().map_or(0, |o| o.bytes()));
+        let counts = p.counts().map_or(0, |c| c.bytes());
+        set(
+            &self.upper[0],
+            p.overlay.as_ref().map_or(0, |o| o.bytes()) + counts,
+        );
         set(&self.upper[1], p.frozen.as_ref().map_or(0, |o| o.bytes()));
         set(
             &self.upper[2],

@@ -1,6 +1,7 @@
 //! The committed state a reader starts from: a tree and the overlays above it.
 
 use super::catalog::CatalogCache;
+use super::counts::CountLog;
 use super::upper::overlay::Overlay;
 use super::upper::slices::Slices;
 use super::upper::Overlays;
@@ -10,14 +11,16 @@ use std::sync::Arc;
 /// A committed snapshot as published to readers: the tree of the last commit that wrote
 /// pages (a checkpoint), its catalog decoded once on first use, and, for a handle that writes
 /// the log, the overlays holding the commits since, up to commit `txn`, one per slice of the
-/// key space. While a checkpoint runs on its own thread (`engine::checkpoint`), the commits it
-/// writes into the tree are in the `frozen` overlay, below `overlay` (the commits since it
-/// began).
+/// key space, and the entry counts of the tables those commits changed. While a checkpoint
+/// runs on its own thread (`engine::checkpoint`), the commits it writes into the tree are in
+/// the `frozen` overlay, below `overlay` (the commits since it began).
 pub(crate) struct Published {
     pub(crate) snap: Arc<Snapshot>,
     pub(crate) catalog: Arc<CatalogCache>,
     pub(crate) overlay: Option<Arc<Slices>>,
     pub(crate) frozen: Option<Arc<Overlay>>,
+    /// The entry counts of the tables the overlays' commits changed (`None`: none did).
+    counts: Option<Arc<CountLog>>,
     txn: u64,
 }
 
@@ -30,13 +33,27 @@ impl Published {
             catalog: Arc::default(),
             overlay: None,
             frozen: None,
+            counts: None,
         })
     }
 
-    /// Commit `txn`, in `overlay` on top of `tree`'s tree (and its frozen overlay, if any).
-    pub(crate) fn logged(tree: &Published, overlay: Arc<Slices>, txn: u64) -> Arc<Published> {
+    /// Commit `txn`, in `overlay` on top of `tree`'s tree (and its frozen overlay, if any),
+    /// with the entry counts `counts`.
+    pub(crate) fn logged(
+        tree: &Published,
+        overlay: Arc<Slices>,
+        txn: u64,
+        counts: Option<Arc<CountLog>>,
+    ) -> Arc<Published> {
         debug_assert!(txn >= tree.snap.meta.txn);
-        tree.on_tree(Some(overlay), tree.frozen.clone(), txn)
+        Arc::new(Published {
+            snap: tree.snap.clone(),
+            catalog: tree.catalog.clone(),
+            overlay: Some(overlay),
+            frozen: tree.frozen.clone(),
+            counts,
+            txn,
+        })
     }
 
     /// The same commit, with `frozen`, one of its overlays, frozen for a checkpoint
@@ -70,6 +87,7 @@ impl Published {
             catalog: self.catalog.clone(),
             overlay,
             frozen,
+            counts: self.counts.clone(),
             txn,
         })
     }
@@ -77,12 +95,13 @@ impl Published {
     /// Commit `txn`, whose tree is `snap` (a checkpoint written on its own thread) and whose
     /// later commits are in `overlay`; for a slice of a checkpoint by slices, still read under
     /// `frozen` (it holds the slices not merged yet; the merged ones' records are the same in
-    /// both).
+    /// both), with the entry counts `counts`.
     pub(crate) fn checkpointed(
         snap: Snapshot,
         overlay: Option<Arc<Slices>>,
         frozen: Option<Arc<Overlay>>,
         txn: u64,
+        counts: Option<Arc<CountLog>>,
     ) -> Arc<Published> {
         debug_assert!(txn >= snap.meta.txn);
         Arc::new(Published {
@@ -90,6 +109,7 @@ impl Published {
             catalog: Arc::default(),
             overlay,
             frozen,
+            counts,
             txn,
         })
     }
@@ -100,7 +120,19 @@ impl Published {
         Overlays {
             active: self.overlay.as_deref(),
             frozen: self.frozen.as_deref(),
+            counts: self.counts.as_deref(),
         }
+    }
+
+    /// The entry counts of the tables the overlays' commits changed.
+    #[inline]
+    pub(crate) fn counts(&self) -> Option<&Arc<CountLog>> {
+        self.counts.as_ref()
+    }
+
+    /// Table `table`'s entry count at this snapshot, if a commit in its overlays changed it.
+    pub(crate) fn count(&self, table: u64) -> Option<u64> {
+        self.counts.as_ref()?.get(table, self.txn)
     }
 
     /// Whether commits lie above the tree (in an overlay).

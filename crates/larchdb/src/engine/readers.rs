@@ -18,8 +18,9 @@ use std::sync::Arc;
 pub(crate) struct ReadState {
     pub(crate) current: Arc<Published>,
     /// Changes whenever `current` is replaced by a snapshot that differs from it in more than
-    /// its commit id: another tree, catalog or overlay (`Shared::set_current`). Snapshots of
-    /// one shape differ only in the commits they see in the same overlay, so a reader on one
+    /// its commit id: another tree, catalog, overlay or count log (`Shared::set_current`).
+    /// Snapshots of one shape differ only in the commits they see in the same overlay and
+    /// count log, so a reader on one
     /// of them reads a later one's commit by taking its number (`Shared::txn_in_shape`).
     pub(crate) shape: u64,
     /// Snapshot txn -> number of live read transactions on it.
@@ -299,7 +300,8 @@ impl Shared {
         let same_shape = Arc::ptr_eq(&cur.snap, &published.snap)
             && Arc::ptr_eq(&cur.catalog, &published.catalog)
             && same(cur.overlay.as_ref(), published.overlay.as_ref())
-            && same(cur.frozen.as_ref(), published.frozen.as_ref());
+            && same(cur.frozen.as_ref(), published.frozen.as_ref())
+            && same(cur.counts(), published.counts());
         if !same_shape {
             // Before the commit id: see `txn_in_shape`.
             rs.shape += 1;

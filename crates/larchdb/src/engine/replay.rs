@@ -9,10 +9,11 @@
 //! (docs/design/durability.md, "Damage is never silent").
 
 use super::catalog::{self, CatalogCache};
+use super::counts::CountLog;
 use super::log::{Log, LogSource, ReadBack, Record};
 use super::published::Published;
 use super::upper::batch;
-use super::upper::overlay::{Lookup, Overlay, Visible, COUNTS};
+use super::upper::overlay::{Lookup, Overlay, Visible};
 use super::upper::slices::Slices;
 use crate::btree;
 use crate::error::{Error, Result};
@@ -132,10 +133,8 @@ const REPLAY_CHUNK: usize = 4096;
 /// (`log::ReadBack`), and gives the snapshot a handle starts from (`finish`). Each record is
 /// one commit; the tables it names must be in the tree's catalog (tables are created and
 /// deleted only by commits that write pages), and the entry counts are rebuilt as the
-/// commits were made. A count changed is written once per chunk, at the last commit applied,
-/// not at each commit that changed it as a live commit does: no reader ever reads at a
-/// commit inside a replay (the handle publishes its last one), and a version of `COUNTS` per
-/// one-put commit was a second insert and a sixth of the overlay's memory.
+/// commits were made, into the snapshot `finish` gives (no reader reads at a commit inside a
+/// replay: the handle publishes its last one).
 ///
 /// Records are decoded, checked for order and resolved to table numbers `REPLAY_LOOKAHEAD`
 /// ahead of the one applied, and their slots prefetched; a record that fails there is queued
@@ -217,7 +216,17 @@ impl<'t> Replay<'t> {
                     }
                     None => Arc::new(Slices::one(overlay, self.tree.snap.meta.log_position)),
                 };
-                Ok(Published::logged(self.tree, slices, self.txn))
+                let counts = self.counts.iter().map(|(&table, &n)| (table, n));
+                let counts = match self.tree.counts() {
+                    Some(log) => log.with(counts),
+                    None => CountLog::new(counts),
+                };
+                Ok(Published::logged(
+                    self.tree,
+                    slices,
+                    self.txn,
+                    Some(Arc::new(counts)),
+                ))
             }
             _ => Ok(self.tree.clone()),
         }
@@ -265,7 +274,6 @@ impl<'t> Replay<'t> {
 
     fn apply(&mut self, records: &[Record], overlay: &Overlay) -> Result<()> {
         let snap = &*self.tree.snap;
-        let start = self.start;
         let mut decoder = Decoder {
             snap,
             catalog: &self.tree.catalog,
@@ -277,10 +285,6 @@ impl<'t> Replay<'t> {
         let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
         // A record's writes, in a buffer reused from record to record.
         let mut writes = Vec::new();
-        // The counts a record changed, then each table's count as of the last commit applied
-        // (written once the chunk is applied, or fails part way).
-        let mut record_counts = Vec::new();
-        let mut changed: Vec<(u64, u64)> = Vec::new();
         let mut txn = self.last;
         let mut apply = || -> Result<()> {
             loop {
@@ -294,14 +298,8 @@ impl<'t> Replay<'t> {
                 for (id, hdr, records) in decoded {
                     let n = self.counts.entry(id).or_insert_with(|| {
                         // Where an earlier replay left the count, if it changed it.
-                        match overlay.get(COUNTS, &id.to_be_bytes(), start) {
-                            Lookup::Value(v) => {
-                                v.try_into().map_or(hdr.entries, u64::from_le_bytes)
-                            }
-                            _ => hdr.entries,
-                        }
+                        self.tree.count(id).unwrap_or(hdr.entries)
                     });
-                    let before = *n;
                     for (key, value) in records {
                         // A put of a key the overlay does not have is counted as new without
                         // looking in the tree, and marked, as a blind write of a live commit is
@@ -322,17 +320,8 @@ impl<'t> Replay<'t> {
                         }
                         writes.push((id, key, value, blind));
                     }
-                    if *n != before {
-                        record_counts.push((id, *n));
-                    }
                 }
                 overlay.insert_marked(rec_txn, writes.drain(..));
-                for (id, n) in record_counts.drain(..) {
-                    match changed.iter_mut().find(|(t, _)| *t == id) {
-                        Some(c) => c.1 = n,
-                        None => changed.push((id, n)),
-                    }
-                }
                 txn = rec_txn;
                 self.last = txn;
                 self.txn = self.txn.max(txn);
@@ -340,20 +329,7 @@ impl<'t> Replay<'t> {
             }
             Ok(())
         };
-        let applied = apply();
-        let counts: Vec<_> = changed
-            .iter()
-            .map(|(id, n)| (id.to_be_bytes(), n.to_le_bytes()))
-            .collect();
-        if !counts.is_empty() {
-            overlay.insert_marked(
-                self.last,
-                counts
-                    .iter()
-                    .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false)),
-            );
-        }
-        applied
+        apply()
     }
 }
 
@@ -755,7 +731,7 @@ mod tests {
                 "key {i}"
             );
         }
-        assert_eq!(overlay.count(id, last), Some(n as u64));
+        assert_eq!(current.count(id), Some(n as u64));
         overlay
     }
 

@@ -348,15 +348,15 @@ impl<'db> Txn<'db> {
         }
     }
 
-    /// Table `name`'s entry count in the overlay at the base commit, if a commit there
-    /// changed it.
+    /// Table `name`'s entry count at the base commit, if a commit in its overlays changed
+    /// it.
     pub(crate) fn overlay_count(&self, name: &str) -> Result<Option<u64>> {
         let b = &self.base;
         if !b.has_overlay() {
             return Ok(None);
         }
         Ok(match b.catalog.table_id(&b.snap, name.as_bytes())? {
-            Some(id) => b.overlays().count(id, b.txn()),
+            Some(id) => b.count(id),
             None => None,
         })
     }

@@ -15,9 +15,9 @@ pub(crate) struct LoggedCommit {
     pub(crate) wait: Option<(u64, Arc<Published>)>,
 }
 
-/// Commits the writer's batch (`WriterState::batch`) and the entry counts of the tables it
-/// changed through the log, on top of commit `base`: one log record, appended to the log and
-/// inserted into the overlay. A `None` or `Bounded` commit is written to the log file and
+/// Commits the writer's batch (`WriterState::batch`) through the log, on top of commit
+/// `base`: one log record, appended to the log and inserted into the overlay, and the entry
+/// counts of the tables it changed set in the snapshot it publishes. A `None` or `Bounded` commit is written to the log file and
 /// published at once; an `Immediate` one becomes the writer's `pending` commit, published by its committer
 /// once the log is synced (`finish_immediate`, after the write lock is let go). Returns
 /// `None`, with nothing done, when the log has no room for the record: the caller then
@@ -43,7 +43,7 @@ pub(crate) fn commit_logged(
     for (name, state) in guard.tables.changed_unordered() {
         let id = base.catalog.table_id(&base.snap, name.as_bytes())?;
         let id = id.ok_or_else(|| Error::Internal(format!("table {name} has no number")))?;
-        counts.push((id.to_be_bytes(), state.hdr.entries.to_le_bytes()));
+        counts.push((id, state.hdr.entries));
     }
     if guard.batch.is_empty() && counts.is_empty() {
         guard.counts = counts;
@@ -97,13 +97,16 @@ pub(crate) fn commit_logged(
             return Err(e);
         }
     }
-    let records = guard.batch.iter();
-    let count_records = counts
-        .iter()
-        .map(|(k, v)| (COUNTS, &k[..], Some(&v[..]), false));
-    overlay.insert_marked(txn, records.chain(count_records), Some(start));
+    overlay.insert_marked(txn, guard.batch.iter(), start);
+    // The counts go on in the base's log, unless it has no room for a table (or there is
+    // none): a new log then, from its newest counts.
+    let log = match base.counts() {
+        Some(l) if counts.iter().all(|&(t, n)| l.push(t, txn, n)) => l.clone(),
+        Some(l) => Arc::new(l.with(counts.iter().copied())),
+        None => Arc::new(CountLog::new(counts.iter().copied())),
+    };
     guard.counts = counts;
-    let published = Published::logged(base, overlay, txn);
+    let published = Published::logged(base, overlay, txn, Some(log));
     if immediate {
         guard.pending = Some((published.clone(), end));
         return Ok(Some(LoggedCommit {

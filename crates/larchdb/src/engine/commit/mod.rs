@@ -21,9 +21,9 @@ mod pages;
 mod route;
 mod settle;
 
+use super::counts::CountLog;
 use super::log::{AppendFailed, NoRoom};
 use super::published::Published;
-use super::upper::overlay::COUNTS;
 use super::{Disk, Shared, WriterState};
 use crate::error::{Error, Result};
 use crate::layout::log::{KIND_COMMIT, KIND_MARK};

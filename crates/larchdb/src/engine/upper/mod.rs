@@ -24,6 +24,7 @@ pub(crate) mod slices;
 pub use range::Range;
 use range::Walk;
 
+use super::counts::CountLog;
 use crate::btree::{self, Cursor};
 use crate::error::{Error, Result};
 use crate::pager::{PageSource, TableHeader};
@@ -44,6 +45,8 @@ pub(crate) struct Upper<'t> {
     overlay: Option<&'t Slices>,
     frozen: Option<&'t Overlay>,
     batch: Option<&'t Batch>,
+    /// The entry counts (`engine::counts`).
+    counts: Option<&'t CountLog>,
     /// The table's number in the overlay and the batch.
     table: u64,
     /// The snapshot's commit: the newest overlay version visible.
@@ -61,6 +64,7 @@ impl<'t> Upper<'t> {
             overlay: overlays.active,
             frozen: overlays.frozen,
             batch,
+            counts: overlays.counts,
             table,
             txn,
         }
@@ -73,11 +77,7 @@ impl<'t> Upper<'t> {
 
     /// The table's entry count at the snapshot, if a commit in an overlay changed it.
     pub(crate) fn count(&self) -> Option<u64> {
-        let overlays = Overlays {
-            active: self.overlay,
-            frozen: self.frozen,
-        };
-        overlays.count(self.table, self.txn)
+        self.counts?.get(self.table, self.txn)
     }
 
     /// Keys counted as new by blind writes (`WriteTable::set`) that `in_tree` says the tree
@@ -238,20 +238,13 @@ impl<'t> UpperScan<'t> {
     }
 }
 
-/// The overlays a snapshot reads before its tree (`engine::published::Published`).
+/// The overlays a snapshot reads before its tree, and its entry counts
+/// (`engine::published::Published`).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Overlays<'t> {
     pub(crate) active: Option<&'t Slices>,
     pub(crate) frozen: Option<&'t Overlay>,
-}
-
-impl Overlays<'_> {
-    /// Table `table`'s entry count at snapshot `txn`, if a commit in an overlay changed it.
-    pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
-        self.active
-            .and_then(|o| o.count(table, txn))
-            .or_else(|| self.frozen.and_then(|o| o.count(table, txn)))
-    }
+    pub(crate) counts: Option<&'t CountLog>,
 }
 
 pub(crate) fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {

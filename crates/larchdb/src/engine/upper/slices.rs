@@ -14,7 +14,7 @@
 //! frozen slice's overlay replaced by new ones (the slice may be cut again there): the other
 //! slices' overlays are the same objects in both.
 
-use super::overlay::{Lookup, Overlay, Scan, TableRecord, Visible, COUNTS};
+use super::overlay::{Lookup, Overlay, Scan, TableRecord, Visible};
 use crate::error::Result;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -269,12 +269,6 @@ impl Slices {
         overlay.get(table, key, txn)
     }
 
-    /// As `Overlay::count`: the counts are records of `COUNTS`, in the slice they fall in.
-    pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
-        self.overlay_of(COUNTS, &table.to_be_bytes())
-            .count(table, txn)
-    }
-
     /// As `Overlay::blind_in_tree`, over every slice.
     pub(crate) fn blind_in_tree(
         &self,
@@ -297,21 +291,18 @@ impl Slices {
 
     /// As `Overlay::insert_marked`: each record goes to its slice's overlay, runs of records
     /// of one slice together. `logged`: the log position the commit's record was appended at
-    /// or after, which a slice that held no record of the log takes as its `from` (`None`
-    /// for records the log does not hold: the counts a checkpoint corrects).
+    /// or after, which a slice that held no record of the log takes as its `from`.
     pub(crate) fn insert_marked<'a>(
         &self,
         txn: u64,
         records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
-        logged: Option<u64>,
+        logged: u64,
     ) {
         // Only the writer sets and reads `from` (a load and a store, no locked instruction),
         // and only the first commit with a record in the slice sets it.
         let logged_in = |slice: &Slice| {
-            if let Some(at) = logged {
-                if slice.from.load(Ordering::Relaxed) == NO_RECORD {
-                    slice.from.store(at, Ordering::Relaxed);
-                }
+            if slice.from.load(Ordering::Relaxed) == NO_RECORD {
+                slice.from.store(logged, Ordering::Relaxed);
             }
         };
         if let [only] = &self.slices[..] {
@@ -324,8 +315,7 @@ impl Slices {
             self.holds.store(true, Ordering::Release);
         }
         // Each run of records in one slice goes to its overlay in one call, taken from the
-        // records as they come (no buffer: a one-put commit's record and its table's count
-        // go to two slices).
+        // records as they come (no buffer).
         let mut records = records
             .into_iter()
             .map(|r| (self.index_of(r.0, r.1), r))
@@ -542,7 +532,7 @@ mod tests {
         }
     }
 
-    /// Records go to their slice, and reads, counts and scans (bounded or not, both ways)
+    /// Records go to their slice, and reads and scans (bounded or not, both ways)
     /// through the slices give what one overlay would.
     #[test]
     fn slices_read_as_one_overlay() {
@@ -560,20 +550,18 @@ mod tests {
             }
             batch.sort();
             batch.dedup_by(|a, b| (a.0, &a.1) == (b.0, &b.1));
-            let count = (txn * 3).to_le_bytes();
             s.insert_marked(
                 txn,
                 batch
                     .iter()
-                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref(), false))
-                    .chain([(COUNTS, &1u64.to_be_bytes()[..], Some(&count[..]), false)]),
-                Some(txn * 10),
+                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref(), false)),
+                txn * 10,
             );
             for (t, k, v) in batch {
                 model.insert((t, k), v);
             }
         }
-        // Each slice holds only its own range; the counts are in the last.
+        // Each slice holds only its own range.
         for (i, slice) in s.slices().iter().enumerate() {
             let (start, end) = s.bounds(i);
             for ((t, k), _) in model.iter() {
@@ -583,8 +571,6 @@ mod tests {
                 assert_eq!(found, inside, "slice {i}, table {t}, key {k:?}");
             }
         }
-        assert_eq!(s.count(1, 200), Some(600));
-        assert_eq!(s.slices()[3].overlay.count(1, 200), Some(600));
         for ((t, k), v) in &model {
             let want = match v {
                 Some(v) => Lookup::Value(v),
@@ -647,7 +633,7 @@ mod tests {
         assert!(s
             .scan(1, 9, Bound::Unbounded, Bound::Unbounded, false)
             .is_empty());
-        s.insert_marked(10, [(1, &b"0400"[..], Some(&b"b"[..]), false)], Some(10));
+        s.insert_marked(10, [(1, &b"0400"[..], Some(&b"b"[..]), false)], 10);
         assert!(!s.empty());
         assert_eq!(
             s.get(1, b"0400", 9),
@@ -675,14 +661,10 @@ mod tests {
     fn a_frozen_slice_is_replaced_by_its_parts() {
         let s = cut();
         assert_eq!((s.oldest(), s.oldest_from()), (None, None));
-        s.insert_marked(1, [(1, &b"0400"[..], Some(&b"b"[..]), false)], Some(10));
-        s.insert_marked(2, [(1, &b"0100"[..], Some(&b"a"[..]), false)], Some(20));
-        s.insert_marked(3, [(0, &b"0400"[..], Some(&b"c"[..]), false)], Some(30));
-        // Counts a checkpoint corrects are not records of the log.
-        let count = 2u64.to_le_bytes();
-        let counted = [(COUNTS, &1u64.to_be_bytes()[..], Some(&count[..]), false)];
-        s.insert_marked(4, counted, None);
-        assert_eq!(s.slices()[3].from(), None);
+        s.insert_marked(1, [(1, &b"0400"[..], Some(&b"b"[..]), false)], 10);
+        s.insert_marked(2, [(1, &b"0100"[..], Some(&b"a"[..]), false)], 20);
+        s.insert_marked(3, [(0, &b"0400"[..], Some(&b"c"[..]), false)], 30);
+        assert_eq!(s.slices()[3].from(), None, "a slice with no record");
         assert_eq!(s.fullest(), Some(0));
         // A slice's first record of the log sets where it starts; later ones do not.
         assert_eq!(

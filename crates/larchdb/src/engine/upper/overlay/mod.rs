@@ -16,8 +16,9 @@
 //! since the last scan are sorted into a new run, and runs of similar length are merged, so a
 //! scan costs the sort of what is new since the last one plus a binary search per run, not a
 //! sort of the whole overlay (docs/design/write-path.md, "The overlay").
-//! Tables are numbered by the checkpoint's catalog (`CatalogCache::table_id`); the entry
-//! counts of the tables a commit changed are versions of `COUNTS`, keyed by table number.
+//! Tables are numbered by the checkpoint's catalog (`CatalogCache::table_id`); the tables'
+//! entry counts are not records here but versions in the snapshot's count log
+//! (`engine::counts`).
 
 use crate::error::Result;
 use std::cmp::Ordering as Order;
@@ -40,10 +41,6 @@ pub(crate) use self::scan::{Gathered, Scan};
 
 /// Slots in a new overlay's table; it doubles when three quarters full (`overfull`).
 const SLOTS_MIN: usize = 1024;
-
-/// The table number under which the entry counts of tables are kept: key = the table's number
-/// (u64 big-endian), value = its entries (u64 little-endian) after the commit.
-pub(crate) const COUNTS: u64 = u64::MAX;
 
 /// A key and what the overlay holds for it at a snapshot (`None`: deleted).
 pub(crate) type Visible<'o> = (&'o [u8], Option<&'o [u8]>);
@@ -457,15 +454,6 @@ impl Overlay {
     #[cfg(test)]
     pub(crate) fn tables(&self) -> usize {
         self.owned.lock().map_or(0, |o| o.tables.len())
-    }
-
-    /// The number of entries of table `table` at snapshot `txn`, if a commit in the overlay
-    /// changed it.
-    pub(crate) fn count(&self, table: u64, txn: u64) -> Option<u64> {
-        match self.get(COUNTS, &table.to_be_bytes(), txn) {
-            Lookup::Value(v) if v.len() == 8 => Some(u64::from_le_bytes(v.try_into().ok()?)),
-            _ => None,
-        }
     }
 
     /// The version of entry `e` visible at `txn`: `Some(None)` for a deletion, `None` if none.

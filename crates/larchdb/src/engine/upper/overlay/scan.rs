@@ -393,7 +393,7 @@ impl Overlay {
                 // SAFETY: `order` holds entries of this overlay, which live as long as it
                 // (as in `find`).
                 let (table, key) = unsafe { ((*e).table, entry_key(e)) };
-                if table == COUNTS || (bounded && !within(table, key)) {
+                if bounded && !within(table, key) {
                     return None;
                 }
                 // SAFETY: as above.
