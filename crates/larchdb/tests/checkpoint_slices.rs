@@ -334,3 +334,74 @@ fn an_idle_writer_has_every_slice_merged() {
     let report = db.verify().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
 }
+
+/// A reader that renews while slices are frozen and merged sees each commit whole: every
+/// commit sets keys spread over every slice to one generation, and a renewed snapshot reads
+/// the same generation in all of them. (A slice's freeze is a new shape: a reader on the
+/// snapshot before it reads the frozen slice through the slices it had, which the commits
+/// after the freeze no longer go to, so it must not move to them by their ids alone.)
+#[test]
+fn renewed_readers_see_whole_commits_while_slices_are_frozen() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let data = FaultStorage::new();
+    let log = FaultStorage::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(21);
+    let db = Arc::new(common::open_with_log(&data, &log, options(Durability::None)).unwrap());
+    let mut model = load(&db, &mut rng);
+    // One key in each eighth of the key space (in every slice, whatever the cuts), none of
+    // them a key `commit_one` writes.
+    let marks: Vec<Vec<u8>> = (0..8)
+        .map(|i| [key(i * KEYS / 8 + 1), b"m".to_vec()].concat())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (db, stop, marks) = (db.clone(), stop.clone(), marks.clone());
+            std::thread::spawn(move || {
+                let mut r = db.begin_read().unwrap();
+                let mut renews = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    r.renew();
+                    let t = r.table("t").unwrap();
+                    let seen: Vec<Option<Vec<u8>>> = marks
+                        .iter()
+                        .map(|k| t.get(k).unwrap().map(|v| v.to_vec()))
+                        .collect();
+                    assert!(
+                        seen.iter().all(|v| *v == seen[0]),
+                        "snapshot {} reads a commit in part: {seen:?}",
+                        r.id()
+                    );
+                    renews += 1;
+                }
+                renews
+            })
+        })
+        .collect();
+    let mut generation = 0u64;
+    for i in 0..30_000u32 {
+        if i % 4 == 0 {
+            generation += 1;
+            let v = generation.to_le_bytes();
+            let mut w = db.begin_write().unwrap();
+            {
+                let mut t = w.table("t").unwrap();
+                for k in &marks {
+                    t.put(k, &v).unwrap();
+                    model.insert(k.clone(), v.to_vec());
+                }
+            }
+            w.commit().unwrap();
+        } else {
+            commit_one(&db, &mut rng, &mut model);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    let c = db.stats().unwrap().commits;
+    assert!(c.checkpoint_slices >= 4, "{} slices", c.checkpoint_slices);
+    check_snapshot(&db.begin_read().unwrap(), &model, "at the end");
+}

@@ -282,10 +282,12 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
             let renumbered = rs.current.renumbered(rs.current.txn() + 1);
             shared.set_current(&mut rs, renumbered)
         });
+        // A new shape: a reader on the snapshot before reads the frozen slice's records
+        // through the slices it has, which the commits after this one no longer go to (they go
+        // to the new parts), so it must not take their ids alone (`Shared::txn_in_shape`).
         let frozen = rs.current.frozen(rest, frozen_overlay);
-        shared.note_upper(&frozen);
-        rs.current = frozen.clone();
-        (frozen, replaced)
+        let before = shared.set_current(&mut rs, frozen.clone());
+        (frozen, (replaced, before))
     };
     drop(replaced);
     drop(base);

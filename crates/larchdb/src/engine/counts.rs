@@ -15,14 +15,17 @@ use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-/// Versions in a table's first chunk; each chunk after it is twice the one before.
-const CHUNK_FIRST: usize = 64;
+/// Versions in a table's first chunk (128 bytes: a put into each of many tables costs
+/// little); each chunk after it is twice the one before.
+const CHUNK_FIRST: usize = 8;
 
-/// Chunks of a table's versions: 64 * (2^40 - 1) versions, more than any log holds.
-const CHUNKS: usize = 40;
+/// Chunks of a table's versions: 8 * (2^32 - 1) versions, more than any log holds.
+const CHUNKS: usize = 32;
 
-/// Tables a log has room for beyond those it was made with, before a commit that changes
-/// another makes a new log (`CountLog::push` fails).
+/// Tables a log has room for beyond those it was made with, at the least (as many as it was
+/// made with, if more), before a commit that changes another makes a new log
+/// (`CountLog::push` fails): tables reached one by one make a new log each time their number
+/// doubles, not each time it grows by a few.
 const TABLES_SPARE: usize = 4;
 
 /// One table's count at the log's first commit, and its versions since, oldest first.
@@ -112,8 +115,11 @@ impl TableCounts {
         }
     }
 
-    /// Appends version `(txn, count)`. Only the log's writer calls it.
-    fn push(&self, txn: u64, count: u64) -> usize {
+    /// Appends version `(txn, count)`, and returns the bytes of a chunk it allocated.
+    ///
+    /// # Safety
+    /// No other thread pushes into this table at the same time (the log's one writer).
+    unsafe fn push(&self, txn: u64, count: u64) -> usize {
         let i = self.len.load(Ordering::Relaxed);
         let (chunk, at) = place(i);
         let mut p = self.chunks[chunk].load(Ordering::Relaxed);
@@ -125,7 +131,7 @@ impl TableCounts {
             grown = chunk_len(chunk) * size_of::<(u64, u64)>();
         }
         // SAFETY: `at` is within the chunk's `chunk_len(chunk)` versions; no reader reads
-        // version `i` before `len` passes it.
+        // version `i` before `len` passes it, and no other writer writes it (the caller's).
         unsafe { p.add(at).write((txn, count)) };
         self.len.store(i + 1, Ordering::Release);
         grown
@@ -155,6 +161,8 @@ pub(crate) struct CountLog {
     /// Ascending by table number, then the spare places (`u64::MAX`) the writer takes in
     /// order.
     tables: Box<[TableCounts]>,
+    /// The tables it was made with (the sorted ones).
+    sorted: usize,
     /// Places taken.
     taken: AtomicUsize,
     /// Bytes of versions' chunks allocated.
@@ -168,14 +176,14 @@ impl Default for CountLog {
 }
 
 impl CountLog {
-    /// A log whose counts start at `base` (table, count), and room for `TABLES_SPARE` more
-    /// tables.
+    /// A log whose counts start at `base` (table, count), and room for as many more tables
+    /// (`TABLES_SPARE` at the least).
     pub(crate) fn new(base: impl IntoIterator<Item = (u64, u64)>) -> CountLog {
         let mut base: Vec<(u64, u64)> = base.into_iter().collect();
         base.sort_unstable_by_key(|&(t, _)| t);
         base.dedup_by_key(|&mut (t, _)| t);
         let taken = base.len();
-        let spare = (0..TABLES_SPARE).map(|_| TableCounts::new(u64::MAX, None));
+        let spare = (0..taken.max(TABLES_SPARE)).map(|_| TableCounts::new(u64::MAX, None));
         let tables = base
             .into_iter()
             .map(|(t, n)| TableCounts::new(t, Some(n)))
@@ -183,6 +191,7 @@ impl CountLog {
             .collect();
         CountLog {
             tables,
+            sorted: taken,
             taken: AtomicUsize::new(taken),
             bytes: AtomicUsize::new(0),
         }
@@ -191,7 +200,7 @@ impl CountLog {
     /// The place of `table`: among the base tables by a binary search, else among those taken
     /// since.
     fn find(&self, table: u64) -> Option<&TableCounts> {
-        let (sorted, since) = self.tables().split_at(self.tables.len() - TABLES_SPARE);
+        let (sorted, since) = self.tables().split_at(self.sorted);
         match sorted.binary_search_by_key(&table, |t| t.table()) {
             Ok(i) => Some(&sorted[i]),
             Err(_) => since.iter().find(|t| t.table() == table),
@@ -213,7 +222,11 @@ impl CountLog {
     /// pushed before and not yet published (no version where the count is the newest
     /// already). Only the snapshot's writer calls it. `false`, with nothing done, where the
     /// log has no room for another table: the caller makes a new log (`with`).
-    pub(crate) fn push(&self, table: u64, txn: u64, count: u64) -> bool {
+    ///
+    /// # Safety
+    /// No other thread pushes into this log at the same time: only the writer, holding the
+    /// write lock, pushes, and only into its base snapshot's log (`commit_logged`).
+    pub(crate) unsafe fn push(&self, table: u64, txn: u64, count: u64) -> bool {
         let t = match self.find(table) {
             Some(t) if t.newest() == Some(count) => return true,
             Some(t) => t,
@@ -227,7 +240,8 @@ impl CountLog {
                 t
             }
         };
-        let grown = t.push(txn, count);
+        // SAFETY: the caller's.
+        let grown = unsafe { t.push(txn, count) };
         if grown > 0 {
             self.bytes.fetch_add(grown, Ordering::Relaxed);
         }
@@ -269,10 +283,12 @@ mod tests {
     #[test]
     fn counts_read_at_every_commit() {
         assert_eq!(place(0), (0, 0));
-        assert_eq!(place(63), (0, 63));
-        assert_eq!(place(64), (1, 0));
-        assert_eq!(place(191), (1, 127));
-        assert_eq!(place(192), (2, 0));
+        assert_eq!(place(7), (0, 7));
+        assert_eq!(place(8), (1, 0));
+        assert_eq!(place(23), (1, 15));
+        assert_eq!(place(24), (2, 0));
+        // SAFETY (every push below): one thread.
+        let push = |log: &CountLog, t, txn, n| unsafe { log.push(t, txn, n) };
         let log = CountLog::new([(9, 100), (3, 30)]);
         assert_eq!(
             (log.get(3, 5), log.get(9, 5), log.get(4, 5)),
@@ -284,11 +300,11 @@ mod tests {
             let (mut a, mut b) = *model.last().unwrap();
             if txn % 2 == 0 {
                 a = txn * 7;
-                assert!(log.push(3, txn, a));
+                assert!(push(&log, 3, txn, a));
             }
             if txn % 10 == 0 {
                 b = txn;
-                assert!(log.push(9, txn, b));
+                assert!(push(&log, 9, txn, b));
             }
             model.push((a, b));
         }
@@ -300,9 +316,9 @@ mod tests {
         assert!(log.bytes() >= 2500 * 16);
         // Four more tables, then no room.
         for t in [1, 20, 5, 7] {
-            assert!(log.push(t, 6000, t * 2));
+            assert!(push(&log, t, 6000, t * 2));
         }
-        assert!(!log.push(8, 6001, 1));
+        assert!(!push(&log, 8, 6001, 1));
         assert_eq!((log.get(20, 6000), log.get(20, 5999)), (Some(40), None));
         assert_eq!(log.get(8, 6001), None);
         let next = log.with([(8, 1), (3, 2)]);

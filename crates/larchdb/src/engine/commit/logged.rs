@@ -101,7 +101,8 @@ pub(crate) fn commit_logged(
     // The counts go on in the base's log, unless it has no room for a table (or there is
     // none): a new log then, from its newest counts.
     let log = match base.counts() {
-        Some(l) if counts.iter().all(|&(t, n)| l.push(t, txn, n)) => l.clone(),
+        // SAFETY: this writer holds the write lock, and `base` is the newest snapshot.
+        Some(l) if counts.iter().all(|&(t, n)| unsafe { l.push(t, txn, n) }) => l.clone(),
         Some(l) => Arc::new(l.with(counts.iter().copied())),
         None => Arc::new(CountLog::new(counts.iter().copied())),
     };
