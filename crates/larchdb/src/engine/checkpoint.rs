@@ -490,10 +490,7 @@ fn recounted(current: &Published, counts: &[Recount]) -> Result<CountLog> {
         })?;
         changed.push((c.table, exact));
     }
-    Ok(match current.counts() {
-        Some(log) => log.with(changed),
-        None => CountLog::new(changed),
-    })
+    Ok(CountLog::after(current.counts().map(|l| &**l), changed))
 }
 
 /// While the active overlays are cut in several slices, merges them one at a time, each a

@@ -169,12 +169,6 @@ pub(crate) struct CountLog {
     bytes: AtomicUsize,
 }
 
-impl Default for CountLog {
-    fn default() -> CountLog {
-        CountLog::new(std::iter::empty())
-    }
-}
-
 impl CountLog {
     /// A log whose counts start at `base` (table, count), and room for as many more tables
     /// (`TABLES_SPARE` at the least).
@@ -221,7 +215,7 @@ impl CountLog {
     /// Sets table `table`'s entries to `count` as of commit `txn`, newer than every version
     /// pushed before and not yet published (no version where the count is the newest
     /// already). Only the snapshot's writer calls it. `false`, with nothing done, where the
-    /// log has no room for another table: the caller makes a new log (`with`).
+    /// log has no room for another table: the caller makes a new log (`after`).
     ///
     /// # Safety
     /// No other thread pushes into this log at the same time: only the writer, holding the
@@ -249,15 +243,19 @@ impl CountLog {
     }
 
     /// The newest count of each table the log holds.
-    pub(crate) fn newest(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    fn newest(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.tables()
             .iter()
             .filter_map(|t| Some((t.table(), t.newest()?)))
     }
 
-    /// A new log starting from this one's newest counts with `changed` set over them.
-    pub(crate) fn with(&self, changed: impl IntoIterator<Item = (u64, u64)>) -> CountLog {
-        let mut all: Vec<(u64, u64)> = self.newest().collect();
+    /// A new log starting from the newest counts of `before` (none: no table's) with
+    /// `changed` set over them.
+    pub(crate) fn after(
+        before: Option<&CountLog>,
+        changed: impl IntoIterator<Item = (u64, u64)>,
+    ) -> CountLog {
+        let mut all: Vec<(u64, u64)> = before.into_iter().flat_map(|b| b.newest()).collect();
         for (table, count) in changed {
             match all.iter_mut().find(|(t, _)| *t == table) {
                 Some(c) => c.1 = count,
@@ -321,7 +319,7 @@ mod tests {
         assert!(!push(&log, 8, 6001, 1));
         assert_eq!((log.get(20, 6000), log.get(20, 5999)), (Some(40), None));
         assert_eq!(log.get(8, 6001), None);
-        let next = log.with([(8, 1), (3, 2)]);
+        let next = CountLog::after(Some(&log), [(8, 1), (3, 2)]);
         let mut all: Vec<_> = next.newest().collect();
         all.sort();
         assert_eq!(

@@ -217,10 +217,7 @@ impl<'t> Replay<'t> {
                     None => Arc::new(Slices::one(overlay, self.tree.snap.meta.log_position)),
                 };
                 let counts = self.counts.iter().map(|(&table, &n)| (table, n));
-                let counts = match self.tree.counts() {
-                    Some(log) => log.with(counts),
-                    None => CountLog::new(counts),
-                };
+                let counts = CountLog::after(self.tree.counts().map(|l| &**l), counts);
                 Ok(Published::logged(
                     self.tree,
                     slices,

@@ -7,10 +7,9 @@
 //! which the memory left before the writer would stop (`budget::over_budget`) lasts as long,
 //! and the slower of the two rates binds. Each rate follows the room left, so it binds only
 //! near full and falls to nothing at the stop; and it is derived from a time, not from the
-//! checkpoints' rate (a
-//! paced writer makes smaller checkpoints, which merge fewer records per leaf and so drain
-//! more slowly: pacing by their rate slowed the writer further each time, measured). The
-//! writer sleeps its debt in steps of `SLEEP_MIN` to `SLEEP_MAX`, under the write lock, so
+//! checkpoints' rate (a paced writer makes smaller checkpoints, which merge fewer records per
+//! leaf and so drain more slowly: pacing by their rate slowed the writer further each time,
+//! measured). The writer sleeps its debt in steps of `SLEEP_MIN` to `SLEEP_MAX`, under the write lock, so
 //! that the rate bounds every writer together, as RocksDB's write controller does
 //! (`delayed_write_rate`).
 

@@ -103,8 +103,7 @@ pub(crate) fn commit_logged(
     let log = match base.counts() {
         // SAFETY: this writer holds the write lock, and `base` is the newest snapshot.
         Some(l) if counts.iter().all(|&(t, n)| unsafe { l.push(t, txn, n) }) => l.clone(),
-        Some(l) => Arc::new(l.with(counts.iter().copied())),
-        None => Arc::new(CountLog::new(counts.iter().copied())),
+        l => Arc::new(CountLog::after(l.map(|l| &**l), counts.iter().copied())),
     };
     guard.counts = counts;
     let published = Published::logged(base, overlay, txn, Some(log));
