@@ -382,9 +382,28 @@ pub(crate) fn major_faults(who: Who) -> Option<u64> {
     usage(who).map(|(faults, _)| faults)
 }
 
+/// Bytes read from the device so far on behalf of `who` (`getrusage`'s `ru_inblock`, which
+/// Linux counts as the reads submitted, in 512-byte units): the reads its page faults waited
+/// for and those its hints started (`MADV_WILLNEED`) alike. `None` where it fails.
+pub(crate) fn device_read_bytes(who: Who) -> Option<u64> {
+    let ru = rusage(who)?;
+    u64::try_from(ru.ru_inblock).ok()?.checked_mul(512)
+}
+
 /// Major page faults and CPU time (user and system) so far: `getrusage`; `None` where it
 /// fails.
 fn usage(who: Who) -> Option<(u64, Duration)> {
+    let usage = rusage(who)?;
+    let time = |t: libc::timeval| {
+        let micros = u64::try_from(t.tv_usec).ok()?;
+        Some(Duration::from_secs(u64::try_from(t.tv_sec).ok()?) + Duration::from_micros(micros))
+    };
+    let cpu = time(usage.ru_utime)? + time(usage.ru_stime)?;
+    Some((u64::try_from(usage.ru_majflt).ok()?, cpu))
+}
+
+/// `getrusage` for `who`; `None` where it fails.
+fn rusage(who: Who) -> Option<libc::rusage> {
     let who = match who {
         Who::Thread => libc::RUSAGE_THREAD,
         Who::Process => libc::RUSAGE_SELF,
@@ -397,13 +416,7 @@ fn usage(who: Who) -> Option<(u64, Duration)> {
         return None;
     }
     // SAFETY: zeroed above, and filled in by the successful call.
-    let usage = unsafe { usage.assume_init() };
-    let time = |t: libc::timeval| {
-        let micros = u64::try_from(t.tv_usec).ok()?;
-        Some(Duration::from_secs(u64::try_from(t.tv_sec).ok()?) + Duration::from_micros(micros))
-    };
-    let cpu = time(usage.ru_utime)? + time(usage.ru_stime)?;
-    Some((u64::try_from(usage.ru_majflt).ok()?, cpu))
+    Some(unsafe { usage.assume_init() })
 }
 
 /// The file and the cores, found once per process, at the first reading: the file stays open
