@@ -530,6 +530,14 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "write transactions that waited for a checkpoint to free room in the log",
             ),
             ("log_full_wait_ms", "ms those waits took"),
+            (
+                "read_ahead_pages",
+                "leaves the checkpoints asked the device for ahead of their merge (beyond memory)",
+            ),
+            (
+                "read_ahead_requests",
+                "the requests those took (consecutive leaves in one)",
+            ),
         ],
     ),
     (

@@ -51,6 +51,13 @@ pub fn keys_in(model: &TableModel, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Vec<Ve
         .collect()
 }
 
+/// Has every checkpoint's merge in this process read its leaves ahead (`on`), as merges do
+/// once the tree is beyond memory, or only those after a merge that read from the device (the
+/// engine's own rule): so that tests run the read-ahead's path on trees in memory.
+pub fn read_ahead_every_merge(on: bool) {
+    crate::engine::checkpoint::READ_AHEAD_ALWAYS.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Options for a logged database with a small log (six 1 MiB segments, a checkpoint every
 /// MiB), so that checkpoints come often and the log wraps around with room for several of
 /// them; no compaction at close, so that a drop stands for a process crash and the next open

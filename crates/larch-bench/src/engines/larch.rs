@@ -188,6 +188,8 @@ impl Engine for Larch {
             ("share_ms", c.share_micros / 1000),
             ("log_full_waits", c.log_full_waits),
             ("log_full_wait_ms", c.log_full_wait_micros / 1000),
+            ("read_ahead_pages", c.read_ahead_pages),
+            ("read_ahead_requests", c.read_ahead_requests),
         ]
     }
 }

@@ -45,6 +45,7 @@ use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -570,7 +571,7 @@ fn write(
     if job.settle {
         pages.synced_soon();
     }
-    if disk.merge_waited {
+    if disk.merge_waited || READ_AHEAD_ALWAYS.load(Ordering::Relaxed) {
         pages.read_ahead();
     }
     if job.beside > 0 {
@@ -598,6 +599,10 @@ fn write(
             return Err(e);
         }
     };
+    let (asked, requests) = pages.asked_ahead();
+    let c = &shared.counters;
+    c.read_ahead_pages.fetch_add(asked, Ordering::Relaxed);
+    c.read_ahead_requests.fetch_add(requests, Ordering::Relaxed);
     let page_bytes = pages.page_bytes() as u64;
     let pages_read = |bytes: u64| bytes / page_bytes;
     disk.merge_waited = merge_waits(
@@ -661,6 +666,10 @@ fn merge_waits(before: Option<u64>, after: Option<u64>, records: usize) -> bool 
 
 /// See `merge_waits`.
 const MERGE_WAIT_RECORDS: u64 = 64;
+
+/// Every checkpoint's merge reads ahead, whatever the last one read: set by the tests
+/// (`testing::read_ahead_every_merge`), so that the read-ahead's path runs on trees in memory.
+pub(crate) static READ_AHEAD_ALWAYS: AtomicBool = AtomicBool::new(false);
 
 /// What `install` needs of each table the frozen overlay (of commit `f`) has blind writes
 /// of, the merge done (`Recount`).

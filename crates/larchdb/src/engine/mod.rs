@@ -214,6 +214,8 @@ pub(crate) struct Counters {
     pub(crate) share_micros: AtomicU64,
     pub(crate) log_full_waits: AtomicU64,
     pub(crate) log_full_wait_micros: AtomicU64,
+    pub(crate) read_ahead_pages: AtomicU64,
+    pub(crate) read_ahead_requests: AtomicU64,
     /// Major page faults the checkpoints' threads took while the handle's readers were open
     /// (`admission::share::FaultTally`): the writer's share of the device counts the other
     /// threads' only.
@@ -246,6 +248,8 @@ impl Shared {
             share_micros: get(&c.share_micros),
             log_full_waits: get(&c.log_full_waits),
             log_full_wait_micros: get(&c.log_full_wait_micros),
+            read_ahead_pages: get(&c.read_ahead_pages),
+            read_ahead_requests: get(&c.read_ahead_requests),
         }
     }
 }

@@ -70,13 +70,18 @@ impl Snapshot {
         Ok(p)
     }
 
-    /// Asks for page `id` to be read from the device into the page cache now, without
-    /// waiting (`Access::will_need`): for a page a merge will read soon, beyond memory.
-    /// Nothing happens for a page out of range.
-    pub(crate) fn will_need(&self, id: u64) {
-        if id >= META_SLOTS && id < self.meta.page_count {
-            self.access
-                .will_need(id as usize * self.page_bytes, self.page_bytes);
+    /// Asks for pages `id..id + pages` to be read from the device into the page cache now,
+    /// without waiting (`Access::will_need`): pages a merge will read soon, beyond memory.
+    /// Nothing happens for pages out of range.
+    pub(crate) fn will_need(&self, id: u64, pages: u64) {
+        let in_range = id
+            .checked_add(pages)
+            .is_some_and(|end| end <= self.meta.page_count);
+        if id >= META_SLOTS && in_range {
+            self.access.will_need(
+                id as usize * self.page_bytes,
+                pages as usize * self.page_bytes,
+            );
         }
     }
 

@@ -216,12 +216,31 @@ impl WritePages {
         self.reads_ahead
     }
 
-    /// Asks for committed page `id` to be read into the page cache now, without waiting
-    /// (`Snapshot::will_need`); nothing for a page of this transaction's.
-    pub(crate) fn will_need(&self, id: u64) {
-        if !self.is_dirty(id) {
-            self.base.will_need(id);
+    /// Asks for committed pages `id..id + pages` to be read into the page cache now, without
+    /// waiting (`Snapshot::will_need`), one request for each run among them that is not
+    /// this transaction's.
+    pub(crate) fn will_need(&self, id: u64, pages: u64) {
+        let ask = |from: u64, to: u64| {
+            if to > from {
+                self.base.will_need(from, to - from);
+                let (p, r) = self.asked_ahead.get();
+                self.asked_ahead.set((p + (to - from), r + 1));
+            }
+        };
+        let end = id.saturating_add(pages);
+        let mut from = id;
+        for p in id..end {
+            if self.is_dirty(p) {
+                ask(from, p);
+                from = p + 1;
+            }
         }
+        ask(from, end);
+    }
+
+    /// The pages asked to be read ahead so far (`will_need`), and the requests that took.
+    pub(crate) fn asked_ahead(&self) -> (u64, u64) {
+        self.asked_ahead.get()
     }
 
     /// Marks the transaction as made durable as soon as it is written (a checkpoint of one

@@ -178,6 +178,8 @@ pub(crate) struct WritePages {
     synced_soon: bool,
     /// A merge asks for the leaves it will reach to be read ahead (`read_ahead`).
     reads_ahead: bool,
+    /// The pages a merge asked to be read ahead, and the requests that took (`will_need`).
+    asked_ahead: std::cell::Cell<(u64, u64)>,
     /// Called by a merge after each leaf it writes (`between_leaves`).
     leaf_hook: Option<Box<dyn FnMut() + Send>>,
     /// Some of the pages in owned buffers were a sequential load's (the next transaction is
@@ -238,6 +240,7 @@ impl WritePages {
             merging: false,
             synced_soon: false,
             reads_ahead: false,
+            asked_ahead: std::cell::Cell::new((0, 0)),
             leaf_hook: None,
             appended: false,
             branch_sealing: carry.branch_sealing,
