@@ -656,7 +656,7 @@ fn write(
 /// faulted too little to keep the read-ahead for the next one, which then faulted on every
 /// leaf, and the one after read ahead again (tupl's updates beyond memory: half the
 /// checkpoints read a leaf at a time, 140 us a leaf against 40). In memory nothing is read,
-/// and the read-ahead stops (a descent and a system call a leaf).
+/// and the read-ahead stops (a descent a leaf, a system call a run of leaves).
 fn merge_waits(before: Option<u64>, after: Option<u64>, records: usize) -> bool {
     match (before, after) {
         (Some(b), Some(a)) => a.saturating_sub(b) * MERGE_WAIT_RECORDS > records as u64,
