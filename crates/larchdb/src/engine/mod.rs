@@ -70,8 +70,8 @@ pub(crate) struct Disk {
     pub(crate) settling: Option<commit::Settling>,
     /// The newest meta page written without a sync, and its slot (`None` once one is synced).
     pub(crate) unsynced: Option<(crate::pager::Meta, u64)>,
-    /// The last checkpoint's merge waited on the device for the leaves it read (the tree is
-    /// beyond memory): the next one reads them ahead (`checkpoint::merge_waits`).
+    /// The last checkpoint's merge read its leaves from the device, by faults or by hints
+    /// (the tree is beyond memory): the next one reads them ahead (`checkpoint::merge_waits`).
     pub(crate) merge_waited: bool,
 }
 
