@@ -532,11 +532,11 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
             ("log_full_wait_ms", "ms those waits took"),
             (
                 "read_ahead_pages",
-                "leaves the checkpoints asked the device for ahead of their merge (beyond memory)",
+                "leaves the checkpoints hinted to be read ahead of their merge (beyond memory)",
             ),
             (
                 "read_ahead_requests",
-                "the requests those took (consecutive leaves in one)",
+                "the hints those took (consecutive leaves in one)",
             ),
         ],
     ),

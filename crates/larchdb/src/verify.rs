@@ -229,11 +229,11 @@ pub struct CommitStats {
     pub log_full_waits: u64,
     /// Microseconds those waits took in all.
     pub log_full_wait_micros: u64,
-    /// Pages the checkpoints' merges asked the device for ahead of reading them: the leaves
-    /// of a tree beyond memory, asked for while the merge works through the ones before
-    /// (docs/design/write-path.md, "The merge").
+    /// Pages the checkpoints' merges hinted to be read ahead (`MADV_WILLNEED`): the leaves of
+    /// a tree beyond memory, asked for while the merge works through the ones before; the
+    /// kernel reads those not cached (docs/design/write-path.md, "The merge").
     pub read_ahead_pages: u64,
-    /// The requests those pages took: consecutive leaves are asked for in one.
+    /// The hints those pages took: consecutive leaves are asked for in one.
     pub read_ahead_requests: u64,
 }
 

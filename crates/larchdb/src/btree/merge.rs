@@ -134,7 +134,8 @@ fn merge_noting<'r>(
 }
 
 /// Leaves looked up ahead of the merge (`Ahead`): about twice the device's queue depth, so
-/// that it reads many at once while the merge works through the first.
+/// that it reads many at once while the merge works through the first. Each record ahead
+/// is one descent through the branches (a leaf's records after its first find the same leaf).
 const AHEAD_LEAVES: usize = 64;
 
 /// The most pages one hint of consecutive leaves asks for (`Ahead`): 128 KiB of 4 KiB
@@ -197,7 +198,8 @@ impl Ahead {
             if self.last != Some(leaf.id) {
                 match self.run.as_mut() {
                     Some((first, pages, _))
-                        if leaf.id == *first + *pages && *pages < AHEAD_RUN_PAGES =>
+                        if first.checked_add(*pages) == Some(leaf.id)
+                            && *pages < AHEAD_RUN_PAGES =>
                     {
                         *pages += 1
                     }

@@ -31,7 +31,7 @@
 //! newest counts less those keys (the same commit: a reader of the snapshot before subtracts
 //! the same keys through the frozen overlay's notes).
 
-use super::admission::share::{device_read_bytes, Who};
+use super::admission::share::{device_read_bytes, major_faults, Who};
 use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
@@ -585,7 +585,7 @@ fn write(
         pages.between_leaves(Box::new(move || share.leaf(&short)));
     }
     let mut scratch = Scratch::default();
-    let read = device_read_bytes(Who::Thread);
+    let (read, faults) = (device_read_bytes(Who::Thread), major_faults(Who::Thread));
     let merged = (|| {
         let g = frozen.gather(f, None, None);
         let catalog = merge_noted(&mut pages, &mut scratch, snapshot.snap.meta.catalog, &g)?;
@@ -604,12 +604,17 @@ fn write(
     c.read_ahead_pages.fetch_add(asked, Ordering::Relaxed);
     c.read_ahead_requests.fetch_add(requests, Ordering::Relaxed);
     let page_bytes = pages.page_bytes() as u64;
-    let pages_read = |bytes: u64| bytes / page_bytes;
-    disk.merge_waited = merge_waits(
-        read.map(pages_read),
-        device_read_bytes(Who::Thread).map(pages_read),
-        records,
-    );
+    let pages_read = match (read, device_read_bytes(Who::Thread)) {
+        (Some(before), Some(after)) => Some(after.saturating_sub(before) / page_bytes),
+        _ => None,
+    };
+    disk.merge_waited = merge_waits(pages_read, records)
+        || merge_waits(
+            faults
+                .zip(major_faults(Who::Thread))
+                .map(|(b, a)| a.saturating_sub(b)),
+            records,
+        );
     // A power loss may return to this checkpoint once it is durable, and replay the records
     // from the position it names: where that is before the frozen overlay's end (other slices
     // hold records from there), those records must be durable before it is (they may be
@@ -648,20 +653,22 @@ fn write(
     })
 }
 
-/// Whether a merge of `records` records that took the pages the calling thread read from the
-/// device from `before` to `after` (`share::device_read_bytes`) needed the device for its
-/// leaves: more than one page read in `MERGE_WAIT_RECORDS` records. The next checkpoint then
-/// reads its leaves ahead (`WritePages::read_ahead`). The pages counted are those its faults
-/// read and those its hints did: counted by major faults alone, a merge that read ahead
-/// faulted too little to keep the read-ahead for the next one, which then faulted on every
-/// leaf, and the one after read ahead again (tupl's updates beyond memory: half the
-/// checkpoints read a leaf at a time, 140 us a leaf against 40). In memory nothing is read,
-/// and the read-ahead stops (a descent a leaf, a system call a run of leaves).
-fn merge_waits(before: Option<u64>, after: Option<u64>, records: usize) -> bool {
-    match (before, after) {
-        (Some(b), Some(a)) => a.saturating_sub(b) * MERGE_WAIT_RECORDS > records as u64,
-        _ => false,
-    }
+/// Whether a merge of `records` records that read `pages` pages from the device
+/// (`share::device_read_bytes`), or took `pages` major faults (`share::major_faults`), needed
+/// the device for its leaves: more than one in `MERGE_WAIT_RECORDS` records. The next
+/// checkpoint then reads its leaves ahead (`WritePages::read_ahead`). The caller asks both:
+/// the pages read count those its hints read as well as its faults, and by major faults
+/// alone, a merge that read ahead faulted too little to keep the read-ahead for the next one,
+/// which then faulted on every leaf, and the one after read ahead again (tupl's updates
+/// beyond memory: half the checkpoints read a leaf at a time, 140 us a leaf against 40); the
+/// faults still count where the kernel does not account the reads to the thread (no task I/O
+/// accounting, a file system that reads without block I/O). Under `MADV_NORMAL` (a file that
+/// fits in half the memory, `pager::Readahead`) a fault reads the pages around it too, so a
+/// cold cache turns the read-ahead on at fewer faults; it stops once the pages are cached. In
+/// memory nothing is read and the read-ahead stops (a descent a record, a system call a run of
+/// leaves).
+fn merge_waits(pages: Option<u64>, records: usize) -> bool {
+    pages.is_some_and(|p| p.saturating_mul(MERGE_WAIT_RECORDS) > records as u64)
 }
 
 /// See `merge_waits`.
@@ -851,16 +858,14 @@ mod tests {
 
     #[test]
     fn a_merge_reads_ahead_after_one_that_waited_on_the_device() {
-        // One page read in 64 records is not enough; more is.
-        assert!(!merge_waits(Some(10), Some(11), 64));
-        assert!(merge_waits(Some(10), Some(12), 64));
-        assert!(merge_waits(Some(0), Some(1000), 1000));
+        // One page read (or fault) in 64 records is not enough; more is.
+        assert!(!merge_waits(Some(1), 64));
+        assert!(merge_waits(Some(2), 64));
+        assert!(merge_waits(Some(1000), 1000));
         // No reads, no records, or counts that cannot be read: no read-ahead.
-        assert!(!merge_waits(Some(5), Some(5), 1000));
-        assert!(!merge_waits(Some(5), Some(5), 0));
-        assert!(!merge_waits(None, Some(100), 10));
-        assert!(!merge_waits(Some(100), None, 10));
-        // A counter that went back (it cannot, but) reads as no reads.
-        assert!(!merge_waits(Some(100), Some(50), 10));
+        assert!(!merge_waits(Some(0), 1000));
+        assert!(!merge_waits(Some(0), 0));
+        assert!(!merge_waits(None, 10));
+        assert!(merge_waits(Some(u64::MAX), 10), "no overflow");
     }
 }

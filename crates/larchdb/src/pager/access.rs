@@ -241,16 +241,22 @@ impl Access {
     /// now (`MADV_WILLNEED`: the reads are queued and the call returns), so that a later
     /// access finds the pages instead of waiting on the device for each in turn. Only a
     /// hint; ranges past the mapping are cut to it, and a buffered access ignores it.
-    pub(crate) fn will_need(&self, at: usize, len: usize) {
+    /// Returns the bytes the kernel was asked for (0 where nothing was).
+    pub(crate) fn will_need(&self, at: usize, len: usize) -> usize {
         let len = self.within_map(at, len);
         if len == 0 {
-            return;
+            return 0;
         }
-        let _ = match self {
+        let advised = match self {
             Access::Shared(map) => map.advise_range(memmap2::Advice::WillNeed, at, len),
             Access::Mapped(map) => map.advise_range(memmap2::Advice::WillNeed, at, len),
-            Access::Buffered { .. } => Ok(()),
+            Access::Buffered { .. } => return 0,
         };
+        if advised.is_ok() {
+            len
+        } else {
+            0
+        }
     }
 
     /// Drops bytes `[at, at + len)` of a mapping from this process's resident set

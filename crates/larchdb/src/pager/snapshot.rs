@@ -72,16 +72,22 @@ impl Snapshot {
 
     /// Asks for pages `id..id + pages` to be read from the device into the page cache now,
     /// without waiting (`Access::will_need`): pages a merge will read soon, beyond memory.
-    /// Nothing happens for pages out of range.
-    pub(crate) fn will_need(&self, id: u64, pages: u64) {
+    /// A range that reaches a meta slot or past the file's pages is not asked for at all.
+    /// Returns the pages the kernel was asked for (0 where nothing was).
+    pub(crate) fn will_need(&self, id: u64, pages: u64) -> u64 {
         let in_range = id
             .checked_add(pages)
             .is_some_and(|end| end <= self.meta.page_count);
-        if id >= META_SLOTS && in_range {
-            self.access.will_need(
-                id as usize * self.page_bytes,
-                pages as usize * self.page_bytes,
-            );
+        let page_bytes = self.page_bytes as u64;
+        let bytes = |n: u64| {
+            n.checked_mul(page_bytes)
+                .and_then(|b| usize::try_from(b).ok())
+        };
+        match (bytes(id), bytes(pages)) {
+            (Some(at), Some(len)) if id >= META_SLOTS && in_range => {
+                self.access.will_need(at, len) as u64 / page_bytes
+            }
+            _ => 0,
         }
     }
 

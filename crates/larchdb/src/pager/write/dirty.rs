@@ -191,7 +191,7 @@ impl WritePages {
     }
 
     /// Marks the transaction as a merge whose leaves are mostly not in memory (the last
-    /// checkpoint's merge waited on the device: `engine::checkpoint`): the merge asks for the
+    /// checkpoint's merge read from the device: `engine::checkpoint`): the merge asks for the
     /// leaves it will reach next to be read ahead (`will_need`), so that the device reads
     /// many at once instead of one fault at a time.
     pub(crate) fn read_ahead(&mut self) {
@@ -218,13 +218,15 @@ impl WritePages {
 
     /// Asks for committed pages `id..id + pages` to be read into the page cache now, without
     /// waiting (`Snapshot::will_need`), one request for each run among them that is not
-    /// this transaction's.
+    /// this transaction's (its own pages are in memory).
     pub(crate) fn will_need(&self, id: u64, pages: u64) {
         let ask = |from: u64, to: u64| {
             if to > from {
-                self.base.will_need(from, to - from);
-                let (p, r) = self.asked_ahead.get();
-                self.asked_ahead.set((p + (to - from), r + 1));
+                let hinted = self.base.will_need(from, to - from);
+                if hinted > 0 {
+                    let (p, r) = self.asked_ahead.get();
+                    self.asked_ahead.set((p + hinted, r + 1));
+                }
             }
         };
         let end = id.saturating_add(pages);
@@ -238,7 +240,8 @@ impl WritePages {
         ask(from, end);
     }
 
-    /// The pages asked to be read ahead so far (`will_need`), and the requests that took.
+    /// The pages hinted to be read ahead so far (`will_need`: those the kernel was asked
+    /// for, cached or not), and the requests that took.
     pub(crate) fn asked_ahead(&self) -> (u64, u64) {
         self.asked_ahead.get()
     }

@@ -48,9 +48,25 @@ fn check(db: &Database, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
     assert!(report.is_clean(), "{what}: {:?}", report.problems);
 }
 
+/// Has every merge read ahead while it lives (the switch is the process's).
+struct ReadAheadEveryMerge;
+
+impl ReadAheadEveryMerge {
+    fn on() -> ReadAheadEveryMerge {
+        larchdb::testing::read_ahead_every_merge(true);
+        ReadAheadEveryMerge
+    }
+}
+
+impl Drop for ReadAheadEveryMerge {
+    fn drop(&mut self) {
+        larchdb::testing::read_ahead_every_merge(false);
+    }
+}
+
 #[test]
 fn merges_that_read_ahead_merge_right_and_ask_for_consecutive_leaves_at_once() {
-    larchdb::testing::read_ahead_every_merge(true);
+    let _every = ReadAheadEveryMerge::on();
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path().join("db"), options()).unwrap();
     let mut model = BTreeMap::new();
@@ -100,7 +116,7 @@ fn merges_that_read_ahead_merge_right_and_ask_for_consecutive_leaves_at_once() {
     assert!(c.checkpoint_slices >= 4, "{} slices", c.checkpoint_slices);
     assert!(
         c.read_ahead_pages > 1_000,
-        "the merges read ahead: {} pages",
+        "the merges read ahead: {} pages hinted",
         c.read_ahead_pages
     );
     assert!(
