@@ -35,6 +35,16 @@ target/python-venv/bin/python bindings/python/bench/turns.py --txns 50 --runs 1
 # three crates' own compilation (and, the first time, the few dependencies whose features
 # differ outside the workspace), seconds when nothing changed.
 python3 scripts/check-crates.py
+# Cargo extracts a crate of that local registry into its registry/src once per registry path
+# and version, and reuses the extraction after: with the version still 0.1.0, a larchdb
+# packaged by an earlier run in the same place would stand in for this one, and larch-bench's
+# verifying build would fail on any API added since. So the extractions of the workspace's
+# crates go first (they are never crates.io's: none is published yet). A target/ kept from
+# such a run keeps its build of the stale copy too (cargo takes a registry's crates as never
+# changing): CI's clean clone has none; elsewhere, remove target/ after such a failure.
+cargo_home=${CARGO_HOME:-$HOME/.cargo}
+rm -rf "$cargo_home"/registry/src/*/larchdb-0.1.0 "$cargo_home"/registry/src/*/larch-cli-0.1.0 \
+  "$cargo_home"/registry/src/*/larch-bench-0.1.0
 package_log=$(cargo package -p larchdb -p larch-cli -p larch-bench --offline --allow-dirty 2>&1) ||
   { echo "$package_log"; exit 1; }
 if grep -q '^warning' <<<"$package_log"; then
