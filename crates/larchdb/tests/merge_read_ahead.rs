@@ -37,11 +37,7 @@ fn check(db: &Database, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
     let r = db.begin_read().unwrap();
     let t = r.table("t").unwrap();
     assert_eq!(t.len().unwrap(), model.len() as u64, "{what}: len");
-    let got: Vec<(Vec<u8>, Vec<u8>)> = t
-        .iter()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-        .collect::<Result<_, _>>()
-        .unwrap();
+    let got = larchdb::testing::collect(t.iter());
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
     assert!(got == want, "{what}: contents differ");
     let report = db.verify_all().unwrap();
