@@ -36,10 +36,15 @@ pub struct BenchResult {
     pub user_bytes_written: u64,
     pub wamp: Option<f64>,
     /// Bytes the device under the database wrote over the run and a `syncfs` after it
-    /// (`sys::DeviceWrites`); `None` where the directory is on no counted block device.
+    /// (`sys::DeviceIo`); `None` where the directory is on no counted block device.
     pub dev_write_bytes: Option<u64>,
     /// `dev_write_bytes` over the bytes of keys and values written.
     pub wamp_dev: Option<f64>,
+    /// Write requests the device completed over the same window (`sys::DeviceIo`).
+    pub dev_writes: Option<u64>,
+    /// Read requests the device completed over the run, and the bytes they read.
+    pub dev_reads: Option<u64>,
+    pub dev_read_bytes: Option<u64>,
     pub db_bytes: u64,
     pub maxrss_kb: u64,
     /// The peak of the process's anonymous memory over the run (`sys::AnonPeak`), in KB: the
@@ -161,6 +166,12 @@ impl BenchResult {
             "message": self.message,
             "config": Value::Object(config),
         });
+        if let Value::Object(m) = &mut v {
+            // Outside `json!`, whose expansion a longer object takes past the recursion limit.
+            m.insert("dev_writes".into(), json!(self.dev_writes));
+            m.insert("dev_reads".into(), json!(self.dev_reads));
+            m.insert("dev_read_bytes".into(), json!(self.dev_read_bytes));
+        }
         if let (Some(w), Value::Object(m)) = (&self.writer_lat, &mut v) {
             m.insert("writer_p50_us".into(), json!(round3(w.p50_us)));
             m.insert("writer_p99_us".into(), json!(round3(w.p99_us)));
@@ -203,6 +214,9 @@ pub const CSV_COLUMNS: &[&str] = &[
     "wamp",
     "dev_write_bytes",
     "wamp_dev",
+    "dev_writes",
+    "dev_reads",
+    "dev_read_bytes",
     "db_bytes",
     "maxrss_kb",
     "anon_peak_kb",
@@ -489,6 +503,16 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "dev_write_bytes / user_bytes: write amplification at the device, the engine's \
                  unsynced bytes included",
             ),
+            (
+                "dev_writes",
+                "write requests the device completed over the same window (its fixed cost is \
+                 per request: bytes alone do not say what the writes cost)",
+            ),
+            (
+                "dev_reads",
+                "read requests the device completed over the benchmark",
+            ),
+            ("dev_read_bytes", "bytes those reads read"),
             ("db_kb", "the engine's files at the end, KB allocated (du)"),
             (
                 "anon_peak_kb",

@@ -186,45 +186,84 @@ impl Drop for AnonPeak {
     }
 }
 
-/// Bytes written to the block device under a directory, as the device counts them
-/// (`/sys/class/block/<device>/stat`, sectors written, 512 bytes each): what an engine's writes
-/// cost after the page cache merged or dropped them, which a process's `write_bytes` (bytes
-/// it dirtied) does not tell. Counts every process's writes to the device.
-pub struct DeviceWrites {
+/// What the block device under a directory did, as the device counts it
+/// (`/sys/class/block/<device>/stat`): requests and sectors (512 bytes each) read and
+/// written. The bytes written are what an engine's writes cost after the page cache merged or
+/// dropped them, which a process's `write_bytes` (bytes it dirtied) does not tell; the
+/// requests are what a device takes a fixed cost for, whatever their size up to a point
+/// (docs/design/bench-method.md). Counts every process's I/O on the device.
+pub struct DeviceIo {
     stat: PathBuf,
     dir: PathBuf,
 }
 
-impl DeviceWrites {
-    /// The counter of the device holding `dir`, if it is a block device the kernel counts.
-    pub fn for_dir(dir: &Path) -> Option<DeviceWrites> {
+/// A block device's counts so far (`DeviceIo`), or over a run (`since`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCounts {
+    /// Read requests completed.
+    pub reads: u64,
+    pub read_bytes: u64,
+    /// Write requests completed.
+    pub writes: u64,
+    pub write_bytes: u64,
+}
+
+impl DeviceCounts {
+    /// The counts from `earlier` to these.
+    pub fn since(&self, earlier: &DeviceCounts) -> DeviceCounts {
+        DeviceCounts {
+            reads: self.reads.saturating_sub(earlier.reads),
+            read_bytes: self.read_bytes.saturating_sub(earlier.read_bytes),
+            writes: self.writes.saturating_sub(earlier.writes),
+            write_bytes: self.write_bytes.saturating_sub(earlier.write_bytes),
+        }
+    }
+}
+
+impl DeviceIo {
+    /// The counters of the device holding `dir`, if it is a block device the kernel counts.
+    pub fn for_dir(dir: &Path) -> Option<DeviceIo> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
         let (_, _, source) = crate::suite::machine::mount_of(&mountinfo, dir)?;
         let name = source.strip_prefix("/dev/")?;
         let stat = PathBuf::from(format!("/sys/class/block/{name}/stat"));
-        let w = DeviceWrites {
+        let d = DeviceIo {
             stat,
             dir: dir.to_path_buf(),
         };
-        w.written().map(|_| w)
+        d.counts().map(|_| d)
     }
 
     /// Syncs the file system holding the directory (`syncfs`: every dirty page any engine
-    /// left in the page cache goes to the device), then reads the bytes written so far.
-    pub fn synced_written(&self) -> Option<u64> {
+    /// left in the page cache goes to the device), then reads the counts so far.
+    pub fn synced(&self) -> Option<DeviceCounts> {
         syncfs(&self.dir).ok()?;
-        self.written()
+        self.counts()
     }
 
-    fn written(&self) -> Option<u64> {
-        let text = std::fs::read_to_string(&self.stat).ok()?;
-        sectors_written_of_stat(&text).map(|s| s * 512)
+    fn counts(&self) -> Option<DeviceCounts> {
+        device_counts_of_stat(&std::fs::read_to_string(&self.stat).ok()?)
     }
 }
 
-/// Sectors written, the seventh field of a block device's `stat` file.
-fn sectors_written_of_stat(text: &str) -> Option<u64> {
-    text.split_whitespace().nth(6)?.parse().ok()
+/// The counts of a block device's `stat` file: reads completed (field 1), sectors read (3),
+/// writes completed (5), sectors written (7).
+fn device_counts_of_stat(text: &str) -> Option<DeviceCounts> {
+    let fields: Vec<u64> = text
+        .split_whitespace()
+        .take(7)
+        .map(str::parse)
+        .collect::<std::result::Result<_, _>>()
+        .ok()?;
+    match fields[..] {
+        [reads, _, sectors_read, _, writes, _, sectors_written] => Some(DeviceCounts {
+            reads,
+            read_bytes: sectors_read.checked_mul(512)?,
+            writes,
+            write_bytes: sectors_written.checked_mul(512)?,
+        }),
+        _ => None,
+    }
 }
 
 /// `syncfs(2)` on the file system holding `dir`.
@@ -495,8 +534,17 @@ mod tests {
         );
         assert_eq!(anon_bytes_of_statm("garbage", 4096), None);
         let stat = "  179013     4321  8123456    51234   987654   12345 24681357   765432        0   123456   816666\n";
-        assert_eq!(sectors_written_of_stat(stat), Some(24_681_357));
-        assert_eq!(sectors_written_of_stat("1 2 3"), None);
+        assert_eq!(
+            device_counts_of_stat(stat),
+            Some(DeviceCounts {
+                reads: 179_013,
+                read_bytes: 8_123_456 * 512,
+                writes: 987_654,
+                write_bytes: 24_681_357 * 512,
+            })
+        );
+        assert_eq!(device_counts_of_stat("1 2 3"), None);
+        assert_eq!(device_counts_of_stat("1 2 3 4 x 6 7"), None);
     }
 
     #[test]

@@ -92,8 +92,8 @@ impl Child {
         };
         // The device's count starts after a sync, so that what earlier runs left dirty in
         // the page cache is not counted here.
-        let device = sys::DeviceWrites::for_dir(&self.dir);
-        let dev0 = device.as_ref().and_then(|d| d.synced_written());
+        let device = sys::DeviceIo::for_dir(&self.dir);
+        let dev0 = device.as_ref().and_then(|d| d.synced());
         let usage0 = Usage::of_self();
         let io0 = ProcIo::of_self();
         let counters0 = opened.engine.counters();
@@ -110,10 +110,11 @@ impl Child {
         // A final sync, outside the timed window: every byte the engine handed to the kernel
         // reaches the device and is counted (an engine's own unwritten buffers, such as an
         // LSM's memtable, are counted when it writes them).
-        let dev_write_bytes = match (device.as_ref().and_then(|d| d.synced_written()), dev0) {
-            (Some(b), Some(a)) => Some(b.saturating_sub(a)),
+        let dev = match (device.as_ref().and_then(|d| d.synced()), dev0) {
+            (Some(b), Some(a)) => Some(b.since(&a)),
             _ => None,
         };
+        let dev_write_bytes = dev.map(|d| d.write_bytes);
         let db_bytes = sys::du_bytes(&self.dir);
         let m = merge(&out.stats);
         let writer_m = out.writer.as_ref().map(|w| merge(std::slice::from_ref(w)));
@@ -162,13 +163,16 @@ impl Child {
             usage.user_s, usage.sys_s, usage.maxrss_kb, usage.vcsw, usage.ivcsw, usage.fs_in, usage.fs_out
         );
         println!(
-            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} dev_write_bytes {} wamp_dev {} db_kb {} anon_peak_kb {}",
+            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} dev_write_bytes {} wamp_dev {} dev_writes {} dev_reads {} dev_read_bytes {} db_kb {} anon_peak_kb {}",
             out.user_bytes_written,
             io.write_bytes,
             io.read_bytes,
             wamp.map_or("-".to_string(), |x| format!("{x:.2}")),
             dev_write_bytes.map_or("-".to_string(), |x| x.to_string()),
             wamp_dev.map_or("-".to_string(), |x| format!("{x:.2}")),
+            dev.map_or("-".to_string(), |d| d.writes.to_string()),
+            dev.map_or("-".to_string(), |d| d.reads.to_string()),
+            dev.map_or("-".to_string(), |d| d.read_bytes.to_string()),
             db_bytes / 1024,
             anon_peak_kb.map_or("-".to_string(), |x| x.to_string()),
         );
@@ -219,6 +223,9 @@ impl Child {
             wamp,
             dev_write_bytes,
             wamp_dev,
+            dev_writes: dev.map(|d| d.writes),
+            dev_reads: dev.map(|d| d.reads),
+            dev_read_bytes: dev.map(|d| d.read_bytes),
             db_bytes,
             maxrss_kb: usage.maxrss_kb,
             anon_peak_kb,

@@ -184,7 +184,8 @@ pub(super) fn process_kb(r: &Results, engine: &str) -> u64 {
 /// the peak resident set, the peak of its anonymous part (what the engine holds itself, beside
 /// file pages the kernel can take back; sampled every `sys::ANON_SAMPLE_MS`), and the bytes
 /// the device under the databases wrote, each step counted from a sync before it to a sync
-/// after it, over the bytes of keys and values the steps wrote.
+/// after it, over the bytes of keys and values the steps wrote, and the device's write and
+/// read requests.
 fn memory_and_device_section(md: &mut String, r: &Results) {
     let mut rows = Vec::new();
     for e in r.engines() {
@@ -200,6 +201,12 @@ fn memory_and_device_section(md: &mut String, r: &Results) {
             .iter()
             .map(|x| x.get("dev_write_bytes").and_then(Value::as_u64))
             .sum();
+        let requests = |key: &str| -> Option<u64> {
+            steps
+                .iter()
+                .map(|x| x.get(key).and_then(Value::as_u64))
+                .sum()
+        };
         let user: u64 = steps.iter().map(|x| u(x, "user_bytes_written")).sum();
         rows.push(vec![
             e.clone(),
@@ -209,6 +216,12 @@ fn memory_and_device_section(md: &mut String, r: &Results) {
                 .unwrap_or_default(),
             dev.filter(|_| user > 0)
                 .map(|d| n2(d as f64 / user as f64))
+                .unwrap_or_default(),
+            requests("dev_writes")
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+            requests("dev_reads")
+                .map(|n| n.to_string())
                 .unwrap_or_default(),
         ]);
     }
@@ -220,7 +233,9 @@ fn memory_and_device_section(md: &mut String, r: &Results) {
         "\nMemory and device writes, every step of each engine: Process Size is the peak RSS, \
          Anon Peak the peak of its anonymous memory (sampled every {} ms), Device MiB what the \
          device under the databases wrote (each step from a sync before it to a sync after \
-         it), Device wamp that over the bytes of keys and values written:\n",
+         it), Device wamp that over the bytes of keys and values written, Device Writes and \
+         Reads the requests the device completed (a request costs the device about the same up \
+         to tens of KiB):\n",
         crate::sys::ANON_SAMPLE_MS
     );
     md.push_str(&table(
@@ -230,6 +245,8 @@ fn memory_and_device_section(md: &mut String, r: &Results) {
             "Anon Peak KB",
             "Device MiB",
             "Device wamp",
+            "Device Writes",
+            "Device Reads",
         ],
         &rows,
     ));
