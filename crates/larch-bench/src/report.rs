@@ -562,6 +562,19 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "read_ahead_requests",
                 "the hints those took (consecutive leaves in one)",
             ),
+            (
+                "merge_ms",
+                "ms the checkpoints' merges took (records gathered and merged, pages written)",
+            ),
+            (
+                "sync_ms",
+                "ms the checkpoints' syncs took on their own threads (log, data file, meta page)",
+            ),
+            (
+                "sync_wait_ms",
+                "ms waited for a checkpoint's sync to end (by the next checkpoint before its \
+                 meta page, above all)",
+            ),
         ],
     ),
     (

@@ -235,6 +235,17 @@ pub struct CommitStats {
     pub read_ahead_pages: u64,
     /// The hints those pages took: consecutive leaves are asked for in one.
     pub read_ahead_requests: u64,
+    /// Microseconds the checkpoints' merges took: the overlay's records gathered and merged
+    /// into the tree, its pages written (docs/design/write-path.md, "The merge").
+    pub checkpoint_merge_micros: u64,
+    /// Microseconds the checkpoints' syncs took on their own threads: the log to the records
+    /// a checkpoint needs, the data file, and its meta page made durable (`Settling`).
+    pub checkpoint_sync_micros: u64,
+    /// Microseconds waited for a checkpoint's sync to end: by the next commit that writes a
+    /// meta page (a checkpoint after another, above all), or by a checkpoint the log's room
+    /// calls to be durable at once, for its own. Where it nears `checkpoint_merge_micros`,
+    /// the syncs pace the checkpoints.
+    pub checkpoint_sync_wait_micros: u64,
 }
 
 type KeyValue = (Vec<u8>, Vec<u8>);

@@ -110,6 +110,13 @@ fn merges_that_read_ahead_merge_right_and_ask_for_consecutive_leaves_at_once() {
     }
     let c = db.stats().unwrap().commits;
     assert!(c.checkpoint_slices >= 4, "{} slices", c.checkpoint_slices);
+    // Each slice's checkpoint is merged, then synced on a thread of its own: both timed.
+    assert!(
+        c.checkpoint_merge_micros > 0 && c.checkpoint_sync_micros > 0,
+        "merges {} us, syncs {} us",
+        c.checkpoint_merge_micros,
+        c.checkpoint_sync_micros
+    );
     assert!(
         c.read_ahead_pages > 1_000,
         "the merges read ahead: {} pages hinted",

@@ -190,6 +190,9 @@ impl Engine for Larch {
             ("log_full_wait_ms", c.log_full_wait_micros / 1000),
             ("read_ahead_pages", c.read_ahead_pages),
             ("read_ahead_requests", c.read_ahead_requests),
+            ("merge_ms", c.checkpoint_merge_micros / 1000),
+            ("sync_ms", c.checkpoint_sync_micros / 1000),
+            ("sync_wait_ms", c.checkpoint_sync_wait_micros / 1000),
         ]
     }
 }

@@ -586,6 +586,7 @@ fn write(
     }
     let mut scratch = Scratch::default();
     let (read, faults) = (device_read_bytes(Who::Thread), major_faults(Who::Thread));
+    let merge_started = std::time::Instant::now();
     let merged = (|| {
         let g = frozen.gather(f, None, None);
         let catalog = merge_noted(&mut pages, &mut scratch, snapshot.snap.meta.catalog, &g)?;
@@ -601,6 +602,7 @@ fn write(
     };
     let (asked, requests) = pages.asked_ahead();
     let c = &shared.counters;
+    super::Counters::add_micros(&c.checkpoint_merge_micros, merge_started);
     c.read_ahead_pages.fetch_add(asked, Ordering::Relaxed);
     c.read_ahead_requests.fetch_add(requests, Ordering::Relaxed);
     let page_bytes = pages.page_bytes() as u64;

@@ -216,6 +216,11 @@ pub(crate) struct Counters {
     pub(crate) log_full_wait_micros: AtomicU64,
     pub(crate) read_ahead_pages: AtomicU64,
     pub(crate) read_ahead_requests: AtomicU64,
+    pub(crate) checkpoint_merge_micros: AtomicU64,
+    /// Added by the checkpoints' sync threads, and by the commits that wait for them
+    /// (`commit::Settling`).
+    pub(crate) checkpoint_sync_micros: std::sync::Arc<AtomicU64>,
+    pub(crate) checkpoint_sync_wait_micros: std::sync::Arc<AtomicU64>,
     /// Major page faults the checkpoints' threads took while the handle's readers were open
     /// (`admission::share::FaultTally`): the writer's share of the device counts the other
     /// threads' only.
@@ -225,6 +230,12 @@ pub(crate) struct Counters {
 impl Counters {
     pub(crate) fn add(counter: &AtomicU64) {
         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Adds the time since `since`, in microseconds, to `counter`.
+    pub(crate) fn add_micros(counter: &AtomicU64, since: std::time::Instant) {
+        let micros = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        counter.fetch_add(micros, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -250,6 +261,9 @@ impl Shared {
             log_full_wait_micros: get(&c.log_full_wait_micros),
             read_ahead_pages: get(&c.read_ahead_pages),
             read_ahead_requests: get(&c.read_ahead_requests),
+            checkpoint_merge_micros: get(&c.checkpoint_merge_micros),
+            checkpoint_sync_micros: get(&c.checkpoint_sync_micros),
+            checkpoint_sync_wait_micros: get(&c.checkpoint_sync_wait_micros),
         }
     }
 }

@@ -3,6 +3,9 @@
 //! `None` batch's mark made durable before a commit that must be durable (`settle_marks`).
 
 use super::*;
+use crate::engine::Counters;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
 
 /// A checkpoint written without a sync (`Durability::None`; the automatic checkpoints of a
 /// handle that writes the log) that the log's room calls to be made durable
@@ -31,6 +34,8 @@ pub(crate) struct Settling {
     pub(super) sync: Option<std::thread::JoinHandle<Result<Meta>>>,
     /// The result when the work ran in the writer's thread (no thread could be started).
     pub(super) done: Option<Result<Meta>>,
+    /// Where `wait` adds the time it waited (`Counters::checkpoint_sync_wait_micros`).
+    pub(super) waited: Arc<AtomicU64>,
 }
 
 impl Settling {
@@ -42,12 +47,18 @@ impl Settling {
     pub(super) fn start(shared: &Shared, meta: Meta, slot: u64, log_to: Option<u64>) -> Settling {
         let storage = shared.storage.clone();
         let log = log_to.and(shared.log.clone());
+        let took = shared.counters.checkpoint_sync_micros.clone();
         let work = move || -> Result<Meta> {
-            if let (Some(log), Some(to)) = (log.as_deref(), log_to) {
-                log.sync_to(to)?;
-            }
-            storage.sync()?;
-            make_durable(&*storage, meta, slot)
+            let started = Instant::now();
+            let durable = (|| {
+                if let (Some(log), Some(to)) = (log.as_deref(), log_to) {
+                    log.sync_to(to)?;
+                }
+                storage.sync()?;
+                make_durable(&*storage, meta, slot)
+            })();
+            Counters::add_micros(&took, started);
+            durable
         };
         let spawned = shared
             .background
@@ -61,6 +72,7 @@ impl Settling {
             slot,
             sync,
             done,
+            waited: shared.counters.checkpoint_sync_wait_micros.clone(),
         }
     }
 
@@ -88,7 +100,9 @@ impl Settling {
 
     /// The durable meta page, once the work is done.
     pub(super) fn wait(&mut self) -> Result<Meta> {
+        let started = Instant::now();
         self.join();
+        Counters::add_micros(&self.waited, started);
         self.done.take().unwrap_or_else(|| {
             Err(Error::Internal(
                 "a checkpoint's sync collected twice".into(),
