@@ -197,16 +197,14 @@ fn memory_and_device_section(md: &mut String, r: &Results) {
             .iter()
             .filter_map(|x| x.get("anon_peak_kb").and_then(Value::as_u64))
             .max();
-        let dev: Option<u64> = steps
-            .iter()
-            .map(|x| x.get("dev_write_bytes").and_then(Value::as_u64))
-            .sum();
-        let requests = |key: &str| -> Option<u64> {
+        // A sum over the steps, `None` if any step lacks it.
+        let total = |key: &str| -> Option<u64> {
             steps
                 .iter()
                 .map(|x| x.get(key).and_then(Value::as_u64))
                 .sum()
         };
+        let dev = total("dev_write_bytes");
         let user: u64 = steps.iter().map(|x| u(x, "user_bytes_written")).sum();
         rows.push(vec![
             e.clone(),
@@ -217,10 +215,10 @@ fn memory_and_device_section(md: &mut String, r: &Results) {
             dev.filter(|_| user > 0)
                 .map(|d| n2(d as f64 / user as f64))
                 .unwrap_or_default(),
-            requests("dev_writes")
+            total("dev_writes")
                 .map(|n| n.to_string())
                 .unwrap_or_default(),
-            requests("dev_reads")
+            total("dev_reads")
                 .map(|n| n.to_string())
                 .unwrap_or_default(),
         ]);
