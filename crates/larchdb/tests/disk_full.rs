@@ -66,7 +66,10 @@ fn a_full_file_system_is_disk_full_and_loses_nothing() {
     // Space is freed outside the database: writes resume on the same handle.
     std::fs::remove_file(&ballast).unwrap();
     let (more, err) = fill_until_full(&db, commits);
-    assert!(more > commits, "no commit succeeded after space was freed");
+    assert!(
+        more > commits,
+        "no commit succeeded after space was freed: {err}"
+    );
     assert!(
         matches!(err, Error::DiskFull),
         "expected DiskFull again, got {err}"

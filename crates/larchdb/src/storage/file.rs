@@ -248,7 +248,21 @@ impl Storage for FileStorage {
     }
 
     fn allocate(&self, len: u64) -> io::Result<bool> {
-        self.fallocate(len).map_err(|e| self.context("allocate", e))
+        let before = self.file.metadata().map(|m| m.len());
+        self.fallocate(len).map_err(|e| {
+            // A file system that runs out of space part of the way (ext4) keeps the blocks
+            // the call did allocate, and the length they reach: given back, so that a full
+            // disk's last space is not held by a file that failed to grow (nothing is
+            // written past the length before the call). Measured on a 24 MB ext4 image: the
+            // data file's failed growth took the 6 MB freed beside it, and every commit
+            // after failed as a full disk (tests/disk_full.rs).
+            if let Ok(before) = before {
+                if self.file.metadata().is_ok_and(|m| m.len() > before) {
+                    let _ = self.file.set_len(before);
+                }
+            }
+            self.context("allocate", e)
+        })
     }
 
     fn map_mut(&self, len: u64) -> Option<io::Result<memmap2::MmapRaw>> {
@@ -427,6 +441,38 @@ mod tests {
         s.write_at(&[7; 10], 5000).unwrap();
         s.read_at(&mut back[..10], 5000).unwrap();
         assert_eq!(&back[..10], &[7; 10]);
+    }
+
+    /// A growth the disk has no room for fails and leaves the file as it was: its length, and
+    /// the free space, which a file system that ran out part of the way (ext4) would have
+    /// kept in the file; what is left can still be allocated.
+    #[test]
+    fn a_failed_allocate_gives_back_what_it_took() {
+        let Some(fs) = crate::testing::LoopFs::new(16) else {
+            eprintln!("allocate: SKIPPED: no ext4 loop file system (needs root)");
+            return;
+        };
+        let free = || {
+            let path = std::ffi::CString::new(fs.dir.as_os_str().as_encoded_bytes()).unwrap();
+            // SAFETY: a valid C string, and a zeroed statvfs the call fills in.
+            let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+            assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut st) }, 0);
+            st.f_bavail * st.f_frsize
+        };
+        let s = FileStorage::open(&fs.dir.join("f"), false, true).unwrap();
+        s.write_at(&[1; 4096], 0).unwrap();
+        let before = free();
+        let e = s.allocate(64 << 20).unwrap_err();
+        assert!(crate::error::is_disk_full(&e), "{e}");
+        assert_eq!(s.len().unwrap(), 4096);
+        let after = free();
+        assert!(
+            after + (256 << 10) >= before,
+            "the failed allocate kept {} of {} bytes free",
+            before - after,
+            before
+        );
+        assert!(s.allocate(4096 + before / 2).unwrap());
     }
 
     /// `write_vectored_at` writes every buffer, in order, across more buffers than one
