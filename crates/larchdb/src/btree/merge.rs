@@ -119,18 +119,44 @@ fn merge_noting<'r>(
                 break;
             }
         }
+        // At most `MERGE_CHUNK_BYTES` of them at a time: the rest go to the leaf's last
+        // page, found again by the next descent.
         let mut j = i + 1;
+        let mut held = record_bytes(record(i));
+        let mut more = false;
         while j < n && (!bounded || compare_keys(record(j).0, &m.hi) == Ordering::Less) {
+            if held >= MERGE_CHUNK_BYTES {
+                more = true;
+                break;
+            }
+            held += record_bytes(record(j));
             j += 1;
         }
         merge_leaf(
-            w, scratch, hdr, &mut path, leaf_ref, i, j, &record, &mut found,
+            w, scratch, hdr, &mut path, leaf_ref, i, j, more, &record, &mut found,
         )?;
         w.spill_filled()?;
         w.leaf_done();
         i = j;
     }
     Ok(())
+}
+
+/// The most bytes of records (keys and values) merged into one leaf at a time. A leaf's key
+/// range may hold any number of the batch's records: all of them, on the right edge of a
+/// sequential load, whose checkpoint (a 32nd of the data file, or more) held every new cell
+/// and every new page in memory at once, the cells' list copied as it doubled, none of it
+/// counted by the memory budget: a 1M one-put `fillseq` peaked at 82-90 MB of anonymous
+/// memory that way, 37-38 MB in chunks. Past this, the leaf's pages are filled whole and
+/// the records left go to its last page, which the next descent finds (dirty: rewritten in
+/// place). 1 MiB: a few hundred pages, written out by `spill_filled` as the merge goes; one
+/// page of the tree is merged again a chunk.
+const MERGE_CHUNK_BYTES: usize = 1 << 20;
+
+/// The bytes a record brings to a merge, for `MERGE_CHUNK_BYTES`.
+#[inline]
+fn record_bytes(record: Record<'_>) -> usize {
+    record.0.len() + record.1.map_or(0, <[u8]>::len)
 }
 
 /// Leaves looked up ahead of the merge (`Ahead`): about twice the device's queue depth, so
@@ -238,10 +264,12 @@ fn note(found: &mut Option<&mut [bool]>, i: usize, was: bool) {
 }
 
 /// Merges records `lo..hi` into the leaf `leaf_ref` (reached through `path`), whose key range
-/// holds all of them. About 140 lines, kept whole on purpose: it is one pass over the leaf's
-/// cells and the records in key order, packing pages as it goes, with the state of that pass
-/// (the cell and record cursors, the page being filled, the entry count) in its locals; split
-/// into functions, each would take most of them by `&mut`.
+/// holds all of them; with `more`, records after them go to the same leaf's range (the next
+/// chunk, `MERGE_CHUNK_BYTES`), so its pages are filled whole, not evenly. About 140 lines,
+/// kept whole on purpose: it is one pass over the leaf's cells and the records in key order,
+/// packing pages as it goes, with the state of that pass (the cell and record cursors, the
+/// page being filled, the entry count) in its locals; split into functions, each would take
+/// most of them by `&mut`.
 #[allow(clippy::too_many_arguments)]
 fn merge_leaf<'r>(
     w: &mut WritePages,
@@ -251,6 +279,7 @@ fn merge_leaf<'r>(
     leaf_ref: PageRef,
     lo: usize,
     hi: usize,
+    more: bool,
     record: &impl Fn(usize) -> Record<'r>,
     found: &mut Option<&mut [bool]>,
 ) -> Result<()> {
@@ -347,10 +376,14 @@ fn merge_leaf<'r>(
             }
         });
     }
-    // Page breaks: as many pages as the bytes need, filled evenly; a cell that would overrun
-    // its page starts the next one.
+    // Page breaks: as many pages as the bytes need, filled evenly (whole where more records
+    // follow); a cell that would overrun its page starts the next one.
     let pages = bytes.div_ceil(capacity).max(1);
-    let target = bytes.div_ceil(pages);
+    let target = if more {
+        capacity
+    } else {
+        bytes.div_ceil(pages)
+    };
     m.breaks.clear();
     let mut acc = 0;
     for (k, cell) in cells.iter().enumerate() {
