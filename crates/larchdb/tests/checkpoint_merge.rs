@@ -233,6 +233,28 @@ fn checkpoints_merge_megabytes_into_one_leaf() {
     check(&db, &model, "a dense run between two keys");
     let report = db.verify_all().unwrap();
     assert!(report.is_clean(), "{:?}", report.problems);
+    // Round 3: in one checkpoint, most of that run deleted and new keys of megabytes woven
+    // between the ones left, so that the chunks of one range carry deletions too.
+    put_all(
+        &mut model,
+        &mut (0..50_000u64).filter(|i| i % 5 != 0).map(|i| {
+            let k = format!("k{:08}-{i:06}", 20_000).into_bytes();
+            (k, None)
+        }),
+    );
+    put_all(
+        &mut model,
+        &mut (0..40_000u64).map(|i| {
+            (
+                format!("k{:08}-{:06}x", 20_000, i + 5_000).into_bytes(),
+                Some(value(i, 120)),
+            )
+        }),
+    );
+    db.checkpoint().unwrap();
+    check(&db, &model, "deletions and insertions woven in one range");
+    let report = db.verify_all().unwrap();
+    assert!(report.is_clean(), "{:?}", report.problems);
     drop(db);
     let db = Database::open(&path, o).unwrap();
     check(&db, &model, "reopened");
