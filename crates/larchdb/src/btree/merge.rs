@@ -124,12 +124,16 @@ fn merge_noting<'r>(
         let mut j = i + 1;
         let mut held = record_bytes(record(i));
         let mut more = false;
-        while j < n && (!bounded || compare_keys(record(j).0, &m.hi) == Ordering::Less) {
+        while j < n {
+            let r = record(j);
+            if bounded && compare_keys(r.0, &m.hi) != Ordering::Less {
+                break;
+            }
             if held >= MERGE_CHUNK_BYTES {
                 more = true;
                 break;
             }
-            held += record_bytes(record(j));
+            held += record_bytes(r);
             j += 1;
         }
         merge_leaf(
