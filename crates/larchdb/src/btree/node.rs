@@ -65,6 +65,8 @@ impl<'a> Node<'a> {
         })
     }
 
+    #[cold]
+    #[inline(never)]
     pub(super) fn bad(&self, what: &str) -> Error {
         Error::corrupted(self.id, what.to_string())
     }
@@ -130,7 +132,7 @@ impl<'a> Node<'a> {
     }
 
     /// Key and value of leaf cell `i`, decoding the cell header once (the scan path).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn entry(&self, i: usize) -> Result<(&'a [u8], LeafValue<'a>)> {
         let off = self.cell_at(i);
         let p = self.p;
