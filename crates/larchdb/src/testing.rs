@@ -58,6 +58,14 @@ pub fn read_ahead_every_merge(on: bool) {
     crate::engine::checkpoint::READ_AHEAD_ALWAYS.store(on, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Has every checkpoint in this process start its pages' writeback a few at a time (`on`), as
+/// checkpoints do beside readers that wait on the device, or only those (the engine's own
+/// rule): so that tests run the paced writeback's path without a device.
+pub fn pace_writeback_every_checkpoint(on: bool) {
+    crate::engine::checkpoint::PACE_WRITEBACK_ALWAYS
+        .store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Options for a logged database with a small log (six 1 MiB segments, a checkpoint every
 /// MiB), so that checkpoints come often and the log wraps around with room for several of
 /// them; no compaction at close, so that a drop stands for a process crash and the next open

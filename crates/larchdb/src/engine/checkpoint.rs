@@ -574,6 +574,10 @@ fn write(
     if disk.merge_waited || READ_AHEAD_ALWAYS.load(Ordering::Relaxed) {
         pages.read_ahead();
     }
+    let pace_always = PACE_WRITEBACK_ALWAYS.load(Ordering::Relaxed);
+    if (job.beside > 0 && disk.readers_waited) || pace_always {
+        pages.pace_writeback();
+    }
     if job.beside > 0 {
         let background = shared.counters.background_faults.clone();
         let mut share = super::admission::share::DeviceShare::new(job.beside, background);
@@ -586,6 +590,11 @@ fn write(
     }
     let mut scratch = Scratch::default();
     let (read, faults) = (device_read_bytes(Who::Thread), major_faults(Who::Thread));
+    let process_faults = if job.beside > 0 {
+        major_faults(Who::Process)
+    } else {
+        None
+    };
     let merge_started = std::time::Instant::now();
     let merged = (|| {
         let g = frozen.gather(f, None, None);
@@ -596,6 +605,10 @@ fn write(
     let (catalog, counts, records) = match merged {
         Ok(m) => m,
         Err(e) => {
+            // A failed wait for the writeback may not be reported by a sync again.
+            if pages.writeback_failed() {
+                *poisoned = true;
+            }
             disk.carry = Some(pages.abort());
             return Err(e);
         }
@@ -610,13 +623,18 @@ fn write(
         (Some(before), Some(after)) => Some(after.saturating_sub(before) / page_bytes),
         _ => None,
     };
-    disk.merge_waited = merge_waits(pages_read, records)
-        || merge_waits(
-            faults
-                .zip(major_faults(Who::Thread))
-                .map(|(b, a)| a.saturating_sub(b)),
-            records,
-        );
+    let own_faults = faults
+        .zip(major_faults(Who::Thread))
+        .map(|(b, a)| a.saturating_sub(b));
+    disk.merge_waited = merge_waits(pages_read, records) || merge_waits(own_faults, records);
+    // Beside readers that waited on the device meanwhile (the process's other threads took
+    // major faults), a slice's writeback goes a few pages at a time (`Settling::start`).
+    let readers_waited = match (process_faults, major_faults(Who::Process), own_faults) {
+        (Some(before), Some(after), Some(own)) => after.saturating_sub(before) > own,
+        _ => false,
+    };
+    disk.readers_waited = readers_waited;
+    let paced = (job.settle && (readers_waited || pace_always)).then(|| pages.dirty_runs());
     // A power loss may return to this checkpoint once it is durable, and replay the records
     // from the position it names: where that is before the frozen overlay's end (other slices
     // hold records from there), those records must be durable before it is (they may be
@@ -634,7 +652,7 @@ fn write(
         // data file's, then its meta page's as durable run on a thread of their own while the
         // writer and the next checkpoint's merge go on; that checkpoint waits for them before
         // its own meta page.
-        commit::start_settling(shared, disk, log_to);
+        commit::start_settling(shared, disk, log_to, paced);
         return Ok(Checkpointed {
             written,
             counts,
@@ -675,6 +693,11 @@ fn merge_waits(pages: Option<u64>, records: usize) -> bool {
 
 /// See `merge_waits`.
 const MERGE_WAIT_RECORDS: u64 = 64;
+
+/// Every checkpoint paces its pages' writeback, readers or not: set by the tests
+/// (`testing::pace_writeback_every_checkpoint`), so that the paced path runs without readers
+/// waiting on a device.
+pub(crate) static PACE_WRITEBACK_ALWAYS: AtomicBool = AtomicBool::new(false);
 
 /// Every checkpoint's merge reads ahead, whatever the last one read: set by the tests
 /// (`testing::read_ahead_every_merge`), so that the read-ahead's path runs on trees in memory.

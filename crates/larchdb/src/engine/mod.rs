@@ -73,6 +73,10 @@ pub(crate) struct Disk {
     /// The last checkpoint's merge read its leaves from the device, by faults or by hints
     /// (the tree is beyond memory): the next one reads them ahead (`checkpoint::merge_waits`).
     pub(crate) merge_waited: bool,
+    /// Readers of the handle waited on the device during the last checkpoint's merge: the
+    /// next one beside readers starts its pages' writeback a few at a time
+    /// (`WritePages::pace_writeback`).
+    pub(crate) readers_waited: bool,
 }
 
 /// State owned by whoever holds the write lock.

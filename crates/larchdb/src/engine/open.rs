@@ -405,6 +405,7 @@ fn writer_state(
             settling: None,
             unsynced: (!meta.durable).then_some((meta, slot)),
             merge_waited: false,
+            readers_waited: false,
         }),
         // A commit not synced, trusted after a process crash: the log between the durable
         // checkpoint's position and its own, which a power loss replays, may hold a mark

@@ -67,6 +67,10 @@ struct State {
     sync_delay: Option<std::time::Duration>,
     /// Syncs that succeeded.
     syncs: u64,
+    /// Writebacks started (`Storage::start_writeback`), and the error every wait for one
+    /// returns (`fail_writeback_waits`).
+    writeback_starts: u64,
+    fail_waits: Option<FaultKind>,
     /// The storage's name is durable (`sync_name`, or contents given by the test): without
     /// it, a power loss loses the whole storage, as a new file whose directory was never
     /// synced.
@@ -118,6 +122,8 @@ impl FaultStorage {
                 dead: false,
                 sync_delay: None,
                 syncs: 0,
+                writeback_starts: 0,
+                fail_waits: None,
                 named,
             })),
         }
@@ -187,6 +193,19 @@ impl FaultStorage {
         let mut s = self.lock();
         let at = s.op_count + n.max(1);
         s.fail = Some((at, kind, sticky));
+    }
+
+    /// Writebacks the engine started so far (`Storage::start_writeback`: a checkpoint's pages
+    /// written back a few at a time beside readers that wait on the device). In this storage
+    /// they do nothing else: only a sync makes writes durable.
+    pub fn writeback_starts(&self) -> u64 {
+        self.lock().writeback_starts
+    }
+
+    /// Makes every wait for a writeback (`Storage::wait_writeback`) fail with `kind`, or none
+    /// (`None`). Waits are not counted among the writes and syncs `fail_after` counts.
+    pub fn fail_writeback_waits(&self, kind: Option<FaultKind>) {
+        self.lock().fail_waits = kind;
     }
 
     /// Removes any planned failure.
@@ -509,6 +528,23 @@ impl Storage for FaultStorage {
             }
         }
         Ok(())
+    }
+
+    fn start_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        let mut s = self.lock();
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        s.writeback_starts += 1;
+        Ok(())
+    }
+
+    fn wait_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        let s = self.lock();
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        s.fail_waits.map_or(Ok(()), |k| Err(k.error()))
     }
 
     fn sync_name(&self) -> io::Result<()> {

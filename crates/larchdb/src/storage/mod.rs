@@ -55,6 +55,19 @@ pub trait Storage: Send + Sync + 'static {
     }
     /// Makes every earlier write durable.
     fn sync(&self) -> io::Result<()>;
+    /// Starts writing `len` bytes from `offset` to the device, if the backend holds them in a
+    /// cache, without waiting and without making them durable (a `sync` still does that).
+    /// The default does nothing.
+    fn start_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Waits until the writes to the device that `start_writeback` started for `len` bytes
+    /// from `offset` are done. An error is a failed write, which a later `sync` may not report
+    /// again (Linux reports a file's write error once per open file): the caller treats it as
+    /// a failed `sync`. The default does nothing.
+    fn wait_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// Makes the storage's name durable: for a file, syncs the directory that holds it, so
     /// that a power loss right after the file was created cannot lose the file itself (a
     /// file's own sync does not make its directory entry durable). The engine calls it after
@@ -102,6 +115,39 @@ pub trait Storage: Send + Sync + 'static {
 }
 
 /// Writes `len` zeros from `offset` with `write_at`, 64 KiB at a time (`Storage::zero_range`).
+/// Bytes of writeback a `Paced` keeps under way at most: 32 pages of 4 KiB.
+pub(crate) const PACED_IN_FLIGHT_BYTES: u64 = 128 << 10;
+
+/// Writeback started a range at a time with at most `PACED_IN_FLIGHT_BYTES` under way (a
+/// longer range goes alone): before a range is started, the oldest ones started are waited
+/// for until it fits. A checkpoint's pages beside readers that wait on the device go this
+/// way, so that a reader's read waits behind a few of them in the device's queue, not behind
+/// the whole checkpoint that a `sync` hands over at once (docs/design/performance.md, "A
+/// checkpoint's writeback in small steps beside readers"). A failed wait is a failed sync.
+#[derive(Default)]
+pub(crate) struct Paced {
+    flight: std::collections::VecDeque<(u64, u64)>,
+    in_flight: u64,
+}
+
+impl Paced {
+    /// Starts the writeback of `len` bytes from `offset`, after waiting for older ranges
+    /// until it fits.
+    pub(crate) fn start(&mut self, storage: &dyn Storage, offset: u64, len: u64) -> io::Result<()> {
+        while self.in_flight > 0 && self.in_flight + len > PACED_IN_FLIGHT_BYTES {
+            let Some((at, n)) = self.flight.pop_front() else {
+                break;
+            };
+            self.in_flight -= n;
+            storage.wait_writeback(at, n)?;
+        }
+        storage.start_writeback(offset, len)?;
+        self.flight.push_back((offset, len));
+        self.in_flight += len;
+        Ok(())
+    }
+}
+
 pub(crate) fn write_zeros<S: Storage + ?Sized>(s: &S, offset: u64, len: u64) -> io::Result<()> {
     static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
     let mut at = offset;
@@ -112,4 +158,116 @@ pub(crate) fn write_zeros<S: Storage + ?Sized>(s: &S, offset: u64, len: u64) -> 
         at += n as u64;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Records the writebacks started and waited for; fails the waits if asked.
+    #[derive(Default)]
+    struct Recorder {
+        calls: Mutex<Vec<(char, u64, u64)>>,
+        fail_waits: bool,
+    }
+
+    impl Storage for Recorder {
+        fn read_at(&self, _: &mut [u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync(&self) -> io::Result<()> {
+            Ok(())
+        }
+        fn len(&self) -> io::Result<u64> {
+            Ok(0)
+        }
+        fn set_len(&self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn boot_id(&self) -> Option<[u8; 16]> {
+            None
+        }
+        fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+            self.calls.lock().unwrap().push(('s', offset, len));
+            Ok(())
+        }
+        fn wait_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
+            self.calls.lock().unwrap().push(('w', offset, len));
+            if self.fail_waits {
+                return Err(io::Error::from_raw_os_error(5));
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn paced_writeback_keeps_a_bounded_amount_under_way_and_waits_oldest_first() {
+        let r = Recorder::default();
+        let mut paced = Paced::default();
+        let page = 4096;
+        // Runs of 1, 3, 8 and 40 pages (the last longer than the bound), then small ones.
+        let runs = [
+            (0, 1),
+            (10, 3),
+            (20, 8),
+            (100, 40),
+            (200, 1),
+            (300, 2),
+            (400, 32),
+        ];
+        for (p, n) in runs {
+            paced.start(&r, p * page, n * page).unwrap();
+        }
+        let calls = r.calls.lock().unwrap().clone();
+        let mut started = std::collections::VecDeque::new();
+        let mut in_flight = 0u64;
+        for (kind, at, len) in calls.iter().copied() {
+            match kind {
+                's' => {
+                    assert!(
+                        in_flight == 0 || in_flight + len <= PACED_IN_FLIGHT_BYTES,
+                        "started {len} bytes at {at} beside {in_flight} under way"
+                    );
+                    started.push_back((at, len));
+                    in_flight += len;
+                }
+                _ => {
+                    assert_eq!(started.pop_front(), Some((at, len)), "waits oldest first");
+                    in_flight -= len;
+                }
+            }
+        }
+        let starts: Vec<(u64, u64)> = calls
+            .iter()
+            .filter(|c| c.0 == 's')
+            .map(|c| (c.1 / page, c.2 / page))
+            .collect();
+        assert_eq!(starts, runs, "every run started once, in order");
+        // The 40-page run went alone: everything before it was waited for first.
+        let at_40 = calls
+            .iter()
+            .position(|c| *c == ('s', 100 * page, 40 * page));
+        let waited_before: u64 = calls[..at_40.unwrap()]
+            .iter()
+            .filter(|c| c.0 == 'w')
+            .map(|c| c.2)
+            .sum();
+        assert_eq!(waited_before, 12 * page);
+    }
+
+    #[test]
+    fn a_failed_wait_is_returned() {
+        let r = Recorder {
+            fail_waits: true,
+            ..Recorder::default()
+        };
+        let mut paced = Paced::default();
+        paced.start(&r, 0, PACED_IN_FLIGHT_BYTES).unwrap();
+        let e = paced.start(&r, PACED_IN_FLIGHT_BYTES, 4096).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(5));
+    }
 }

@@ -159,7 +159,7 @@ pub(crate) fn write_commit(
         let sliced = crate::engine::checkpoint::sliced(&shared.options, needed, shared.page_bytes);
         log.plan(needed, shared.options.checkpoint_bytes, sliced);
         if !sync && durable_checkpoint_due(shared, log.pressure()) {
-            disk.settling = Some(Settling::start(shared, meta, slot, log_to));
+            disk.settling = Some(Settling::start(shared, meta, slot, log_to, None));
         }
     }
     let freed = pages.take_freed();

@@ -44,15 +44,29 @@ impl Settling {
     /// `LogAt::Slice`), the data file synced, then the meta page written again as durable and
     /// synced (`make_durable`), all on a thread of its own, so that the thread that wrote the
     /// checkpoint goes on to the next meanwhile.
-    pub(super) fn start(shared: &Shared, meta: Meta, slot: u64, log_to: Option<u64>) -> Settling {
+    ///
+    /// `paced`: the runs of pages (first page, pages) the checkpoint wrote, when it ran beside
+    /// readers that waited on the device: their writeback is started a few at a time
+    /// (`write_back_paced`) before the data file's sync, which then finds little left to do.
+    pub(super) fn start(
+        shared: &Shared,
+        meta: Meta,
+        slot: u64,
+        log_to: Option<u64>,
+        paced: Option<Vec<(u64, u64)>>,
+    ) -> Settling {
         let storage = shared.storage.clone();
         let log = log_to.and(shared.log.clone());
         let took = shared.counters.checkpoint_sync_micros.clone();
+        let page_bytes = shared.page_bytes as u64;
         let work = move || -> Result<Meta> {
             let started = Instant::now();
             let durable = (|| {
                 if let (Some(log), Some(to)) = (log.as_deref(), log_to) {
                     log.sync_to(to)?;
+                }
+                if let Some(runs) = paced.as_deref() {
+                    write_back_paced(&*storage, runs, page_bytes)?;
                 }
                 storage.sync()?;
                 make_durable(&*storage, meta, slot)
@@ -124,13 +138,34 @@ impl Drop for Settling {
 /// Starts making the newest commit written without a sync durable, on a thread of its own,
 /// unless one is being made so already: a slice of a checkpoint by slices, whose sync then
 /// overlaps the next slice's merge (`engine::checkpoint`). That next slice waits for it before
-/// its own meta page (`write_commit` settles first).
-pub(crate) fn start_settling(shared: &Shared, disk: &mut Disk, log_to: Option<u64>) {
+/// its own meta page (`write_commit` settles first). `paced`: as `Settling::start`.
+pub(crate) fn start_settling(
+    shared: &Shared,
+    disk: &mut Disk,
+    log_to: Option<u64>,
+    paced: Option<Vec<(u64, u64)>>,
+) {
     if disk.settling.is_none() {
         if let Some((meta, slot)) = disk.unsynced {
-            disk.settling = Some(Settling::start(shared, meta, slot, log_to));
+            disk.settling = Some(Settling::start(shared, meta, slot, log_to, paced));
         }
     }
+}
+
+/// Starts the writeback of `runs` (first page, pages; ascending) a few pages at a time
+/// (`storage::Paced`), so that the data file's sync after it finds little left to hand the
+/// device at once (pages the checkpoint added after its runs were taken). A failed wait is a
+/// failed sync.
+fn write_back_paced(
+    storage: &dyn crate::storage::Storage,
+    runs: &[(u64, u64)],
+    page_bytes: u64,
+) -> Result<()> {
+    let mut paced = crate::storage::Paced::default();
+    for &(page, pages) in runs {
+        paced.start(storage, page * page_bytes, pages * page_bytes)?;
+    }
+    Ok(())
 }
 
 /// Completes the checkpoint `guard.settling` names, if any: waits for its sync, writes its

@@ -258,6 +258,20 @@ impl WritePages {
         self.synced_soon = true;
     }
 
+    /// Starts the writeback of the pages `spill_filled` writes out as it writes them, a few at
+    /// a time (`storage::Paced`): a checkpoint's merge beside readers that wait on the device,
+    /// whose pages would otherwise reach the device all at once at a sync (its own, or the
+    /// sync of the checkpoint before it, which runs beside it).
+    pub(crate) fn pace_writeback(&mut self) {
+        self.paced = Some(crate::storage::Paced::default());
+    }
+
+    /// Whether a wait for the writeback `pace_writeback` started failed: the write error is
+    /// reported once, so the handle must stop writing.
+    pub(crate) fn writeback_failed(&self) -> bool {
+        self.writeback_failed
+    }
+
     /// Marks dirty page `id` as written whole and not to be written again by this
     /// transaction (a leaf a relocation copied): if it waits in an owned buffer, it joins the
     /// filled pages `spill_filled` writes out as they gather. A compaction under a memory limit

@@ -176,6 +176,12 @@ pub(crate) struct WritePages {
     merging: bool,
     /// The transaction is made durable as soon as it is written (`synced_soon`).
     synced_soon: bool,
+    /// The writeback of the pages `spill_filled` writes, started a few at a time
+    /// (`pace_writeback`).
+    paced: Option<crate::storage::Paced>,
+    /// A wait for that writeback failed: the caller stops writing (a sync after it may not
+    /// report the failure again).
+    writeback_failed: bool,
     /// A merge asks for the leaves it will reach to be read ahead (`read_ahead`).
     reads_ahead: bool,
     /// The pages a merge asked to be read ahead, and the requests that took (`will_need`).
@@ -239,6 +245,8 @@ impl WritePages {
             spill: Vec::new(),
             merging: false,
             synced_soon: false,
+            paced: None,
+            writeback_failed: false,
             reads_ahead: false,
             asked_ahead: std::cell::Cell::new((0, 0)),
             leaf_hook: None,

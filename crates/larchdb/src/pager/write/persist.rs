@@ -1,6 +1,7 @@
 //! Commit preparation: the transaction's freed pages become pending, and the free set is
 //! persisted as a freelist chain, a new base or a delta in front of the old chain.
 
+use super::dirty::Place;
 use super::{FreedRun, WritePages};
 use crate::error::{Error, Result};
 use crate::layout::freelist::extents_per_page;
@@ -118,6 +119,34 @@ impl WritePages {
         }
         self.freed.clear();
         self.freed_forgotten = 0;
+    }
+
+    /// The runs of pages (first page, pages) the commit writes so far, ascending and joined
+    /// where consecutive: its dirty pages and overflow runs, for a writeback paced beside
+    /// readers (`engine::commit::Settling`). Pages the commit adds later (its free set's) are
+    /// not among them.
+    pub(crate) fn dirty_runs(&self) -> Vec<(u64, u64)> {
+        let ps = self.page_bytes as u64;
+        let mut pages: Vec<(u64, u64)> = self
+            .dirty
+            .iter()
+            .map(|(&id, d)| {
+                let n = match &d.place {
+                    Place::Owned(b) => b.len() as u64 / ps,
+                    Place::Mapped(n) => *n,
+                };
+                (id, n.max(1))
+            })
+            .collect();
+        pages.sort_unstable();
+        let mut runs: Vec<(u64, u64)> = Vec::with_capacity(pages.len());
+        for (start, n) in pages {
+            match runs.last_mut() {
+                Some((s, len)) if *s + *len == start => *len += n,
+                _ => runs.push((start, n)),
+            }
+        }
+        runs
     }
 
     /// The runs of pages (first page, pages) the commit freed: pages of the base tree it
