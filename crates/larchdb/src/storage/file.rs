@@ -287,7 +287,6 @@ impl Storage for FileStorage {
     }
 }
 
-/// The system calls behind `Storage for FileStorage`, which adds the context to their errors.
 /// `sync_file_range`'s flags for `FileStorage::sync_range`: start the writeback of the range's
 /// dirty pages, or wait for the writeback under way there.
 #[cfg(target_os = "linux")]
@@ -299,6 +298,7 @@ const SYNC_RANGE_WRITE: u32 = 0;
 #[cfg(not(target_os = "linux"))]
 const SYNC_RANGE_WAIT: u32 = 0;
 
+/// The system calls behind `Storage for FileStorage`, which adds the context to their errors.
 impl FileStorage {
     /// `sync_file_range(flags)` over `len` bytes from `offset` (Linux; elsewhere nothing: the
     /// next `sync` writes everything).
