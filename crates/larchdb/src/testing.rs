@@ -53,17 +53,28 @@ pub fn keys_in(model: &TableModel, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Vec<Ve
 
 /// Has every checkpoint's merge in this process read its leaves ahead (`on`), as merges do
 /// once the tree is beyond memory, or only those after a merge that read from the device (the
-/// engine's own rule): so that tests run the read-ahead's path on trees in memory.
+/// engine's own rule): so that tests run the read-ahead's path on trees in memory. Each `true`
+/// holds the switch on until a `false` of its own (tests in one process run at once).
 pub fn read_ahead_every_merge(on: bool) {
-    crate::engine::checkpoint::READ_AHEAD_ALWAYS.store(on, std::sync::atomic::Ordering::Relaxed);
+    switch(&crate::engine::checkpoint::READ_AHEAD_ALWAYS, on);
 }
 
 /// Has every checkpoint in this process start its pages' writeback a few at a time (`on`), as
 /// checkpoints do beside readers that wait on the device, or only those (the engine's own
-/// rule): so that tests run the paced writeback's path without a device.
+/// rule): so that tests run the paced writeback's path without a device. Counted as
+/// `read_ahead_every_merge` is.
 pub fn pace_writeback_every_checkpoint(on: bool) {
-    crate::engine::checkpoint::PACE_WRITEBACK_ALWAYS
-        .store(on, std::sync::atomic::Ordering::Relaxed);
+    switch(&crate::engine::checkpoint::PACE_WRITEBACK_ALWAYS, on);
+}
+
+/// One more holder of a testing switch (`on`), or one fewer.
+fn switch(holders: &std::sync::atomic::AtomicUsize, on: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if on {
+        holders.fetch_add(1, Relaxed);
+    } else {
+        let _ = holders.fetch_update(Relaxed, Relaxed, |n| n.checked_sub(1));
+    }
 }
 
 /// Options for a logged database with a small log (six 1 MiB segments, a checkpoint every

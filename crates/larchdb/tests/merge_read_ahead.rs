@@ -8,6 +8,8 @@
 //!   (`CommitStats::read_ahead_pages`, `read_ahead_requests`): the load wrote the leaves in key
 //!   order, and each checkpoint's merge rewrites a slice's leaves in key order.
 
+mod common;
+
 use larchdb::{Database, Durability, Options};
 use std::collections::BTreeMap;
 
@@ -44,25 +46,9 @@ fn check(db: &Database, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
     assert!(report.is_clean(), "{what}: {:?}", report.problems);
 }
 
-/// Has every merge read ahead while it lives (the switch is the process's).
-struct ReadAheadEveryMerge;
-
-impl ReadAheadEveryMerge {
-    fn on() -> ReadAheadEveryMerge {
-        larchdb::testing::read_ahead_every_merge(true);
-        ReadAheadEveryMerge
-    }
-}
-
-impl Drop for ReadAheadEveryMerge {
-    fn drop(&mut self) {
-        larchdb::testing::read_ahead_every_merge(false);
-    }
-}
-
 #[test]
 fn merges_that_read_ahead_merge_right_and_ask_for_consecutive_leaves_at_once() {
-    let _every = ReadAheadEveryMerge::on();
+    let _every = common::Switched::on(larchdb::testing::read_ahead_every_merge);
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path().join("db"), options()).unwrap();
     let mut model = BTreeMap::new();

@@ -15,22 +15,6 @@ use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
 use larchdb::{Database, Durability, Options};
 use std::collections::BTreeMap;
 
-/// Has every checkpoint pace its writeback while it lives (the switch is the process's).
-struct PaceEvery;
-
-impl PaceEvery {
-    fn on() -> PaceEvery {
-        larchdb::testing::pace_writeback_every_checkpoint(true);
-        PaceEvery
-    }
-}
-
-impl Drop for PaceEvery {
-    fn drop(&mut self) {
-        larchdb::testing::pace_writeback_every_checkpoint(false);
-    }
-}
-
 fn options(durability: Durability) -> Options {
     common::small_log_options()
         .checkpoint_slices(4)
@@ -55,29 +39,42 @@ fn check(db: &Database, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {
 
 const KEYS: u32 = 6_000;
 
+/// Round `round`'s commits: every key once, in a scattered order, ten to a commit, so that
+/// every slice's checkpoint rewrites leaves all over its range.
+fn batches(round: u32) -> impl Iterator<Item = Vec<(Vec<u8>, Vec<u8>)>> {
+    (0..KEYS).step_by(10).map(move |i| {
+        (i..(i + 10).min(KEYS))
+            .map(|j| {
+                let k = (j * 2_663 + round * 17) % KEYS;
+                (key(k), value(k, round))
+            })
+            .collect()
+    })
+}
+
+/// Puts `batch` into table "t" in one transaction.
+fn commit(db: &Database, batch: &[(Vec<u8>, Vec<u8>)]) -> larchdb::Result<()> {
+    let mut w = db.begin_write()?;
+    {
+        let mut t = w.table("t")?;
+        for (k, v) in batch {
+            t.put(k, v)?;
+        }
+    }
+    w.commit()
+}
+
 #[test]
 fn paced_checkpoints_merge_right_and_start_their_writeback() {
-    let _pace = PaceEvery::on();
+    let _pace = common::Switched::on(larchdb::testing::pace_writeback_every_checkpoint);
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let db = common::open_with_log(&data, &log, options(Durability::None)).unwrap();
     common::create_table(&db, "t");
     let mut model = BTreeMap::new();
     for round in 0..3 {
-        // Keys in a scattered order, ten to a commit, so that every slice's checkpoint
-        // rewrites leaves all over its range.
-        let mut i = 0u32;
-        while i < KEYS {
-            let mut w = db.begin_write().unwrap();
-            {
-                let mut t = w.table("t").unwrap();
-                for j in i..(i + 10).min(KEYS) {
-                    let k = (j * 2_663 + round * 17) % KEYS;
-                    t.put(&key(k), &value(k, round)).unwrap();
-                    model.insert(key(k), value(k, round));
-                }
-            }
-            w.commit().unwrap();
-            i += 10;
+        for batch in batches(round) {
+            commit(&db, &batch).unwrap();
+            model.extend(batch);
         }
         check(&db, &model, &format!("round {round}"));
     }
@@ -94,7 +91,7 @@ fn paced_checkpoints_merge_right_and_start_their_writeback() {
 
 #[test]
 fn a_failed_wait_for_writeback_stops_the_handle_and_loses_no_durable_commit() {
-    let _pace = PaceEvery::on();
+    let _pace = common::Switched::on(larchdb::testing::pace_writeback_every_checkpoint);
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let db = common::open_with_log(&data, &log, options(Durability::Immediate)).unwrap();
     common::create_table(&db, "t");
@@ -103,31 +100,14 @@ fn a_failed_wait_for_writeback_stops_the_handle_and_loses_no_durable_commit() {
     let mut acknowledged = BTreeMap::new();
     let mut failed = false;
     'rounds: for round in 0..20 {
-        let mut i = 0u32;
-        while i < KEYS {
-            let mut batch = Vec::new();
-            for j in i..(i + 10).min(KEYS) {
-                let k = (j * 2_663 + round * 17) % KEYS;
-                batch.push((key(k), value(k, round)));
-            }
-            let committed = (|| {
-                let mut w = db.begin_write()?;
-                {
-                    let mut t = w.table("t")?;
-                    for (k, v) in &batch {
-                        t.put(k, v)?;
-                    }
-                }
-                w.commit()
-            })();
-            match committed {
+        for batch in batches(round) {
+            match commit(&db, &batch) {
                 Ok(()) => acknowledged.extend(batch),
                 Err(_) => {
                     failed = true;
                     break 'rounds;
                 }
             }
-            i += 10;
         }
     }
     assert!(

@@ -45,7 +45,7 @@ use crate::btree::{self, Scratch};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -571,10 +571,10 @@ fn write(
     if job.settle {
         pages.synced_soon();
     }
-    if disk.merge_waited || READ_AHEAD_ALWAYS.load(Ordering::Relaxed) {
+    if disk.merge_waited || READ_AHEAD_ALWAYS.load(Ordering::Relaxed) > 0 {
         pages.read_ahead();
     }
-    let pace_always = PACE_WRITEBACK_ALWAYS.load(Ordering::Relaxed);
+    let pace_always = PACE_WRITEBACK_ALWAYS.load(Ordering::Relaxed) > 0;
     if (job.beside > 0 && disk.readers_waited) || pace_always {
         pages.pace_writeback();
     }
@@ -694,14 +694,16 @@ fn merge_waits(pages: Option<u64>, records: usize) -> bool {
 /// See `merge_waits`.
 const MERGE_WAIT_RECORDS: u64 = 64;
 
-/// Every checkpoint paces its pages' writeback, readers or not: set by the tests
-/// (`testing::pace_writeback_every_checkpoint`), so that the paced path runs without readers
-/// waiting on a device.
-pub(crate) static PACE_WRITEBACK_ALWAYS: AtomicBool = AtomicBool::new(false);
+/// Every checkpoint paces its pages' writeback, readers or not, while this is above 0: the
+/// tests that ask for it (`testing::pace_writeback_every_checkpoint`), so that the paced path
+/// runs without readers waiting on a device. A count, so that tests running at once in one
+/// process do not turn it off under each other.
+pub(crate) static PACE_WRITEBACK_ALWAYS: AtomicUsize = AtomicUsize::new(0);
 
-/// Every checkpoint's merge reads ahead, whatever the last one read: set by the tests
-/// (`testing::read_ahead_every_merge`), so that the read-ahead's path runs on trees in memory.
-pub(crate) static READ_AHEAD_ALWAYS: AtomicBool = AtomicBool::new(false);
+/// Every checkpoint's merge reads ahead, whatever the last one read, while this is above 0:
+/// the tests that ask for it (`testing::read_ahead_every_merge`), so that the read-ahead's path
+/// runs on trees in memory.
+pub(crate) static READ_AHEAD_ALWAYS: AtomicUsize = AtomicUsize::new(0);
 
 /// What `install` needs of each table the frozen overlay (of commit `f`) has blind writes
 /// of, the merge done (`Recount`).

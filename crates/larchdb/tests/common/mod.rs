@@ -68,3 +68,23 @@ pub fn abandon(db: larchdb::Database) {
     static ABANDONED: std::sync::Mutex<Vec<larchdb::Database>> = std::sync::Mutex::new(Vec::new());
     ABANDONED.lock().unwrap_or_else(|e| e.into_inner()).push(db);
 }
+
+/// Holds one of `larchdb::testing`'s process-wide switches on while it lives
+/// (`read_ahead_every_merge`, `pace_writeback_every_checkpoint`).
+#[allow(dead_code)] // Not every test that has `mod common;` turns a switch on.
+pub struct Switched(fn(bool));
+
+#[allow(dead_code)]
+impl Switched {
+    /// Turns `switch` on until the guard is dropped.
+    pub fn on(switch: fn(bool)) -> Switched {
+        switch(true);
+        Switched(switch)
+    }
+}
+
+impl Drop for Switched {
+    fn drop(&mut self) {
+        (self.0)(false);
+    }
+}

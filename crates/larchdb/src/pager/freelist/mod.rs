@@ -720,11 +720,17 @@ fn push_split(out: &mut Vec<Extent>, txn: u64, start: u64, len: u64, kind: u32) 
 #[cfg(test)]
 pub(crate) fn to_extents(pages: &mut [u64]) -> Vec<(u64, u64)> {
     pages.sort_unstable();
+    join_runs(pages.iter().map(|&p| (p, 1)))
+}
+
+/// Runs of pages (first page, pages), ascending, with each run that starts where the one
+/// before it ends joined to it.
+pub(crate) fn join_runs(runs: impl IntoIterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
-    for &p in pages.iter() {
+    for (start, pages) in runs {
         match out.last_mut() {
-            Some((s, l)) if *s + *l == p => *l += 1,
-            _ => out.push((p, 1)),
+            Some((s, l)) if *s + *l == start => *l += pages,
+            _ => out.push((start, pages)),
         }
     }
     out

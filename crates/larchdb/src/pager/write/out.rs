@@ -58,18 +58,12 @@ impl WritePages {
             });
         write_consecutive(&*storage, pages)?;
         if let Some(paced) = self.paced.as_mut() {
-            let mut i = 0;
-            while i < ids.len() {
-                let mut j = i + 1;
-                while j < ids.len() && ids[j] == ids[j - 1] + 1 {
-                    j += 1;
-                }
-                let (at, len) = (ids[i] * ps as u64, (j - i) as u64 * ps as u64);
-                if let Err(e) = paced.start(&*storage, at, len) {
+            let ps = ps as u64;
+            for (page, pages) in crate::pager::freelist::join_runs(ids.iter().map(|&id| (id, 1))) {
+                if let Err(e) = paced.start(&*storage, page * ps, pages * ps) {
                     self.writeback_failed = true;
                     return Err(e.into());
                 }
-                i = j;
             }
         }
         // From now on the pages are read (and written, if ever) through the mapping.

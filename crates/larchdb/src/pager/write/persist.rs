@@ -139,14 +139,7 @@ impl WritePages {
             })
             .collect();
         pages.sort_unstable();
-        let mut runs: Vec<(u64, u64)> = Vec::with_capacity(pages.len());
-        for (start, n) in pages {
-            match runs.last_mut() {
-                Some((s, len)) if *s + *len == start => *len += n,
-                _ => runs.push((start, n)),
-            }
-        }
-        runs
+        crate::pager::freelist::join_runs(pages)
     }
 
     /// The runs of pages (first page, pages) the commit freed: pages of the base tree it
