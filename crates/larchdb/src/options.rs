@@ -187,8 +187,12 @@ pub struct Options {
     /// slowed, to the rate at which what is left before three quarters lasts as long as a
     /// checkpoint takes, and one whose overlays reach them waits for a checkpoint before its
     /// transaction starts, so that a writer faster than its checkpoints is slowed instead of
-    /// outgrowing the machine. At least 4 MiB. Set it where the process shares its memory limit with more
-    /// than the engine (docs/design/write-path.md, "Memory and space: what is bounded").
+    /// outgrowing the machine. At least 4 MiB. By default, while the tree is beyond memory and
+    /// no reader waits on the device (the writes alone, whose checkpoints are all the page cache
+    /// serves), the overlays may hold half the memory beyond 64 MiB instead of a quarter, and
+    /// give it back gradually once readers wait again; a budget set here is kept as it is. Set
+    /// it where the process shares its memory limit with more than the engine
+    /// (docs/design/write-path.md, "Memory and space: what is bounded").
     pub memory_budget: u64,
     /// How many steps of nice value below the thread that starts them the handle's background
     /// work runs (0 to 19; Linux, ignored elsewhere): the checkpoint thread, the idle

@@ -634,6 +634,11 @@ fn write(
         _ => false,
     };
     disk.readers_waited = readers_waited;
+    // Before this checkpoint's own plan of the log (`write_commit`), which sizes the ring for
+    // what the overlays may hold.
+    let alone = job.settle && disk.merge_waited && !readers_waited;
+    let retired = shared.upper_bytes().1;
+    super::admission::budget::after_merge(shared, alone, retired);
     let paced = (job.settle && (readers_waited || pace_always)).then(|| pages.dirty_runs());
     // A power loss may return to this checkpoint once it is durable, and replay the records
     // from the position it names: where that is before the frozen overlay's end (other slices

@@ -176,6 +176,11 @@ pub(crate) struct Shared {
     /// (`Overlay::bytes`), and the slices of the active ones, as of their last publication
     /// (`Shared::note_upper`).
     pub(crate) upper: [AtomicU64; 3],
+    /// The budget for writes alone beyond memory (`admission::budget::after_merge`).
+    pub(crate) alone_budget: u64,
+    /// The budget admission holds the overlays in now (`admission::budget::now`): from
+    /// `memory_budget` up to `alone_budget`.
+    pub(crate) budget_now: AtomicU64,
     /// The owner of every background thread: started through it, stopped by it at close.
     pub(crate) background: Arc<background::Background>,
     /// The thread that makes `Durability::Bounded` commits durable.

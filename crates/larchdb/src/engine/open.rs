@@ -186,6 +186,8 @@ impl Shared {
             publish_log_at_open(lock, log.as_ref(), &current, &meta, &losses)?;
         }
         let memory_budget = super::admission::budget::resolve(options.memory_budget);
+        let alone_budget =
+            super::admission::budget::resolve_alone(options.memory_budget, memory_budget);
         let recovery = (!losses.given_up.is_empty()).then(|| Recovery {
             opened_txn: current.txn(),
             given_up: losses.given_up,
@@ -209,6 +211,8 @@ impl Shared {
             writing_thread: Default::default(),
             memory_budget,
             upper: Default::default(),
+            alone_budget,
+            budget_now: AtomicU64::new(memory_budget),
             background,
             flusher: Default::default(),
             idle: Default::default(),
@@ -358,7 +362,8 @@ fn replay_beside_free_set(
     let (mut log, current) = replayed?;
     if let Some(log) = log.as_mut() {
         let sliced = super::checkpoint::sliced(options, file_bytes, meta.page_bytes);
-        log.plan(file_bytes, options.checkpoint_bytes, sliced);
+        // The handle's own budget until a checkpoint finds its writes alone beyond memory.
+        log.plan(file_bytes, options.checkpoint_bytes, sliced, 0);
     }
     // A small file's, or one whose loading thread could not be started: loaded here.
     let free = match loaded {

@@ -157,7 +157,8 @@ pub(crate) fn write_commit(
     }
     if let Some(log) = shared.log.as_ref() {
         let sliced = crate::engine::checkpoint::sliced(&shared.options, needed, shared.page_bytes);
-        log.plan(needed, shared.options.checkpoint_bytes, sliced);
+        let overlays = crate::engine::admission::budget::ring_overlay_bytes(shared);
+        log.plan(needed, shared.options.checkpoint_bytes, sliced, overlays);
         if !sync && durable_checkpoint_due(shared, log.pressure()) {
             disk.settling = Some(Settling::start(shared, meta, slot, log_to, None));
         }

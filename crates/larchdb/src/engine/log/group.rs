@@ -221,10 +221,16 @@ impl GroupLog {
     }
 
     /// `Log::plan`.
-    pub(crate) fn plan(&self, file_bytes: u64, checkpoint_bytes_min: u64, sliced: bool) {
+    pub(crate) fn plan(
+        &self,
+        file_bytes: u64,
+        checkpoint_bytes_min: u64,
+        sliced: bool,
+        overlays: u64,
+    ) {
         self.lock()
             .log
-            .plan(file_bytes, checkpoint_bytes_min, sliced)
+            .plan(file_bytes, checkpoint_bytes_min, sliced, overlays)
     }
 
     /// Whether the log has grown since `position` (the last checkpoint's) by the bytes a

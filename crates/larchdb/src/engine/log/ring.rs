@@ -93,14 +93,25 @@ impl Log {
     /// `overlay_bytes`) and the reserve `commit::durable_checkpoint_due` keeps
     /// (`RESERVE_CHECKPOINTS`), not a third of the file: four checkpoints in a large file, six
     /// at the smallest checkpoints.
-    pub(crate) fn plan(&mut self, file_bytes: u64, checkpoint_bytes_min: u64, sliced: bool) {
+    ///
+    /// `overlays`: the overlays' bytes from which the memory budget paces the writer, while the
+    /// budget is raised for writes alone beyond memory (`admission::budget::ring_overlay_bytes`;
+    /// 0 otherwise): the ring keeps their round where it is more than a checkpoint's.
+    pub(crate) fn plan(
+        &mut self,
+        file_bytes: u64,
+        checkpoint_bytes_min: u64,
+        sliced: bool,
+        overlays: u64,
+    ) {
         self.left_at.set(None);
         let all_room = (self.sink.segments - 1) * self.sink.segment_bytes;
         let checkpoint = (file_bytes / CHECKPOINT_FILE_FRACTION)
             .max(checkpoint_bytes_min)
             .min((all_room / RING_CHECKPOINTS).max(checkpoint_bytes_min));
         let room = if sliced {
-            let round = ROUND_PER_OVERLAYS * overlay_bytes(checkpoint, checkpoint_bytes_min);
+            let overlays = overlay_bytes(checkpoint, checkpoint_bytes_min).max(overlays);
+            let round = ROUND_PER_OVERLAYS * overlays;
             (RESERVE_CHECKPOINTS * checkpoint).saturating_add(round)
         } else {
             (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint)

@@ -293,7 +293,7 @@ fn the_log_jumps_back_to_its_first_slot_and_the_file_follows_the_ring() {
     let segments = 8;
     let cycle = segments * SEG;
     let mut log = Log::create(a, SEG, segments, 0).unwrap();
-    log.plan(0, SEG / 2, false);
+    log.plan(0, SEG / 2, false, 0);
     assert_eq!((log.ring, log.checkpoint_bytes), (3, SEG / 2));
     let slots_in_file =
         |s: &FaultStorage| (s.contents().len() as u64 - FILE_HEADER_BYTES).div_ceil(SEG);
@@ -308,7 +308,7 @@ fn the_log_jumps_back_to_its_first_slot_and_the_file_follows_the_ring() {
         } else {
             0
         };
-        log.plan(file_bytes, SEG / 2, false);
+        log.plan(file_bytes, SEG / 2, false, 0);
         all.extend(append_some(&mut log, &mut rng, &mut txn, 10));
         log.sync().unwrap();
         assert_reads_back(&s, &all, checkpoint, round);
@@ -374,7 +374,7 @@ fn left_bytes_is_what_can_be_appended_before_the_log_is_full() {
     let mut positions = Vec::new();
     for round in 0..60 {
         let file_bytes = if rng.gen_bool(0.3) { u64::MAX / 64 } else { 0 };
-        log.plan(file_bytes, SEG / 2, false);
+        log.plan(file_bytes, SEG / 2, false, 0);
         let left = log.left_bytes();
         let capped = left >= log.room_bytes();
         let mut appended = 0;
@@ -435,7 +435,7 @@ fn a_log_on_a_file_grows_ahead_of_its_records() {
     let owner = Arc::new(crate::engine::background::Background::default());
     log.set_background(owner, 0);
     assert!(log.sink.map.is_some(), "a file offers a map");
-    log.plan(0, SEG, false);
+    log.plan(0, SEG, false, 0);
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     let (mut txn, mut all) = (0, Vec::new());
     let mut ahead = false;
@@ -575,7 +575,7 @@ fn a_version_1_log_goes_round_all_its_slots() {
     s.set_contents(header);
     let (mut log, back) = Log::open(Arc::new(s.clone()), 0, 0).unwrap();
     assert!(back.is_empty() && !log.jumps_allowed);
-    log.plan(0, SEG / 2, false);
+    log.plan(0, SEG / 2, false, 0);
     let mut txn = 0;
     let mut all = Vec::new();
     for _ in 0..40 {
@@ -1307,18 +1307,18 @@ fn a_sliced_database_keeps_a_ring_of_a_few_checkpoints() {
     let (_, a) = storage();
     let mut log = Log::create(a, SEG, 32, 0).unwrap();
     let file_bytes = 96 * SEG;
-    log.plan(file_bytes, SEG / 2, false);
+    log.plan(file_bytes, SEG / 2, false, 0);
     // A third of the file (32 segments' worth, capped by the geometry), and one slot spare.
     assert_eq!(log.ring, 32);
-    log.plan(file_bytes, SEG / 2, true);
+    log.plan(file_bytes, SEG / 2, true, 0);
     // A checkpoint every 96/32 = 3 segments, the overlays merged from as many: room for 2 of
     // them and twice the overlays, and one slot spare.
     assert_eq!(log.checkpoint_bytes, 3 * SEG);
     assert_eq!(log.ring, 4 * 3 + 1);
     // A small file: checkpoints of half a segment, the overlays merged from two of them (a
     // segment): room for one segment and two, and one slot spare.
-    log.plan(0, SEG / 2, true);
+    log.plan(0, SEG / 2, true, 0);
     assert_eq!(log.ring, 4);
-    log.plan(0, SEG / 2, false);
+    log.plan(0, SEG / 2, false, 0);
     assert_eq!(log.ring, 3);
 }
