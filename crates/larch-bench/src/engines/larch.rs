@@ -96,7 +96,8 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     };
     let budget = match options.memory_budget {
         0 => "0 (the default: a quarter of the memory the process may use beyond 64 MiB, at \
-              least an eighth of it; that memory: its cgroup's limit or the machine's)"
+              least an eighth of it, and half while the writes are alone beyond memory; that \
+              memory: its cgroup's limit or the machine's)"
             .to_string(),
         n => format!("{} MiB (--memory_budget)", n >> 20),
     };
