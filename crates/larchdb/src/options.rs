@@ -188,9 +188,9 @@ pub struct Options {
     /// checkpoint takes, and one whose overlays reach them waits for a checkpoint before its
     /// transaction starts, so that a writer faster than its checkpoints is slowed instead of
     /// outgrowing the machine. At least 4 MiB. By default, while the tree is beyond memory and
-    /// no reader waits on the device (the writes alone, whose checkpoints are all the page cache
-    /// serves), the overlays may hold half the memory beyond 64 MiB instead of a quarter, and
-    /// give it back gradually once readers wait again; a budget set here is kept as it is. Set
+    /// no reader reads (the writes alone, whose checkpoints are all the page cache serves), the
+    /// overlays may hold half the memory beyond 64 MiB instead of a quarter, and give it back
+    /// gradually once readers read again; a budget set here is kept as it is. Set
     /// it where the process shares its memory limit with more than the engine
     /// (docs/design/write-path.md, "Memory and space: what is bounded").
     pub memory_budget: u64,

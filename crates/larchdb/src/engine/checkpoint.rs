@@ -636,7 +636,7 @@ fn write(
     disk.readers_waited = readers_waited;
     // Before this checkpoint's own plan of the log (`write_commit`), which sizes the ring for
     // what the overlays may hold.
-    let alone = job.settle && disk.merge_waited && !readers_waited;
+    let alone = job.settle && disk.merge_waited && job.beside == 0;
     let retired = shared.upper_bytes().1;
     super::admission::budget::after_merge(shared, alone, retired);
     let paced = (job.settle && (readers_waited || pace_always)).then(|| pages.dirty_runs());

@@ -181,6 +181,9 @@ pub(crate) struct Shared {
     /// The budget admission holds the overlays in now (`admission::budget::now`): from
     /// `memory_budget` up to `alone_budget`.
     pub(crate) budget_now: AtomicU64,
+    /// The checkpoints in a row that found the writes alone beyond memory
+    /// (`admission::budget::after_merge`).
+    pub(crate) alone_streak: std::sync::atomic::AtomicU32,
     /// The owner of every background thread: started through it, stopped by it at close.
     pub(crate) background: Arc<background::Background>,
     /// The thread that makes `Durability::Bounded` commits durable.

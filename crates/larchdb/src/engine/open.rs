@@ -213,6 +213,7 @@ impl Shared {
             upper: Default::default(),
             alone_budget,
             budget_now: AtomicU64::new(memory_budget),
+            alone_streak: Default::default(),
             background,
             flusher: Default::default(),
             idle: Default::default(),

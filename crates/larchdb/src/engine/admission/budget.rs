@@ -24,12 +24,12 @@
 //! from the device and written back whatever the records it brings, and the records it brings
 //! are what the overlays hold over the tree's leaves: the budget sets the device's reads and
 //! writes for each record. The quarter leaves the rest to the page cache, for readers. Where no
-//! reader waits on the device while a merge reads its leaves from it (the last checkpoint's
-//! merge read from the device, `Disk::merge_waited`, and the handle's other threads took no
-//! major fault meanwhile, `Disk::readers_waited`), the page cache serves the merges alone,
+//! reader reads while merges read their leaves from the device (eight checkpoints in a row
+//! whose merge read from the device, `Disk::merge_waited`, with no read transaction of the
+//! handle open beside them), the page cache serves the merges alone,
 //! which read each leaf once a round, and the default budget is raised to half the memory
 //! beyond the reserve (`alone_budget`, `after_merge`); the log's ring grows to keep the round of
-//! what the overlays then hold (`ring_overlay_bytes`). Once readers wait on the device again,
+//! what the overlays then hold (`ring_overlay_bytes`). Once readers read again,
 //! each checkpoint gives back half of what it retired, so that the writer is slowed while the
 //! overlays shrink, never stopped by a budget fallen under what they hold. A budget set by
 //! `Options::memory_budget` is not raised. Measured (docs/design/performance.md, "Writes alone
@@ -114,21 +114,32 @@ pub(crate) fn now(shared: &Shared) -> u64 {
 }
 
 /// After a checkpoint's merge: `alone`, whether its merge read its leaves from the device with
-/// no reader of the handle waiting on the device meanwhile; `retired`, the bytes of the
-/// overlay it merged. Alone, the budget is the one for writes alone beyond memory
-/// (`Shared::alone_budget`); otherwise it comes back to the handle's by half of what each
+/// no read transaction of the handle open beside it; `retired`, the bytes of the overlay it
+/// merged. Alone, `ALONE_STREAK` checkpoints in a row, the budget is the one for writes alone
+/// beyond memory (`Shared::alone_budget`); otherwise it comes back to the handle's by half of what each
 /// checkpoint retires, so that the writer is slowed to about half the rate the checkpoints
 /// drain at while the overlays shrink, not stopped.
 pub(crate) fn after_merge(shared: &Shared, alone: bool, retired: u64) {
+    let streak = if alone {
+        shared.alone_streak.fetch_add(1, Ordering::Relaxed) + 1
+    } else {
+        shared.alone_streak.store(0, Ordering::Relaxed);
+        0
+    };
     let next = next_budget(
         now(shared),
         shared.memory_budget,
         shared.alone_budget,
-        alone,
+        streak >= ALONE_STREAK,
         retired,
     );
     shared.budget_now.store(next, Ordering::Relaxed);
 }
+
+/// The checkpoints in a row that must find the writes alone beyond memory before the budget
+/// is raised (`after_merge`): a writer's first checkpoints may run before its readers open
+/// their first transactions, and a budget raised then is given back only by halves.
+const ALONE_STREAK: u32 = 8;
 
 /// `after_merge`'s budget after a checkpoint, from the budget `now`, the handle's `base` and
 /// the one for writes alone beyond memory (`alone_budget`).
