@@ -26,15 +26,15 @@
 //! writes for each record. The quarter leaves the rest to the page cache, for readers. Where no
 //! reader reads while merges read their leaves from the device (eight checkpoints in a row
 //! whose merge read from the device, `Disk::merge_waited`, with no read transaction of the
-//! handle open beside them), the page cache serves the merges alone,
-//! which read each leaf once a round, and the default budget is raised to half the memory
-//! beyond the reserve (`alone_budget`, `after_merge`); the log's ring grows to keep the round of
-//! what the overlays then hold (`ring_overlay_bytes`). Once readers read again,
-//! each checkpoint gives back half of what it retired, so that the writer is slowed while the
+//! handle open beside them), the page cache serves the merges alone, which read each leaf once
+//! a round, and the default budget is raised to half the memory beyond the reserve
+//! (`alone_budget`, `after_merge`); the log's ring grows to keep the round of what the overlays
+//! then hold (`ring_overlay_bytes`), within the log's geometry. Once readers read again, each
+//! checkpoint gives back half of what it retired, so that the writer is slowed while the
 //! overlays shrink, never stopped by a budget fallen under what they hold. A budget set by
 //! `Options::memory_budget` is not raised. Measured (docs/design/performance.md, "Writes alone
-//! beyond memory"): tupl's updates in a 384 MiB cgroup 1.2-1.5x faster, each record costing
-//! the device about a third less.
+//! beyond memory"): tupl's updates in a 384 MiB cgroup 1.2-1.35x faster, each record costing
+//! the device about a quarter less.
 
 use super::pace::Memory;
 use crate::engine::Shared;
@@ -330,7 +330,7 @@ mod tests {
         }
         let (base, alone) = (80 * MIB, 160 * MIB);
         assert_eq!(next_budget(base, base, alone, true, 3 * MIB), alone);
-        // Readers wait on the device again: back by half of what each checkpoint retires.
+        // Readers read again: back by half of what each checkpoint retires.
         assert_eq!(
             next_budget(alone, base, alone, false, 4 * MIB),
             alone - 2 * MIB
