@@ -33,8 +33,8 @@
 //! checkpoint gives back half of what it retired, so that the writer is slowed while the
 //! overlays shrink, never stopped by a budget fallen under what they hold. A budget set by
 //! `Options::memory_budget` is not raised. Measured (docs/design/performance.md, "Writes alone
-//! beyond memory"): tupl's updates in a 384 MiB cgroup 1.2-1.35x faster, each record costing
-//! the device about a quarter less.
+//! beyond memory"): tupl's updates in a 384 MiB cgroup 1.3x faster (medians), each record
+//! costing the device about a quarter less.
 
 use super::pace::Memory;
 use crate::engine::Shared;
@@ -186,10 +186,11 @@ pub(crate) fn over_budget(shared: &Shared) -> bool {
 /// memory, 0.3 s in each phase and its P99.9 from 0.1 to 0.6-1.0 ms) for no stop to avoid.
 pub(crate) fn memory(shared: &Shared) -> Memory {
     let (active, frozen) = shared.upper_bytes();
+    let budget = now(shared);
     Memory {
         held: active.saturating_add(frozen),
-        start: now(shared) / 2,
-        stop: now(shared) / 4 * 3,
+        start: budget / 2,
+        stop: budget / 4 * 3,
     }
 }
 
