@@ -51,6 +51,9 @@ pub struct Flags {
     /// Larch's `Options::checkpoint_bytes` (0: the engine's default): the least log between
     /// checkpoints (by slices, of the overlays' memory: at least twice it).
     pub checkpoint_bytes: u64,
+    /// Larch's `Options::log_room_bytes` (0: the engine's default, the ring the checkpoints
+    /// call for): the log kept for records not yet in a durable checkpoint, at least.
+    pub log_room_bytes: u64,
     /// Larch's `Options::memory_budget` (0: the engine's default, from the machine).
     pub memory_budget: u64,
     pub progress: bool,
@@ -172,6 +175,7 @@ impl Default for Flags {
             background_nice: 0,
             checkpoint_slices: 0,
             checkpoint_bytes: 0,
+            log_room_bytes: 0,
             memory_budget: 0,
             progress: true,
             key_offset: 0,
@@ -387,6 +391,13 @@ fn flag_help() -> Vec<FlagHelp> {
             d.checkpoint_bytes.to_string(),
             "Larch's checkpoints every BYTES of log at least, by slices of the overlays' \
              memory at least twice BYTES (0: Larch's default)",
+        ),
+        h(
+            "--log_room_bytes=BYTES",
+            d.log_room_bytes.to_string(),
+            "Larch's log keeps BYTES at least for records not yet in a durable checkpoint, \
+             whose checkpoints are then made durable only when it runs short (0: Larch's \
+             default, the ring its checkpoints call for)",
         ),
         h(
             "--memory_budget=BYTES",
@@ -751,6 +762,7 @@ impl Flags {
                 "checkpoint_bytes" => {
                     f.checkpoint_bytes = in_range(n, parse_size(n, v)?, 0, 1 << 30)?
                 }
+                "log_room_bytes" => f.log_room_bytes = in_range(n, parse_size(n, v)?, 0, 1 << 40)?,
                 "memory_budget" => f.memory_budget = parse_size(n, v)?,
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
@@ -855,6 +867,7 @@ impl Flags {
             format!("--background_nice={}", self.background_nice),
             format!("--checkpoint_slices={}", self.checkpoint_slices),
             format!("--checkpoint_bytes={}", self.checkpoint_bytes),
+            format!("--log_room_bytes={}", self.log_room_bytes),
             format!("--memory_budget={}", self.memory_budget),
             format!("--progress={}", self.progress as u8),
             format!("--key_offset={}", self.key_offset),

@@ -44,6 +44,7 @@ fn conforms(name: &str) -> bool {
         background_nice: 0,
         checkpoint_slices: 0,
         checkpoint_bytes: 0,
+        log_room_bytes: 0,
         memory_budget: 0,
     };
     let opened = (spec.open)(&options).unwrap_or_else(|e| panic!("{name}: open: {e}"));

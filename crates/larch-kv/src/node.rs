@@ -221,6 +221,7 @@ fn open_peer(
         background_nice: 0,
         checkpoint_slices: 0,
         checkpoint_bytes: 0,
+        log_room_bytes: 0,
         memory_budget: 0,
     })
     .map_err(|e| format!("{name}: {e}"))?;

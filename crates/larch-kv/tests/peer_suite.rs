@@ -30,6 +30,7 @@ impl StoreBuilder<TypeConfig, PeerLogStore, PeerStateMachine, TempDir> for Rocks
             background_nice: 0,
             checkpoint_slices: 0,
             checkpoint_bytes: 0,
+            log_room_bytes: 0,
             memory_budget: 0,
         })
         .expect("RocksDB opens (scripts/setup.sh installs librocksdb)");

@@ -207,8 +207,13 @@ pub struct CommitStats {
     /// compaction, and by transactions that applied the overlay before writing pages.
     pub checkpoints: u64,
     /// Of those, checkpoints that merged one key range of an overlay cut into several
-    /// ([`crate::Options::checkpoint_slices`]): each is made durable.
+    /// ([`crate::Options::checkpoint_slices`]): each is made durable, unless
+    /// [`crate::Options::log_room_bytes`] keeps a room of its own.
     pub checkpoint_slices: u64,
+    /// Checkpoints made durable as they were written (synced on the checkpoint's thread, or
+    /// on a thread of their own right after): the others become durable with the next such
+    /// one, or with a durable commit.
+    pub durable_checkpoints: u64,
     /// Syncs of the write-ahead log for commits: `Immediate` commits (several share one
     /// under group commit) and the flushes of `Bounded` ones.
     pub log_syncs: u64,

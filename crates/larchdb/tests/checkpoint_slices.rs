@@ -10,7 +10,8 @@
 //! - after a process crash at any point (the meta page then names the log from the oldest
 //!   record a slice still holds, and replay applies records the tree already holds), the
 //!   reopened database is the model; after a power loss, the model as of the last commit,
-//!   every commit being durable.
+//!   every commit being durable. The same where the log keeps a room of its own
+//!   (`Options::log_room_bytes`) and most slices' checkpoints are never synced.
 
 mod common;
 
@@ -152,22 +153,26 @@ fn crash_and_reopen(
     (data, log, db)
 }
 
-#[test]
-fn slices_keep_every_snapshot_and_count_and_survive_process_crashes() {
-    let mut data = FaultStorage::new();
-    let mut log = FaultStorage::new();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let mut db = open(&data, &log, Durability::None);
-    let mut model = load(&db, &mut rng);
-    let mut slices = 0;
-    for round in 0..6 {
-        run(&db, &mut rng, &mut model, 15_000);
-        check_snapshot(&db.begin_read().unwrap(), &model, &format!("round {round}"));
-        slices += db.stats().unwrap().commits.checkpoint_slices;
-        // The handle goes without compacting, wherever its checkpoints are: often part way
-        // through a frozen overlay's slices. Every other round it is closed (which waits for
-        // a slice being written, and leaves the others), else abandoned as a crash leaves it
-        // (a slice's thread may be writing when the files are taken).
+/// `rounds` rounds of 15,000 commits, each checked and ended by a process crash: the handle
+/// goes without compacting, wherever its checkpoints are (often part way through a frozen
+/// overlay's slices), every other round closed (which waits for a slice being written, and
+/// leaves the others), else abandoned as a crash leaves it (a slice's thread may be writing
+/// when the files are taken), and reopened with `options`. Returns the checkpoints that went
+/// by slices and those made durable as written.
+fn crash_rounds(
+    (mut data, mut log, mut db): (FaultStorage, FaultStorage, Database),
+    rng: &mut rand::rngs::StdRng,
+    model: &mut Model,
+    rounds: usize,
+    options: Options,
+) -> ((FaultStorage, FaultStorage, Database), u64, u64) {
+    let (mut slices, mut durable) = (0, 0);
+    for round in 0..rounds {
+        run(&db, rng, model, 15_000);
+        check_snapshot(&db.begin_read().unwrap(), model, &format!("round {round}"));
+        let stats = db.stats().unwrap().commits;
+        slices += stats.checkpoint_slices;
+        durable += stats.durable_checkpoints;
         if round % 2 == 0 {
             drop(db);
         } else {
@@ -176,11 +181,27 @@ fn slices_keep_every_snapshot_and_count_and_survive_process_crashes() {
         (data, log, db) = crash_and_reopen(
             (&data, &log),
             CrashMode::ProcessOnly,
-            options(Durability::None),
-            &model,
+            options.clone(),
+            model,
             &format!("round {round}, reopened"),
         );
     }
+    ((data, log, db), slices, durable)
+}
+
+#[test]
+fn slices_keep_every_snapshot_and_count_and_survive_process_crashes() {
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let db = open(&data, &log, Durability::None);
+    let mut model = load(&db, &mut rng);
+    let ((data, log, db), slices, _) = crash_rounds(
+        (data, log, db),
+        &mut rng,
+        &mut model,
+        6,
+        options(Durability::None),
+    );
     assert!(slices >= 8, "{slices} checkpoints went by slices");
     // A checkpoint of everything (which first merges the slices left) and a close.
     db.checkpoint().unwrap();
@@ -192,22 +213,72 @@ fn slices_keep_every_snapshot_and_count_and_survive_process_crashes() {
 
 #[test]
 fn every_durable_commit_survives_a_power_loss_part_way_through_slices() {
-    let mut data = FaultStorage::new();
-    let mut log = FaultStorage::new();
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-    let mut db = open(&data, &log, Durability::Immediate);
+    let db = open(&data, &log, Durability::Immediate);
     let mut model = load(&db, &mut rng);
+    power_loss_rounds(
+        (data, log, db),
+        &mut rng,
+        &mut model,
+        options(Durability::Immediate),
+    );
+}
+
+/// Three rounds of 12,000 durable commits, each ended by a power loss and reopened with
+/// `options`: every commit is found.
+fn power_loss_rounds(
+    (mut data, mut log, mut db): (FaultStorage, FaultStorage, Database),
+    rng: &mut rand::rngs::StdRng,
+    model: &mut Model,
+    options: Options,
+) {
     for round in 0..3 {
-        run(&db, &mut rng, &mut model, 12_000);
+        run(&db, rng, model, 12_000);
         common::abandon(db);
         (data, log, db) = crash_and_reopen(
             (&data, &log),
             CrashMode::DropUnsynced,
-            options(Durability::Immediate),
-            &model,
+            options.clone(),
+            model,
             &format!("round {round}, after a power loss"),
         );
     }
+}
+
+/// With a room of its own (`Options::log_room_bytes`), a slice's checkpoint is made durable
+/// only when the log's room runs short (or the pages the last durable tree pins grow past a
+/// quarter of the file): fewer durable checkpoints than slices merged, the same snapshots
+/// and counts; a process crash replays from the last checkpoint, a power loss from the last
+/// durable one, over the unsynced slices' checkpoints since, and both find the model.
+#[test]
+fn a_room_of_its_own_makes_durable_checkpoints_rarer_and_loses_nothing() {
+    let roomy = |durability| options(durability).log_room_bytes(6 << 20);
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    let db = common::open_with_log(&data, &log, roomy(Durability::None)).unwrap();
+    let mut model = load(&db, &mut rng);
+    let ((data, log, db), slices, durable) = crash_rounds(
+        (data, log, db),
+        &mut rng,
+        &mut model,
+        4,
+        roomy(Durability::None),
+    );
+    eprintln!("a room of its own: {durable} of {slices} slices' checkpoints made durable");
+    assert!(slices >= 8, "{slices} checkpoints went by slices");
+    assert!(
+        durable * 2 <= slices,
+        "{durable} of {slices} slices' checkpoints were made durable"
+    );
+    drop(db);
+    let db = common::open_with_log(&data, &log, roomy(Durability::Immediate)).unwrap();
+    power_loss_rounds(
+        (data, log, db),
+        &mut rng,
+        &mut model,
+        roomy(Durability::Immediate),
+    );
 }
 
 /// Commits that leave the entry count as it was (an update, or a key moved: one deleted and

@@ -59,6 +59,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .log(log)
         .background_nice(o.background_nice)
         .checkpoint_slices(o.checkpoint_slices)
+        .log_room_bytes(o.log_room_bytes)
         .memory_budget(o.memory_budget);
     let options = match o.checkpoint_bytes {
         0 => options,
@@ -70,11 +71,19 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
              the smallest by slices, or a third of the data file if more where checkpoints \
              merge the whole overlay), a checkpoint every {} MiB of log (by slices, of the \
              overlays' memory, at least twice that) or a 32nd of the data file if more, and \
-             once the writer is idle for {} ms (0: never)",
+             once the writer is idle for {} ms (0: never){}",
             options.log_segments,
             options.log_segment_bytes >> 20,
             options.checkpoint_bytes >> 20,
-            options.idle_checkpoint_millis
+            options.idle_checkpoint_millis,
+            match options.log_room_bytes {
+                0 => String::new(),
+                n => format!(
+                    "; a room of {} MiB at least (--log_room_bytes), checkpoints made durable \
+                     only when it runs short",
+                    n >> 20
+                ),
+            }
         )
     } else {
         "off (Options::log(false): every commit writes pages)".to_string()
@@ -184,6 +193,7 @@ impl Engine for Larch {
             ("page_commits", c.page_commits),
             ("checkpoints", c.checkpoints),
             ("checkpoint_slices", c.checkpoint_slices),
+            ("durable_checkpoints", c.durable_checkpoints),
             ("log_syncs", c.log_syncs),
             ("paced_ms", c.paced_micros / 1000),
             ("share_ms", c.share_micros / 1000),

@@ -59,6 +59,8 @@ pub struct OpenOptions {
     pub checkpoint_slices: u32,
     /// Larch's `Options::checkpoint_bytes` (0: the engine's default).
     pub checkpoint_bytes: u64,
+    /// Larch's `Options::log_room_bytes` (0: the engine's default).
+    pub log_room_bytes: u64,
     /// Larch's `Options::memory_budget` (0: the engine's default).
     pub memory_budget: u64,
 }

@@ -60,6 +60,7 @@ impl Child {
             background_nice: f.background_nice,
             checkpoint_slices: f.checkpoint_slices,
             checkpoint_bytes: f.checkpoint_bytes,
+            log_room_bytes: f.log_room_bytes,
             memory_budget: f.memory_budget,
         };
         let opened = (self.spec.open)(&o)?;

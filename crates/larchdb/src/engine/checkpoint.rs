@@ -17,7 +17,9 @@
 //!    needs (replay then applies records the tree already holds, to the same values). A
 //!    checkpoint of one slice among several is made durable (its sync on a thread of its own,
 //!    `commit::start_settling`), so that the copies of the leaves it rewrote are reused by the
-//!    next; a whole one, when the log's room calls for it (`commit::durable_checkpoint_due`).
+//!    next; a whole one, when the log's room calls for it (`commit::durable_checkpoint_due`),
+//!    and so is a slice's where the log keeps a room of its own (`Options::log_room_bytes`,
+//!    `settle_now`).
 //! 3. `finish`, by the writer between two transactions (or waiting, before a change that
 //!    writes pages): the new tree is published under the active overlays, and the disk state
 //!    comes back. Readers never wait: until then they read the old tree under the frozen
@@ -128,6 +130,9 @@ struct Job {
     /// The log position its meta page names: `position`, or where the oldest record another
     /// slice holds may be.
     at: u64,
+    /// Whether it merges one slice among several, or a whole overlay where slices are asked
+    /// for.
+    sliced: bool,
     /// Whether it is made durable on a thread of its own as soon as it is written
     /// (`commit::start_settling`).
     settle: bool,
@@ -200,8 +205,10 @@ fn clock_time(clock: libc::clockid_t) -> Option<std::time::Duration> {
 
 /// Starts a checkpoint on a thread of its own, if there is anything to write: returns false,
 /// with nothing done, when no overlay of the published snapshot holds a record (the caller
-/// checkpoints inline). Requires: no checkpoint running; called between two transactions.
-pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<bool> {
+/// checkpoints inline). `durable`: a slice's checkpoint is made durable whatever the log's
+/// room (the idle checkpointer's: an idle writer leaves nothing to a power loss). Requires: no
+/// checkpoint running; called between two transactions.
+pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool) -> Result<bool> {
     debug_assert!(guard.checkpoint.is_none(), "one checkpoint at a time");
     // Every commit the checkpoint writes is published first: readers must not see an
     // `Immediate` commit before it is durable (the new tree would show it).
@@ -258,12 +265,14 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState) -> Result<boo
     } else {
         (None, position)
     };
+    // A whole overlay is made durable as a slice is where slices are asked for (the first
+    // checkpoint after an open, before the overlay is cut).
+    let sliced = slice || k > 1;
     let job = Job {
         position,
         at,
-        // A whole overlay is made durable as a slice is where slices are asked for (the
-        // first checkpoint after an open, before the overlay is cut).
-        settle: slice || k > 1,
+        sliced,
+        settle: sliced && (durable || by_log || settle_now(shared, disk, &base.snap.meta)),
         // Set by `launch`, as it starts.
         beside: 0,
     };
@@ -362,6 +371,24 @@ fn launch(
     });
 }
 
+/// Whether a slice's checkpoint starting now is made durable as soon as it is written, the
+/// log's room aside: always, unless `Options::log_room_bytes` asks for a room of its own;
+/// then only once the pages the last durable tree pins (copies the checkpoints since made
+/// of its pages) exceed a quarter of the data file, or `Options::pinned_bytes_max` if more,
+/// so that the file holds at most that much more than one tree.
+fn settle_now(shared: &Shared, disk: &Disk, meta: &crate::pager::Meta) -> bool {
+    if shared.options.log_room_bytes == 0 {
+        return true;
+    }
+    let page_bytes = shared.page_bytes as u64;
+    let pinned = disk.carry.as_ref().map_or(0, |c| c.free.pinned_pages()) * page_bytes;
+    let bound = shared
+        .options
+        .pinned_bytes_max
+        .max(meta.page_count * page_bytes / 4);
+    pinned > bound
+}
+
 /// Completes the running checkpoint, if any, when it is written, or with `wait`, once it is:
 /// publishes its tree under the active overlays and takes the disk state back. Called by the
 /// writer between two transactions, or by a transaction about to write pages (`wait`). A
@@ -428,6 +455,9 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     match installed {
         Ok(()) => {
             super::Counters::add(&shared.counters.checkpoints);
+            if running.job.settle || durable {
+                super::Counters::add(&shared.counters.durable_checkpoints);
+            }
             if running.slice {
                 super::Counters::add(&shared.counters.checkpoint_slices);
             }
@@ -514,7 +544,7 @@ pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
         return Ok(());
     }
     for _ in 0..2 * slices + 2 {
-        if !start(shared, guard)? {
+        if !start(shared, guard, true)? {
             break;
         }
         finish(shared, guard, true)?;
@@ -636,7 +666,7 @@ fn write(
     disk.readers_waited = readers_waited;
     // Before this checkpoint's own plan of the log (`write_commit`), which sizes the ring for
     // what the overlays may hold.
-    let alone = job.settle && disk.merge_waited && job.beside == 0;
+    let alone = job.sliced && disk.merge_waited && job.beside == 0;
     let retired = shared.upper_bytes().1;
     super::admission::budget::after_merge(shared, alone, retired);
     let paced = (job.settle && (readers_waited || pace_always)).then(|| pages.dirty_runs());

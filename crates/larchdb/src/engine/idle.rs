@@ -181,7 +181,7 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
             if started >= most {
                 return false;
             }
-            match checkpoint::start(shared, &mut guard) {
+            match checkpoint::start(shared, &mut guard, true) {
                 Ok(true) => started += 1,
                 // Nothing to merge, or a failure that poisoned the handle.
                 Ok(false) | Err(_) => return false,

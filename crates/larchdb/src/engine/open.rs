@@ -363,6 +363,7 @@ fn replay_beside_free_set(
     let (mut log, current) = replayed?;
     if let Some(log) = log.as_mut() {
         let sliced = super::checkpoint::sliced(options, file_bytes, meta.page_bytes);
+        log.set_room_min(options.log_room_bytes);
         // The handle's own budget until a checkpoint finds its writes alone beyond memory.
         log.plan(file_bytes, options.checkpoint_bytes, sliced, 0);
     }

@@ -124,7 +124,7 @@ impl<'db> Txn<'db> {
                 let done = (|| {
                     checkpoint::finish(self.shared, &mut self.guard, true)?;
                     if self.guard.retry.is_some() {
-                        checkpoint::start(self.shared, &mut self.guard)?;
+                        checkpoint::start(self.shared, &mut self.guard, false)?;
                         checkpoint::finish(self.shared, &mut self.guard, true)?;
                     }
                     Ok(())

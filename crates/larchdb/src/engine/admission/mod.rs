@@ -95,7 +95,7 @@ pub(crate) fn make_room<'a>(
         checkpoint::finish(shared, &mut guard, false)?;
         if guard.checkpoint.is_some()
             || !due(&guard, pressure())
-            || checkpoint::start(shared, &mut guard)?
+            || checkpoint::start(shared, &mut guard, false)?
         {
             hold_back(shared, &mut guard, pressure())?;
             return Ok(Some(guard));
@@ -128,7 +128,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
         // log has grown by a share of a checkpoint's bytes: in a log too small for two
         // checkpoints, whose room always calls for a durable one, that would be a durable
         // checkpoint a transaction.
-        if checkpoint::start(shared, guard)? {
+        if checkpoint::start(shared, guard, false)? {
             p = log.pressure();
         }
     }
@@ -139,7 +139,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
         // durable, the log's room calling for it (`commit::durable_checkpoint_due`).
         checkpoint::finish(shared, guard, true)?;
         let short = short_of_room(log.pressure()) || budget::over_budget(shared);
-        if short && checkpoint::start(shared, guard)? {
+        if short && checkpoint::start(shared, guard, false)? {
             checkpoint::finish(shared, guard, true)?;
         }
         let c = &shared.counters;

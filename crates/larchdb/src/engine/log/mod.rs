@@ -197,6 +197,9 @@ pub(crate) struct Log {
     ring: u64,
     /// The log bytes a checkpoint comes after (`plan`).
     checkpoint_bytes: u64,
+    /// The least room `plan` gives the ring (`Options::log_room_bytes`; 0: what the
+    /// checkpoints call for).
+    room_min: u64,
     /// Jumps made since the oldest position still needed: (position jumped from, to). The
     /// positions between hold no bytes (`distance`).
     jumps: Vec<(u64, u64)>,
@@ -329,6 +332,7 @@ impl Log {
             handed_at: None,
             ring: segments,
             checkpoint_bytes: u64::MAX,
+            room_min: 0,
             jumps: Vec::new(),
             jumps_allowed: version > FILE_VERSION_NO_JUMPS,
             marks_allowed: version > FILE_VERSION_NO_MARKS,

@@ -78,6 +78,12 @@ impl Log {
         b.saturating_sub(a).saturating_sub(skipped)
     }
 
+    /// Sets the least room `plan` gives the ring (`Options::log_room_bytes`), from the next
+    /// `plan` on.
+    pub(crate) fn set_room_min(&mut self, bytes: u64) {
+        self.room_min = bytes;
+    }
+
     /// Sizes the ring and the checkpoints for a data file of `file_bytes`, with checkpoints
     /// of at least `checkpoint_bytes_min` (docs/design/write-path.md, "The log follows the
     /// tree"): a checkpoint every `file_bytes / CHECKPOINT_FILE_FRACTION` bytes of log, so
@@ -88,7 +94,7 @@ impl Log {
     /// the file of a small database's log stays small. Both are bounded by the geometry.
     ///
     /// With the overlays cut in slices (`sliced`, docs/design/footprint.md), every checkpoint
-    /// is made durable, so a larger ring makes them no rarer: the ring has room only for the
+    /// is made durable (unless `room_min` is set, below), so a larger ring makes them no rarer: the ring has room only for the
     /// round the slices keep while they wait for their turn (twice what the overlays hold,
     /// `overlay_bytes`) and the reserve `commit::durable_checkpoint_due` keeps
     /// (`RESERVE_CHECKPOINTS`), not a third of the file: four checkpoints in a large file, six
@@ -97,6 +103,9 @@ impl Log {
     /// `overlays`: the overlays' bytes from which the memory budget paces the writer, while the
     /// budget is raised for writes alone beyond memory (`admission::budget::ring_overlay_bytes`;
     /// 0 otherwise): the ring keeps their round where it is more than a checkpoint's.
+    ///
+    /// The room is at least `room_min` (`Options::log_room_bytes`): then a slice's checkpoint
+    /// is made durable only when the room runs short (`checkpoint::start`).
     pub(crate) fn plan(
         &mut self,
         file_bytes: u64,
@@ -116,6 +125,7 @@ impl Log {
         } else {
             (file_bytes / RING_FILE_FRACTION).max(RING_CHECKPOINTS * checkpoint)
         };
+        let room = room.max(self.room_min);
         self.checkpoint_bytes = checkpoint;
         self.ring = (room.div_ceil(self.sink.segment_bytes) + 1).clamp(2, self.sink.segments);
     }
