@@ -538,6 +538,11 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "of those, checkpoints that merged one key range (--checkpoint_slices)",
             ),
             (
+                "durable_checkpoints",
+                "of those, checkpoints made durable as written (each slice's, unless \
+                 --log_room_bytes)",
+            ),
+            (
                 "log_syncs",
                 "syncs of the log for durable commits (group commit shares one)",
             ),
