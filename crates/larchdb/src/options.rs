@@ -144,8 +144,8 @@ pub struct Options {
     /// made durable only when this room runs short (or their copies of the tree would pin
     /// more than a quarter of the data file), not each one: a sync writes what the
     /// checkpoints since the last durable one dirtied, and with more of them between two
-    /// syncs the device gets fewer, larger writes (PostgreSQL's `max_wal_size`, RocksDB's
-    /// `max_total_wal_size`). For update-heavy work in memory: YCSB A on 200K records of 1 KB
+    /// syncs the writer waits for fewer syncs and the device takes fewer requests a record
+    /// (PostgreSQL's `max_wal_size`, RocksDB's `max_total_wal_size`). For update-heavy work in memory: YCSB A on 200K records of 1 KB
     /// ran 46K operations a second by default, 116K with 128 MiB, 146-149K with 256 MiB and
     /// 186K with 1016 MiB, while its files while open went from 434 MB to 631 MB, 770 MB and
     /// 1,557 MB (closed, 355-366 MB each; docs/design/performance.md, "Rarer durable

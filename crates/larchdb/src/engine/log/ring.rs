@@ -94,11 +94,11 @@ impl Log {
     /// the file of a small database's log stays small. Both are bounded by the geometry.
     ///
     /// With the overlays cut in slices (`sliced`, docs/design/footprint.md), every checkpoint
-    /// is made durable (unless `room_min` is set, below), so a larger ring makes them no rarer: the ring has room only for the
-    /// round the slices keep while they wait for their turn (twice what the overlays hold,
-    /// `overlay_bytes`) and the reserve `commit::durable_checkpoint_due` keeps
-    /// (`RESERVE_CHECKPOINTS`), not a third of the file: four checkpoints in a large file, six
-    /// at the smallest checkpoints.
+    /// is made durable (unless `room_min` is set, below), so a larger ring makes them no
+    /// rarer: the ring has room only for the round the slices keep while they wait for their
+    /// turn (twice what the overlays hold, `overlay_bytes`) and the reserve
+    /// `commit::durable_checkpoint_due` keeps (`RESERVE_CHECKPOINTS`), not a third of the
+    /// file: four checkpoints in a large file, six at the smallest checkpoints.
     ///
     /// `overlays`: the overlays' bytes from which the memory budget paces the writer, while the
     /// budget is raised for writes alone beyond memory (`admission::budget::ring_overlay_bytes`;
