@@ -1299,6 +1299,30 @@ fn a_damaged_or_foreign_log_file_is_refused() {
     ));
 }
 
+/// A room of its own (`Options::log_room_bytes`) is the ring's least room, sliced or not,
+/// within the geometry; the checkpoints keep their size.
+#[test]
+fn a_room_of_its_own_is_the_rings_least() {
+    let (_, a) = storage();
+    let mut log = Log::create(a, SEG, 32, 0).unwrap();
+    let file_bytes = 96 * SEG;
+    log.set_room_min(20 * SEG);
+    log.plan(file_bytes, SEG / 2, true, 0);
+    assert_eq!(log.checkpoint_bytes, 3 * SEG);
+    assert_eq!(log.ring, 20 + 1);
+    // A third of the file is more where checkpoints merge the whole overlay.
+    log.plan(file_bytes, SEG / 2, false, 0);
+    assert_eq!(log.ring, 32);
+    // Past the geometry: every slot.
+    log.set_room_min(64 * SEG);
+    log.plan(file_bytes, SEG / 2, true, 0);
+    assert_eq!(log.ring, 32);
+    // None: the ring the checkpoints call for.
+    log.set_room_min(0);
+    log.plan(file_bytes, SEG / 2, true, 0);
+    assert_eq!(log.ring, 4 * 3 + 1);
+}
+
 /// With the overlays cut in slices, every checkpoint is durable: the ring has room for two
 /// checkpoints and twice what the overlays hold (`overlay_bytes`), not a third of the data
 /// file; whole checkpoints keep the third.
