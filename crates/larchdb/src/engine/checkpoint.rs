@@ -382,11 +382,7 @@ fn settle_now(shared: &Shared, disk: &Disk, meta: &crate::pager::Meta) -> bool {
     }
     let page_bytes = shared.page_bytes as u64;
     let pinned = disk.carry.as_ref().map_or(0, |c| c.free.pinned_pages()) * page_bytes;
-    let bound = shared
-        .options
-        .pinned_bytes_max
-        .max(meta.page_count * page_bytes / 4);
-    pinned > bound
+    pinned > commit::pinned_bytes_bound(shared, meta.page_count)
 }
 
 /// Completes the running checkpoint, if any, when it is written, or with `wait`, once it is:

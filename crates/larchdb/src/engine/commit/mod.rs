@@ -31,7 +31,8 @@ use crate::options::Durability;
 use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
 pub(crate) use logged::{commit_logged, finish_immediate, publish_pending};
 pub(crate) use pages::{
-    commit, durable_checkpoint_due, log_short, publish_written, retire, write_commit, Written,
+    commit, durable_checkpoint_due, log_short, pinned_bytes_bound, publish_written, retire,
+    write_commit, Written,
 };
 pub(crate) use settle::{
     make_durable, mark_unsettled, settle, settle_keeping_log, settle_marks, start_settling,

@@ -319,6 +319,16 @@ pub(crate) fn log_short(p: crate::engine::log::Pressure, checkpoint_thread: bool
     p.room_left() < reserve
 }
 
+/// The pages unsynced commits may keep pinned for the last durable one before one is made
+/// durable: `Options::pinned_bytes_max`, or a quarter of a file of `page_count` pages if more.
+pub(crate) fn pinned_bytes_bound(shared: &Shared, page_count: u64) -> u64 {
+    let page_bytes = shared.page_bytes as u64;
+    shared
+        .options
+        .pinned_bytes_max
+        .max(page_count * page_bytes / 4)
+}
+
 /// Completes the meta page `prepare_commit` built: whether the commit is synced, and what it
 /// records as durable. Unsynced commits cannot reuse pages the last durable commit reaches;
 /// on a handle without the log, once those add up, this commit is made durable so that they
@@ -333,10 +343,7 @@ pub(super) fn seal_meta(
 ) -> Meta {
     let page_bytes = shared.page_bytes as u64;
     let pinned_bytes = pages.free.pinned_pages() * page_bytes;
-    let pinned_bytes_max = shared
-        .options
-        .pinned_bytes_max
-        .max(meta.page_count * page_bytes / 4);
+    let pinned_bytes_max = pinned_bytes_bound(shared, meta.page_count);
     // A handle that writes the log makes a checkpoint durable later, on a thread of its own
     // (`Settling`), once the log would otherwise run out of room (`durable_checkpoint_due`):
     // the pages it pins are bounded by the log's room.
