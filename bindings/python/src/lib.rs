@@ -494,7 +494,8 @@ impl Environment {
     #[new]
     #[pyo3(signature = (path, file, *, readonly=false, create=true, durability="immediate",
         log=true, page_size=None, readahead=None, verify_checksums=false,
-        compact_on_close=true, checkpoint_thread=true))]
+        compact_on_close=true, checkpoint_thread=true, memory_budget=None,
+        log_room_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -509,6 +510,8 @@ impl Environment {
         verify_checksums: bool,
         compact_on_close: bool,
         checkpoint_thread: bool,
+        memory_budget: Option<u64>,
+        log_room_bytes: Option<u64>,
     ) -> PyResult<Environment> {
         let mut options = Options::default()
             .read_only(readonly)
@@ -524,6 +527,12 @@ impl Environment {
         options = options.durability(durability);
         if let Some(p) = page_size {
             options = options.page_bytes(p);
+        }
+        if let Some(bytes) = memory_budget {
+            options = options.memory_budget(bytes);
+        }
+        if let Some(bytes) = log_room_bytes {
+            options = options.log_room_bytes(bytes);
         }
         let opened = {
             let file = file.clone();
@@ -804,6 +813,7 @@ impl Environment {
         d.set_item("commits", s.commits.commits)?;
         d.set_item("aborts", s.commits.aborts)?;
         d.set_item("checkpoints", s.commits.checkpoints)?;
+        d.set_item("durable_checkpoints", s.commits.durable_checkpoints)?;
         d.set_item("paced_micros", s.commits.paced_micros)?;
         d.set_item("share_micros", s.commits.share_micros)?;
         d.set_item("log_full_waits", s.commits.log_full_waits)?;

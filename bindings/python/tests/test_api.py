@@ -521,3 +521,36 @@ def test_buffers_in_a_write_transaction_are_copies(env):
         v = txn.get(b"k")
         txn.put(b"k", b"second")
         assert isinstance(v, memoryview) and bytes(v) == b"first"
+
+
+def test_memory_budget_and_log_room(tmp_path):
+    """A small memory budget makes checkpoints of what it holds (more than the default's
+    for the same writes), a room of the log's own makes fewer of them durable, and neither
+    loses a record, before or after a reopen; a room larger than the log is refused."""
+    n = 6000
+    value = b"v" * 1024
+
+    def run(name, **options):
+        path = str(tmp_path / name)
+        env = larch.open(path, durability=larch.NONE, **options)
+        for i in range(n):
+            with env.begin(write=True) as txn:
+                txn.put(b"k%08d" % (i * 7919 % n), b"%015d" % i + value[15:])
+        s = env.stat()
+        assert s["entries"] == n
+        assert s["durable_checkpoints"] <= s["checkpoints"]
+        env.close()
+        env = larch.open(path, **options)
+        with env.begin() as txn:
+            for i in range(n):
+                got = txn.get(b"k%08d" % (i * 7919 % n))
+                assert got is not None and got[:15] == b"%015d" % i and len(got) == 1024
+        env.close()
+        return s["checkpoints"]
+
+    default = run("default")
+    budget = run("budget", memory_budget=4 << 20)
+    room = run("room", memory_budget=4 << 20, log_room_bytes=64 << 20)
+    assert budget > default and room > default
+    with pytest.raises(larch.InvalidParameterError, match="log_room_bytes"):
+        larch.open(str(tmp_path / "too-large"), log_room_bytes=1 << 40)

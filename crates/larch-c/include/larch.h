@@ -188,6 +188,21 @@ typedef struct larch_options {
   int compact_on_close;
   // With the log: bytes of log between checkpoints (at least); 0 for the default.
   uint64_t checkpoint_bytes;
+  // With the log: the memory, in bytes, the handle may hold for the writes its tree does
+  // not have yet, beyond which the writer is slowed and then waits for a checkpoint; 0 for
+  // the default (a quarter of the memory the process may use beyond 64 MiB: its cgroup's
+  // limit or the machine's memory). Set it where the process shares that memory with more
+  // than the engine. At least 4 MiB.
+  uint64_t memory_budget;
+  // With the log: bytes the log keeps as a room of its own, so that checkpoints are made
+  // durable only when that room runs short; 0 for the default (the room the checkpoints
+  // call for, which keeps the open files near the data's size). Raised, small random
+  // writes run faster for that much more disk while the database is open.
+  uint64_t log_room_bytes;
+  // Zero (as `larch_options_init` leaves it): room for options a later library adds
+  // without changing the struct's size, each meaning its default at zero. Non-zero is
+  // refused (`LARCH_EINVAL`): an option this library does not know.
+  uint64_t reserved[6];
 } larch_options;
 
 // `larch_stats`' figures (see the Rust API's `Stats` for each one's exact meaning).
@@ -239,6 +254,9 @@ typedef struct larch_stats {
   uint64_t page_commits;
   // Checkpoints written.
   uint64_t checkpoints;
+  // Of those, the ones made durable as they were written (the others are made durable by
+  // a later one; see `larch_options.log_room_bytes`).
+  uint64_t durable_checkpoints;
   // Syncs of the log for commits.
   uint64_t log_syncs;
   // Microseconds write transactions were held back so that checkpoints keep up.

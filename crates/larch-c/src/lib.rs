@@ -203,6 +203,21 @@ pub struct larch_options {
     pub compact_on_close: c_int,
     /// With the log: bytes of log between checkpoints (at least); 0 for the default.
     pub checkpoint_bytes: u64,
+    /// With the log: the memory, in bytes, the handle may hold for the writes its tree does
+    /// not have yet, beyond which the writer is slowed and then waits for a checkpoint; 0 for
+    /// the default (a quarter of the memory the process may use beyond 64 MiB: its cgroup's
+    /// limit or the machine's memory). Set it where the process shares that memory with more
+    /// than the engine. At least 4 MiB.
+    pub memory_budget: u64,
+    /// With the log: bytes the log keeps as a room of its own, so that checkpoints are made
+    /// durable only when that room runs short; 0 for the default (the room the checkpoints
+    /// call for, which keeps the open files near the data's size). Raised, small random
+    /// writes run faster for that much more disk while the database is open.
+    pub log_room_bytes: u64,
+    /// Zero (as `larch_options_init` leaves it): room for options a later library adds
+    /// without changing the struct's size, each meaning its default at zero. Non-zero is
+    /// refused (`LARCH_EINVAL`): an option this library does not know.
+    pub reserved: [u64; 6],
 }
 
 /// `larch_stats`' figures (see the Rust API's `Stats` for each one's exact meaning).
@@ -256,6 +271,9 @@ pub struct larch_stats {
     pub page_commits: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
+    /// Of those, the ones made durable as they were written (the others are made durable by
+    /// a later one; see `larch_options.log_room_bytes`).
+    pub durable_checkpoints: u64,
     /// Syncs of the log for commits.
     pub log_syncs: u64,
     /// Microseconds write transactions were held back so that checkpoints keep up.
@@ -664,6 +682,9 @@ pub unsafe extern "C" fn larch_options_init(options: *mut larch_options) {
         verify_checksums: d.verify_checksums as c_int,
         compact_on_close: d.compact_on_close as c_int,
         checkpoint_bytes: 0,
+        memory_budget: d.memory_budget,
+        log_room_bytes: d.log_room_bytes,
+        reserved: [0; 6],
     };
     // SAFETY: the caller's contract.
     unsafe { put_out(options, o) };
@@ -691,10 +712,23 @@ fn durability(d: c_int) -> Result<Option<Durability>, Failure> {
 }
 
 fn options_of(o: &larch_options) -> Result<Options, Failure> {
-    if (o.struct_bytes as usize) < std::mem::size_of::<larch_options>() {
+    let full = std::mem::size_of::<larch_options>();
+    if o.struct_bytes as usize != full {
         return fail(
             LARCH_EINVAL,
-            "larch_options.struct_bytes is too small: fill the options with larch_options_init",
+            format!(
+                "larch_options.struct_bytes is {}, not this library's {full}: fill the options \
+                 with larch_options_init, from the larch.h of this library",
+                o.struct_bytes
+            ),
+        );
+    }
+    if let Some(i) = o.reserved.iter().position(|&r| r != 0) {
+        return fail(
+            LARCH_EINVAL,
+            format!(
+                "larch_options.reserved[{i}] is not zero: an option this library does not know"
+            ),
         );
     }
     let mut options = Options::default()
@@ -709,6 +743,9 @@ fn options_of(o: &larch_options) -> Result<Options, Failure> {
     if o.checkpoint_bytes != 0 {
         options = options.checkpoint_bytes(o.checkpoint_bytes);
     }
+    options = options
+        .memory_budget(o.memory_budget)
+        .log_room_bytes(o.log_room_bytes);
     if let Some(d) = durability(o.durability)? {
         options = options.durability(d);
     }
@@ -841,6 +878,7 @@ pub unsafe extern "C" fn larch_stat(db: *mut larch_db, stats: *mut larch_stats) 
             logged_commits: c.logged_commits,
             page_commits: c.page_commits,
             checkpoints: c.checkpoints,
+            durable_checkpoints: c.durable_checkpoints,
             log_syncs: c.log_syncs,
             paced_micros: c.paced_micros,
             log_full_waits: c.log_full_waits,

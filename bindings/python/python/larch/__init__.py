@@ -66,6 +66,8 @@ def open(  # noqa: A001  (py-lmdb's name)
     verify_checksums=False,
     compact_on_close=True,
     checkpoint_thread=True,
+    memory_budget=None,
+    log_room_bytes=None,
 ):
     """Opens (by default creates) a database and returns its :class:`Environment`.
 
@@ -84,6 +86,15 @@ def open(  # noqa: A001  (py-lmdb's name)
     - ``verify_checksums``: check every page's checksum on every read.
     - ``compact_on_close``: ``close()`` gives free space back to the file system.
     - ``checkpoint_thread``: with the log, checkpoints run on a thread of their own.
+    - ``memory_budget``: with the log, the bytes the handle may hold for writes its tree does
+      not have yet; beyond half of it the writer is slowed, at three quarters it waits for a
+      checkpoint. None (the default): a quarter of the memory the process may use beyond 64
+      MiB (its cgroup's limit or the machine's). Set it where the process shares that memory
+      with more than the database. At least 4 MiB.
+    - ``log_room_bytes``: with the log, bytes the log keeps as a room of its own, so that
+      checkpoints are made durable only when it runs short: small random writes run faster,
+      for that much more disk while the database is open. None (the default): the room the
+      checkpoints call for, which keeps the open files near the data's size.
 
     py-lmdb's arguments that have no counterpart are accepted and have no effect:
     ``map_size`` (the file grows and shrinks on its own), ``max_dbs`` (tables are not
@@ -120,6 +131,8 @@ def open(  # noqa: A001  (py-lmdb's name)
         verify_checksums=verify_checksums,
         compact_on_close=compact_on_close,
         checkpoint_thread=checkpoint_thread,
+        memory_budget=memory_budget,
+        log_room_bytes=log_room_bytes,
     )
 
 

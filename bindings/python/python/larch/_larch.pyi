@@ -36,6 +36,8 @@ class Environment:
         verify_checksums: bool = False,
         compact_on_close: bool = True,
         checkpoint_thread: bool = True,
+        memory_budget: int | None = None,
+        log_room_bytes: int | None = None,
     ) -> Self: ...
     def begin(
         self,

@@ -80,6 +80,8 @@ static void test_codes(void) {
   CHECK(o.page_bytes == 0 && o.read_only == 0 && o.create == 1 && o.log == 1);
   CHECK(o.durability == LARCH_DURABILITY_IMMEDIATE && o.verify_checksums == 0);
   CHECK(o.compact_on_close == 1 && o.checkpoint_bytes == 0);
+  CHECK(o.memory_budget == 0 && o.log_room_bytes == 0);
+  for (size_t i = 0; i < sizeof o.reserved / sizeof o.reserved[0]; i++) CHECK(o.reserved[i] == 0);
 }
 
 /* ---- open and close ---- */
@@ -106,6 +108,20 @@ static void test_open_errors(void) {
   larch_options_init(&o);
   o.durability = 42;
   EXPECT(larch_open(path, &o, &db), LARCH_EINVAL);
+  /* Options of another header's size; an option this library does not know. */
+  larch_options_init(&o);
+  o.struct_bytes -= 8;
+  EXPECT(larch_open(path, &o, &db), LARCH_EINVAL);
+  CHECK(strstr(larch_last_error(), "struct_bytes") != NULL);
+  larch_options_init(&o);
+  o.reserved[2] = 1;
+  EXPECT(larch_open(path, &o, &db), LARCH_EINVAL);
+  CHECK(strstr(larch_last_error(), "reserved[2]") != NULL);
+  /* A log room larger than the log can hold. */
+  larch_options_init(&o);
+  o.log_room_bytes = (uint64_t)1 << 40;
+  EXPECT(larch_open(path, &o, &db), LARCH_EOPTIONS);
+  CHECK(strstr(larch_last_error(), "log_room_bytes") != NULL);
   /* Read-only, and no file: nothing to read. */
   larch_options_init(&o);
   o.read_only = 1;
@@ -659,6 +675,80 @@ static void test_maintenance(int log) {
   OK(larch_close(c));
 }
 
+/* The memory budget and the log's room: a small budget makes checkpoints of what it holds
+   (more of them than the default's for the same writes), a room makes fewer of them durable,
+   and neither loses a record, before or after a reopen. */
+static uint64_t write_many(larch_db *db, int n) {
+  char key[32], val[1024];
+  memset(val, 'v', sizeof val - 1);
+  val[sizeof val - 1] = 0;
+  for (int i = 0; i < n; i++) {
+    larch_txn *w = NULL;
+    OK(larch_begin(db, 0, &w));
+    snprintf(key, sizeof key, "k%08d", (i * 7919) % n);
+    snprintf(val, 16, "%015d", i);
+    larch_val k = V(key), v = {(const uint8_t *)val, sizeof val};
+    OK(larch_put(w, NULL, &k, &v, 0));
+    OK(larch_commit(w, LARCH_DURABILITY_DEFAULT));
+  }
+  larch_stats s;
+  OK(larch_stat(db, &s));
+  CHECK(s.entries == (uint64_t)n);
+  CHECK(s.durable_checkpoints <= s.checkpoints);
+  return s.checkpoints;
+}
+
+static void check_many(larch_db *db, int n) {
+  larch_txn *r = NULL;
+  OK(larch_begin(db, LARCH_RDONLY, &r));
+  char key[32], want[16];
+  int bad = 0;
+  for (int i = 0; i < n; i++) {
+    snprintf(key, sizeof key, "k%08d", (i * 7919) % n);
+    snprintf(want, sizeof want, "%015d", i);
+    larch_val k = V(key), out;
+    if (larch_get(r, NULL, &k, &out) != LARCH_OK || out.len != 1024 ||
+        memcmp(out.data, want, 15) != 0)
+      bad++;
+  }
+  CHECK(bad == 0);
+  OK(larch_abort(r));
+}
+
+static larch_db *open_with(const char *path, uint64_t budget, uint64_t room) {
+  larch_options o;
+  larch_options_init(&o);
+  o.durability = LARCH_DURABILITY_NONE;
+  o.memory_budget = budget;
+  o.log_room_bytes = room;
+  larch_db *db = NULL;
+  OK(larch_open(path, &o, &db));
+  return db;
+}
+
+static void test_budget_and_room(void) {
+  const int n = 6000; /* 6 MiB of values, 6000 commits */
+  uint64_t ckpt[3];
+  const uint64_t budgets[3] = {0, 4 << 20, 4 << 20};
+  const uint64_t rooms[3] = {0, 0, 64 << 20};
+  for (int c = 0; c < 3; c++) {
+    char path[300];
+    db_path(path, sizeof path);
+    larch_db *db = open_with(path, budgets[c], rooms[c]);
+    ckpt[c] = write_many(db, n);
+    check_many(db, n);
+    OK(larch_close(db));
+    db = open_with(path, budgets[c], rooms[c]);
+    check_many(db, n);
+    OK(larch_close(db));
+  }
+  printf("budget and room: checkpoints %llu (default), %llu (4 MiB budget), %llu (and a room)\n",
+         (unsigned long long)ckpt[0], (unsigned long long)ckpt[1], (unsigned long long)ckpt[2]);
+  /* 4 MiB holds a fraction of the 6 MiB written: checkpoints come from the budget. */
+  CHECK(ckpt[1] > ckpt[0]);
+  CHECK(ckpt[2] > ckpt[0]);
+}
+
 /* A damaged page is reported by verify and by reads, never a crash. */
 static void test_corruption(void) {
   char path[300];
@@ -837,6 +927,7 @@ int main(void) {
   test_last_error();
   test_corruption();
   test_renew();
+  test_budget_and_room();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", base_dir);
