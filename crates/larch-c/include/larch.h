@@ -254,9 +254,6 @@ typedef struct larch_stats {
   uint64_t page_commits;
   // Checkpoints written.
   uint64_t checkpoints;
-  // Of those, the ones made durable as they were written (the others are made durable by
-  // a later one; see `larch_options.log_room_bytes`).
-  uint64_t durable_checkpoints;
   // Syncs of the log for commits.
   uint64_t log_syncs;
   // Microseconds write transactions were held back so that checkpoints keep up.
@@ -265,6 +262,9 @@ typedef struct larch_stats {
   uint64_t log_full_waits;
   // Microseconds those waits took.
   uint64_t log_full_wait_micros;
+  // Of the checkpoints, the ones made durable as they were written (the others are made
+  // durable by a later one; see `larch_options.log_room_bytes`).
+  uint64_t durable_checkpoints;
 } larch_stats;
 
 // `larch_verify`'s report.

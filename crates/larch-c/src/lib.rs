@@ -271,9 +271,6 @@ pub struct larch_stats {
     pub page_commits: u64,
     /// Checkpoints written.
     pub checkpoints: u64,
-    /// Of those, the ones made durable as they were written (the others are made durable by
-    /// a later one; see `larch_options.log_room_bytes`).
-    pub durable_checkpoints: u64,
     /// Syncs of the log for commits.
     pub log_syncs: u64,
     /// Microseconds write transactions were held back so that checkpoints keep up.
@@ -282,6 +279,9 @@ pub struct larch_stats {
     pub log_full_waits: u64,
     /// Microseconds those waits took.
     pub log_full_wait_micros: u64,
+    /// Of the checkpoints, the ones made durable as they were written (the others are made
+    /// durable by a later one; see `larch_options.log_room_bytes`).
+    pub durable_checkpoints: u64,
 }
 
 /// `larch_verify`'s report.
@@ -878,11 +878,11 @@ pub unsafe extern "C" fn larch_stat(db: *mut larch_db, stats: *mut larch_stats) 
             logged_commits: c.logged_commits,
             page_commits: c.page_commits,
             checkpoints: c.checkpoints,
-            durable_checkpoints: c.durable_checkpoints,
             log_syncs: c.log_syncs,
             paced_micros: c.paced_micros,
             log_full_waits: c.log_full_waits,
             log_full_wait_micros: c.log_full_wait_micros,
+            durable_checkpoints: c.durable_checkpoints,
         };
         // SAFETY: the caller's contract.
         unsafe { stats.write(out) };
