@@ -104,7 +104,10 @@ fn the_options_defaults_are_the_engines() {
     assert_eq!(o.page_bytes, 0, "0: the engine's default page size");
     assert_eq!(o.checkpoint_bytes, 0, "0: the engine's default");
     assert_eq!(o.memory_budget, d.memory_budget, "0: from the machine");
-    assert_eq!(o.log_room_bytes, d.log_room_bytes, "0: the room checkpoints call for");
+    assert_eq!(
+        o.log_room_bytes, d.log_room_bytes,
+        "0: the room checkpoints call for"
+    );
     assert_eq!(o.reserved, [0; 6]);
     assert_eq!(d.durability, larchdb::Durability::Immediate);
     assert_eq!(o.durability, larch::LARCH_DURABILITY_IMMEDIATE);
