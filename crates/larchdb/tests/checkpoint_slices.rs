@@ -281,6 +281,37 @@ fn a_room_of_its_own_makes_durable_checkpoints_rarer_and_loses_nothing() {
     );
 }
 
+/// `CommitStats::durable_checkpoints` counts the checkpoints made durable, and no more: each
+/// syncs the data file at least twice (its pages, then its meta page written again as
+/// durable), and with a room of its own and `Durability::None` nothing else syncs it before
+/// the close; the others, left unsynced, are counted as slices only.
+#[test]
+fn durable_checkpoints_counts_only_checkpoints_made_durable() {
+    let roomy = options(Durability::None).log_room_bytes(6 << 20);
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let db = common::open_with_log(&data, &log, roomy).unwrap();
+    let mut model = load(&db, &mut rng);
+    let (syncs_before, before) = (data.sync_count(), db.stats().unwrap().commits);
+    run(&db, &mut rng, &mut model, 60_000);
+    let after = db.stats().unwrap().commits;
+    // The close waits for a sync still running, and adds its own.
+    drop(db);
+    let syncs = data.sync_count() - syncs_before;
+    let slices = after.checkpoint_slices - before.checkpoint_slices;
+    let durable = after.durable_checkpoints - before.durable_checkpoints;
+    eprintln!("{durable} of {slices} slices' checkpoints durable, {syncs} syncs of the data file");
+    assert!(slices >= 8, "{slices} checkpoints went by slices");
+    assert!(
+        durable >= 1 && durable < slices,
+        "{durable} of {slices} made durable"
+    );
+    assert!(
+        durable * 2 <= syncs,
+        "{durable} checkpoints counted durable, for {syncs} syncs of the data file"
+    );
+}
+
 /// Commits that leave the entry count as it was (an update, or a key moved: one deleted and
 /// another put, in one commit, often in two slices): a slice that merges one half of a move
 /// changes the tree's count and not what readers count, before and after each slice.

@@ -109,10 +109,7 @@ struct Checkpointed {
     written: Written,
     /// The tables whose counts `install` corrects.
     counts: Vec<Recount>,
-    /// Whether it waited for a sync before it ended: its own, or that of the slice's
-    /// checkpoint before it (`admission::Pacer::observe` times it as a durable one).
-    synced: bool,
-    /// Whether it was itself made durable before it ended (`CommitStats::durable_checkpoints`).
+    /// Whether it was made durable (synced) before it ended.
     durable: bool,
 }
 
@@ -424,8 +421,8 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
     guard.disk = Some(disk);
     let elapsed = ended.saturating_duration_since(running.started);
     let durable = written.as_ref().is_ok_and(|c| c.durable);
-    if let Ok(c) = written.as_ref() {
-        guard.pacer.observe(running.bytes, elapsed, c.synced);
+    if written.is_ok() {
+        guard.pacer.observe(running.bytes, elapsed, durable);
     }
     if running.share {
         // The rest of its CPU time is owed; not where it ran on the writer's thread (the
@@ -690,7 +687,6 @@ fn write(
         return Ok(Checkpointed {
             written,
             counts,
-            synced: false,
             durable: false,
         });
     }
@@ -704,9 +700,7 @@ fn write(
     Ok(Checkpointed {
         written,
         counts,
-        synced: settled.is_some(),
-        // Not where the sync it waited for was the checkpoint's before it (a slice's).
-        durable: settled.is_some() && disk.last_durable_txn >= f,
+        durable: settled.is_some(),
     })
 }
 
