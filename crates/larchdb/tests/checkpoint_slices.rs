@@ -295,7 +295,7 @@ fn durable_checkpoints_counts_only_checkpoints_made_durable() {
     let (syncs_before, before) = (data.sync_count(), db.stats().unwrap().commits);
     run(&db, &mut rng, &mut model, 60_000);
     let after = db.stats().unwrap().commits;
-    // The close waits for a sync still running, and adds its own.
+    // The close waits for a sync still running.
     drop(db);
     let syncs = data.sync_count() - syncs_before;
     let slices = after.checkpoint_slices - before.checkpoint_slices;
