@@ -2,6 +2,7 @@
 //! the state it shares with them is `engine::Shared`.
 
 use crate::engine::admission;
+use crate::engine::checkpoint::restart_log;
 use crate::engine::log::LogSource;
 use crate::engine::open::open_file;
 use crate::engine::owner::{checkpoint_on, open_writing, Handle};
@@ -649,30 +650,8 @@ impl Database {
             c.moved = true;
         }
         progress(CompactStep::Trimming);
-        let guard = shared.lock_writer();
-        // Under the write lock: no commit appends to the log meanwhile.
-        let restarted = shared.log.as_ref().and_then(|l| l.restart()).is_some();
-        let mut guard = if c.moved || restarted {
-            // Releases what the move freed and gives back the end of the file (`trim`); its
-            // meta page names the log's new start.
-            let written = Txn::new(shared, guard).and_then(|w| w.checkpoint(Durability::Immediate));
-            if let Err(e) = written {
-                // The log goes on from its new start, which no durable meta page names yet:
-                // a commit appended there would be read back by no open. Stopped instead; a
-                // reopen goes on from the last durable commit.
-                if restarted {
-                    shared.lock_writer().poisoned = true;
-                }
-                return Err(e);
-            }
-            shared.lock_writer()
-        } else {
-            guard
-        };
-        if let Some(log) = shared.log.as_ref() {
-            // Only if no commit went to the log since (`Log::cut` checks).
-            log.cut();
-        }
+        restart_log(shared, shared.lock_writer(), c.moved)?;
+        let mut guard = shared.lock_writer();
         // The durable commit's file length exactly, without the slack kept for the next
         // commits' growth (`WriteMap::trim`).
         let meta = shared.writer_base().snap.meta;

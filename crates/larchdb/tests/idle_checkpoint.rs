@@ -349,3 +349,98 @@ fn close_crash_and_power_loss_around_idle_checkpoints() {
         assert!(db.verify_all().unwrap().is_clean());
     }
 }
+
+/// The log file's length (`FaultStorage` as the log's storage).
+fn log_len(log: &FaultStorage) -> u64 {
+    use larchdb::storage::Storage;
+    log.len().unwrap()
+}
+
+/// Waits (up to a minute) until the log's file is at most `bytes` long; returns whether it got
+/// there.
+fn log_shrinks_to(log: &FaultStorage, bytes: u64) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if log_len(log) <= bytes {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    false
+}
+
+/// One-put commits of 1 KB values, keys `from..from + count`.
+fn large_puts(db: &Database, model: &mut Model, from: u32, count: u32, durability: Durability) {
+    for i in from..from + count {
+        let k = key(i);
+        let v = vec![(i % 251) as u8; 1000];
+        let mut w = db.begin_write().unwrap();
+        w.table("t").unwrap().put(&k, &v).unwrap();
+        w.commit_with(durability).unwrap();
+        model.insert(k, v);
+    }
+}
+
+/// Once the idle checkpoints have merged every record, a log file of more than a segment
+/// goes back to its header (a durable commit names a new cycle's start, then the file is cut);
+/// a log of less than a segment is left as it is. Every commit is kept through a power loss
+/// right after, and the commits the handle makes after it through a power loss (up to the
+/// durable one) and a process crash (all).
+#[test]
+fn an_idle_log_gives_its_file_back() {
+    let segment = 1 << 20; // `small_log_options`
+    let (data, log, db) = fresh(5);
+    let mut model = Model::new();
+
+    // Less than a segment of records: merged, the file left.
+    large_puts(&db, &mut model, 0, 100, Durability::None);
+    let last = db.stats().unwrap().txn;
+    assert!(tree_reaches(&db, last));
+    std::thread::sleep(Duration::from_millis(200));
+    let small = log_len(&log);
+    assert!(small > 64 << 10, "{small} bytes: the records' file was cut");
+    assert!(small <= segment, "{small} bytes");
+
+    // About three segments of records: the file goes back.
+    large_puts(&db, &mut model, 100, 3000, Durability::None);
+    assert!(log_len(&log) > 2 * segment);
+    assert!(log_shrinks_to(&log, 64 << 10), "{} bytes", log_len(&log));
+    assert!(holds(&db, &model));
+    assert!(db.verify_all().unwrap().is_clean());
+
+    // Everything is in a durable commit: a power loss now keeps every commit.
+    let (data, log) = (
+        data.crash(CrashMode::DropUnsynced),
+        log.crash(CrashMode::DropUnsynced),
+    );
+    drop(db);
+    let db = common::open_with_log(&data, &log, options(5)).unwrap();
+    assert!(holds(&db, &model), "power loss after the log went back");
+    assert!(db.verify_all().unwrap().is_clean());
+
+    let (data, log, db) =
+        write_on_after_the_cut(data, log, db, &mut model, CrashMode::DropUnsynced);
+    write_on_after_the_cut(data, log, db, &mut model, CrashMode::ProcessOnly);
+}
+
+/// Writes until the idle log's file goes back, then commits on into the new cycle (the last
+/// commit durable), then `crash`es and reopens: every commit is kept (up to the durable one,
+/// the log was synced).
+fn write_on_after_the_cut(
+    data: FaultStorage,
+    log: FaultStorage,
+    db: Database,
+    model: &mut Model,
+    crash: CrashMode,
+) -> (FaultStorage, FaultStorage, Database) {
+    large_puts(&db, model, 0, 3000, Durability::None);
+    assert!(log_shrinks_to(&log, 64 << 10), "{} bytes", log_len(&log));
+    large_puts(&db, model, 3000, 300, Durability::None);
+    large_puts(&db, model, 3300, 1, Durability::Immediate);
+    let (data, log) = (data.crash(crash), log.crash(crash));
+    drop(db);
+    let db = common::open_with_log(&data, &log, options(5)).unwrap();
+    assert!(holds(&db, model), "{crash:?} after writes to the new cycle");
+    assert!(db.verify_all().unwrap().is_clean());
+    (data, log, db)
+}

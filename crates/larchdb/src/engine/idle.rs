@@ -16,13 +16,20 @@
 //! with `try_lock` and gives up while a transaction is open (the writer is not idle; its next
 //! commit arms the thread again). The commit path pays one atomic increment and one load.
 
-use super::{checkpoint, Shared};
+use super::commit;
+use super::txn::Txn;
+use super::{checkpoint, Shared, WriterState};
+use crate::options::Durability;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 /// How often a checkpoint the thread started is looked at, to publish it once written.
 const POLL: Duration = Duration::from_millis(5);
+
+/// How many times `give_back_log` looks at the last checkpoint's sync, `POLL` apart, before it
+/// leaves the log's file to the next idle period.
+const SETTLE_POLLS: u32 = 400;
 
 /// Checkpoints started in one idle period, at most, beyond one for each slice the overlays
 /// are cut into (`Shared::slices`): the last merges the entry counts the ones before
@@ -165,10 +172,8 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
     // alone (a read probes its slice's overlay; a scan sorts it).
     let most = shared.slices() + CHECKPOINTS_PER_PERIOD;
     loop {
-        let mut guard = match shared.writer.try_lock() {
-            Ok(g) => g,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(TryLockError::WouldBlock) => return false,
+        let Some(mut guard) = try_writer(shared) else {
+            return false;
         };
         if guard.poisoned {
             return false;
@@ -183,8 +188,13 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
             }
             match checkpoint::start(shared, &mut guard, true) {
                 Ok(true) => started += 1,
-                // Nothing to merge, or a failure that poisoned the handle.
-                Ok(false) | Err(_) => return false,
+                // Nothing to merge: the log's file may go back.
+                Ok(false) => {
+                    drop(guard);
+                    return give_back_log(shared);
+                }
+                // A failure that poisoned the handle.
+                Err(_) => return false,
             }
         }
         drop(guard);
@@ -192,4 +202,94 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
             return true;
         }
     }
+}
+
+/// Gives the log's file back but its header once the idle checkpoints have merged every
+/// record (`checkpoint::restart_log`: a durable commit names a new cycle's first slot as the
+/// position to replay from, then the file is cut), where it holds more than a segment: an
+/// open database at rest then takes about what a closed one does on disk, where the ring's
+/// file stayed at its full size (docs/design/write-path.md, "The log's file at rest"). The
+/// next writes grow the file again with zeros as they reach it, as a new log's do; a writer
+/// that commits a little at a time leaves a segment's file, which stays. Gives up as soon as
+/// the write lock is taken or a record is in an overlay (the writer is at work again).
+/// Returns whether the handle is closing.
+fn give_back_log(shared: &Arc<Shared>) -> bool {
+    let Some(log) = shared.log.as_ref() else {
+        return false;
+    };
+    // The last checkpoint's sync is waited for without the lock, so that a writer never
+    // waits for it here; then it is collected, and the log released up to it.
+    for _ in 0..SETTLE_POLLS {
+        let Some(mut guard) = try_writer(shared) else {
+            return false;
+        };
+        if guard.poisoned || guard.checkpoint.is_some() || guard.retry.is_some() {
+            return false;
+        }
+        let base = shared.writer_base();
+        if holds_records(&base) {
+            return false;
+        }
+        let segment = log.pressure().segment;
+        if !log.file_bytes().is_ok_and(|b| b > segment) {
+            return false;
+        }
+        let WriterState { disk, poisoned, .. } = &mut *guard;
+        let Some(disk) = disk.as_mut() else {
+            return false;
+        };
+        if disk.settling.as_ref().is_some_and(|s| !s.synced()) {
+            drop(guard);
+            if shared.idle.sleep(POLL) {
+                return true;
+            }
+            continue;
+        }
+        if commit::settle(shared, disk, poisoned).is_err() {
+            return false;
+        }
+        // Records still kept (the last checkpoint was written without a sync: a whole
+        // overlay's): one durable commit first, after which the log keeps nothing.
+        let durable = disk.last_durable_txn == base.snap.meta.txn;
+        drop(base);
+        if !durable {
+            if Txn::new(shared, guard)
+                .and_then(|w| w.checkpoint(Durability::Immediate))
+                .is_err()
+            {
+                return false;
+            }
+            let Some(again) = try_writer(shared) else {
+                return false;
+            };
+            guard = again;
+            let base = shared.writer_base();
+            if guard.poisoned || holds_records(&base) {
+                return false;
+            }
+        }
+        // A failure poisons the handle (its next transaction reports it).
+        let _ = checkpoint::restart_log(shared, guard, false);
+        return false;
+    }
+    false
+}
+
+/// The write lock, unless it is held (a transaction is open: the writer is at work).
+fn try_writer(shared: &Shared) -> Option<MutexGuard<'_, WriterState>> {
+    match shared.writer.try_lock() {
+        Ok(g) => Some(g),
+        // Recovered, as `Shared::lock_writer` does.
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
+}
+
+/// Whether an overlay of `base` holds a record, or one is frozen for a checkpoint.
+fn holds_records(base: &super::published::Published) -> bool {
+    base.frozen.is_some()
+        || base
+            .overlay
+            .as_ref()
+            .is_some_and(|o| o.fullest().is_some() || o.oldest_from().is_some())
 }
