@@ -551,11 +551,12 @@ pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
 /// Moves the log to the first slot of a new cycle and gives its file back but the header
 /// (`Log::restart`, `Log::cut`), when every record is in a durable checkpoint: a durable
 /// commit names the new start as the position to replay from, and only then is the file cut
-/// (before it, a power loss returns to a commit that names the old position). `or_commit`: the
-/// durable commit is made even where the log cannot restart (the compaction's, which gives back
-/// the end of the data file with it). Returns whether the log restarted (`Ok(false)`, with
-/// nothing done, where it cannot and `or_commit` is false). The write lock is let go. Requires: called between two
-/// transactions.
+/// (before it, a power loss returns to a commit that names the old position). `or_commit`:
+/// the durable commit is made even where the log cannot restart (the compaction's, which
+/// gives back the end of the data file with it). Returns whether the log restarted
+/// (`Ok(false)`, with nothing done, where it cannot and `or_commit` is false). The write lock
+/// is let go. Requires: called between two transactions (the compaction's last step, and the
+/// idle thread's once the idle checkpoints have merged every record: `idle::give_back_log`).
 pub(crate) fn restart_log(
     shared: &Arc<Shared>,
     guard: std::sync::MutexGuard<'_, WriterState>,

@@ -11,10 +11,14 @@
 //! the tree's speed back within the idle period plus the checkpoint's own time
 //! (docs/design/write-path.md, "Idle checkpoints").
 //!
+//! Once every record is merged, it gives the log's file back (`give_back_log`): an open
+//! database at rest holds about what a closed one does on disk.
+//!
 //! Nothing depends on it for correctness: the checkpoint it starts is the same as one the
-//! log's growth starts, written without a sync. It never waits for the write lock: it takes it
-//! with `try_lock` and gives up while a transaction is open (the writer is not idle; its next
-//! commit arms the thread again). The commit path pays one atomic increment and one load.
+//! log's growth starts, written without a sync, and the log's restart is the compaction's. It
+//! never waits for the write lock: it takes it with `try_lock` and gives up while a
+//! transaction is open (the writer is not idle; its next commit arms the thread again). The
+//! commit path pays one atomic increment and one load.
 
 use super::commit;
 use super::txn::Txn;
