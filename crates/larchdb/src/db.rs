@@ -2,10 +2,9 @@
 //! the state it shares with them is `engine::Shared`.
 
 use crate::engine::admission;
-use crate::engine::checkpoint::restart_log;
 use crate::engine::log::LogSource;
 use crate::engine::open::open_file;
-use crate::engine::owner::{checkpoint_on, open_writing, Handle};
+use crate::engine::owner::{checkpoint_on, open_writing, restart_log, Handle};
 use crate::engine::recovery::{Aside, Recovery};
 use crate::engine::txn::Txn;
 use crate::engine::Shared;

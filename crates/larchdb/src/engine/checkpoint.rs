@@ -548,43 +548,6 @@ pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
     Ok(())
 }
 
-/// Moves the log to the first slot of a new cycle and gives its file back but the header
-/// (`Log::restart`, `Log::cut`), when every record is in a durable checkpoint: a durable
-/// commit names the new start as the position to replay from, and only then is the file cut
-/// (before it, a power loss returns to a commit that names the old position). `or_commit`:
-/// the durable commit is made even where the log cannot restart (the compaction's, which
-/// gives back the end of the data file with it). Returns whether the log restarted
-/// (`Ok(false)`, with nothing done, where it cannot and `or_commit` is false). The write lock
-/// is let go. Requires: called between two transactions (the compaction's last step, and the
-/// idle thread's once the idle checkpoints have merged every record: `idle::give_back_log`).
-pub(crate) fn restart_log(
-    shared: &Arc<Shared>,
-    guard: std::sync::MutexGuard<'_, WriterState>,
-    or_commit: bool,
-) -> Result<bool> {
-    // Under the write lock: no commit appends to the log meanwhile.
-    let restarted = shared.log.as_ref().and_then(|l| l.restart()).is_some();
-    if !restarted && !or_commit {
-        return Ok(false);
-    }
-    let written =
-        super::txn::Txn::new(shared, guard).and_then(|w| w.checkpoint(Durability::Immediate));
-    if let Err(e) = written {
-        // The log goes on from its new start, which no durable meta page names yet: a commit
-        // appended there would be read back by no open. Stopped instead; a reopen goes on
-        // from the last durable commit.
-        if restarted {
-            shared.lock_writer().poisoned = true;
-        }
-        return Err(e);
-    }
-    if let Some(log) = shared.log.as_ref() {
-        // Only if no commit went to the log since (`Log::cut` checks).
-        log.cut();
-    }
-    Ok(restarted)
-}
-
 /// The thread's work: `Outcome` always carries the disk state back.
 fn run(shared: &Shared, mut disk: Disk, snapshot: Arc<Published>, job: Job) -> Outcome {
     let mut poisoned = false;

@@ -209,7 +209,7 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
 }
 
 /// Gives the log's file back but its header once the idle checkpoints have merged every
-/// record (`checkpoint::restart_log`: a durable commit names a new cycle's first slot as the
+/// record (`owner::restart_log`: a durable commit names a new cycle's first slot as the
 /// position to replay from, then the file is cut), where it holds more than a segment: an
 /// open database at rest then takes about what a closed one does on disk, where the ring's
 /// file stayed at its full size (docs/design/write-path.md, "The log's file at rest"). The
@@ -273,7 +273,7 @@ fn give_back_log(shared: &Arc<Shared>) -> bool {
             }
         }
         // A failure poisons the handle (its next transaction reports it).
-        let _ = checkpoint::restart_log(shared, guard, false);
+        let _ = super::owner::restart_log(shared, guard, false);
         return false;
     }
     false

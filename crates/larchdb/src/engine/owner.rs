@@ -360,6 +360,43 @@ pub(crate) fn checkpoint_on(shared: &Arc<Shared>, durability: Durability) -> Res
     super::txn::Txn::new(shared, guard)?.checkpoint(durability)
 }
 
+/// Moves the log to the first slot of a new cycle and gives its file back but the header
+/// (`Log::restart`, `Log::cut`), when every record is in a durable checkpoint: a durable
+/// commit names the new start as the position to replay from, and only then is the file cut
+/// (before it, a power loss returns to a commit that names the old position). `or_commit`:
+/// the durable commit is made even where the log cannot restart (the compaction's, which
+/// gives back the end of the data file with it). Returns whether the log restarted
+/// (`Ok(false)`, with nothing done, where it cannot and `or_commit` is false). The write lock
+/// is let go. Requires: called between two transactions (the compaction's last step, and the
+/// idle thread's once the idle checkpoints have merged every record: `idle::give_back_log`).
+pub(crate) fn restart_log(
+    shared: &Arc<Shared>,
+    guard: std::sync::MutexGuard<'_, super::WriterState>,
+    or_commit: bool,
+) -> Result<bool> {
+    // Under the write lock: no commit appends to the log meanwhile.
+    let restarted = shared.log.as_ref().and_then(|l| l.restart()).is_some();
+    if !restarted && !or_commit {
+        return Ok(false);
+    }
+    let written =
+        super::txn::Txn::new(shared, guard).and_then(|w| w.checkpoint(Durability::Immediate));
+    if let Err(e) = written {
+        // The log goes on from its new start, which no durable meta page names yet: a commit
+        // appended there would be read back by no open. Stopped instead; a reopen goes on
+        // from the last durable commit.
+        if restarted {
+            shared.lock_writer().poisoned = true;
+        }
+        return Err(e);
+    }
+    if let Some(log) = shared.log.as_ref() {
+        // Only if no commit went to the log since (`Log::cut` checks).
+        log.cut();
+    }
+    Ok(restarted)
+}
+
 /// The files this process has a writing handle on, by device and inode, with the process id
 /// that registered each: a child forked from a process keeps its parent's entries in its copy
 /// of memory, where they belong to no handle of its own.
