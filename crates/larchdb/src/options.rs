@@ -185,8 +185,11 @@ pub struct Options {
     /// tree's speed: right after a 1M-record load, readseq through the overlay took 3-4x the
     /// time of readseq over the tree alone (docs/design/write-path.md). The checkpoint is
     /// written without a sync, as any other, and never waits for the write lock: an open
-    /// transaction puts it off. 0 turns it off: the overlay then stays until the log's growth
-    /// calls for a checkpoint. The default, 100, is what was measured.
+    /// transaction puts it off. Once every record is merged, a log file of more than a
+    /// segment is given back but its header (a durable commit names a new start), so that an
+    /// open database at rest takes about what a closed one does on disk. 0 turns it off: the
+    /// overlay then stays until the log's growth calls for a checkpoint, and the log's file
+    /// until the close. The default, 100, is what was measured.
     pub idle_checkpoint_millis: u64,
     /// Whether closing a handle that writes (dropping the last `Database`) compacts
     /// ([`crate::Database::compact`]): writes a final durable checkpoint, so that the next
