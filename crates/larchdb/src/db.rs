@@ -498,11 +498,7 @@ impl Database {
             let shared = unsafe { keep.get() };
             let guard = match wait {
                 true => shared.lock_writer(),
-                false => match shared.writer.try_lock() {
-                    Ok(g) => g,
-                    Err(std::sync::TryLockError::WouldBlock) => return Err(Error::WriteBusy),
-                    Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-                },
+                false => shared.try_lock_writer().ok_or(Error::WriteBusy)?,
             };
             if shared.handing.load(std::sync::atomic::Ordering::Acquire) {
                 // The file goes to a writer in another process: this transaction waits for

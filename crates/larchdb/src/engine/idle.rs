@@ -25,7 +25,7 @@ use super::txn::Txn;
 use super::{checkpoint, Shared, WriterState};
 use crate::options::Durability;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How often a checkpoint the thread started is looked at, to publish it once written.
@@ -176,7 +176,7 @@ fn checkpoint_idle(shared: &Arc<Shared>) -> bool {
     // alone (a read probes its slice's overlay; a scan sorts it).
     let most = shared.slices() + CHECKPOINTS_PER_PERIOD;
     loop {
-        let Some(mut guard) = try_writer(shared) else {
+        let Some(mut guard) = shared.try_lock_writer() else {
             return false;
         };
         if guard.poisoned {
@@ -224,7 +224,7 @@ fn give_back_log(shared: &Arc<Shared>) -> bool {
     // The last checkpoint's sync is waited for without the lock, so that a writer never
     // waits for it here; then it is collected, and the log released up to it.
     for _ in 0..SETTLE_POLLS {
-        let Some(mut guard) = try_writer(shared) else {
+        let Some(mut guard) = shared.try_lock_writer() else {
             return false;
         };
         if guard.poisoned || guard.checkpoint.is_some() || guard.retry.is_some() {
@@ -263,7 +263,7 @@ fn give_back_log(shared: &Arc<Shared>) -> bool {
             {
                 return false;
             }
-            let Some(again) = try_writer(shared) else {
+            let Some(again) = shared.try_lock_writer() else {
                 return false;
             };
             guard = again;
@@ -279,21 +279,8 @@ fn give_back_log(shared: &Arc<Shared>) -> bool {
     false
 }
 
-/// The write lock, unless it is held (a transaction is open: the writer is at work).
-fn try_writer(shared: &Shared) -> Option<MutexGuard<'_, WriterState>> {
-    match shared.writer.try_lock() {
-        Ok(g) => Some(g),
-        // Recovered, as `Shared::lock_writer` does.
-        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
-}
-
-/// Whether an overlay of `base` holds a record, or one is frozen for a checkpoint.
+/// Whether an overlay of `base` holds a record (a slice is the fullest only if it holds
+/// one), or one is frozen for a checkpoint.
 fn holds_records(base: &super::published::Published) -> bool {
-    base.frozen.is_some()
-        || base
-            .overlay
-            .as_ref()
-            .is_some_and(|o| o.fullest().is_some() || o.oldest_from().is_some())
+    base.frozen.is_some() || base.overlay.as_ref().is_some_and(|o| o.fullest().is_some())
 }

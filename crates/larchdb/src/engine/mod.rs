@@ -289,15 +289,23 @@ impl Shared {
         // A free lock is taken without the count: a group sync's leader sees its holder
         // through `try_lock` (`finish_immediate`), so the count's two locked adds are needed
         // only by a writer that waits.
-        match self.writer.try_lock() {
-            Ok(guard) => return guard,
-            Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {}
+        if let Some(guard) = self.try_lock_writer() {
+            return guard;
         }
         self.writers_waiting.fetch_add(1, Ordering::Relaxed);
         let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         self.writers_waiting.fetch_sub(1, Ordering::Relaxed);
         guard
+    }
+
+    /// The write lock, unless another thread holds it (`None`, at once).
+    pub(crate) fn try_lock_writer(&self) -> Option<MutexGuard<'_, WriterState>> {
+        match self.writer.try_lock() {
+            Ok(guard) => Some(guard),
+            // A panic while holding it leaves the state as it was: recovered.
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     /// The handle's current state, if this one was replaced (`retired`) and the handle is
