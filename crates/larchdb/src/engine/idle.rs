@@ -221,6 +221,11 @@ fn give_back_log(shared: &Arc<Shared>) -> bool {
     let Some(log) = shared.log.as_ref() else {
         return false;
     };
+    // Only a cut makes the file shorter (this thread's, or a compaction's, after which the
+    // log cannot restart and nothing is done): looked at once, not at each poll.
+    if !log.file_bytes().is_ok_and(|b| b > log.pressure().segment) {
+        return false;
+    }
     // The last checkpoint's sync is waited for without the lock, so that a writer never
     // waits for it here; then it is collected, and the log released up to it.
     for _ in 0..SETTLE_POLLS {
@@ -232,10 +237,6 @@ fn give_back_log(shared: &Arc<Shared>) -> bool {
         }
         let base = shared.writer_base();
         if holds_records(&base) {
-            return false;
-        }
-        let segment = log.pressure().segment;
-        if !log.file_bytes().is_ok_and(|b| b > segment) {
             return false;
         }
         let WriterState { disk, poisoned, .. } = &mut *guard;
