@@ -11,7 +11,8 @@
 //! leaf and so drain more slowly: pacing by their rate slowed the writer further each time,
 //! measured). The writer sleeps its debt in steps of `SLEEP_MIN` to `SLEEP_MAX`, under the write lock, so
 //! that the rate bounds every writer together, as RocksDB's write controller does
-//! (`delayed_write_rate`).
+//! (`delayed_write_rate`). A debt is owed at the rate of the room it was run up against: once a
+//! checkpoint gives that room back, what is left of it shrinks in proportion (`rebase`).
 
 use super::share::{Share, WriterDevice};
 use super::{reserve, SLEEP_MAX, SLEEP_MIN};
@@ -53,10 +54,21 @@ pub(crate) struct Pacer {
     /// How long the running checkpoint had run at the last reading of the clock: the steps
     /// between readings use it (it only grows, and the next reading corrects it).
     running_seen: Option<f64>,
+    /// The room that bound the step at the last reading of the clock: a debt is owed against
+    /// it, and shrinks in proportion once that room is given back (`rebase`).
+    bound: Option<Bound>,
     /// The CPU time of checkpoints beside readers, owed by the writer (`Share`).
     pub(crate) share: Share,
     /// The writer's share of the device beside readers that wait on it (`WriterDevice`).
     pub(crate) device: WriterDevice,
+}
+
+/// Which room bound the writer's step at a reading of the clock, and how much of it was left.
+#[derive(Clone, Copy, Debug)]
+struct Bound {
+    /// The log's room (otherwise the memory left before the budget's stop).
+    log: bool,
+    left: u64,
 }
 
 /// The overlays' memory as admission reads it (`budget::memory`): what the active and frozen
@@ -137,12 +149,48 @@ impl Pacer {
         let now = now();
         let running = started.map(|s| now.saturating_duration_since(s).as_secs_f64());
         self.running_seen = running;
+        self.rebase(now, room, memory_room);
+        // The room whose share of this transaction's bytes is the larger binds its step (an
+        // empty room binds whatever the share); one that added nothing leaves the last one.
+        let log = match self.bound {
+            Some(b) if bytes == 0 && grown == 0 => b.log,
+            _ => {
+                room == 0
+                    || (memory_room != 0
+                        && (bytes as f64) * (memory_room as f64) >= (grown as f64) * (room as f64))
+            }
+        };
+        self.bound = Some(Bound {
+            log,
+            left: if log { room } else { memory_room },
+        });
         let until = self.until.map_or(now, |u| u.max(now)) + step(running);
         self.until = Some(until);
         let ahead = until - now;
         let sleep = (ahead >= SLEEP_MIN).then(|| ahead.min(SLEEP_MAX));
         self.lead = ahead - sleep.unwrap_or_default();
         sleep
+    }
+
+    /// Shrinks the debt (how far `until` is ahead of `now`) in proportion to the room that
+    /// bound the writer at the last reading, where that room has grown since: a checkpoint
+    /// gave it back. The debt was the time its bytes take at the rate the room left then
+    /// allowed; at the rate the room allows now they take that much less. Without it, bytes
+    /// paced against a nearly full ring (each owing up to a second, slept `SLEEP_MAX` a
+    /// transaction) kept the writer sleeping `SLEEP_MAX` at every transaction for a second or
+    /// more after the ring's room was back: YCSB D with one client, right after F filled the
+    /// ring, slept 1.5 s of its 2 s.
+    fn rebase(&mut self, now: Instant, room: u64, memory_room: u64) {
+        let (Some(until), Some(bound)) = (self.until, self.bound) else {
+            return;
+        };
+        let left = if bound.log { room } else { memory_room };
+        if left <= bound.left {
+            return;
+        }
+        let owed = until.saturating_duration_since(now).as_nanos() as f64;
+        let kept = owed * bound.left as f64 / left as f64;
+        self.until = Some(now + Duration::from_nanos(kept as u64));
     }
 }
 
@@ -319,6 +367,57 @@ mod tests {
             .room_left(),
             90 * MB
         );
+    }
+
+    #[test]
+    fn a_debt_shrinks_as_the_room_that_bound_it_comes_back() {
+        // Checkpoints of 0.5 s; 1 MB left past the reserve. 1 MB more of log owes 0.5 s.
+        let kept = |left: u64| 100 * MB - MB * 5 / 4 - left;
+        let mut p = half_second();
+        let now = Instant::now();
+        p.delay(pressure(0, kept(MB)), FREE, None, || now);
+        assert_eq!(
+            p.delay(pressure(MB, kept(MB)), FREE, None, || now),
+            Some(SLEEP_MAX)
+        );
+        let owed = p.until.unwrap() - now;
+        assert!(close(owed, Duration::from_millis(500)), "{owed:?}");
+        // The room unchanged, the debt stays whole.
+        let later = now + SLEEP_MAX;
+        p.delay(pressure(MB, kept(MB)), FREE, None, || later);
+        let owed = p.until.unwrap() - later;
+        assert!(close(owed, Duration::from_millis(496)), "{owed:?}");
+        // A checkpoint gave 49 MB back: 50 MB left, the debt at a fiftieth.
+        p.delay(pressure(MB, kept(50 * MB)), FREE, None, || later);
+        let owed = p.until.unwrap() - later;
+        assert!(
+            close(owed, Duration::from_secs_f64(0.496 / 50.0)),
+            "{owed:?}"
+        );
+        // Shrunk once: the room as it is now is what the next reading compares with.
+        p.delay(pressure(MB, kept(50 * MB)), FREE, None, || later);
+        let again = p.until.unwrap() - later;
+        assert!(close(again, owed), "{again:?}");
+
+        // Owed against the memory left before the stop: only that memory coming back shrinks
+        // it, not the log's room.
+        let held = |held| Memory {
+            held,
+            start: 50 * MB,
+            stop: 100 * MB,
+        };
+        let mut q = half_second();
+        q.delay(pressure(0, 5 * MB), held(98 * MB), None, || now);
+        q.delay(pressure(0, 5 * MB), held(99 * MB), None, || now);
+        let owed = q.until.unwrap() - now;
+        assert!(close(owed, Duration::from_millis(500)), "{owed:?}");
+        q.delay(pressure(0, MB), held(99 * MB), None, || now);
+        let owed = q.until.unwrap() - now;
+        assert!(close(owed, Duration::from_millis(500)), "{owed:?}");
+        // A checkpoint put in place: 40 MB left before the stop.
+        q.delay(pressure(0, MB), held(60 * MB), None, || now);
+        let owed = q.until.unwrap() - now;
+        assert!(close(owed, Duration::from_secs_f64(0.5 / 40.0)), "{owed:?}");
     }
 
     #[test]
