@@ -26,13 +26,14 @@ use std::time::{Duration, Instant};
 /// again (tupl beyond memory, 10-37 stops in 30 s, its slowest operation 0.4-0.5 s).
 const PACE_HORIZON: f64 = 1.0;
 /// A pacing debt shorter than this is carried to the next transaction rather than slept,
-/// while no other writer waits for the lock (`SLEEP_MIN` while one does). A sleep this short
-/// takes about twice as long (the thread's timer slack, 50 us by default), and each one is an
-/// operation's latency: YCSB A and F with one client at 200K records of 1 KB, the writer
+/// while no other writer waits for the lock (`SLEEP_MIN` while one does). A sleep takes about
+/// the thread's timer slack (50 us by default) longer than asked (sleeps of 20 us took 64-128
+/// us), and each one is an operation's latency: YCSB A and F with one client at 200K records of 1 KB, the writer
 /// paced for a third of its time, had their updates' P99 at 308-387 us with 200 us and
 /// 153-278 us with 50 us, for the same operations a second and 2x the voluntary context
 /// switches. With four clients waiting on the lock, the shorter sleeps cut the P99 by a fifth
-/// and A's operations by 5-9% (more sleeps the waiting clients wake behind).
+/// and A's operations by an eighth (medians of seven pairs, 72K against 82K a second: more
+/// sleeps the waiting clients wake behind).
 const PACE_SLEEP_MIN: Duration = Duration::from_micros(50);
 /// Each checkpoint's duration counts for this share of the average.
 const DURATION_WEIGHT: f64 = 0.5;
