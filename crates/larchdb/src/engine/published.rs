@@ -56,6 +56,38 @@ impl Published {
         })
     }
 
+    /// Whether this snapshot is made of the same parts as commits in `overlay` on top of
+    /// `tree`'s tree, with the entry counts `counts`, would be (`Published::logged`): then
+    /// only its id differs.
+    pub(crate) fn same_parts(
+        &self,
+        tree: &Published,
+        overlay: &Arc<Slices>,
+        counts: &Arc<CountLog>,
+    ) -> bool {
+        Arc::ptr_eq(&self.snap, &tree.snap)
+            && Arc::ptr_eq(&self.catalog, &tree.catalog)
+            && same(self.overlay.as_ref(), Some(overlay))
+            && same(self.frozen.as_ref(), tree.frozen.as_ref())
+            && same(self.counts.as_ref(), Some(counts))
+    }
+
+    /// Whether `other` differs from this snapshot in its commit id alone: the same tree,
+    /// catalog, overlays and count log (`ReadState::shape`).
+    pub(crate) fn same_shape(&self, other: &Published) -> bool {
+        Arc::ptr_eq(&self.snap, &other.snap)
+            && Arc::ptr_eq(&self.catalog, &other.catalog)
+            && same(self.overlay.as_ref(), other.overlay.as_ref())
+            && same(self.frozen.as_ref(), other.frozen.as_ref())
+            && same(self.counts.as_ref(), other.counts.as_ref())
+    }
+
+    /// Makes this snapshot commit `txn` (a spare one of `same_parts`, which no reader holds).
+    pub(crate) fn set_txn(&mut self, txn: u64) {
+        debug_assert!(txn >= self.snap.meta.txn);
+        self.txn = txn;
+    }
+
     /// The same commit, with `frozen`, one of its overlays, frozen for a checkpoint
     /// (`engine::checkpoint`), and `active` the overlays the commits after it go to.
     pub(crate) fn frozen(
@@ -154,5 +186,13 @@ impl Published {
     #[inline]
     pub(crate) fn tree_txn(&self) -> u64 {
         self.snap.meta.txn
+    }
+}
+
+/// Whether `a` and `b` are the same part, or both absent.
+fn same<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (a, b) => a.is_none() && b.is_none(),
     }
 }

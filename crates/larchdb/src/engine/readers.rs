@@ -31,6 +31,11 @@ pub(crate) struct ReadState {
     /// For a read-only handle registered in the lock file: where it is in the log of a
     /// writer in another process, whose commits it reads as they are published.
     pub(crate) follow: Option<Follower>,
+    /// A snapshot `current` replaced, of `current`'s shape (so it holds no part `current`
+    /// does not): the next commit through the log takes it for its own snapshot once no
+    /// reader holds it (`commit::logged::publish_logged`). Dropped whenever the shape
+    /// changes.
+    pub(crate) spare: Option<Arc<Published>>,
 }
 
 impl ReadState {
@@ -41,6 +46,7 @@ impl ReadState {
             readers: BTreeMap::new(),
             threads: HashMap::new(),
             follow,
+            spare: None,
         }
     }
 
@@ -290,19 +296,10 @@ impl Shared {
         rs: &mut ReadState,
         published: Arc<Published>,
     ) -> Arc<Published> {
-        let cur = &rs.current;
-        fn same<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
-            match (a, b) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                (a, b) => a.is_none() && b.is_none(),
-            }
-        }
-        let same_shape = Arc::ptr_eq(&cur.snap, &published.snap)
-            && Arc::ptr_eq(&cur.catalog, &published.catalog)
-            && same(cur.overlay.as_ref(), published.overlay.as_ref())
-            && same(cur.frozen.as_ref(), published.frozen.as_ref())
-            && same(cur.counts(), published.counts());
-        if !same_shape {
+        if !rs.current.same_shape(&published) {
+            // Of the shape that ends: it shares every part with the snapshot replaced, so
+            // its drop frees none.
+            rs.spare = None;
             // Before the commit id: see `txn_in_shape`.
             rs.shape += 1;
             self.current_shape.store(rs.shape, Ordering::Release);
@@ -512,5 +509,43 @@ mod tests {
         drop(own);
         assert_eq!(db.engine().read_state().beside(0), 0);
         assert!(db.engine().read_state().threads.is_empty());
+    }
+
+    #[test]
+    fn a_commit_through_the_log_reuses_the_snapshot_no_reader_holds() {
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().unwrap();
+        // No checkpoint by the idle thread: it would change the shape between two commits.
+        let options = Options::default()
+            .log(true)
+            .idle_checkpoint_millis(0)
+            .durability(crate::Durability::None);
+        let db = Database::open(dir.path().join("db"), options).unwrap();
+        // The first commits make the table, the overlays and the count log: new shapes.
+        for i in 0..4u32 {
+            db.put(&i.to_be_bytes(), b"v").unwrap();
+        }
+        let current = || db.engine().read_state().current.clone();
+        let first = Arc::as_ptr(&current());
+        db.put(b"a", b"1").unwrap();
+        db.put(b"b", b"2").unwrap();
+        assert_eq!(
+            Arc::as_ptr(&current()),
+            first,
+            "the snapshot the first commit replaced is the second commit's"
+        );
+        // Held by a reader, it stays that reader's commit.
+        let reader = db.begin_read().unwrap();
+        let held = current();
+        let txn = held.txn();
+        db.put(b"c", b"3").unwrap();
+        db.put(b"d", b"4").unwrap();
+        db.put(b"e", b"5").unwrap();
+        assert_eq!(held.txn(), txn);
+        assert_ne!(Arc::as_ptr(&current()), Arc::as_ptr(&held));
+        let t = reader.table(crate::DEFAULT_TABLE).unwrap();
+        assert_eq!(t.get(b"b").unwrap(), Some(&b"2"[..]));
+        assert_eq!(t.get(b"c").unwrap(), None, "a later commit, unseen");
+        assert_eq!(db.get(b"e").unwrap().as_deref(), Some(&b"5"[..]));
     }
 }

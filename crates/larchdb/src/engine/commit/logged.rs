@@ -3,6 +3,7 @@
 //! (`Immediate`, `finish_immediate`).
 
 use super::*;
+use crate::engine::upper::slices::Slices;
 
 /// A commit made through the log (`commit_logged`).
 pub(crate) struct LoggedCommit {
@@ -56,9 +57,13 @@ pub(crate) fn commit_logged(
         }));
     }
     let txn = base.txn() + 1;
+    let fresh_overlay;
     let overlay = match &base.overlay {
-        Some(o) => o.clone(),
-        None => super::super::checkpoint::new_slices(shared, base)?,
+        Some(o) => o,
+        None => {
+            fresh_overlay = super::super::checkpoint::new_slices(shared, base)?;
+            &fresh_overlay
+        }
     };
     // A few slots are enough: a larger batch's later inserts overlap the earlier ones.
     for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
@@ -100,22 +105,79 @@ pub(crate) fn commit_logged(
     overlay.insert_marked(txn, guard.batch.iter(), start);
     // The counts go on in the base's log, unless it has no room for a table (or there is
     // none): a new log then, from its newest counts.
+    let fresh_log;
     let log = match base.counts() {
         // SAFETY: this writer holds the write lock, and `base` is the newest snapshot.
-        Some(l) if counts.iter().all(|&(t, n)| unsafe { l.push(t, txn, n) }) => l.clone(),
-        l => Arc::new(CountLog::after(l.map(|l| &**l), counts.iter().copied())),
+        Some(l) if counts.iter().all(|&(t, n)| unsafe { l.push(t, txn, n) }) => l,
+        l => {
+            fresh_log = Arc::new(CountLog::after(l.map(|l| &**l), counts.iter().copied()));
+            &fresh_log
+        }
     };
     guard.counts = counts;
-    let published = Published::logged(base, overlay, txn, Some(log));
     if immediate {
+        let published = Published::logged(base, overlay.clone(), txn, Some(log.clone()));
         guard.pending = Some((published.clone(), end));
         return Ok(Some(LoggedCommit {
             txn,
             wait: Some((end, published)),
         }));
     }
-    publish(shared, published, end);
+    publish_logged(shared, base, overlay, txn, log, end);
     Ok(Some(LoggedCommit { txn, wait: None }))
+}
+
+/// Publishes a `None` or `Bounded` commit `txn`, in `overlay` on top of `base`'s tree with the
+/// entry counts `log` (`Published::logged`), as `publish` does; the snapshot it replaces, when of the same shape
+/// as this one, is kept (`ReadState::spare`) and, once no reader holds it, becomes the next
+/// commit's snapshot with only its id changed: no allocation, and none of its parts' counts
+/// taken and given back, at every one-put commit.
+fn publish_logged(
+    shared: &Shared,
+    base: &Published,
+    overlay: &Arc<Slices>,
+    txn: u64,
+    log: &Arc<CountLog>,
+    end: u64,
+) {
+    // Declared before the lock, so dropped after it is let go.
+    let _stale;
+    let mut rs = shared.read_state();
+    if rs.current.txn() >= txn {
+        return;
+    }
+    let reused = rs
+        .spare
+        .take()
+        .map(|mut spare| match Arc::get_mut(&mut spare) {
+            Some(p) if p.same_parts(base, overlay, log) => {
+                p.set_txn(txn);
+                Ok(spare)
+            }
+            _ => Err(spare),
+        });
+    let published = match reused {
+        Some(Ok(spare)) => spare,
+        stale => {
+            _stale = stale;
+            Published::logged(base, overlay.clone(), txn, Some(log.clone()))
+        }
+    };
+    if let Some(lock) = shared.lock.as_ref() {
+        lock.publish_log(txn, end);
+        if let Some(log) = shared.log.as_ref() {
+            lock.set_log_synced(log.durable_end());
+        }
+    }
+    let shape = rs.shape;
+    let old = shared.set_current(&mut rs, published);
+    if rs.shape == shape {
+        // Of the new snapshot's shape: it holds nothing the current one does not.
+        rs.spare = Some(old);
+    } else {
+        drop(rs);
+        drop(old);
+    }
 }
 
 /// The second half of an `Immediate` commit through the log, run by its committer after it
