@@ -316,6 +316,11 @@ impl LogMap {
     /// (`MADV_DONTNEED`). The page cache keeps them, dirty ones included (a shared file
     /// mapping loses nothing), and nothing in this process reads the log through the map.
     pub(super) fn enter(&self, at: u64, bytes: u64) {
+        // Read first: a swap at every store is a locked instruction, which waits for the
+        // stores before it (the overlay's, the record's) to drain.
+        if self.segment.load(Ordering::Relaxed) == at {
+            return;
+        }
         let before = self.segment.swap(at, Ordering::Relaxed);
         if before == at || before == u64::MAX {
             return;

@@ -379,8 +379,11 @@ pub(super) struct Owned {
     /// Every entry, in the order they were made: what the scan index (`Overlay::index`) sorts
     /// from where it left off.
     pub(super) order: Vec<*const Entry>,
-    /// Bytes of the blind writes' lists of entries (`Overlay::blind`), as the writer grew
-    /// them.
+    /// By table number: the entries made by blind writes (`WriteTable::set` of a key neither
+    /// the transaction nor the overlay had), whose entry counts assumed the key was new
+    /// (`Overlay::blind_in_tree`).
+    pub(super) blind: HashMap<u64, BlindList>,
+    /// Bytes of the blind writes' lists of entries (`blind`), as the writer grew them.
     pub(super) blind_bytes: usize,
 }
 

@@ -198,9 +198,6 @@ pub(crate) struct Overlay {
     owned: Mutex<Owned>,
     /// The entries in key order, for scans (`index`); locked before `owned`, never after.
     index: Mutex<Arc<Index>>,
-    /// By table number: the entries made by blind writes (`WriteTable::set` of a key neither
-    /// the transaction nor the overlay had), whose entry counts assumed the key was new.
-    blind: Mutex<HashMap<u64, BlindList>>,
 }
 
 // SAFETY: the raw pointers in `Overlay`, `Slot`, `Entry`, `Version` and the `blind` lists'
@@ -276,10 +273,10 @@ impl Overlay {
                     ..Arena::default()
                 },
                 order: Vec::new(),
+                blind: HashMap::new(),
                 blind_bytes: 0,
             }),
             index: Mutex::new(Arc::default()),
-            blind: Mutex::new(HashMap::new()),
         }
     }
 
@@ -297,8 +294,8 @@ impl Overlay {
     ) -> Result<u64> {
         loop {
             let (start, todo): (usize, Vec<*const Entry>) = {
-                let blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
-                let Some(list) = blind.get(&table) else {
+                let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(list) = owned.blind.get(&table) else {
                     return Ok(0);
                 };
                 let upto = if txn >= list.last {
@@ -328,8 +325,8 @@ impl Overlay {
                     _ => in_tree(unsafe { entry_key(e) })?,
                 });
             }
-            let mut blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(list) = blind.get_mut(&table) {
+            let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(list) = owned.blind.get_mut(&table) {
                 // Another caller may have resolved them meanwhile (the same answers).
                 if list.present.len() == start {
                     let mut n = list.present.last().copied().unwrap_or(0);
@@ -344,8 +341,8 @@ impl Overlay {
 
     /// The tables blind writes made entries of (`blind_in_tree`), ascending.
     pub(crate) fn blind_tables(&self) -> Vec<u64> {
-        let blind = self.blind.lock().unwrap_or_else(|e| e.into_inner());
-        let mut tables: Vec<u64> = blind.keys().copied().collect();
+        let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut tables: Vec<u64> = owned.blind.keys().copied().collect();
         tables.sort_unstable();
         tables
     }
@@ -496,7 +493,7 @@ impl Overlay {
         records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
     ) {
         let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
-        let mut blind = None;
+        let owned = &mut *owned;
         for (table, key, value, counted_new) in records {
             // SAFETY: as in `get`; only this writer (holding `owned`) replaces the table.
             let slots = unsafe { &*self.table.load(Ordering::Acquire) };
@@ -519,10 +516,7 @@ impl Overlay {
                     let ep = new_entry(&mut owned.arena, table, key, vp);
                     owned.order.push(ep);
                     if counted_new {
-                        let lists = blind.get_or_insert_with(|| {
-                            self.blind.lock().unwrap_or_else(|e| e.into_inner())
-                        });
-                        let list = lists.entry(table).or_default();
+                        let list = owned.blind.entry(table).or_default();
                         let had = list.entries.capacity();
                         list.entries.push(ep as *const Entry);
                         list.last = txn;
@@ -535,7 +529,7 @@ impl Overlay {
                     let len = self.len.load(Ordering::Relaxed) + 1;
                     self.len.store(len, Ordering::Release);
                     if overfull(len, slots.slots.len()) {
-                        self.grow(&mut owned, slots);
+                        self.grow(owned, slots);
                     }
                 }
             }
