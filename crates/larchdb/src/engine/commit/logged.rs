@@ -128,10 +128,10 @@ pub(crate) fn commit_logged(
 }
 
 /// Publishes a `None` or `Bounded` commit `txn`, in `overlay` on top of `base`'s tree with the
-/// entry counts `log` (`Published::logged`), as `publish` does; the snapshot it replaces, when of the same shape
-/// as this one, is kept (`ReadState::spare`) and, once no reader holds it, becomes the next
-/// commit's snapshot with only its id changed: no allocation, and none of its parts' counts
-/// taken and given back, at every one-put commit.
+/// entry counts `log` (`Published::logged`), as `publish` does. The snapshot it replaces, when
+/// of the same shape as this one, is kept (`ReadState::spare`) and, once no reader holds it,
+/// becomes the next commit's snapshot with only its id changed: no allocation, and none of
+/// its parts' counts taken and given back, at every one-put commit.
 fn publish_logged(
     shared: &Shared,
     base: &Published,
