@@ -16,7 +16,7 @@ const SPILL_PAGES: usize = 64;
 
 impl WritePages {
     /// Writes out the filled pages waiting in owned buffers once there are `SPILL_PAGES` of
-    /// them: each sealed, consecutive ones gathered into one `write_vectored_at`, then kept
+    /// them: each sealed and written with a `write_at` of its own, then kept
     /// as pages of the mapping (sealed; a later write to one goes through the mapping and
     /// seals it again at commit) and their buffers reused. A checkpoint's merge fills tens of
     /// thousands of leaves: written as it goes, they neither wait in memory until the commit
@@ -46,17 +46,24 @@ impl WritePages {
                 _ => false,
             }
         });
-        // Write, consecutive pages together.
+        // Write, a page a call, consecutive ones too. A write of several pages puts them in
+        // the page cache as one folio of that many (Linux 6.x, ext4), and once a page of it is
+        // freed and taken again by a later merge, the write of that one page dirties the whole
+        // folio, and is charged as the whole folio's bytes: a 1M-record load of 1 KB records
+        // wrote 19-20 GB through the page cache for 5.4-5.6 GB at the device, 5.8-6.1 GB a
+        // page a call, with a fifth less system time (docs/design/performance.md, "A merge's
+        // pages a write each").
         let storage = self.wmap.storage.clone();
-        let pages = ids
-            .iter()
-            .map(|&id| match self.dirty.get(&id).map(|d| &d.place) {
-                Some(Place::Owned(b)) => Ok((id * ps as u64, &b[..])),
-                _ => Err(Error::internal(format!(
-                    "page {id}: spilled page not owned"
-                ))),
-            });
-        write_consecutive(&*storage, pages)?;
+        for &id in &ids {
+            match self.dirty.get(&id).map(|d| &d.place) {
+                Some(Place::Owned(b)) => storage.write_at(b, id * ps as u64)?,
+                _ => {
+                    return Err(Error::internal(format!(
+                        "page {id}: spilled page not owned"
+                    )))
+                }
+            }
+        }
         if let Some(paced) = self.paced.as_mut() {
             let ps = ps as u64;
             for (page, pages) in crate::pager::freelist::join_runs(ids.iter().map(|&id| (id, 1))) {
