@@ -65,21 +65,28 @@ impl Published {
         overlay: &Arc<Slices>,
         counts: &Arc<CountLog>,
     ) -> bool {
-        Arc::ptr_eq(&self.snap, &tree.snap)
-            && Arc::ptr_eq(&self.catalog, &tree.catalog)
-            && same(self.overlay.as_ref(), Some(overlay))
-            && same(self.frozen.as_ref(), tree.frozen.as_ref())
-            && same(self.counts.as_ref(), Some(counts))
+        self.has_parts(tree, Some(overlay), Some(counts))
     }
 
     /// Whether `other` differs from this snapshot in its commit id alone: the same tree,
     /// catalog, overlays and count log (`ReadState::shape`).
     pub(crate) fn same_shape(&self, other: &Published) -> bool {
-        Arc::ptr_eq(&self.snap, &other.snap)
-            && Arc::ptr_eq(&self.catalog, &other.catalog)
-            && same(self.overlay.as_ref(), other.overlay.as_ref())
-            && same(self.frozen.as_ref(), other.frozen.as_ref())
-            && same(self.counts.as_ref(), other.counts.as_ref())
+        self.has_parts(other, other.overlay.as_ref(), other.counts.as_ref())
+    }
+
+    /// Whether this snapshot has `tree`'s tree, catalog and frozen overlay, and the active
+    /// overlays `overlay` and count log `counts`.
+    fn has_parts(
+        &self,
+        tree: &Published,
+        overlay: Option<&Arc<Slices>>,
+        counts: Option<&Arc<CountLog>>,
+    ) -> bool {
+        Arc::ptr_eq(&self.snap, &tree.snap)
+            && Arc::ptr_eq(&self.catalog, &tree.catalog)
+            && same(self.overlay.as_ref(), overlay)
+            && same(self.frozen.as_ref(), tree.frozen.as_ref())
+            && same(self.counts.as_ref(), counts)
     }
 
     /// Makes this snapshot commit `txn` (a spare one of `same_parts`, which no reader holds).

@@ -27,9 +27,10 @@ use std::time::{Duration, Instant};
 const PACE_HORIZON: f64 = 1.0;
 /// A pacing debt shorter than this is carried to the next transaction rather than slept,
 /// while no other writer waits for the lock (`SLEEP_MIN` while one does). A sleep takes about
-/// the thread's timer slack (50 us by default) longer than asked (sleeps of 20 us took 64-128
-/// us), and each one is an operation's latency: YCSB A and F with one client at 200K records of 1 KB, the writer
-/// paced for a third of its time, had their updates' P99 at 308-387 us with 200 us and
+/// the thread's timer slack (50 us by default) longer than asked (sleeps of 20 us took
+/// 64-128 us), and each one is an operation's latency: YCSB A and F with one client at 200K
+/// records of 1 KB, the writer paced for a third of its time, had their updates' P99 at
+/// 308-387 us with 200 us and
 /// 153-278 us with 50 us, for the same operations a second and 2x the voluntary context
 /// switches. With four clients waiting on the lock, the shorter sleeps cut the P99 by a fifth
 /// and A's operations by an eighth (medians of seven pairs, 72K against 82K a second: more

@@ -163,12 +163,7 @@ fn publish_logged(
             Published::logged(base, overlay.clone(), txn, Some(log.clone()))
         }
     };
-    if let Some(lock) = shared.lock.as_ref() {
-        lock.publish_log(txn, end);
-        if let Some(log) = shared.log.as_ref() {
-            lock.set_log_synced(log.durable_end());
-        }
-    }
+    publish_in_lock_file(shared, txn, end);
     let shape = rs.shape;
     let old = shared.set_current(&mut rs, published);
     if rs.shape == shape {
@@ -214,13 +209,20 @@ pub(crate) fn finish_immediate(
 pub(super) fn publish(shared: &Shared, published: Arc<Published>, end: u64) {
     let mut rs = shared.read_state();
     if rs.current.txn() < published.txn() {
-        if let Some(lock) = shared.lock.as_ref() {
-            lock.publish_log(published.txn(), end);
-            if let Some(log) = shared.log.as_ref() {
-                lock.set_log_synced(log.durable_end());
-            }
-        }
+        publish_in_lock_file(shared, published.txn(), end);
         shared.set_current(&mut rs, published);
+    }
+}
+
+/// Tells read-only handles in other processes, through the lock file, that commit `txn`'s
+/// record ends at `end` and how far the log is synced (`LockTable::publish_log`). Under the
+/// read-state lock, before the commit is published here.
+fn publish_in_lock_file(shared: &Shared, txn: u64, end: u64) {
+    if let Some(lock) = shared.lock.as_ref() {
+        lock.publish_log(txn, end);
+        if let Some(log) = shared.log.as_ref() {
+            lock.set_log_synced(log.durable_end());
+        }
     }
 }
 

@@ -49,10 +49,8 @@ impl WritePages {
         // Write, a page a call, consecutive ones too. A write of several pages puts them in
         // the page cache as one folio of that many (Linux 6.x, ext4), and once a page of it is
         // freed and taken again by a later merge, the write of that one page dirties the whole
-        // folio, and is charged as the whole folio's bytes: a 1M-record load of 1 KB records
-        // wrote 19-20 GB through the page cache for 5.4-5.6 GB at the device, 5.8-6.1 GB a
-        // page a call, with a fifth less system time (docs/design/performance.md, "A merge's
-        // pages a write each").
+        // folio, and is charged as the whole folio's bytes (docs/design/performance.md, "A
+        // merge's pages a write each").
         let storage = self.wmap.storage.clone();
         for &id in &ids {
             match self.dirty.get(&id).map(|d| &d.place) {

@@ -284,8 +284,9 @@ impl Overlay {
     /// in the tree already (`in_tree` looks one up, unless a checkpoint by slices noted the
     /// answer when it merged the key): the table's entry count at `txn` is the overlay's
     /// (`count`) minus this. Each key is looked up once, by the first caller that
-    /// needs it; later calls reuse the answer. The lookups run without the lock, so that a
-    /// reader resolving many keys never holds up the writer's next commit.
+    /// needs it; later calls reuse the answer. The lookups run without the overlay's lock (the
+    /// writer's, `owned`), so that a reader resolving many keys never holds up the writer's
+    /// next commit.
     pub(crate) fn blind_in_tree(
         &self,
         table: u64,
