@@ -9,7 +9,7 @@ use crate::limits::TREE_DEPTH_MAX;
 use crate::pager::{PageRef, PageSource, TableHeader};
 
 /// The cache lines of the next leaf a scan that crossed a leaf edge asks for
-/// (`Cursor::prefetch_sibling`), and of a seek's leaf before its header is read: its header
+/// (`Cursor::prefetch_siblings`), and of a seek's leaf before its header is read: its header
 /// and slots.
 const SIBLING_LINES: usize = 2;
 
@@ -19,11 +19,25 @@ const SIBLING_LINES: usize = 2;
 /// loads the search waits on (`Cursor::seek`).
 const SEEK_LEAF_WHOLE_ENTRIES: usize = 8;
 
+/// The leaves after the one a scan crossed into that it asks for (`Cursor::prefetch_siblings`):
+/// with 1 KB records, three to a leaf, a scan crosses a leaf every three records, and one leaf
+/// ahead left most of each crossing's miss in the scan's way. Measured over 200K records of
+/// 1000 bytes (`seekrandom --seek_nexts=50 --value_size=1000`, 2 s runs alternated,
+/// docs/design/performance.md, "A scan's leaves asked for four ahead"): one ahead 165-195K
+/// scans a second, four 166-228K, eight 193-198K (each crossing's prefetches then outrun
+/// what the scan reads).
+const SIBLINGS_AHEAD: usize = 4;
+
 pub(crate) struct Cursor<'s, S: PageSource + ?Sized> {
     src: &'s S,
     hdr: TableHeader,
     /// Root first; the last entry is a leaf and its index is the current entry.
     stack: Vec<(Node<'s>, usize)>,
+    /// The direction of the last leaf edge crossed since the cursor was positioned (forward:
+    /// `true`), if any: that crossing asked for the `SIBLINGS_AHEAD` leaves after the one it
+    /// reached (`prefetch_siblings`), so the next crossing the same way under the same parent
+    /// asks only for the one after those.
+    streak: Option<bool>,
 }
 
 impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
@@ -32,6 +46,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             src,
             hdr,
             stack: Vec::with_capacity(hdr.depth as usize),
+            streak: None,
         }
     }
 
@@ -69,6 +84,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Moves to the first entry. Returns whether there is one.
     pub(crate) fn first(&mut self) -> Result<bool> {
         self.stack.clear();
+        self.streak = None;
         if self.hdr.root.is_none() {
             return Ok(false);
         }
@@ -79,6 +95,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Moves to the last entry. Returns whether there is one.
     pub(crate) fn last(&mut self) -> Result<bool> {
         self.stack.clear();
+        self.streak = None;
         if self.hdr.root.is_none() {
             return Ok(false);
         }
@@ -89,6 +106,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// Moves to the first entry with a key >= `key`. Returns whether there is one.
     pub(crate) fn seek(&mut self, key: &[u8]) -> Result<bool> {
         self.stack.clear();
+        self.streak = None;
         if self.hdr.root.is_none() {
             return Ok(false);
         }
@@ -128,25 +146,34 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         self.prev()
     }
 
-    /// A scan that crossed into a leaf will likely cross into the next one (forward) or the
-    /// previous one: that leaf, under the same parent, is asked for now, so that its miss
-    /// overlaps the reading of this one instead of stopping the scan at every leaf edge (trees
-    /// carry no sibling links, and copy-on-write places siblings anywhere in the file).
-    fn prefetch_sibling(&self, forward: bool) {
+    /// A scan that crossed into a leaf will likely cross into the next ones (forward) or the
+    /// previous ones: the `SIBLINGS_AHEAD` leaves after it, under the same parent, are asked
+    /// for now, so that their misses overlap the reading of this one instead of stopping the
+    /// scan at every leaf edge (trees carry no sibling links, and copy-on-write places
+    /// siblings anywhere in the file). Where the crossing before went the same way under the
+    /// same parent (`climbed`, the levels it went up above the leaf's parent, is 0), it asked
+    /// for all of them but the last already, and only the last is asked for.
+    fn prefetch_siblings(&mut self, forward: bool, climbed: usize) {
+        let only_last = climbed == 0 && self.streak == Some(forward);
+        self.streak = Some(forward);
         let depth = self.stack.len();
         if depth < 2 {
             return;
         }
         let (b, ci) = &self.stack[depth - 2];
-        let sibling = match forward {
-            true => (*ci < b.n).then(|| ci + 1),
-            false => ci.checked_sub(1),
-        };
-        if let Some(r) = sibling.and_then(|c| b.child(c).ok()) {
+        let first = if only_last { SIBLINGS_AHEAD } else { 1 };
+        for k in first..=SIBLINGS_AHEAD {
+            let sibling = match forward {
+                true => ci.checked_add(k).filter(|&c| c <= b.n),
+                false => ci.checked_sub(k),
+            };
+            let Some(r) = sibling.and_then(|c| b.child(c).ok()) else {
+                break;
+            };
             // Its first lines only (its header and slots): its mapping's translation and the
-            // lines the next crossing reads first. The whole page, 64 prefetches a crossing,
-            // filled the line-fill buffers the scan's own reads wait on (YCSB E at 200K
-            // records of 1 KB, three to a leaf: 62-69K scans a second whole, 83-93K by the
+            // lines a crossing reads first. The whole page, 64 prefetches a leaf, filled the
+            // line-fill buffers the scan's own reads wait on (YCSB E at 200K records of 1 KB,
+            // three to a leaf, one leaf ahead: 62-69K scans a second whole, 83-93K by the
             // head, 66-82K without).
             self.src.prefetch_head(r.id, SIBLING_LINES);
         }
@@ -162,6 +189,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             }
             // Leaf exhausted: climb to a branch with a next child.
             self.stack.pop();
+            let mut climbed = 0;
             loop {
                 let Some((b, ci)) = self.stack.last_mut() else {
                     return Ok(false);
@@ -170,10 +198,11 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
                     *ci += 1;
                     let child = b.child(*ci)?;
                     self.descend_edge(child, true)?;
-                    self.prefetch_sibling(true);
+                    self.prefetch_siblings(true, climbed);
                     break;
                 }
                 self.stack.pop();
+                climbed += 1;
             }
         }
     }
@@ -188,6 +217,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
                 _ => {}
             }
             self.stack.pop();
+            let mut climbed = 0;
             loop {
                 let Some((b, ci)) = self.stack.last_mut() else {
                     return Ok(false);
@@ -196,10 +226,11 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
                     *ci -= 1;
                     let child = b.child(*ci)?;
                     self.descend_edge(child, false)?;
-                    self.prefetch_sibling(false);
+                    self.prefetch_siblings(false, climbed);
                     break;
                 }
                 self.stack.pop();
+                climbed += 1;
             }
         }
     }
