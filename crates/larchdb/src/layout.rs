@@ -320,17 +320,22 @@ pub(crate) mod meta {
 ///
 /// Kinds: 1, a commit (the body: its writes, `engine::batch`); 2, a pad to the segment's end
 /// (its txn field: 0, or from version 2 the position the log jumps to); 3, from version 3, a
-/// mark: a commit that wrote its pages, whose writes are not in the log (no body). A version-2
-/// log is read and written to as before, without marks; new logs are version 3.
+/// mark: a commit that wrote its pages, whose writes are not in the log (no body); 4, from
+/// version 4, a commit whose body is packed (its unpacked length, u32, then the unpacked body
+/// as one LZ4 block). A version-2 log is read and written to as before, without marks, and a
+/// version-3 one without packed commits; new logs are version 4.
 ///
 /// A record's CRC-32C covers its position (u64, little-endian), then its header from byte 4,
 /// then its body: a record left by an earlier cycle of a reused segment, intact but at another
 /// position, does not check out.
 pub(crate) mod log {
     pub(crate) const FILE_MAGIC: [u8; 8] = *b"LARCHWAL";
-    /// Version 3: a record may be a mark (`KIND_MARK`). Version 2: a pad record's txn field
-    /// may name a jump to the next cycle's first position (`engine::log`, `Log::append`).
-    pub(crate) const FILE_VERSION: u32 = 3;
+    /// Version 4: a commit's body may be packed (`KIND_PACKED`). Version 3: a record may be
+    /// a mark (`KIND_MARK`). Version 2: a pad record's txn field may name a jump to the next
+    /// cycle's first position (`engine::log`, `Log::append`).
+    pub(crate) const FILE_VERSION: u32 = 4;
+    /// The version before packed commits, still read (and written to without them).
+    pub(crate) const FILE_VERSION_NO_PACKED: u32 = 3;
     /// The version before marks, still read (and written to without marks).
     pub(crate) const FILE_VERSION_NO_MARKS: u32 = 2;
     /// The version before jumps, still read (and written to without jumps or marks).
@@ -371,6 +376,12 @@ pub(crate) mod log {
     /// records after it were made on top of its pages, which a power loss may have taken
     /// away, or a damaged meta page lost).
     pub(crate) const KIND_MARK: u8 = 3;
+    /// A commit whose body is packed: its unpacked length (u32, little-endian), then the
+    /// unpacked body (as a `KIND_COMMIT` record's) compressed as one LZ4 block. Read back as
+    /// the commit it packs.
+    pub(crate) const KIND_PACKED: u8 = 4;
+    /// Where a packed body's LZ4 block starts (after its unpacked length).
+    pub(crate) const PACKED_BLOCK_AT: usize = 4;
 
     const _: () = assert!(SEGMENT_HEADER_BYTES.is_multiple_of(RECORD_ALIGN));
     const _: () = assert!(RECORD_HEADER_BYTES.is_multiple_of(RECORD_ALIGN));

@@ -225,7 +225,7 @@ fn logged_load(db: &Database, from: u32, to: u32) -> (u32, Option<Error>) {
             {
                 let mut t = w.table("t")?;
                 for i in c..c + 10 {
-                    t.put(&i.to_be_bytes(), &[i as u8; 200])?;
+                    t.put(&i.to_be_bytes(), &common::noise(u64::from(i), 200))?;
                 }
             }
             let durable = (c / 10) % 4 == 0;
@@ -250,7 +250,11 @@ fn logged_prefix(db: &Database) -> u32 {
     let n = t.len().unwrap() as u32;
     for i in (0..n).step_by(7).chain(n.checked_sub(1)) {
         let v = t.get(&i.to_be_bytes()).unwrap();
-        assert_eq!(v, Some(&[i as u8; 200][..]), "key {i} of {n}");
+        assert_eq!(
+            v,
+            Some(&common::noise(u64::from(i), 200)[..]),
+            "key {i} of {n}"
+        );
     }
     assert!(t.get(&n.to_be_bytes()).unwrap().is_none());
     n

@@ -373,7 +373,7 @@ fn log_shrinks_to(log: &FaultStorage, bytes: u64) -> bool {
 fn large_puts(db: &Database, model: &mut Model, from: u32, count: u32, durability: Durability) {
     for i in from..from + count {
         let k = key(i);
-        let v = vec![(i % 251) as u8; 1000];
+        let v = common::noise(u64::from(i), 1000);
         let mut w = db.begin_write().unwrap();
         w.table("t").unwrap().put(&k, &v).unwrap();
         w.commit_with(durability).unwrap();

@@ -26,7 +26,7 @@ fn key(i: u32) -> Vec<u8> {
 }
 
 fn value(i: u32, round: u32) -> Vec<u8> {
-    format!("{round:04}-{i:08}-{}", "v".repeat(1000)).into_bytes()
+    common::noise(u64::from(round) << 32 | u64::from(i), 1014)
 }
 
 fn check(db: &Database, model: &BTreeMap<Vec<u8>, Vec<u8>>, what: &str) {

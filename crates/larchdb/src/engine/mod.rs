@@ -98,6 +98,11 @@ pub(crate) struct WriterState {
     /// encoded into; kept from one transaction to the next.
     pub(crate) batch: Batch,
     pub(crate) record: Vec<u8>,
+    /// The log record packed (`log::pack`), when it is; kept up to `PACKED_KEPT_BYTES`.
+    pub(crate) packed: Vec<u8>,
+    /// Commits left before the next try at packing a record, after one that did not pack
+    /// (`commit::logged::PACK_SKIP`).
+    pub(crate) pack_skip: u32,
     /// A logged commit's entry counts (table number, entries: `counts::CountLog`); kept
     /// from one commit to the next.
     pub(crate) counts: Vec<(u64, u64)>,

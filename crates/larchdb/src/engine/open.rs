@@ -424,6 +424,8 @@ fn writer_state(
         scratch: Default::default(),
         batch: Default::default(),
         record: Vec::new(),
+        packed: Vec::new(),
+        pack_skip: 0,
         counts: Vec::new(),
         checkpoint_position: log.map_or(0, |l| l.end()),
         checkpoint: None,

@@ -34,10 +34,28 @@ pub fn key5(i: u32) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
 }
 
-/// A 1000-byte value that differs with `i`: large records, so that the log fills fast.
+/// A 1000-byte value that differs with `i`: large records, so that the log fills fast (bytes
+/// that do not compress, so that its records are not packed smaller: `noise`).
 #[allow(dead_code)]
 pub fn value_1k(i: u32) -> Vec<u8> {
-    (0..1000).map(|j| (i as usize * 7 + j) as u8).collect()
+    noise(u64::from(i), 1000)
+}
+
+/// `len` bytes that differ with `seed` and do not compress (splitmix64's output): values for
+/// the tests that count on the log filling as fast as the values are large, since a commit
+/// record whose bytes compress is appended packed (`KIND_PACKED`).
+#[allow(dead_code)]
+pub fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0xD134_2543_DE82_EF95);
+    (0..len)
+        .map(|_| {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u8
+        })
+        .collect()
 }
 
 /// A table: its name, its properties and its entries.

@@ -13,6 +13,37 @@ pub(crate) struct Flush {
     pub(super) jumps: Vec<(usize, u64)>,
 }
 
+/// The least body a commit's record is packed from (`pack`): below it the bytes saved do not
+/// pay for the compressor's table, and one-put commits of small records stay as they were.
+pub(crate) const PACK_BYTES_MIN: usize = 256;
+
+/// Packs a commit's record body (`Batch::encode`) into `out` as a `KIND_PACKED` record's body:
+/// its length, then the body compressed as one LZ4 block. Returns whether the packed body is
+/// worth appending: an eighth smaller at least, from a body of `PACK_BYTES_MIN` or more
+/// (values that do not compress stay a `KIND_COMMIT` record).
+///
+/// Why: the log's room is counted in bytes, and what a round of the ring holds sets how many
+/// records each leaf takes at a checkpoint; a packed record leaves the ring room for more of
+/// them (docs/design/write-path.md, "Packed commits").
+pub(crate) fn pack(body: &[u8], out: &mut Vec<u8>) -> bool {
+    if body.len() < PACK_BYTES_MIN || body.len() > u32::MAX as usize {
+        return false;
+    }
+    out.clear();
+    out.resize(
+        PACKED_BLOCK_AT + lz4_flex::block::get_maximum_output_size(body.len()),
+        0,
+    );
+    out[..PACKED_BLOCK_AT].copy_from_slice(&(body.len() as u32).to_le_bytes());
+    match lz4_flex::block::compress_into(body, &mut out[PACKED_BLOCK_AT..]) {
+        Ok(n) if PACKED_BLOCK_AT + n <= body.len() - body.len() / 8 => {
+            out.truncate(PACKED_BLOCK_AT + n);
+            true
+        }
+        _ => false,
+    }
+}
+
 impl Log {
     /// Creates a log of `segments` segments of `segment_bytes` on an empty `storage`: its file
     /// header, written and synced, and its name synced; the file grows as records reach it

@@ -62,6 +62,8 @@ pub(crate) struct GroupLog {
     /// `Log::failed`, read without the lock (`failed`): set, under the lock, by every
     /// `GroupLog` call that can fail the log (a write or a sync).
     failed: std::sync::atomic::AtomicBool,
+    /// `Log::packed_allowed`, fixed by the file's version: read without the lock.
+    packed_allowed: bool,
 }
 
 pub(super) struct GroupState {
@@ -81,7 +83,9 @@ impl GroupLog {
         // (`close_tail`); a new log's start holds nothing.
         let synced = log.synced;
         let failed = log.failed;
+        let packed_allowed = log.packed_allowed;
         GroupLog {
+            packed_allowed,
             state: std::sync::Mutex::new(GroupState {
                 log,
                 leading: false,
@@ -265,6 +269,12 @@ impl GroupLog {
     /// Whether the log's version allows marks (`KIND_MARK`).
     pub(crate) fn marks_allowed(&self) -> bool {
         self.lock().log.marks_allowed
+    }
+
+    /// Whether the log's version allows packed commits (`KIND_PACKED`).
+    #[inline]
+    pub(crate) fn packed_allowed(&self) -> bool {
+        self.packed_allowed
     }
 
     /// Whether a write or sync of the log failed (every later commit fails). Without the

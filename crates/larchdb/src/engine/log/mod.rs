@@ -39,6 +39,7 @@ mod open;
 mod read;
 mod ring;
 
+pub(crate) use self::append::{pack, PACK_BYTES_MIN};
 pub(crate) use self::evidence::{Beyond, Expect, Shortfall};
 pub(crate) use self::file::Spawn;
 pub(crate) use self::group::{AppendFailed, GroupLog, Pressure};
@@ -209,6 +210,9 @@ pub(crate) struct Log {
     /// The file's version allows marks (`KIND_MARK`; an older build would read one as the
     /// end of the log).
     marks_allowed: bool,
+    /// The file's version allows packed commits (`KIND_PACKED`; an older build would read one
+    /// as the end of the log).
+    packed_allowed: bool,
     /// Reading back ends at a mark of a commit newer than this (the tree the records are
     /// replayed onto, for an open; `None`: marks are handed over like commits).
     marks_after: Option<u64>,
@@ -336,6 +340,7 @@ impl Log {
             jumps: Vec::new(),
             jumps_allowed: version > FILE_VERSION_NO_JUMPS,
             marks_allowed: version > FILE_VERSION_NO_MARKS,
+            packed_allowed: version > FILE_VERSION_NO_PACKED,
             marks_after: None,
             jump_flush: Vec::new(),
             end,

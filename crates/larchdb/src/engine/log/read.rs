@@ -304,7 +304,8 @@ impl Log {
         let size = aligned(RECORD_HEADER_BYTES as u64 + len);
         // Cheap rejections first (zeros, garbage): the body is read only for a plausible header.
         let known = matches!(kind, KIND_COMMIT | KIND_PAD)
-            || (kind == KIND_MARK && self.marks_allowed && len == 0);
+            || (kind == KIND_MARK && self.marks_allowed && len == 0)
+            || (kind == KIND_PACKED && self.packed_allowed);
         if !known || h[REC_KIND_AT + 1..REC_TXN_AT].iter().any(|&b| b != 0) || size > room {
             return Ok(None);
         }
@@ -312,6 +313,10 @@ impl Log {
         if get_u32(&h, REC_CRC_AT) != record_crc(position, &h, &body) {
             return Ok(None);
         }
+        let (kind, body) = match kind {
+            KIND_PACKED => (KIND_COMMIT, unpack(&body, position)?),
+            _ => (kind, body),
+        };
         let record = Record {
             position,
             kind,
@@ -419,5 +424,33 @@ impl Log {
             at += seg;
         }
         at.saturating_sub(from)
+    }
+}
+
+/// The body a packed commit's (`KIND_PACKED`) packs, read back as a `KIND_COMMIT` record's.
+/// The record passed its checksum, so a body that does not unpack to exactly the length it
+/// states was written so: `CorruptedLog`, never the log's end.
+fn unpack(packed: &[u8], position: u64) -> Result<Bytes> {
+    let bad = |reason: String| Error::CorruptedLog { position, reason };
+    let (Some(len), Some(block)) = (packed.get(..PACKED_BLOCK_AT), packed.get(PACKED_BLOCK_AT..))
+    else {
+        return Err(bad("packed commit: no unpacked length".into()));
+    };
+    let len = get_u32(len, 0) as usize;
+    // LZ4 expands a block at most 255 times: a stated length past that is damage, refused
+    // before anything is allocated for it.
+    if len > block.len().saturating_mul(255) {
+        return Err(bad(format!(
+            "packed commit: {len} bytes stated for a block of {}",
+            block.len()
+        )));
+    }
+    let mut body = vec![0u8; len];
+    match lz4_flex::block::decompress_into(block, &mut body) {
+        Ok(n) if n == len => Ok(Bytes::from(body)),
+        Ok(n) => Err(bad(format!(
+            "packed commit: {n} bytes unpacked, {len} stated"
+        ))),
+        Err(e) => Err(bad(format!("packed commit: {e}"))),
     }
 }

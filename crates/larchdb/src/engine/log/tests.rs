@@ -1346,3 +1346,72 @@ fn a_sliced_database_keeps_a_ring_of_a_few_checkpoints() {
     log.plan(0, SEG / 2, false, 0);
     assert_eq!(log.ring, 3);
 }
+
+/// A packed commit (`KIND_PACKED`) reads back as the commit it packs; a body that does not
+/// compress is not packed; a packed record whose block does not unpack to the length it
+/// states is damage the writer wrote (`CorruptedLog`), not the log's end; and a log of the
+/// version before packed commits reads one as no record.
+#[test]
+fn a_packed_commit_reads_back_as_the_commit_it_packs() {
+    let (s, a) = storage();
+    let mut log = Log::create(a, SEG, 4, 0).unwrap();
+    assert!(log.packed_allowed);
+    let mut packed = Vec::new();
+    // Too small to pack, and bytes that do not compress: plain commits.
+    assert!(!pack(&body(1, 100), &mut packed));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(14);
+    let noise: Vec<u8> = (0..4000).map(|_| rng.gen()).collect();
+    assert!(!pack(&noise, &mut packed));
+    let mut expected = Vec::new();
+    for txn in 1..=20u64 {
+        let b = body(txn, 1000 + txn as usize * 100);
+        assert!(pack(&b, &mut packed), "txn {txn}");
+        assert!(
+            packed.len() < b.len() / 2,
+            "txn {txn}: {} bytes",
+            packed.len()
+        );
+        let end = log.append(KIND_PACKED, txn, &packed).expect("room");
+        let size = aligned((RECORD_HEADER_BYTES + packed.len()) as u64);
+        expected.push(Record {
+            position: end - size,
+            kind: KIND_COMMIT,
+            txn,
+            body: b.into(),
+        });
+    }
+    log.sync().unwrap();
+    let (_, back) = reopen(s.contents(), 0).unwrap();
+    assert_eq!(back, expected);
+
+    // A block that states more bytes than it unpacks to, its checksum made to match.
+    let last = expected.last().unwrap().position;
+    let mut damaged = s.contents();
+    let at = log.offset(last) as usize;
+    let len = get_u32(&damaged[at..], REC_LEN_AT) as usize;
+    let body_at = at + RECORD_HEADER_BYTES;
+    let stated = get_u32(&damaged[body_at..], 0);
+    put_u32(&mut damaged[body_at..], 0, stated + 1);
+    let crc = record_crc(
+        last,
+        &damaged[at..at + RECORD_HEADER_BYTES],
+        &damaged[body_at..body_at + len],
+    );
+    put_u32(&mut damaged[at..], REC_CRC_AT, crc);
+    match reopen(damaged, 0) {
+        Err(Error::CorruptedLog { position, reason }) => {
+            assert_eq!(position, last);
+            assert!(reason.contains("packed commit"), "{reason}");
+        }
+        Err(e) => panic!("a damaged packed commit: {e}"),
+        Ok((_, back)) => panic!("a damaged packed commit read back {} records", back.len()),
+    }
+
+    // The version before packed commits: the first packed record ends the log.
+    let mut old = s.contents();
+    put_u32(&mut old, FILE_VERSION_AT, FILE_VERSION_NO_PACKED);
+    let crc = crc32c(&old[..FILE_CRC_AT]);
+    put_u32(&mut old, FILE_CRC_AT, crc);
+    let (log3, back) = reopen(old, 0).unwrap();
+    assert!(back.is_empty() && !log3.packed_allowed);
+}
