@@ -528,6 +528,10 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "logged_commits",
                 "commits that went to the write-ahead log only",
             ),
+            (
+                "packed_commits",
+                "of those, commits whose log record was packed (LZ4) while the log's room was short",
+            ),
             ("page_commits", "commits that wrote pages and a meta page"),
             (
                 "checkpoints",

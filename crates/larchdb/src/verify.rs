@@ -192,6 +192,11 @@ pub struct CommitStats {
     /// Commits that went to the write-ahead log and the overlay only
     /// ([`crate::Options::log`]), writing no page.
     pub logged_commits: u64,
+    /// Of those, commits whose log record was packed, compressed as one LZ4 block: a record
+    /// of 256 bytes or more that packs at least an eighth smaller, appended while the log's
+    /// room holds the writer back, or fills with no other writer waiting
+    /// (docs/design/write-path.md, "Packed commits").
+    pub packed_commits: u64,
     /// Commits that wrote pages and a meta page: every commit that wrote something on a handle
     /// without the log; with it, those that changed the catalog, were too large for the log,
     /// or were sequential loads that write their pages directly.

@@ -190,6 +190,7 @@ impl Engine for Larch {
         let c = self.db.commit_stats();
         vec![
             ("logged_commits", c.logged_commits),
+            ("packed_commits", c.packed_commits),
             ("page_commits", c.page_commits),
             ("checkpoints", c.checkpoints),
             ("checkpoint_slices", c.checkpoint_slices),

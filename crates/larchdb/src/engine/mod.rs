@@ -103,6 +103,9 @@ pub(crate) struct WriterState {
     /// Commits left before the next try at packing a record, after one that did not pack
     /// (`commit::logged::PACK_SKIP`).
     pub(crate) pack_skip: u32,
+    /// The transaction's commit record may be packed (`commit::logged::packing_pays`, asked
+    /// by `make_room` as the transaction starts).
+    pub(crate) pack_next: bool,
     /// A logged commit's entry counts (table number, entries: `counts::CountLog`); kept
     /// from one commit to the next.
     pub(crate) counts: Vec<(u64, u64)>,
@@ -224,6 +227,7 @@ pub(crate) struct Counters {
     pub(crate) logged_commits: AtomicU64,
     pub(crate) page_commits: AtomicU64,
     pub(crate) marked_commits: AtomicU64,
+    pub(crate) packed_commits: AtomicU64,
     pub(crate) marks_settled: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) checkpoint_slices: AtomicU64,
@@ -269,6 +273,7 @@ impl Shared {
             logged_commits: get(&c.logged_commits),
             page_commits: get(&c.page_commits),
             marked_commits: get(&c.marked_commits),
+            packed_commits: get(&c.packed_commits),
             marks_settled: get(&c.marks_settled),
             checkpoints: get(&c.checkpoints),
             checkpoint_slices: get(&c.checkpoint_slices),

@@ -426,6 +426,7 @@ fn writer_state(
         record: Vec::new(),
         packed: Vec::new(),
         pack_skip: 0,
+        pack_next: false,
         counts: Vec::new(),
         checkpoint_position: log.map_or(0, |l| l.end()),
         checkpoint: None,

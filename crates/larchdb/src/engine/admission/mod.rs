@@ -87,6 +87,10 @@ pub(crate) fn make_room<'a>(
     };
     // Read once for the check and the pacing where no checkpoint is due (most transactions).
     let p = pressure();
+    guard.pack_next = p.is_some_and(|p| {
+        let waiting = shared.writers_waiting.load(Ordering::Relaxed) > 0;
+        commit::packing_pays(p, guard.pacer.log_binds(), waiting)
+    });
     if !due(&guard, p) {
         hold_back(shared, &mut guard, p)?;
         return Ok(Some(guard));

@@ -76,6 +76,9 @@ pub(crate) struct Pacer {
     /// Another writer waits for the lock (`Shared::writers_waiting`): the shortest sleep is
     /// `SLEEP_MIN`, not `PACE_SLEEP_MIN`. Set before each `delay`.
     pub(crate) contended: bool,
+    /// At the last reading of the clock, the writer was held back by the rate the log's
+    /// room allows (not the memory's): it came before its time (`log_binds`).
+    log_binds: bool,
 }
 
 /// Which room bound the writer's step at a reading of the clock, and how much of it was left.
@@ -175,6 +178,8 @@ impl Pacer {
                         && (bytes as f64) * (memory_room as f64) >= (grown as f64) * (room as f64))
             }
         };
+        // The writer came before the time its rate allowed: the rate holds it back.
+        self.log_binds = log && self.until.is_some_and(|u| u > now);
         self.bound = Some(Bound {
             log,
             left: if log { room } else { memory_room },
@@ -185,6 +190,13 @@ impl Pacer {
         let sleep = (ahead >= self.sleep_min()).then(|| ahead.min(SLEEP_MAX));
         self.lead = ahead - sleep.unwrap_or_default();
         sleep
+    }
+
+    /// Whether the log's room held the writer back at the last reading of the clock: the
+    /// writer came before the time the room's rate allowed it, so fewer log bytes a
+    /// transaction would let it go faster (`commit::logged::packing_pays`).
+    pub(crate) fn log_binds(&self) -> bool {
+        self.log_binds
     }
 
     /// The shortest sleep: a debt under it is carried.
@@ -375,6 +387,41 @@ mod tests {
         );
         let until = p.until.unwrap() - later;
         assert!(close(until, Duration::from_micros(12_500)), "{until:?}");
+    }
+
+    #[test]
+    fn the_log_binds_a_writer_it_holds_back_and_no_other() {
+        let mut p = half_second();
+        let now = Instant::now();
+        p.delay(pressure(50 * MB, KEPT_40_LEFT), FREE, None, || now);
+        assert!(!p.log_binds());
+        // A 1 MB burst owes 12.5 ms: the first reading finds no earlier debt, the next, at
+        // the same moment, finds the writer ahead of its rate.
+        p.delay(pressure(51 * MB, KEPT_40_LEFT), FREE, None, || now);
+        assert!(!p.log_binds());
+        p.delay(pressure(52 * MB, KEPT_40_LEFT), FREE, None, || now);
+        assert!(p.log_binds());
+        // A second later the writer is behind its rate.
+        let later = now + Duration::from_secs(1);
+        p.delay(pressure(53 * MB, KEPT_40_LEFT), FREE, None, || later);
+        assert!(!p.log_binds());
+        // Held back by the overlays' memory, not the log's room: packing would not help.
+        let mut q = half_second();
+        let held = |held| Memory {
+            held,
+            start: 50 * MB,
+            stop: 100 * MB,
+        };
+        for i in 0..3 {
+            q.delay(
+                pressure(i * MB / 256, 5 * MB),
+                held(60 * MB + i * MB),
+                None,
+                || now,
+            );
+        }
+        assert!(q.until.is_some_and(|u| u > now));
+        assert!(!q.log_binds());
     }
 
     #[test]

@@ -3,14 +3,39 @@
 //! (`Immediate`, `finish_immediate`).
 
 use super::*;
-use crate::engine::log::{pack, PACK_BYTES_MIN};
+use crate::engine::log::{pack, Pressure, PACK_BYTES_MIN};
 use crate::engine::upper::slices::Slices;
+use crate::engine::Counters;
 use crate::layout::log::KIND_PACKED;
 
 /// Commits a record that did not pack smaller (`log::pack`) skips before the next try: values
 /// that do not compress cost a try every `PACK_SKIP` commits, not every commit. A 200K-record
 /// YCSB load of values that do not compress lost 7-13% trying each.
 const PACK_SKIP: u32 = 32;
+
+/// Without the pacing binding, a commit's record is packed only while the log holds more than
+/// `1 / PACK_KEPT_FRACTION` of its ring's room (`packing_pays`).
+const PACK_KEPT_FRACTION: u64 = 2;
+
+/// Whether the next commit's record is worth packing (decided by `make_room` as the
+/// transaction starts: `WriterState::pack_next`), the log being as `p` says; `log_binds`:
+/// the log's room held the writer back at the pacer's last reading (`Pacer::log_binds`);
+/// `waiting`: another writer waits for the write lock.
+///
+/// Packing costs the writer CPU under the write lock, the time of any writer waiting for it
+/// too, and gives back the log's room: fewer bytes a record, so less pacing, and more records
+/// each checkpoint merges. So a record is packed where the room holds the writer back, or
+/// where the log holds more than half its room and no other writer waits: the room will bind
+/// soon, and the packing costs no one else. Measured (docs/design/performance.md, "Packed
+/// commits"): YCSB's load, A and F kept the 1.4-1.6x packing every record gave them, and
+/// pmemkv's two-thread `fillseq` of 1 KB values, whose second thread's puts are not appends,
+/// went from 336-351K puts a second packing every record back to 480-570K (its checkpoints
+/// keep up, and each writer waited on the lock the other's packing held). Packing only where
+/// the pacing binds lost 16% of the load (the ring filled unpacked first); packing past half
+/// the room whoever waits, 456-471K on that `fillseq`.
+pub(crate) fn packing_pays(p: Pressure, log_binds: bool, waiting: bool) -> bool {
+    log_binds || (!waiting && p.room_left() < p.room / PACK_KEPT_FRACTION)
+}
 
 /// Capacity the writer's packed record (`WriterState::packed`) keeps from one commit to the
 /// next: a large transaction's does not stay for the handle's life.
@@ -86,6 +111,7 @@ pub(crate) fn commit_logged(
         record,
         packed,
         pack_skip,
+        pack_next,
         ..
     } = &mut *guard;
     batch.encode(
@@ -98,10 +124,11 @@ pub(crate) fn commit_logged(
     )?;
     // Appends at a table's end are merged by cheap sequential checkpoints that keep up with
     // the log: packing them would cost the writer's CPU and give the room nothing back (a
-    // one-put `fillseq` of 1 KB values lost 28%).
+    // one-put `fillseq` of 1 KB values lost 28%). Nor is a record packed while the log's room
+    // has no need of it (`packing_pays`).
     let appends = batch.appended() >= batch.len();
     let packs = match *pack_skip {
-        0 if !appends && log.packed_allowed() && record.len() >= PACK_BYTES_MIN => {
+        0 if *pack_next && !appends && log.packed_allowed() && record.len() >= PACK_BYTES_MIN => {
             let packs = pack(record, packed);
             if !packs {
                 *pack_skip = PACK_SKIP;
@@ -138,6 +165,9 @@ pub(crate) fn commit_logged(
         Err(AppendFailed::NoRoom(NoRoom::Grow(e))) => return Err(e),
         Err(AppendFailed::NoRoom(NoRoom::Full | NoRoom::TooLarge)) => return Ok(None),
     };
+    if packs {
+        Counters::add(&shared.counters.packed_commits);
+    }
     if !immediate && !write_now {
         let written = publish_pending(shared, guard).and_then(|()| log.write());
         if let Err(e) = written {

@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::layout::log::{KIND_COMMIT, KIND_MARK};
 use crate::options::Durability;
 use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
-pub(crate) use logged::{commit_logged, finish_immediate, publish_pending};
+pub(crate) use logged::{commit_logged, finish_immediate, packing_pays, publish_pending};
 pub(crate) use pages::{
     commit, durable_checkpoint_due, log_short, pinned_bytes_bound, publish_written, retire,
     write_commit, Written,
