@@ -29,10 +29,10 @@ const PACK_KEPT_FRACTION: u64 = 2;
 /// soon, and the packing costs no one else. Measured (docs/design/performance.md, "Packed
 /// commits"): YCSB's load, A and F kept the 1.4-1.6x packing every record gave them, and
 /// pmemkv's two-thread `fillseq` of 1 KB values, whose second thread's puts are not appends,
-/// went from 336-351K puts a second packing every record back to 480-570K (its checkpoints
+/// went from 336-351K puts a second packing every record back to 486-509K (its checkpoints
 /// keep up, and each writer waited on the lock the other's packing held). Packing only where
-/// the pacing binds lost 16% of the load (the ring filled unpacked first); packing past half
-/// the room whoever waits, 456-471K on that `fillseq`.
+/// the pacing binds lost a sixth of the load (the ring filled unpacked first); packing past
+/// half the room whoever waits made 456-471K on that `fillseq`.
 pub(crate) fn packing_pays(p: Pressure, log_binds: bool, waiting: bool) -> bool {
     log_binds || (!waiting && p.room_left() < p.room / PACK_KEPT_FRACTION)
 }
