@@ -144,6 +144,7 @@ impl<'t> Upper<'t> {
                 .map(|o| o.scan(self.table, self.txn, s, e, reverse)),
             heads: [None; 3],
             best: None,
+            sole: None,
             started: false,
             reverse,
         }
@@ -163,6 +164,9 @@ pub(super) struct UpperScan<'t> {
     heads: [Option<Visible<'t>>; 3],
     /// `peek`'s answer, kept until `advance` moves a layer on.
     best: Option<Option<Visible<'t>>>,
+    /// The one layer with keys left, once every other has none (a layer that has none never
+    /// has more): `peek` and `advance` then take its keys with no merge.
+    sole: Option<usize>,
     started: bool,
     reverse: bool,
 }
@@ -205,8 +209,16 @@ impl<'t> UpperScan<'t> {
                 self.heads[layer] = self.pull(layer);
             }
         }
+        if let Some(layer) = self.sole {
+            return self.heads[layer];
+        }
         if let Some(best) = self.best {
             return best;
+        }
+        let mut live = self.heads.iter().enumerate().filter(|(_, h)| h.is_some());
+        if let (Some((layer, _)), None) = (live.next(), live.next()) {
+            self.sole = Some(layer);
+            return self.heads[layer];
         }
         let mut best: Option<Visible<'t>> = None;
         // Newest layer first: a key in two layers keeps the first one met.
@@ -229,6 +241,10 @@ impl<'t> UpperScan<'t> {
 
     /// Takes key `key` (the one `peek` returned) from every layer that has it.
     pub(super) fn advance(&mut self, key: &[u8]) {
+        if let Some(layer) = self.sole {
+            self.heads[layer] = self.pull(layer);
+            return;
+        }
         self.best = None;
         for layer in 0..self.heads.len() {
             if self.heads[layer].is_some_and(|(k, _)| btree::node::compare_keys(k, key).is_eq()) {
