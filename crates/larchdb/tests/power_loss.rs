@@ -160,9 +160,10 @@ fn step(db: &Database, rng: &mut rand::rngs::StdRng, txn: usize, tally: &mut Tal
                     };
                     // Every fourth transaction's values compress, the others' do not, so
                     // that the log fills fast enough for the checkpoints the sweeps count on.
-                    // The writer tries packing again 32 commits after a record that did not
-                    // pack, so few of its records are packed (`KIND_PACKED`): the log's unit
-                    // tests cover packed records themselves.
+                    // Few or none of its records are packed (`KIND_PACKED`): only once the
+                    // log holds more than half its room, and only every 32 commits after a
+                    // record that did not pack. tests/packed_commits.rs and the log's unit
+                    // tests cover packed records.
                     let value: Vec<u8> = match txn % 4 {
                         0 => (0..len).map(|i| (i + txn) as u8).collect(),
                         _ => common::noise(txn as u64, len),

@@ -208,17 +208,13 @@ impl<'t> UpperScan<'t> {
             for layer in 0..self.heads.len() {
                 self.heads[layer] = self.pull(layer);
             }
+            self.note_sole();
         }
         if let Some(layer) = self.sole {
             return self.heads[layer];
         }
         if let Some(best) = self.best {
             return best;
-        }
-        let mut live = self.heads.iter().enumerate().filter(|(_, h)| h.is_some());
-        if let (Some((layer, _)), None) = (live.next(), live.next()) {
-            self.sole = Some(layer);
-            return self.heads[layer];
         }
         let mut best: Option<Visible<'t>> = None;
         // Newest layer first: a key in two layers keeps the first one met.
@@ -246,10 +242,24 @@ impl<'t> UpperScan<'t> {
             return;
         }
         self.best = None;
+        let mut ran_out = false;
         for layer in 0..self.heads.len() {
             if self.heads[layer].is_some_and(|(k, _)| btree::node::compare_keys(k, key).is_eq()) {
                 self.heads[layer] = self.pull(layer);
+                ran_out |= self.heads[layer].is_none();
             }
+        }
+        if ran_out {
+            self.note_sole();
+        }
+    }
+
+    /// Sets `sole` where one layer alone has keys left: at the start, and each time a layer
+    /// runs out, not at every step.
+    fn note_sole(&mut self) {
+        let mut live = self.heads.iter().enumerate().filter(|(_, h)| h.is_some());
+        if let (Some((layer, _)), None) = (live.next(), live.next()) {
+            self.sole = Some(layer);
         }
     }
 }
