@@ -55,8 +55,8 @@ use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// A debt shorter than this is carried to the next transaction rather than slept: the shares'
-/// debts, and the pacing's while another writer waits for the lock (alone, the pacing's
-/// shortest sleep is `pace::PACE_SLEEP_MIN`).
+/// debts, and the pacing's while another writer waits for the lock or readers read beside
+/// the writer (otherwise the pacing's shortest sleep is `pace::PACE_SLEEP_MIN`).
 const SLEEP_MIN: Duration = Duration::from_micros(200);
 /// The longest a transaction sleeps; a larger debt is slept by the next ones.
 const SLEEP_MAX: Duration = Duration::from_millis(4);
@@ -166,7 +166,8 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
         .pacer
         .device
         .before_write(readers, &shared.counters.background_faults);
-    guard.pacer.contended = shared.writers_waiting.load(Ordering::Relaxed) > 0;
+    guard.pacer.contended =
+        shared.writers_waiting.load(Ordering::Relaxed) > 0 || guard.pacer.device.readers_beside();
     let paced = guard
         .pacer
         .delay(p, budget::memory(shared), started, Instant::now);

@@ -10,9 +10,9 @@
 //! checkpoints' rate (a paced writer makes smaller checkpoints, which merge fewer records per
 //! leaf and so drain more slowly: pacing by their rate slowed the writer further each time,
 //! measured). The writer sleeps its debt in steps of `PACE_SLEEP_MIN` (`SLEEP_MIN` while
-//! another writer waits for the lock) to `SLEEP_MAX`, under the write lock, so
-//! that the rate bounds every writer together, as RocksDB's write controller does
-//! (`delayed_write_rate`). A debt is owed at the rate of the room it was run up against: once a
+//! another writer waits for the lock or readers read beside it) to `SLEEP_MAX`, under the
+//! write lock, so that the rate bounds every writer together, as RocksDB's write controller
+//! does (`delayed_write_rate`). A debt is owed at the rate of the room it was run up against: once a
 //! checkpoint gives that room back, what is left of it shrinks in proportion (`rebase`).
 
 use super::share::{Share, WriterDevice};
@@ -26,15 +26,17 @@ use std::time::{Duration, Instant};
 /// again (tupl beyond memory, 10-37 stops in 30 s, its slowest operation 0.4-0.5 s).
 const PACE_HORIZON: f64 = 1.0;
 /// A pacing debt shorter than this is carried to the next transaction rather than slept,
-/// while no other writer waits for the lock (`SLEEP_MIN` while one does). A sleep takes about
-/// the thread's timer slack (50 us by default) longer than asked (sleeps of 20 us took
-/// 64-128 us), and each one is an operation's latency: YCSB A and F with one client at 200K
-/// records of 1 KB, the writer paced for a third of its time, had their updates' P99 at
-/// 308-387 us with 200 us and
-/// 153-278 us with 50 us, for the same operations a second and 2x the voluntary context
-/// switches. With four clients waiting on the lock, the shorter sleeps cut the P99 by a fifth
-/// and A's operations by an eighth (medians of seven pairs, 72K against 82K a second: more
-/// sleeps the waiting clients wake behind).
+/// while no other writer waits for the lock and no reader reads beside the writer
+/// (`SLEEP_MIN` otherwise). A sleep takes about the thread's timer slack (50 us by default)
+/// longer than asked (sleeps of 20 us took 64-128 us), and each one is an operation's
+/// latency: YCSB A and F with one client at 200K records of 1 KB, the writer paced for a third
+/// of its time, had their updates' P99 at 308-387 us with 200 us and 153-278 us with 50 us,
+/// for the same operations a second and 2x the voluntary context switches. With four clients
+/// waiting on the lock, the shorter sleeps cut the P99 by a fifth and A's operations by an
+/// eighth (medians of seven pairs, 72K against 82K a second: more sleeps the waiting clients
+/// wake behind). Beside readers on other threads, each sleep is a switch that hands the core
+/// to a reader: seed 001's writer beside 2 and 4 readers made 2x the voluntary switches with
+/// 50 us and no more updates.
 const PACE_SLEEP_MIN: Duration = Duration::from_micros(50);
 /// Each checkpoint's duration counts for this share of the average.
 const DURATION_WEIGHT: f64 = 0.5;
@@ -73,8 +75,10 @@ pub(crate) struct Pacer {
     pub(crate) share: Share,
     /// The writer's share of the device beside readers that wait on it (`WriterDevice`).
     pub(crate) device: WriterDevice,
-    /// Another writer waits for the lock (`Shared::writers_waiting`): the shortest sleep is
-    /// `SLEEP_MIN`, not `PACE_SLEEP_MIN`. Set before each `delay`.
+    /// Another writer waits for the lock (`Shared::writers_waiting`), or read transactions
+    /// were open on other threads at the device share's last reading
+    /// (`WriterDevice::readers_beside`): the shortest sleep is `SLEEP_MIN`, not
+    /// `PACE_SLEEP_MIN`. Set before each `delay`.
     pub(crate) contended: bool,
     /// At the last reading of the clock, the writer was held back by the rate the log's
     /// room allows (not the memory's): it came before its time (`log_binds`).

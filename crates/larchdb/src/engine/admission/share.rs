@@ -255,6 +255,8 @@ pub(crate) struct WriterDevice {
     /// Slept for admission since the last reading (not work).
     slept: Duration,
     debt: Debt,
+    /// Read transactions were open on other threads at the last reading.
+    readers: bool,
 }
 
 /// One reading of the fault counts (`WriterDevice`).
@@ -282,7 +284,8 @@ impl WriterDevice {
         // The counts only beside readers: without them nothing is owed, and the two
         // `getrusage` calls were about 2.5% of a one-put load's writer.
         let counts = || (major_faults(Who::Thread), usage(Who::Process));
-        let (Some(own), Some((all, cpu))) = (if readers() { counts() } else { (None, None) })
+        self.readers = readers();
+        let (Some(own), Some((all, cpu))) = (if self.readers { counts() } else { (None, None) })
         else {
             self.last = None;
             self.debt = Debt::default();
@@ -299,6 +302,12 @@ impl WriterDevice {
             self.read(last, now, probe().cores);
         }
         self.slept = Duration::ZERO;
+    }
+
+    /// Whether read transactions were open on other threads than the writer's at the last
+    /// reading (one write transaction in `WRITER_READ_EVERY`).
+    pub(super) fn readers_beside(&self) -> bool {
+        self.readers
     }
 
     /// The owing part of `before_write`, between readings `last` and `now`, on `cores`: owes
@@ -575,9 +584,18 @@ mod tests {
         }
         assert_eq!(asked.get(), 3);
         assert!(w.last.is_none(), "no reading without readers");
+        assert!(!w.readers_beside());
         w.before_write(|| true, &background);
         let readable = major_faults(Who::Process).is_some();
         assert_eq!(w.last.is_some(), readable);
+        assert!(w.readers_beside(), "the readers seen at the last reading");
+        // Kept until the next reading, then cleared with the readers gone.
+        for _ in 0..WRITER_READ_EVERY - 1 {
+            w.before_write(|| false, &background);
+            assert!(w.readers_beside());
+        }
+        w.before_write(|| false, &background);
+        assert!(!w.readers_beside());
     }
 
     #[test]
