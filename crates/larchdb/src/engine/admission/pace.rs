@@ -12,8 +12,9 @@
 //! measured). The writer sleeps its debt in steps of `PACE_SLEEP_MIN` (`SLEEP_MIN` while
 //! another writer waits for the lock or readers read beside it) to `SLEEP_MAX`, under the
 //! write lock, so that the rate bounds every writer together, as RocksDB's write controller
-//! does (`delayed_write_rate`). A debt is owed at the rate of the room it was run up against: once a
-//! checkpoint gives that room back, what is left of it shrinks in proportion (`rebase`).
+//! does (`delayed_write_rate`). A debt is owed at the rate of the room it was run up against:
+//! once a checkpoint gives that room back, what is left of it shrinks in proportion
+//! (`rebase`).
 
 use super::share::{Share, WriterDevice};
 use super::{reserve, SLEEP_MAX, SLEEP_MIN};
