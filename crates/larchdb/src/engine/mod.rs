@@ -174,6 +174,9 @@ pub(crate) struct Shared {
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
     /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
+    /// The writer asleep for admission under the write lock, woken by a thread that comes to
+    /// wait for the lock (`lock_writer`).
+    pub(crate) share_sleeper: admission::ShareSleeper,
     /// The thread (`readers::reader_thread`) whose write transaction is open, or 0: a second
     /// `begin_write` on that thread is refused rather than waiting for itself
     /// (`txn::ThisThreadWrites`).
@@ -303,6 +306,7 @@ impl Shared {
             return guard;
         }
         self.writers_waiting.fetch_add(1, Ordering::Relaxed);
+        self.share_sleeper.writer_waits();
         let guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         self.writers_waiting.fetch_sub(1, Ordering::Relaxed);
         guard

@@ -28,8 +28,10 @@
 //!    the log, and the memory left before the budget's stop, must last as long as a checkpoint
 //!    takes), beside readers while more threads can run than there are cores, the CPU time
 //!    the running checkpoint used, and beside readers that wait on the device, its share of
-//!    the device (`share.rs`: `Share`, `WriterDevice`). A share's sleep ends early once
-//!    another thread waits for the write lock (`share_sleep`).
+//!    the device (`share.rs`: `Share`, `WriterDevice`). All of it is one sleep (`sleep`),
+//!    whose share part ends as soon as another thread comes to wait for the write lock
+//!    (`ShareSleeper`). A debt under the shortest sleep for the writer's company
+//!    (`Company`) is carried to the next transaction.
 //!
 //! The checkpoint's own priority is admission's too (`share::checkpoint_nice`): beside
 //! readers it runs `CHECKPOINT_NICE_BESIDE_READERS` nice steps below the application's
@@ -51,18 +53,79 @@ use crate::engine::log::Pressure;
 use crate::error::Result;
 use crate::options::Durability;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// A debt shorter than this is carried to the next transaction rather than slept: the shares'
-/// debts, and the pacing's while another writer waits for the lock or readers read beside
-/// the writer (otherwise the pacing's shortest sleep is `pace::PACE_SLEEP_MIN`).
+/// A debt shorter than this is carried to the next transaction rather than slept while
+/// another writer waits for the lock, and the shares' debts of a writer alone
+/// (`Company::pace_min`, `Company::share_min`).
 const SLEEP_MIN: Duration = Duration::from_micros(200);
+/// The same beside readers on other threads with no writer waiting: each sleep hands the
+/// core to a reader and takes it back, two switches for the same time slept whatever its
+/// length. Seed 001's table at 10M records beside 1, 2 and 4 readers (the inmem suite's
+/// step, three runs of each, docs/design/performance.md, "The writer's sleeps beside
+/// readers"): with 200 us, and the share's sleep looking for waiting writers every 250 us,
+/// the process made 33.1-36.3K / 30.0-35.4K / 29.3-32.3K voluntary switches in 15 s; with
+/// 1 ms, and one wait, 17.0-17.3K / 14.5-17.7K / 12.0-15.7K, the readers and the writer
+/// within their runs' spread, and the writer's P99 at 2 and 4 readers 6-13 us against
+/// 275-281 us, fewer of its transactions sleeping.
+const READERS_SLEEP_MIN: Duration = Duration::from_millis(1);
 /// The longest a transaction sleeps; a larger debt is slept by the next ones.
 const SLEEP_MAX: Duration = Duration::from_millis(4);
-/// The steps a sleep for the readers' share is taken in, each followed by a look at whether a
-/// writer waits for the lock (`share_sleep`).
-const SHARE_STEP: Duration = Duration::from_micros(250);
+
+/// Whom the writer's sleeps give way to, read before each transaction's sleep (`hold_back`):
+/// the shortest sleep follows from it (`pace_min`, `share_min`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Company {
+    /// No reader on another thread, no writer waiting: the pacing's sleeps serve only the
+    /// log's room and the memory, and short ones keep the writer's latency low.
+    #[default]
+    Alone,
+    /// Read transactions were open on other threads at the device share's last reading
+    /// (`WriterDevice::readers_beside`), and no writer waits.
+    Readers,
+    /// Another writer waits for the lock.
+    Writers,
+}
+
+impl Company {
+    /// The shortest pacing sleep: `PACE_SLEEP_MIN` alone, `READERS_SLEEP_MIN` beside
+    /// readers, `SLEEP_MIN` while a writer waits.
+    fn pace_min(self) -> Duration {
+        match self {
+            Company::Alone => pace::PACE_SLEEP_MIN,
+            Company::Readers => READERS_SLEEP_MIN,
+            Company::Writers => SLEEP_MIN,
+        }
+    }
+
+    /// The shortest sleep for a share's debt: as the pacing's, and never under `SLEEP_MIN`.
+    fn share_min(self) -> Duration {
+        self.pace_min().max(SLEEP_MIN)
+    }
+}
+
+/// The writer asleep in `sleep`, if any, under the write lock: a thread that comes to wait
+/// for the lock wakes it (`Shared::lock_writer`), and the share part of its sleep ends then,
+/// not at its next look. A condition variable, not the thread's park token, which the
+/// application's own code may use.
+#[derive(Default)]
+pub(crate) struct ShareSleeper {
+    asleep: Mutex<bool>,
+    wake: Condvar,
+}
+
+impl ShareSleeper {
+    /// A thread came to wait for the write lock (after counting itself in
+    /// `writers_waiting`): wakes the writer asleep for a share, if one is.
+    pub(crate) fn writer_waits(&self) {
+        let asleep = self.asleep.lock().unwrap_or_else(|e| e.into_inner());
+        if *asleep {
+            self.wake.notify_one();
+        }
+    }
+}
+
 /// The segments a log needs for a reserve to be kept: in a log of two the reserve would be
 /// half of it, and a commit that finds it full writes pages instead
 /// (`Txn::route`), as it was built for.
@@ -166,18 +229,27 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
         .pacer
         .device
         .before_write(readers, &shared.counters.background_faults);
-    guard.pacer.contended =
-        shared.writers_waiting.load(Ordering::Relaxed) > 0 || guard.pacer.device.readers_beside();
+    let company = if shared.writers_waiting.load(Ordering::Relaxed) > 0 {
+        Company::Writers
+    } else if guard.pacer.device.readers_beside() {
+        Company::Readers
+    } else {
+        Company::Alone
+    };
+    guard.pacer.company = company;
     let paced = guard
         .pacer
         .delay(p, budget::memory(shared), started, Instant::now);
-    let owed = guard.pacer.share.sleep();
-    let device = guard.pacer.device.sleep();
+    let owed = guard.pacer.share.sleep(company.share_min());
+    let device = guard.pacer.device.sleep(company.share_min());
     if paced.is_some() || owed.is_some() || device.is_some() {
         let [paced, owed, device] = [paced, owed, device].map(Option::unwrap_or_default);
-        // The pacing is slept whole: the log's room needs it whoever writes next.
-        std::thread::sleep(paced);
-        let shared_for = share_sleep(&shared.writers_waiting, owed + device);
+        let shared_for = sleep(
+            &shared.writers_waiting,
+            &shared.share_sleeper,
+            paced,
+            owed + device,
+        );
         guard.pacer.device.slept(paced + shared_for);
         let c = &shared.counters;
         c.paced_micros.fetch_add(micros(paced), Ordering::Relaxed);
@@ -187,25 +259,43 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
     Ok(())
 }
 
-/// Sleeps up to `owed` for the readers' share (the CPU share and the device's), in steps of
-/// `SHARE_STEP`, and stops early, giving the rest of the debt up, once another thread waits
-/// for the write lock: that thread is a writer, and a sleep under the lock keeps it from
-/// working without giving a reader anything. Beside one writer (readers and a writer, as in
-/// readwhilewriting) nobody waits for the lock, and the whole debt is slept. Where the
-/// application's threads both read and write (YCSB's clients), the threads a sleep would yield
-/// to come to wait for the lock one after the other until none runs: YCSB A with 4 clients on
-/// 2 cores at 200K records used 129% of the CPU, and its writers slept 1.2 s of every 3 s
-/// for the share, holding the lock. Returns the time slept.
-fn share_sleep(writers_waiting: &AtomicUsize, owed: Duration) -> Duration {
+/// Sleeps `paced` whole (the log's room needs it whoever writes next), then up to `owed` for
+/// the readers' share (the CPU share and the device's), in one sleep: the share part ends
+/// early, giving the rest of the debt up, once another thread waits for the write lock (it
+/// wakes the sleeper: `ShareSleeper::writer_waits`): that thread is a writer, and a sleep
+/// under the lock keeps it from working without giving a reader anything. Beside one writer
+/// (readers and a writer, as in readwhilewriting) nobody waits for the lock, and the whole
+/// debt is slept. Where the application's threads both read and write (YCSB's clients), the
+/// threads a sleep would yield to come to wait for the lock one after the other until none
+/// runs: YCSB A with 4 clients on 2 cores at 200K records used 129% of the CPU, and its
+/// writers slept 1.2 s of every 3 s for the share, holding the lock. Returns the time slept
+/// for the share.
+fn sleep(
+    writers_waiting: &AtomicUsize,
+    sleeper: &ShareSleeper,
+    paced: Duration,
+    owed: Duration,
+) -> Duration {
     let start = Instant::now();
-    loop {
+    let mut asleep = sleeper.asleep.lock().unwrap_or_else(|e| e.into_inner());
+    *asleep = true;
+    let slept = loop {
         let slept = start.elapsed();
-        let left = owed.saturating_sub(slept);
-        if left.is_zero() || writers_waiting.load(Ordering::Relaxed) > 0 {
-            return slept.min(owed);
+        // Read under the sleeper's lock, which a waiting writer takes after counting itself:
+        // a writer counted after this reading wakes the wait below.
+        let waiting = writers_waiting.load(Ordering::Relaxed) > 0;
+        let end = if waiting { paced } else { paced + owed };
+        if slept >= end {
+            break slept;
         }
-        std::thread::sleep(left.min(SHARE_STEP));
-    }
+        asleep = sleeper
+            .wake
+            .wait_timeout(asleep, end - slept)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    };
+    *asleep = false;
+    slept.saturating_sub(paced).min(owed)
 }
 
 /// The room kept for the next transaction's record: an eighth of a segment, in a log large
@@ -256,28 +346,36 @@ mod tests {
     #[test]
     fn a_share_sleep_ends_when_a_writer_waits() {
         let waiting = AtomicUsize::new(1);
+        let sleeper = ShareSleeper::default();
+        let ms = Duration::from_millis;
         let owed = Duration::from_secs(60);
         assert!(
-            share_sleep(&waiting, owed) < owed,
+            sleep(&waiting, &sleeper, Duration::ZERO, owed) < ms(1),
             "a writer waits: the debt given up"
         );
+        let start = Instant::now();
+        assert!(sleep(&waiting, &sleeper, ms(2), owed) < ms(1));
+        assert!(start.elapsed() >= ms(2), "the pacing slept whole");
         waiting.store(0, Ordering::Relaxed);
-        let owed = 2 * SHARE_STEP + Duration::from_micros(10);
+        let start = Instant::now();
         assert_eq!(
-            share_sleep(&waiting, owed),
-            owed,
-            "slept whole, capped at the debt"
+            sleep(&waiting, &sleeper, ms(1), ms(2)),
+            ms(2),
+            "slept whole, the share capped at the debt"
         );
+        assert!(start.elapsed() >= ms(3));
+        assert!(!*sleeper.asleep.lock().unwrap());
         std::thread::scope(|s| {
             s.spawn(|| {
-                std::thread::sleep(SHARE_STEP);
+                // As `Shared::lock_writer`: counted, then the sleeper woken.
+                while !*sleeper.asleep.lock().unwrap() {
+                    std::thread::yield_now();
+                }
                 waiting.store(1, Ordering::Relaxed);
+                sleeper.writer_waits();
             });
-            let slept = share_sleep(&waiting, Duration::from_secs(60));
-            assert!(
-                slept < Duration::from_secs(60),
-                "stopped when a writer came to wait"
-            );
+            let slept = sleep(&waiting, &sleeper, Duration::ZERO, owed);
+            assert!(slept < owed, "woken when a writer came to wait");
         });
     }
 }

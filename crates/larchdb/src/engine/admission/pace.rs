@@ -9,15 +9,15 @@
 //! near full and falls to nothing at the stop; and it is derived from a time, not from the
 //! checkpoints' rate (a paced writer makes smaller checkpoints, which merge fewer records per
 //! leaf and so drain more slowly: pacing by their rate slowed the writer further each time,
-//! measured). The writer sleeps its debt in steps of `PACE_SLEEP_MIN` (`SLEEP_MIN` while
-//! another writer waits for the lock or readers read beside it) to `SLEEP_MAX`, under the
+//! measured). The writer sleeps its debt in steps of `PACE_SLEEP_MIN` (longer beside readers
+//! or while another writer waits for the lock: `Company::pace_min`) to `SLEEP_MAX`, under the
 //! write lock, so that the rate bounds every writer together, as RocksDB's write controller
 //! does (`delayed_write_rate`). A debt is owed at the rate of the room it was run up against:
 //! once a checkpoint gives that room back, what is left of it shrinks in proportion
 //! (`rebase`).
 
 use super::share::{Share, WriterDevice};
-use super::{reserve, SLEEP_MAX, SLEEP_MIN};
+use super::{reserve, Company, SLEEP_MAX};
 use crate::engine::log::Pressure;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 const PACE_HORIZON: f64 = 1.0;
 /// A pacing debt shorter than this is carried to the next transaction rather than slept,
 /// while no other writer waits for the lock and no reader reads beside the writer
-/// (`SLEEP_MIN` otherwise). A sleep takes about the thread's timer slack (50 us by default)
+/// (`Company::pace_min` otherwise). A sleep takes about the thread's timer slack (50 us by default)
 /// longer than asked (sleeps of 20 us took 64-128 us), and each one is an operation's
 /// latency: YCSB A and F with one client at 200K records of 1 KB, the writer paced for a third
 /// of its time, had their updates' P99 at 308-387 us with 200 us and 153-278 us with 50 us,
@@ -38,7 +38,7 @@ const PACE_HORIZON: f64 = 1.0;
 /// wake behind). Beside readers on other threads, each sleep is a switch that hands the core
 /// to a reader: seed 001's writer beside 2 and 4 readers made 2x the voluntary switches with
 /// 50 us and no more updates.
-const PACE_SLEEP_MIN: Duration = Duration::from_micros(50);
+pub(super) const PACE_SLEEP_MIN: Duration = Duration::from_micros(50);
 /// Each checkpoint's duration counts for this share of the average.
 const DURATION_WEIGHT: f64 = 0.5;
 
@@ -76,11 +76,9 @@ pub(crate) struct Pacer {
     pub(crate) share: Share,
     /// The writer's share of the device beside readers that wait on it (`WriterDevice`).
     pub(crate) device: WriterDevice,
-    /// Another writer waits for the lock (`Shared::writers_waiting`), or read transactions
-    /// were open on other threads at the device share's last reading
-    /// (`WriterDevice::readers_beside`): the shortest sleep is `SLEEP_MIN`, not
-    /// `PACE_SLEEP_MIN`. Set before each `delay`.
-    pub(crate) contended: bool,
+    /// Whom the writer's sleeps give way to, which sets the shortest (`Company::pace_min`).
+    /// Set before each `delay`.
+    pub(crate) company: Company,
     /// At the last reading of the clock, the writer was held back by the rate the log's
     /// room allows (not the memory's): it came before its time (`log_binds`).
     log_binds: bool,
@@ -206,11 +204,7 @@ impl Pacer {
 
     /// The shortest sleep: a debt under it is carried.
     fn sleep_min(&self) -> Duration {
-        if self.contended {
-            SLEEP_MIN
-        } else {
-            PACE_SLEEP_MIN
-        }
+        self.company.pace_min()
     }
 
     /// Shrinks the debt (how far `until` is ahead of `now`) in proportion to the room that
@@ -360,21 +354,28 @@ mod tests {
     }
 
     #[test]
-    fn the_shortest_sleep_is_longer_while_another_writer_waits() {
-        // 93.75 MB left past the reserve, checkpoints of 0.5 s: 16 KB owes 83 us, slept alone
-        // and carried while another writer waits for the lock.
+    fn the_shortest_sleep_follows_the_writers_company() {
+        // 93.75 MB left past the reserve, checkpoints of 0.5 s: 16 KB owes 83 us, 64 KB
+        // 333 us. Alone both are slept; while another writer waits for the lock the first is
+        // carried; beside readers both are.
         let now = Instant::now();
-        let owed = Duration::from_secs_f64(1.0 / 64.0 / 187.5);
-        for contended in [false, true] {
-            let mut p = half_second();
-            p.contended = contended;
-            p.delay(pressure(0, 5 * MB), FREE, None, || now);
-            let slept = p.delay(pressure(MB / 64, 5 * MB), FREE, None, || now);
-            if contended {
-                assert_eq!(slept, None);
-                assert!(close(p.lead, owed), "{:?}", p.lead);
-            } else {
-                assert!(close(slept.unwrap(), owed), "{slept:?}");
+        for (company, sleeps) in [
+            (Company::Alone, [true, true]),
+            (Company::Writers, [false, true]),
+            (Company::Readers, [false, false]),
+        ] {
+            for (bytes, sleeps) in [MB / 64, MB / 16].into_iter().zip(sleeps) {
+                let owed = Duration::from_secs_f64(bytes as f64 / MB as f64 / 187.5);
+                let mut p = half_second();
+                p.company = company;
+                p.delay(pressure(0, 5 * MB), FREE, None, || now);
+                let slept = p.delay(pressure(bytes, 5 * MB), FREE, None, || now);
+                if sleeps {
+                    assert!(close(slept.unwrap(), owed), "{company:?} {slept:?}");
+                } else {
+                    assert_eq!(slept, None, "{company:?}");
+                    assert!(close(p.lead, owed), "{company:?} {:?}", p.lead);
+                }
             }
         }
     }

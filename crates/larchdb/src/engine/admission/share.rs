@@ -11,7 +11,7 @@
 //! the share it would have with no spare core. Elsewhere, or where the file cannot be read, the
 //! cores read as not contended: nothing changes from a handle without the share.
 
-use super::{SLEEP_MAX, SLEEP_MIN};
+use super::SLEEP_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -46,7 +46,8 @@ const SHARE_READ_EVERY: u32 = 256;
 const SHARE_DEBT_MAX: Duration = Duration::from_millis(100);
 
 /// Time the writer owes and has not slept yet (the CPU share's and the device's): capped at
-/// `SHARE_DEBT_MAX`, slept `SLEEP_MIN` to `SLEEP_MAX` a transaction.
+/// `SHARE_DEBT_MAX`, slept from the shortest sleep for the writer's company
+/// (`Company::share_min`) to `SLEEP_MAX` a transaction.
 #[derive(Default)]
 struct Debt(Duration);
 
@@ -55,9 +56,9 @@ impl Debt {
         self.0 = (self.0 + d).min(SHARE_DEBT_MAX);
     }
 
-    /// The sleep owed before this transaction, if it is worth one, taken off the debt.
-    fn take(&mut self) -> Option<Duration> {
-        (self.0 >= SLEEP_MIN).then(|| {
+    /// The sleep owed before this transaction, if it is at least `min`, taken off the debt.
+    fn take(&mut self, min: Duration) -> Option<Duration> {
+        (self.0 >= min).then(|| {
             let s = self.0.min(SLEEP_MAX);
             self.0 -= s;
             s
@@ -129,9 +130,9 @@ impl Share {
         self.debt.owe(used);
     }
 
-    /// The sleep owed before this transaction, if it is worth one, taken off the debt.
-    pub(super) fn sleep(&mut self) -> Option<Duration> {
-        self.debt.take()
+    /// The sleep owed before this transaction, if it is at least `min`, taken off the debt.
+    pub(super) fn sleep(&mut self, min: Duration) -> Option<Duration> {
+        self.debt.take(min)
     }
 }
 
@@ -336,9 +337,9 @@ impl WriterDevice {
         self.slept += d;
     }
 
-    /// The sleep owed before this transaction, if it is worth one, taken off the debt.
-    pub(super) fn sleep(&mut self) -> Option<Duration> {
-        self.debt.take()
+    /// The sleep owed before this transaction, if it is at least `min`, taken off the debt.
+    pub(super) fn sleep(&mut self, min: Duration) -> Option<Duration> {
+        self.debt.take(min)
     }
 }
 
@@ -505,12 +506,14 @@ mod tests {
         // A clock that cannot be read owes nothing and keeps what was seen.
         s.read(None, true);
         assert_eq!((s.debt.0, s.seen), (ms(8), ms(14)));
-        // Slept at most SLEEP_MAX a transaction, never less than SLEEP_MIN.
-        assert_eq!(s.sleep(), Some(SLEEP_MAX));
+        // Slept at most SLEEP_MAX a transaction, never less than the shortest sleep asked.
+        let min = ms(1);
+        assert_eq!(s.sleep(min), Some(SLEEP_MAX));
         s.debt.0 += ms(1);
-        assert_eq!(s.sleep(), Some(SLEEP_MAX));
-        assert_eq!(s.sleep(), Some(ms(1)));
-        assert_eq!(s.sleep(), None);
+        assert_eq!(s.sleep(min), Some(SLEEP_MAX));
+        assert_eq!(s.sleep(ms(2)), None, "1 ms left, carried");
+        assert_eq!(s.sleep(min), Some(ms(1)));
+        assert_eq!(s.sleep(min), None);
         // The end owes the rest since the last reading, contended; the next checkpoint's
         // clock starts from zero, and its first transaction reads it.
         s.ended(Some(ms(16)));
@@ -551,13 +554,13 @@ mod tests {
         w.read(start, at(7, 110, 4, 45, 10), 2);
         assert_eq!(w.debt.0, ms(40));
         // Paid a SLEEP_MAX at a time.
-        assert_eq!(w.sleep(), Some(SLEEP_MAX));
+        assert_eq!(w.sleep(ms(1)), Some(SLEEP_MAX));
         assert_eq!(w.debt.0, ms(40) - SLEEP_MAX);
         // Every fault the writer's or the checkpoints': nothing owed.
         let mut w = WriterDevice::default();
         w.read(start, at(7, 107, 4, 45, 10), 2);
         assert_eq!(w.debt.0, ms(0));
-        assert_eq!(w.sleep(), None);
+        assert_eq!(w.sleep(ms(1)), None);
         // The process busy on three quarters of the cores (15 ms of CPU in 10 ms on 2): its
         // readers wait on the CPU, which the CPU share divides; nothing owed.
         w.read(start, at(7, 110, 15, 45, 10), 2);
