@@ -77,7 +77,7 @@ mod verify;
 
 pub use copy::Copied;
 pub use db::{CompactStep, Compacted, Database, DEFAULT_TABLE};
-pub use engine::admission::share::CHECKPOINT_NICE_BESIDE_READERS;
+pub use engine::admission::share::{CHECKPOINT_NICE_BESIDE_READERS, CHECKPOINT_NICE_WRITERS_CORE};
 pub use engine::recovery::{GivenUp, Recovery};
 pub use error::{Error, Result};
 pub use options::{

@@ -157,10 +157,12 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
                 "beside_readers",
                 format!(
                     "write admission (fixed): a checkpoint that starts while read transactions \
-                     are open runs {} nice steps below the benchmark's threads, and while more \
-                     threads can run than there are cores the writer sleeps for the CPU time it \
-                     takes: the two share one thread's part",
-                    larchdb::CHECKPOINT_NICE_BESIDE_READERS
+                     are open runs {} nice steps below the benchmark's threads ({} where there \
+                     are fewer readers than cores and other processes are quiet), and while \
+                     more threads can run than there are cores the writer sleeps for the CPU \
+                     time it takes: the two share one thread's part",
+                    larchdb::CHECKPOINT_NICE_BESIDE_READERS,
+                    larchdb::CHECKPOINT_NICE_WRITERS_CORE
                 ),
             ),
             kv(

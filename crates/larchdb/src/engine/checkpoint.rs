@@ -342,7 +342,7 @@ fn launch(
     let owner = shared.clone();
     let job_snapshot = frozen.clone();
     let inline = frozen;
-    let nice = super::admission::share::checkpoint_nice(&shared.options, yields);
+    let nice = super::admission::share::checkpoint_nice(&shared.options, yields, beside);
     let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
         let disk = receive.recv().ok()?;
         // Off the writer's thread: the table the last merged overlay left is emptied

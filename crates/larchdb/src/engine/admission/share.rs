@@ -24,17 +24,133 @@ use std::time::{Duration, Instant};
 /// a full thread's share, so that the writer it paces does too.
 pub const CHECKPOINT_NICE_BESIDE_READERS: u8 = 5;
 
+/// Nice steps below the application's threads a checkpoint runs at when it starts beside
+/// fewer of the handle's readers than there are cores, other processes quiet
+/// (`writer_has_a_core`): the lowest priority. The readers then have a core each, the writer
+/// has the one left, and the checkpoint needs no more than the writer's sleeps give it (the
+/// writer owes the checkpoint's CPU time while the cores are contended: `Share`; and the
+/// pacing). At `CHECKPOINT_NICE_BESIDE_READERS` it time-sliced the reader's core as well:
+/// seed 001's table at 10M records beside one reader on 2 cores (the inmem suite's step at
+/// one reader, `--background_nice=N` for every checkpoint, two runs each), the reader made
+/// 509-524K reads a second at 5, 550-554K at 10, 566-578K at 15 and 567-569K at 19, the
+/// writer 251-256K, 302K, 295-310K and 319-326K updates (LMDB's: 582K and 241K). Where the
+/// readers take every core, the writer's sleeps leave the checkpoint none: at 19 beside 2
+/// and 4 readers the writer made 19.8K and 1.1K updates a second against 114K and 65K at 5.
+pub const CHECKPOINT_NICE_WRITERS_CORE: u8 = 19;
+
 /// How many nice steps below the application's threads a checkpoint starting now runs:
 /// `Options::background_nice`, or, when it `yields` (this handle has read transactions open
-/// as it starts, and its overlays hold under half the memory budget: `budget::pressed`),
-/// `CHECKPOINT_NICE_BESIDE_READERS` if that is lower still. The readers counted are this
-/// handle's; readers in other processes are not.
-pub(crate) fn checkpoint_nice(options: &crate::Options, yields: bool) -> u8 {
-    if yields {
-        options.background_nice.max(CHECKPOINT_NICE_BESIDE_READERS)
-    } else {
-        options.background_nice
+/// as it starts, `beside` of them on other threads, and its overlays hold under half the
+/// memory budget: `budget::pressed`), `CHECKPOINT_NICE_WRITERS_CORE` where the readers leave
+/// the writer a core (`writer_has_a_core`) and `CHECKPOINT_NICE_BESIDE_READERS` elsewhere, if
+/// that is lower still. The readers counted are this handle's; readers in other processes are
+/// not.
+pub(crate) fn checkpoint_nice(options: &crate::Options, yields: bool, beside: usize) -> u8 {
+    if !yields {
+        return options.background_nice;
     }
+    let steps = if writer_has_a_core(beside) {
+        CHECKPOINT_NICE_WRITERS_CORE
+    } else {
+        CHECKPOINT_NICE_BESIDE_READERS
+    };
+    options.background_nice.max(steps)
+}
+
+/// Whether the writer has a core of its own beside `beside` readers: fewer readers than
+/// cores, and the other processes used under `OTHERS_CORES_MAX` of the cores since the last
+/// look (`others_cores`). Beside another process's busy threads a checkpoint at the lowest
+/// priority gets almost no CPU (a nice-0 thread weighs 68 times one at 19), and the writer,
+/// paced to the checkpoints' durations, slows with it. The count of threads able to run at
+/// the checkpoint's start is no guide: beside one reader on 2 cores it was 3-5 at most
+/// starts (the kernel's writeback workers, the handle's sync thread), with nothing else
+/// running. Where the machine's CPU time cannot be read, a core is not assumed.
+fn writer_has_a_core(beside: usize) -> bool {
+    beside < probe().cores && others_cores().is_some_and(|c| c < OTHERS_CORES_MAX)
+}
+
+/// The share of a core other processes may use, on average since the last look, for a
+/// checkpoint to run at `CHECKPOINT_NICE_WRITERS_CORE` (`writer_has_a_core`): more than the
+/// kernel's own work for the process's writes, less than one busy thread.
+const OTHERS_CORES_MAX: f64 = 0.5;
+
+/// The machine's CPU time at a look (`others_cores`).
+#[derive(Clone, Copy)]
+struct CpuLook {
+    at: Instant,
+    /// The machine's busy time, in clock ticks.
+    machine: u64,
+    /// The process's own CPU time.
+    own: Duration,
+}
+
+/// The cores' time used by threads outside this process since the last call (from any
+/// handle), in cores: 1.0 is one core busy throughout. The machine's busy time (the first line
+/// of `/proc/stat`: user, nice, system, irq and softirq ticks; not idle, I/O wait or stolen)
+/// less the process's CPU time (`getrusage`), over the time between the calls. `None` at the
+/// first call, where either cannot be read, or within a tick of the last look.
+fn others_cores() -> Option<f64> {
+    static LAST: std::sync::Mutex<Option<CpuLook>> = std::sync::Mutex::new(None);
+    let now = CpuLook::now()?;
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let before = last.replace(now)?;
+    let others = now.others_since(before);
+    if others.is_none() {
+        *last = Some(before);
+    }
+    others
+}
+
+impl CpuLook {
+    fn now() -> Option<CpuLook> {
+        Some(CpuLook {
+            at: Instant::now(),
+            machine: machine_busy_ticks()?,
+            own: usage(Who::Process)?.1,
+        })
+    }
+
+    /// The cores other processes used between `before` and this look; `None` within a tick.
+    fn others_since(&self, before: CpuLook) -> Option<f64> {
+        let hz = probe().ticks_per_second?;
+        let wall = self.at.saturating_duration_since(before.at).as_secs_f64();
+        if wall * hz < 1.0 {
+            return None;
+        }
+        let machine = self.machine.saturating_sub(before.machine) as f64 / hz;
+        let own = self.own.saturating_sub(before.own).as_secs_f64();
+        Some((machine - own).max(0.0) / wall)
+    }
+}
+
+/// The machine's busy time so far, in clock ticks (`others_cores`).
+#[cfg(target_os = "linux")]
+fn machine_busy_ticks() -> Option<u64> {
+    parse_busy_ticks(read_head(probe().stat.as_ref(), &mut [0u8; 256])?)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn machine_busy_ticks() -> Option<u64> {
+    None
+}
+
+/// The busy ticks of `/proc/stat`'s first line, "cpu  user nice system idle iowait irq
+/// softirq steal ...": user + nice + system + irq + softirq.
+fn parse_busy_ticks(text: &[u8]) -> Option<u64> {
+    let line = text.split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut fields = line.split_ascii_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let ticks: Vec<u64> = fields
+        .take(7)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let [user, nice, system, _idle, _iowait, irq, softirq] = ticks[..] else {
+        return None;
+    };
+    Some(user + nice + system + irq + softirq)
 }
 
 /// How many transactions apart the writer reads the running checkpoint's CPU clock and the
@@ -440,6 +556,11 @@ fn rusage(who: Who) -> Option<libc::rusage> {
 struct Probe {
     #[cfg(target_os = "linux")]
     loadavg: Option<std::fs::File>,
+    /// `/proc/stat`, for the machine's CPU time (`others_cores`).
+    #[cfg(target_os = "linux")]
+    stat: Option<std::fs::File>,
+    /// The clock ticks a second `/proc/stat` counts in (`sysconf(_SC_CLK_TCK)`).
+    ticks_per_second: Option<f64>,
     cores: usize,
 }
 
@@ -448,8 +569,18 @@ fn probe() -> &'static Probe {
     PROBE.get_or_init(|| Probe {
         #[cfg(target_os = "linux")]
         loadavg: std::fs::File::open("/proc/loadavg").ok(),
+        #[cfg(target_os = "linux")]
+        stat: std::fs::File::open("/proc/stat").ok(),
+        ticks_per_second: clock_ticks(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     })
+}
+
+/// `sysconf(_SC_CLK_TCK)`; `None` where it fails.
+fn clock_ticks() -> Option<f64> {
+    // SAFETY: `sysconf` reads a configuration value; it takes no pointer.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then_some(hz as f64)
 }
 
 /// Whether more threads can run now than the process has cores (see the module's text).
@@ -461,11 +592,15 @@ pub(super) fn contended() -> bool {
 /// Threads that can run now, system-wide, the caller among them.
 #[cfg(target_os = "linux")]
 fn runnable() -> Option<usize> {
+    parse_runnable(read_head(probe().loadavg.as_ref(), &mut [0u8; 128])?)
+}
+
+/// The start of a `/proc` file the probe keeps open, into `buf`: one `pread` from offset 0.
+#[cfg(target_os = "linux")]
+fn read_head<'a>(file: Option<&std::fs::File>, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     use std::os::unix::fs::FileExt;
-    let file = probe().loadavg.as_ref()?;
-    let mut buf = [0u8; 128];
-    let n = file.read_at(&mut buf, 0).ok()?;
-    parse_runnable(buf.get(..n)?)
+    let n = file?.read_at(buf, 0).ok()?;
+    buf.get(..n)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -599,6 +734,49 @@ mod tests {
         }
         w.before_write(|| false, &background);
         assert!(!w.readers_beside());
+    }
+
+    #[test]
+    fn the_machines_busy_ticks_are_read_from_procs_first_line() {
+        let text = b"cpu  4504803 27693 1004088 7878491 415223 7 53483 2982 0 0\ncpu0 1 2 3\n";
+        assert_eq!(
+            parse_busy_ticks(text),
+            Some(4504803 + 27693 + 1004088 + 7 + 53483)
+        );
+        assert_eq!(
+            parse_busy_ticks(b"cpu  1 2 3 4 5 6 7"),
+            Some(1 + 2 + 3 + 6 + 7)
+        );
+        assert_eq!(parse_busy_ticks(b"cpu  1 2 3 4 5 6"), None, "a field short");
+        assert_eq!(
+            parse_busy_ticks(b"cpu0 1 2 3 4 5 6 7"),
+            None,
+            "not the total"
+        );
+        assert_eq!(parse_busy_ticks(b"cpu  1 2 x 4 5 6 7"), None);
+        assert_eq!(parse_busy_ticks(b""), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn another_processs_busy_thread_is_seen() {
+        let Some(before) = CpuLook::now() else {
+            return;
+        };
+        // A child process busy for half a second: at least a third of a core, from the look
+        // before it to the look after (other processes of the machine can only add to it).
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "end=$(($(date +%s%N) + 500000000)); while [ $(date +%s%N) -lt $end ]; do :; done",
+            ])
+            .spawn()
+            .unwrap();
+        child.wait().unwrap();
+        let Some(seen) = CpuLook::now().and_then(|now| now.others_since(before)) else {
+            return;
+        };
+        assert!(seen > 0.3, "{seen}");
     }
 
     #[test]
