@@ -709,10 +709,16 @@ impl<'t> WriteTable<'t> {
             if !in_order {
                 return Err(Error::AppendOutOfOrder);
             }
-            // Also makes `key` the last key (it is greater than the one before).
-            self.log_write(key, Some(value), 1, false);
+            // `log_write`'s work for a key known to be past every other: no lookup in the
+            // batch, no comparison with the last key, which `key` now is.
             if let Some(l) = self.logged.as_mut() {
-                l.batch.note_append();
+                l.batch.append(l.table, key, value);
+            }
+            self.state.hdr.entries = self.state.hdr.entries.wrapping_add(1);
+            self.state.dirty = true;
+            if let Some(last) = self.state.last_key.as_mut() {
+                last.clear();
+                last.extend_from_slice(key);
             }
         } else {
             self.mutate(|w, s, t| {

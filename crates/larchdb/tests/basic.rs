@@ -250,6 +250,71 @@ fn appends_after_deletes_from_the_end() {
     }
 }
 
+/// Appends within one transaction past keys it deleted from the end: the deleted keys'
+/// writes are past the table's last key, so an append of one of them again replaces its
+/// deletion rather than adding a second write of the key (the batch's appends skip the
+/// lookup only while that cannot be). More writes than the batch scans, so that its lookups
+/// search it as sorted.
+#[test]
+fn appends_of_keys_deleted_in_the_same_transaction() {
+    let key = |n: usize| format!("k{n:03}").into_bytes();
+    for log in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Database::open(dir.path().join("db"), Options::default().log(log)).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.create_table("a").unwrap();
+        w.create_table("b").unwrap();
+        w.commit().unwrap();
+        // With the log, a transaction that changes no table's existence commits through it.
+        let mut w = db.begin_write().unwrap();
+        let mut want: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        {
+            let mut a = w.table("a").unwrap();
+            for n in 0..100 {
+                a.append(&key(n), b"first").unwrap();
+            }
+            for n in (60..100).rev() {
+                assert!(a.delete(&key(n)).unwrap());
+            }
+            for n in 60..70 {
+                a.append(&key(n), b"again").unwrap();
+            }
+            assert!(a.delete(&key(69)).unwrap());
+            a.append(&key(150), b"new").unwrap();
+            assert!(matches!(
+                a.append(&key(150), b"x"),
+                Err(Error::AppendOutOfOrder)
+            ));
+            for n in 55..100 {
+                let want: Option<&[u8]> = match n {
+                    ..60 => Some(b"first"),
+                    60..69 => Some(b"again"),
+                    _ => None,
+                };
+                assert_eq!(a.get(&key(n)).unwrap(), want, "log {log} key {n}");
+            }
+            assert_eq!(a.len().unwrap(), 70);
+        }
+        want.extend((0..60).map(|n| (key(n), b"first".to_vec())));
+        want.extend((60..69).map(|n| (key(n), b"again".to_vec())));
+        want.push((key(150), b"new".to_vec()));
+        w.table("b").unwrap().append(b"k1", b"b").unwrap();
+        // Back to the first table, after the second's write.
+        w.table("a").unwrap().append(&key(151), b"last").unwrap();
+        want.push((key(151), b"last".to_vec()));
+        w.commit().unwrap();
+        let r = db.begin_read().unwrap();
+        assert_eq!(collect(r.table("a").unwrap().iter()), want, "log {log}");
+        assert_eq!(r.table("a").unwrap().len().unwrap(), 71, "log {log}");
+        assert_eq!(r.table("b").unwrap().get(b"k1").unwrap(), Some(&b"b"[..]));
+        drop(r);
+        db.checkpoint().unwrap();
+        assert!(db.verify_all().unwrap().is_clean(), "log {log}");
+        let r = db.begin_read().unwrap();
+        assert_eq!(collect(r.table("a").unwrap().iter()), want, "log {log}");
+    }
+}
+
 #[test]
 fn abort_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -256,7 +256,7 @@ impl<'db> Txn<'db> {
             let batch = std::mem::take(&mut t.guard.batch);
             let r = (|| {
                 for (table, records) in batch.by_table() {
-                    t.merge(name(table)?, records.len(), |i| records[i])?;
+                    t.merge(name(table)?, records.len(), |i| records.get(i))?;
                 }
                 Ok(())
             })();

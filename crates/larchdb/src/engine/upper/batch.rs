@@ -197,14 +197,9 @@ impl Batch {
         Ref::map(self.order.borrow(), |o| o.as_deref().unwrap_or_default())
     }
 
-    /// Writes made by `WriteTable::append` (`note_append`).
+    /// Writes made by `WriteTable::append` (`append`).
     pub(crate) fn appended(&self) -> usize {
         self.appended
-    }
-
-    /// Counts a write that `WriteTable::append` made.
-    pub(crate) fn note_append(&mut self) {
-        self.appended += 1;
     }
 
     /// The number of keys written.
@@ -273,11 +268,38 @@ impl Batch {
             w.value_len = value_len;
             return;
         }
-        let in_order = self.in_order()
-            && self
-                .writes
-                .last()
-                .is_none_or(|w| self.order(w, table, key).is_lt());
+        let in_order = self.in_order() && self.past_last(table, key);
+        self.add(table, key, (value_at, value_len), blind, in_order);
+    }
+
+    /// Records a value of `key` that `WriteTable::append` wrote, past every key of `table` the
+    /// transaction sees. While the writes are ascending and the last is before `key`, no
+    /// write has `key` and they stay ascending: one comparison, where `put` makes a lookup and
+    /// another (two of a sequential load's few per record). Otherwise `put`: a deletion here
+    /// may be of a key past the table's last.
+    pub(crate) fn append(&mut self, table: u64, key: &[u8], value: &[u8]) {
+        self.appended += 1;
+        if !(self.in_order() && self.past_last(table, key)) {
+            self.put(table, key, Some(value), false);
+            return;
+        }
+        self.bytes += key.len() + value.len();
+        let value_at = self.keep(value);
+        self.add(table, key, (value_at, value.len() as u32), false, true);
+    }
+
+    /// Whether `table`, `key` sort after the last write (true if there is none).
+    #[inline]
+    fn past_last(&self, table: u64, key: &[u8]) -> bool {
+        self.writes
+            .last()
+            .is_none_or(|w| self.order(w, table, key).is_lt())
+    }
+
+    /// Adds the write of a key not written before, its value at `value` (`Write::value_at`,
+    /// `Write::value_len`); `in_order`: the writes stay ascending with it. Indexes it in
+    /// `slots` once they are in use.
+    fn add(&mut self, table: u64, key: &[u8], value: (usize, u32), blind: bool, in_order: bool) {
         self.ascending = in_order;
         *self.order.get_mut() = None;
         let key_at = self.keep(key);
@@ -285,8 +307,8 @@ impl Batch {
             table,
             key_at,
             key_len: key.len() as u32,
-            value_at,
-            value_len,
+            value_at: value.0,
+            value_len: value.1,
             blind: blind.then(|| Cell::new(None)),
             hash: 0,
         });
@@ -304,20 +326,6 @@ impl Batch {
             let slot = self.slot_of(hash, table, key);
             self.slots[slot] = n as u32;
         }
-    }
-
-    /// The indexes in `writes` of `table`'s writes, ascending by key.
-    fn sorted(&self, table: u64) -> Vec<usize> {
-        if self.in_order() {
-            return (0..self.writes.len())
-                .filter(|&i| self.writes[i].table == table)
-                .collect();
-        }
-        self.ordered()
-            .iter()
-            .map(|&i| i as usize)
-            .filter(|&i| self.writes[i].table == table)
-            .collect()
     }
 
     /// This transaction's writes to `table` with keys within the bounds, ascending.
@@ -366,21 +374,40 @@ impl Batch {
             .map(|w| (w.table, self.key(w), self.value(w), w.blind.is_some()))
     }
 
-    /// The tables written, ascending, each with its writes ascending by key.
-    pub(crate) fn by_table(&self) -> Vec<(u64, Vec<Visible<'_>>)> {
-        let mut tables: Vec<u64> = self.writes.iter().map(|w| w.table).collect();
-        tables.sort_unstable();
-        tables.dedup();
+    /// The tables written, ascending, each with its writes ascending by key: while the writes
+    /// are in order, each table's are a run of them, read in place (a sequential batch that
+    /// writes its pages copies nothing more).
+    pub(crate) fn by_table(&self) -> Vec<(u64, TableWrites<'_>)> {
+        let mut tables: Vec<(u64, TableWrites<'_>)> = Vec::new();
+        if self.in_order() {
+            let mut start = 0;
+            for (i, w) in self.writes.iter().enumerate() {
+                if i + 1 == self.writes.len() || self.writes[i + 1].table != w.table {
+                    let rows = Rows::Run(start, i + 1);
+                    tables.push((w.table, TableWrites { batch: self, rows }));
+                    start = i + 1;
+                }
+            }
+            return tables;
+        }
+        let order = self.ordered();
+        for &i in order.iter() {
+            let table = self.writes[i as usize].table;
+            match tables.last_mut() {
+                Some((
+                    t,
+                    TableWrites {
+                        rows: Rows::Picked(at),
+                        ..
+                    },
+                )) if *t == table => at.push(i),
+                _ => {
+                    let rows = Rows::Picked(vec![i]);
+                    tables.push((table, TableWrites { batch: self, rows }));
+                }
+            }
+        }
         tables
-            .into_iter()
-            .map(|t| {
-                let writes = self.sorted(t).into_iter().map(|i| {
-                    let w = &self.writes[i];
-                    (self.key(w), self.value(w))
-                });
-                (t, writes.collect())
-            })
-            .collect()
     }
 
     /// The body of this batch's log record, naming each table by `name(number)`:
@@ -404,7 +431,7 @@ impl Batch {
             let grouped = self.by_table();
             out.extend_from_slice(&(grouped.len() as u32).to_le_bytes());
             for (table, writes) in &grouped {
-                encode_table(name(*table)?, writes.iter().copied(), out);
+                encode_table(name(*table)?, writes.iter(), out);
             }
             return Ok(());
         }
@@ -414,6 +441,44 @@ impl Batch {
             encode_table(name(table)?, writes, out);
         }
         Ok(())
+    }
+}
+
+/// One table's writes in a batch, ascending by key (`Batch::by_table`).
+pub(crate) struct TableWrites<'b> {
+    batch: &'b Batch,
+    rows: Rows,
+}
+
+/// Where a table's writes are in `Batch::writes`.
+enum Rows {
+    /// `writes[start..end]`, while the writes are in order.
+    Run(usize, usize),
+    /// These indexes, in key order.
+    Picked(Vec<u32>),
+}
+
+impl<'b> TableWrites<'b> {
+    pub(crate) fn len(&self) -> usize {
+        match &self.rows {
+            Rows::Run(start, end) => end - start,
+            Rows::Picked(at) => at.len(),
+        }
+    }
+
+    /// The `i`th write, `i` below `len`.
+    #[inline]
+    pub(crate) fn get(&self, i: usize) -> Visible<'b> {
+        let at = match &self.rows {
+            Rows::Run(start, _) => start + i,
+            Rows::Picked(at) => at[i] as usize,
+        };
+        let w = &self.batch.writes[at];
+        (self.batch.key(w), self.batch.value(w))
+    }
+
+    pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = Visible<'b>> + '_ {
+        (0..self.len()).map(|i| self.get(i))
     }
 }
 
@@ -555,18 +620,38 @@ mod tests {
             } else {
                 usize::MAX
             };
+            let mut appended = 0;
             for step in 0..steps {
+                let value = rng.gen_bool(0.8).then(|| format!("v{step}").into_bytes());
+                // Appends (`WriteTable::append`): in ascending rounds any write of a value; in
+                // the others a key past the table's live ones, which may be one deleted here.
+                let append = value.is_some()
+                    && step != out_of_order
+                    && rng.gen_bool(if ascending { 0.5 } else { 0.2 });
                 let (table, k) = if step == out_of_order {
                     (0, 0)
                 } else if ascending {
                     ((step * tables as usize / steps) as u64, step + 1)
+                } else if append {
+                    let t = rng.gen_range(0..tables);
+                    let live = model
+                        .range((t, Vec::new())..(t + 1, Vec::new()))
+                        .filter(|(_, (v, _))| v.is_some())
+                        .map(|((_, k), _)| std::str::from_utf8(&k[1..]).unwrap().parse().unwrap())
+                        .max();
+                    (t, live.map_or(0, |l: usize| l + 1) + rng.gen_range(0..3))
                 } else {
                     (rng.gen_range(0..tables), rng.gen_range(0..steps * 5 / 6))
                 };
                 let key = format!("k{k:03}").into_bytes();
-                let value = rng.gen_bool(0.8).then(|| format!("v{step}").into_bytes());
-                let blind = rng.gen_bool(0.5);
-                b.put(table, &key, value.as_deref(), blind);
+                let blind = !append && rng.gen_bool(0.5);
+                if append {
+                    b.append(table, &key, value.as_deref().unwrap());
+                    appended += 1;
+                } else {
+                    b.put(table, &key, value.as_deref(), blind);
+                }
+                assert_eq!(b.appended(), appended, "round {round} step {step}");
                 if !model.contains_key(&(table, key.clone())) {
                     firsts.push((table, key.clone()));
                 }
@@ -610,7 +695,11 @@ mod tests {
                     let range = b.range(t, Bound::Unbounded, Bound::Included(&b"k020"[..]));
                     assert_eq!(range, mine, "round {round} step {step} table {t}");
                 }
-                let by_table: Vec<(u64, Vec<Visible<'_>>)> = b.by_table();
+                let by_table: Vec<(u64, Vec<Visible<'_>>)> = b
+                    .by_table()
+                    .iter()
+                    .map(|(t, w)| (*t, w.iter().collect()))
+                    .collect();
                 let mut want: Vec<(u64, Vec<Visible<'_>>)> = Vec::new();
                 for ((t, k), (v, _)) in &model {
                     match want.last_mut() {
