@@ -102,11 +102,20 @@ impl WriteMap {
                 // Snapshots that hold the smaller mapping keep it alive until they end.
                 Some(map) => {
                     let access = Access::Shared(map?);
-                    access.advise_readahead(self.readahead.for_len(len));
+                    let readahead = self.readahead.for_len(len);
+                    access.advise_readahead(readahead);
                     // The new view before the new map: the old map stays alive (held by
                     // `self.map`) until the view that points into it is gone.
                     self.view = access.view(self.page_bytes, u64::MAX);
-                    self.map = Some(Arc::new(access));
+                    let access = Arc::new(access);
+                    if readahead && mapped > 0 && self.readahead.fits(len) {
+                        // A mapping that replaces a smaller one, of a file that fits in
+                        // memory: the pages the writer wrote are in the page cache, and are
+                        // mapped in for the readers. Not the first mapping at open: its pages
+                        // may be on disk only, and the first reads of them read ahead.
+                        access.map_in_behind(end.min(self.file_bytes) as usize);
+                    }
+                    self.map = Some(access);
                 }
                 None => {
                     self.enabled = false;
