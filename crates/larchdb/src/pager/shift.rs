@@ -62,9 +62,17 @@ unsafe fn mul_clmul(a: u32, b: u32) -> u32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.2")]
 unsafe fn crc0_hw(bytes: &[u8]) -> u32 {
+    // SAFETY: the caller's CPU has SSE4.2, as this function's own contract requires.
+    unsafe { crc_hw(0, bytes) }
+}
+
+/// The CRC register `c` after `bytes`, with the CRC instruction (`crc0_hw` from register 0).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn crc_hw(c: u32, bytes: &[u8]) -> u32 {
     use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
     let (words, tail) = bytes.as_chunks::<8>();
-    let mut c = 0u64;
+    let mut c = c as u64;
     for w in words {
         c = _mm_crc32_u64(c, u64::from_le_bytes(*w));
     }
@@ -73,6 +81,34 @@ unsafe fn crc0_hw(bytes: &[u8]) -> u32 {
         c = _mm_crc32_u8(c, b);
     }
     c
+}
+
+/// Longest input `crc32c_parts` takes through the CRC instruction: one dependent instruction
+/// per eight bytes, ahead of `crc_fast`'s folding (which first pays a dispatch and a
+/// `Digest` per part) below about this length.
+const PARTS_HW_MAX: usize = 256;
+
+/// The standard CRC-32C of the concatenation of `parts`. Short inputs (a one-put commit's log
+/// record: its position, header and body) go through the CRC instruction with no call or
+/// dispatch; where a `Digest` of `crc_fast` and an update a part cost a record of a small
+/// commit about 40 ns, that is a few. Long ones go to `crc_fast`.
+pub(crate) fn crc32c_parts(parts: &[&[u8]]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if parts.iter().map(|p| p.len()).sum::<usize>() <= PARTS_HW_MAX
+        && std::arch::is_x86_feature_detected!("sse4.2")
+    {
+        let mut c = !0u32;
+        for p in parts {
+            // SAFETY: the CPU has SSE4.2 (checked above).
+            c = unsafe { crc_hw(c, p) };
+        }
+        return !c;
+    }
+    let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+    for p in parts {
+        crc.update(p);
+    }
+    crc.finalize() as u32
 }
 
 /// The shift and zero-run tables for one page size.
@@ -241,6 +277,24 @@ pub(crate) fn crc32c(bytes: &[u8]) -> u32 {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn parts_crc_is_the_crc_of_the_concatenation() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        for _ in 0..500 {
+            let n = rng.gen_range(0..4);
+            let parts: Vec<Vec<u8>> = (0..n)
+                .map(|_| {
+                    // Around `PARTS_HW_MAX`, on both sides of it.
+                    let len = rng.gen_range(0..PARTS_HW_MAX / 2 + 40);
+                    (0..len).map(|_| rng.gen()).collect()
+                })
+                .collect();
+            let refs: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+            assert_eq!(crc32c_parts(&refs), crc32c::crc32c(&parts.concat()));
+        }
+        assert_eq!(crc32c_parts(&[]), crc32c::crc32c(b""));
+    }
 
     #[test]
     fn crc0_and_shift_compose_like_concatenation() {

@@ -2,7 +2,7 @@
 //! mapping records are stored through, the writes of a flush, and the grower thread.
 
 use super::*;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Bytes of zeros the log file grows by at a time (`Extent`).
 pub(super) const ZERO_CHUNK_BYTES: u64 = 1 << 20;
@@ -296,6 +296,10 @@ pub(super) struct LogMap {
     /// one before is dropped from the mapping (`enter`), so the log's part of the process
     /// size is a segment (and the grower's chunks ahead), not the whole ring.
     segment: AtomicU64,
+    /// Whether a store or a populate may have mapped pages in since the last `forget`: a
+    /// log synced after records written with `pwrite` alone (durable commits) maps nothing,
+    /// and its `forget` before each sync would be a system call for nothing.
+    touched: AtomicBool,
 }
 
 impl LogMap {
@@ -307,6 +311,7 @@ impl LogMap {
             Arc::new(LogMap {
                 map,
                 segment: AtomicU64::new(u64::MAX),
+                touched: AtomicBool::new(false),
             })
         })
     }
@@ -347,6 +352,10 @@ impl LogMap {
     /// checkpoints by slices, which sync the log past the records they merge, a fifth of a
     /// random overwrite load's samples); one `MADV_DONTNEED` for the range costs one.
     pub(super) fn forget(&self, from: u64, to: u64) {
+        // Read first, as in `enter`: a swap is a locked instruction.
+        if !self.touched.load(Ordering::Relaxed) || !self.touched.swap(false, Ordering::Relaxed) {
+            return;
+        }
         const PAGE: u64 = 4096;
         let from = from.div_ceil(PAGE) * PAGE;
         let to = (to / PAGE * PAGE).min(self.map.len() as u64);
@@ -372,6 +381,7 @@ impl LogMap {
         {
             let to = to.min(self.map.len() as u64);
             if from < to {
+                self.touch();
                 let _ = self.map.advise_range(
                     memmap2::Advice::PopulateRead,
                     from as usize,
@@ -383,12 +393,20 @@ impl LogMap {
         let _ = (from, to);
     }
 
+    /// Notes that pages may be mapped in (`touched`).
+    fn touch(&self) {
+        if !self.touched.load(Ordering::Relaxed) {
+            self.touched.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Copies `bytes` to file offset `at`. Requires: within the mapping (checked).
     pub(super) fn store(&self, bytes: &[u8], at: u64) -> Result<()> {
         let end = at.checked_add(bytes.len() as u64);
         if end.is_none_or(|e| e > self.map.len() as u64) {
             return Err(Error::Internal(format!("log store past the map at {at}")));
         }
+        self.touch();
         // SAFETY: the range is inside the mapping (checked above). Only the log's writer
         // stores into it, one flush at a time (the `GroupLog` leader, or `Log::write` under
         // the group's lock), into positions no reader of this process reads; other processes

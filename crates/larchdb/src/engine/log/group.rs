@@ -75,6 +75,10 @@ pub(super) struct GroupState {
     pub(super) writing: bool,
     /// Syncs made for commits (`Stats::commits`, and tests).
     pub(super) syncs: u64,
+    /// Threads waiting on `GroupLog::flushed` (`wait_flushed`): the leader wakes them only if
+    /// there are any, since a condition variable's wake is a system call whether or not
+    /// anyone waits (two a durable commit of a single committer, about 3% of its time).
+    pub(super) waiting: u32,
 }
 
 impl GroupLog {
@@ -91,6 +95,7 @@ impl GroupLog {
                 leading: false,
                 writing: false,
                 syncs: 0,
+                waiting: 0,
             }),
             flushed: std::sync::Condvar::new(),
             durable_end: std::sync::atomic::AtomicU64::new(synced),
@@ -102,6 +107,24 @@ impl GroupLog {
     /// to at open.
     pub(crate) fn durable_end(&self) -> u64 {
         self.durable_end.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Waits on `flushed`, counted in `GroupState::waiting`.
+    fn wait_flushed<'a>(
+        &'a self,
+        mut st: std::sync::MutexGuard<'a, GroupState>,
+    ) -> std::sync::MutexGuard<'a, GroupState> {
+        st.waiting += 1;
+        let mut st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
+        st.waiting -= 1;
+        st
+    }
+
+    /// Wakes every thread waiting on `flushed`, if any; `st` is the group's lock, held.
+    fn notify_flushed(&self, st: &GroupState) {
+        if st.waiting > 0 {
+            self.flushed.notify_all();
+        }
     }
 
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, GroupState> {
@@ -162,7 +185,7 @@ impl GroupLog {
                 return Ok(());
             }
             if st.leading {
-                st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
+                st = self.wait_flushed(st);
                 continue;
             }
             st.leading = true;
@@ -183,7 +206,7 @@ impl GroupLog {
             // while this leader syncs.
             st = self.lock();
             st.writing = false;
-            self.flushed.notify_all();
+            self.notify_flushed(&st);
             let r = match written {
                 Ok(()) => {
                     drop(st);
@@ -205,11 +228,11 @@ impl GroupLog {
                 Err(e) => {
                     st.log.failed = true;
                     self.note_failed();
-                    self.flushed.notify_all();
+                    self.notify_flushed(&st);
                     return Err(e);
                 }
             }
-            self.flushed.notify_all();
+            self.notify_flushed(&st);
         }
     }
 
@@ -315,9 +338,9 @@ impl GroupLog {
     }
 
     /// `write`, with the group's lock held.
-    fn write_locked(&self, mut st: std::sync::MutexGuard<'_, GroupState>) -> Result<()> {
+    fn write_locked<'a>(&'a self, mut st: std::sync::MutexGuard<'a, GroupState>) -> Result<()> {
         while st.writing && !st.log.failed {
-            st = self.flushed.wait(st).unwrap_or_else(|e| e.into_inner());
+            st = self.wait_flushed(st);
         }
         let r = st.log.write();
         if r.is_err() {

@@ -250,11 +250,11 @@ pub(crate) struct Log {
 
 /// The CRC-32C of a record at `position`: its position, its header from byte 4, its body.
 fn record_crc(position: u64, header: &[u8], body: &[u8]) -> u32 {
-    let mut crc = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-    crc.update(&position.to_le_bytes());
-    crc.update(&header[REC_CRC_AT + 4..RECORD_HEADER_BYTES]);
-    crc.update(body);
-    crc.finalize() as u32
+    crate::pager::shift::crc32c_parts(&[
+        &position.to_le_bytes(),
+        &header[REC_CRC_AT + 4..RECORD_HEADER_BYTES],
+        body,
+    ])
 }
 
 /// `n` rounded up to the record alignment.
