@@ -90,8 +90,8 @@ const PARTS_HW_MAX: usize = 256;
 
 /// The standard CRC-32C of the concatenation of `parts`. Short inputs (a one-put commit's log
 /// record: its position, header and body) go through the CRC instruction with no call or
-/// dispatch; where a `Digest` of `crc_fast` and an update a part cost a record of a small
-/// commit about 40 ns, that is a few. Long ones go to `crc_fast`.
+/// dispatch: 14-23 ns a record of 24-140 bytes of body, against 21-40 ns through a
+/// `crc_fast::Digest` with an update a part (performance.md). Long ones go to `crc_fast`.
 pub(crate) fn crc32c_parts(parts: &[&[u8]]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if parts.iter().map(|p| p.len()).sum::<usize>() <= PARTS_HW_MAX

@@ -298,7 +298,10 @@ pub(super) struct LogMap {
     segment: AtomicU64,
     /// Whether a store or a populate may have mapped pages in since the last `forget`: a
     /// log synced after records written with `pwrite` alone (durable commits) maps nothing,
-    /// and its `forget` before each sync would be a system call for nothing.
+    /// and its `forget` before each sync would be a system call for nothing. Like `forget`
+    /// itself, only a hint: a store past the range of a `forget` that clears the flag
+    /// meanwhile leaves its page mapped until the next store sets it again, and a sync then
+    /// write-protects that page, as it would without `forget`.
     touched: AtomicBool,
 }
 

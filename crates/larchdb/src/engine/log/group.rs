@@ -77,7 +77,7 @@ pub(super) struct GroupState {
     pub(super) syncs: u64,
     /// Threads waiting on `GroupLog::flushed` (`wait_flushed`): the leader wakes them only if
     /// there are any, since a condition variable's wake is a system call whether or not
-    /// anyone waits (two a durable commit of a single committer, about 3% of its time).
+    /// anyone waits (two wakes a durable commit of a single committer).
     pub(super) waiting: u32,
 }
 

@@ -108,12 +108,18 @@ impl WriteMap {
                     // `self.map`) until the view that points into it is gone.
                     self.view = access.view(self.page_bytes, u64::MAX);
                     let access = Arc::new(access);
-                    if readahead && mapped > 0 && self.readahead.fits(len) {
+                    if let Some(old) = self
+                        .map
+                        .as_ref()
+                        .filter(|_| readahead && mapped > 0 && self.readahead.fits(len))
+                    {
                         // A mapping that replaces a smaller one, of a file that fits in
                         // memory: the pages the writer wrote are in the page cache, and are
-                        // mapped in for the readers. Not the first mapping at open: its pages
-                        // may be on disk only, and the first reads of them read ahead.
-                        access.map_in_behind(end.min(self.file_bytes) as usize);
+                        // mapped in for the readers once the smaller one is gone. Not the
+                        // first mapping at open: its pages may be on disk only, and the first
+                        // reads of them read ahead.
+                        access
+                            .map_in_behind(end.min(self.file_bytes) as usize, Arc::downgrade(old));
                     }
                     self.map = Some(access);
                 }
