@@ -13,6 +13,13 @@
 
 use super::page::checksum_ok;
 use super::MAP_BYTES_MIN;
+use crate::error::{Error, Result};
+use crate::storage::Storage;
+use std::collections::HashMap;
+use std::io;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
 
 /// How long `Access::map_in_behind` waits for the snapshots on the mapping it replaces to end
 /// before it gives up: readers renew their snapshot per operation or per scan, and a scan of
@@ -21,13 +28,6 @@ const MAP_IN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How often `Access::map_in_behind` looks whether the replaced mapping is gone.
 const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
-use crate::error::{Error, Result};
-use crate::storage::Storage;
-use std::collections::HashMap;
-use std::io;
-use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
 
 /// The shortest run of pages `Access::forget_runs` drops from the resident set.
 const FORGET_RUN_PAGES_MIN: u64 = 16;
