@@ -28,6 +28,19 @@ const SEEK_LEAF_WHOLE_ENTRIES: usize = 8;
 /// what the scan reads).
 const SIBLINGS_AHEAD: usize = 4;
 
+/// How many entries on a scan asks for the cell it will read (`Cursor::next`, `prev`), and
+/// how many of a leaf's first cells (in the scan's direction) it asks for as it enters the
+/// leaf (`descend_edge`), before reading the first. A cell's first line is a miss wherever
+/// the scan reads no more of the cell than its header (a 128-byte value spans three lines)
+/// or the leaf is new to the cache, and the miss costs several entries' time: three entries
+/// ahead, and nothing at a leaf's start, left most of it in the scan's way. `readseq` of
+/// 200K reopened records of 8-byte keys, medians of three alternated rounds
+/// (docs/design/performance.md, "A scan asks for a leaf's first cells"): 128-byte values 29M
+/// entries a second before, 44M with eight and eight; 1 KB values 12.5M and 22M; 8-byte values
+/// within the spread (100M and 96M). Twelve and twelve halved `readreverse` of 1 KB values.
+const SCAN_AHEAD_CELLS: usize = 8;
+const LEAF_ENTRY_CELLS: usize = 8;
+
 pub(crate) struct Cursor<'s, S: PageSource + ?Sized> {
     src: &'s S,
     hdr: TableHeader,
@@ -72,6 +85,17 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             let n = self.load(id)?;
             if n.leaf {
                 let i = if leftmost { 0 } else { n.n.wrapping_sub(1) };
+                // The cells a scan reads first here, before it waits on the first of them
+                // (`LEAF_ENTRY_CELLS`); `next` and `prev` ask for the later ones.
+                if leftmost {
+                    for k in 0..LEAF_ENTRY_CELLS {
+                        n.prefetch_cell(k);
+                    }
+                } else {
+                    for k in 1..=LEAF_ENTRY_CELLS {
+                        n.prefetch_cell(n.n.wrapping_sub(k));
+                    }
+                }
                 self.stack.push((n, i));
                 return Ok(());
             }
@@ -246,9 +270,10 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         match self.stack.last_mut() {
             Some((n, i)) => {
                 *i += 1;
-                // Cells sit in insertion order, not key order: ask for one a few entries on
-                // early, so a scan does not wait on memory for every entry.
-                n.prefetch_cell(*i + 3);
+                // Cells sit in insertion order, not key order: ask for one
+                // `SCAN_AHEAD_CELLS` entries on early, so a scan does not wait on memory
+                // for every entry.
+                n.prefetch_cell(*i + SCAN_AHEAD_CELLS);
                 if *i < n.n {
                     return Ok(true);
                 }
@@ -265,7 +290,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             // usize::MAX marks "before the first" and is >= n, so settle moves on.
             Some((n, i)) => {
                 *i = i.wrapping_sub(1);
-                n.prefetch_cell(i.wrapping_sub(3));
+                n.prefetch_cell(i.wrapping_sub(SCAN_AHEAD_CELLS));
             }
             None => return Ok(false),
         }
