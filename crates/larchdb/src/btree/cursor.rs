@@ -28,7 +28,8 @@ const SEEK_LEAF_WHOLE_ENTRIES: usize = 8;
 /// what the scan reads).
 const SIBLINGS_AHEAD: usize = 4;
 
-/// How many entries on a scan asks for the cell it will read (`Cursor::next`, `prev`), and
+/// How many entries on a scan asks for the cell it will read (`Cursor::next`, `prev`, and
+/// `leaf_entries_before` where a scan merges the tree with the layers above it), and
 /// how many of a leaf's first cells (in the scan's direction) it asks for as it enters the
 /// leaf (`descend_edge`), before reading the first. A cell's first line is a miss wherever
 /// the scan reads no more of the cell than its header (a 128-byte value spans three lines)
@@ -326,12 +327,12 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         let mut count = 0;
         if forward {
             while i + 1 + count < n.n && compare_keys(n.key(i + 1 + count)?, k).is_lt() {
-                n.prefetch_cell(i + 4 + count);
+                n.prefetch_cell(i + SCAN_AHEAD_CELLS + count);
                 count += 1;
             }
         } else {
             while count < *i && compare_keys(n.key(i - 1 - count)?, k).is_gt() {
-                n.prefetch_cell(i.wrapping_sub(4 + count));
+                n.prefetch_cell(i.wrapping_sub(SCAN_AHEAD_CELLS + count));
                 count += 1;
             }
         }
