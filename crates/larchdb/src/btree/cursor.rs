@@ -13,11 +13,26 @@ use crate::pager::{PageRef, PageSource, TableHeader};
 /// and slots.
 const SIBLING_LINES: usize = 2;
 
-/// A seek's leaf holding more entries than this is asked for whole once its header is read:
-/// its search probes lines across it and a scan from the seek reads on through it. A leaf of
-/// a few large records is read at a cell or two, and 64 prefetches a seek would hold up the
-/// loads the search waits on (`Cursor::seek`).
+/// A seek's leaf holding more entries than this is asked for whole: its search probes lines
+/// across it and a scan from the seek reads on through it. A leaf of a few large records is
+/// read at a cell or two, and 64 prefetches a seek would hold up the loads the search waits
+/// on (`Cursor::seek`).
 const SEEK_LEAF_WHOLE_ENTRIES: usize = 8;
+
+std::thread_local! {
+    /// Whether the last seek on this thread found its leaf holding more than
+    /// `SEEK_LEAF_WHOLE_ENTRIES` entries. A leaf's entry count is in its header, which is the
+    /// seek's first miss in the leaf: asking for the rest of the leaf only once the header
+    /// showed many entries made a second miss, which the search's first probe waited on. So a
+    /// seek guesses from the last one (a thread mostly seeks in one table, whose leaves hold
+    /// records of one size) and asks for the whole leaf before its header is read when the
+    /// last leaf was dense, as a point read does (`btree::get`). `seekrandom` over 1M reopened
+    /// records of 100 bytes went from 1.055 to 1.005 us a seek (medians of twelve alternated
+    /// runs, docs/design/performance.md, "A seek's leaf asked for whole by the last one's
+    /// count"); with 1 KB records, three to a leaf, the whole leaf asked for first was 7%
+    /// slower, so they keep the two lines, then the rest on a dense header.
+    static SEEK_LEAF_DENSE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// The leaves after the one a scan crossed into that it asks for (`Cursor::prefetch_siblings`):
 /// with 1 KB records, three to a leaf, a scan crosses a leaf every three records, and one leaf
@@ -136,15 +151,19 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             return Ok(false);
         }
         let mut id = self.hdr.root;
+        // Whether the leaf was asked for whole before its header was read.
+        let mut whole = false;
         loop {
             let n = self.load(id)?;
             if n.leaf {
                 // Asked for whole only where it holds many entries (`SEEK_LEAF_WHOLE_ENTRIES`;
                 // measured in docs/design/performance.md, "Scans of 1 KB records beside
-                // writes").
-                if n.n > SEEK_LEAF_WHOLE_ENTRIES {
+                // writes"), and the next seek guesses from this one (`SEEK_LEAF_DENSE`).
+                let dense = n.n > SEEK_LEAF_WHOLE_ENTRIES;
+                if dense && !whole {
                     self.src.prefetch_page(id.id);
                 }
+                SEEK_LEAF_DENSE.set(dense);
                 let (i, _) = n.search(key)?;
                 self.stack.push((n, i));
                 return self.settle_forward();
@@ -153,9 +172,15 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             id = n.child(ci)?;
             self.stack.push((n, ci));
             if self.stack.len() + 1 == self.hdr.depth as usize {
-                // The leaf next: its header and slots, two lines, asked for together, so
-                // that the search's first reads wait on one miss.
-                self.src.prefetch_head(id.id, SIBLING_LINES);
+                // The leaf next: all of it where the last seek's leaf was dense, else its
+                // header and slots, two lines, asked for together, so that the search's first
+                // reads wait on one miss.
+                whole = SEEK_LEAF_DENSE.get();
+                if whole {
+                    self.src.prefetch_page(id.id);
+                } else {
+                    self.src.prefetch_head(id.id, SIBLING_LINES);
+                }
             }
         }
     }
