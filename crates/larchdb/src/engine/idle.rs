@@ -28,12 +28,24 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// How often a checkpoint the thread started is looked at, to publish it once written.
-const POLL: Duration = Duration::from_millis(5);
+/// How often a checkpoint the thread started is looked at, to publish it once written. After
+/// a burst of writes the thread merges every slice that holds records, one checkpoint after
+/// the other (26 after a 1M `overwrite`, a few ms each), and the reads wait for the last: at
+/// 5 ms the polls' slack was a fifth of the drain (docs/design/performance.md, "The idle
+/// drain looks sooner").
+const POLL: Duration = Duration::from_millis(1);
 
-/// How many times `give_back_log` looks at the last checkpoint's sync, `POLL` apart, before it
-/// leaves the log's file to the next idle period.
+/// How often `give_back_log` looks at the last checkpoint's sync.
+const SETTLE_POLL: Duration = Duration::from_millis(5);
+
+/// How many times `give_back_log` looks at the last checkpoint's sync, `SETTLE_POLL` apart,
+/// before it leaves the log's file to the next idle period.
 const SETTLE_POLLS: u32 = 400;
+
+/// How many times a period the armed thread looks at the commits' count: the writer is found
+/// idle between one period and one period and a step after its last commit, where a look
+/// once a period found it between one and two periods after.
+const QUIET_STEPS: u32 = 4;
 
 /// Checkpoints started in one idle period, at most, beyond one for each slice the overlays
 /// are cut into (`Shared::slices`): the last merges the entry counts the ones before
@@ -129,17 +141,25 @@ impl Idle {
         st.stop
     }
 
-    /// Waits (armed) until a whole period passes with no commit, then disarms: returns
-    /// whether the handle is closing instead.
+    /// Waits (armed) until a whole period passes with no commit, looking `QUIET_STEPS` times
+    /// a period, then disarms: returns whether the handle is closing instead.
     fn wait_quiet(&self, period: Duration) -> bool {
+        let step = period / QUIET_STEPS;
         let mut seen = self.commits.load(SeqCst);
+        // The steps slept since a look found the count changed.
+        let mut quiet = 0;
         loop {
-            if self.sleep(period) {
+            if self.sleep(step) {
                 return true;
             }
             let now = self.commits.load(SeqCst);
             if now != seen {
                 seen = now;
+                quiet = 0;
+                continue;
+            }
+            quiet += 1;
+            if quiet < QUIET_STEPS {
                 continue;
             }
             // Disarmed before the count is looked at again: a commit after this look finds
@@ -151,6 +171,7 @@ impl Idle {
             }
             self.armed.store(true, SeqCst);
             seen = now;
+            quiet = 0;
         }
     }
 }
@@ -245,7 +266,7 @@ fn give_back_log(shared: &Arc<Shared>) -> bool {
         };
         if disk.settling.as_ref().is_some_and(|s| !s.synced()) {
             drop(guard);
-            if shared.idle.sleep(POLL) {
+            if shared.idle.sleep(SETTLE_POLL) {
                 return true;
             }
             continue;
