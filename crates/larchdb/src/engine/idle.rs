@@ -30,9 +30,10 @@ use std::time::Duration;
 
 /// How often a checkpoint the thread started is looked at, to publish it once written. After
 /// a burst of writes the thread merges every slice that holds records, one checkpoint after
-/// the other (26 after a 1M `overwrite`, a few ms each), and the reads wait for the last: at
-/// 5 ms the polls' slack was a fifth of the drain (docs/design/performance.md, "The idle
-/// drain looks sooner").
+/// the other (18-22 after 1M one-put writes, about 11 ms each), and reads probe the overlays
+/// until the last: with this at 5 ms and one look a period (`QUIET_STEPS`), the last came
+/// 385 ms after the last commit, against 330 ms (docs/design/performance.md, "The idle drain
+/// looks sooner").
 const POLL: Duration = Duration::from_millis(1);
 
 /// How often `give_back_log` looks at the last checkpoint's sync.
