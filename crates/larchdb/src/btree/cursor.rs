@@ -27,10 +27,10 @@ std::thread_local! {
     /// seek guesses from the last one (a thread mostly seeks in one table, whose leaves hold
     /// records of one size) and asks for the whole leaf before its header is read when the
     /// last leaf was dense, as a point read does (`btree::get`). `seekrandom` over 1M reopened
-    /// records of 100 bytes went from 1.055 to 1.005 us a seek (medians of twelve alternated
-    /// runs, docs/design/performance.md, "A seek's leaf asked for whole by the last one's
-    /// count"); with 1 KB records, three to a leaf, the whole leaf asked for first was 7%
-    /// slower, so they keep the two lines, then the rest on a dense header.
+    /// records of 100 bytes went from 1.055 to 1.005 us a seek (medians of twelve passes in
+    /// six alternated runs, docs/design/performance.md, "A seek's leaf asked for whole by the
+    /// last one's count"); with 1 KB records, three to a leaf, the whole leaf asked for first
+    /// was 7% slower, so they keep the two lines, then the rest on a dense header.
     static SEEK_LEAF_DENSE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
