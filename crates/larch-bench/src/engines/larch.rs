@@ -140,7 +140,12 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
                 "reads",
                 "one read txn per session, renewed to the newest snapshot per op",
             ),
-            kv("cache", "OS page cache (no engine cache)"),
+            kv(
+                "cache",
+                "frames (the default): the data file's pages in memory of the engine's own, \
+                 placed in huge pages, while the file fits in a quarter of the memory the \
+                 process may use; the OS page cache through a mapping beyond",
+            ),
             kv(
                 "background_nice",
                 if background_nice == 0 {

@@ -397,6 +397,7 @@ fn writer_state(
             file_bytes,
             !options.read_only,
             crate::engine::admission::budget::readahead(options),
+            crate::engine::admission::budget::frames_bytes(options),
         ),
     )
     // The page buffers kept between transactions count against the memory budget: an eighth

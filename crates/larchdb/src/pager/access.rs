@@ -7,10 +7,13 @@
 //!   into (LMDB's MDB_WRITEMAP): one mapping per file generation instead of two, so each page
 //!   is mapped (and counted in the process size) once, and a page the writer wrote is read
 //!   without a second page fault. Writable handles use it.
+//! - `Frames`: the pages in anonymous memory of the engine's own (frames.rs), loaded from the
+//!   file on a reader's first access and written by the writer in place: a writable handle's
+//!   while its file fits in the frames' share of memory (`Readahead::frames_fit`).
 //! - `Buffered`: pages are read with `read_at` into buffers owned by the snapshot, verified
 //!   once when loaded. Used for storages that cannot be mapped (the fault-injecting backend).
-//!   Stage 3 replaces this with a shared, bounded buffer pool.
 
+use super::frames::{Frames, READY};
 use super::page::checksum_ok;
 use super::MAP_BYTES_MIN;
 use crate::error::{Error, Result};
@@ -18,6 +21,7 @@ use crate::storage::Storage;
 use std::collections::HashMap;
 use std::io;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
@@ -29,6 +33,10 @@ const MAP_IN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 /// How often `Access::map_in_behind` looks whether the replaced mapping is gone.
 const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// How often the frames' keeper (`Access::keep_frames`) looks whether the file has grown past
+/// the chunks it has seen to.
+const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The shortest run of pages `Access::forget_runs` drops from the resident set.
 const FORGET_RUN_PAGES_MIN: u64 = 16;
 
@@ -38,6 +46,7 @@ type PageCache = Mutex<HashMap<(u64, u64), Box<[u8]>>>;
 pub(crate) enum Access {
     Mapped(memmap2::Mmap),
     Shared(memmap2::MmapRaw),
+    Frames(Frames),
     Buffered {
         storage: Arc<dyn Storage>,
         /// Pages and runs loaded so far, keyed by (first page, page count). Entries are never
@@ -55,6 +64,9 @@ pub(crate) struct MapView {
     /// Whole pages covered, at most the mapping's length.
     pages: u64,
     page_bytes: usize,
+    /// Frames only: their state bytes (`pages` of them at least); a page is in the view only
+    /// once `READY`, and the caller takes the slow path (`Access::bytes`) for the others.
+    state: Option<NonNull<AtomicU8>>,
 }
 
 // SAFETY: the view only reads the mapping (shared bytes, like `&[u8]`), and the mapping lives
@@ -69,6 +81,13 @@ impl MapView {
     pub(crate) fn page(&self, id: u64) -> Option<&[u8]> {
         if id >= self.pages {
             return None;
+        }
+        if let Some(state) = self.state {
+            // SAFETY: `id < pages`, and frames have a state byte for each page they cover,
+            // which live as long as the frames (held beside the view).
+            if unsafe { state.add(id as usize).as_ref() }.load(Ordering::Acquire) != READY {
+                return None;
+            }
         }
         // SAFETY: `id < pages` and `pages * page_bytes` is within the mapping (`Access::view`),
         // which lives as long as `self` (see the type's comment). Pages read through a view
@@ -126,15 +145,21 @@ impl Access {
     /// A view of the first `pages_max` pages of a mapping (fewer if the mapping is shorter);
     /// `None` for a buffered access. The caller holds it beside `self` (see `MapView`).
     pub(crate) fn view(&self, page_bytes: usize, pages_max: u64) -> Option<MapView> {
-        let (ptr, len) = match self {
-            Access::Mapped(map) => (map.as_ptr(), map.len()),
-            Access::Shared(map) => (map.as_ptr(), map.len()),
+        let (ptr, len, state) = match self {
+            Access::Mapped(map) => (map.as_ptr(), map.len(), None),
+            Access::Shared(map) => (map.as_ptr(), map.len(), None),
+            Access::Frames(f) => (
+                f.base().as_ptr() as *const u8,
+                f.len() as usize,
+                Some(f.state_ptr()),
+            ),
             Access::Buffered { .. } => return None,
         };
         Some(MapView {
             ptr: NonNull::new(ptr as *mut u8)?,
             pages: pages_max.min((len / page_bytes) as u64),
             page_bytes,
+            state,
         })
     }
 
@@ -166,6 +191,8 @@ impl Access {
 
     /// `held` if it covers pages ending at `needed_bytes`, else a larger access from
     /// `for_pages`: what a newly published snapshot reads through.
+    /// Never frames: they hold what this handle's writer wrote, and a snapshot that comes
+    /// here may be another process's commit (a follower), or one past the frames.
     pub(crate) fn covering(
         held: &Arc<Access>,
         storage: &Arc<dyn Storage>,
@@ -173,7 +200,7 @@ impl Access {
         readahead: Readahead,
     ) -> Result<Arc<Access>> {
         match held.mapped_bytes() {
-            Some(mapped) if mapped >= needed_bytes => Ok(held.clone()),
+            Some(mapped) if mapped >= needed_bytes && !held.is_frames() => Ok(held.clone()),
             _ => Ok(Arc::new(Access::for_pages(
                 storage,
                 needed_bytes,
@@ -194,11 +221,24 @@ impl Access {
         !matches!(self, Access::Buffered { .. })
     }
 
+    pub(crate) fn is_frames(&self) -> bool {
+        matches!(self, Access::Frames(_))
+    }
+
+    /// The frames, if this access is frames.
+    pub(crate) fn frames(&self) -> Option<&Frames> {
+        match self {
+            Access::Frames(f) => Some(f),
+            _ => None,
+        }
+    }
+
     /// Bytes covered by the mapping, if mapped.
     pub(crate) fn mapped_bytes(&self) -> Option<u64> {
         match self {
             Access::Mapped(map) => Some(map.len() as u64),
             Access::Shared(map) => Some(map.len() as u64),
+            Access::Frames(f) => Some(f.len()),
             Access::Buffered { .. } => None,
         }
     }
@@ -214,6 +254,7 @@ impl Access {
                 // stays inside the same allocation.
                 Some(unsafe { map.as_mut_ptr().add(at) })
             }
+            Access::Frames(f) => f.writable(at, len),
             _ => None,
         }
     }
@@ -230,7 +271,7 @@ impl Access {
         let _ = match self {
             Access::Mapped(map) => map.advise(advice),
             Access::Shared(map) => map.advise(advice),
-            Access::Buffered { .. } => Ok(()),
+            Access::Frames(_) | Access::Buffered { .. } => Ok(()),
         };
     }
 
@@ -263,7 +304,7 @@ impl Access {
     /// it waits: one that no snapshot uses any more by then is not mapped in.
     pub(crate) fn map_in_behind(self: &Arc<Access>, len: usize, replaced: Weak<Access>) {
         let len = self.within_map(0, len);
-        if len == 0 || !self.is_mapped() {
+        if len == 0 || !self.is_mapped() || self.is_frames() {
             return;
         }
         let access = Arc::downgrade(self);
@@ -283,8 +324,56 @@ impl Access {
                 let _ = match &*access {
                     Access::Shared(map) => map.advise_range(memmap2::Advice::PopulateRead, 0, len),
                     Access::Mapped(map) => map.advise_range(memmap2::Advice::PopulateRead, 0, len),
-                    Access::Buffered { .. } => Ok(()),
+                    Access::Frames(_) | Access::Buffered { .. } => Ok(()),
                 };
+            });
+    }
+
+    /// Starts the frames' keeper, a thread of its own at the lowest priority (nice 19, so
+    /// that it takes only the time the application's threads leave): it reads what the file
+    /// holds into the frames that are still empty, a huge page's worth at a time
+    /// (`Frames::warm`), and has each such chunk placed in a huge page (`Frames::collapse`),
+    /// in file order, then follows the file as it grows. It holds the frames only for a
+    /// step: it ends once they are dropped. Only a help to readers: a thread that cannot
+    /// start, a read that fails or a kernel without `MADV_COLLAPSE` changes nothing but speed.
+    pub(crate) fn keep_frames(self: &Arc<Access>) {
+        if !self.is_frames() {
+            return;
+        }
+        let access = Arc::downgrade(self);
+        let _ = std::thread::Builder::new()
+            .name("larch-frames".into())
+            .spawn(move || {
+                #[cfg(target_os = "linux")]
+                // SAFETY: changes only this thread's scheduling priority.
+                unsafe {
+                    libc::nice(19);
+                }
+                let (mut next, mut warming, mut collapsing) = (0u64, true, true);
+                loop {
+                    let Some(access) = access.upgrade() else {
+                        return;
+                    };
+                    let Some(frames) = access.frames() else {
+                        return;
+                    };
+                    if next >= frames.chunks_in_file() || !(warming || collapsing) {
+                        drop(access);
+                        std::thread::sleep(KEEP_POLL);
+                        continue;
+                    }
+                    if warming && frames.warm(next).is_err() {
+                        warming = false;
+                    }
+                    if collapsing {
+                        match frames.collapse(next) {
+                            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => collapsing = false,
+                            Err(e) if e.kind() == io::ErrorKind::Unsupported => collapsing = false,
+                            _ => {}
+                        }
+                    }
+                    next += 1;
+                }
             });
     }
 
@@ -308,7 +397,7 @@ impl Access {
         let advised = match self {
             Access::Shared(map) => map.advise_range(memmap2::Advice::WillNeed, at, len),
             Access::Mapped(map) => map.advise_range(memmap2::Advice::WillNeed, at, len),
-            Access::Buffered { .. } => return 0,
+            Access::Frames(_) | Access::Buffered { .. } => return 0,
         };
         if advised.is_ok() {
             len
@@ -337,7 +426,9 @@ impl Access {
             Access::Mapped(map) => unsafe {
                 map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, at, len)
             },
-            Access::Buffered { .. } => Ok(()),
+            // Frames hold the only copy this process reads of a page; they are given back
+            // with the frames (a freed page's frame is taken again by the writer).
+            Access::Frames(_) | Access::Buffered { .. } => Ok(()),
         };
     }
 
@@ -377,6 +468,7 @@ impl Access {
                 // mutable reference to these bytes exists while this one lives.
                 Ok(unsafe { std::slice::from_raw_parts(map.as_ptr().add(start), len) })
             }
+            Access::Frames(f) => f.bytes(id, pages),
             Access::Buffered { storage, cache } => {
                 let mut cache = cache.lock().unwrap_or_else(|e| e.into_inner());
                 if let Some(buf) = cache.get(&(id, pages)) {

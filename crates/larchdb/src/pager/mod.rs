@@ -18,6 +18,7 @@
 //! ```
 
 mod access;
+mod frames;
 pub(crate) mod freelist;
 mod meta;
 pub(crate) mod page;
@@ -27,6 +28,7 @@ mod snapshot;
 mod write;
 
 pub(crate) use access::{Access, MapView, Readahead};
+pub(crate) use frames::Frames;
 pub(crate) use freelist::FreeSet;
 pub(crate) use meta::{Meta, TableHeader};
 pub(crate) use page::{prefetch, PageRef};

@@ -204,6 +204,23 @@ pub(crate) fn readahead(options: &crate::Options) -> crate::pager::Readahead {
     crate::pager::Readahead::new(options.readahead, memory)
 }
 
+/// The share of the memory this process may use that a writing handle's frames may cover
+/// by default (`Options::frames_bytes`): a quarter, as the overlays' default budget.
+const FRAMES_SHARE: u64 = 4;
+
+/// The bytes of the data file a writing handle keeps in frames at most
+/// (`Options::frames_bytes`): `None` where frames are off or the memory is unknown.
+pub(crate) fn frames_bytes(options: &crate::Options) -> Option<u64> {
+    if options.read_only {
+        return None;
+    }
+    match options.frames_bytes {
+        Some(0) => None,
+        Some(bytes) => Some(bytes),
+        None => process_memory().map(|m| m / FRAMES_SHARE),
+    }
+}
+
 /// The memory this process may use: the lowest of the machine's memory and the memory limits
 /// of its cgroups (`None` where none of them can be read). Read once per process, at the first
 /// open that needs it: a handle opened later keeps the first reading.

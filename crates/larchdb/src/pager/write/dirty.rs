@@ -143,6 +143,7 @@ impl WritePages {
             && self.appended_owned_bytes + bytes <= APPENDED_OWNED_BYTES_MAX;
         let in_map =
             mapped && !owned_new && !(n == 1 && reused && self.wmap.is_cold(id, self.page_bytes));
+        self.wmap.placed(id, n, in_map);
         if owned_new {
             self.appended_owned_bytes += bytes;
             // A sequential load's pages (not a merge's): the next transaction is likely one too.

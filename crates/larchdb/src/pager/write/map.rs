@@ -37,6 +37,12 @@ pub(crate) struct WriteMap {
     /// The last transaction appended pages (`WritePages::new_page_appended`): this one keeps
     /// its new single pages in owned buffers from the start.
     pub(super) appending: bool,
+    /// The bytes of the file that frames may cover (`Options::frames_bytes`): the first mapping is
+    /// frames where the file fits; `None` once the file outgrew them, or where frames are off.
+    frames_bytes: Option<u64>,
+    /// This transaction needed pages past its frames and placed them in owned buffers: the
+    /// next one maps the file instead (`begin`).
+    outgrown: bool,
 }
 
 impl WriteMap {
@@ -46,6 +52,7 @@ impl WriteMap {
         file_bytes: u64,
         enabled: bool,
         readahead: crate::pager::Readahead,
+        frames_bytes: Option<u64>,
     ) -> WriteMap {
         WriteMap {
             storage,
@@ -59,6 +66,44 @@ impl WriteMap {
             cold_backoff: 0,
             unpopulated_from: file_bytes,
             appending: false,
+            frames_bytes,
+            outgrown: false,
+        }
+    }
+
+    /// At the start of a write transaction: where the file outgrew the frames (the last
+    /// transaction placed pages past them, or the file is longer), they are let go, and the
+    /// next `ensure` maps the file. Snapshots that read the frames keep them until they end;
+    /// every page they hold is in the file (`WritePages::write_out`), so the mapping reads the
+    /// same bytes.
+    pub(super) fn begin(&mut self) {
+        let Some(frames) = self.map.as_ref().and_then(|m| m.frames()) else {
+            return;
+        };
+        if self.outgrown || self.file_bytes > frames.len() {
+            self.view = None;
+            self.map = None;
+            self.frames_bytes = None;
+            self.outgrown = false;
+        }
+    }
+
+    /// The frames the writer writes its pages in, if it does.
+    #[inline]
+    pub(super) fn frames(&self) -> Option<&crate::pager::Frames> {
+        self.map.as_ref().and_then(|m| m.frames())
+    }
+
+    /// The writer placed pages `[id, id + n)`, free until now, in the mapping (`in_map`) or
+    /// in an owned buffer: frames take note (`Frames::placed`, `Frames::forget_page`).
+    #[inline]
+    pub(super) fn placed(&self, id: u64, n: u64, in_map: bool) {
+        if let Some(f) = self.frames() {
+            if in_map {
+                f.placed(id, n);
+            } else {
+                f.forget_page(id, n);
+            }
         }
     }
 
@@ -93,6 +138,26 @@ impl WriteMap {
             .as_ref()
             .and_then(|m| m.mapped_bytes())
             .unwrap_or(0);
+        if mapped < end && self.map.as_ref().is_some_and(|m| m.is_frames()) {
+            // Past the frames: this transaction's further pages go to owned buffers, and the
+            // next one maps the file (`begin`).
+            self.outgrown = true;
+            return Ok(false);
+        }
+        if mapped < end && self.map.is_none() {
+            let frames = self
+                .frames_bytes
+                .filter(|&b| self.file_bytes.max(end) <= b)
+                .and_then(|b| crate::pager::Frames::new(self.storage.clone(), self.page_bytes, b));
+            if let Some(frames) = frames {
+                let access = Access::Frames(frames);
+                self.view = access.view(self.page_bytes, u64::MAX);
+                let access = Arc::new(access);
+                access.keep_frames();
+                self.map = Some(access);
+                return Ok(true);
+            }
+        }
         if mapped < end {
             let mut len = MAP_BYTES_MIN.max(mapped);
             while len < end {
@@ -204,6 +269,10 @@ impl WriteMap {
     pub(super) fn is_cold(&mut self, id: u64, page_bytes: usize) -> bool {
         if self.cold_skip > 0 {
             self.cold_skip -= 1;
+            return false;
+        }
+        // A frame is never read from the file to be written over: only the mapping's are.
+        if self.frames().is_some() {
             return false;
         }
         self.check_cold(id, page_bytes)

@@ -233,7 +233,11 @@ impl WritePages {
             last_durable,
             pool: carry.pool,
             pool_max: carry.pool_max,
-            wmap: carry.wmap,
+            wmap: {
+                let mut wmap = carry.wmap;
+                wmap.begin();
+                wmap
+            },
             chain: carry.chain,
             ids: b.ids,
             extents: b.extents,

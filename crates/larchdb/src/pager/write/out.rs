@@ -54,7 +54,13 @@ impl WritePages {
         let storage = self.wmap.storage.clone();
         for &id in &ids {
             match self.dirty.get(&id).map(|d| &d.place) {
-                Some(Place::Owned(b)) => storage.write_at(b, id * ps as u64)?,
+                Some(Place::Owned(b)) => {
+                    storage.write_at(b, id * ps as u64)?;
+                    // Read (and written, if ever) in its frame from now on, as below.
+                    if let Some(f) = self.wmap.frames() {
+                        f.fill(id, b);
+                    }
+                }
                 _ => {
                     return Err(Error::internal(format!(
                         "page {id}: spilled page not owned"
@@ -90,7 +96,57 @@ impl WritePages {
     /// Seals every dirty page (page id, txn id, checksum) and makes it reach the file: pages
     /// in the mapping are sealed in place; owned buffers are written with `write_at`, gathering
     /// consecutive pages into larger writes. Returns the bytes written or sealed.
+    ///
+    /// Where the mapping is frames, the pages sealed in them are written to the file as well,
+    /// and the owned buffers written are copied into their frames: the file holds every page
+    /// before a meta page names it, and the frames every page a snapshot reads
+    /// (pager/frames.rs).
     pub(crate) fn write_out(&mut self, storage: &dyn Storage) -> Result<u64> {
+        let written = self.write_out_sealed(storage)?;
+        if self.wmap.frames().is_some() {
+            self.write_out_frames(storage)?;
+        }
+        Ok(written)
+    }
+
+    /// With frames: writes the pages sealed in their frames to the file, consecutive ones in
+    /// one `pwritev`, and copies the owned buffers `write_out_sealed` wrote into their frames.
+    fn write_out_frames(&mut self, storage: &dyn Storage) -> Result<()> {
+        let ps = self.page_bytes;
+        let mut runs = std::mem::take(&mut self.ids);
+        runs.clear();
+        runs.extend(
+            self.dirty
+                .iter()
+                .filter(|(_, d)| matches!(d.place, Place::Mapped(_)))
+                .map(|(&id, _)| id),
+        );
+        runs.sort_unstable();
+        let Some(frames) = self.wmap.frames() else {
+            self.ids = runs;
+            return Ok(());
+        };
+        let pages = runs.iter().map(|&id| {
+            let n = match self.dirty.get(&id).map(|d| &d.place) {
+                Some(Place::Mapped(n)) => *n,
+                _ => 1,
+            };
+            frames.bytes(id, n).map(|b| (id * ps as u64, b))
+        });
+        let r = write_consecutive(storage, pages);
+        self.ids = runs;
+        r?;
+        if self.any_owned {
+            for (&id, d) in self.dirty.iter() {
+                if let Place::Owned(b) = &d.place {
+                    frames.fill(id, b);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write_out_sealed(&mut self, storage: &dyn Storage) -> Result<u64> {
         if cfg!(debug_assertions) {
             self.check_dirty_nodes()?;
         }

@@ -1,0 +1,213 @@
+//! Frames (docs/design/buffer-pool.md): a writing handle's pages in memory of its own while
+//! the file fits in `Options::frames_bytes`, and the file's mapping beyond. The contents are
+//! the same whichever way a handle reads them, across reopens that switch between the two, a
+//! file that outgrows its frames with a reader holding them, and another handle that maps the
+//! file.
+
+mod common;
+
+use larchdb::{Database, Durability, Options};
+use std::collections::BTreeMap;
+
+use common::collect;
+
+fn key(i: u64) -> Vec<u8> {
+    format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes()
+}
+
+fn value(i: u64, round: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("{i}-{round}-").into_bytes();
+    v.resize(len, (i ^ round) as u8);
+    v
+}
+
+fn check(db: &Database, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    assert_eq!(t.len().unwrap(), model.len() as u64);
+    let got = collect(t.iter());
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.clone().into_iter().collect();
+    assert!(got == want, "contents differ from the model");
+    for (k, v) in model.iter().step_by(97) {
+        assert_eq!(t.get(k).unwrap(), Some(&v[..]));
+    }
+}
+
+/// Rounds of puts, overwrites and deletes, through the log and with page commits, each round
+/// reopened with frames or with the mapping in turn; the contents are checked against a model
+/// after every round and after every reopen, and verified.
+#[test]
+fn frames_and_the_mapping_hold_the_same_contents() {
+    for log in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let mut model = BTreeMap::new();
+        for round in 0..6u64 {
+            let frames = if round % 2 == 0 { None } else { Some(0) };
+            let mut options = Options::default().log(log).durability(Durability::None);
+            options.frames_bytes = frames;
+            let db = Database::open(&path, options).unwrap();
+            for batch in 0..20u64 {
+                let mut w = db.begin_write().unwrap();
+                {
+                    w.ensure_table("t").unwrap();
+                    let mut t = w.table("t").unwrap();
+                    for j in 0..200u64 {
+                        let i = (round * 7 + batch * 131 + j * 17) % 3000;
+                        if (i + round) % 5 == 0 {
+                            t.delete(&key(i)).unwrap();
+                            model.remove(&key(i));
+                        } else {
+                            let v = value(i, round, 20 + (i as usize * 13) % 1500);
+                            t.put(&key(i), &v).unwrap();
+                            model.insert(key(i), v);
+                        }
+                    }
+                }
+                w.commit().unwrap();
+                if batch % 7 == 6 {
+                    db.checkpoint().unwrap();
+                }
+            }
+            check(&db, &model);
+            db.verify().unwrap();
+            drop(db);
+            let db = Database::open(&path, Options::default()).unwrap();
+            check(&db, &model);
+        }
+    }
+}
+
+/// A file that outgrows its frames (4 MiB here) is mapped from the next write transaction on:
+/// a reader that began while the pages were in frames keeps reading its snapshot through
+/// them, the newer snapshots read the mapping, and nothing is lost either way, nor after a
+/// reopen.
+#[test]
+fn a_file_that_outgrows_its_frames_is_mapped_and_its_old_readers_keep_theirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let options = Options::default().frames_bytes(4 << 20);
+    let db = Database::open(&path, options).unwrap();
+    let mut model = BTreeMap::new();
+    let put_range = |db: &Database, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, from: u64, to: u64| {
+        let mut w = db.begin_write().unwrap();
+        {
+            w.ensure_table("t").unwrap();
+            let mut t = w.table("t").unwrap();
+            for i in from..to {
+                let v = value(i, 0, 1000);
+                t.put(&key(i), &v).unwrap();
+                model.insert(key(i), v);
+            }
+        }
+        w.commit().unwrap();
+        db.checkpoint().unwrap();
+    };
+    put_range(&db, &mut model, 0, 1000);
+    let early = model.clone();
+    let reader = db.begin_read().unwrap();
+    // Past 4 MiB of pages, in steps, with the early reader open throughout.
+    for step in 1..12u64 {
+        put_range(&db, &mut model, step * 1000, (step + 1) * 1000);
+        let r = reader.table("t").unwrap();
+        assert_eq!(r.len().unwrap(), early.len() as u64);
+        for (k, v) in early.iter().step_by(37) {
+            assert_eq!(
+                r.get(k).unwrap(),
+                Some(&v[..]),
+                "the early reader's snapshot"
+            );
+        }
+    }
+    assert!(
+        db.stats().unwrap().file_bytes > 8 << 20,
+        "the file outgrew the frames"
+    );
+    let got = collect(reader.table("t").unwrap().iter());
+    assert!(got == early.clone().into_iter().collect::<Vec<_>>());
+    drop(reader);
+    check(&db, &model);
+    db.verify().unwrap();
+    drop(db);
+    let db = Database::open(&path, Options::default().frames_bytes(4 << 20)).unwrap();
+    check(&db, &model);
+    db.verify().unwrap();
+}
+
+/// Readers on other threads read while the writer commits and checkpoints into its frames:
+/// each read transaction sees one commit whole (every key of a round holds that round's
+/// value), never a frame being loaded or written.
+#[test]
+fn readers_beside_the_writer_see_whole_commits_in_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::open(&path, Options::default().durability(Durability::None)).unwrap();
+    const KEYS: u64 = 2000;
+    let write_round = |round: u64| {
+        let mut w = db.begin_write().unwrap();
+        {
+            w.ensure_table("t").unwrap();
+            let mut t = w.table("t").unwrap();
+            for i in 0..KEYS {
+                t.put(&key(i), &value(i, round, 300)).unwrap();
+            }
+        }
+        w.commit().unwrap();
+    };
+    write_round(0);
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    let first = t.get(&key(0)).unwrap().unwrap().to_vec();
+                    let round: u64 = std::str::from_utf8(&first)
+                        .unwrap()
+                        .split('-')
+                        .nth(1)
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    for i in (0..KEYS).step_by(7) {
+                        assert_eq!(t.get(&key(i)).unwrap(), Some(&value(i, round, 300)[..]));
+                    }
+                }
+            });
+        }
+        for round in 1..30 {
+            write_round(round);
+            if round % 5 == 0 {
+                db.checkpoint().unwrap();
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    db.verify().unwrap();
+}
+
+/// A second handle on the same file, read-only and so mapping it, reads what the writer
+/// wrote in its frames once the writer made it durable.
+#[test]
+fn a_read_only_handle_reads_what_the_frames_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::open(&path, Options::default().log(false)).unwrap();
+    let mut model = BTreeMap::new();
+    for round in 0..3u64 {
+        let mut w = db.begin_write().unwrap();
+        {
+            w.ensure_table("t").unwrap();
+            let mut t = w.table("t").unwrap();
+            for i in 0..3000u64 {
+                let v = value(i, round, 200);
+                t.put(&key(i), &v).unwrap();
+                model.insert(key(i), v);
+            }
+        }
+        w.commit().unwrap();
+        let ro = Database::open(&path, Options::default().read_only(true)).unwrap();
+        check(&ro, &model);
+    }
+}
