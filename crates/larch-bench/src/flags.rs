@@ -56,6 +56,8 @@ pub struct Flags {
     pub log_room_bytes: u64,
     /// Larch's `Options::memory_budget` (0: the engine's default, from the machine).
     pub memory_budget: u64,
+    /// Larch's `Options::frames_bytes` (0: the engine's default, no frames).
+    pub frames_bytes: u64,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
     pub key_offset: u64,
@@ -177,6 +179,7 @@ impl Default for Flags {
             checkpoint_bytes: 0,
             log_room_bytes: 0,
             memory_budget: 0,
+            frames_bytes: 0,
             progress: true,
             key_offset: 0,
             series_interval_ms: 0,
@@ -404,6 +407,12 @@ fn flag_help() -> Vec<FlagHelp> {
             d.memory_budget.to_string(),
             "Larch's memory budget for its overlays (0: Larch's default, a quarter of the \
              memory the process may use beyond 64 MiB, at least an eighth)",
+        ),
+        h(
+            "--frames_bytes=BYTES",
+            d.frames_bytes.to_string(),
+            "Larch keeps the data file's pages in frames of its own, in huge pages, while the \
+             file fits in BYTES (0: Larch's default, none: the file mapped)",
         ),
         h(
             "--memory_limit=BYTES",
@@ -764,6 +773,7 @@ impl Flags {
                 }
                 "log_room_bytes" => f.log_room_bytes = in_range(n, parse_size(n, v)?, 0, 1 << 40)?,
                 "memory_budget" => f.memory_budget = parse_size(n, v)?,
+                "frames_bytes" => f.frames_bytes = parse_size(n, v)?,
                 "key_offset" => f.key_offset = parse_size(n, v)?,
                 "series_interval_ms" => {
                     f.series_interval_ms = in_range(n, parse_size(n, v)?, 0, 3_600_000)?
@@ -869,6 +879,7 @@ impl Flags {
             format!("--checkpoint_bytes={}", self.checkpoint_bytes),
             format!("--log_room_bytes={}", self.log_room_bytes),
             format!("--memory_budget={}", self.memory_budget),
+            format!("--frames_bytes={}", self.frames_bytes),
             format!("--progress={}", self.progress as u8),
             format!("--key_offset={}", self.key_offset),
             format!("--series_interval_ms={}", self.series_interval_ms),

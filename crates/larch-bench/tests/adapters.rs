@@ -46,6 +46,7 @@ fn conforms(name: &str) -> bool {
         checkpoint_bytes: 0,
         log_room_bytes: 0,
         memory_budget: 0,
+        frames_bytes: 0,
     };
     let opened = (spec.open)(&options).unwrap_or_else(|e| panic!("{name}: open: {e}"));
     let mut s = opened.engine.session().unwrap();

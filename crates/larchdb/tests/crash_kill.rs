@@ -25,6 +25,8 @@ const LOG_ENV: &str = "LARCH_CRASH_CHILD_LOG";
 /// Set to "1" when two children write at once: each commit's number is read in its own write
 /// transaction.
 const TWO_ENV: &str = "LARCH_CRASH_CHILD_TWO";
+/// Set to "1" to make the child keep the tree's pages in frames (`Options::frames_bytes`).
+const FRAMES_ENV: &str = "LARCH_CRASH_CHILD_FRAMES";
 const TABLE: &str = "data";
 const LOG: &str = "commits";
 /// Commits `n` with `n % 3 == 2` of the "batches" mode append `SEQ_BATCH` keys here (and put
@@ -60,10 +62,15 @@ fn commit_value(n: u64) -> Vec<u8> {
 /// hundred commits and the log's segments are reused, with room for several checkpoints (most
 /// are never synced; their pages are reused while the last durable one's stay pinned).
 fn options(log: bool) -> Options {
+    let frames = match std::env::var(FRAMES_ENV).as_deref() {
+        Ok("1") => 64 << 20,
+        _ => 0,
+    };
     if !log {
-        return Options::default().log(false);
+        return Options::default().log(false).frames_bytes(frames);
     }
     Options::default()
+        .frames_bytes(frames)
         .log(true)
         .log_segment_bytes(512 << 10)
         .log_segments(6)
@@ -231,12 +238,29 @@ fn kill_nine_with_two_writers_keeps_unsynced_commits() {
     sweep_with(kill_points() / 4, "none", true, 2);
 }
 
+/// Children that keep the tree's pages in frames (`Options::frames_bytes`), written to the
+/// file with `pwrite` before each meta page: page commits, synced and not, through the log
+/// and without it, and two writers handing the file over (each takes it back with frames
+/// of its own, empty).
+#[test]
+fn kill_nine_with_frames_loses_no_acknowledged_commit() {
+    sweep_children(kill_points() / 4, "immediate", false, 1, true);
+    sweep_children(kill_points() / 4, "none", false, 1, true);
+    sweep_children(kill_points() / 4, "none", true, 1, true);
+    sweep_children(kill_points() / 4, "immediate", false, 2, true);
+}
+
 fn sweep(points: usize, durability: &str, log: bool) {
     sweep_with(points, durability, log, 1)
 }
 
-/// `points` rounds of `writers` children, killed one after the other at random moments.
 fn sweep_with(points: usize, durability: &str, log: bool, writers: usize) {
+    sweep_children(points, durability, log, writers, false)
+}
+
+/// `points` rounds of `writers` children, killed one after the other at random moments; with
+/// `frames`, the children keep the tree's pages in frames.
+fn sweep_children(points: usize, durability: &str, log: bool, writers: usize, frames: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.larch");
     let exe = std::env::current_exe().unwrap();
@@ -255,6 +279,7 @@ fn sweep_with(points: usize, durability: &str, log: bool, writers: usize) {
                     .env(DURABILITY_ENV, durability)
                     .env(LOG_ENV, if log { "1" } else { "0" })
                     .env(TWO_ENV, if writers > 1 { "1" } else { "0" })
+                    .env(FRAMES_ENV, if frames { "1" } else { "0" })
                     .stdout(Stdio::piped())
                     .stderr(Stdio::null())
                     .spawn()

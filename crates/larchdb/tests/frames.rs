@@ -11,6 +11,13 @@ use std::collections::BTreeMap;
 
 use common::collect;
 
+/// Frames for the tests' files, which all fit.
+const FRAMES: u64 = 256 << 20;
+
+fn frames() -> Options {
+    Options::default().frames_bytes(FRAMES)
+}
+
 fn key(i: u64) -> Vec<u8> {
     format!("{:016x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).into_bytes()
 }
@@ -43,9 +50,11 @@ fn frames_and_the_mapping_hold_the_same_contents() {
         let path = dir.path().join("db");
         let mut model = BTreeMap::new();
         for round in 0..6u64 {
-            let frames = if round % 2 == 0 { None } else { Some(0) };
-            let mut options = Options::default().log(log).durability(Durability::None);
-            options.frames_bytes = frames;
+            let bytes = if round % 2 == 0 { FRAMES } else { 0 };
+            let options = Options::default()
+                .log(log)
+                .durability(Durability::None)
+                .frames_bytes(bytes);
             let db = Database::open(&path, options).unwrap();
             for batch in 0..20u64 {
                 let mut w = db.begin_write().unwrap();
@@ -72,7 +81,7 @@ fn frames_and_the_mapping_hold_the_same_contents() {
             check(&db, &model);
             db.verify().unwrap();
             drop(db);
-            let db = Database::open(&path, Options::default()).unwrap();
+            let db = Database::open(&path, frames()).unwrap();
             check(&db, &model);
         }
     }
@@ -141,7 +150,7 @@ fn a_file_that_outgrows_its_frames_is_mapped_and_its_old_readers_keep_theirs() {
 fn readers_beside_the_writer_see_whole_commits_in_frames() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let db = Database::open(&path, Options::default().durability(Durability::None)).unwrap();
+    let db = Database::open(&path, frames().durability(Durability::None)).unwrap();
     const KEYS: u64 = 2000;
     let write_round = |round: u64| {
         let mut w = db.begin_write().unwrap();
@@ -193,7 +202,7 @@ fn readers_beside_the_writer_see_whole_commits_in_frames() {
 fn a_read_only_handle_reads_what_the_frames_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    let db = Database::open(&path, Options::default().log(false)).unwrap();
+    let db = Database::open(&path, frames().log(false)).unwrap();
     let mut model = BTreeMap::new();
     for round in 0..3u64 {
         let mut w = db.begin_write().unwrap();

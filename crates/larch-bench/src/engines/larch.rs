@@ -60,7 +60,8 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .background_nice(o.background_nice)
         .checkpoint_slices(o.checkpoint_slices)
         .log_room_bytes(o.log_room_bytes)
-        .memory_budget(o.memory_budget);
+        .memory_budget(o.memory_budget)
+        .frames_bytes(o.frames_bytes);
     let options = match o.checkpoint_bytes {
         0 => options,
         bytes => options.checkpoint_bytes(bytes),
@@ -113,6 +114,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
     let page_bytes = options.page_bytes;
     let background_nice = options.background_nice;
     let readahead = options.readahead;
+    let frames_bytes = options.frames_bytes;
     let db = Database::open(o.dir.join("data.larch"), options).map_err(|x| e("open", x))?;
     let mut w = db.begin_write().map_err(|x| e("begin_write", x))?;
     w.ensure_table(TABLE).map_err(|x| e("ensure_table", x))?;
@@ -142,9 +144,15 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
             ),
             kv(
                 "cache",
-                "frames (the default): the data file's pages in memory of the engine's own, \
-                 placed in huge pages, while the file fits in a quarter of the memory the \
-                 process may use; the OS page cache through a mapping beyond",
+                match frames_bytes {
+                    0 => "OS page cache (no engine cache)".to_string(),
+                    n => format!(
+                        "frames (--frames_bytes): the data file's pages in memory of the \
+                         engine's own, placed in huge pages, while the file fits in {} MiB; \
+                         the OS page cache through a mapping beyond",
+                        n >> 20
+                    ),
+                },
             ),
             kv(
                 "background_nice",

@@ -63,6 +63,8 @@ pub struct OpenOptions {
     pub log_room_bytes: u64,
     /// Larch's `Options::memory_budget` (0: the engine's default).
     pub memory_budget: u64,
+    /// Larch's `Options::frames_bytes` (0: the engine's default, no frames).
+    pub frames_bytes: u64,
 }
 
 impl OpenOptions {

@@ -62,6 +62,7 @@ impl Child {
             checkpoint_bytes: f.checkpoint_bytes,
             log_room_bytes: f.log_room_bytes,
             memory_budget: f.memory_budget,
+            frames_bytes: f.frames_bytes,
         };
         let opened = (self.spec.open)(&o)?;
         self.open_sync = sync;

@@ -37,6 +37,12 @@ const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// the chunks it has seen to.
 const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
+/// How long the writer must have written no pages before the frames' keeper works: a
+/// collapse copies 2 MiB and holds the process's address space while it does, and beside a
+/// writer that writes pages (a 200K-record load of 1 KB records) the keeper made the load
+/// 30% slower (docs/design/performance.md, "Frames").
+const KEEP_QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The shortest run of pages `Access::forget_runs` drops from the resident set.
 const FORGET_RUN_PAGES_MIN: u64 = 16;
 
@@ -360,6 +366,12 @@ impl Access {
                     if next >= frames.chunks_in_file() || !(warming || collapsing) {
                         drop(access);
                         std::thread::sleep(KEEP_POLL);
+                        continue;
+                    }
+                    let quiet = frames.quiet_for();
+                    if quiet < KEEP_QUIET {
+                        drop(access);
+                        std::thread::sleep(KEEP_QUIET - quiet);
                         continue;
                     }
                     if warming && frames.warm(next).is_err() {

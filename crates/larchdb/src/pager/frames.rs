@@ -50,6 +50,10 @@ pub(crate) struct Frames {
     state: Box<[AtomicU8]>,
     /// The data file, which loads read from.
     storage: Arc<dyn Storage>,
+    /// When the writer last wrote pages out (`noted_write`), in milliseconds from `epoch`:
+    /// the keeper works while it is quiet.
+    written_at: std::sync::atomic::AtomicU64,
+    epoch: std::time::Instant,
 }
 
 // SAFETY: the frames are plain memory owned by `Frames`; concurrent access follows the state
@@ -98,7 +102,23 @@ impl Frames {
             raw: (raw, raw_len),
             state,
             storage,
+            written_at: std::sync::atomic::AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
         })
+    }
+
+    /// The writer wrote pages out (a commit's write-out, a merge's spill).
+    #[inline]
+    pub(crate) fn noted_write(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.written_at.store(now, Ordering::Relaxed);
+    }
+
+    /// How long ago the writer last wrote pages out.
+    pub(crate) fn quiet_for(&self) -> std::time::Duration {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let then = self.written_at.load(Ordering::Relaxed);
+        std::time::Duration::from_millis(now.saturating_sub(then))
     }
 
     /// Bytes covered.

@@ -204,21 +204,10 @@ pub(crate) fn readahead(options: &crate::Options) -> crate::pager::Readahead {
     crate::pager::Readahead::new(options.readahead, memory)
 }
 
-/// The share of the memory this process may use that a writing handle's frames may cover
-/// by default (`Options::frames_bytes`): a quarter, as the overlays' default budget.
-const FRAMES_SHARE: u64 = 4;
-
 /// The bytes of the data file a writing handle keeps in frames at most
-/// (`Options::frames_bytes`): `None` where frames are off or the memory is unknown.
+/// (`Options::frames_bytes`): `None` where frames are off.
 pub(crate) fn frames_bytes(options: &crate::Options) -> Option<u64> {
-    if options.read_only {
-        return None;
-    }
-    match options.frames_bytes {
-        Some(0) => None,
-        Some(bytes) => Some(bytes),
-        None => process_memory().map(|m| m / FRAMES_SHARE),
-    }
+    (options.frames_bytes > 0 && !options.read_only).then_some(options.frames_bytes)
 }
 
 /// The memory this process may use: the lowest of the machine's memory and the memory limits

@@ -59,6 +59,7 @@ impl WritePages {
                     // Read (and written, if ever) in its frame from now on, as below.
                     if let Some(f) = self.wmap.frames() {
                         f.fill(id, b);
+                        f.noted_write();
                     }
                 }
                 _ => {
@@ -126,6 +127,7 @@ impl WritePages {
             self.ids = runs;
             return Ok(());
         };
+        frames.noted_write();
         let pages = runs.iter().map(|&id| {
             let n = match self.dirty.get(&id).map(|d| &d.place) {
                 Some(Place::Mapped(n)) => *n,
