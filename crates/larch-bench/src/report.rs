@@ -522,7 +522,7 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
-        "engine: Larch's counters over the benchmark (larch and larch-pages):",
+        "engine: Larch's counters over the benchmark (larch, larch-pages, larch-frames):",
         &[
             (
                 "logged_commits",
@@ -682,7 +682,8 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
             (
                 "larch / best",
                 "Larch's ops/sec over the best peer's: win at 1.05 and above, loss (bold) at 0.95 \
-                 and below, even between (one column per Larch engine: larch-pages / best too)",
+                 and below, even between (one column per Larch engine: larch-pages / best, \
+                 larch-frames / best too)",
             ),
         ],
     ),

@@ -13,7 +13,10 @@
 //! `larch` commits through the write-ahead log beside the file (`Options::log`, the
 //! default): a commit appends to the log, the tree is written at checkpoints.
 //! `larch-pages` is the same with `Options::log(false)`: every commit writes its pages (stage 1's
-//! write path). `larch-log`, the log's name while it was opt-in, is an alias of `larch`.
+//! write path). `larch-frames` is `larch` with the data file's pages in frames of the engine's
+//! own (`Options::frames_bytes`, opt-in) while the file fits in a quarter of the memory the
+//! process may use (its --memory_limit, else the machine's), or in --frames_bytes where set.
+//! `larch-log`, the log's name while it was opt-in, is an alias of `larch`.
 
 use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
 use crate::error::{Error, Result};
@@ -27,9 +30,32 @@ pub fn spec() -> EngineSpec {
         name: "larch",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open: |o| open_with(o, true),
+        open: |o| open_with(o, true, o.frames_bytes),
     }
 }
+
+/// Larch with the data file's pages in frames (`Options::frames_bytes`).
+pub fn spec_frames() -> EngineSpec {
+    EngineSpec {
+        name: "larch-frames",
+        install_hint: "none: larchdb is built from this workspace",
+        probe: || Ok(VERSION.into()),
+        open: |o| {
+            let memory = o
+                .memory_limit
+                .or_else(crate::suite::machine::mem_total_bytes)
+                .unwrap_or(1 << 30);
+            let bytes = match o.frames_bytes {
+                0 => memory / FRAMES_SHARE,
+                n => n,
+            };
+            open_with(o, true, bytes)
+        },
+    }
+}
+
+/// `larch-frames`' frames by default: a quarter of the memory the process may use.
+const FRAMES_SHARE: u64 = 4;
 
 /// Larch with every commit writing its pages (`Options::log(false)`).
 pub fn spec_pages() -> EngineSpec {
@@ -37,7 +63,7 @@ pub fn spec_pages() -> EngineSpec {
         name: "larch-pages",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open: |o| open_with(o, false),
+        open: |o| open_with(o, false, o.frames_bytes),
     }
 }
 
@@ -49,7 +75,7 @@ struct Larch {
     db: Database,
 }
 
-fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
+fn open_with(o: &OpenOptions, log: bool, frames_bytes: u64) -> Result<Opened> {
     let options = Options::default()
         .durability(if o.sync {
             Durability::Immediate
@@ -61,7 +87,7 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
         .checkpoint_slices(o.checkpoint_slices)
         .log_room_bytes(o.log_room_bytes)
         .memory_budget(o.memory_budget)
-        .frames_bytes(o.frames_bytes);
+        .frames_bytes(frames_bytes);
     let options = match o.checkpoint_bytes {
         0 => options,
         bytes => options.checkpoint_bytes(bytes),
@@ -147,9 +173,9 @@ fn open_with(o: &OpenOptions, log: bool) -> Result<Opened> {
                 match frames_bytes {
                     0 => "OS page cache (no engine cache)".to_string(),
                     n => format!(
-                        "frames (--frames_bytes): the data file's pages in memory of the \
-                         engine's own, placed in huge pages, while the file fits in {} MiB; \
-                         the OS page cache through a mapping beyond",
+                        "frames (Options::frames_bytes): the data file's pages in memory of \
+                         the engine's own, placed in huge pages once the writer is quiet, while \
+                         the file fits in {} MiB; the OS page cache through a mapping beyond",
                         n >> 20
                     ),
                 },

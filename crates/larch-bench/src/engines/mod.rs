@@ -127,6 +127,7 @@ pub fn registry() -> Vec<EngineSpec> {
     vec![
         larch::spec(),
         larch::spec_pages(),
+        larch::spec_frames(),
         lmdb::spec(),
         libmdbx::spec(),
         rocksdb::spec(),

@@ -22,7 +22,7 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn mem_total_bytes() -> Option<u64> {
+pub fn mem_total_bytes() -> Option<u64> {
     let t = read("/proc/meminfo")?;
     let l = t.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kb: u64 = l.split_whitespace().nth(1)?.parse().ok()?;
