@@ -54,6 +54,9 @@ pub(super) struct Dirty {
     /// written to since. Every write access goes through `page_mut` or `dirty_page_mut`,
     /// which clear it.
     pub(super) sealed: bool,
+    /// The page is on the file as it is: a merge's spilled page not written to since (every
+    /// write access clears it, as `sealed`). The write-out of frames skips it.
+    pub(super) filed: bool,
     /// A branch that left the window of recent pages and has not been written since (see
     /// `BranchSealing`).
     pub(super) out: bool,
@@ -79,6 +82,7 @@ impl Dirty {
     #[inline]
     pub(super) fn begin_write(&mut self, keep_cells: bool) -> bool {
         self.sealed = false;
+        self.filed = false;
         if !keep_cells {
             self.cells = None;
         }
@@ -89,6 +93,7 @@ impl Dirty {
         Dirty {
             place: Place::Owned(buf),
             sealed: false,
+            filed: false,
             out: false,
             cells: None,
             check_derived: false,
@@ -159,6 +164,7 @@ impl WritePages {
             Dirty {
                 place: Place::Mapped(n),
                 sealed: false,
+                filed: false,
                 out: false,
                 cells: None,
                 check_derived: false,

@@ -81,6 +81,7 @@ impl WritePages {
         // From now on the pages are read (and written, if ever) through the mapping.
         for &id in &ids {
             if let Some(d) = self.dirty.get_mut(&id) {
+                d.filed = true;
                 if let Place::Owned(b) = std::mem::replace(&mut d.place, Place::Mapped(1)) {
                     if self.pool.len() < self.pool_max {
                         self.pool.push(b);
@@ -111,7 +112,8 @@ impl WritePages {
     }
 
     /// With frames: writes the pages sealed in their frames to the file, consecutive ones in
-    /// one `pwritev`, and copies the owned buffers `write_out_sealed` wrote into their frames.
+    /// one `pwritev`, but for those a merge spilled and nothing wrote since (`Dirty::filed`),
+    /// and copies the owned buffers `write_out_sealed` wrote into their frames.
     fn write_out_frames(&mut self, storage: &dyn Storage) -> Result<()> {
         let ps = self.page_bytes;
         let mut runs = std::mem::take(&mut self.ids);
@@ -119,7 +121,7 @@ impl WritePages {
         runs.extend(
             self.dirty
                 .iter()
-                .filter(|(_, d)| matches!(d.place, Place::Mapped(_)))
+                .filter(|(_, d)| matches!(d.place, Place::Mapped(_)) && !d.filed)
                 .map(|(&id, _)| id),
         );
         runs.sort_unstable();
