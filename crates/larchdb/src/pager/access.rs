@@ -8,8 +8,8 @@
 //!   is mapped (and counted in the process size) once, and a page the writer wrote is read
 //!   without a second page fault. Writable handles use it.
 //! - `Frames`: the pages in anonymous memory of the engine's own (frames.rs), loaded from the
-//!   file on a reader's first access and written by the writer in place: a writable handle's
-//!   while its file fits in the frames' share of memory (`Readahead::frames_fit`).
+//!   file on a reader's first access and written by the writer in place: a writable handle's,
+//!   opt-in, while its file fits in `Options::frames_bytes`.
 //! - `Buffered`: pages are read with `read_at` into buffers owned by the snapshot, verified
 //!   once when loaded. Used for storages that cannot be mapped (the fault-injecting backend).
 
@@ -40,7 +40,7 @@ const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// How long the writer must have written no pages before the frames' keeper works: a
 /// collapse copies 2 MiB and holds the process's address space while it does, and beside a
 /// writer that writes pages (a 200K-record load of 1 KB records) the keeper made the load
-/// 30% slower (docs/design/performance.md, "Frames").
+/// 30% slower (docs/design/performance.md, "Frames in the engine: opt-in").
 const KEEP_QUIET: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The shortest run of pages `Access::forget_runs` drops from the resident set.

@@ -72,6 +72,11 @@ impl Frames {
         let pages = bytes.div_ceil(page_bytes as u64);
         let len = usize::try_from(pages).ok()?.checked_mul(page_bytes)?;
         let raw_len = len.checked_add(HUGE_BYTES)?;
+        // Zeroed (`EMPTY`) by the allocator, which takes fresh zero pages from the system for
+        // a large array: no page of it is touched until its frames are.
+        let zeroed: Box<[u8]> = vec![EMPTY; usize::try_from(pages).ok()?].into_boxed_slice();
+        // SAFETY: `AtomicU8` has the size, alignment and bit validity of `u8`.
+        let state = unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [AtomicU8]) };
         // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
         let raw = unsafe {
             libc::mmap(
@@ -90,11 +95,6 @@ impl Frames {
         let offset = (raw.as_ptr() as usize).next_multiple_of(HUGE_BYTES) - raw.as_ptr() as usize;
         // SAFETY: `offset < HUGE_BYTES`, so `base..base + len` lies within the mapping.
         let base = unsafe { NonNull::new_unchecked((raw.as_ptr() as *mut u8).add(offset)) };
-        // Zeroed (`EMPTY`) by the allocator, which takes fresh zero pages from the system for
-        // a large array: no page of it is touched until its frames are.
-        let zeroed: Box<[u8]> = vec![EMPTY; usize::try_from(pages).ok()?].into_boxed_slice();
-        // SAFETY: `AtomicU8` has the size, alignment and bit validity of `u8`.
-        let state = unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [AtomicU8]) };
         Some(Frames {
             base,
             pages,

@@ -59,7 +59,6 @@ impl WritePages {
                     // Read (and written, if ever) in its frame from now on, as below.
                     if let Some(f) = self.wmap.frames() {
                         f.fill(id, b);
-                        f.noted_write();
                     }
                 }
                 _ => {
@@ -68,6 +67,9 @@ impl WritePages {
                     )))
                 }
             }
+        }
+        if let Some(f) = self.wmap.frames() {
+            f.noted_write();
         }
         if let Some(paced) = self.paced.as_mut() {
             let ps = ps as u64;
