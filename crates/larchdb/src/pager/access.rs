@@ -355,7 +355,7 @@ impl Access {
                 unsafe {
                     libc::nice(19);
                 }
-                let (mut next, mut warming, mut collapsing) = (0u64, true, true);
+                let (mut next, mut collapsing) = (0u64, true);
                 loop {
                     let Some(access) = access.upgrade() else {
                         return;
@@ -363,7 +363,7 @@ impl Access {
                     let Some(frames) = access.frames() else {
                         return;
                     };
-                    if next >= frames.chunks_in_file() || !(warming || collapsing) {
+                    if next >= frames.chunks_in_file() {
                         drop(access);
                         std::thread::sleep(KEEP_POLL);
                         continue;
@@ -374,9 +374,10 @@ impl Access {
                         std::thread::sleep(KEEP_QUIET - quiet);
                         continue;
                     }
-                    if warming && frames.warm(next).is_err() {
-                        warming = false;
-                    }
+                    // A read that fails leaves the chunk's pages to the readers that need
+                    // them, which meet the error (a file trimmed meanwhile: pages past its
+                    // end are free).
+                    let _ = frames.warm(next);
                     if collapsing {
                         match frames.collapse(next) {
                             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => collapsing = false,
