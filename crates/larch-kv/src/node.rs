@@ -223,6 +223,7 @@ fn open_peer(
         checkpoint_bytes: 0,
         log_room_bytes: 0,
         memory_budget: 0,
+        frames_bytes: 0,
     })
     .map_err(|e| format!("{name}: {e}"))?;
     let described = format!(

@@ -32,6 +32,7 @@ impl StoreBuilder<TypeConfig, PeerLogStore, PeerStateMachine, TempDir> for Rocks
             checkpoint_bytes: 0,
             log_room_bytes: 0,
             memory_budget: 0,
+            frames_bytes: 0,
         })
         .expect("RocksDB opens (scripts/setup.sh installs librocksdb)");
         let (log, sm) = peer_store::open(Arc::from(opened.engine))?;
