@@ -556,11 +556,11 @@ pub fn usage() -> String {
         .collect();
     let engines = wrap(
         &format!(
-            "Engines (--engine): {}; 'all' runs every one, the default runs {}. Each is \
+            "Engines (--engine): the default runs {}; 'all' runs every one: {}. Each is \
              configured as its documentation recommends for the workload, and prints its \
              settings.",
-            crate::engines::names().join(", "),
-            Flags::default().engines.join(",")
+            Flags::default().engines.join(","),
+            crate::engines::names().join(", ")
         ),
         HELP_LINE_CHARS,
     )
