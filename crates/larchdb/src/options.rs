@@ -89,9 +89,10 @@ pub struct Options {
     /// writer is quiet, instead of the kernel's page cache through a mapping, and the writer
     /// writes each page it changed to the file with `pwrite`; once the file outgrows them,
     /// the handle maps the file as it does without. For read-mostly work on a file that fits
-    /// in memory: point reads 15-25% faster, page writes and loads a quarter to a third
-    /// slower (each page written twice, to the frames and through the page cache, until
-    /// frames write with `O_DIRECT`), and the frames' memory taken beside the page cache's
+    /// in memory: point reads up to a fifth faster once the frames are in huge pages; loads
+    /// a quarter to a third slower (each page goes to its frame and through the page cache,
+    /// until frames write with `O_DIRECT`); the first reads after a burst of writes slower
+    /// while the frames are collapsed; and the frames' memory taken beside the page cache's
     /// (docs/design/performance.md, "Frames in the engine: opt-in").
     pub frames_bytes: u64,
     /// Commit through a write-ahead log (on by default; docs/design/write-path.md): a commit
