@@ -206,7 +206,7 @@ impl Access {
         readahead: Readahead,
     ) -> Result<Arc<Access>> {
         match held.mapped_bytes() {
-            Some(mapped) if mapped >= needed_bytes && !held.is_frames() => Ok(held.clone()),
+            Some(mapped) if mapped >= needed_bytes && held.frames().is_none() => Ok(held.clone()),
             _ => Ok(Arc::new(Access::for_pages(
                 storage,
                 needed_bytes,
@@ -225,10 +225,6 @@ impl Access {
 
     pub(crate) fn is_mapped(&self) -> bool {
         !matches!(self, Access::Buffered { .. })
-    }
-
-    pub(crate) fn is_frames(&self) -> bool {
-        matches!(self, Access::Frames(_))
     }
 
     /// The frames, if this access is frames.
@@ -310,7 +306,7 @@ impl Access {
     /// it waits: one that no snapshot uses any more by then is not mapped in.
     pub(crate) fn map_in_behind(self: &Arc<Access>, len: usize, replaced: Weak<Access>) {
         let len = self.within_map(0, len);
-        if len == 0 || !self.is_mapped() || self.is_frames() {
+        if len == 0 || !self.is_mapped() || self.frames().is_some() {
             return;
         }
         let access = Arc::downgrade(self);
@@ -343,7 +339,7 @@ impl Access {
     /// step: it ends once they are dropped. Only a help to readers: a thread that cannot
     /// start, a read that fails or a kernel without `MADV_COLLAPSE` changes nothing but speed.
     pub(crate) fn keep_frames(self: &Arc<Access>) {
-        if !self.is_frames() {
+        if self.frames().is_none() {
             return;
         }
         let access = Arc::downgrade(self);

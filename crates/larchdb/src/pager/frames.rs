@@ -131,9 +131,7 @@ impl Frames {
     }
 
     pub(crate) fn state_ptr(&self) -> NonNull<AtomicU8> {
-        // A boxed slice's pointer is never null (dangling but aligned when empty, and `pages`
-        // is never read past).
-        NonNull::new(self.state.as_ptr() as *mut AtomicU8).unwrap_or(NonNull::dangling())
+        NonNull::from(&*self.state).cast()
     }
 
     /// The pages `[id, id + pages)`, loaded from the file where not ready. Requires: the

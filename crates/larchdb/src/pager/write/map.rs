@@ -77,7 +77,7 @@ impl WriteMap {
     /// every page they hold is in the file (`WritePages::write_out`), so the mapping reads the
     /// same bytes.
     pub(super) fn begin(&mut self) {
-        let Some(frames) = self.map.as_ref().and_then(|m| m.frames()) else {
+        let Some(frames) = self.frames() else {
             return;
         };
         if self.outgrown || self.file_bytes > frames.len() {
@@ -138,7 +138,7 @@ impl WriteMap {
             .as_ref()
             .and_then(|m| m.mapped_bytes())
             .unwrap_or(0);
-        if mapped < end && self.map.as_ref().is_some_and(|m| m.is_frames()) {
+        if mapped < end && self.frames().is_some() {
             // Past the frames: this transaction's further pages go to owned buffers, and the
             // next one maps the file (`begin`).
             self.outgrown = true;

@@ -107,9 +107,7 @@ impl WritePages {
     /// (pager/frames.rs).
     pub(crate) fn write_out(&mut self, storage: &dyn Storage) -> Result<u64> {
         let written = self.write_out_sealed(storage)?;
-        if self.wmap.frames().is_some() {
-            self.write_out_frames(storage)?;
-        }
+        self.write_out_frames(storage)?;
         Ok(written)
     }
 
@@ -117,6 +115,10 @@ impl WritePages {
     /// one `pwritev`, but for those a merge spilled and nothing wrote since (`Dirty::filed`),
     /// and copies the owned buffers `write_out_sealed` wrote into their frames.
     fn write_out_frames(&mut self, storage: &dyn Storage) -> Result<()> {
+        let Some(frames) = self.wmap.frames() else {
+            return Ok(());
+        };
+        frames.noted_write();
         let ps = self.page_bytes;
         let mut runs = std::mem::take(&mut self.ids);
         runs.clear();
@@ -127,11 +129,6 @@ impl WritePages {
                 .map(|(&id, _)| id),
         );
         runs.sort_unstable();
-        let Some(frames) = self.wmap.frames() else {
-            self.ids = runs;
-            return Ok(());
-        };
-        frames.noted_write();
         let pages = runs.iter().map(|&id| {
             let n = match self.dirty.get(&id).map(|d| &d.place) {
                 Some(Place::Mapped(n)) => *n,
