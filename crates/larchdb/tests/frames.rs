@@ -143,15 +143,16 @@ fn a_file_that_outgrows_its_frames_is_mapped_and_its_old_readers_keep_theirs() {
     db.verify().unwrap();
 }
 
-/// Readers on other threads read while the writer commits and checkpoints into its frames:
-/// each read transaction sees one commit whole (every key of a round holds that round's
-/// value), never a frame being loaded or written.
+/// Readers on other threads read while the writer commits and checkpoints into its frames,
+/// and the keeper moves the frames' chunks into huge pages as the file grows past several of
+/// them: each read transaction sees one commit whole (every key of a round holds that round's
+/// value), never a frame being loaded, written or moved.
 #[test]
 fn readers_beside_the_writer_see_whole_commits_in_frames() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let db = Database::open(&path, frames().durability(Durability::None)).unwrap();
-    const KEYS: u64 = 2000;
+    const KEYS: u64 = 12_000;
     let write_round = |round: u64| {
         let mut w = db.begin_write().unwrap();
         {

@@ -34,14 +34,16 @@ const MAP_IN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// How often the frames' keeper (`Access::keep_frames`) looks whether the file has grown past
-/// the chunks it has seen to.
+/// the chunks it has seen to. It works only once the file has not grown for that long: a
+/// load's writer fills fresh frames, and the keeper's huge pages beside it (fresh memory too,
+/// zeroed and copied into) made a 200K-record load of 1 KB records a third slower
+/// (docs/design/performance.md, "Frames in the engine: opt-in").
 const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// How long the writer must have written no pages before the frames' keeper works: a
-/// collapse copies 2 MiB and holds the process's address space while it does, and beside a
-/// writer that writes pages (a 200K-record load of 1 KB records) the keeper made the load
-/// 30% slower (docs/design/performance.md, "Frames in the engine: opt-in").
-const KEEP_QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+/// The most chunks of frames the keeper moves into huge pages of their own, as a share of
+/// the mappings a process may have (`vm.max_map_count`, 65,530 by default): each moved chunk
+/// is a mapping of its own, and the rest of the engine and the application need theirs.
+const KEEP_MOVED_SHARE: u64 = 4;
 
 /// The shortest run of pages `Access::forget_runs` drops from the resident set.
 const FORGET_RUN_PAGES_MIN: u64 = 16;
@@ -331,13 +333,16 @@ impl Access {
             });
     }
 
-    /// Starts the frames' keeper, a thread of its own at the lowest priority (nice 19, so
-    /// that it takes only the time the application's threads leave): it reads what the file
-    /// holds into the frames that are still empty, a huge page's worth at a time
-    /// (`Frames::warm`), and has each such chunk placed in a huge page (`Frames::collapse`),
-    /// in file order, then follows the file as it grows. It holds the frames only for a
-    /// step: it ends once they are dropped. Only a help to readers: a thread that cannot
-    /// start, a read that fails or a kernel without `MADV_COLLAPSE` changes nothing but speed.
+    /// Starts the frames' keeper, a thread of its own: once the file has stopped growing, chunk
+    /// by chunk of 2 MiB, in file order, it reads what the file holds into the frames that are
+    /// still empty (`Frames::warm`), and puts the chunk in a huge page of its own
+    /// (`Frames::move_to_huge_page`); a chunk the writer is writing is tried again on the next
+    /// pass. Then it follows the file as it grows. Each chunk is moved once, so it runs at the
+    /// application's priority: at the lowest (nice 19) beside four readers and a writer it
+    /// moved a quarter of a 130 MB file in 4 s, and the readers gained nothing. It holds the
+    /// frames only for a step: it ends once they are dropped. Only a help to readers: a
+    /// thread that cannot start, a read that fails or a kernel without transparent huge pages
+    /// changes nothing but speed.
     pub(crate) fn keep_frames(self: &Arc<Access>) {
         if self.frames().is_none() {
             return;
@@ -346,12 +351,14 @@ impl Access {
         let _ = std::thread::Builder::new()
             .name("larch-frames".into())
             .spawn(move || {
-                #[cfg(target_os = "linux")]
-                // SAFETY: changes only this thread's scheduling priority.
-                unsafe {
-                    libc::nice(19);
-                }
-                let (mut next, mut collapsing) = (0u64, true);
+                let moved_max = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u64>().ok())
+                    .unwrap_or(65_530)
+                    / KEEP_MOVED_SHARE;
+                // Chunks warmed (all of those below), and whether each was moved.
+                let (mut warmed, mut moved, mut moved_count) = (0u64, Vec::<bool>::new(), 0u64);
+                let (mut moving, mut stage, mut seen) = (true, None, 0);
                 loop {
                     let Some(access) = access.upgrade() else {
                         return;
@@ -359,29 +366,53 @@ impl Access {
                     let Some(frames) = access.frames() else {
                         return;
                     };
-                    if next >= frames.chunks_in_file() {
+                    let chunks = frames.chunks_in_file();
+                    if chunks != seen {
+                        // The file grew: the keeper waits until it stops.
+                        seen = chunks;
                         drop(access);
                         std::thread::sleep(KEEP_POLL);
                         continue;
                     }
-                    let quiet = frames.quiet_for();
-                    if quiet < KEEP_QUIET {
-                        drop(access);
-                        std::thread::sleep(KEEP_QUIET - quiet);
-                        continue;
-                    }
-                    // A read that fails leaves the chunk's pages to the readers that need
-                    // them, which meet the error (a file trimmed meanwhile: pages past its
-                    // end are free).
-                    let _ = frames.warm(next);
-                    if collapsing {
-                        match frames.collapse(next) {
-                            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => collapsing = false,
-                            Err(e) if e.kind() == io::ErrorKind::Unsupported => collapsing = false,
-                            _ => {}
+                    moved.resize(chunks.max(moved.len() as u64) as usize, false);
+                    let mut worked = false;
+                    for c in 0..chunks {
+                        if c >= warmed {
+                            // A read that fails leaves the chunk's pages to the readers that
+                            // need them, which meet the error (a file trimmed meanwhile: pages
+                            // past its end are free).
+                            let _ = frames.warm(c);
+                            warmed = c + 1;
+                            worked = true;
+                        }
+                        if !moving || moved[c as usize] {
+                            continue;
+                        }
+                        match frames.move_to_huge_page(c, &mut stage) {
+                            Ok(true) => {
+                                moved[c as usize] = true;
+                                moved_count += 1;
+                                moving = moved_count < moved_max;
+                                worked = true;
+                            }
+                            // Busy: the next pass tries again.
+                            Ok(false) => {}
+                            // No transparent huge pages: never.
+                            Err(e)
+                                if e.raw_os_error() == Some(libc::EINVAL)
+                                    || e.kind() == io::ErrorKind::Unsupported =>
+                            {
+                                moving = false
+                            }
+                            // No huge page free now (or no mapping left for one): the next
+                            // pass tries again.
+                            Err(_) => break,
                         }
                     }
-                    next += 1;
+                    drop(access);
+                    if !worked {
+                        std::thread::sleep(KEEP_POLL);
+                    }
                 }
             });
     }

@@ -19,13 +19,21 @@
 //!
 //! So the file holds every committed page, and other processes, followers and a snapshot read
 //! through a mapping of the file read the same bytes as the frames.
+//!
+//! The keeper (`Access::keep_frames`) puts each 2 MiB chunk of frames in one huge page by
+//! copying it into a huge page of its own and moving that over the chunk
+//! (`Frames::move_to_huge_page`). A copy is good only if nothing wrote the chunk while it was
+//! made, so the writer marks each chunk it writes in a transaction (`Frames::writing`, a count
+//! per chunk that is odd until the transaction ends, `Frames::written`), and the keeper moves
+//! its copy in only where the count has not changed, holding `moving` (which the writer takes
+//! to mark a chunk) while it does.
 
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use std::io;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// The frame's bytes mean nothing: a reader loads the page from the file.
 pub(crate) const EMPTY: u8 = 0;
@@ -50,10 +58,15 @@ pub(crate) struct Frames {
     state: Box<[AtomicU8]>,
     /// The data file, which loads read from.
     storage: Arc<dyn Storage>,
-    /// When the writer last wrote pages out (`noted_write`), in milliseconds from `epoch`:
-    /// the keeper works while it is quiet.
-    written_at: std::sync::atomic::AtomicU64,
-    epoch: std::time::Instant,
+    /// A count a chunk (`HUGE_BYTES` of frames): odd while a write transaction may write the
+    /// chunk's frames (from the first it wrote there to its end), even otherwise; it changes
+    /// with each, so a copy of the chunk made while it stayed even and unchanged is whole.
+    chunk_writes: Box<[AtomicU32]>,
+    /// The chunks the current write transaction made odd (the writer's alone).
+    touched: Mutex<Vec<u32>>,
+    /// Held by the writer while it marks a chunk as written, and by the keeper while it moves
+    /// a huge page over one: a chunk the keeper moves is not written meanwhile.
+    moving: AtomicBool,
 }
 
 // SAFETY: the frames are plain memory owned by `Frames`; concurrent access follows the state
@@ -67,7 +80,7 @@ impl Frames {
     /// Reserves frames for `bytes` of the file (rounded up to whole pages). `None` where the
     /// system refuses the reservation: the caller maps the file instead.
     pub(crate) fn new(storage: Arc<dyn Storage>, page_bytes: usize, bytes: u64) -> Option<Frames> {
-        // Whole huge pages, so that the keeper can collapse every part of the frames.
+        // Whole huge pages, so that the keeper can put every part of the frames in one.
         let bytes = bytes.checked_next_multiple_of(HUGE_BYTES as u64)?;
         let pages = bytes.div_ceil(page_bytes as u64);
         let len = usize::try_from(pages).ok()?.checked_mul(page_bytes)?;
@@ -95,6 +108,7 @@ impl Frames {
         let offset = (raw.as_ptr() as usize).next_multiple_of(HUGE_BYTES) - raw.as_ptr() as usize;
         // SAFETY: `offset < HUGE_BYTES`, so `base..base + len` lies within the mapping.
         let base = unsafe { NonNull::new_unchecked((raw.as_ptr() as *mut u8).add(offset)) };
+        let chunks = len / HUGE_BYTES;
         Some(Frames {
             base,
             pages,
@@ -102,23 +116,57 @@ impl Frames {
             raw: (raw, raw_len),
             state,
             storage,
-            written_at: std::sync::atomic::AtomicU64::new(0),
-            epoch: std::time::Instant::now(),
+            chunk_writes: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
+            touched: Mutex::new(Vec::new()),
+            moving: AtomicBool::new(false),
         })
     }
 
-    /// The writer wrote pages out (a commit's write-out, a merge's spill).
+    /// The writer is about to write (or change the state of) pages `[id, end)`: their chunks
+    /// are marked written until the transaction ends (`written`). Pages past the frames are
+    /// left out.
     #[inline]
-    pub(crate) fn noted_write(&self) {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        self.written_at.store(now, Ordering::Relaxed);
+    fn writing(&self, id: u64, end: u64) {
+        let end = end.min(self.pages);
+        if id >= end {
+            return;
+        }
+        let cp = self.chunk_pages();
+        for c in id / cp..=(end - 1) / cp {
+            if self.chunk_writes[c as usize].load(Ordering::Relaxed) & 1 == 0 {
+                self.mark(c as usize);
+            }
+        }
     }
 
-    /// How long ago the writer last wrote pages out.
-    pub(crate) fn quiet_for(&self) -> std::time::Duration {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        let then = self.written_at.load(Ordering::Relaxed);
-        std::time::Duration::from_millis(now.saturating_sub(then))
+    #[cold]
+    fn mark(&self, c: usize) {
+        self.lock_moving();
+        self.chunk_writes[c].fetch_add(1, Ordering::Relaxed);
+        self.moving.store(false, Ordering::Release);
+        self.touched
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(c as u32);
+    }
+
+    /// Takes `moving`: the keeper holds it for one `mremap`.
+    fn lock_moving(&self) {
+        while self
+            .moving
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The write transaction ended: it writes none of the frames any more.
+    pub(crate) fn written(&self) {
+        let mut touched = self.touched.lock().unwrap_or_else(|e| e.into_inner());
+        for c in touched.drain(..) {
+            self.chunk_writes[c as usize].fetch_add(1, Ordering::Release);
+        }
     }
 
     /// Bytes covered.
@@ -207,6 +255,7 @@ impl Frames {
             return None;
         }
         let (first, last) = (at / self.page_bytes, end.div_ceil(self.page_bytes));
+        self.writing(first as u64, last as u64);
         for p in first..last {
             self.load(p as u64).ok()?;
         }
@@ -232,6 +281,7 @@ impl Frames {
     /// copy must not land on bytes the writer wrote.
     fn set(&self, id: u64, n: u64, to: u8) {
         let end = id.saturating_add(n).min(self.pages);
+        self.writing(id, end);
         for p in id.min(end)..end {
             let state = &self.state[p as usize];
             let mut now = state.load(Ordering::Acquire);
@@ -249,7 +299,7 @@ impl Frames {
         }
     }
 
-    /// The pages of one huge page of frames: what the keeper warms and collapses at a step.
+    /// The pages of one huge page of frames: what the keeper warms and moves at a step.
     pub(crate) fn chunk_pages(&self) -> u64 {
         (HUGE_BYTES / self.page_bytes).max(1) as u64
     }
@@ -301,36 +351,85 @@ impl Frames {
         Ok(())
     }
 
-    /// Asks the kernel to place chunk `c` in one huge page (`MADV_COLLAPSE`, Linux 6.1 and
-    /// later): it copies the chunk's pages into a new huge page and maps it in their place,
-    /// so the addresses and the bytes stay as they were for readers holding slices of it,
-    /// and a random read across the frames then misses the TLB a fifth as often
-    /// (docs/design/buffer-pool.md, "Huge pages without the first touch's cost"). Only a
-    /// hint: `EINVAL` where the kernel cannot (too old, or transparent huge pages off), and
-    /// `EAGAIN` or `ENOMEM` where no huge page is free now.
-    pub(crate) fn collapse(&self, c: u64) -> io::Result<()> {
+    /// Puts chunk `c` in one huge page, so that a random read across the frames misses the
+    /// TLB far less often (docs/design/buffer-pool.md, "Huge pages without the first touch's
+    /// cost"): a new huge page is made and touched (`Stage`), the chunk copied into it while
+    /// readers go on reading the old pages, and the copy moved over the chunk with `mremap`
+    /// (a reader that reaches the chunk meanwhile waits for the move of one page table entry,
+    /// where `MADV_COLLAPSE` would hold it for the whole copy). Addresses and bytes stay as
+    /// they were, so slices readers borrowed stay valid.
+    ///
+    /// `Ok(false)` where the chunk was busy (the writer wrote it, or a page was being loaded,
+    /// while the copy was made): the caller tries again later, and `stage` keeps the huge
+    /// page made for it. An error where the kernel cannot (`EINVAL`: no transparent huge
+    /// pages; `EAGAIN` or `ENOMEM`: no huge page free now, or no mapping left for the moved
+    /// chunk).
+    pub(crate) fn move_to_huge_page(&self, c: u64, stage: &mut Option<Stage>) -> io::Result<bool> {
         let at = c as usize * HUGE_BYTES;
         if at + HUGE_BYTES > self.len() as usize {
-            return Ok(());
+            return Ok(true);
         }
-        #[cfg(target_os = "linux")]
-        {
-            // SAFETY: the range lies within the frames' mapping (checked above); the advice
-            // changes how the memory is backed, never its contents.
-            let r = unsafe {
-                libc::madvise(
-                    self.base.as_ptr().add(at) as *mut libc::c_void,
-                    HUGE_BYTES,
-                    libc::MADV_COLLAPSE,
-                )
-            };
-            if r != 0 {
-                return Err(io::Error::last_os_error());
+        let seen = self.chunk_writes[c as usize].load(Ordering::Acquire);
+        if seen & 1 == 1 {
+            return Ok(false);
+        }
+        let cp = self.chunk_pages();
+        let pages = c * cp..(c + 1) * cp;
+        let mut empty = Vec::new();
+        for p in pages.clone() {
+            match self.state[p as usize].load(Ordering::Acquire) {
+                READY => {}
+                EMPTY => empty.push(p),
+                _ => return Ok(false),
             }
-            Ok(())
         }
-        #[cfg(not(target_os = "linux"))]
-        Err(io::Error::from(io::ErrorKind::Unsupported))
+        let buf = match stage {
+            Some(s) => s.0,
+            None => stage.insert(Stage::new()?).0,
+        };
+        // SAFETY: both ranges are `HUGE_BYTES` long, within the frames and the stage; the
+        // chunk's ready frames do not change while the chunk's count stays even (checked
+        // below before the copy is used), and the bytes of its empty ones mean nothing.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(at), buf.as_ptr(), HUGE_BYTES)
+        };
+        self.lock_moving();
+        let moved = (|| {
+            if self.chunk_writes[c as usize].load(Ordering::Acquire) != seen {
+                return Ok(false);
+            }
+            // The empty pages claimed, so that no reader loads one into the old pages while
+            // they are replaced; one a reader loaded during the copy makes the copy stale.
+            let mut claimed = 0;
+            for &p in &empty {
+                if self.state[p as usize]
+                    .compare_exchange(EMPTY, LOADING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_err()
+                {
+                    break;
+                }
+                claimed += 1;
+            }
+            let r = if claimed < empty.len() {
+                Ok(false)
+            } else {
+                // SAFETY: the chunk is neither written (the count, under `moving`) nor loaded
+                // (its empty pages claimed) while its pages are replaced by the copy.
+                let to = unsafe { self.base.as_ptr().add(at) };
+                let Some(s) = stage.take() else {
+                    return Ok(false);
+                };
+                // SAFETY: as above; `to` is aligned to `HUGE_BYTES` (the base is, and so is
+                // `at`) and the chunk lies within the frames' mapping (checked at the start).
+                unsafe { s.move_to(to) }.map(|()| true)
+            };
+            for &p in &empty[..claimed] {
+                self.state[p as usize].store(EMPTY, Ordering::Release);
+            }
+            r
+        })();
+        self.moving.store(false, Ordering::Release);
+        moved
     }
 
     /// Copies `bytes`, the whole of pages from `id` that the writer just wrote to the file
@@ -374,6 +473,104 @@ impl Drop for Frames {
         // borrowed page's lifetime is tied to the `Access` that owns the frames).
         unsafe {
             libc::munmap(self.raw.0.as_ptr(), self.raw.1);
+        }
+    }
+}
+
+/// A huge page of anonymous memory of its own, touched, for `Frames::move_to_huge_page`.
+pub(crate) struct Stage(NonNull<u8>);
+
+// SAFETY: a mapping of its own that only its owner reads or writes.
+unsafe impl Send for Stage {}
+
+impl Stage {
+    /// A new mapping of `HUGE_BYTES`, aligned to them, asked for in a huge page and touched
+    /// (the zeroing, and on a virtual machine the host's first touch, happen here, on the
+    /// keeper's thread), then checked to be one (`MADV_COLLAPSE` on a range already in a huge
+    /// page succeeds at once; else it makes one, or says why it cannot).
+    #[cfg(target_os = "linux")]
+    fn new() -> io::Result<Stage> {
+        // SAFETY: a fresh anonymous private mapping, twice the size so that an aligned
+        // `HUGE_BYTES` lies within it; the parts around that are unmapped at once.
+        unsafe {
+            let len = 2 * HUGE_BYTES;
+            let raw = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            );
+            if raw == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            let raw = raw as usize;
+            let at = raw.next_multiple_of(HUGE_BYTES);
+            if at > raw {
+                libc::munmap(raw as *mut libc::c_void, at - raw);
+            }
+            if raw + len > at + HUGE_BYTES {
+                libc::munmap(
+                    (at + HUGE_BYTES) as *mut libc::c_void,
+                    raw + len - at - HUGE_BYTES,
+                );
+            }
+            let stage = Stage(NonNull::new_unchecked(at as *mut u8));
+            let ptr = at as *mut libc::c_void;
+            if libc::madvise(ptr, HUGE_BYTES, libc::MADV_HUGEPAGE) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            std::ptr::write_volatile(at as *mut u8, 0);
+            if libc::madvise(ptr, HUGE_BYTES, libc::MADV_COLLAPSE) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(stage)
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn new() -> io::Result<Stage> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    /// Moves the stage's page over `HUGE_BYTES` at `to` (the old pages there are unmapped).
+    ///
+    /// # Safety
+    /// `to` is aligned to `HUGE_BYTES`, and `[to, to + HUGE_BYTES)` lies within a mapping of
+    /// this process that nothing writes meanwhile.
+    #[cfg(target_os = "linux")]
+    unsafe fn move_to(self, to: *mut u8) -> io::Result<()> {
+        let from = self.0.as_ptr() as *mut libc::c_void;
+        // SAFETY: `from` is the stage's own mapping of `HUGE_BYTES`; `to` as required.
+        let r = unsafe {
+            libc::mremap(
+                from,
+                HUGE_BYTES,
+                HUGE_BYTES,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                to as *mut libc::c_void,
+            )
+        };
+        if r == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // Moved: nothing of the stage is left to unmap.
+        std::mem::forget(self);
+        Ok(())
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    unsafe fn move_to(self, _to: *mut u8) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        // SAFETY: the stage's own mapping, not moved (`move_to` forgets a moved one).
+        unsafe {
+            libc::munmap(self.0.as_ptr() as *mut libc::c_void, HUGE_BYTES);
         }
     }
 }
@@ -427,5 +624,45 @@ mod tests {
         assert!(matches!(f.bytes(4, 1), Err(Error::Corrupted { .. })));
         assert!(f.writable(4 * 4096, 1).is_none());
         assert!(f.bytes(0, 2).is_ok());
+    }
+
+    #[test]
+    fn a_chunk_moves_to_a_huge_page_with_its_bytes_unless_the_writer_is_writing_it() {
+        let page = 4096;
+        let (_d, s) = storage_with(&[1, 2, 3, 4], page);
+        let f = Frames::new(s, page, 2 * HUGE_BYTES as u64).unwrap();
+        f.bytes(0, 3).unwrap();
+        f.placed(8, 1);
+        // The writer writes page 8 in this transaction: chunk 0 is busy until it ends.
+        let p = f.writable(8 * page, page).unwrap();
+        // SAFETY: test: the page is the writer's; nothing else reads it.
+        unsafe { *p = 8 };
+        let mut stage = None;
+        match f.move_to_huge_page(0, &mut stage) {
+            Ok(moved) => assert!(!moved, "moved while the writer writes the chunk"),
+            // No transparent huge pages here: nothing more to check.
+            Err(_) => return,
+        }
+        f.written();
+        assert!(f.move_to_huge_page(0, &mut stage).unwrap());
+        assert!(stage.is_none());
+        // The same bytes at the same addresses, ready pages ready and empty ones empty.
+        assert_eq!(
+            f.bytes(0, 3).unwrap()[..],
+            [&[1u8; 4096][..], &[2; 4096], &[3; 4096]].concat()
+        );
+        assert_eq!(f.bytes(8, 1).unwrap()[0], 8);
+        assert!(!f.is_ready(3));
+        assert_eq!(f.bytes(3, 1).unwrap()[0], 4);
+        // The writer writes in the moved chunk as before.
+        f.placed(9, 1);
+        let p = f.writable(9 * page, page).unwrap();
+        // SAFETY: as above.
+        unsafe { *p = 9 };
+        f.written();
+        assert_eq!(f.bytes(9, 1).unwrap()[0], 9);
+        // The chunk past the file moves too (its pages stay empty).
+        assert!(f.move_to_huge_page(1, &mut stage).unwrap());
+        assert!(!f.is_ready(512));
     }
 }

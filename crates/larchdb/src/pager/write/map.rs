@@ -88,6 +88,13 @@ impl WriteMap {
         }
     }
 
+    /// At the end of a write transaction: it writes no frames any more (`Frames::written`).
+    pub(super) fn written(&self) {
+        if let Some(f) = self.frames() {
+            f.written();
+        }
+    }
+
     /// The frames the writer writes its pages in, if it does.
     #[inline]
     pub(super) fn frames(&self) -> Option<&crate::pager::Frames> {

@@ -294,6 +294,7 @@ impl WritePages {
         self.freed.clear();
         self.ids.clear();
         self.wmap.appending = self.appended;
+        self.wmap.written();
         Carry {
             free: self.free,
             pool: self.pool,

@@ -68,9 +68,6 @@ impl WritePages {
                 }
             }
         }
-        if let Some(f) = self.wmap.frames() {
-            f.noted_write();
-        }
         if let Some(paced) = self.paced.as_mut() {
             let ps = ps as u64;
             for (page, pages) in crate::pager::freelist::join_runs(ids.iter().map(|&id| (id, 1))) {
@@ -118,7 +115,6 @@ impl WritePages {
         let Some(frames) = self.wmap.frames() else {
             return Ok(());
         };
-        frames.noted_write();
         let ps = self.page_bytes;
         let mut runs = std::mem::take(&mut self.ids);
         runs.clear();
