@@ -297,8 +297,22 @@ impl Harness {
         Harness::with(true, options)
     }
 
+    /// A harness committing through the log with `options`, on a data file that allocates
+    /// (`FaultStorage::allocating`), with the tree's pages in frames (`Options::frames_bytes`,
+    /// 64 MiB: the tests' files fit).
+    pub fn in_frames(options: Options) -> Harness {
+        Harness::with_data(
+            FaultStorage::new().allocating(),
+            true,
+            options.frames_bytes(64 << 20),
+        )
+    }
+
     fn with(log: bool, log_options: Options) -> Harness {
-        let data = FaultStorage::new();
+        Harness::with_data(FaultStorage::new(), log, log_options)
+    }
+
+    fn with_data(data: FaultStorage, log: bool, log_options: Options) -> Harness {
         let log = log.then(FaultStorage::new);
         let db = Some(Self::open(&data, log.as_ref(), &log_options));
         Harness {

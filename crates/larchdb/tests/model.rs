@@ -446,6 +446,14 @@ proptest! {
         let options = testing::small_log_options().checkpoint_bytes(16 << 10).checkpoint_slices(4);
         run_on(ops, Harness::with_log_options(options));
     }
+
+    /// The same, with the tree's pages in frames (`Options::frames_bytes`): the frames are
+    /// empty after every reopen and power loss, and loaded from the file.
+    #[test]
+    fn behaves_like_a_btreemap_in_frames(ops in proptest::collection::vec(op(), 1..250)) {
+        let options = testing::small_log_options().checkpoint_bytes(16 << 10).checkpoint_slices(4);
+        run_on(ops, Harness::in_frames(options));
+    }
 }
 
 /// A failure this test found, as proptest shrank it: appends in two tables, a savepoint after the

@@ -225,11 +225,42 @@ fn power_loss_with_freelist_deltas_keeps_a_durable_prefix() {
     power_loss_run(true);
 }
 
+/// The same with the tree's pages in frames (`Options::frames_bytes`, on a storage that
+/// allocates): every page the writer wrote in its frame is written to the file before a meta
+/// page names it, and a failed write fails the commit that needed it.
+#[test]
+fn power_loss_with_frames_keeps_a_durable_prefix() {
+    power_loss_run_on(false, true);
+}
+
 fn power_loss_run(hold_reader: bool) {
+    power_loss_run_on(hold_reader, false);
+}
+
+/// The frames' share in the tests that keep pages in frames: the test's files all fit.
+const FRAMES: u64 = 64 << 20;
+
+/// A data file for the runs, one that allocates where `frames` asks for frames.
+fn data_storage(frames: bool) -> FaultStorage {
+    if frames {
+        FaultStorage::new().allocating()
+    } else {
+        FaultStorage::new()
+    }
+}
+
+fn power_loss_run_on(hold_reader: bool, frames: bool) {
+    let options = || {
+        if frames {
+            Options::default().frames_bytes(FRAMES)
+        } else {
+            Options::default()
+        }
+    };
     // A dry run counts the operations.
-    let probe = FaultStorage::new();
+    let probe = data_storage(frames);
     let (states, acked, _) = workload(
-        &Database::open_storage(Arc::new(probe.clone()), Options::default()).unwrap(),
+        &Database::open_storage(Arc::new(probe.clone()), options()).unwrap(),
         hold_reader,
     );
     assert_eq!(acked, 200);
@@ -237,20 +268,23 @@ fn power_loss_run(hold_reader: bool) {
     let points = crash_points(ops, 60);
     let mut checked = 0;
     for &k in &points {
-        let s = FaultStorage::new();
+        let s = data_storage(frames);
         // Creating the file takes a few operations; fail only within the workload.
-        let db = Database::open_storage(Arc::new(s.clone()), Options::default()).unwrap();
+        let db = Database::open_storage(Arc::new(s.clone()), options()).unwrap();
         s.fail_after(k, FaultKind::Eio, true);
         let (attempted, acked, durable) = workload(&db, hold_reader);
         drop(db);
         let s = s.crash(CrashMode::KeepRandom { seed: k });
-        let db = Database::open_storage(Arc::new(s), Options::default())
+        let db = Database::open_storage(Arc::new(s), options())
             .unwrap_or_else(|e| panic!("k={k}: reopen failed: {e}"));
         recovered_a_durable_prefix(&db, &states, &attempted, acked, durable, &format!("k={k}"));
         checked += 1;
     }
     assert!(checked >= points.len());
-    eprintln!("power loss: {checked} crash points over {ops} I/O operations, all recovered to a durable prefix");
+    eprintln!(
+        "power loss (frames {frames}): {checked} crash points over {ops} I/O operations, all \
+         recovered to a durable prefix"
+    );
 }
 
 /// The log's options for the power-loss runs: small segments and checkpoints, so that the
@@ -371,17 +405,34 @@ fn power_loss_with_slices_in_a_room_of_their_own_keeps_a_durable_prefix() {
     power_loss_sweep(true, 4, 7 * (64 << 10));
 }
 
+/// The same with slices and the tree's pages in frames (`Options::frames_bytes`, on a data
+/// file that allocates): the checkpoints' pages are written from the frames, and a merge's
+/// spills copied into them.
+#[test]
+fn power_loss_with_a_log_and_frames_keeps_a_durable_prefix() {
+    power_loss_sweep_on(false, 4, 0, true);
+}
+
 fn power_loss_with_a_log(rare_durable: bool) {
     power_loss_sweep(rare_durable, 0, 0);
 }
 
 fn power_loss_sweep(rare_durable: bool, slices: u32, room: u64) {
+    power_loss_sweep_on(rare_durable, slices, room, false);
+}
+
+fn power_loss_sweep_on(rare_durable: bool, slices: u32, room: u64, frames: bool) {
     let options = || {
-        log_options(rare_durable)
+        let options = log_options(rare_durable)
             .checkpoint_slices(slices)
-            .log_room_bytes(room)
+            .log_room_bytes(room);
+        if frames {
+            options.frames_bytes(FRAMES)
+        } else {
+            options
+        }
     };
-    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let (data, log) = (data_storage(frames), FaultStorage::new());
     let db = open_with(&data, &log, options()).unwrap();
     let (data_start, log_start) = (data.op_count(), log.op_count());
     let (states, acked, _) = workload(&db, false);
@@ -421,7 +472,7 @@ fn power_loss_sweep(rare_durable: bool, slices: u32, room: u64) {
     let mut checked = 0;
     for (failing_log, ops) in [(false, data_ops), (true, log_ops)] {
         for k in points(ops) {
-            let (data, log) = (FaultStorage::new(), FaultStorage::new());
+            let (data, log) = (data_storage(frames), FaultStorage::new());
             let db = open_with(&data, &log, options()).unwrap();
             let failing = if failing_log { &log } else { &data };
             failing.fail_after(k, FaultKind::Eio, true);
@@ -437,8 +488,8 @@ fn power_loss_sweep(rare_durable: bool, slices: u32, room: u64) {
         }
     }
     eprintln!(
-        "power loss with a log ({slices} slices, room {room}): {checked} crash points over \
-         {data_ops} data and {log_ops} log operations"
+        "power loss with a log ({slices} slices, room {room}, frames {frames}): {checked} \
+         crash points over {data_ops} data and {log_ops} log operations"
     );
 }
 

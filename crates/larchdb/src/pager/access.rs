@@ -13,7 +13,7 @@
 //! - `Buffered`: pages are read with `read_at` into buffers owned by the snapshot, verified
 //!   once when loaded. Used for storages that cannot be mapped (the fault-injecting backend).
 
-use super::frames::{Frames, READY};
+use super::frames::{Frames, Moved, READY};
 use super::page::checksum_ok;
 use super::MAP_BYTES_MIN;
 use crate::error::{Error, Result};
@@ -37,7 +37,7 @@ const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// the chunks it has seen to. It works only once the file has not grown for that long: a
 /// load's writer fills fresh frames, and the keeper's huge pages beside it (fresh memory too,
 /// zeroed and copied into) made a 200K-record load of 1 KB records a third slower
-/// (docs/design/performance.md, "Frames in the engine: opt-in").
+/// (docs/design/performance.md, "Frames moved into huge pages").
 const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The most chunks of frames the keeper moves into huge pages of their own, as a share of
@@ -389,14 +389,15 @@ impl Access {
                             continue;
                         }
                         match frames.move_to_huge_page(c, &mut stage) {
-                            Ok(true) => {
+                            Ok(Moved::Yes) => {
                                 moved[c as usize] = true;
                                 moved_count += 1;
                                 moving = moved_count < moved_max;
                                 worked = true;
                             }
                             // Busy: the next pass tries again.
-                            Ok(false) => {}
+                            Ok(Moved::Busy) => {}
+                            Ok(Moved::Never) => moving = false,
                             // No transparent huge pages: never.
                             Err(e)
                                 if e.raw_os_error() == Some(libc::EINVAL)
@@ -404,8 +405,7 @@ impl Access {
                             {
                                 moving = false
                             }
-                            // No huge page free now (or no mapping left for one): the next
-                            // pass tries again.
+                            // No huge page free now: the next pass tries again.
                             Err(_) => break,
                         }
                     }

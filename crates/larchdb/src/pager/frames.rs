@@ -359,19 +359,19 @@ impl Frames {
     /// where `MADV_COLLAPSE` would hold it for the whole copy). Addresses and bytes stay as
     /// they were, so slices readers borrowed stay valid.
     ///
-    /// `Ok(false)` where the chunk was busy (the writer wrote it, or a page was being loaded,
-    /// while the copy was made): the caller tries again later, and `stage` keeps the huge
-    /// page made for it. An error where the kernel cannot (`EINVAL`: no transparent huge
-    /// pages; `EAGAIN` or `ENOMEM`: no huge page free now, or no mapping left for the moved
-    /// chunk).
-    pub(crate) fn move_to_huge_page(&self, c: u64, stage: &mut Option<Stage>) -> io::Result<bool> {
+    /// `Moved::Busy` where the chunk was busy (the writer wrote it, or a page was being
+    /// loaded, while the copy was made): the caller tries again later, and `stage` keeps the
+    /// huge page made for it. `Moved::Never` where the kernel would not move the copy (no
+    /// mapping left for one more: `vm.max_map_count`). An error where no huge page could be
+    /// made (`EINVAL`: no transparent huge pages; `EAGAIN` or `ENOMEM`: none free now).
+    pub(crate) fn move_to_huge_page(&self, c: u64, stage: &mut Option<Stage>) -> io::Result<Moved> {
         let at = c as usize * HUGE_BYTES;
         if at + HUGE_BYTES > self.len() as usize {
-            return Ok(true);
+            return Ok(Moved::Yes);
         }
         let seen = self.chunk_writes[c as usize].load(Ordering::Acquire);
         if seen & 1 == 1 {
-            return Ok(false);
+            return Ok(Moved::Busy);
         }
         let cp = self.chunk_pages();
         let pages = c * cp..(c + 1) * cp;
@@ -380,23 +380,26 @@ impl Frames {
             match self.state[p as usize].load(Ordering::Acquire) {
                 READY => {}
                 EMPTY => empty.push(p),
-                _ => return Ok(false),
+                _ => return Ok(Moved::Busy),
             }
         }
         let buf = match stage {
             Some(s) => s.0,
             None => stage.insert(Stage::new()?).0,
         };
-        // SAFETY: both ranges are `HUGE_BYTES` long, within the frames and the stage; the
-        // chunk's ready frames do not change while the chunk's count stays even (checked
-        // below before the copy is used), and the bytes of its empty ones mean nothing.
+        // SAFETY: both ranges are `HUGE_BYTES` long, within the frames and the stage, and
+        // copied through raw pointers (no reference to the frames is made). The chunk's ready
+        // frames do not change while its count stays even; a writer that writes the chunk
+        // during the copy changes the count first, and the copy is then thrown away (checked
+        // below, as a sequence lock's reader does). The bytes of its empty frames mean
+        // nothing.
         unsafe {
             std::ptr::copy_nonoverlapping(self.base.as_ptr().add(at), buf.as_ptr(), HUGE_BYTES)
         };
         self.lock_moving();
         let moved = (|| {
             if self.chunk_writes[c as usize].load(Ordering::Acquire) != seen {
-                return Ok(false);
+                return Moved::Busy;
             }
             // The empty pages claimed, so that no reader loads one into the old pages while
             // they are replaced; one a reader loaded during the copy makes the copy stale.
@@ -411,17 +414,21 @@ impl Frames {
                 claimed += 1;
             }
             let r = if claimed < empty.len() {
-                Ok(false)
+                Moved::Busy
             } else {
                 // SAFETY: the chunk is neither written (the count, under `moving`) nor loaded
                 // (its empty pages claimed) while its pages are replaced by the copy.
                 let to = unsafe { self.base.as_ptr().add(at) };
-                let Some(s) = stage.take() else {
-                    return Ok(false);
-                };
-                // SAFETY: as above; `to` is aligned to `HUGE_BYTES` (the base is, and so is
-                // `at`) and the chunk lies within the frames' mapping (checked at the start).
-                unsafe { s.move_to(to) }.map(|()| true)
+                match stage.take() {
+                    // SAFETY: as above; `to` is aligned to `HUGE_BYTES` (the base is, and so
+                    // is `at`) and the chunk lies within the frames' mapping (checked at the
+                    // start).
+                    Some(s) => match unsafe { s.move_to(to) } {
+                        Ok(()) => Moved::Yes,
+                        Err(_) => Moved::Never,
+                    },
+                    None => Moved::Busy,
+                }
             };
             for &p in &empty[..claimed] {
                 self.state[p as usize].store(EMPTY, Ordering::Release);
@@ -429,7 +436,7 @@ impl Frames {
             r
         })();
         self.moving.store(false, Ordering::Release);
-        moved
+        Ok(moved)
     }
 
     /// Copies `bytes`, the whole of pages from `id` that the writer just wrote to the file
@@ -475,6 +482,17 @@ impl Drop for Frames {
             libc::munmap(self.raw.0.as_ptr(), self.raw.1);
         }
     }
+}
+
+/// What `Frames::move_to_huge_page` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// The chunk is in a huge page.
+    Yes,
+    /// The chunk was busy: try again later.
+    Busy,
+    /// The kernel would not move it: move no more.
+    Never,
 }
 
 /// A huge page of anonymous memory of its own, touched, for `Frames::move_to_huge_page`.
@@ -639,12 +657,12 @@ mod tests {
         unsafe { *p = 8 };
         let mut stage = None;
         match f.move_to_huge_page(0, &mut stage) {
-            Ok(moved) => assert!(!moved, "moved while the writer writes the chunk"),
+            Ok(moved) => assert_eq!(moved, Moved::Busy, "moved while the writer writes it"),
             // No transparent huge pages here: nothing more to check.
             Err(_) => return,
         }
         f.written();
-        assert!(f.move_to_huge_page(0, &mut stage).unwrap());
+        assert_eq!(f.move_to_huge_page(0, &mut stage).unwrap(), Moved::Yes);
         assert!(stage.is_none());
         // The same bytes at the same addresses, ready pages ready and empty ones empty.
         assert_eq!(
@@ -662,7 +680,7 @@ mod tests {
         f.written();
         assert_eq!(f.bytes(9, 1).unwrap()[0], 9);
         // The chunk past the file moves too (its pages stay empty).
-        assert!(f.move_to_huge_page(1, &mut stage).unwrap());
+        assert_eq!(f.move_to_huge_page(1, &mut stage).unwrap(), Moved::Yes);
         assert!(!f.is_ready(512));
     }
 }

@@ -54,7 +54,7 @@ struct State {
     durable: Vec<u8>,
     /// Writes and length changes since the last sync, in order.
     unsynced: Vec<Op>,
-    /// Writes and syncs attempted so far.
+    /// Writes, syncs and (where it allocates) allocations attempted so far.
     op_count: u64,
     /// The attempt number that fails, its error, and whether every later attempt fails too.
     fail: Option<(u64, FaultKind, bool)>,
@@ -71,6 +71,9 @@ struct State {
     /// returns (`fail_writeback_waits`).
     writeback_starts: u64,
     fail_waits: Option<FaultKind>,
+    /// `Storage::allocate` grows the storage and answers true (`FaultStorage::allocating`), so
+    /// that the engine keeps its pages in frames where `Options::frames_bytes` asks for them.
+    allocates: bool,
     /// The storage's name is durable (`sync_name`, or contents given by the test): without
     /// it, a power loss loses the whole storage, as a new file whose directory was never
     /// synced.
@@ -124,9 +127,32 @@ impl FaultStorage {
                 syncs: 0,
                 writeback_starts: 0,
                 fail_waits: None,
+                allocates: false,
                 named,
             })),
         }
+    }
+
+    /// This storage with `Storage::allocate` answering that it grew (as a file system with
+    /// `fallocate` does), so that a database opened on it with `Options::frames_bytes` keeps
+    /// its pages in frames: the fault tests then reach the frames' write-out. Without it, the
+    /// engine writes every page with `write_at` from buffers of its own, as on any storage that
+    /// can neither allocate nor map. Storages a crash or `durable_copy` returns keep it.
+    ///
+    /// ```
+    /// use larchdb::storage::FaultStorage;
+    /// use larchdb::{Database, Options};
+    /// use std::sync::Arc;
+    /// let disk = FaultStorage::new().allocating();
+    /// let db = Database::open_storage(Arc::new(disk.clone()), Options::default().frames_bytes(64 << 20))?;
+    /// db.put(b"k", b"v")?;
+    /// db.checkpoint()?;
+    /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
+    /// # Ok::<(), larchdb::Error>(())
+    /// ```
+    pub fn allocating(self) -> FaultStorage {
+        self.lock().allocates = true;
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -135,7 +161,8 @@ impl FaultStorage {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Number of writes and syncs attempted so far.
+    /// Number of writes and syncs attempted so far (and allocations, on an `allocating`
+    /// storage).
     ///
     /// ```
     /// # use larchdb::storage::{CrashMode, FaultKind, FaultStorage};
@@ -326,11 +353,14 @@ impl FaultStorage {
     /// ```
     pub fn durable_copy(&self) -> FaultStorage {
         let durable = self.durable_contents();
-        let (boot, named) = {
+        let (boot, named, allocates) = {
             let s = self.lock();
-            (s.boot, s.named)
+            (s.boot, s.named, s.allocates)
         };
-        FaultStorage::with_contents(if named { durable } else { Vec::new() }, boot + 1, named)
+        let copy =
+            FaultStorage::with_contents(if named { durable } else { Vec::new() }, boot + 1, named);
+        copy.lock().allocates = allocates;
+        copy
     }
 
     /// Replaces the contents, as if synced (for corruption tests).
@@ -399,7 +429,7 @@ impl FaultStorage {
         let mut s = self.lock();
         s.dead = true;
         let named = s.named;
-        match mode {
+        let after = match mode {
             CrashMode::ProcessOnly => FaultStorage::with_contents(s.data.clone(), s.boot, named),
             // A name never synced is lost with everything under it.
             _ if !named => FaultStorage::with_contents(Vec::new(), s.boot + 1, false),
@@ -439,7 +469,9 @@ impl FaultStorage {
                 }
                 FaultStorage::with_contents(data, s.boot + 1, named)
             }
-        }
+        };
+        after.lock().allocates = s.allocates;
+        after
     }
 
     /// Counts an attempt and returns the planned failure, if this attempt is one.
@@ -560,6 +592,26 @@ impl Storage for FaultStorage {
             return Err(io::Error::other("storage crashed"));
         }
         Ok(s.data.len() as u64)
+    }
+
+    fn allocate(&self, len: u64) -> io::Result<bool> {
+        let mut s = self.lock();
+        if !s.allocates {
+            return Ok(false);
+        }
+        // A metadata change that can fail as a write does (`fallocate`'s EIO or ENOSPC).
+        Self::attempt(&mut s)?;
+        if len <= s.data.len() as u64 {
+            return Ok(true);
+        }
+        if let Some(max) = s.space_bytes_max {
+            if len > max {
+                return Err(FaultKind::Enospc.error());
+            }
+        }
+        s.data.resize(len as usize, 0);
+        s.unsynced.push(Op::SetLen(len));
+        Ok(true)
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
