@@ -134,12 +134,22 @@ impl Shared {
             ..expect
         };
         let keep_from = keep_log_from(&*storage, &mut meta, slot, &options)?;
-        let access = Arc::new(Access::for_pages(
+        // A writing handle reads through the frames it will write in, where it keeps them.
+        let frames = WriteMap::frames_at_open(
             &storage,
-            meta.page_count * meta.page_bytes as u64,
-            None,
-            crate::engine::admission::budget::readahead(&options),
-        )?);
+            meta.page_bytes as usize,
+            file_bytes,
+            crate::engine::admission::budget::frames_bytes(&options).filter(|_| !options.read_only),
+        );
+        let access = match frames.clone() {
+            Some(frames) => frames,
+            None => Arc::new(Access::for_pages(
+                &storage,
+                meta.page_count * meta.page_bytes as u64,
+                None,
+                crate::engine::admission::budget::readahead(&options),
+            )?),
+        };
         let tree = Published::new(Snapshot::new(meta, access, options.verify_checksums));
         let reopen = Reopen {
             keep_from,
@@ -170,7 +180,7 @@ impl Shared {
         let writer = writer_state(
             &storage,
             &options,
-            file_bytes,
+            (file_bytes, frames),
             free,
             (durable_slot, last_durable_txn),
             (meta, slot),
@@ -381,7 +391,7 @@ fn replay_beside_free_set(
 fn writer_state(
     storage: &Arc<dyn Storage>,
     options: &Options,
-    file_bytes: u64,
+    (file_bytes, frames): (u64, Option<Arc<Access>>),
     free: FreeSet,
     durable: (u64, u64),
     newest: (Meta, u64),
@@ -398,6 +408,7 @@ fn writer_state(
             !options.read_only,
             crate::engine::admission::budget::readahead(options),
             crate::engine::admission::budget::frames_bytes(options),
+            frames,
         ),
     )
     // The page buffers kept between transactions count against the memory budget: an eighth

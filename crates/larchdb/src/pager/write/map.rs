@@ -53,12 +53,14 @@ impl WriteMap {
         enabled: bool,
         readahead: crate::pager::Readahead,
         frames_bytes: Option<u64>,
+        frames: Option<Arc<Access>>,
     ) -> WriteMap {
+        let view = frames.as_ref().and_then(|a| a.view(page_bytes, u64::MAX));
         WriteMap {
             storage,
             page_bytes,
-            map: None,
-            view: None,
+            map: frames,
+            view,
             file_bytes,
             enabled,
             readahead,
@@ -112,6 +114,29 @@ impl WriteMap {
                 f.forget_page(id, n);
             }
         }
+    }
+
+    /// Frames for a writing handle's file at open, where `frames_bytes` asks for them and
+    /// the storage allocates (as `ensure` would make them at the first write): the open's
+    /// snapshot then reads through them, and the keeper warms them, so that a handle that
+    /// only reads after its open reads from frames too. `None` otherwise: the open maps the
+    /// file.
+    pub(crate) fn frames_at_open(
+        storage: &Arc<dyn Storage>,
+        page_bytes: usize,
+        file_bytes: u64,
+        frames_bytes: Option<u64>,
+    ) -> Option<Arc<Access>> {
+        let bytes = frames_bytes.filter(|&b| file_bytes <= b)?;
+        // What `ensure` asks of the storage before it makes frames; a file already this long
+        // changes only where it has holes.
+        if !storage.allocate(file_bytes).unwrap_or(false) {
+            return None;
+        }
+        let frames = crate::pager::Frames::new(storage.clone(), page_bytes, bytes)?;
+        let access = Arc::new(Access::Frames(frames));
+        access.keep_frames();
+        Some(access)
     }
 
     /// Makes bytes `[0, end)` of the file allocated and mapped for writing. Returns false if
