@@ -333,11 +333,11 @@ impl Access {
             });
     }
 
-    /// Starts the frames' keeper, a thread of its own: once the file has stopped growing, chunk
-    /// by chunk of 2 MiB, in file order, it reads what the file holds into the frames that are
-    /// still empty (`Frames::warm`), and puts the chunk in a huge page of its own
-    /// (`Frames::move_to_huge_page`); a chunk the writer is writing is tried again on the next
-    /// pass. Then it follows the file as it grows. Each chunk is moved once, so it runs at the
+    /// Starts the frames' keeper, a thread of its own: while the file does not grow, chunk by
+    /// chunk of 2 MiB, in file order, it reads what the file holds into the frames that are
+    /// still empty (`Frames::warm`), the whole file first, then puts each chunk in a huge page
+    /// of its own (`Frames::move_to_huge_page`); a chunk the writer is writing is tried again
+    /// on the next pass. Then it follows the file as it grows. Each chunk is moved once, so it runs at the
     /// application's priority: at the lowest (nice 19) beside four readers and a writer it
     /// moved a quarter of a 130 MB file in 4 s, and the readers gained nothing. It holds the
     /// frames only for a step: it ends once they are dropped. Only a help to readers: a
@@ -358,7 +358,13 @@ impl Access {
                     / KEEP_MOVED_SHARE;
                 // Chunks warmed (all of those below), and whether each was moved.
                 let (mut warmed, mut moved, mut moved_count) = (0u64, Vec::<bool>::new(), 0u64);
-                let (mut moving, mut stage, mut seen) = (true, None, 0);
+                // The file as long as the frames were made (at an open, the keeper starts at
+                // once; in a load, it waits for the file to stop growing).
+                let mut seen = match access.upgrade() {
+                    Some(a) => a.frames().map_or(0, |f| f.chunks_in_file()),
+                    None => return,
+                };
+                let (mut moving, mut stage) = (true, None);
                 loop {
                     let Some(access) = access.upgrade() else {
                         return;
@@ -376,15 +382,16 @@ impl Access {
                     }
                     moved.resize(chunks.max(moved.len() as u64) as usize, false);
                     let mut worked = false;
+                    // The file read in first, for the readers; then the moves.
+                    for c in warmed..chunks {
+                        // A read that fails leaves the chunk's pages to the readers that need
+                        // them, which meet the error (a file trimmed meanwhile: pages past its
+                        // end are free).
+                        let _ = frames.warm(c);
+                        warmed = c + 1;
+                        worked = true;
+                    }
                     for c in 0..chunks {
-                        if c >= warmed {
-                            // A read that fails leaves the chunk's pages to the readers that
-                            // need them, which meet the error (a file trimmed meanwhile: pages
-                            // past its end are free).
-                            let _ = frames.warm(c);
-                            warmed = c + 1;
-                            worked = true;
-                        }
                         if !moving || moved[c as usize] {
                             continue;
                         }
