@@ -383,12 +383,12 @@ impl Access {
                     moved.resize(chunks.max(moved.len() as u64) as usize, false);
                     let mut worked = false;
                     // The file read in first, for the readers; then the moves.
-                    for c in warmed..chunks {
+                    while warmed < chunks {
                         // A read that fails leaves the chunk's pages to the readers that need
                         // them, which meet the error (a file trimmed meanwhile: pages past its
                         // end are free).
-                        let _ = frames.warm(c);
-                        warmed = c + 1;
+                        let _ = frames.warm(warmed);
+                        warmed += 1;
                         worked = true;
                     }
                     for c in 0..chunks {
