@@ -830,6 +830,9 @@ impl Database {
             stats.entries = stats.tables.iter().map(|t| t.entries).sum();
         }
         stats.file_bytes = self.shared().storage.len()?;
+        if let Some(frames) = r.snapshot().access().frames() {
+            (stats.frames_bytes, stats.frames_huge_bytes) = frames.held_bytes();
+        }
         stats.commits = self.shared().commit_stats();
         stats.readers = own.iter().map(|&(_, n)| n).sum();
         stats.other_readers = other_readers;

@@ -168,6 +168,13 @@ pub struct Stats {
     /// snapshot's free-space record, which with the log ([`crate::Options::log`]) is the
     /// last commit that wrote pages.
     pub oldest_reader_pages: u64,
+    /// Bytes of the file's pages this handle holds in frames of its own
+    /// ([`crate::Options::frames_bytes`]): the pages loaded or written there, anonymous memory
+    /// of the process. 0 without frames, or once the file outgrew them.
+    pub frames_bytes: u64,
+    /// Of the frames, the bytes the engine has put in huge pages (2 MiB each; some may hold
+    /// pages past the file's end, which the file grows into).
+    pub frames_huge_bytes: u64,
     /// Per-table figures, sorted by name.
     pub tables: Vec<TableStats>,
     /// What this handle's write transactions did since it was opened.

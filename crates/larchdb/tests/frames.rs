@@ -80,6 +80,15 @@ fn frames_and_the_mapping_hold_the_same_contents() {
             }
             check(&db, &model);
             db.verify().unwrap();
+            let stats = db.stats().unwrap();
+            if bytes == 0 {
+                assert_eq!((stats.frames_bytes, stats.frames_huge_bytes), (0, 0));
+            } else {
+                // The round's pages were written in frames, and the check read others there.
+                assert!(stats.frames_bytes > 0 && stats.frames_bytes <= bytes);
+                assert!(stats.frames_huge_bytes <= bytes.next_multiple_of(2 << 20));
+                assert_eq!(stats.frames_huge_bytes % (2 << 20), 0);
+            }
             drop(db);
             let db = Database::open(&path, frames()).unwrap();
             check(&db, &model);

@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::storage::Storage;
 use std::io;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The frame's bytes mean nothing: a reader loads the page from the file.
@@ -67,6 +67,8 @@ pub(crate) struct Frames {
     /// Held by the writer while it marks a chunk as written, and by the keeper while it moves
     /// a huge page over one: a chunk the keeper moves is not written meanwhile.
     moving: AtomicBool,
+    /// Chunks moved into huge pages (`move_to_huge_page`).
+    moved: AtomicU64,
 }
 
 // SAFETY: the frames are plain memory owned by `Frames`; concurrent access follows the state
@@ -119,6 +121,7 @@ impl Frames {
             chunk_writes: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
             touched: Mutex::new(Vec::new()),
             moving: AtomicBool::new(false),
+            moved: AtomicU64::new(0),
         })
     }
 
@@ -167,6 +170,20 @@ impl Frames {
         for c in touched.drain(..) {
             self.chunk_writes[c as usize].fetch_add(1, Ordering::Release);
         }
+    }
+
+    /// The memory the frames hold: the bytes of the pages ready in them (loaded or written),
+    /// and of the chunks moved into huge pages (`Database::stats`).
+    pub(crate) fn held_bytes(&self) -> (u64, u64) {
+        let ready = self
+            .state
+            .iter()
+            .filter(|s| s.load(Ordering::Relaxed) == READY)
+            .count() as u64;
+        (
+            ready * self.page_bytes as u64,
+            self.moved.load(Ordering::Relaxed) * HUGE_BYTES as u64,
+        )
     }
 
     /// Bytes covered.
@@ -424,7 +441,10 @@ impl Frames {
                     // is `at`) and the chunk lies within the frames' mapping (checked at the
                     // start).
                     Some(s) => match unsafe { s.move_to(to) } {
-                        Ok(()) => Moved::Yes,
+                        Ok(()) => {
+                            self.moved.fetch_add(1, Ordering::Relaxed);
+                            Moved::Yes
+                        }
                         Err(_) => Moved::Never,
                     },
                     None => Moved::Busy,
@@ -664,6 +684,7 @@ mod tests {
         f.written();
         assert_eq!(f.move_to_huge_page(0, &mut stage).unwrap(), Moved::Yes);
         assert!(stage.is_none());
+        assert_eq!(f.held_bytes(), (4 * page as u64, HUGE_BYTES as u64));
         // The same bytes at the same addresses, ready pages ready and empty ones empty.
         assert_eq!(
             f.bytes(0, 3).unwrap()[..],
