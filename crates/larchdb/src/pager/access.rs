@@ -337,12 +337,12 @@ impl Access {
     /// chunk of 2 MiB, in file order, it reads what the file holds into the frames that are
     /// still empty (`Frames::warm`), the whole file first, then puts each chunk in a huge page
     /// of its own (`Frames::move_to_huge_page`); a chunk the writer is writing is tried again
-    /// on the next pass. Then it follows the file as it grows. Each chunk is moved once, so it runs at the
-    /// application's priority: at the lowest (nice 19) beside four readers and a writer it
-    /// moved a quarter of a 130 MB file in 4 s, and the readers gained nothing. It holds the
-    /// frames only for a step: it ends once they are dropped. Only a help to readers: a
-    /// thread that cannot start, a read that fails or a kernel without transparent huge pages
-    /// changes nothing but speed.
+    /// on the next pass. Then it follows the file as it grows. Each chunk is moved once, so it
+    /// runs at the application's priority: at the lowest (nice 19) beside four readers and a
+    /// writer it moved a quarter of a 130 MB file in 4 s. It holds the frames only for a
+    /// step: it ends once they are dropped. Only a help to readers: a thread that cannot
+    /// start, a read that fails or a kernel without transparent huge pages changes nothing but
+    /// speed.
     pub(crate) fn keep_frames(self: &Arc<Access>) {
         if self.frames().is_none() {
             return;

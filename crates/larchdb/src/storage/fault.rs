@@ -144,7 +144,8 @@ impl FaultStorage {
     /// use larchdb::{Database, Options};
     /// use std::sync::Arc;
     /// let disk = FaultStorage::new().allocating();
-    /// let db = Database::open_storage(Arc::new(disk.clone()), Options::default().frames_bytes(64 << 20))?;
+    /// let options = Options::default().frames_bytes(64 << 20);
+    /// let db = Database::open_storage(Arc::new(disk.clone()), options)?;
     /// db.put(b"k", b"v")?;
     /// db.checkpoint()?;
     /// assert_eq!(db.get(b"k")?, Some(b"v".to_vec()));
