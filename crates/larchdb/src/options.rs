@@ -85,15 +85,15 @@ pub struct Options {
     pub readahead: Option<bool>,
     /// How much of the data file a writing handle may keep in memory of its own (frames,
     /// docs/design/buffer-pool.md), in bytes; 0, the default: none. While the file fits,
-    /// readers read the frames, which a thread of the engine's places in huge pages once the
-    /// writer is quiet, instead of the kernel's page cache through a mapping, and the writer
-    /// writes each page it changed to the file with `pwrite`; once the file outgrows them,
-    /// the handle maps the file as it does without. For read-mostly work on a file that fits
-    /// in memory: point reads up to a fifth faster once the frames are in huge pages; loads
-    /// a quarter to a third slower (each page goes to its frame and through the page cache,
-    /// until frames write with `O_DIRECT`); the first reads after a burst of writes slower
-    /// while the frames are collapsed; and the frames' memory taken beside the page cache's
-    /// (docs/design/performance.md, "Frames in the engine: opt-in").
+    /// readers read the frames (from the handle's open), which a thread of the engine's moves
+    /// into huge pages while the file does not grow, instead of the kernel's page cache
+    /// through a mapping, and the writer writes each page it changed to the file with
+    /// `pwrite`; once the file outgrows them, the handle maps the file as it does without.
+    /// For read-mostly work on a file that fits in memory: point reads of 1 KB records up to a
+    /// fifth faster once the frames are in huge pages; loads and updates of 1 KB records a
+    /// fifth to a third slower (each page goes to its frame and through the page cache, until
+    /// frames write with `O_DIRECT`); and the frames' memory (`Stats::frames_bytes`) taken
+    /// beside the page cache's (docs/design/performance.md, "Frames moved into huge pages").
     pub frames_bytes: u64,
     /// Commit through a write-ahead log (on by default; docs/design/write-path.md): a commit
     /// appends its writes to the log file beside the database (`<path>-log`) and keeps them in

@@ -174,8 +174,9 @@ fn open_with(o: &OpenOptions, log: bool, frames_bytes: u64) -> Result<Opened> {
                     0 => "OS page cache (no engine cache)".to_string(),
                     n => format!(
                         "frames (Options::frames_bytes): the data file's pages in memory of \
-                         the engine's own, moved into huge pages once the file stops growing, while \
-                         the file fits in {} MiB; the OS page cache through a mapping beyond",
+                         the engine's own, moved into huge pages once the file stops growing, \
+                         while the file fits in {} MiB; the OS page cache through a mapping \
+                         beyond",
                         n >> 20
                     ),
                 },

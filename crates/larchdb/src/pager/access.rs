@@ -357,7 +357,7 @@ impl Access {
                     .unwrap_or(65_530)
                     / KEEP_MOVED_SHARE;
                 // Chunks warmed (all of those below), and whether each was moved.
-                let (mut warmed, mut moved, mut moved_count) = (0u64, Vec::<bool>::new(), 0u64);
+                let (mut warmed, mut moved) = (0u64, Vec::<bool>::new());
                 // The file as long as the frames were made (at an open, the keeper starts at
                 // once; in a load, it waits for the file to stop growing).
                 let mut seen = match access.upgrade() {
@@ -398,8 +398,7 @@ impl Access {
                         match frames.move_to_huge_page(c, &mut stage) {
                             Ok(Moved::Yes) => {
                                 moved[c as usize] = true;
-                                moved_count += 1;
-                                moving = moved_count < moved_max;
+                                moving = frames.moved_chunks() < moved_max;
                                 worked = true;
                             }
                             // Busy: the next pass tries again.

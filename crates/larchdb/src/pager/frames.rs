@@ -53,7 +53,7 @@ pub(crate) struct Frames {
     pages: u64,
     page_bytes: usize,
     /// The whole mapping as `mmap` returned it (the aligned part lies within), for `munmap`.
-    raw: (NonNull<libc::c_void>, usize),
+    raw: Mapping,
     /// One state byte a page.
     state: Box<[AtomicU8]>,
     /// The data file, which loads read from.
@@ -86,36 +86,18 @@ impl Frames {
         let bytes = bytes.checked_next_multiple_of(HUGE_BYTES as u64)?;
         let pages = bytes.div_ceil(page_bytes as u64);
         let len = usize::try_from(pages).ok()?.checked_mul(page_bytes)?;
-        let raw_len = len.checked_add(HUGE_BYTES)?;
         // Zeroed (`EMPTY`) by the allocator, which takes fresh zero pages from the system for
         // a large array: no page of it is touched until its frames are.
         let zeroed: Box<[u8]> = vec![EMPTY; usize::try_from(pages).ok()?].into_boxed_slice();
         // SAFETY: `AtomicU8` has the size, alignment and bit validity of `u8`.
         let state = unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [AtomicU8]) };
-        // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                raw_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return None;
-        }
-        let raw = NonNull::new(raw)?;
-        let offset = (raw.as_ptr() as usize).next_multiple_of(HUGE_BYTES) - raw.as_ptr() as usize;
-        // SAFETY: `offset < HUGE_BYTES`, so `base..base + len` lies within the mapping.
-        let base = unsafe { NonNull::new_unchecked((raw.as_ptr() as *mut u8).add(offset)) };
+        let (raw, base) = map_aligned(len).ok()?;
         let chunks = len / HUGE_BYTES;
         Some(Frames {
             base,
             pages,
             page_bytes,
-            raw: (raw, raw_len),
+            raw,
             state,
             storage,
             chunk_writes: (0..chunks).map(|_| AtomicU32::new(0)).collect(),
@@ -182,8 +164,13 @@ impl Frames {
             .count() as u64;
         (
             ready * self.page_bytes as u64,
-            self.moved.load(Ordering::Relaxed) * HUGE_BYTES as u64,
+            self.moved_chunks() * HUGE_BYTES as u64,
         )
+    }
+
+    /// The chunks moved into huge pages so far (`move_to_huge_page`).
+    pub(crate) fn moved_chunks(&self) -> u64 {
+        self.moved.load(Ordering::Relaxed)
     }
 
     /// Bytes covered.
@@ -515,6 +502,37 @@ pub(crate) enum Moved {
     Never,
 }
 
+/// A mapping as `mmap` returned it: its start and length.
+type Mapping = (NonNull<libc::c_void>, usize);
+
+/// A fresh anonymous private mapping (`MAP_NORESERVE`: nothing is touched) of `len` bytes
+/// and `HUGE_BYTES` more: the whole mapping (for `munmap`), and the address within it, aligned
+/// to `HUGE_BYTES`, where `len` bytes start.
+fn map_aligned(len: usize) -> io::Result<(Mapping, NonNull<u8>)> {
+    let raw_len = len
+        .checked_add(HUGE_BYTES)
+        .ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+    // SAFETY: a fresh anonymous private mapping; no existing memory is touched.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            raw_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let raw = NonNull::new(raw).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+    let offset = (raw.as_ptr() as usize).next_multiple_of(HUGE_BYTES) - raw.as_ptr() as usize;
+    // SAFETY: `offset < HUGE_BYTES`, so `base..base + len` lies within the mapping.
+    let base = unsafe { NonNull::new_unchecked((raw.as_ptr() as *mut u8).add(offset)) };
+    Ok(((raw, raw_len), base))
+}
+
 /// A huge page of anonymous memory of its own, touched, for `Frames::move_to_huge_page`.
 pub(crate) struct Stage(NonNull<u8>);
 
@@ -528,43 +546,35 @@ impl Stage {
     /// page succeeds at once; else it makes one, or says why it cannot).
     #[cfg(target_os = "linux")]
     fn new() -> io::Result<Stage> {
-        // SAFETY: a fresh anonymous private mapping, twice the size so that an aligned
-        // `HUGE_BYTES` lies within it; the parts around that are unmapped at once.
+        let ((raw, raw_len), base) = map_aligned(HUGE_BYTES)?;
+        let (raw, at) = (raw.as_ptr() as usize, base.as_ptr() as usize);
+        // SAFETY: the parts of the fresh mapping around the aligned huge page, which nothing
+        // uses, are unmapped; the page itself is this stage's alone.
         unsafe {
-            let len = 2 * HUGE_BYTES;
-            let raw = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            );
-            if raw == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            let raw = raw as usize;
-            let at = raw.next_multiple_of(HUGE_BYTES);
             if at > raw {
                 libc::munmap(raw as *mut libc::c_void, at - raw);
             }
-            if raw + len > at + HUGE_BYTES {
+            if raw + raw_len > at + HUGE_BYTES {
                 libc::munmap(
                     (at + HUGE_BYTES) as *mut libc::c_void,
-                    raw + len - at - HUGE_BYTES,
+                    raw + raw_len - at - HUGE_BYTES,
                 );
             }
-            let stage = Stage(NonNull::new_unchecked(at as *mut u8));
-            let ptr = at as *mut libc::c_void;
+        }
+        // Unmapped when dropped, on an error below too.
+        let stage = Stage(base);
+        let ptr = at as *mut libc::c_void;
+        // SAFETY: advice over the stage's own page, and one write into it.
+        unsafe {
             if libc::madvise(ptr, HUGE_BYTES, libc::MADV_HUGEPAGE) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            std::ptr::write_volatile(at as *mut u8, 0);
+            std::ptr::write_volatile(base.as_ptr(), 0);
             if libc::madvise(ptr, HUGE_BYTES, libc::MADV_COLLAPSE) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            Ok(stage)
         }
+        Ok(stage)
     }
 
     #[cfg(not(target_os = "linux"))]

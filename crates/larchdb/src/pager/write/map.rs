@@ -133,10 +133,7 @@ impl WriteMap {
         if !storage.allocate(file_bytes).unwrap_or(false) {
             return None;
         }
-        let frames = crate::pager::Frames::new(storage.clone(), page_bytes, bytes)?;
-        let access = Arc::new(Access::Frames(frames));
-        access.keep_frames();
-        Some(access)
+        kept_frames(storage, page_bytes, bytes)
     }
 
     /// Makes bytes `[0, end)` of the file allocated and mapped for writing. Returns false if
@@ -180,12 +177,9 @@ impl WriteMap {
             let frames = self
                 .frames_bytes
                 .filter(|&b| self.file_bytes.max(end) <= b)
-                .and_then(|b| crate::pager::Frames::new(self.storage.clone(), self.page_bytes, b));
-            if let Some(frames) = frames {
-                let access = Access::Frames(frames);
+                .and_then(|b| kept_frames(&self.storage, self.page_bytes, b));
+            if let Some(access) = frames {
                 self.view = access.view(self.page_bytes, u64::MAX);
-                let access = Arc::new(access);
-                access.keep_frames();
                 self.map = Some(access);
                 return Ok(true);
             }
@@ -376,4 +370,13 @@ impl WriteMap {
         // (snapshots keep their meta decoded; no page access reads slots 0 and 1).
         Some(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
     }
+}
+
+/// Frames of `bytes` for the file, with their keeper started (`Access::keep_frames`); `None`
+/// where the system refuses the reservation.
+fn kept_frames(storage: &Arc<dyn Storage>, page_bytes: usize, bytes: u64) -> Option<Arc<Access>> {
+    let frames = crate::pager::Frames::new(storage.clone(), page_bytes, bytes)?;
+    let access = Arc::new(Access::Frames(frames));
+    access.keep_frames();
+    Some(access)
 }
