@@ -144,6 +144,9 @@ impl<'t> Walk<'t> {
                 self.tree = self.tree_step()?;
                 self.tree_done = self.tree.is_none();
             }
+            if self.tree_done && self.tree.is_none() {
+                return Ok(self.upper.as_mut().and_then(UpperScan::take_value));
+            }
             let up = self.upper.as_mut().and_then(UpperScan::peek);
             let (uk, uv) = match (self.tree, up) {
                 (None, None) => return Ok(None),

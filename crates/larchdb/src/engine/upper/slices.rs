@@ -467,7 +467,7 @@ impl<'o> SlicesScan<'o> {
 impl<'o> Iterator for SlicesScan<'o> {
     type Item = Visible<'o>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Visible<'o>> {
         loop {
             if let Some(v) = self.current.as_mut().and_then(Iterator::next) {

@@ -153,7 +153,7 @@ impl Scan<'_> {
 impl<'o> Iterator for Scan<'o> {
     type Item = Visible<'o>;
 
-    #[inline]
+    #[inline(always)]
     fn next(&mut self) -> Option<Visible<'o>> {
         loop {
             let mut best: Option<(usize, RunKey)> = None;
