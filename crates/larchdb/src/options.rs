@@ -89,6 +89,9 @@ pub struct Options {
     /// into huge pages while the file does not grow, instead of the kernel's page cache
     /// through a mapping, and the writer writes each page it changed to the file with
     /// `pwrite`; once the file outgrows them, the handle maps the file as it does without.
+    /// Frames are memory the kernel cannot take back, so they cover at most half of the memory
+    /// the process may use (its cgroups' limit, or the machine's memory) beyond 64 MiB,
+    /// whatever is asked: none in a cgroup of 64 MiB or less.
     /// For read-mostly work on a file that fits in memory: point reads of 1 KB records up to a
     /// fifth faster once the frames are in huge pages; loads and updates of 1 KB records a
     /// fifth to a third slower (each page goes to its frame and through the page cache, until

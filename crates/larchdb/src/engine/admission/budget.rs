@@ -204,10 +204,31 @@ pub(crate) fn readahead(options: &crate::Options) -> crate::pager::Readahead {
     crate::pager::Readahead::new(options.readahead, memory)
 }
 
+/// The share of the memory the process may use beyond `DEFAULT_RESERVE` that frames cover at
+/// most (`frames_bytes`): half. Frames are anonymous memory the kernel cannot take back under
+/// pressure, where the file's mapping is page cache it can; the rest is left to the overlays'
+/// budget (a quarter, `DEFAULT_SHARE`), the log's pages, the page cache's copy of the pages
+/// the frames write, and the application. In a 48 MiB cgroup the engine's memory outside the
+/// overlays was most of it (`DEFAULT_SHARE`'s note): there frames are off.
+const FRAMES_SHARE: u64 = 2;
+
 /// The bytes of the data file a writing handle keeps in frames at most
-/// (`Options::frames_bytes`): `None` where frames are off.
+/// (`Options::frames_bytes`, within `FRAMES_SHARE` of the memory the process may use beyond
+/// `DEFAULT_RESERVE`): `None` where frames are off, or where that share is nothing. A file
+/// larger than that is read through its mapping, as a file that outgrew the frames is.
 pub(crate) fn frames_bytes(options: &crate::Options) -> Option<u64> {
-    (options.frames_bytes > 0 && !options.read_only).then_some(options.frames_bytes)
+    if options.frames_bytes == 0 || options.read_only {
+        return None;
+    }
+    Some(frames_within(options.frames_bytes, process_memory())).filter(|&b| b > 0)
+}
+
+/// `asked` bytes of frames, within `FRAMES_SHARE` of `memory` beyond `DEFAULT_RESERVE` where
+/// the memory is known.
+fn frames_within(asked: u64, memory: Option<u64>) -> u64 {
+    memory.map_or(asked, |m| {
+        asked.min(m.saturating_sub(DEFAULT_RESERVE) / FRAMES_SHARE)
+    })
 }
 
 /// The memory this process may use: the lowest of the machine's memory and the memory limits
@@ -309,6 +330,22 @@ mod tests {
                 "/process_api/x/larch"
             )]
         );
+    }
+
+    #[test]
+    fn frames_cover_at_most_half_the_memory() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(frames_within(6 << 30, Some(1 << 30)), 480 * MIB);
+        assert_eq!(frames_within(256 * MIB, Some(1 << 30)), 256 * MIB);
+        assert_eq!(frames_within(6 << 30, None), 6 << 30);
+        // In a small cgroup, none.
+        assert_eq!(frames_within(6 << 30, Some(48 * MIB)), 0);
+        let off = crate::Options::default();
+        assert_eq!(frames_bytes(&off), None);
+        let on = crate::Options::default().frames_bytes(u64::MAX);
+        let within = frames_within(u64::MAX, process_memory());
+        assert_eq!(frames_bytes(&on), Some(within).filter(|&b| b > 0));
+        assert_eq!(frames_bytes(&on.clone().read_only(true)), None);
     }
 
     #[test]
