@@ -495,7 +495,7 @@ impl Environment {
     #[pyo3(signature = (path, file, *, readonly=false, create=true, durability="immediate",
         log=true, page_size=None, readahead=None, verify_checksums=false,
         compact_on_close=true, checkpoint_thread=true, memory_budget=None,
-        log_room_bytes=None))]
+        log_room_bytes=None, frames_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -512,6 +512,7 @@ impl Environment {
         checkpoint_thread: bool,
         memory_budget: Option<u64>,
         log_room_bytes: Option<u64>,
+        frames_bytes: Option<u64>,
     ) -> PyResult<Environment> {
         let mut options = Options::default()
             .read_only(readonly)
@@ -533,6 +534,9 @@ impl Environment {
         }
         if let Some(bytes) = log_room_bytes {
             options = options.log_room_bytes(bytes);
+        }
+        if let Some(bytes) = frames_bytes {
+            options = options.frames_bytes(bytes);
         }
         let opened = {
             let file = file.clone();
@@ -817,6 +821,8 @@ impl Environment {
         d.set_item("paced_micros", s.commits.paced_micros)?;
         d.set_item("share_micros", s.commits.share_micros)?;
         d.set_item("log_full_waits", s.commits.log_full_waits)?;
+        d.set_item("frames_bytes", s.frames_bytes)?;
+        d.set_item("frames_huge_bytes", s.frames_huge_bytes)?;
         let tables = PyDict::new(py);
         for t in &s.tables {
             let td = PyDict::new(py);

@@ -523,6 +523,31 @@ def test_buffers_in_a_write_transaction_are_copies(env):
         assert isinstance(v, memoryview) and bytes(v) == b"first"
 
 
+def test_frames(tmp_path):
+    """A handle with frames reads and writes its pages there (``stat()`` shows what they
+    hold, within what was asked), and the file reads the same without them after a reopen."""
+    n = 3000
+    path = str(tmp_path / "frames")
+    env = larch.open(path, durability=larch.NONE, frames_bytes=64 << 20)
+    for i in range(n):
+        with env.begin(write=True) as txn:
+            txn.put(b"k%08d" % i, b"%015d" % i)
+    env.close()
+    # Reopened, every record is in the tree, which readers read through the frames.
+    env = larch.open(path, frames_bytes=64 << 20)
+    with env.begin() as txn:
+        assert all(bytes(txn.get(b"k%08d" % i)) == b"%015d" % i for i in range(n))
+    s = env.stat()
+    assert 0 < s["frames_bytes"] <= 64 << 20
+    assert s["frames_huge_bytes"] <= s["frames_bytes"]
+    env.close()
+    env = larch.open(path)
+    assert env.stat()["frames_bytes"] == 0
+    with env.begin() as txn:
+        assert all(bytes(txn.get(b"k%08d" % i)) == b"%015d" % i for i in range(n))
+    env.close()
+
+
 def test_memory_budget_and_log_room(tmp_path):
     """A small memory budget makes checkpoints of what it holds (more than the default's
     for the same writes), a room of the log's own makes fewer of them durable, and neither

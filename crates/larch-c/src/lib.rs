@@ -214,10 +214,16 @@ pub struct larch_options {
     /// call for, which keeps the open files near the data's size). Raised, small random
     /// writes run faster for that much more disk while the database is open.
     pub log_room_bytes: u64,
+    /// How much of the data file a writing handle may keep in memory of its own (frames),
+    /// in bytes; 0, the default: none, the file mapped. For read-mostly work on a file that
+    /// fits in memory: point reads of 1 KB records up to a fifth faster, loads and updates of
+    /// 1 KB records a fifth to a third slower (the Rust API's `Options::frames_bytes`). At
+    /// most half of the memory the process may use beyond 64 MiB, whatever is asked.
+    pub frames_bytes: u64,
     /// Zero (as `larch_options_init` leaves it): room for options a later library adds
     /// without changing the struct's size, each meaning its default at zero. Non-zero is
     /// refused (`LARCH_EINVAL`): an option this library does not know.
-    pub reserved: [u64; 6],
+    pub reserved: [u64; 5],
 }
 
 /// `larch_stats`' figures (see the Rust API's `Stats` for each one's exact meaning).
@@ -684,7 +690,8 @@ pub unsafe extern "C" fn larch_options_init(options: *mut larch_options) {
         checkpoint_bytes: 0,
         memory_budget: d.memory_budget,
         log_room_bytes: d.log_room_bytes,
-        reserved: [0; 6],
+        frames_bytes: d.frames_bytes,
+        reserved: [0; 5],
     };
     // SAFETY: the caller's contract.
     unsafe { put_out(options, o) };
@@ -745,7 +752,8 @@ fn options_of(o: &larch_options) -> Result<Options, Failure> {
     }
     options = options
         .memory_budget(o.memory_budget)
-        .log_room_bytes(o.log_room_bytes);
+        .log_room_bytes(o.log_room_bytes)
+        .frames_bytes(o.frames_bytes);
     if let Some(d) = durability(o.durability)? {
         options = options.durability(d);
     }

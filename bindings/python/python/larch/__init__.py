@@ -68,6 +68,7 @@ def open(  # noqa: A001  (py-lmdb's name)
     checkpoint_thread=True,
     memory_budget=None,
     log_room_bytes=None,
+    frames_bytes=None,
 ):
     """Opens (by default creates) a database and returns its :class:`Environment`.
 
@@ -95,6 +96,12 @@ def open(  # noqa: A001  (py-lmdb's name)
       checkpoints are made durable only when it runs short: small random writes run faster,
       for that much more disk while the database is open. None (the default): the room the
       checkpoints call for, which keeps the open files near the data's size.
+    - ``frames_bytes``: how much of the data file a writing handle may keep in memory of its
+      own (frames) instead of reading it through the page cache: for read-mostly work on a
+      file that fits in memory, point reads of 1 KB records up to a fifth faster, loads and
+      updates of 1 KB records a fifth to a third slower. At most half the memory the process
+      may use beyond 64 MiB, whatever is asked; ``stat()["frames_bytes"]`` is what they hold.
+      None (the default): no frames.
 
     py-lmdb's arguments that have no counterpart are accepted and have no effect:
     ``map_size`` (the file grows and shrinks on its own), ``max_dbs`` (tables are not
@@ -133,6 +140,7 @@ def open(  # noqa: A001  (py-lmdb's name)
         checkpoint_thread=checkpoint_thread,
         memory_budget=memory_budget,
         log_room_bytes=log_room_bytes,
+        frames_bytes=frames_bytes,
     )
 
 

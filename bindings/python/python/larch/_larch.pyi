@@ -38,6 +38,7 @@ class Environment:
         checkpoint_thread: bool = True,
         memory_budget: int | None = None,
         log_room_bytes: int | None = None,
+        frames_bytes: int | None = None,
     ) -> Self: ...
     def begin(
         self,

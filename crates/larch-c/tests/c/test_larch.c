@@ -80,7 +80,7 @@ static void test_codes(void) {
   CHECK(o.page_bytes == 0 && o.read_only == 0 && o.create == 1 && o.log == 1);
   CHECK(o.durability == LARCH_DURABILITY_IMMEDIATE && o.verify_checksums == 0);
   CHECK(o.compact_on_close == 1 && o.checkpoint_bytes == 0);
-  CHECK(o.memory_budget == 0 && o.log_room_bytes == 0);
+  CHECK(o.memory_budget == 0 && o.log_room_bytes == 0 && o.frames_bytes == 0);
   for (size_t i = 0; i < sizeof o.reserved / sizeof o.reserved[0]; i++) CHECK(o.reserved[i] == 0);
 }
 
@@ -749,6 +749,29 @@ static void test_budget_and_room(void) {
   CHECK(ckpt[2] > ckpt[0]);
 }
 
+/* The tree's pages in frames of the engine's own, through reopens with and without them. */
+static void test_frames(void) {
+  const int n = 3000;
+  char path[300];
+  db_path(path, sizeof path);
+  larch_options o;
+  larch_options_init(&o);
+  o.durability = LARCH_DURABILITY_NONE;
+  o.frames_bytes = 64 << 20;
+  larch_db *db = NULL;
+  OK(larch_open(path, &o, &db));
+  write_many(db, n);
+  check_many(db, n);
+  OK(larch_close(db));
+  OK(larch_open(path, &o, &db));
+  check_many(db, n);
+  OK(larch_close(db));
+  o.frames_bytes = 0;
+  OK(larch_open(path, &o, &db));
+  check_many(db, n);
+  OK(larch_close(db));
+}
+
 /* A damaged page is reported by verify and by reads, never a crash. */
 static void test_corruption(void) {
   char path[300];
@@ -928,6 +951,7 @@ int main(void) {
   test_corruption();
   test_renew();
   test_budget_and_room();
+  test_frames();
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", base_dir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", base_dir);
