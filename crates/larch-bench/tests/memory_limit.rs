@@ -80,9 +80,12 @@ fn completes_and_verifies(name: &str, limit_mib: u64, more: &[&str]) {
     }
     // Every key read back exists: the load wrote them all.
     assert_eq!(row("readrandom")["found"], 10_000, "{text}");
-    // The database is several times the limit.
+    // The database is larger than the limit: twice the 48 MiB one, and beyond the 96 MiB one.
     let db_bytes = row("overwrite")["db_bytes"].as_u64().unwrap();
-    assert!(db_bytes > (limit_mib << 20), "database of {db_bytes} bytes");
+    assert!(
+        db_bytes > (96 << 20).max(limit_mib << 20),
+        "database of {db_bytes} bytes"
+    );
 
     // Opened again outside the cgroup: every page checks, and every record is there.
     let db = Database::open(dir.join("larch").join("data.larch"), Options::default()).unwrap();
