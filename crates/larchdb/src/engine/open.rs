@@ -139,7 +139,7 @@ impl Shared {
             &storage,
             meta.page_bytes as usize,
             file_bytes,
-            crate::engine::admission::budget::frames_bytes(&options).filter(|_| !options.read_only),
+            crate::engine::admission::budget::frames_bytes(&options),
         );
         let access = match frames.clone() {
             Some(frames) => frames,
