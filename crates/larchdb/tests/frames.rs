@@ -230,3 +230,75 @@ fn a_read_only_handle_reads_what_the_frames_wrote() {
         check(&ro, &model);
     }
 }
+
+/// A process killed after commits, durable ones and others (page commits, and a log's
+/// checkpoints), loses none of them: the pages the frames write behind (a durable commit's, a
+/// checkpoint's) reach the file before the sync and the meta page that follow them. On the
+/// fault storage, writes behind land only at a drain, reading the frames then, and a crash
+/// drops those not drained: a sync or a meta field that did not wait for them, or a frame
+/// changed before them, is a lost or damaged commit here.
+#[test]
+fn a_process_crash_keeps_every_commit_written_behind() {
+    use larchdb::storage::{CrashMode, FaultStorage};
+    use std::sync::Arc;
+    for log in [false, true] {
+        for stop in [1u64, 4, 9, 16] {
+            let (data, log_disk) = (FaultStorage::new().allocating(), FaultStorage::new());
+            let options = || {
+                Options::default()
+                    .log(log)
+                    .durability(Durability::None)
+                    .frames_bytes(FRAMES)
+            };
+            let open = |data: &FaultStorage, log_disk: &FaultStorage| {
+                if log {
+                    Database::open_storage_with_log(
+                        Arc::new(data.clone()),
+                        Arc::new(log_disk.clone()),
+                        options(),
+                    )
+                } else {
+                    Database::open_storage(Arc::new(data.clone()), options())
+                }
+                .unwrap()
+            };
+            let db = open(&data, &log_disk);
+            let mut model = BTreeMap::new();
+            for batch in 0..stop {
+                let mut w = db.begin_write().unwrap();
+                {
+                    w.ensure_table("t").unwrap();
+                    let mut t = w.table("t").unwrap();
+                    for j in 0..600u64 {
+                        let i = (batch * 389 + j * 23) % 5000;
+                        if (i + batch) % 7 == 0 {
+                            t.delete(&key(i)).unwrap();
+                            model.remove(&key(i));
+                        } else {
+                            let v = value(i, batch, 20 + (i as usize * 13) % 1500);
+                            t.put(&key(i), &v).unwrap();
+                            model.insert(key(i), v);
+                        }
+                    }
+                }
+                let durability = if batch % 2 == 0 {
+                    Durability::Immediate
+                } else {
+                    Durability::None
+                };
+                w.commit_with(durability).unwrap();
+                if log && batch % 3 == 2 {
+                    db.checkpoint().unwrap();
+                }
+            }
+            let (data, log_disk) = (
+                data.crash(CrashMode::ProcessOnly),
+                log_disk.crash(CrashMode::ProcessOnly),
+            );
+            drop(db);
+            let db = open(&data, &log_disk);
+            check(&db, &model);
+            db.verify().unwrap();
+        }
+    }
+}

@@ -174,6 +174,11 @@ impl Frames {
     }
 
     /// Bytes covered.
+    /// The pages the frames cover.
+    pub(crate) fn pages(&self) -> u64 {
+        self.pages
+    }
+
     pub(crate) fn len(&self) -> u64 {
         self.pages * self.page_bytes as u64
     }
@@ -483,6 +488,9 @@ impl Frames {
 
 impl Drop for Frames {
     fn drop(&mut self) {
+        // Writes behind from these frames still in flight read them until drained (a failure
+        // is kept by the storage for its next drain).
+        let _ = self.storage.drain();
         // SAFETY: the mapping `mmap` returned in `new`; no slice of it outlives `self` (a
         // borrowed page's lifetime is tied to the `Access` that owns the frames).
         unsafe {

@@ -2,6 +2,9 @@
 //! the style of SQLite's crash-test VFS: it remembers which writes were synced, and a simulated
 //! crash keeps only those (optionally a random subset of the rest, with the last one torn).
 //! It can also fail the Nth write or sync with EIO or ENOSPC, or cap the space available.
+//! Where it allocates (the engine's frames), its writes behind wait until a drain and read the
+//! caller's memory then, so an engine that changed or freed their bytes before the drain, or
+//! wrote a meta field before it, is caught.
 
 use super::Storage;
 use std::io;
@@ -78,6 +81,13 @@ struct State {
     /// it, a power loss loses the whole storage, as a new file whose directory was never
     /// synced.
     named: bool,
+    /// Writes behind not yet drained, where the storage allocates (and the engine keeps
+    /// frames): the address and length of the caller's bytes, and the offset. They are read
+    /// and written at the drain, as a device reads the memory of a write in flight when it
+    /// gets to it, so bytes changed before the drain land as changed; a crash drops them.
+    behind: Vec<(usize, usize, u64)>,
+    /// A drained write behind failed: every later drain fails the same way.
+    behind_failed: Option<FaultKind>,
 }
 
 /// In-memory storage with fault injection. Clones share the same state, so a test keeps one
@@ -129,6 +139,8 @@ impl FaultStorage {
                 fail_waits: None,
                 allocates: false,
                 named,
+                behind: Vec::new(),
+                behind_failed: None,
             })),
         }
     }
@@ -429,6 +441,9 @@ impl FaultStorage {
     pub fn crash(&self, mode: CrashMode) -> FaultStorage {
         let mut s = self.lock();
         s.dead = true;
+        // Writes behind in flight at the crash never reach the disk (nor is their memory
+        // read: the process that lent it is gone).
+        s.behind.clear();
         let named = s.named;
         let after = match mode {
             CrashMode::ProcessOnly => FaultStorage::with_contents(s.data.clone(), s.boot, named),
@@ -473,6 +488,36 @@ impl FaultStorage {
         };
         after.lock().allocates = s.allocates;
         after
+    }
+
+    /// Writes the writes behind, each an attempt as a `write_at`, the last started first:
+    /// writes in flight at once land in any order, so two of the same bytes would leave the
+    /// older. The first that fails drops the rest and fails every drain after it.
+    fn drain_locked(s: &mut State) -> io::Result<()> {
+        if let Some(kind) = s.behind_failed {
+            return Err(kind.error());
+        }
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        for (at, len, offset) in std::mem::take(&mut s.behind).into_iter().rev() {
+            if let Err(e) = Self::attempt(s) {
+                let kind = match e.raw_os_error() {
+                    Some(libc::ENOSPC) => FaultKind::Enospc,
+                    _ => FaultKind::Eio,
+                };
+                s.behind_failed = Some(kind);
+                return Err(e);
+            }
+            // SAFETY: `write_behind`'s caller keeps these bytes valid until the drain.
+            let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) }.to_vec();
+            apply_write(&mut s.data, offset, &bytes);
+            s.unsynced.push(Op::Write {
+                offset,
+                data: bytes,
+            });
+        }
+        Ok(())
     }
 
     /// Counts an attempt and returns the planned failure, if this attempt is one.
@@ -530,6 +575,7 @@ impl Storage for FaultStorage {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let mut s = self.lock();
+        Self::drain_locked(&mut s)?;
         Self::attempt(&mut s)?;
         let end = offset + buf.len() as u64;
         if let Some(max) = s.space_bytes_max {
@@ -551,6 +597,7 @@ impl Storage for FaultStorage {
             std::thread::sleep(d);
         }
         let mut s = self.lock();
+        Self::drain_locked(&mut s)?;
         Self::attempt(&mut s)?;
         s.syncs += 1;
         let ops = std::mem::take(&mut s.unsynced);
@@ -561,6 +608,31 @@ impl Storage for FaultStorage {
             }
         }
         Ok(())
+    }
+
+    unsafe fn write_behind(&self, buf: *const u8, len: usize, offset: u64) -> io::Result<()> {
+        let mut s = self.lock();
+        if !s.allocates {
+            drop(s);
+            // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
+            return self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset);
+        }
+        if let Some(kind) = s.behind_failed {
+            return Err(kind.error());
+        }
+        if s.dead {
+            return Err(io::Error::other("storage crashed"));
+        }
+        s.behind.push((buf as usize, len, offset));
+        Ok(())
+    }
+
+    fn drain(&self) -> io::Result<()> {
+        Self::drain_locked(&mut self.lock())
+    }
+
+    fn writes_behind(&self) -> bool {
+        self.lock().allocates
     }
 
     fn start_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
@@ -600,6 +672,7 @@ impl Storage for FaultStorage {
         if !s.allocates {
             return Ok(false);
         }
+        Self::drain_locked(&mut s)?;
         // A metadata change that can fail as a write does (`fallocate`'s EIO or ENOSPC).
         Self::attempt(&mut s)?;
         if len <= s.data.len() as u64 {
@@ -617,9 +690,7 @@ impl Storage for FaultStorage {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut s = self.lock();
-        if s.dead {
-            return Err(io::Error::other("storage crashed"));
-        }
+        Self::drain_locked(&mut s)?;
         if let Some(max) = s.space_bytes_max {
             if len > max && len > s.data.len() as u64 {
                 return Err(FaultKind::Enospc.error());

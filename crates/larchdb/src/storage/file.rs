@@ -2,6 +2,7 @@
 //! writer writes through `pwrite` or through a writable mapping of space it reserved with
 //! `fallocate` first, so a full disk is an `ENOSPC` error and never a SIGBUS.
 
+use super::behind::Behind;
 use super::Storage;
 use crate::error::{with_context, Error, Result};
 use std::fs::{File, OpenOptions, TryLockError};
@@ -38,6 +39,8 @@ pub struct FileStorage {
     file: File,
     path: PathBuf,
     boot_id: Option<[u8; 16]>,
+    /// `write_behind`'s ring and the writes in flight on it.
+    behind: Behind,
 }
 
 impl FileStorage {
@@ -126,6 +129,7 @@ impl FileStorage {
             file,
             path: path.to_path_buf(),
             boot_id: read_boot_id(),
+            behind: Behind::new(),
         })
     }
 
@@ -194,12 +198,14 @@ impl Storage for FileStorage {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.drain()?;
         self.file
             .write_all_at(buf, offset)
             .map_err(|e| self.context("write", e))
     }
 
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
+        self.drain()?;
         self.write_vectored(bufs, offset)
             .map_err(|e| self.context("write", e))
     }
@@ -207,6 +213,7 @@ impl Storage for FileStorage {
     fn zero_range(&self, offset: u64, len: u64) -> io::Result<()> {
         // One call where the file system can turn the range into unwritten extents (ext4,
         // XFS): no data written, the space kept allocated. Elsewhere (tmpfs), zeros written.
+        self.drain()?;
         match self.fallocate_zero(offset, len) {
             Ok(true) => Ok(()),
             Ok(false) => super::write_zeros(self, offset, len),
@@ -215,7 +222,28 @@ impl Storage for FileStorage {
     }
 
     fn sync(&self) -> io::Result<()> {
+        self.drain()?;
         self.file.sync_data().map_err(|e| self.context("sync", e))
+    }
+
+    unsafe fn write_behind(&self, buf: *const u8, len: usize, offset: u64) -> io::Result<()> {
+        // SAFETY: the caller's requirement, passed on.
+        match unsafe { self.behind.write(&self.file, buf, len, offset) } {
+            Ok(true) => Ok(()),
+            // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
+            Ok(false) => self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset),
+            Err(e) => Err(self.context("write behind", e)),
+        }
+    }
+
+    fn drain(&self) -> io::Result<()> {
+        self.behind
+            .drain()
+            .map_err(|e| self.context("write behind", e))
+    }
+
+    fn writes_behind(&self) -> bool {
+        self.behind.is_up(&self.file)
     }
 
     fn start_writeback(&self, offset: u64, len: u64) -> io::Result<()> {
@@ -245,6 +273,7 @@ impl Storage for FileStorage {
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {
+        self.drain()?;
         self.file
             .set_len(len)
             .map_err(|e| self.context("resize", e))
@@ -256,6 +285,7 @@ impl Storage for FileStorage {
     }
 
     fn allocate(&self, len: u64) -> io::Result<bool> {
+        self.drain()?;
         let before = self.file.metadata().map(|m| m.len());
         self.fallocate(len).map_err(|e| {
             // A file system that runs out of space part of the way (ext4) keeps the blocks
@@ -284,6 +314,13 @@ impl Storage for FileStorage {
 
     fn unlock(&self) -> io::Result<()> {
         self.file.unlock().map_err(|e| self.context("unlock", e))
+    }
+}
+
+impl Drop for FileStorage {
+    /// Waits for the writes behind still in flight: their memory (the frames) may go next.
+    fn drop(&mut self) {
+        let _ = self.behind.drain();
     }
 }
 

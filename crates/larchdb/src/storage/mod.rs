@@ -5,6 +5,7 @@
 //! stage 3. Beside a file, the lock file (`lock.rs`) holds the reader table that processes
 //! share.
 
+mod behind;
 #[cfg(any(test, feature = "test-support"))]
 mod fault;
 mod file;
@@ -55,6 +56,34 @@ pub trait Storage: Send + Sync + 'static {
     }
     /// Makes every earlier write durable.
     fn sync(&self) -> io::Result<()>;
+    /// Starts writing `len` bytes from `buf` at `offset` and returns without waiting for them,
+    /// where the backend can (a file: `O_DIRECT` writes through an io_uring ring, many in
+    /// flight); elsewhere writes them as `write_at` does. A write started so is on the storage
+    /// once `drain` returns `Ok`, and every other call that writes (`write_at`,
+    /// `write_vectored_at`, `zero_range`, `set_len`, `allocate`) or syncs drains first: a meta
+    /// field written or a sync made after it always follows it. What `read_at` or a mapping
+    /// reads of its range before the drain is unspecified. A failed write fails the drain that
+    /// meets it and every call that drains after it (the storage keeps the error).
+    ///
+    /// # Safety
+    /// `buf` points to `len` readable bytes that stay valid and unchanged until the next
+    /// drain returns; two writes to the same bytes of the storage are not in flight at once
+    /// (a drain between them).
+    unsafe fn write_behind(&self, buf: *const u8, len: usize, offset: u64) -> io::Result<()> {
+        // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
+        self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset)
+    }
+    /// Waits for every write `write_behind` started; the first that failed is returned (and
+    /// by every drain after it). The default has none in flight.
+    fn drain(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// True if `write_behind` returns before its bytes are written: the caller's memory is
+    /// then read after it returns, and owned buffers are better copied to where they stay
+    /// unchanged first. The default writes at once.
+    fn writes_behind(&self) -> bool {
+        false
+    }
     /// Starts writing `len` bytes from `offset` to the device, if the backend holds them in a
     /// cache, without waiting and without making them durable (a `sync` still does that).
     /// The default does nothing.

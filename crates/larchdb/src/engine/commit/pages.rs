@@ -96,7 +96,10 @@ pub(crate) fn write_commit(
     // 1. The commit's pages, to space no preserved snapshot can reach. A failure here leaves
     //    nothing visible, so the transaction is simply rolled back.
     let needed = meta.page_count * page_bytes;
-    if let Err(e) = pages.write_out(storage) {
+    // Its pages go behind where a sync follows them (`seal_meta`'s rule; one that finds no
+    // room in the log below, made durable by its pages, writes them through the page cache).
+    let synced = durability == Durability::Immediate;
+    if let Err(e) = pages.write_out(storage, synced) {
         return Err(fail_commit(disk, poisoned, pages, e, false));
     }
     // The log position the meta page names; a transaction that writes pages and the log

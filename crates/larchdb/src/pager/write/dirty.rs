@@ -444,6 +444,8 @@ impl WritePages {
     #[inline]
     pub(crate) fn dirty_page_mut(&mut self, id: u64) -> Option<&mut [u8]> {
         let ps = self.page_bytes;
+        // A failed drain is kept by the storage: the commit's write-out meets it again.
+        self.wait_if_behind(id).ok()?;
         let d = self.dirty.get_mut(&id)?;
         if d.begin_write(false) {
             self.branch_sealing.back += 1;
@@ -459,6 +461,7 @@ impl WritePages {
     /// keeps current (`CellsCrc`): every change to the cell area is reported there.
     pub(crate) fn node_mut(&mut self, id: u64) -> Result<(&mut [u8], CellsCrc<'_>)> {
         let ps = self.page_bytes;
+        self.wait_if_behind(id)?;
         let Some(d) = self.dirty.get_mut(&id) else {
             return Err(Error::internal(format!(
                 "page {id}: writing a page that is not dirty"
@@ -478,6 +481,7 @@ impl WritePages {
     /// The writable bytes of dirty page (or run) `id`.
     pub(crate) fn page_mut(&mut self, id: u64) -> Result<&mut [u8]> {
         let ps = self.page_bytes;
+        self.wait_if_behind(id)?;
         let d = self.dirty.get_mut(&id);
         match d.map(|d| {
             if d.begin_write(false) {
@@ -499,6 +503,8 @@ impl WritePages {
     /// Frees `pages` pages at `id`: at once if this transaction allocated them, otherwise as
     /// pending once the transaction commits.
     pub(crate) fn free(&mut self, id: u64, pages: u64) -> Result<()> {
+        // Freed pages of this transaction are taken again by it (`spare`).
+        self.wait_if_behind(id)?;
         if let Some(d) = self.dirty.remove(&id) {
             if let Place::Owned(buf) = d.place {
                 if buf.len() == self.page_bytes && self.pool.len() < self.pool_max {
@@ -541,6 +547,17 @@ impl WritePages {
             pages,
             born: run.txn,
         });
+        Ok(())
+    }
+
+    /// Before page `id` is written or freed: if a spill wrote it behind and the write may
+    /// still be in flight, waits for the writes behind (the bytes of a write in flight stay
+    /// unchanged, and no page is in two writes at once).
+    #[inline]
+    fn wait_if_behind(&mut self, id: u64) -> Result<()> {
+        if self.behind && self.dirty.get(&id).is_some_and(|d| d.filed) {
+            self.drain_behind()?;
+        }
         Ok(())
     }
 

@@ -182,6 +182,9 @@ pub(crate) struct WritePages {
     /// A wait for that writeback failed: the caller stops writing (a sync after it may not
     /// report the failure again).
     writeback_failed: bool,
+    /// `spill_filled` wrote pages behind (`Storage::write_behind`) that may still be in
+    /// flight: a spilled page (`Dirty::filed`) is written again or freed only after a drain.
+    behind: bool,
     /// A merge asks for the leaves it will reach to be read ahead (`read_ahead`).
     reads_ahead: bool,
     /// The pages a merge asked to be read ahead, and the requests that took (`will_need`).
@@ -251,6 +254,7 @@ impl WritePages {
             synced_soon: false,
             paced: None,
             writeback_failed: false,
+            behind: false,
             reads_ahead: false,
             asked_ahead: std::cell::Cell::new((0, 0)),
             leaf_hook: None,
@@ -267,6 +271,11 @@ impl WritePages {
     /// Undoes this transaction's allocations and hands back what it borrowed. Pages it wrote
     /// in place are free space and stay as garbage.
     pub(crate) fn abort(mut self) -> Carry {
+        // Spills written behind read their frames until drained; the pages are free again
+        // once this returns. A failure is kept by the storage for the next commit.
+        if self.behind {
+            let _ = self.drain_behind();
+        }
         for (start, len) in std::mem::take(&mut self.taken) {
             // Cannot overlap: these pages were removed from this very set.
             let _ = self.free.insert(start, len);

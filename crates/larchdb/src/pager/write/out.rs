@@ -46,29 +46,33 @@ impl WritePages {
                 _ => false,
             }
         });
-        // Write, a page a call, consecutive ones too. A write of several pages puts them in
-        // the page cache as one folio of that many (Linux 6.x, ext4), and once a page of it is
-        // freed and taken again by a later merge, the write of that one page dirties the whole
-        // folio, and is charged as the whole folio's bytes (docs/design/performance.md, "A
-        // merge's pages a write each").
         let storage = self.wmap.storage.clone();
-        for &id in &ids {
-            match self.dirty.get(&id).map(|d| &d.place) {
-                Some(Place::Owned(b)) => {
-                    storage.write_at(b, id * ps as u64)?;
-                    // Read (and written, if ever) in its frame from now on, as below.
-                    if let Some(f) = self.wmap.frames() {
-                        f.fill(id, b);
+        if self.frames_behind(false) {
+            self.spill_behind(&ids)?;
+        } else {
+            // Write, a page a call, consecutive ones too. A write of several pages puts them in
+            // the page cache as one folio of that many (Linux 6.x, ext4), and once a page of it
+            // is freed and taken again by a later merge, the write of that one page dirties the
+            // whole folio, and is charged as the whole folio's bytes
+            // (docs/design/performance.md, "A merge's pages a write each").
+            for &id in &ids {
+                match self.dirty.get(&id).map(|d| &d.place) {
+                    Some(Place::Owned(b)) => {
+                        storage.write_at(b, id * ps as u64)?;
+                        // Read (and written, if ever) in its frame from now on, as below.
+                        if let Some(f) = self.wmap.frames() {
+                            f.fill(id, b);
+                        }
                     }
-                }
-                _ => {
-                    return Err(Error::internal(format!(
-                        "page {id}: spilled page not owned"
-                    )))
+                    _ => {
+                        return Err(Error::internal(format!(
+                            "page {id}: spilled page not owned"
+                        )))
+                    }
                 }
             }
         }
-        if let Some(paced) = self.paced.as_mut() {
+        if let Some(paced) = self.paced.as_mut().filter(|_| !self.behind) {
             let ps = ps as u64;
             for (page, pages) in crate::pager::freelist::join_runs(ids.iter().map(|&id| (id, 1))) {
                 if let Err(e) = paced.start(&*storage, page * ps, pages * ps) {
@@ -102,16 +106,81 @@ impl WritePages {
     /// and the owned buffers written are copied into their frames: the file holds every page
     /// before a meta page names it, and the frames every page a snapshot reads
     /// (pager/frames.rs).
-    pub(crate) fn write_out(&mut self, storage: &dyn Storage) -> Result<u64> {
-        let written = self.write_out_sealed(storage)?;
-        self.write_out_frames(storage)?;
+    ///
+    /// With frames, the pages go behind (`frames_behind`) where a sync follows the write-out
+    /// (`synced`, or the transaction is `synced_soon`): that sync waits for the device
+    /// anyway. A commit that is not synced writes through the page cache, and does not wait
+    /// for the device at its meta page.
+    pub(crate) fn write_out(&mut self, storage: &dyn Storage, synced: bool) -> Result<u64> {
+        let behind = self.frames_behind(synced);
+        if behind {
+            // The spills' writes first: no page is in two writes in flight at once.
+            self.drain_behind()?;
+        }
+        let written = self.write_out_sealed(storage, behind)?;
+        self.write_out_frames(storage, behind)?;
         Ok(written)
+    }
+
+    /// True where the writer's pages are in frames, a sync follows their write-out (`synced`,
+    /// or the transaction is `synced_soon`) and the storage writes behind: pages are written
+    /// from their frames with `Storage::write_behind`, and owned buffers copied into their
+    /// frames first (docs/design/buffer-pool.md, "Writes behind the frames").
+    fn frames_behind(&self, synced: bool) -> bool {
+        (synced || self.synced_soon)
+            && self.wmap.frames().is_some()
+            && self.wmap.storage.writes_behind()
+    }
+
+    /// Waits for the writes behind in flight (`Storage::drain`).
+    pub(super) fn drain_behind(&mut self) -> Result<()> {
+        self.behind = false;
+        self.wmap.storage.drain()?;
+        Ok(())
+    }
+
+    /// `spill_filled`'s writes where they go behind: the previous spill's writes drained (no
+    /// page in two writes at once), each sealed page copied into its frame, and the frames
+    /// written behind, consecutive ones in one write; pages past the frames written at once.
+    /// Until the next drain, a spilled page written again or freed waits for it first
+    /// (`Dirty::filed` with `behind` set).
+    fn spill_behind(&mut self, ids: &[u64]) -> Result<()> {
+        self.drain_behind()?;
+        let ps = self.page_bytes;
+        let storage = self.wmap.storage.clone();
+        let Some(frames) = self.wmap.frames() else {
+            return Err(Error::internal("writes behind without frames"));
+        };
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &id in ids {
+            let Some(Place::Owned(b)) = self.dirty.get(&id).map(|d| &d.place) else {
+                return Err(Error::internal(format!(
+                    "page {id}: spilled page not owned"
+                )));
+            };
+            if id < frames.pages() {
+                frames.fill(id, b);
+                match runs.last_mut() {
+                    Some((first, n)) if *first + *n == id && *n < BEHIND_RUN_PAGES => *n += 1,
+                    _ => runs.push((id, 1)),
+                }
+            } else {
+                storage.write_at(b, id * ps as u64)?;
+            }
+        }
+        write_frames_behind(&*storage, frames, &runs, ps)?;
+        self.behind = !runs.is_empty();
+        Ok(())
     }
 
     /// With frames: writes the pages sealed in their frames to the file, consecutive ones in
     /// one `pwritev`, but for those a merge spilled and nothing wrote since (`Dirty::filed`),
     /// and copies the owned buffers `write_out_sealed` wrote into their frames.
-    fn write_out_frames(&mut self, storage: &dyn Storage) -> Result<()> {
+    ///
+    /// Where they go `behind`, every page written is in its frame (`write_out_sealed` copied
+    /// the owned ones there), and the frames are written with `Storage::write_behind`,
+    /// consecutive ones in one write.
+    fn write_out_frames(&mut self, storage: &dyn Storage, behind: bool) -> Result<()> {
         let Some(frames) = self.wmap.frames() else {
             return Ok(());
         };
@@ -121,10 +190,32 @@ impl WritePages {
         runs.extend(
             self.dirty
                 .iter()
-                .filter(|(_, d)| matches!(d.place, Place::Mapped(_)) && !d.filed)
+                .filter(|(&id, d)| match d.place {
+                    Place::Mapped(_) => !d.filed,
+                    // Copied into their frames by `write_out_sealed`.
+                    Place::Owned(_) => behind && id < frames.pages(),
+                })
                 .map(|(&id, _)| id),
         );
         runs.sort_unstable();
+        if behind {
+            let mut joined: Vec<(u64, u64)> = Vec::new();
+            for &id in &runs {
+                let n = match self.dirty.get(&id).map(|d| &d.place) {
+                    Some(Place::Mapped(n)) => *n,
+                    Some(Place::Owned(b)) => (b.len() / ps) as u64,
+                    None => 1,
+                };
+                match joined.last_mut() {
+                    Some((first, len)) if *first + *len == id && *len + n <= BEHIND_RUN_PAGES => {
+                        *len += n
+                    }
+                    _ => joined.push((id, n)),
+                }
+            }
+            self.ids = runs;
+            return write_frames_behind(storage, frames, &joined, ps);
+        }
         let pages = runs.iter().map(|&id| {
             let n = match self.dirty.get(&id).map(|d| &d.place) {
                 Some(Place::Mapped(n)) => *n,
@@ -145,7 +236,10 @@ impl WritePages {
         Ok(())
     }
 
-    fn write_out_sealed(&mut self, storage: &dyn Storage) -> Result<u64> {
+    /// Where the pages go `behind`, the owned ones within the frames are copied into their
+    /// frames once sealed, for `write_out_frames` to write from there, and only those past the
+    /// frames are written here.
+    fn write_out_sealed(&mut self, storage: &dyn Storage, behind: bool) -> Result<u64> {
         if cfg!(debug_assertions) {
             self.check_dirty_nodes()?;
         }
@@ -203,6 +297,19 @@ impl WritePages {
             self.ids = ids;
             return Err(e);
         }
+        if let Some(frames) = self.wmap.frames().filter(|_| behind) {
+            ids.retain(|&id| {
+                let Some(Place::Owned(buf)) = self.dirty.get(&id).map(|d| &d.place) else {
+                    return true;
+                };
+                if id + (buf.len() / ps) as u64 > frames.pages() {
+                    return true;
+                }
+                frames.fill(id, buf);
+                written += buf.len() as u64;
+                false
+            });
+        }
         let pages = ids
             .iter()
             .filter_map(|&id| match self.dirty.get(&id).map(|d| &d.place) {
@@ -213,6 +320,28 @@ impl WritePages {
         self.ids = ids;
         Ok(written + r?)
     }
+}
+
+/// The most pages one write behind takes: 1 MiB of 4 KiB pages.
+const BEHIND_RUN_PAGES: u64 = 256;
+
+/// Writes the frames of `runs` (first page, pages) to the file with `Storage::write_behind`.
+/// Requires: the pages are ready in the frames and stay unchanged until the next drain (the
+/// writer's pages of this transaction: no snapshot reaches them, and the writer writes one
+/// again only after a drain).
+fn write_frames_behind(
+    storage: &dyn Storage,
+    frames: &crate::pager::Frames,
+    runs: &[(u64, u64)],
+    page_bytes: usize,
+) -> Result<()> {
+    for &(id, n) in runs {
+        let bytes = frames.bytes(id, n)?;
+        // SAFETY: the frames outlive the writes (`Frames` drains its storage before it lets
+        // its memory go), and the requirement above keeps the bytes unchanged until drained.
+        unsafe { storage.write_behind(bytes.as_ptr(), bytes.len(), id * page_bytes as u64) }?;
+    }
+    Ok(())
 }
 
 /// Writes `pages` (each its file offset and bytes, in ascending order), consecutive ones in
