@@ -285,8 +285,12 @@ impl Access {
     /// but more than doubled a 10M-record load's inside the suite's cgroup: not kept; see
     /// docs/design/performance.md.)
     pub(crate) fn populate_write(&self, at: usize, len: usize) {
-        if let Access::Shared(map) = self {
-            let _ = map.advise_range(memmap2::Advice::PopulateWrite, at, len);
+        match self {
+            Access::Shared(map) => {
+                let _ = map.advise_range(memmap2::Advice::PopulateWrite, at, len);
+            }
+            Access::Frames(frames) => frames.populate(at, len),
+            _ => {}
         }
     }
 
@@ -334,8 +338,9 @@ impl Access {
     }
 
     /// Starts the frames' keeper, a thread of its own: while the file does not grow, chunk by
-    /// chunk of 2 MiB, in file order, it reads what the file holds into the frames that are
-    /// still empty (`Frames::warm`), the whole file first, then puts each chunk in a huge page
+    /// chunk of 2 MiB, in file order, it reads what the file held when the frames were made
+    /// into the frames that are still empty (`Frames::warm`), all of it first, then puts each
+    /// chunk in a huge page
     /// of its own (`Frames::move_to_huge_page`); a chunk the writer is writing is tried again
     /// on the next pass. Then it follows the file as it grows. Each chunk is moved once, so it
     /// runs at the application's priority: at the lowest (nice 19) beside four readers and a
@@ -364,6 +369,7 @@ impl Access {
                     Some(a) => a.frames().map_or(0, |f| f.chunks_in_file()),
                     None => return,
                 };
+                let held = seen;
                 let (mut moving, mut stage) = (true, None);
                 loop {
                     let Some(access) = access.upgrade() else {
@@ -382,8 +388,12 @@ impl Access {
                     }
                     moved.resize(chunks.max(moved.len() as u64) as usize, false);
                     let mut worked = false;
-                    // The file read in first, for the readers; then the moves.
-                    while warmed < chunks {
+                    // The file read in first, for the readers; then the moves. Only what the
+                    // file held when the frames were made: every page written since went to
+                    // its frame as it was written, and the rest of the file's growth is space
+                    // not written yet (read in, it would be zeros the writer writes over, the
+                    // frames' memory first touched beside its writes).
+                    while warmed < chunks.min(held) {
                         // A read that fails leaves the chunk's pages to the readers that need
                         // them, which meet the error (a file trimmed meanwhile: pages past its
                         // end are free).

@@ -157,7 +157,9 @@ impl WritePages {
             if placing == Placing::Filled {
                 self.spill.push(id);
             }
-        } else if in_map && !reused {
+        }
+        if !reused && (in_map || self.wmap.frames().is_some()) {
+            // New space: mapped in ahead, also for an owned page that goes to its frame.
             self.wmap.populate_to((id + n) * self.page_bytes as u64);
         }
         let dirty = if in_map {
