@@ -62,46 +62,49 @@ impl Behind {
         }
     }
 
-    /// Starts writing `len` bytes at `buf` to `offset` of `file` on the ring; returns
-    /// `Ok(false)` (nothing done) where it cannot go behind: no ring, or not aligned.
+    /// Starts `writes` (each the address and length of its bytes, and the offset in `file`)
+    /// on the ring, submitted together (one system call, and the device told once for the
+    /// lot where the block layer can); returns `Ok(false)` (nothing done) where they cannot go
+    /// behind: no ring, or one of them not aligned.
     ///
     /// # Safety
     /// As `Storage::write_behind`: the bytes stay valid and unchanged until the next `drain`.
     pub(crate) unsafe fn write(
         &self,
         file: &File,
-        buf: *const u8,
-        len: usize,
-        offset: u64,
+        writes: &[(*const u8, usize, u64)],
     ) -> io::Result<bool> {
         self.check()?;
         let mut slot = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let ring = slot.get_or_insert_with(|| Ring::new(file).ok());
-        let Some(ring) = ring.as_mut().filter(|r| aligned(r, buf, len, offset)) else {
+        let Some(ring) = ring
+            .as_mut()
+            .filter(|r| writes.iter().all(|&(b, l, o)| aligned(r, b, l, o)))
+        else {
             return Ok(false);
         };
-        if self.in_flight.load(Ordering::Relaxed) >= IN_FLIGHT_MAX {
-            self.reap(ring, IN_FLIGHT_MAX / 2)?;
-        }
         use std::os::fd::AsRawFd;
-        let entry = io_uring::opcode::Write::new(
-            io_uring::types::Fd(ring.direct.as_raw_fd()),
-            buf,
-            len as u32,
-        )
-        .offset(offset)
-        .build()
-        .user_data(len as u64);
-        // SAFETY: the caller keeps the `len` bytes at `buf` valid and unchanged until the
-        // drain that reaps this write.
-        if unsafe { ring.ring.submission().push(&entry) }.is_err() {
-            // Full (cannot be, with at most IN_FLIGHT_MAX in flight): make room and retry.
-            self.reap(ring, 0)?;
-            // SAFETY: as above.
-            unsafe { ring.ring.submission().push(&entry) }
-                .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        let fd = io_uring::types::Fd(ring.direct.as_raw_fd());
+        for &(buf, len, offset) in writes {
+            if self.in_flight.load(Ordering::Relaxed) >= IN_FLIGHT_MAX {
+                // Submits what is queued too.
+                self.reap(ring, IN_FLIGHT_MAX / 2)?;
+            }
+            let entry = io_uring::opcode::Write::new(fd, buf, len as u32)
+                .offset(offset)
+                .build()
+                .user_data(len as u64);
+            // SAFETY: the caller keeps the `len` bytes at `buf` valid and unchanged until the
+            // drain that reaps this write.
+            if unsafe { ring.ring.submission().push(&entry) }.is_err() {
+                // Full (cannot be, with at most IN_FLIGHT_MAX in flight): make room, retry.
+                self.reap(ring, 0)?;
+                // SAFETY: as above.
+                unsafe { ring.ring.submission().push(&entry) }
+                    .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+            }
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
         }
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
         loop {
             match ring.ring.submit() {
                 Ok(_) => break,
@@ -268,7 +271,12 @@ mod tests {
             // Pages in reverse order, each its own write; 200 > IN_FLIGHT_MAX, so some reap.
             let i = 199 - i;
             // SAFETY: the page stays unchanged until the drain below.
-            if unsafe { behind.write(&file, p.add(i as usize * 4096), 4096, i * 4096) }.unwrap() {
+            let page = [(
+                unsafe { p.add(i as usize * 4096) } as *const u8,
+                4096,
+                i * 4096,
+            )];
+            if unsafe { behind.write(&file, &page) }.unwrap() {
                 went_behind += 1;
             }
         }
@@ -290,10 +298,13 @@ mod tests {
         if up {
             // Unaligned memory, offset or length: not taken, left to the caller.
             // SAFETY: within the allocation.
-            let odd = unsafe { behind.write(&file, p.add(1), 4096, 0) }.unwrap();
-            let off = unsafe { behind.write(&file, p, 4096, 100) }.unwrap();
-            let short = unsafe { behind.write(&file, p, 100, 0) }.unwrap();
-            assert!(!odd && !off && !short);
+            let q = p as *const u8;
+            let odd = unsafe { behind.write(&file, &[(q.add(1), 4096, 0)]) }.unwrap();
+            let off = unsafe { behind.write(&file, &[(q, 4096, 100)]) }.unwrap();
+            let short = unsafe { behind.write(&file, &[(q, 100, 0)]) }.unwrap();
+            // One unaligned among aligned ones: none taken.
+            let mixed = unsafe { behind.write(&file, &[(q, 4096, 0), (q, 100, 4096)]) }.unwrap();
+            assert!(!odd && !off && !short && !mixed);
         }
         // SAFETY: allocated above with `layout`.
         unsafe { std::alloc::dealloc(p, layout) };
@@ -314,19 +325,20 @@ mod tests {
         let behind = Behind::new();
         let (layout, p) = aligned_pages(1, 7);
         // SAFETY: the page stays unchanged until the drains below.
-        let took = unsafe { behind.write(&file, p, 4096, 0) }.unwrap();
+        let q = p as *const u8;
+        let took = unsafe { behind.write(&file, &[(q, 4096, 0)]) }.unwrap();
         behind.drain().unwrap();
         if took {
             // A write past the largest offset a file may have fails with EFBIG (or EINVAL).
             let far = i64::MAX as u64 & !4095;
             // SAFETY: as above.
-            let r = unsafe { behind.write(&file, p, 4096, far) };
+            let r = unsafe { behind.write(&file, &[(q, 4096, far)]) };
             let e = r.and_then(|_| behind.drain()).unwrap_err();
             assert!(e.raw_os_error().is_some(), "{e}");
             // Kept: the next drain and write fail the same way, with nothing in flight.
             assert_eq!(behind.drain().unwrap_err().raw_os_error(), e.raw_os_error());
             // SAFETY: as above.
-            assert!(unsafe { behind.write(&file, p, 4096, 0) }.is_err());
+            assert!(unsafe { behind.write(&file, &[(q, 4096, 0)]) }.is_err());
         }
         // SAFETY: allocated above with `layout`.
         unsafe { std::alloc::dealloc(p, layout) };

@@ -610,12 +610,15 @@ impl Storage for FaultStorage {
         Ok(())
     }
 
-    unsafe fn write_behind(&self, buf: *const u8, len: usize, offset: u64) -> io::Result<()> {
+    unsafe fn write_behind(&self, writes: &[(*const u8, usize, u64)]) -> io::Result<()> {
         let mut s = self.lock();
         if !s.allocates {
             drop(s);
-            // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
-            return self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset);
+            for &(buf, len, offset) in writes {
+                // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
+                self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset)?;
+            }
+            return Ok(());
         }
         if let Some(kind) = s.behind_failed {
             return Err(kind.error());
@@ -623,7 +626,11 @@ impl Storage for FaultStorage {
         if s.dead {
             return Err(io::Error::other("storage crashed"));
         }
-        s.behind.push((buf as usize, len, offset));
+        s.behind.extend(
+            writes
+                .iter()
+                .map(|&(buf, len, offset)| (buf as usize, len, offset)),
+        );
         Ok(())
     }
 

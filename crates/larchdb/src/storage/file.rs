@@ -226,12 +226,17 @@ impl Storage for FileStorage {
         self.file.sync_data().map_err(|e| self.context("sync", e))
     }
 
-    unsafe fn write_behind(&self, buf: *const u8, len: usize, offset: u64) -> io::Result<()> {
+    unsafe fn write_behind(&self, writes: &[(*const u8, usize, u64)]) -> io::Result<()> {
         // SAFETY: the caller's requirement, passed on.
-        match unsafe { self.behind.write(&self.file, buf, len, offset) } {
+        match unsafe { self.behind.write(&self.file, writes) } {
             Ok(true) => Ok(()),
-            // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
-            Ok(false) => self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset),
+            Ok(false) => {
+                for &(buf, len, offset) in writes {
+                    // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
+                    self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset)?;
+                }
+                Ok(())
+            }
             Err(e) => Err(self.context("write behind", e)),
         }
     }

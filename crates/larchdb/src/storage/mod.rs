@@ -56,22 +56,26 @@ pub trait Storage: Send + Sync + 'static {
     }
     /// Makes every earlier write durable.
     fn sync(&self) -> io::Result<()>;
-    /// Starts writing `len` bytes from `buf` at `offset` and returns without waiting for them,
-    /// where the backend can (a file: `O_DIRECT` writes through an io_uring ring, many in
-    /// flight); elsewhere writes them as `write_at` does. A write started so is on the storage
-    /// once `drain` returns `Ok`, and every other call that writes (`write_at`,
-    /// `write_vectored_at`, `zero_range`, `set_len`, `allocate`) or syncs drains first: a meta
-    /// field written or a sync made after it always follows it. What `read_at` or a mapping
-    /// reads of its range before the drain is unspecified. A failed write fails the drain that
-    /// meets it and every call that drains after it (the storage keeps the error).
+    /// Starts `writes` (each the address and length of its bytes, and its offset) and returns
+    /// without waiting for them, where the backend can (a file: `O_DIRECT` writes through an
+    /// io_uring ring, many in flight, submitted together); elsewhere writes them as `write_at`
+    /// does. A write started so is on the storage once `drain` returns `Ok`, and every other
+    /// call that writes (`write_at`, `write_vectored_at`, `zero_range`, `set_len`,
+    /// `allocate`) or syncs drains first: a meta field written or a sync made after it always
+    /// follows it. What `read_at` or a mapping reads of its range before the drain is
+    /// unspecified. A failed write fails the drain that meets it and every call that drains
+    /// after it (the storage keeps the error).
     ///
     /// # Safety
-    /// `buf` points to `len` readable bytes that stay valid and unchanged until the next
-    /// drain returns; two writes to the same bytes of the storage are not in flight at once
-    /// (a drain between them).
-    unsafe fn write_behind(&self, buf: *const u8, len: usize, offset: u64) -> io::Result<()> {
-        // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
-        self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset)
+    /// Each write's address points to its length of readable bytes, which stay valid and
+    /// unchanged until the next drain returns; two writes to the same bytes of the storage are
+    /// not in flight at once (a drain between them).
+    unsafe fn write_behind(&self, writes: &[(*const u8, usize, u64)]) -> io::Result<()> {
+        for &(buf, len, offset) in writes {
+            // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
+            self.write_at(unsafe { std::slice::from_raw_parts(buf, len) }, offset)?;
+        }
+        Ok(())
     }
     /// Waits for every write `write_behind` started; the first that failed is returned (and
     /// by every drain after it). The default has none in flight.

@@ -335,12 +335,14 @@ fn write_frames_behind(
     runs: &[(u64, u64)],
     page_bytes: usize,
 ) -> Result<()> {
+    let mut writes = Vec::with_capacity(runs.len());
     for &(id, n) in runs {
         let bytes = frames.bytes(id, n)?;
-        // SAFETY: the frames outlive the writes (`Frames` drains its storage before it lets
-        // its memory go), and the requirement above keeps the bytes unchanged until drained.
-        unsafe { storage.write_behind(bytes.as_ptr(), bytes.len(), id * page_bytes as u64) }?;
+        writes.push((bytes.as_ptr(), bytes.len(), id * page_bytes as u64));
     }
+    // SAFETY: the frames outlive the writes (`Frames` drains its storage before it lets its
+    // memory go), and the requirement above keeps the bytes unchanged until drained.
+    unsafe { storage.write_behind(&writes) }?;
     Ok(())
 }
 
