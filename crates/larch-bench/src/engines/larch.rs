@@ -176,8 +176,10 @@ fn open_with(o: &OpenOptions, log: bool, frames_bytes: u64) -> Result<Opened> {
                         "frames (Options::frames_bytes): the data file's pages in memory of \
                          the engine's own, moved into huge pages once the file stops growing, \
                          while the file fits in {} MiB (the engine takes at most half the \
-                         memory the process may use beyond 64 MiB); the OS page cache through a \
-                         mapping beyond",
+                         memory the process may use beyond 64 MiB), written to the file with \
+                         O_DIRECT on an io_uring ring where a sync follows (pwrite otherwise, \
+                         or where the file system has no direct I/O); the OS page cache \
+                         through a mapping beyond",
                         n >> 20
                     ),
                 },

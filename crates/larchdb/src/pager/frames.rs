@@ -173,7 +173,6 @@ impl Frames {
         self.moved.load(Ordering::Relaxed)
     }
 
-    /// Bytes covered.
     /// Maps fresh memory in for the frames of `[at, at + len)` (those within the frames), in
     /// one call (`MADV_POPULATE_WRITE`) rather than a page fault a frame as the writer first
     /// touches each. Only a hint; what the frames hold does not change.
@@ -199,6 +198,7 @@ impl Frames {
         self.pages
     }
 
+    /// Bytes covered.
     pub(crate) fn len(&self) -> u64 {
         self.pages * self.page_bytes as u64
     }

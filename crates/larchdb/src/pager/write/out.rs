@@ -190,10 +190,10 @@ impl WritePages {
         runs.extend(
             self.dirty
                 .iter()
-                .filter(|(&id, d)| match d.place {
+                .filter(|(&id, d)| match &d.place {
                     Place::Mapped(_) => !d.filed,
-                    // Copied into their frames by `write_out_sealed`.
-                    Place::Owned(_) => behind && id < frames.pages(),
+                    // Copied into their frames by `write_out_sealed` where they fit.
+                    Place::Owned(b) => behind && id + (b.len() / ps) as u64 <= frames.pages(),
                 })
                 .map(|(&id, _)| id),
         );
