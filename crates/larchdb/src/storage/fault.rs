@@ -2,9 +2,9 @@
 //! the style of SQLite's crash-test VFS: it remembers which writes were synced, and a simulated
 //! crash keeps only those (optionally a random subset of the rest, with the last one torn).
 //! It can also fail the Nth write or sync with EIO or ENOSPC, or cap the space available.
-//! Where it allocates (the engine's frames), its writes behind wait until a drain and read the
-//! caller's memory then, so an engine that changed or freed their bytes before the drain, or
-//! wrote a meta field before it, is caught.
+//! Where it allocates (the engine's frames), its writes behind wait until a drain, which fails
+//! if their bytes changed meanwhile, so an engine that changed their bytes before the drain,
+//! or wrote a meta field or synced before it, is caught.
 
 use super::Storage;
 use std::io;
@@ -82,10 +82,11 @@ struct State {
     /// synced.
     named: bool,
     /// Writes behind not yet drained, where the storage allocates (and the engine keeps
-    /// frames): the address and length of the caller's bytes, and the offset. They are read
-    /// and written at the drain, as a device reads the memory of a write in flight when it
-    /// gets to it, so bytes changed before the drain land as changed; a crash drops them.
-    behind: Vec<(usize, usize, u64)>,
+    /// frames): the address and length of the caller's bytes, the offset, and a copy of the
+    /// bytes as they were when the write started. The drain reads the caller's memory again,
+    /// as a device reads a write's memory whenever it gets to it: bytes changed in between
+    /// fail the drain (the caller broke `write_behind`'s contract). A crash drops them.
+    behind: Vec<(usize, usize, u64, Vec<u8>)>,
     /// A drained write behind failed: every later drain fails the same way.
     behind_failed: Option<FaultKind>,
 }
@@ -500,7 +501,7 @@ impl FaultStorage {
         if s.dead {
             return Err(io::Error::other("storage crashed"));
         }
-        for (at, len, offset) in std::mem::take(&mut s.behind).into_iter().rev() {
+        for (at, len, offset, bytes) in std::mem::take(&mut s.behind).into_iter().rev() {
             if let Err(e) = Self::attempt(s) {
                 let kind = match e.raw_os_error() {
                     Some(libc::ENOSPC) => FaultKind::Enospc,
@@ -510,7 +511,12 @@ impl FaultStorage {
                 return Err(e);
             }
             // SAFETY: `write_behind`'s caller keeps these bytes valid until the drain.
-            let bytes = unsafe { std::slice::from_raw_parts(at as *const u8, len) }.to_vec();
+            if unsafe { std::slice::from_raw_parts(at as *const u8, len) } != &bytes[..] {
+                s.behind_failed = Some(FaultKind::Eio);
+                return Err(io::Error::other(format!(
+                    "the {len} bytes written behind at {offset} changed before the drain"
+                )));
+            }
             apply_write(&mut s.data, offset, &bytes);
             s.unsynced.push(Op::Write {
                 offset,
@@ -626,11 +632,11 @@ impl Storage for FaultStorage {
         if s.dead {
             return Err(io::Error::other("storage crashed"));
         }
-        s.behind.extend(
-            writes
-                .iter()
-                .map(|&(buf, len, offset)| (buf as usize, len, offset)),
-        );
+        s.behind.extend(writes.iter().map(|&(buf, len, offset)| {
+            // SAFETY: the caller's requirement: `len` readable bytes at `buf`.
+            let bytes = unsafe { std::slice::from_raw_parts(buf, len) }.to_vec();
+            (buf as usize, len, offset, bytes)
+        }));
         Ok(())
     }
 
@@ -714,5 +720,58 @@ impl Storage for FaultStorage {
         id[..8].copy_from_slice(&boot.to_le_bytes());
         id[8] = 1; // never all zeros
         Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes behind land at the drain, last started first; bytes changed before it fail the
+    /// drain and every one after; a crash drops those not drained; a storage that does not
+    /// allocate writes them at once.
+    #[test]
+    fn writes_behind_land_at_the_drain_and_must_not_change_before_it() {
+        let s = FaultStorage::new().allocating();
+        assert!(s.writes_behind());
+        s.write_at(&[0; 8192], 0).unwrap();
+        let (a, b) = ([1u8; 4096], [2u8; 4096]);
+        let writes = [(a.as_ptr(), 4096, 0), (b.as_ptr(), 4096, 0)];
+        // SAFETY: `a` and `b` live, unchanged, past the drain.
+        unsafe { s.write_behind(&writes) }.unwrap();
+        let mut page = [9u8; 4096];
+        s.read_at(&mut page, 0).unwrap();
+        assert_eq!(page, [0; 4096], "not landed before the drain");
+        s.drain().unwrap();
+        s.read_at(&mut page, 0).unwrap();
+        assert_eq!(
+            page, [1; 4096],
+            "two in flight at once: the older landed last"
+        );
+
+        let mut c = vec![3u8; 4096];
+        // SAFETY: `c` lives past the drain (it changes: the drain must say so).
+        unsafe { s.write_behind(&[(c.as_ptr(), 4096, 4096)]) }.unwrap();
+        c[100] = 4;
+        let e = s.drain().unwrap_err();
+        assert!(e.to_string().contains("changed before the drain"), "{e}");
+        assert!(s.drain().is_err() && s.write_at(&[1], 0).is_err() && s.sync().is_err());
+
+        let s = FaultStorage::new().allocating();
+        s.write_at(&[0; 4096], 0).unwrap();
+        s.sync().unwrap();
+        s.sync_name().unwrap();
+        // SAFETY: `a` lives past the crash, which drops the write without reading it.
+        unsafe { s.write_behind(&[(a.as_ptr(), 4096, 0)]) }.unwrap();
+        let after = s.crash(CrashMode::ProcessOnly);
+        after.read_at(&mut page, 0).unwrap();
+        assert_eq!(page, [0; 4096], "dropped by the crash");
+
+        let plain = FaultStorage::new();
+        assert!(!plain.writes_behind());
+        // SAFETY: `a` lives through the call, which writes at once.
+        unsafe { plain.write_behind(&[(a.as_ptr(), 4096, 0)]) }.unwrap();
+        plain.read_at(&mut page, 0).unwrap();
+        assert_eq!(page, [1; 4096], "written at once");
     }
 }
