@@ -335,6 +335,9 @@ fn write_frames_behind(
     runs: &[(u64, u64)],
     page_bytes: usize,
 ) -> Result<()> {
+    if runs.is_empty() {
+        return Ok(());
+    }
     let mut writes = Vec::with_capacity(runs.len());
     for &(id, n) in runs {
         let bytes = frames.bytes(id, n)?;
