@@ -14,8 +14,11 @@
 //!   writer writes the whole page there) or in a buffer of its own that goes to the file
 //!   (`Frames::forget_page`, `EMPTY`, so that a reader loads it from the file once it is
 //!   committed, or `Frames::fill` copies it in);
-//! - every page the writer wrote in its frame is written to the file (`write_at`) before any
-//!   meta page names it (`WritePages::write_out`).
+//! - every page the writer wrote in its frame is written to the file before any meta page
+//!   names it (`WritePages::write_out`): with `write_at`, or from the frame with
+//!   `Storage::write_behind`, whose writes the meta page's `write_at` (or a sync) waits for;
+//!   a frame being written behind is not changed until the storage has drained it, and the
+//!   frames drain their storage before they let their memory go.
 //!
 //! So the file holds every committed page, and other processes, followers and a snapshot read
 //! through a mapping of the file read the same bytes as the frames.

@@ -1,5 +1,6 @@
 //! The storage seam: every byte the engine reads from or writes to its file passes through
-//! [`Storage`]. Backends: [`FileStorage`] (a real file, memory-mapped for reads) and, with the
+//! [`Storage`]. Backends: [`FileStorage`] (a real file, memory-mapped for reads, with writes
+//! behind on an io_uring ring of its own, `behind.rs`) and, with the
 //! `test-support` feature, `FaultStorage` (in memory, for tests: simulated crashes drop
 //! unsynced writes, and the Nth write or sync can fail). A raw block device backend comes in
 //! stage 3. Beside a file, the lock file (`lock.rs`) holds the reader table that processes
