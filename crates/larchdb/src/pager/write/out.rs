@@ -160,10 +160,7 @@ impl WritePages {
             };
             if id < frames.pages() {
                 frames.fill(id, b);
-                match runs.last_mut() {
-                    Some((first, n)) if *first + *n == id && *n < BEHIND_RUN_PAGES => *n += 1,
-                    _ => runs.push((id, 1)),
-                }
+                runs.push((id, 1));
             } else {
                 storage.write_at(b, id * ps as u64)?;
             }
@@ -199,22 +196,16 @@ impl WritePages {
         );
         runs.sort_unstable();
         if behind {
-            let mut joined: Vec<(u64, u64)> = Vec::new();
-            for &id in &runs {
-                let n = match self.dirty.get(&id).map(|d| &d.place) {
-                    Some(Place::Mapped(n)) => *n,
-                    Some(Place::Owned(b)) => (b.len() / ps) as u64,
-                    None => 1,
-                };
-                match joined.last_mut() {
-                    Some((first, len)) if *first + *len == id && *len + n <= BEHIND_RUN_PAGES => {
-                        *len += n
-                    }
-                    _ => joined.push((id, n)),
-                }
-            }
+            let pages: Vec<(u64, u64)> = runs
+                .iter()
+                .map(|&id| match self.dirty.get(&id).map(|d| &d.place) {
+                    Some(Place::Owned(b)) => (id, (b.len() / ps) as u64),
+                    Some(Place::Mapped(n)) => (id, *n),
+                    None => (id, 1),
+                })
+                .collect();
             self.ids = runs;
-            return write_frames_behind(storage, frames, &joined, ps);
+            return write_frames_behind(storage, frames, &pages, ps);
         }
         let pages = runs.iter().map(|&id| {
             let n = match self.dirty.get(&id).map(|d| &d.place) {
@@ -325,21 +316,29 @@ impl WritePages {
 /// The most pages one write behind takes: 1 MiB of 4 KiB pages.
 const BEHIND_RUN_PAGES: u64 = 256;
 
-/// Writes the frames of `runs` (first page, pages) to the file with `Storage::write_behind`.
+/// Writes the frames of `pages` (first page, pages; ascending) to the file with
+/// `Storage::write_behind`, consecutive ones in one write of at most `BEHIND_RUN_PAGES`.
 /// Requires: the pages are ready in the frames and stay unchanged until the next drain (the
 /// writer's pages of this transaction: no snapshot reaches them, and the writer writes one
 /// again only after a drain).
 fn write_frames_behind(
     storage: &dyn Storage,
     frames: &crate::pager::Frames,
-    runs: &[(u64, u64)],
+    pages: &[(u64, u64)],
     page_bytes: usize,
 ) -> Result<()> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for &(id, n) in pages {
+        match runs.last_mut() {
+            Some((first, len)) if *first + *len == id && *len + n <= BEHIND_RUN_PAGES => *len += n,
+            _ => runs.push((id, n)),
+        }
+    }
     if runs.is_empty() {
         return Ok(());
     }
     let mut writes = Vec::with_capacity(runs.len());
-    for &(id, n) in runs {
+    for &(id, n) in &runs {
         let bytes = frames.bytes(id, n)?;
         writes.push((bytes.as_ptr(), bytes.len(), id * page_bytes as u64));
     }
