@@ -340,9 +340,11 @@ impl Access {
     /// Starts the frames' keeper, a thread of its own: while the file does not grow, chunk by
     /// chunk of 2 MiB, in file order, it reads what the file held when the frames were made
     /// into the frames that are still empty (`Frames::warm`), all of it first, then puts each
-    /// chunk in a huge page
-    /// of its own (`Frames::move_to_huge_page`); a chunk the writer is writing is tried again
-    /// on the next pass. Then it follows the file as it grows. Each chunk is moved once, so it
+    /// chunk in a huge page of its own (`Frames::move_to_huge_page`: the chunk's ready frames
+    /// copied, its empty pages read from the file, such as a load's, which the writer left
+    /// there); a chunk the writer is writing is tried again on the next pass. Then it follows
+    /// the file as it grows, and where the moves stop (no huge pages, or no mapping left for
+    /// one), it reads the rest of the file into the frames instead. Each chunk is moved once, so it
     /// runs at the application's priority: at the lowest (nice 19) beside four readers and a
     /// writer it moved a quarter of a 130 MB file in 4 s. It holds the frames only for a
     /// step: it ends once they are dropped. Only a help to readers: a thread that cannot
@@ -363,6 +365,8 @@ impl Access {
                     / KEEP_MOVED_SHARE;
                 // Chunks warmed (all of those below), and whether each was moved.
                 let (mut warmed, mut moved) = (0u64, Vec::<bool>::new());
+                // Each chunk's count of writes at the last pass (`Frames::chunk_count`).
+                let mut counts = Vec::<Option<u32>>::new();
                 // The file as long as the frames were made (at an open, the keeper starts at
                 // once; in a load, it waits for the file to stop growing).
                 let mut seen = match access.upgrade() {
@@ -389,11 +393,13 @@ impl Access {
                     moved.resize(chunks.max(moved.len() as u64) as usize, false);
                     let mut worked = false;
                     // The file read in first, for the readers; then the moves. Only what the
-                    // file held when the frames were made: every page written since went to
-                    // its frame as it was written, and the rest of the file's growth is space
-                    // not written yet (read in, it would be zeros the writer writes over, the
-                    // frames' memory first touched beside its writes).
-                    while warmed < chunks.min(held) {
+                    // file held when the frames were made: the pages written since went to
+                    // their frames as they were written, or are read in a huge page at a time
+                    // by the moves (a load's, which the writer left on the file alone), and
+                    // the rest of the file's growth is space not written yet. Where the moves
+                    // stopped, the whole file is read in.
+                    let warm_to = if moving { chunks.min(held) } else { chunks };
+                    while warmed < warm_to {
                         // A read that fails leaves the chunk's pages to the readers that need
                         // them, which meet the error (a file trimmed meanwhile: pages past its
                         // end are free).
@@ -401,8 +407,18 @@ impl Access {
                         warmed += 1;
                         worked = true;
                     }
+                    counts.resize(moved.len(), None);
                     for c in 0..chunks {
                         if !moving || moved[c as usize] {
+                            continue;
+                        }
+                        // Only a chunk the writer left alone since the last pass: one it
+                        // writes now (a load's merges reach most of the file) would most
+                        // likely be written again during the copy, made for nothing beside
+                        // the writer's threads.
+                        let count = Some(frames.chunk_count(c));
+                        if counts[c as usize] != count {
+                            counts[c as usize] = count;
                             continue;
                         }
                         match frames.move_to_huge_page(c, &mut stage) {

@@ -302,15 +302,19 @@ impl Frames {
         self.set(id, n, READY);
     }
 
-    /// The writer placed pages `[id, id + n)` in buffers of its own, which go to the file:
-    /// whatever their frames hold is stale. Requires: no snapshot reaches them.
+    /// The writer placed pages `[id, id + n)` in buffers of its own, which go to the file,
+    /// or has just written them to the file from there: whatever their frames hold is stale
+    /// (a load that read the file before the write, the keeper's, is thrown away; one under
+    /// way is waited for), and a reader loads them from the file. Requires: no snapshot
+    /// reaches them.
     pub(crate) fn forget_page(&self, id: u64, n: u64) {
         self.set(id, n, EMPTY);
     }
 
     /// Sets the state of pages `[id, id + n)` (those within the frames) for the writer,
     /// after any load of them under way: the keeper loads free pages too (`warm`), and its
-    /// copy must not land on bytes the writer wrote.
+    /// copy must not land on bytes the writer wrote. With `to` `LOADING` (a claim), a page
+    /// already ready stays so: a free page's ready frame is loaded by no one.
     fn set(&self, id: u64, n: u64, to: u8) {
         let end = id.saturating_add(n).min(self.pages);
         self.writing(id, end);
@@ -318,6 +322,11 @@ impl Frames {
             let state = &self.state[p as usize];
             let mut now = state.load(Ordering::Acquire);
             loop {
+                // Already so: no locked instruction (it would wait for the writer's stores
+                // to the pages it just wrote).
+                if now == to && to != LOADING || now == READY && to == LOADING {
+                    break;
+                }
                 if now == LOADING {
                     std::thread::yield_now();
                     now = state.load(Ordering::Acquire);
@@ -329,6 +338,12 @@ impl Frames {
                 }
             }
         }
+    }
+
+    /// Chunk `c`'s count of write transactions (`chunk_writes`): unchanged while the writer
+    /// leaves the chunk alone.
+    pub(crate) fn chunk_count(&self, c: u64) -> u32 {
+        self.chunk_writes[c as usize].load(Ordering::Acquire)
     }
 
     /// The pages of one huge page of frames: what the keeper warms and moves at a step.
@@ -406,12 +421,12 @@ impl Frames {
             return Ok(Moved::Busy);
         }
         let cp = self.chunk_pages();
-        let pages = c * cp..(c + 1) * cp;
-        let mut empty = Vec::new();
-        for p in pages.clone() {
+        let first = c * cp;
+        let mut ready = Vec::with_capacity(cp as usize);
+        for p in first..first + cp {
             match self.state[p as usize].load(Ordering::Acquire) {
-                READY => {}
-                EMPTY => empty.push(p),
+                READY => ready.push(true),
+                EMPTY => ready.push(false),
                 _ => return Ok(Moved::Busy),
             }
         }
@@ -419,15 +434,51 @@ impl Frames {
             Some(s) => s.0,
             None => stage.insert(Stage::new()?).0,
         };
-        // SAFETY: both ranges are `HUGE_BYTES` long, within the frames and the stage, and
-        // copied through raw pointers (no reference to the frames is made). The chunk's ready
-        // frames do not change while its count stays even; a writer that writes the chunk
-        // during the copy changes the count first, and the copy is then thrown away (checked
-        // below, as a sequence lock's reader does). The bytes of its empty frames mean
-        // nothing.
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(at), buf.as_ptr(), HUGE_BYTES)
-        };
+        // The chunk's empty pages that lie in the file and were read from it into the copy:
+        // they are ready once it is moved in.
+        let mut empty: Vec<(u64, bool)> = Vec::new();
+        let file_pages = self.storage.len().unwrap_or(0) / self.page_bytes as u64;
+        let mut i = 0;
+        while i < cp as usize {
+            let mut j = i + 1;
+            while j < cp as usize && ready[j] == ready[i] {
+                j += 1;
+            }
+            let (p, run) = (first + i as u64, (j - i) as u64);
+            let (off, len) = (i * self.page_bytes, (j - i) * self.page_bytes);
+            if ready[i] {
+                // SAFETY: both ranges lie within the chunk's frames and the stage (`HUGE_BYTES`
+                // each) and are copied through raw pointers (no reference to the frames is
+                // made). The chunk's ready frames do not change while its count stays even; a
+                // writer that writes the chunk during the copy changes the count first, and
+                // the copy is then thrown away (checked below, as a sequence lock's reader
+                // does).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.base.as_ptr().add(at + off),
+                        buf.as_ptr().add(off),
+                        len,
+                    )
+                };
+            } else {
+                // An empty frame's bytes mean nothing (never touched, for a load's pages the
+                // writer left on the file): the page is read from the file instead. The file's
+                // page changes only in a write transaction that marks the chunk first, so a
+                // read made while the count stayed even and unchanged is the page.
+                let in_file = file_pages.saturating_sub(p).min(run);
+                let read = in_file > 0 && {
+                    let n = in_file as usize * self.page_bytes;
+                    // SAFETY: within the stage (the run lies within the chunk), which only
+                    // this thread reads or writes.
+                    let to = unsafe { std::slice::from_raw_parts_mut(buf.as_ptr().add(off), n) };
+                    self.storage
+                        .read_at(to, p * self.page_bytes as u64)
+                        .is_ok()
+                };
+                empty.extend((p..p + run).map(|q| (q, read && q < p + in_file)));
+            }
+            i = j;
+        }
         self.lock_moving();
         let moved = (|| {
             if self.chunk_writes[c as usize].load(Ordering::Acquire) != seen {
@@ -436,7 +487,7 @@ impl Frames {
             // The empty pages claimed, so that no reader loads one into the old pages while
             // they are replaced; one a reader loaded during the copy makes the copy stale.
             let mut claimed = 0;
-            for &p in &empty {
+            for &(p, _) in &empty {
                 if self.state[p as usize]
                     .compare_exchange(EMPTY, LOADING, Ordering::Acquire, Ordering::Relaxed)
                     .is_err()
@@ -465,8 +516,11 @@ impl Frames {
                     None => Moved::Busy,
                 }
             };
-            for &p in &empty[..claimed] {
-                self.state[p as usize].store(EMPTY, Ordering::Release);
+            // Pages read from the file are ready in the huge page; the rest stay empty (and
+            // all of them where the copy was not moved in).
+            for &(p, read) in &empty[..claimed] {
+                let to = if read && r == Moved::Yes { READY } else { EMPTY };
+                self.state[p as usize].store(to, Ordering::Release);
             }
             r
         })();
@@ -484,7 +538,8 @@ impl Frames {
             return;
         }
         let len = n as usize * self.page_bytes;
-        // Claimed first: a keeper's load of them under way would land its copy after this one.
+        // Claimed first where not ready: a keeper's load of them under way would land its copy
+        // after this one.
         self.set(id, n, LOADING);
         // SAFETY: within the frames (`n` cut to them); the pages are the writer's alone
         // (requirement) and `LOADING`, so nothing reads or writes these frames meanwhile.
@@ -690,6 +745,9 @@ mod tests {
         assert_eq!(f.bytes(2, 1).unwrap()[0], 9);
         f.fill(3, &[5u8; 4096]);
         assert_eq!(f.bytes(3, 1).unwrap()[..4096], [5u8; 4096]);
+        // Copied over a ready frame (a free page's, reused).
+        f.fill(3, &[6u8; 4096]);
+        assert_eq!(f.bytes(3, 1).unwrap()[..4096], [6u8; 4096]);
         // A run across pages.
         assert_eq!(f.bytes(0, 2).unwrap()[4096], 7);
     }
@@ -725,15 +783,16 @@ mod tests {
         f.written();
         assert_eq!(f.move_to_huge_page(0, &mut stage).unwrap(), Moved::Yes);
         assert!(stage.is_none());
-        assert_eq!(f.held_bytes(), (4 * page as u64, HUGE_BYTES as u64));
-        // The same bytes at the same addresses, ready pages ready and empty ones empty.
+        // The empty page within the file (3) was read from it into the huge page; those past
+        // it stay empty.
+        assert_eq!(f.held_bytes(), (5 * page as u64, HUGE_BYTES as u64));
+        assert!(f.is_ready(3) && !f.is_ready(4));
+        // The same bytes at the same addresses.
         assert_eq!(
-            f.bytes(0, 3).unwrap()[..],
-            [&[1u8; 4096][..], &[2; 4096], &[3; 4096]].concat()
+            f.bytes(0, 4).unwrap()[..],
+            [&[1u8; 4096][..], &[2; 4096], &[3; 4096], &[4; 4096]].concat()
         );
         assert_eq!(f.bytes(8, 1).unwrap()[0], 8);
-        assert!(!f.is_ready(3));
-        assert_eq!(f.bytes(3, 1).unwrap()[0], 4);
         // The writer writes in the moved chunk as before.
         f.placed(9, 1);
         let p = f.writable(9 * page, page).unwrap();
@@ -744,5 +803,38 @@ mod tests {
         // The chunk past the file moves too (its pages stay empty).
         assert_eq!(f.move_to_huge_page(1, &mut stage).unwrap(), Moved::Yes);
         assert!(!f.is_ready(512));
+    }
+
+    #[test]
+    fn a_page_left_on_the_file_is_read_from_it_though_the_keeper_loaded_it_before_the_write() {
+        let page = 4096;
+        let (_d, s) = storage_with(&[1, 2, 3], page);
+        let f = Frames::new(s.clone(), page, HUGE_BYTES as u64).unwrap();
+        // The writer takes free page 1 in a buffer of its own; the keeper reads the chunk in
+        // before the writer writes the page to the file.
+        f.forget_page(1, 1);
+        f.warm(0).unwrap();
+        assert!(f.is_ready(1));
+        s.write_at(&[7u8; 4096], page as u64).unwrap();
+        f.forget_page(1, 1);
+        f.written();
+        assert!(!f.is_ready(1));
+        assert_eq!(f.bytes(1, 1).unwrap()[..4096], [7u8; 4096]);
+        // A copy made while the writer wrote the chunk is not moved in; the next is, with the
+        // page as the file holds it now.
+        let mut stage = None;
+        f.forget_page(2, 1);
+        let seen = f.chunk_count(0);
+        s.write_at(&[8u8; 4096], 2 * page as u64).unwrap();
+        match f.move_to_huge_page(0, &mut stage) {
+            Ok(moved) => assert_eq!(moved, Moved::Busy),
+            Err(_) => return,
+        }
+        f.forget_page(2, 1);
+        f.written();
+        assert_ne!(f.chunk_count(0), seen);
+        assert_eq!(f.move_to_huge_page(0, &mut stage).unwrap(), Moved::Yes);
+        assert!(f.is_ready(2));
+        assert_eq!(f.bytes(0, 3).unwrap()[2 * page..], [8u8; 4096]);
     }
 }

@@ -158,8 +158,10 @@ impl WritePages {
                 self.spill.push(id);
             }
         }
-        if !reused && (in_map || self.wmap.frames().is_some()) {
-            // New space: mapped in ahead, also for an owned page that goes to its frame.
+        if !reused && (in_map || (self.synced_soon && self.wmap.frames().is_some())) {
+            // New space: mapped in ahead, also for an owned page copied into its frame to be
+            // written behind from there; the other owned pages in new space stay on the file
+            // alone (`WritePages::to_frame`).
             self.wmap.populate_to((id + n) * self.page_bytes as u64);
         }
         let dirty = if in_map {

@@ -59,9 +59,10 @@ impl WritePages {
                 match self.dirty.get(&id).map(|d| &d.place) {
                     Some(Place::Owned(b)) => {
                         storage.write_at(b, id * ps as u64)?;
-                        // Read (and written, if ever) in its frame from now on, as below.
+                        // Read (and written, if ever) in its frame from now on, as below:
+                        // copied there, or for new space loaded from the file where read.
                         if let Some(f) = self.wmap.frames() {
-                            f.fill(id, b);
+                            self.to_frame(f, id, b);
                         }
                     }
                     _ => {
@@ -103,9 +104,9 @@ impl WritePages {
     /// consecutive pages into larger writes. Returns the bytes written or sealed.
     ///
     /// Where the mapping is frames, the pages sealed in them are written to the file as well,
-    /// and the owned buffers written are copied into their frames: the file holds every page
-    /// before a meta page names it, and the frames every page a snapshot reads
-    /// (pager/frames.rs).
+    /// so that the file holds every page before a meta page names it, and the owned buffers
+    /// written are copied into their frames, or left on the file for a reader to load
+    /// (`to_frame`, pager/frames.rs).
     ///
     /// With frames, the pages go behind (`frames_behind`) where a sync follows the write-out
     /// (`synced`, or the transaction is `synced_soon`): that sync waits for the device
@@ -171,8 +172,9 @@ impl WritePages {
     }
 
     /// With frames: writes the pages sealed in their frames to the file, consecutive ones in
-    /// one `pwritev`, but for those a merge spilled and nothing wrote since (`Dirty::filed`),
-    /// and copies the owned buffers `write_out_sealed` wrote into their frames.
+    /// one `pwritev`, but for those a merge spilled and nothing wrote since (`Dirty::filed`);
+    /// the owned buffers `write_out_sealed` wrote are copied into their frames, or left to the
+    /// file (`to_frame`).
     ///
     /// Where they go `behind`, every page written is in its frame (`write_out_sealed` copied
     /// the owned ones there), and the frames are written with `Storage::write_behind`,
@@ -220,11 +222,25 @@ impl WritePages {
         if self.any_owned {
             for (&id, d) in self.dirty.iter() {
                 if let Place::Owned(b) = &d.place {
-                    frames.fill(id, b);
+                    self.to_frame(frames, id, b);
                 }
             }
         }
         Ok(())
+    }
+
+    /// An owned buffer just written to the file at page `id`, not behind: copied into its
+    /// frames where they are reused space, left on the file alone where new space (their
+    /// frames empty: a reader loads them from there, or the keeper reads them in a huge page
+    /// at a time, `Frames::move_to_huge_page`). A load's pages are not first touched in fresh
+    /// frames beside its writes (zeroed and mapped in), nor copied twice
+    /// (docs/design/buffer-pool.md, "A load's pages on the file alone").
+    fn to_frame(&self, frames: &crate::pager::Frames, id: u64, bytes: &[u8]) {
+        if id < self.base.meta.page_count {
+            frames.fill(id, bytes);
+        } else {
+            frames.forget_page(id, (bytes.len() / self.page_bytes) as u64);
+        }
     }
 
     /// Where the pages go `behind`, the owned ones within the frames are copied into their
@@ -241,6 +257,12 @@ impl WritePages {
             for (&id, d) in self.dirty.iter_mut() {
                 if let Place::Mapped(n) = d.place {
                     let len = n as usize * ps;
+                    if d.sealed && !cfg!(debug_assertions) {
+                        // Nothing to do (`seal_or_check`); a spilled page's frame may be
+                        // empty, and is not loaded for it.
+                        written += len as u64;
+                        continue;
+                    }
                     let page = self.wmap.bytes_mut(id, len, ps)?;
                     let state = (d.sealed, d.cells, d.check_derived);
                     seal_or_check(page, id, self.txn, state, &self.shifts);
@@ -271,6 +293,11 @@ impl WritePages {
                 }
                 Place::Mapped(n) => {
                     let len = *n as usize * ps;
+                    if state.0 && !cfg!(debug_assertions) {
+                        // As above: nothing to do.
+                        written += len as u64;
+                        return false;
+                    }
                     match self.wmap.bytes_mut(id, len, ps) {
                         Ok(page) => {
                             seal_or_check(page, id, self.txn, state, &self.shifts);
