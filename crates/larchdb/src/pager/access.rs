@@ -342,11 +342,12 @@ impl Access {
     /// into the frames that are still empty (`Frames::warm`), all of it first, then puts each
     /// chunk in a huge page of its own (`Frames::move_to_huge_page`: the chunk's ready frames
     /// copied, its empty pages read from the file, such as a load's, which the writer left
-    /// there); a chunk the writer is writing is tried again on the next pass. Then it follows
-    /// the file as it grows, and where the moves stop (no huge pages, or no mapping left for
-    /// one), it reads the rest of the file into the frames instead. Each chunk is moved once, so it
-    /// runs at the application's priority: at the lowest (nice 19) beside four readers and a
-    /// writer it moved a quarter of a 130 MB file in 4 s. It holds the frames only for a
+    /// there), once the writer has left it alone since the last pass; a chunk the writer is
+    /// writing is tried again on the next pass. Then it follows the file as it grows, and
+    /// where the moves stop (no huge pages, or no mapping left for one), it reads the rest of
+    /// the file into the frames instead. Each chunk is moved once, so it runs at the
+    /// application's priority: at the lowest (nice 19) beside four readers and a writer it
+    /// moved a quarter of a 130 MB file in 4 s. It holds the frames only for a
     /// step: it ends once they are dropped. Only a help to readers: a thread that cannot
     /// start, a read that fails or a kernel without transparent huge pages changes nothing but
     /// speed.

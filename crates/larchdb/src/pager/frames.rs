@@ -471,9 +471,7 @@ impl Frames {
                     // SAFETY: within the stage (the run lies within the chunk), which only
                     // this thread reads or writes.
                     let to = unsafe { std::slice::from_raw_parts_mut(buf.as_ptr().add(off), n) };
-                    self.storage
-                        .read_at(to, p * self.page_bytes as u64)
-                        .is_ok()
+                    self.storage.read_at(to, p * self.page_bytes as u64).is_ok()
                 };
                 empty.extend((p..p + run).map(|q| (q, read && q < p + in_file)));
             }
@@ -519,7 +517,11 @@ impl Frames {
             // Pages read from the file are ready in the huge page; the rest stay empty (and
             // all of them where the copy was not moved in).
             for &(p, read) in &empty[..claimed] {
-                let to = if read && r == Moved::Yes { READY } else { EMPTY };
+                let to = if read && r == Moved::Yes {
+                    READY
+                } else {
+                    EMPTY
+                };
                 self.state[p as usize].store(to, Ordering::Release);
             }
             r
