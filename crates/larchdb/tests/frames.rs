@@ -305,3 +305,59 @@ fn a_process_crash_keeps_every_commit_written_behind() {
         }
     }
 }
+
+/// A checkpoint that settles on a thread of its own writes its merge's leaves behind as it
+/// fills them, spill after spill without waiting for the device. A sequential load's right
+/// edge is merged a chunk at a time, each chunk's last leaf filled again by the next: that
+/// leaf's write may still be in flight, and the merge waits for it before it writes the leaf
+/// again (the fault storage fails the drain of a write whose bytes changed meanwhile, and
+/// drops what was not drained at a crash).
+#[test]
+fn a_merge_fills_a_leaf_again_only_once_its_write_behind_landed() {
+    use larchdb::storage::{CrashMode, FaultStorage};
+    use std::sync::Arc;
+    let (data, log_disk) = (FaultStorage::new().allocating(), FaultStorage::new());
+    let options = || {
+        Options::default()
+            .durability(Durability::None)
+            .frames_bytes(FRAMES)
+            .checkpoint_slices(4)
+    };
+    let open = |data: &FaultStorage, log_disk: &FaultStorage| {
+        Database::open_storage_with_log(
+            Arc::new(data.clone()),
+            Arc::new(log_disk.clone()),
+            options(),
+        )
+        .unwrap()
+    };
+    let db = open(&data, &log_disk);
+    let mut model = BTreeMap::new();
+    // 4 MB at the right edge, in logged commits: four of the merge's chunks (1 MiB) for the
+    // last leaf's key range.
+    for batch in 0..200u64 {
+        let mut w = db.begin_write().unwrap();
+        {
+            w.ensure_table("t").unwrap();
+            let mut t = w.table("t").unwrap();
+            for j in 0..20u64 {
+                let i = batch * 20 + j;
+                let (k, v) = (format!("{i:016}").into_bytes(), value(i, batch, 1000));
+                t.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        w.commit().unwrap();
+    }
+    db.checkpoint().unwrap();
+    check(&db, &model);
+    db.verify().unwrap();
+    let (data, log_disk) = (
+        data.crash(CrashMode::ProcessOnly),
+        log_disk.crash(CrashMode::ProcessOnly),
+    );
+    drop(db);
+    let db = open(&data, &log_disk);
+    check(&db, &model);
+    db.verify().unwrap();
+}

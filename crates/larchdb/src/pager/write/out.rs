@@ -140,13 +140,13 @@ impl WritePages {
         Ok(())
     }
 
-    /// `spill_filled`'s writes where they go behind: the previous spill's writes drained (no
-    /// page in two writes at once), each sealed page copied into its frame, and the frames
-    /// written behind, consecutive ones in one write; pages past the frames written at once.
-    /// Until the next drain, a spilled page written again or freed waits for it first
-    /// (`Dirty::filed` with `behind` set).
+    /// `spill_filled`'s writes where they go behind: each sealed page copied into its frame,
+    /// and the frames written behind, consecutive ones in one write; pages past the frames
+    /// written at once. The earlier spills' writes may still be in flight: they wrote other
+    /// pages (a spilled page written again or freed waits for the drain first: `Dirty::filed`
+    /// with `behind` set), so no page is in two writes at once, and the merge does not wait
+    /// for the device at each spill.
     fn spill_behind(&mut self, ids: &[u64]) -> Result<()> {
-        self.drain_behind()?;
         let ps = self.page_bytes;
         let storage = self.wmap.storage.clone();
         let Some(frames) = self.wmap.frames() else {
@@ -167,7 +167,7 @@ impl WritePages {
             }
         }
         write_frames_behind(&*storage, frames, &runs, ps)?;
-        self.behind = !runs.is_empty();
+        self.behind |= !runs.is_empty();
         Ok(())
     }
 
