@@ -324,7 +324,7 @@ impl Frames {
             loop {
                 // Already so: no locked instruction (it would wait for the writer's stores
                 // to the pages it just wrote).
-                if now == to && to != LOADING || now == READY && to == LOADING {
+                if (now == to && to != LOADING) || (now == READY && to == LOADING) {
                     break;
                 }
                 if now == LOADING {
