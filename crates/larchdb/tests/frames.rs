@@ -243,7 +243,6 @@ fn a_read_only_handle_reads_what_the_frames_wrote() {
 #[test]
 fn a_process_crash_keeps_every_commit_written_behind() {
     use larchdb::storage::{CrashMode, FaultStorage};
-    use std::sync::Arc;
     for log in [false, true] {
         for stop in [1u64, 4, 9, 16] {
             let (data, log_disk) = (FaultStorage::new().allocating(), FaultStorage::new());
@@ -254,16 +253,7 @@ fn a_process_crash_keeps_every_commit_written_behind() {
                     .frames_bytes(FRAMES)
             };
             let open = |data: &FaultStorage, log_disk: &FaultStorage| {
-                if log {
-                    Database::open_storage_with_log(
-                        Arc::new(data.clone()),
-                        Arc::new(log_disk.clone()),
-                        options(),
-                    )
-                } else {
-                    Database::open_storage(Arc::new(data.clone()), options())
-                }
-                .unwrap()
+                open_faulty(data, log_disk, options())
             };
             let db = open(&data, &log_disk);
             let mut model = BTreeMap::new();
@@ -315,7 +305,6 @@ fn a_process_crash_keeps_every_commit_written_behind() {
 #[test]
 fn a_merge_fills_a_leaf_again_only_once_its_write_behind_landed() {
     use larchdb::storage::{CrashMode, FaultStorage};
-    use std::sync::Arc;
     let (data, log_disk) = (FaultStorage::new().allocating(), FaultStorage::new());
     let options = || {
         Options::default()
@@ -323,14 +312,8 @@ fn a_merge_fills_a_leaf_again_only_once_its_write_behind_landed() {
             .frames_bytes(FRAMES)
             .checkpoint_slices(4)
     };
-    let open = |data: &FaultStorage, log_disk: &FaultStorage| {
-        Database::open_storage_with_log(
-            Arc::new(data.clone()),
-            Arc::new(log_disk.clone()),
-            options(),
-        )
-        .unwrap()
-    };
+    let open =
+        |data: &FaultStorage, log_disk: &FaultStorage| open_faulty(data, log_disk, options());
     let db = open(&data, &log_disk);
     let mut model = BTreeMap::new();
     // 4 MB at the right edge, in logged commits: four of the merge's chunks (1 MiB) for the
@@ -360,4 +343,19 @@ fn a_merge_fills_a_leaf_again_only_once_its_write_behind_landed() {
     let db = open(&data, &log_disk);
     check(&db, &model);
     db.verify().unwrap();
+}
+
+/// A database on fault storages: the data file's, and the log's where `options` write it.
+fn open_faulty(
+    data: &larchdb::storage::FaultStorage,
+    log_disk: &larchdb::storage::FaultStorage,
+    options: Options,
+) -> Database {
+    use std::sync::Arc;
+    if options.log {
+        Database::open_storage_with_log(Arc::new(data.clone()), Arc::new(log_disk.clone()), options)
+    } else {
+        Database::open_storage(Arc::new(data.clone()), options)
+    }
+    .unwrap()
 }
