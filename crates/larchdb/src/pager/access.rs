@@ -345,7 +345,9 @@ impl Access {
     /// there), once the writer has left it alone since the last pass; a chunk the writer is
     /// writing is tried again on the next pass. Then it follows the file as it grows, and
     /// where the moves stop (no huge pages, or no mapping left for one), it reads the rest of
-    /// the file into the frames instead. Each chunk is moved once, so it runs at the
+    /// the file into the frames instead. The page cache's copy of each chunk it read in or
+    /// moved is let go (`Frames::warm`, `move_to_huge_page`: `Storage::drop_cached`), so that
+    /// the file is held once. Each chunk is moved once, so it runs at the
     /// application's priority: at the lowest (nice 19) beside four readers and a writer it
     /// moved a quarter of a 130 MB file in 4 s. It holds the frames only for a
     /// step: it ends once they are dropped. Only a help to readers: a thread that cannot

@@ -361,7 +361,8 @@ impl Frames {
     /// Loads the empty pages of chunk `c` that lie in the file from it, consecutive ones in
     /// one read: the keeper reads a file that fits in the frames whole, in large reads, before
     /// the readers ask for its pages one at a time. A read that fails leaves its pages empty
-    /// (a reader that needs one loads it and meets the error) and is returned.
+    /// (a reader that needs one loads it and meets the error) and is returned. Then the page
+    /// cache's copy of the chunk is let go (`drop_cached`).
     pub(crate) fn warm(&self, c: u64) -> io::Result<()> {
         let file_pages = self.storage.len()? / self.page_bytes as u64;
         let start = c * self.chunk_pages();
@@ -395,7 +396,20 @@ impl Frames {
             }
             r?;
         }
+        self.drop_cached(start, end);
         Ok(())
+    }
+
+    /// Lets the page cache's copy of pages `[start, end)` go (`Storage::drop_cached`): the
+    /// frames hold them, and a second copy in the kernel would be memory a cgroup charges
+    /// beside them (a reopened file read in whole by the keeper, readers' loads and the
+    /// kernel's read-ahead around them, a load's pages written with `pwrite`). The dirty ones
+    /// stay until written back. Only a hint: a failure changes nothing but memory.
+    fn drop_cached(&self, start: u64, end: u64) {
+        if end > start {
+            let page = self.page_bytes as u64;
+            let _ = self.storage.drop_cached(start * page, (end - start) * page);
+        }
     }
 
     /// Puts chunk `c` in one huge page, so that a random read across the frames misses the
@@ -410,7 +424,8 @@ impl Frames {
     /// loaded, while the copy was made): the caller tries again later, and `stage` keeps the
     /// huge page made for it. `Moved::Never` where the kernel would not move the copy (no
     /// mapping left for one more: `vm.max_map_count`). An error where no huge page could be
-    /// made (`EINVAL`: no transparent huge pages; `EAGAIN` or `ENOMEM`: none free now).
+    /// made (`EINVAL`: no transparent huge pages; `EAGAIN` or `ENOMEM`: none free now). A
+    /// moved chunk's copy in the page cache is let go (`drop_cached`).
     pub(crate) fn move_to_huge_page(&self, c: u64, stage: &mut Option<Stage>) -> io::Result<Moved> {
         let at = c as usize * HUGE_BYTES;
         if at + HUGE_BYTES > self.len() as usize {
@@ -527,6 +542,9 @@ impl Frames {
             r
         })();
         self.moving.store(false, Ordering::Release);
+        if moved == Moved::Yes {
+            self.drop_cached(first, (first + cp).min(file_pages));
+        }
         Ok(moved)
     }
 
@@ -838,5 +856,57 @@ mod tests {
         assert_eq!(f.move_to_huge_page(0, &mut stage).unwrap(), Moved::Yes);
         assert!(f.is_ready(2));
         assert_eq!(f.bytes(0, 3).unwrap()[2 * page..], [8u8; 4096]);
+    }
+
+    /// The pages of the file at `path`'s first `len` bytes that the page cache holds
+    /// (`mincore` over a mapping that is never touched, so it maps none of them).
+    fn cached_pages(path: &std::path::Path, len: usize) -> usize {
+        use std::os::fd::AsRawFd;
+        let file = std::fs::File::open(path).unwrap();
+        // SAFETY: a fresh read-only shared mapping of the file, unmapped below; nothing reads
+        // through it.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let mut vec = vec![0u8; len.div_ceil(4096)];
+        // SAFETY: `vec` has a byte for each page of the mapping.
+        let rc = unsafe { libc::mincore(at, len, vec.as_mut_ptr()) };
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(at, len) };
+        assert_eq!(rc, 0);
+        vec.iter().filter(|&&b| b & 1 == 1).count()
+    }
+
+    #[test]
+    fn pages_the_keeper_read_in_leave_no_copy_in_the_page_cache() {
+        let page = 4096;
+        let (d, s) = storage_with(&[1, 2, 3, 4, 5, 6, 7, 8], page);
+        let path = d.path().join("f");
+        // Written back (clean), and read, so that the page cache holds the whole file.
+        s.sync().unwrap();
+        s.read_at(&mut vec![0u8; 8 * page], 0).unwrap();
+        let before = cached_pages(&path, 8 * page);
+        if before == 0 {
+            // A file system whose pages the kernel does not cache (none here): nothing to see.
+            return;
+        }
+        let f = Frames::new(s, page, HUGE_BYTES as u64).unwrap();
+        // A reader's load of one page, and the keeper's of the rest.
+        assert_eq!(f.bytes(2, 1).unwrap()[0], 3);
+        f.warm(0).unwrap();
+        assert_eq!(
+            cached_pages(&path, 8 * page),
+            0,
+            "{before} pages cached before"
+        );
+        assert_eq!(f.bytes(0, 8).unwrap()[7 * page], 8);
     }
 }

@@ -259,6 +259,31 @@ impl Storage for FileStorage {
         self.sync_range(offset, len, "wait for writeback", SYNC_RANGE_WAIT)
     }
 
+    fn drop_cached(&self, offset: u64, len: u64) -> io::Result<()> {
+        #[cfg(target_os = "linux")]
+        {
+            // A length of 0 would mean up to the file's end.
+            let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len))
+            else {
+                return Ok(());
+            };
+            if n == 0 {
+                return Ok(());
+            }
+            // SAFETY: the descriptor is this storage's open file; the call reads no memory.
+            let rc = unsafe {
+                libc::posix_fadvise(self.file.as_raw_fd(), off, n, libc::POSIX_FADV_DONTNEED)
+            };
+            // The call returns its error rather than setting errno.
+            if rc != 0 {
+                return Err(self.context("drop cached pages", io::Error::from_raw_os_error(rc)));
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
+        Ok(())
+    }
+
     fn sync_name(&self) -> io::Result<()> {
         let dir = match self.path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,

@@ -102,6 +102,14 @@ pub trait Storage: Send + Sync + 'static {
     fn wait_writeback(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
+    /// Lets go of the backend's cached copy of `len` bytes from `offset`, where it keeps one
+    /// beside the caller's own (a file: the page cache's clean pages of the range that no
+    /// mapping holds, `POSIX_FADV_DONTNEED`; its dirty pages are started on their way to the
+    /// device and stay). Only a hint about memory: what a later read returns is the same. The
+    /// default does nothing: a backend without a cache.
+    fn drop_cached(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// Makes the storage's name durable: for a file, syncs the directory that holds it, so
     /// that a power loss right after the file was created cannot lose the file itself (a
     /// file's own sync does not make its directory entry durable). The engine calls it after
