@@ -544,7 +544,7 @@ def test_frames(tmp_path):
     assert s["frames_huge_bytes"] % (2 << 20) == 0
     assert s["frames_huge_bytes"] <= 64 << 20
     env.close()
-    env = larch.open(path)
+    env = larch.open(path, frames_bytes=0)
     assert env.stat()["frames_bytes"] == 0
     with env.begin() as txn:
         assert all(bytes(txn.get(b"k%08d" % i)) == b"%015d" % i for i in range(n))

@@ -56,7 +56,7 @@ pub struct Flags {
     pub log_room_bytes: u64,
     /// Larch's `Options::memory_budget` (0: the engine's default, from the machine).
     pub memory_budget: u64,
-    /// Larch's `Options::frames_bytes` (0: the engine's default, no frames).
+    /// Larch's `Options::frames_bytes` (0: the engine's default, the frames' share of memory).
     pub frames_bytes: u64,
     pub progress: bool,
     /// First index of the key permutation that the *unique_mt benchmarks use (0).
@@ -412,7 +412,8 @@ fn flag_help() -> Vec<FlagHelp> {
             "--frames_bytes=BYTES",
             d.frames_bytes.to_string(),
             "Larch keeps the data file's pages in frames of its own, in huge pages, while the \
-             file fits in BYTES (0: Larch's default, none: the file mapped)",
+             file fits in BYTES (0: Larch's default, half the memory the process may use beyond \
+             64 MiB; engine larch-mapped: none, the file mapped)",
         ),
         h(
             "--memory_limit=BYTES",

@@ -522,7 +522,7 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
         ],
     ),
     (
-        "engine: Larch's counters over the benchmark (larch, larch-pages, larch-frames):",
+        "engine: Larch's counters over the benchmark (larch, larch-pages, larch-mapped):",
         &[
             (
                 "logged_commits",
@@ -683,7 +683,7 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "larch / best",
                 "Larch's ops/sec over the best peer's: win at 1.05 and above, loss (bold) at 0.95 \
                  and below, even between (one column per Larch engine: larch-pages / best, \
-                 larch-frames / best too)",
+                 larch-mapped / best too)",
             ),
         ],
     ),

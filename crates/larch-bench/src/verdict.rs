@@ -3,7 +3,7 @@
 //! the figures to compare in a table grouped by engine.
 //!
 //! The subjects are the engines whose name starts with "larch" (larch, larch-pages,
-//! larch-frames); every other engine is a peer. The figure is throughput (ops/sec, higher is better); readwhilewriting
+//! larch-mapped); every other engine is a peer. The figure is throughput (ops/sec, higher is better); readwhilewriting
 //! gets a second row for its writer. A measurement that ran for less than [`MIN_WALL_S`] is
 //! too short to trust: it is shown as "short", never as a figure, and gets no verdict. One
 //! verdict object per row goes to the JSON (`"kind":"verdict"`, no `status`, so that readers

@@ -165,7 +165,7 @@ fn every_adapter_keeps_what_it_is_given() {
     for linked_in in [
         "larch",
         "larch-pages",
-        "larch-frames",
+        "larch-mapped",
         "redb",
         "libmdbx",
         "canopydb",

@@ -152,6 +152,9 @@
 // The cursor's entry again.
 #define LARCH_GET_CURRENT 6
 
+// `larch_options::frames_bytes` for no frames: the data file read through its mapping.
+#define LARCH_FRAMES_OFF UINT64_MAX
+
 // A cursor handle (opaque).
 typedef struct larch_cursor larch_cursor;
 
@@ -200,10 +203,9 @@ typedef struct larch_options {
   // writes run faster for that much more disk while the database is open.
   uint64_t log_room_bytes;
   // How much of the data file a writing handle may keep in memory of its own (frames),
-  // in bytes; 0, the default: none, the file mapped. For read-mostly work on a file that
-  // fits in memory: point reads of 1 KB records up to a fifth faster, loads and updates of
-  // 1 KB records a fifth to a third slower (the Rust API's `Options::frames_bytes`). At
-  // most half of the memory the process may use beyond 64 MiB, whatever is asked.
+  // in bytes; 0, the default: the engine's, half of the memory the process may use beyond
+  // 64 MiB; `LARCH_FRAMES_OFF`: none, the file read through its mapping of the page cache
+  // (the Rust API's `Options::frames_bytes`). At most that half, whatever is asked.
   uint64_t frames_bytes;
   // Zero (as `larch_options_init` leaves it): room for options a later library adds
   // without changing the struct's size, each meaning its default at zero. Non-zero is

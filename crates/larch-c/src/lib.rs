@@ -174,6 +174,9 @@ pub struct larch_val {
     pub len: usize,
 }
 
+/// `larch_options::frames_bytes` for no frames: the data file read through its mapping.
+pub const LARCH_FRAMES_OFF: u64 = u64::MAX;
+
 /// Options of `larch_open`. Fill with `larch_options_init`, then change fields.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -215,10 +218,9 @@ pub struct larch_options {
     /// writes run faster for that much more disk while the database is open.
     pub log_room_bytes: u64,
     /// How much of the data file a writing handle may keep in memory of its own (frames),
-    /// in bytes; 0, the default: none, the file mapped. For read-mostly work on a file that
-    /// fits in memory: point reads of 1 KB records up to a fifth faster, loads and updates of
-    /// 1 KB records a fifth to a third slower (the Rust API's `Options::frames_bytes`). At
-    /// most half of the memory the process may use beyond 64 MiB, whatever is asked.
+    /// in bytes; 0, the default: the engine's, half of the memory the process may use beyond
+    /// 64 MiB; `LARCH_FRAMES_OFF`: none, the file read through its mapping of the page cache
+    /// (the Rust API's `Options::frames_bytes`). At most that half, whatever is asked.
     pub frames_bytes: u64,
     /// Zero (as `larch_options_init` leaves it): room for options a later library adds
     /// without changing the struct's size, each meaning its default at zero. Non-zero is
@@ -690,7 +692,7 @@ pub unsafe extern "C" fn larch_options_init(options: *mut larch_options) {
         checkpoint_bytes: 0,
         memory_budget: d.memory_budget,
         log_room_bytes: d.log_room_bytes,
-        frames_bytes: d.frames_bytes,
+        frames_bytes: 0,
         reserved: [0; 5],
     };
     // SAFETY: the caller's contract.
@@ -753,7 +755,11 @@ fn options_of(o: &larch_options) -> Result<Options, Failure> {
     options = options
         .memory_budget(o.memory_budget)
         .log_room_bytes(o.log_room_bytes)
-        .frames_bytes(o.frames_bytes);
+        .frames_bytes(match o.frames_bytes {
+            0 => larchdb::FRAMES_AUTO,
+            LARCH_FRAMES_OFF => 0,
+            n => n,
+        });
     if let Some(d) = durability(o.durability)? {
         options = options.durability(d);
     }

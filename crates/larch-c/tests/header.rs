@@ -108,7 +108,8 @@ fn the_options_defaults_are_the_engines() {
         o.log_room_bytes, d.log_room_bytes,
         "0: the room checkpoints call for"
     );
-    assert_eq!(o.frames_bytes, d.frames_bytes, "0: no frames");
+    assert_eq!(o.frames_bytes, 0, "0: the engine's default");
+    assert_eq!(d.frames_bytes, larchdb::FRAMES_AUTO);
     assert_eq!(o.reserved, [0; 5]);
     assert_eq!(d.durability, larchdb::Durability::Immediate);
     assert_eq!(o.durability, larch::LARCH_DURABILITY_IMMEDIATE);

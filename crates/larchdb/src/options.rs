@@ -84,19 +84,21 @@ pub struct Options {
     /// sequentially loaded file that does not fit in memory); `Some(false)` never does.
     pub readahead: Option<bool>,
     /// How much of the data file a writing handle may keep in memory of its own (frames,
-    /// docs/design/buffer-pool.md), in bytes; 0, the default: none. While the file fits,
-    /// readers read the frames (from the handle's open), which a thread of the engine's moves
-    /// into huge pages while the file does not grow, instead of the kernel's page cache
-    /// through a mapping, and the writer writes each page it changed to the file with
-    /// `pwrite`; once the file outgrows them, the handle maps the file as it does without.
-    /// Frames are memory the kernel cannot take back, so they cover at most half of the memory
-    /// the process may use (its cgroups' limit, or the machine's memory) beyond 64 MiB,
-    /// whatever is asked: none in a cgroup of 64 MiB or less.
-    /// For read-mostly work on a file that fits in memory: point reads of 1 KB records up to a
-    /// fifth faster once the frames are in huge pages; loads and updates of 1 KB records a
-    /// fifth to a third slower (each page goes to its frame and through the page cache, until
-    /// frames write with `O_DIRECT`); and the frames' memory (`Stats::frames_bytes`) taken
-    /// beside the page cache's (docs/design/performance.md, "Frames moved into huge pages").
+    /// docs/design/buffer-pool.md), in bytes. By default ([`FRAMES_AUTO`]) the frames' share
+    /// of memory: half of what the process may use (its cgroups' limit, or the machine's
+    /// memory) beyond 64 MiB, none in a cgroup of 64 MiB or less, and none where that memory
+    /// cannot be read. A number asks for that much at most, within the same share (frames are
+    /// memory the kernel cannot take back); 0 turns them off.
+    ///
+    /// While the file fits, readers read the frames (from the handle's open) instead of the
+    /// kernel's page cache through a mapping: a thread of the engine's reads the file in and
+    /// moves the frames into huge pages while the file does not grow, and lets the page
+    /// cache's copy go. The writer writes each page it changed to the file, from its frame
+    /// with `O_DIRECT` where a sync follows. Once the file outgrows them, the handle maps the
+    /// file, as it does with frames off. Off, the file's pages are page cache the kernel gives
+    /// back under pressure and shares with other processes reading the file; on, point reads
+    /// and scans of a file in memory are faster (docs/design/performance.md, "Frames on by
+    /// default"), and the frames' memory (`Stats::frames_bytes`) is the engine's.
     pub frames_bytes: u64,
     /// Commit through a write-ahead log (on by default; docs/design/write-path.md): a commit
     /// appends its writes to the log file beside the database (`<path>-log`) and keeps them in
@@ -267,7 +269,7 @@ impl Default for Options {
             verify_checksums: false,
             pinned_bytes_max: PINNED_BYTES_MAX_DEFAULT,
             readahead: None,
-            frames_bytes: 0,
+            frames_bytes: FRAMES_AUTO,
             log: true,
             log_segment_bytes: LOG_SEGMENT_BYTES_DEFAULT,
             log_segments: LOG_SEGMENTS_DEFAULT,
@@ -286,6 +288,8 @@ impl Default for Options {
     }
 }
 
+/// Default `Options::frames_bytes`: the frames' share of the memory the process may use.
+pub const FRAMES_AUTO: u64 = u64::MAX;
 /// Default `Options::log_segment_bytes`.
 pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 8 << 20;
 /// Default `Options::log_segments`.
@@ -402,8 +406,9 @@ impl Options {
         self
     }
 
-    /// Keeps at most `bytes` of the data file in frames of the handle's own (0, the default:
-    /// none, the file mapped); see [`Options::frames_bytes`].
+    /// Keeps at most `bytes` of the data file in frames of the handle's own (0: none, the file
+    /// mapped; [`FRAMES_AUTO`], the default: the frames' share of memory); see
+    /// [`Options::frames_bytes`].
     ///
     /// ```
     /// # use larchdb::{Database, Durability, Error, Options};

@@ -15,8 +15,11 @@ use std::collections::BTreeMap;
 
 const KEYS: u32 = 40_000;
 
+/// The file read through its mapping (frames off): a merge's read-ahead is hints to the
+/// page cache, and frames hold the whole file in memory, which needs none.
 fn options() -> Options {
     Options::default()
+        .frames_bytes(0)
         .log(true)
         .log_segment_bytes(1 << 20)
         .log_segments(8)

@@ -24,8 +24,10 @@ fn map_flags(file: &Path) -> Vec<Vec<String>> {
     out
 }
 
+/// A database whose file is mapped (frames off: a file in frames is not read through a
+/// mapping, so its advice does not apply).
 fn load(path: &Path, readahead: Option<bool>) -> Database {
-    let mut options = Options::default();
+    let mut options = Options::default().frames_bytes(0);
     options.readahead = readahead;
     let db = Database::open(path, options).unwrap();
     let mut w = db.begin_write().unwrap();

@@ -97,11 +97,11 @@ def open(  # noqa: A001  (py-lmdb's name)
       for that much more disk while the database is open. None (the default): the room the
       checkpoints call for, which keeps the open files near the data's size.
     - ``frames_bytes``: how much of the data file a writing handle may keep in memory of its
-      own (frames) instead of reading it through the page cache: for read-mostly work on a
-      file that fits in memory, point reads of 1 KB records up to a fifth faster, loads and
-      updates of 1 KB records a fifth to a third slower. At most half the memory the process
-      may use beyond 64 MiB, whatever is asked; ``stat()["frames_bytes"]`` is what they hold.
-      None (the default): no frames.
+      own (frames) instead of reading it through the page cache, which makes point reads and
+      scans of a file in memory faster. At most half the memory the process may use beyond
+      64 MiB, whatever is asked; ``stat()["frames_bytes"]`` is what they hold. None (the
+      default): that half; 0: no frames, the file read through its mapping of the page
+      cache, which the kernel gives back under pressure.
 
     py-lmdb's arguments that have no counterpart are accepted and have no effect:
     ``map_size`` (the file grows and shrinks on its own), ``max_dbs`` (tables are not

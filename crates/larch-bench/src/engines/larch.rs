@@ -6,17 +6,19 @@
 //! a commit durable by itself at its default bound on unsynced work); `WriteTable::append`
 //! for sequential fills (as LMDB's MDB_APPEND); one read transaction per session, renewed to the
 //! newest snapshot before each read (`ReadTxn::renew`, as LMDB's reset/renew), so that each read
-//! sees the latest commit. Larch reads through the OS page cache, so --cache_size does
+//! sees the latest commit. Larch sizes its frames from the memory it may use, so --cache_size does
 //! not apply. Puts are `WriteTable::set`, which like the peers' puts does not report whether
 //! the key was there (with the log, it then skips the tree lookup `put` makes to say so).
 //!
 //! `larch` commits through the write-ahead log beside the file (`Options::log`, the
-//! default): a commit appends to the log, the tree is written at checkpoints.
+//! default): a commit appends to the log, the tree is written at checkpoints; the data file's
+//! pages are in frames of the engine's own while the file fits in the frames' share of memory
+//! (`Options::frames_bytes`, the default: half of what the process may use beyond 64 MiB, its
+//! --memory_limit or the machine's memory), or in --frames_bytes where set.
 //! `larch-pages` is the same with `Options::log(false)`: every commit writes its pages (stage 1's
-//! write path). `larch-frames` is `larch` with the data file's pages in frames of the engine's
-//! own (`Options::frames_bytes`, opt-in) while the file fits in a quarter of the memory the
-//! process may use (its --memory_limit, else the machine's), or in --frames_bytes where set.
-//! `larch-log`, the log's name while it was opt-in, is an alias of `larch`.
+//! write path). `larch-mapped` is `larch` with frames off (`Options::frames_bytes(0)`): the
+//! file read through its mapping of the OS page cache. `larch-log` and `larch-frames`, names
+//! from while the log and the frames were opt-in, are aliases of `larch`.
 
 use super::{kv, Engine, EngineSpec, Op, OpenOptions, Opened, Session, WriteOpts};
 use crate::error::{Error, Result};
@@ -30,32 +32,27 @@ pub fn spec() -> EngineSpec {
         name: "larch",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open: |o| open_with(o, true, o.frames_bytes),
+        open: |o| open_with(o, true, frames_asked(o)),
     }
 }
 
-/// Larch with the data file's pages in frames (`Options::frames_bytes`).
-pub fn spec_frames() -> EngineSpec {
+/// Larch with frames off (`Options::frames_bytes(0)`): the data file read through its mapping.
+pub fn spec_mapped() -> EngineSpec {
     EngineSpec {
-        name: "larch-frames",
+        name: "larch-mapped",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open: |o| {
-            let memory = o
-                .memory_limit
-                .or_else(crate::suite::machine::mem_total_bytes)
-                .unwrap_or(1 << 30);
-            let bytes = match o.frames_bytes {
-                0 => memory / FRAMES_SHARE,
-                n => n,
-            };
-            open_with(o, true, bytes)
-        },
+        open: |o| open_with(o, true, 0),
     }
 }
 
-/// `larch-frames`' frames by default: a quarter of the memory the process may use.
-const FRAMES_SHARE: u64 = 4;
+/// The frames asked for: --frames_bytes where set, else the engine's default.
+fn frames_asked(o: &OpenOptions) -> u64 {
+    match o.frames_bytes {
+        0 => larchdb::FRAMES_AUTO,
+        n => n,
+    }
+}
 
 /// Larch with every commit writing its pages (`Options::log(false)`).
 pub fn spec_pages() -> EngineSpec {
@@ -63,7 +60,7 @@ pub fn spec_pages() -> EngineSpec {
         name: "larch-pages",
         install_hint: "none: larchdb is built from this workspace",
         probe: || Ok(VERSION.into()),
-        open: |o| open_with(o, false, o.frames_bytes),
+        open: |o| open_with(o, false, frames_asked(o)),
     }
 }
 
@@ -171,16 +168,21 @@ fn open_with(o: &OpenOptions, log: bool, frames_bytes: u64) -> Result<Opened> {
             kv(
                 "cache",
                 match frames_bytes {
-                    0 => "OS page cache (no engine cache)".to_string(),
+                    0 => "OS page cache through a mapping (Options::frames_bytes(0): no engine \
+                          cache)"
+                        .to_string(),
                     n => format!(
-                        "frames (Options::frames_bytes): the data file's pages in memory of \
+                        "frames (Options::frames_bytes, {}): the data file's pages in memory of \
                          the engine's own, moved into huge pages once the file stops growing, \
-                         while the file fits in {} MiB (the engine takes at most half the \
-                         memory the process may use beyond 64 MiB), written to the file with \
-                         O_DIRECT on an io_uring ring where a sync follows (pwrite otherwise, \
-                         or where the file system has no direct I/O); the OS page cache \
-                         through a mapping beyond",
-                        n >> 20
+                         the page cache's copy let go, while the file fits (the engine takes \
+                         at most half the memory the process may use beyond 64 MiB), written \
+                         to the file with O_DIRECT on an io_uring ring where a sync follows \
+                         (pwrite otherwise, or where the file system has no direct I/O); the \
+                         OS page cache through a mapping beyond",
+                        match n {
+                            larchdb::FRAMES_AUTO => "the default".to_string(),
+                            n => format!("{} MiB at most, --frames_bytes", n >> 20),
+                        }
                     ),
                 },
             ),

@@ -63,7 +63,7 @@ pub struct OpenOptions {
     pub log_room_bytes: u64,
     /// Larch's `Options::memory_budget` (0: the engine's default).
     pub memory_budget: u64,
-    /// Larch's `Options::frames_bytes` (0: the engine's default, no frames).
+    /// Larch's `Options::frames_bytes` (0: the engine's default, the frames' share of memory).
     pub frames_bytes: u64,
 }
 
@@ -127,7 +127,7 @@ pub fn registry() -> Vec<EngineSpec> {
     vec![
         larch::spec(),
         larch::spec_pages(),
-        larch::spec_frames(),
+        larch::spec_mapped(),
         lmdb::spec(),
         libmdbx::spec(),
         rocksdb::spec(),
@@ -152,7 +152,7 @@ pub fn find(name: &str) -> Result<EngineSpec> {
         "berkeleydb" | "bdb-btree" => "bdb",
         "wt" | "wiredtiger-btree" | "wiredbtree" => "wiredtiger",
         "wt-lsm" | "wiredlsm" => "wiredtiger-lsm",
-        "larchdb" | "larch-log" => "larch",
+        "larchdb" | "larch-log" | "larch-frames" => "larch",
         "mdbx" => "libmdbx",
         "canopy" => "canopydb",
         other => other,

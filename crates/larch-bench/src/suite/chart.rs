@@ -37,11 +37,11 @@ fn register_font() -> Result<()> {
 }
 
 /// The engines, each with its colour (Tableau 10, then black, a light orange and a dark red
-/// for larch-frames beside larch's red; larch-pages and any other name take the olive of
+/// for larch-mapped beside larch's red; larch-pages and any other name take the olive of
 /// `engine_color`'s fallback).
 const ENGINE_COLORS: &[(&str, RGBColor)] = &[
     ("larch", RGBColor(214, 39, 40)),
-    ("larch-frames", RGBColor(120, 20, 20)),
+    ("larch-mapped", RGBColor(120, 20, 20)),
     ("lmdb", RGBColor(31, 119, 180)),
     ("rocksdb", RGBColor(255, 127, 14)),
     ("leveldb", RGBColor(44, 160, 44)),

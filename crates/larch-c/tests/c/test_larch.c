@@ -766,7 +766,7 @@ static void test_frames(void) {
   OK(larch_open(path, &o, &db));
   check_many(db, n);
   OK(larch_close(db));
-  o.frames_bytes = 0;
+  o.frames_bytes = LARCH_FRAMES_OFF;
   OK(larch_open(path, &o, &db));
   check_many(db, n);
   OK(larch_close(db));

@@ -9,7 +9,7 @@
 //!   without a second page fault. Writable handles use it.
 //! - `Frames`: the pages in anonymous memory of the engine's own (frames.rs), loaded from the
 //!   file on a reader's first access and written by the writer in place: a writable handle's,
-//!   opt-in, while its file fits in `Options::frames_bytes`.
+//!   by default, while its file fits in the frames' share of memory (`Options::frames_bytes`).
 //! - `Buffered`: pages are read with `read_at` into buffers owned by the snapshot, verified
 //!   once when loaded. Used for storages that cannot be mapped (the fault-injecting backend).
 

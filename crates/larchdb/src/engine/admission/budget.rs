@@ -224,11 +224,14 @@ pub(crate) fn frames_bytes(options: &crate::Options) -> Option<u64> {
 }
 
 /// `asked` bytes of frames, within `FRAMES_SHARE` of `memory` beyond `DEFAULT_RESERVE` where
-/// the memory is known.
+/// the memory is known; the default (`FRAMES_AUTO`) is that share, and none where the memory
+/// is not known (a share of nothing known is no bound).
 fn frames_within(asked: u64, memory: Option<u64>) -> u64 {
-    memory.map_or(asked, |m| {
-        asked.min(m.saturating_sub(DEFAULT_RESERVE) / FRAMES_SHARE)
-    })
+    match memory {
+        Some(m) => asked.min(m.saturating_sub(DEFAULT_RESERVE) / FRAMES_SHARE),
+        None if asked == crate::FRAMES_AUTO => 0,
+        None => asked,
+    }
 }
 
 /// The memory this process may use: the lowest of the machine's memory and the memory limits
@@ -338,12 +341,15 @@ mod tests {
         assert_eq!(frames_within(6 << 30, Some(1 << 30)), 480 * MIB);
         assert_eq!(frames_within(256 * MIB, Some(1 << 30)), 256 * MIB);
         assert_eq!(frames_within(6 << 30, None), 6 << 30);
+        // By default, the share; none where the memory is not known.
+        assert_eq!(frames_within(crate::FRAMES_AUTO, Some(1 << 30)), 480 * MIB);
+        assert_eq!(frames_within(crate::FRAMES_AUTO, None), 0);
         // In a small cgroup, none.
         assert_eq!(frames_within(6 << 30, Some(48 * MIB)), 0);
-        let off = crate::Options::default();
+        let off = crate::Options::default().frames_bytes(0);
         assert_eq!(frames_bytes(&off), None);
-        let on = crate::Options::default().frames_bytes(u64::MAX);
-        let within = frames_within(u64::MAX, process_memory());
+        let on = crate::Options::default();
+        let within = frames_within(crate::FRAMES_AUTO, process_memory());
         assert_eq!(frames_bytes(&on), Some(within).filter(|&b| b > 0));
         assert_eq!(frames_bytes(&on.clone().read_only(true)), None);
     }
