@@ -403,9 +403,9 @@ struct Registries {
 fn registries() -> &'static Registries {
     static R: OnceLock<Registries> = OnceLock::new();
     R.get_or_init(|| Registries {
-        dbs: RwLock::new(Registry::new()),
-        txns: Registry::new(),
-        cursors: Registry::new(),
+        dbs: RwLock::new(Registry::new(1)),
+        txns: Registry::new(2),
+        cursors: Registry::new(3),
     })
 }
 
