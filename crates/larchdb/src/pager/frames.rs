@@ -552,26 +552,45 @@ impl Frames {
     /// from a buffer of its own, into their frames, and makes them ready. Pages past the
     /// frames are left out. Requires: no snapshot reaches them yet.
     pub(crate) fn fill(&self, id: u64, bytes: &[u8]) {
-        let n = (bytes.len() / self.page_bytes) as u64;
-        let n = n.min(self.pages.saturating_sub(id));
-        if n == 0 {
-            return;
-        }
-        let len = n as usize * self.page_bytes;
+        self.fill_all(&[(id, bytes)]);
+    }
+
+    /// `fill` for each of `pages` (first page, bytes), every page claimed before any is
+    /// copied: a claim of a page not ready is a locked instruction, which waits for the
+    /// stores before it to land, and after a copy those are a page's worth of stores to
+    /// memory not in the cache (11% of a checkpoint's thread in YCSB A of 1 KB records, the
+    /// claims one by one between the copies).
+    pub(crate) fn fill_all(&self, pages: &[(u64, &[u8])]) {
+        let cut = |id: u64, bytes: &[u8]| {
+            let n = (bytes.len() / self.page_bytes) as u64;
+            n.min(self.pages.saturating_sub(id))
+        };
         // Claimed first where not ready: a keeper's load of them under way would land its copy
         // after this one.
-        self.set(id, n, LOADING);
-        // SAFETY: within the frames (`n` cut to them); the pages are the writer's alone
-        // (requirement) and `LOADING`, so nothing reads or writes these frames meanwhile.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.base.as_ptr().add(id as usize * self.page_bytes),
-                len,
-            );
+        for &(id, bytes) in pages {
+            let n = cut(id, bytes);
+            if n > 0 {
+                self.set(id, n, LOADING);
+            }
         }
-        for p in id..id + n {
-            self.state[p as usize].store(READY, Ordering::Release);
+        for &(id, bytes) in pages {
+            let n = cut(id, bytes);
+            if n == 0 {
+                continue;
+            }
+            // SAFETY: within the frames (`n` cut to them); the pages are the writer's alone
+            // (requirement) and `LOADING` or ready (claimed above), so nothing reads or writes
+            // these frames meanwhile.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    bytes.as_ptr(),
+                    self.base.as_ptr().add(id as usize * self.page_bytes),
+                    n as usize * self.page_bytes,
+                );
+            }
+            for p in id..id + n {
+                self.state[p as usize].store(READY, Ordering::Release);
+            }
         }
     }
 
@@ -770,6 +789,27 @@ mod tests {
         assert_eq!(f.bytes(3, 1).unwrap()[..4096], [6u8; 4096]);
         // A run across pages.
         assert_eq!(f.bytes(0, 2).unwrap()[4096], 7);
+    }
+
+    #[test]
+    fn pages_filled_together_are_each_ready_with_their_bytes_and_none_past_the_frames() {
+        let (_d, s) = storage_with(&[1, 2, 3], 4096);
+        let f = Frames::new(s, 4096, 4 * 4096).unwrap();
+        let last = f.pages() - 1;
+        // Page 0 ready (loaded), 1 empty, a run of two from 2, and a run of two from the
+        // frames' last page, whose second page lies past them.
+        assert_eq!(f.bytes(0, 1).unwrap()[0], 1);
+        let (one, two, run) = ([4u8; 4096], [5u8; 4096], [6u8; 2 * 4096]);
+        let mut end = vec![7u8; 2 * 4096];
+        end[4096..].fill(8);
+        f.fill_all(&[(0, &one), (1, &two), (2, &run), (last, &end)]);
+        assert_eq!(f.bytes(0, 1).unwrap()[..], one);
+        assert_eq!(f.bytes(1, 1).unwrap()[..], two);
+        assert!(f.is_ready(2) && f.is_ready(3));
+        assert_eq!(f.bytes(2, 2).unwrap()[..], run);
+        assert!(f.is_ready(last));
+        assert_eq!(f.bytes(last, 1).unwrap()[..], end[..4096]);
+        assert!(!f.is_ready(last + 1));
     }
 
     #[test]

@@ -153,6 +153,7 @@ impl WritePages {
             return Err(Error::internal("writes behind without frames"));
         };
         let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut fills: Vec<(u64, &[u8])> = Vec::new();
         for &id in ids {
             let Some(Place::Owned(b)) = self.dirty.get(&id).map(|d| &d.place) else {
                 return Err(Error::internal(format!(
@@ -160,12 +161,13 @@ impl WritePages {
                 )));
             };
             if id < frames.pages() {
-                frames.fill(id, b);
+                fills.push((id, b));
                 runs.push((id, 1));
             } else {
                 storage.write_at(b, id * ps as u64)?;
             }
         }
+        frames.fill_all(&fills);
         write_frames_behind(&*storage, frames, &runs, ps)?;
         self.behind |= !runs.is_empty();
         Ok(())
@@ -316,6 +318,7 @@ impl WritePages {
             return Err(e);
         }
         if let Some(frames) = self.wmap.frames().filter(|_| behind) {
+            let mut fills: Vec<(u64, &[u8])> = Vec::new();
             ids.retain(|&id| {
                 let Some(Place::Owned(buf)) = self.dirty.get(&id).map(|d| &d.place) else {
                     return true;
@@ -323,10 +326,11 @@ impl WritePages {
                 if id + (buf.len() / ps) as u64 > frames.pages() {
                     return true;
                 }
-                frames.fill(id, buf);
+                fills.push((id, buf));
                 written += buf.len() as u64;
                 false
             });
+            frames.fill_all(&fills);
         }
         let pages = ids
             .iter()
