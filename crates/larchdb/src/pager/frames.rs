@@ -566,7 +566,10 @@ impl Frames {
             n.min(self.pages.saturating_sub(id))
         };
         // Claimed first where not ready: a keeper's load of them under way would land its copy
-        // after this one.
+        // after this one. The writer waits for a load under way while it holds the claims
+        // before it, which cannot deadlock: no other thread waits while it holds a claim (a
+        // reader's load claims one page and reads it; the keeper's warm and moves pass over a
+        // page another thread holds).
         for &(id, bytes) in pages {
             let n = cut(id, bytes);
             if n > 0 {
