@@ -110,12 +110,13 @@ impl<T> Registry<T> {
         u32::try_from(index).ok()
     }
 
-    fn live(&self, handle: Handle) -> Option<&Slot<T>> {
+    /// The slot number and slot of a live handle of this registry's kind.
+    fn live(&self, handle: Handle) -> Option<(u32, &Slot<T>)> {
         let index = self.index(handle)?;
         let slot = self.slot(index)?;
         let generation = handle as u32;
         (generation & 1 == 1 && slot.generation.load(Ordering::Acquire) == generation)
-            .then_some(slot)
+            .then_some((index, slot))
     }
 
     /// The object of a live handle.
@@ -126,7 +127,7 @@ impl<T> Registry<T> {
     /// references are shared ones; the object is not removed while the reference lives.
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn get(&self, handle: Handle) -> Option<&mut T> {
-        let slot = self.live(handle)?;
+        let (_, slot) = self.live(handle)?;
         let object = slot.object.load(Ordering::Acquire);
         // SAFETY: a live slot's object is a leaked Box; exclusivity is the caller's.
         (!object.is_null()).then(|| unsafe { &mut *object })
@@ -135,8 +136,7 @@ impl<T> Registry<T> {
     /// Takes a live handle's object out: the handle (and any copy of it) is stale from now on.
     pub(crate) fn remove(&self, handle: Handle) -> Option<Box<T>> {
         let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
-        let index = self.index(handle)?;
-        let slot = self.live(handle)?;
+        let (index, slot) = self.live(handle)?;
         let object = slot.object.swap(std::ptr::null_mut(), Ordering::AcqRel);
         slot.generation
             .store((handle as u32).wrapping_add(1) & !1, Ordering::Release);
