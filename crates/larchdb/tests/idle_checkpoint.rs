@@ -444,3 +444,57 @@ fn write_on_after_the_cut(
     assert!(db.verify_all().unwrap().is_clean());
     (data, log, db)
 }
+
+/// Idle checkpoints beside readers on more threads than there are cores: the cores are
+/// contended, so each idle merge rests between its leaves (`share::IdleRest`). The tree still
+/// comes to hold every record, the readers read whole snapshots meanwhile, and writes that
+/// come back while an idle checkpoint runs commit as before.
+#[test]
+fn idle_checkpoints_beside_readers_on_every_core_merge_everything() {
+    let (_, _, db) = fresh(5);
+    let mut model = Model::new();
+    let readers = std::thread::available_parallelism().map_or(2, |n| n.get()) + 1;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..readers {
+            s.spawn(|| {
+                let mut read = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let r = db.begin_read().unwrap();
+                    let t = r.table("t").unwrap();
+                    let n = t.len().unwrap();
+                    assert!(n == 0 || t.get(&key(0)).unwrap().is_some());
+                    read += 1;
+                }
+                assert!(read > 0);
+            });
+        }
+        // Keys spread over the table, so that each merge writes many leaves (it rests
+        // between them).
+        let scattered = |db: &Database, model: &mut Model, from: u32, count: u32| {
+            for i in from..from + count {
+                let k = key(i.wrapping_mul(7919) % 9000);
+                let v = common::noise(u64::from(i), 1000);
+                let mut w = db.begin_write().unwrap();
+                w.table("t").unwrap().put(&k, &v).unwrap();
+                w.commit().unwrap();
+                model.insert(k, v);
+            }
+        };
+        for round in 0..3 {
+            // A burst, a pause long enough for idle checkpoints to start, then more writes
+            // beside them.
+            scattered(&db, &mut model, round * 3000, 1500);
+            std::thread::sleep(Duration::from_millis(30));
+            scattered(&db, &mut model, round * 3000 + 1500, 1500);
+            let last = db.stats().unwrap().txn;
+            assert!(
+                tree_reaches(&db, last),
+                "round {round}: no idle checkpoint merged it all"
+            );
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(holds(&db, &model));
+    assert!(db.verify_all().unwrap().is_clean());
+}

@@ -33,7 +33,7 @@
 //! newest counts less those keys (the same commit: a reader of the snapshot before subtracts
 //! the same keys through the frozen overlay's notes).
 
-use super::admission::share::{device_read_bytes, major_faults, Who};
+use super::admission::share::{device_read_bytes, major_faults, IdleRest, Who};
 use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
@@ -139,6 +139,9 @@ struct Job {
     /// The handle's read transactions open as it started: it shares the CPU and the device
     /// with them (`launch`, `share::DeviceShare`).
     beside: usize,
+    /// Started by the idle checkpointer: beside readers that take every core its merge rests
+    /// (`share::IdleRest`).
+    idle: bool,
 }
 
 impl Running {
@@ -275,6 +278,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
         settle: sliced && (durable || by_log || settle_now(shared, disk, &base.snap.meta)),
         // Set by `launch`, as it starts.
         beside: 0,
+        idle: durable,
     };
     let frozen_overlay = active.slices()[i].overlay.clone();
     let (frozen, replaced) = {
@@ -403,7 +407,13 @@ pub(crate) fn finish(shared: &Shared, guard: &mut WriterState, wait: bool) -> Re
         return Ok(());
     };
     let outcome = match (running.thread.take(), running.done.take()) {
-        (Some(t), _) => t.join().ok().flatten(),
+        (Some(t), _) => {
+            // An idle checkpoint's merge stops resting (`share::IdleRest`).
+            shared.checkpoint_awaited.store(true, Ordering::Relaxed);
+            let joined = t.join().ok().flatten();
+            shared.checkpoint_awaited.store(false, Ordering::Relaxed);
+            joined
+        }
         (None, done) => done,
     };
     let Some(Outcome {
@@ -612,7 +622,15 @@ fn write(
             log.as_ref()
                 .is_some_and(|log| commit::log_short(log.pressure(), thread))
         };
-        pages.between_leaves(Box::new(move || share.leaf(&short)));
+        let mut rest = job
+            .idle
+            .then(|| IdleRest::new(shared.checkpoint_awaited.clone()));
+        pages.between_leaves(Box::new(move || {
+            share.leaf(&short);
+            if let Some(r) = rest.as_mut() {
+                r.leaf();
+            }
+        }));
     }
     let mut scratch = Scratch::default();
     let (read, faults) = (device_read_bytes(Who::Thread), major_faults(Who::Thread));

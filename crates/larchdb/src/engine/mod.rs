@@ -174,6 +174,9 @@ pub(crate) struct Shared {
     /// Threads waiting for the write lock (`Database::begin_write`): a group commit's leader
     /// lets them append before it syncs (`GroupLog::sync_to_gathering`).
     pub(crate) writers_waiting: std::sync::atomic::AtomicUsize,
+    /// The writer waits for the running checkpoint (`checkpoint::finish`): an idle
+    /// checkpoint's merge rests no more (`share::IdleRest`).
+    pub(crate) checkpoint_awaited: Arc<std::sync::atomic::AtomicBool>,
     /// The writer asleep for admission under the write lock, woken by a thread that comes to
     /// wait for the lock (`lock_writer`).
     pub(crate) share_sleeper: admission::ShareSleeper,

@@ -218,6 +218,7 @@ impl Shared {
             log_detached: std::sync::atomic::AtomicBool::new(false),
             log: log.map(|l| Arc::new(GroupLog::new(l))),
             writers_waiting: Default::default(),
+            checkpoint_awaited: Default::default(),
             share_sleeper: Default::default(),
             writing_thread: Default::default(),
             memory_budget,

@@ -16,6 +16,7 @@
 use super::frames::{Frames, Moved, READY};
 use super::page::checksum_ok;
 use super::MAP_BYTES_MIN;
+use crate::engine::admission::share::contended;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use std::collections::HashMap;
@@ -39,6 +40,16 @@ const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// zeroed and copied into) made a 200K-record load of 1 KB records a third slower
 /// (docs/design/performance.md, "Frames moved into huge pages").
 const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// While more threads can run than the process has cores (`share::contended`, the keeper
+/// among them), the keeper rests this many times a move's time after each move: at most a
+/// quarter of a core goes to moves while the cores are taken. A move is mostly the kernel
+/// zeroing the new huge page (on this VM eight times the copy's time), taken from whoever
+/// else would run, and the huge pages pay it back to readers only over seconds: two readers
+/// right after a 200K-record load of 1 KB values read 1.34-1.41M a second over the first
+/// second with the rest against 1.04-1.15M without (docs/design/performance.md, "Idle work
+/// gives way to busy readers"). Not a lower priority: see `keep_frames`.
+const KEEP_REST_PER_MOVE: u32 = 3;
 
 /// The most chunks of frames the keeper moves into huge pages of their own, as a share of
 /// the mappings a process may have (`vm.max_map_count`, 65,530 by default): each moved chunk
@@ -347,10 +358,13 @@ impl Access {
     /// where the moves stop (no huge pages, or no mapping left for one), it reads the rest of
     /// the file into the frames instead. The page cache's copy of each chunk it read in or
     /// moved is let go (`Frames::warm`, `move_to_huge_page`: `Storage::drop_cached`), so that
-    /// the file is held once. Each chunk is moved once, so it runs at the
-    /// application's priority: at the lowest (nice 19) beside four readers and a writer it
-    /// moved a quarter of a 130 MB file in 4 s. It holds the frames only for a
-    /// step: it ends once they are dropped. Only a help to readers: a thread that cannot
+    /// the file is held once. Each chunk is moved once, so it runs at the application's
+    /// priority: at the lowest (nice 19) beside four readers and a writer it moved a quarter
+    /// of a 130 MB file in 4 s, and a writer spins for the `moving` lock it holds while it
+    /// puts a chunk in place, which at nice 19 beside busy threads it could hold for a
+    /// scheduler's round. While the cores are contended it rests after each move instead
+    /// (`KEEP_REST_PER_MOVE`). It holds the frames only for a step: it ends once they are
+    /// dropped. Only a help to readers: a thread that cannot
     /// start, a read that fails or a kernel without transparent huge pages changes nothing but
     /// speed.
     pub(crate) fn keep_frames(self: &Arc<Access>) {
@@ -378,6 +392,8 @@ impl Access {
                 };
                 let held = seen;
                 let (mut moving, mut stage) = (true, None);
+                // The end of the rest the last move earns while the cores are contended.
+                let mut rest_until = Instant::now();
                 loop {
                     let Some(access) = access.upgrade() else {
                         return;
@@ -394,7 +410,7 @@ impl Access {
                         continue;
                     }
                     moved.resize(chunks.max(moved.len() as u64) as usize, false);
-                    let mut worked = false;
+                    let (mut worked, mut pause) = (false, None);
                     // The file read in first, for the readers; then the moves. Only what the
                     // file held when the frames were made: the pages written since went to
                     // their frames as they were written, or are read in a huge page at a time
@@ -424,8 +440,17 @@ impl Access {
                             counts[c as usize] = count;
                             continue;
                         }
+                        // While every core is taken, the keeper rests after each move
+                        // (`KEEP_REST_PER_MOVE`).
+                        let now = Instant::now();
+                        if now < rest_until && contended() {
+                            pause = Some(rest_until - now);
+                            break;
+                        }
                         match frames.move_to_huge_page(c, &mut stage) {
                             Ok(Moved::Yes) => {
+                                let took = now.elapsed();
+                                rest_until = Instant::now() + took * KEEP_REST_PER_MOVE;
                                 moved[c as usize] = true;
                                 moving = frames.moved_chunks() < moved_max;
                                 worked = true;
@@ -445,7 +470,9 @@ impl Access {
                         }
                     }
                     drop(access);
-                    if !worked {
+                    if let Some(p) = pause {
+                        std::thread::sleep(p);
+                    } else if !worked {
                         std::thread::sleep(KEEP_POLL);
                     }
                 }

@@ -40,7 +40,9 @@
 //! then runs in the writer's sleeps, off the readers' cores. The two together, both fixed, are the policy beside readers: the writer and its
 //! checkpoints take one thread's share of the CPU between them, as a writer that merged its
 //! own commits would. Neither alone keeps the readers' share (readwhilewriting at 1M on two
-//! cores: docs/design/performance.md, "Write admission beside readers").
+//! cores: docs/design/performance.md, "Write admission beside readers"). A checkpoint the idle
+//! checkpointer started, which no writer waits for, rests beside readers that take every core
+//! (`share::IdleRest`).
 
 pub(crate) mod budget;
 mod pace;

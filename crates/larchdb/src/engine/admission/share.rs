@@ -1,5 +1,6 @@
 //! How a checkpoint shares the CPU with readers: its priority (`checkpoint_nice`), and, beside
-//! readers on contended cores, the CPU time the writer owes for it (`Share`).
+//! readers on contended cores, the CPU time the writer owes for it (`Share`), or for one the
+//! idle checkpointer started, its rests (`IdleRest`).
 //!
 //! Whether the cores are contended: more threads can run right now than this process may use
 //! cores. Linux: the count of threads that can run is the first number of `/proc/loadavg`'s
@@ -249,6 +250,60 @@ impl Share {
     /// The sleep owed before this transaction, if it is at least `min`, taken off the debt.
     pub(super) fn sleep(&mut self, min: Duration) -> Option<Duration> {
         self.debt.take(min)
+    }
+}
+
+/// Leaves an idle checkpoint's merge writes between two looks at the cores (`IdleRest`).
+const IDLE_REST_EVERY: u32 = 32;
+/// How long an idle checkpoint's merge rests while the cores are contended, in units of the
+/// time it worked (`IdleRest`): it takes at most a quarter of a core. Two readers right after
+/// a 200K-record load of 1 KB values (the keeper resting too), over the first second: 1.44-1.47M
+/// reads a second at 3, 1.34-1.41M without the rest, 1.55-1.59M at 10; the writer that came
+/// next beside them 78-83K, 71-86K and 64-69K updates a second: the more the merges rest,
+/// the more of them the next writer finds undone (docs/design/performance.md, "Idle work
+/// gives way to busy readers").
+const IDLE_REST_WEIGHT: u32 = 3;
+/// The most an idle checkpoint's merge rests at once (`IdleRest`): also the most a writer
+/// that comes to wait for it waits for the rest.
+const IDLE_REST_MAX: Duration = Duration::from_millis(20);
+
+/// The rest of a checkpoint the idle checkpointer started (`engine::idle`), beside the
+/// handle's readers: no writer waits for it, and where the readers take every core, each
+/// merge the cores share with them slows them for its whole time, where what it gives them
+/// back (reads that probe no overlay, a few percent of each) pays for it only over seconds.
+/// So every `IDLE_REST_EVERY` leaves the merge writes, if more threads can run than the
+/// process has cores (`contended`), it sleeps `IDLE_REST_WEIGHT` times the time it worked,
+/// unless a writer waits for it (`Shared::checkpoint_awaited`, set by `checkpoint::finish`).
+/// Not a lower priority: a writer that comes to wait for a checkpoint at nice 19 beside busy
+/// readers waits for a scheduler's round, and cannot raise it.
+pub(crate) struct IdleRest {
+    awaited: Arc<std::sync::atomic::AtomicBool>,
+    countdown: u32,
+    since: Instant,
+}
+
+impl IdleRest {
+    pub(crate) fn new(awaited: Arc<std::sync::atomic::AtomicBool>) -> IdleRest {
+        IdleRest {
+            awaited,
+            countdown: IDLE_REST_EVERY,
+            since: Instant::now(),
+        }
+    }
+
+    /// The merge wrote a leaf: rests, one in `IDLE_REST_EVERY`, while the cores are
+    /// contended and no writer waits.
+    pub(crate) fn leaf(&mut self) {
+        self.countdown -= 1;
+        if self.countdown > 0 {
+            return;
+        }
+        self.countdown = IDLE_REST_EVERY;
+        if !self.awaited.load(Ordering::Relaxed) && contended() {
+            let worked = self.since.elapsed();
+            std::thread::sleep((worked * IDLE_REST_WEIGHT).min(IDLE_REST_MAX));
+        }
+        self.since = Instant::now();
     }
 }
 
@@ -585,7 +640,7 @@ fn clock_ticks() -> Option<f64> {
 
 /// Whether more threads can run now than the process has cores (see the module's text).
 /// About a microsecond: one `pread` of `/proc/loadavg`.
-pub(super) fn contended() -> bool {
+pub(crate) fn contended() -> bool {
     runnable().is_some_and(|r| r > probe().cores)
 }
 
