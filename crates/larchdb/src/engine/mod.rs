@@ -116,6 +116,9 @@ pub(crate) struct WriterState {
     /// A checkpoint whose writing failed before any of it could be read back, to be written
     /// again by the next `checkpoint::start` (`checkpoint::Retry`).
     pub(crate) retry: Option<checkpoint::Retry>,
+    /// The published tree's cuts into slices, found by the checkpoint that wrote it
+    /// (`checkpoint::TreeCuts`).
+    pub(crate) tree_cuts: Option<checkpoint::TreeCuts>,
     /// The newest commit made through the log whose committer lets the write lock go and
     /// waits for the log's sync before publishing it (`Durability::Immediate`: group commit),
     /// with the log position its record ends at. The next write transaction starts from it

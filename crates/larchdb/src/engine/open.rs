@@ -445,6 +445,7 @@ fn writer_state(
         checkpoint_position: log.map_or(0, |l| l.end()),
         checkpoint: None,
         retry: None,
+        tree_cuts: None,
         pending: None,
         pacer: Default::default(),
         savepoints: Default::default(),
