@@ -66,8 +66,8 @@ const SLEEP_MIN: Duration = Duration::from_micros(200);
 /// The shortest pacing sleep while another writer waits for the lock: the sleeper holds the
 /// lock, so every waiting writer's operation takes the sleep too, and the fewer sleeps the
 /// fewer operations wait. YCSB's A and F with four clients (200K records of 1 KB, the pacing
-/// binding, three rounds, docs/design/performance.md, "The pacing's shortest sleep beside
-/// waiting writers"): at 200 us the updates' P99 was 354-671 us and the read-modify-writes'
+/// binding, three rounds, docs/design/performance.md, "Under the write lock with four
+/// clients"): at 200 us the updates' P99 was 354-671 us and the read-modify-writes'
 /// 109-713 us, at 1 ms 73-112 us and 58-188 us, at 4 ms 55-96 us and 57-93 us, at the
 /// same rates (A 304-376K, 346-360K and 325-383K operations a second); two threads' random
 /// one-put fills of 1 KB values had a P99 of 106-122 us, 57-61 us and 49-83 us, and a P99.9
