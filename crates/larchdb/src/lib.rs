@@ -60,6 +60,7 @@ compile_error!(
 mod btree;
 mod bytes;
 mod copy;
+mod cpu;
 mod db;
 mod engine;
 mod error;

@@ -16,7 +16,7 @@
 use super::frames::{Frames, Moved, READY};
 use super::page::checksum_ok;
 use super::MAP_BYTES_MIN;
-use crate::engine::admission::share::contended;
+use crate::cpu::contended;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 use std::collections::HashMap;
@@ -41,7 +41,7 @@ const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// (docs/design/performance.md, "Frames moved into huge pages").
 const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// While more threads can run than the process has cores (`share::contended`, the keeper
+/// While more threads can run than the process has cores (`cpu::contended`, the keeper
 /// among them), the keeper rests this many times a move's time after each move: at most a
 /// quarter of a core goes to moves while the cores are taken. A move is mostly the kernel
 /// zeroing the new huge page (on this VM eight times the copy's time), taken from whoever

@@ -2,15 +2,17 @@
 //! readers on contended cores, the CPU time the writer owes for it (`Share`), or for one the
 //! idle checkpointer started, its rests (`IdleRest`).
 //!
-//! Whether the cores are contended: more threads can run right now than this process may use
-//! cores. Linux: the count of threads that can run is the first number of `/proc/loadavg`'s
-//! fourth field ("3/412": 3 running or ready to run, system-wide, the reading thread among
-//! them), read at once, not averaged; the cores are `std::thread::available_parallelism` (the
-//! process's CPU affinity and cgroup quota). A container whose `/proc/loadavg` is the host's
-//! counts the host's threads against its own cores, and reads as contended whenever the host
-//! is busy: the writer then pays for its checkpoints whenever they run beside readers, which is
-//! the share it would have with no spare core. Elsewhere, or where the file cannot be read, the
-//! cores read as not contended: nothing changes from a handle without the share.
+//! Whether the cores are contended (`contended`): more threads can run right now than this
+//! process may use cores (`crate::cpu`). A container whose `/proc/loadavg` is the host's reads
+//! as contended whenever the host is busy: the writer then pays for its checkpoints whenever
+//! they run beside readers, which is the share it would have with no spare core. Where the
+//! count cannot be read, the cores read as not contended: nothing changes from a handle
+//! without the share.
+
+pub(crate) use crate::cpu::contended;
+use crate::cpu::cores;
+#[cfg(target_os = "linux")]
+use crate::cpu::read_head;
 
 use super::SLEEP_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,7 +69,7 @@ pub(crate) fn checkpoint_nice(options: &crate::Options, yields: bool, beside: us
 /// starts (the kernel's writeback workers, the handle's sync thread), with nothing else
 /// running. Where the machine's CPU time cannot be read, a core is not assumed.
 fn writer_has_a_core(beside: usize) -> bool {
-    beside < probe().cores && others_cores().is_some_and(|c| c < OTHERS_CORES_MAX)
+    beside < cores() && others_cores().is_some_and(|c| c < OTHERS_CORES_MAX)
 }
 
 /// The share of a core other processes may use, on average since the last look, for a
@@ -471,7 +473,7 @@ impl WriterDevice {
             background: background.load(Ordering::Relaxed),
         };
         if let Some(last) = self.last.replace(now) {
-            self.read(last, now, probe().cores);
+            self.read(last, now, cores());
         }
         self.slept = Duration::ZERO;
     }
@@ -604,30 +606,25 @@ fn rusage(who: Who) -> Option<libc::rusage> {
     Some(unsafe { usage.assume_init() })
 }
 
-/// The file and the cores, found once per process, at the first reading: the file stays open
-/// for the process's life (one descriptor, close-on-exec), a `pread` a reading instead of an
-/// open, a read and a close. A descriptor the application closes under it (or reuses for
-/// another file) fails to read or to parse: the cores then read as not contended.
+/// The file and the clock's rate, found once per process, at the first reading: the file
+/// stays open for the process's life (one descriptor, close-on-exec), a `pread` a reading
+/// instead of an open, a read and a close. A descriptor the application closes under it (or
+/// reuses for another file) fails to read or to parse: the other processes' share then
+/// cannot be read.
 struct Probe {
-    #[cfg(target_os = "linux")]
-    loadavg: Option<std::fs::File>,
     /// `/proc/stat`, for the machine's CPU time (`others_cores`).
     #[cfg(target_os = "linux")]
     stat: Option<std::fs::File>,
     /// The clock ticks a second `/proc/stat` counts in (`sysconf(_SC_CLK_TCK)`).
     ticks_per_second: Option<f64>,
-    cores: usize,
 }
 
 fn probe() -> &'static Probe {
     static PROBE: OnceLock<Probe> = OnceLock::new();
     PROBE.get_or_init(|| Probe {
         #[cfg(target_os = "linux")]
-        loadavg: std::fs::File::open("/proc/loadavg").ok(),
-        #[cfg(target_os = "linux")]
         stat: std::fs::File::open("/proc/stat").ok(),
         ticks_per_second: clock_ticks(),
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
     })
 }
 
@@ -636,38 +633,6 @@ fn clock_ticks() -> Option<f64> {
     // SAFETY: `sysconf` reads a configuration value; it takes no pointer.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     (hz > 0).then_some(hz as f64)
-}
-
-/// Whether more threads can run now than the process has cores (see the module's text).
-/// About a microsecond: one `pread` of `/proc/loadavg`.
-pub(crate) fn contended() -> bool {
-    runnable().is_some_and(|r| r > probe().cores)
-}
-
-/// Threads that can run now, system-wide, the caller among them.
-#[cfg(target_os = "linux")]
-fn runnable() -> Option<usize> {
-    parse_runnable(read_head(probe().loadavg.as_ref(), &mut [0u8; 128])?)
-}
-
-/// The start of a `/proc` file the probe keeps open, into `buf`: one `pread` from offset 0.
-#[cfg(target_os = "linux")]
-fn read_head<'a>(file: Option<&std::fs::File>, buf: &'a mut [u8]) -> Option<&'a [u8]> {
-    use std::os::unix::fs::FileExt;
-    let n = file?.read_at(buf, 0).ok()?;
-    buf.get(..n)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn runnable() -> Option<usize> {
-    None
-}
-
-/// The runnable count of `/proc/loadavg`'s text: "0.50 0.40 0.30 3/412 4567".
-fn parse_runnable(text: &[u8]) -> Option<usize> {
-    let text = std::str::from_utf8(text).ok()?;
-    let (running, _) = text.split_ascii_whitespace().nth(3)?.split_once('/')?;
-    running.parse().ok()
 }
 
 #[cfg(test)]
@@ -832,24 +797,5 @@ mod tests {
             return;
         };
         assert!(seen > 0.3, "{seen}");
-    }
-
-    #[test]
-    fn the_runnable_count_is_read_from_loadavgs_fourth_field() {
-        assert_eq!(parse_runnable(b"0.75 1.64 1.65 3/79 8047\n"), Some(3));
-        assert_eq!(parse_runnable(b"12.00 9.10 8.00 17/2048 1"), Some(17));
-        assert_eq!(parse_runnable(b"0.75 1.64 1.65"), None);
-        assert_eq!(parse_runnable(b"0.75 1.64 1.65 x/79 8047"), None);
-        assert_eq!(parse_runnable(b"0.75 1.64 1.65 79 8047"), None);
-        assert_eq!(parse_runnable(b""), None);
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn the_calling_thread_is_counted() {
-        // The reading thread runs as it reads: at least one, wherever /proc is mounted.
-        if std::path::Path::new("/proc/loadavg").exists() {
-            assert!(runnable().is_some_and(|r| r >= 1));
-        }
     }
 }
