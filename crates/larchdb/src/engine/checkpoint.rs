@@ -144,6 +144,9 @@ struct Job {
     /// Started by the idle checkpointer: beside readers that take every core its merge rests
     /// (`share::IdleRest`).
     idle: bool,
+    /// Whether a later start may still cut a slice (fewer than `2k` of them: slices are never
+    /// joined), so that the checkpoint finds the cuts of the tree it writes (`TreeCuts`).
+    cuts_wanted: bool,
 }
 
 impl Running {
@@ -288,6 +291,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
         // Set by `launch`, as it starts.
         beside: 0,
         idle: durable,
+        cuts_wanted: k > 1 && active.slices().len() < 2 * k,
     };
     let frozen_overlay = active.slices()[i].overlay.clone();
     let (frozen, replaced) = {
@@ -705,7 +709,10 @@ fn write(
         log_to,
     };
     let mut written = write_commit(shared, disk, poisoned, pages, catalog, Durability::None, at)?;
-    let cuts = TreeCuts::found(shared, &written);
+    let cuts = job
+        .cuts_wanted
+        .then(|| TreeCuts::found(shared, &written))
+        .flatten();
     if job.settle {
         // A slice's checkpoint is made durable, so that the pages it freed are reused by the
         // next instead of pinned by the last durable tree: the log's sync to `log_to`, the

@@ -234,7 +234,7 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
     let started = guard.checkpoint.as_ref().map(|r| r.started());
     if let Some(r) = guard.checkpoint.as_ref().filter(|r| r.share) {
         if guard.pacer.share.due() {
-            guard.pacer.share.read(r.cpu(), share::contended());
+            guard.pacer.share.read(r.cpu(), crate::cpu::contended());
         }
     }
     let readers = || shared.read_state().beside(reader_thread()) > 0;

@@ -2,17 +2,16 @@
 //! readers on contended cores, the CPU time the writer owes for it (`Share`), or for one the
 //! idle checkpointer started, its rests (`IdleRest`).
 //!
-//! Whether the cores are contended (`contended`): more threads can run right now than this
+//! Whether the cores are contended (`cpu::contended`): more threads can run right now than this
 //! process may use cores (`crate::cpu`). A container whose `/proc/loadavg` is the host's reads
 //! as contended whenever the host is busy: the writer then pays for its checkpoints whenever
 //! they run beside readers, which is the share it would have with no spare core. Where the
 //! count cannot be read, the cores read as not contended: nothing changes from a handle
 //! without the share.
 
-pub(crate) use crate::cpu::contended;
-use crate::cpu::cores;
 #[cfg(target_os = "linux")]
 use crate::cpu::read_head;
+use crate::cpu::{contended, cores};
 
 use super::SLEEP_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
