@@ -240,6 +240,13 @@ impl Access {
         !matches!(self, Access::Buffered { .. })
     }
 
+    /// Whether a read of a page the memory does not hold waits in a page fault of the
+    /// reader's (a mapping: the process's major faults count it), not in a read the engine
+    /// makes (frames, buffered).
+    pub(crate) fn reads_fault(&self) -> bool {
+        matches!(self, Access::Mapped(_) | Access::Shared(_))
+    }
+
     /// The frames, if this access is frames.
     pub(crate) fn frames(&self) -> Option<&Frames> {
         match self {

@@ -237,7 +237,11 @@ fn hold_back(shared: &Arc<Shared>, guard: &mut WriterState, p: Option<Pressure>)
             guard.pacer.share.read(r.cpu(), crate::cpu::contended());
         }
     }
-    let readers = || shared.read_state().beside(reader_thread()) > 0;
+    let readers = || {
+        let rs = shared.read_state();
+        let beside = rs.beside(reader_thread()) > 0;
+        (beside, beside && rs.current.snap.access().reads_fault())
+    };
     guard
         .pacer
         .device

@@ -444,22 +444,34 @@ struct Faults {
 }
 
 impl WriterDevice {
-    /// Before a write transaction: one in `WRITER_READ_EVERY` asks whether `readers` are
-    /// open (read transactions of the handle), and if so reads the fault counts (the
-    /// checkpoints' from `background`) and owes for the work since the last reading if other
-    /// threads waited on the device meanwhile.
-    pub(super) fn before_write(&mut self, readers: impl FnOnce() -> bool, background: &AtomicU64) {
+    /// Before a write transaction: one in `WRITER_READ_EVERY` asks `readers` whether read
+    /// transactions of the handle are open beside the writer, and whether their reads wait on
+    /// the device in page faults (the file read through a mapping: `Access::reads_fault`); if
+    /// both, reads the fault counts (the checkpoints' from `background`) and owes for the work
+    /// since the last reading if other threads waited on the device meanwhile.
+    ///
+    /// The counts only where they can see the readers' waits: without readers nothing is
+    /// owed, and the two `getrusage` calls were about 2.5% of a one-put load's writer; and
+    /// readers of frames read what memory lacks with the engine's own reads, which no fault
+    /// counts. There the calls cost more than their time: `getrusage` of the whole process
+    /// reads the CPU time of each of its threads, running ones included, and with YCSB A's
+    /// four clients on two cores (each a reader and a writer, the file in frames) the
+    /// update's P99 was 57-493 us with the counts read and 36-121 us without, five alternated
+    /// rounds (docs/design/performance.md, "The writer's look at the device, in frames").
+    pub(super) fn before_write(
+        &mut self,
+        readers: impl FnOnce() -> (bool, bool),
+        background: &AtomicU64,
+    ) {
         if self.countdown > 0 {
             self.countdown -= 1;
             return;
         }
         self.countdown = WRITER_READ_EVERY - 1;
-        // The counts only beside readers: without them nothing is owed, and the two
-        // `getrusage` calls were about 2.5% of a one-put load's writer.
         let counts = || (major_faults(Who::Thread), usage(Who::Process));
-        self.readers = readers();
-        let (Some(own), Some((all, cpu))) = (if self.readers { counts() } else { (None, None) })
-        else {
+        let faulting;
+        (self.readers, faulting) = readers();
+        let (Some(own), Some((all, cpu))) = (if faulting { counts() } else { (None, None) }) else {
             self.last = None;
             self.debt = Debt::default();
             return;
@@ -734,7 +746,7 @@ mod tests {
             w.before_write(
                 || {
                     asked.set(asked.get() + 1);
-                    false
+                    (false, false)
                 },
                 &background,
             );
@@ -742,17 +754,39 @@ mod tests {
         assert_eq!(asked.get(), 3);
         assert!(w.last.is_none(), "no reading without readers");
         assert!(!w.readers_beside());
-        w.before_write(|| true, &background);
+        w.before_write(|| (true, true), &background);
         let readable = major_faults(Who::Process).is_some();
         assert_eq!(w.last.is_some(), readable);
         assert!(w.readers_beside(), "the readers seen at the last reading");
         // Kept until the next reading, then cleared with the readers gone.
         for _ in 0..WRITER_READ_EVERY - 1 {
-            w.before_write(|| false, &background);
+            w.before_write(|| (false, false), &background);
             assert!(w.readers_beside());
         }
-        w.before_write(|| false, &background);
+        w.before_write(|| (false, false), &background);
         assert!(!w.readers_beside());
+        assert!(w.last.is_none());
+        // Readers whose reads fault on nothing (frames): seen, and no counts read.
+        let mut w = WriterDevice::default();
+        w.before_write(|| (true, true), &background);
+        assert_eq!(w.last.is_some(), readable);
+        w.debt.0 = Duration::from_millis(5);
+        for _ in 0..WRITER_READ_EVERY {
+            w.before_write(|| (true, false), &background);
+        }
+        assert!(
+            w.readers_beside(),
+            "readers of frames are company all the same"
+        );
+        assert!(
+            w.last.is_none(),
+            "no counts where the readers' reads fault on nothing"
+        );
+        assert_eq!(
+            w.debt.0,
+            Duration::ZERO,
+            "nor a debt left from the counts before"
+        );
     }
 
     #[test]
