@@ -1,6 +1,8 @@
 //! The cores this process may use, and whether more threads can run right now than that
 //! (`contended`): read by write admission beside readers (`engine::admission::share`), by the
-//! idle checkpoints' rests and by the frames' keeper (`pager::access`). A leaf below both.
+//! idle checkpoints' rests and by the frames' keeper (`pager::access`). And the machine's busy
+//! time (`machine_busy_ticks`), for the share of the cores other processes take
+//! (`share::others_cores`). A leaf below both.
 //!
 //! Linux: the count of threads that can run is the first number of `/proc/loadavg`'s fourth
 //! field ("3/412": 3 running or ready to run, system-wide, the reading thread among them), read
@@ -11,14 +13,20 @@
 
 use std::sync::OnceLock;
 
-/// The file and the cores, found once per process, at the first reading: the file stays open
-/// for the process's life (one descriptor, close-on-exec), a `pread` a reading instead of an
-/// open, a read and a close. A descriptor the application closes under it (or reuses for
-/// another file) fails to read or to parse: the cores then read as not contended.
+/// The files, the cores and the clock's rate, found once per process, at the first reading:
+/// the files stay open for the process's life (one descriptor each, close-on-exec), a `pread`
+/// a reading instead of an open, a read and a close. A descriptor the application closes under
+/// it (or reuses for another file) fails to read or to parse: the cores then read as not
+/// contended, and the machine's busy time cannot be read.
 struct Probe {
     #[cfg(target_os = "linux")]
     loadavg: Option<std::fs::File>,
+    /// `/proc/stat`, for the machine's busy time (`machine_busy_ticks`).
+    #[cfg(target_os = "linux")]
+    stat: Option<std::fs::File>,
     cores: usize,
+    /// The clock ticks a second `/proc/stat` counts in (`sysconf(_SC_CLK_TCK)`).
+    ticks_per_second: Option<f64>,
 }
 
 fn probe() -> &'static Probe {
@@ -26,7 +34,10 @@ fn probe() -> &'static Probe {
     PROBE.get_or_init(|| Probe {
         #[cfg(target_os = "linux")]
         loadavg: std::fs::File::open("/proc/loadavg").ok(),
+        #[cfg(target_os = "linux")]
+        stat: std::fs::File::open("/proc/stat").ok(),
         cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        ticks_per_second: clock_ticks(),
     })
 }
 
@@ -54,7 +65,7 @@ fn runnable() -> Option<usize> {
 
 /// The start of a `/proc` file kept open, into `buf`: one `pread` from offset 0.
 #[cfg(target_os = "linux")]
-pub(crate) fn read_head<'a>(file: Option<&std::fs::File>, buf: &'a mut [u8]) -> Option<&'a [u8]> {
+fn read_head<'a>(file: Option<&std::fs::File>, buf: &'a mut [u8]) -> Option<&'a [u8]> {
     use std::os::unix::fs::FileExt;
     let n = file?.read_at(buf, 0).ok()?;
     buf.get(..n)
@@ -65,6 +76,48 @@ fn parse_runnable(text: &[u8]) -> Option<usize> {
     let text = std::str::from_utf8(text).ok()?;
     let (running, _) = text.split_ascii_whitespace().nth(3)?.split_once('/')?;
     running.parse().ok()
+}
+
+/// The machine's busy time so far, in clock ticks (`share::others_cores`).
+#[cfg(target_os = "linux")]
+pub(crate) fn machine_busy_ticks() -> Option<u64> {
+    parse_busy_ticks(read_head(probe().stat.as_ref(), &mut [0u8; 256])?)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn machine_busy_ticks() -> Option<u64> {
+    None
+}
+
+/// The busy ticks of `/proc/stat`'s first line, "cpu  user nice system idle iowait irq
+/// softirq steal ...": user + nice + system + irq + softirq.
+fn parse_busy_ticks(text: &[u8]) -> Option<u64> {
+    let line = text.split(|&b| b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?;
+    let mut fields = line.split_ascii_whitespace();
+    if fields.next()? != "cpu" {
+        return None;
+    }
+    let ticks: Vec<u64> = fields
+        .take(7)
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    let [user, nice, system, _idle, _iowait, irq, softirq] = ticks[..] else {
+        return None;
+    };
+    Some(user + nice + system + irq + softirq)
+}
+
+/// The clock ticks a second the machine's busy time counts in; `None` where unknown.
+pub(crate) fn ticks_per_second() -> Option<f64> {
+    probe().ticks_per_second
+}
+
+/// `sysconf(_SC_CLK_TCK)`; `None` where it fails.
+fn clock_ticks() -> Option<f64> {
+    // SAFETY: `sysconf` reads a configuration value; it takes no pointer.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then_some(hz as f64)
 }
 
 #[cfg(test)]
@@ -88,5 +141,26 @@ mod tests {
         if std::path::Path::new("/proc/loadavg").exists() {
             assert!(runnable().is_some_and(|r| r >= 1));
         }
+    }
+
+    #[test]
+    fn the_machines_busy_ticks_are_read_from_procs_first_line() {
+        let text = b"cpu  4504803 27693 1004088 7878491 415223 7 53483 2982 0 0\ncpu0 1 2 3\n";
+        assert_eq!(
+            parse_busy_ticks(text),
+            Some(4504803 + 27693 + 1004088 + 7 + 53483)
+        );
+        assert_eq!(
+            parse_busy_ticks(b"cpu  1 2 3 4 5 6 7"),
+            Some(1 + 2 + 3 + 6 + 7)
+        );
+        assert_eq!(parse_busy_ticks(b"cpu  1 2 3 4 5 6"), None, "a field short");
+        assert_eq!(
+            parse_busy_ticks(b"cpu0 1 2 3 4 5 6 7"),
+            None,
+            "not the total"
+        );
+        assert_eq!(parse_busy_ticks(b"cpu  1 2 x 4 5 6 7"), None);
+        assert_eq!(parse_busy_ticks(b""), None);
     }
 }

@@ -9,13 +9,11 @@
 //! count cannot be read, the cores read as not contended: nothing changes from a handle
 //! without the share.
 
-#[cfg(target_os = "linux")]
-use crate::cpu::read_head;
-use crate::cpu::{contended, cores};
+use crate::cpu::{contended, cores, machine_busy_ticks, ticks_per_second};
 
 use super::SLEEP_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Nice steps below the application's threads a checkpoint runs at when it starts beside the
@@ -114,7 +112,7 @@ impl CpuLook {
 
     /// The cores other processes used between `before` and this look; `None` within a tick.
     fn others_since(&self, before: CpuLook) -> Option<f64> {
-        let hz = probe().ticks_per_second?;
+        let hz = ticks_per_second()?;
         let wall = self.at.saturating_duration_since(before.at).as_secs_f64();
         if wall * hz < 1.0 {
             return None;
@@ -123,36 +121,6 @@ impl CpuLook {
         let own = self.own.saturating_sub(before.own).as_secs_f64();
         Some((machine - own).max(0.0) / wall)
     }
-}
-
-/// The machine's busy time so far, in clock ticks (`others_cores`).
-#[cfg(target_os = "linux")]
-fn machine_busy_ticks() -> Option<u64> {
-    parse_busy_ticks(read_head(probe().stat.as_ref(), &mut [0u8; 256])?)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn machine_busy_ticks() -> Option<u64> {
-    None
-}
-
-/// The busy ticks of `/proc/stat`'s first line, "cpu  user nice system idle iowait irq
-/// softirq steal ...": user + nice + system + irq + softirq.
-fn parse_busy_ticks(text: &[u8]) -> Option<u64> {
-    let line = text.split(|&b| b == b'\n').next()?;
-    let line = std::str::from_utf8(line).ok()?;
-    let mut fields = line.split_ascii_whitespace();
-    if fields.next()? != "cpu" {
-        return None;
-    }
-    let ticks: Vec<u64> = fields
-        .take(7)
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    let [user, nice, system, _idle, _iowait, irq, softirq] = ticks[..] else {
-        return None;
-    };
-    Some(user + nice + system + irq + softirq)
 }
 
 /// How many transactions apart the writer reads the running checkpoint's CPU clock and the
@@ -617,35 +585,6 @@ fn rusage(who: Who) -> Option<libc::rusage> {
     Some(unsafe { usage.assume_init() })
 }
 
-/// The file and the clock's rate, found once per process, at the first reading: the file
-/// stays open for the process's life (one descriptor, close-on-exec), a `pread` a reading
-/// instead of an open, a read and a close. A descriptor the application closes under it (or
-/// reuses for another file) fails to read or to parse: the other processes' share then
-/// cannot be read.
-struct Probe {
-    /// `/proc/stat`, for the machine's CPU time (`others_cores`).
-    #[cfg(target_os = "linux")]
-    stat: Option<std::fs::File>,
-    /// The clock ticks a second `/proc/stat` counts in (`sysconf(_SC_CLK_TCK)`).
-    ticks_per_second: Option<f64>,
-}
-
-fn probe() -> &'static Probe {
-    static PROBE: OnceLock<Probe> = OnceLock::new();
-    PROBE.get_or_init(|| Probe {
-        #[cfg(target_os = "linux")]
-        stat: std::fs::File::open("/proc/stat").ok(),
-        ticks_per_second: clock_ticks(),
-    })
-}
-
-/// `sysconf(_SC_CLK_TCK)`; `None` where it fails.
-fn clock_ticks() -> Option<f64> {
-    // SAFETY: `sysconf` reads a configuration value; it takes no pointer.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (hz > 0).then_some(hz as f64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -787,27 +726,6 @@ mod tests {
             Duration::ZERO,
             "nor a debt left from the counts before"
         );
-    }
-
-    #[test]
-    fn the_machines_busy_ticks_are_read_from_procs_first_line() {
-        let text = b"cpu  4504803 27693 1004088 7878491 415223 7 53483 2982 0 0\ncpu0 1 2 3\n";
-        assert_eq!(
-            parse_busy_ticks(text),
-            Some(4504803 + 27693 + 1004088 + 7 + 53483)
-        );
-        assert_eq!(
-            parse_busy_ticks(b"cpu  1 2 3 4 5 6 7"),
-            Some(1 + 2 + 3 + 6 + 7)
-        );
-        assert_eq!(parse_busy_ticks(b"cpu  1 2 3 4 5 6"), None, "a field short");
-        assert_eq!(
-            parse_busy_ticks(b"cpu0 1 2 3 4 5 6 7"),
-            None,
-            "not the total"
-        );
-        assert_eq!(parse_busy_ticks(b"cpu  1 2 x 4 5 6 7"), None);
-        assert_eq!(parse_busy_ticks(b""), None);
     }
 
     #[cfg(target_os = "linux")]
