@@ -35,11 +35,22 @@ const MAP_IN_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(5);
 const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// How often the frames' keeper (`Access::keep_frames`) looks whether the file has grown past
-/// the chunks it has seen to. It works only once the file has not grown for that long: a
-/// load's writer fills fresh frames, and the keeper's huge pages beside it (fresh memory too,
-/// zeroed and copied into) made a 200K-record load of 1 KB records a third slower
-/// (docs/design/performance.md, "Frames moved into huge pages").
+/// the chunks it has seen to. It reads the file in and moves chunks only once the file has
+/// not grown for that long: a load's writer fills fresh frames, and the keeper's copies of
+/// chunks beside it (fresh memory too, zeroed and copied into, and most of them written again
+/// meanwhile) made a 200K-record load of 1 KB records a third slower
+/// (docs/design/performance.md, "Frames moved into huge pages"). Only the chunks past the
+/// file's end are put in huge pages while it grows (`KEEP_AHEAD_MAX`).
 const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How often the keeper looks while the file grows, to put the chunks past its end in huge
+/// pages before the writer reaches them (`Access::keep_frames`).
+const KEEP_AHEAD_POLL: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The most chunks of frames past the file's end the keeper puts in huge pages ahead of the
+/// writer: twice what the file grew by between two looks, at most 8 MiB, which a file that
+/// stops growing leaves held past its end.
+const KEEP_AHEAD_MAX: u64 = 4;
 
 /// While more threads can run than the process has cores (`cpu::contended`, the keeper
 /// among them), the keeper rests this many times a move's time after each move: at most a
@@ -50,6 +61,13 @@ const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// second with the rest against 1.04-1.15M without (docs/design/performance.md, "Idle work
 /// gives way to busy readers"). Not a lower priority: see `keep_frames`.
 const KEEP_REST_PER_MOVE: u32 = 3;
+
+/// While the cores are contended, the keeper rests this many times the time it took to put
+/// a chunk past the file's end in a huge page: at most a ninth of a core. Two writers of 1 KB
+/// records on two cores lost a tenth of their rate to the keeper resting three times
+/// (`KEEP_REST_PER_MOVE`), and none at eight (docs/design/performance.md, "The frames in huge
+/// pages ahead of the writer").
+const KEEP_REST_PER_AHEAD: u32 = 8;
 
 /// The most chunks of frames the keeper moves into huge pages of their own, as a share of
 /// the mappings a process may have (`vm.max_map_count`, 65,530 by default): each moved chunk
@@ -361,7 +379,11 @@ impl Access {
     /// chunk in a huge page of its own (`Frames::move_to_huge_page`: the chunk's ready frames
     /// copied, its empty pages read from the file, such as a load's, which the writer left
     /// there), once the writer has left it alone since the last pass; a chunk the writer is
-    /// writing is tried again on the next pass. Then it follows the file as it grows, and
+    /// writing is tried again on the next pass. While the file grows, it puts the chunks just
+    /// past its end in huge pages before the writer reaches them (`KEEP_AHEAD_MAX`: with no
+    /// page in them, nothing is copied), and reads in the file's pages there once it stops,
+    /// so that a load and the writes after it run on huge pages, and the moves are left to
+    /// the chunks it could not keep ahead of. Then it follows the file as it grows, and
     /// where the moves stop (no huge pages, or no mapping left for one), it reads the rest of
     /// the file into the frames instead. The page cache's copy of each chunk it read in or
     /// moved is let go (`Frames::warm`, `move_to_huge_page`: `Storage::drop_cached`), so that
@@ -401,6 +423,14 @@ impl Access {
                 let (mut moving, mut stage) = (true, None);
                 // The end of the rest the last move earns while the cores are contended.
                 let mut rest_until = Instant::now();
+                // When the file last grew (none yet: at an open the keeper starts at once).
+                let mut grew_at = None::<Instant>;
+                // The end of the rest the last chunk put in a huge page ahead earns.
+                let mut ahead_rest_until = Instant::now();
+                // The chunks past the file's end to put in huge pages ahead of the writer
+                // (`KEEP_AHEAD_MAX` at most), the chunk up to which that was tried, and those
+                // put there whose pages in the file are not read in yet.
+                let (mut ahead, mut prepared_to, mut prepared) = (0u64, 0u64, Vec::<u64>::new());
                 loop {
                     let Some(access) = access.upgrade() else {
                         return;
@@ -410,14 +440,68 @@ impl Access {
                     };
                     let chunks = frames.chunks_in_file();
                     if chunks != seen {
-                        // The file grew: the keeper waits until it stops.
+                        // The file grew: the keeper puts the chunks it grows into in huge
+                        // pages ahead of the writer, and waits until it stops for the rest.
+                        ahead = ahead.max((2 * chunks.saturating_sub(seen)).min(KEEP_AHEAD_MAX));
                         seen = chunks;
+                        grew_at = Some(Instant::now());
+                    }
+                    let mut pause = None;
+                    let end = (chunks + ahead).min(frames.len() / frames.chunk_bytes());
+                    moved.resize(end.max(chunks).max(moved.len() as u64) as usize, false);
+                    let mut c = prepared_to.max(chunks);
+                    while moving && c < end {
+                        // While every core is taken, it rests after each chunk
+                        // (`KEEP_REST_PER_AHEAD`).
+                        let now = Instant::now();
+                        if now < ahead_rest_until && contended() {
+                            pause = Some(ahead_rest_until - now);
+                            break;
+                        }
+                        // A chunk past the file's end holds no page yet (one the writer
+                        // reached meanwhile is busy): nothing is copied, and the huge page is
+                        // zeroed apart from the frames, where no reader or writer waits for
+                        // it, then moved over them.
+                        match frames.move_to_huge_page(c, &mut stage) {
+                            Ok(Moved::Yes) => {
+                                ahead_rest_until =
+                                    Instant::now() + now.elapsed() * KEEP_REST_PER_AHEAD;
+                                moved[c as usize] = true;
+                                prepared.push(c);
+                                moving = frames.moved_chunks() < moved_max;
+                            }
+                            // Busy: moved later, once the file stops growing, as any other.
+                            Ok(Moved::Busy) => {}
+                            Ok(Moved::Never) => moving = false,
+                            Err(e)
+                                if e.raw_os_error() == Some(libc::EINVAL)
+                                    || e.kind() == io::ErrorKind::Unsupported =>
+                            {
+                                moving = false
+                            }
+                            // No huge page free now: the next look tries again.
+                            Err(_) => break,
+                        }
+                        c += 1;
+                    }
+                    prepared_to = prepared_to.max(c);
+                    if grew_at.is_some_and(|t| t.elapsed() < KEEP_POLL) {
                         drop(access);
-                        std::thread::sleep(KEEP_POLL);
+                        std::thread::sleep(pause.unwrap_or(KEEP_AHEAD_POLL));
                         continue;
                     }
-                    moved.resize(chunks.max(moved.len() as u64) as usize, false);
-                    let (mut worked, mut pause) = (false, None);
+                    let mut worked = false;
+                    // The chunks put in huge pages ahead that the file now holds, read in:
+                    // a load's pages, which the writer left on the file alone, are not in
+                    // them yet.
+                    prepared.retain(|&c| {
+                        if c >= chunks {
+                            return true;
+                        }
+                        let _ = frames.warm(c);
+                        worked = true;
+                        false
+                    });
                     // The file read in first, for the readers; then the moves. Only what the
                     // file held when the frames were made: the pages written since went to
                     // their frames as they were written, or are read in a huge page at a time

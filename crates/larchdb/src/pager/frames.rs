@@ -351,6 +351,11 @@ impl Frames {
         (HUGE_BYTES / self.page_bytes).max(1) as u64
     }
 
+    /// The bytes of a chunk: one huge page.
+    pub(crate) fn chunk_bytes(&self) -> u64 {
+        HUGE_BYTES as u64
+    }
+
     /// The frames' chunks (`chunk_pages` pages each) that hold pages of the file as long as
     /// it is now.
     pub(crate) fn chunks_in_file(&self) -> u64 {
@@ -866,6 +871,41 @@ mod tests {
         // The chunk past the file moves too (its pages stay empty).
         assert_eq!(f.move_to_huge_page(1, &mut stage).unwrap(), Moved::Yes);
         assert!(!f.is_ready(512));
+    }
+
+    #[test]
+    fn a_chunk_past_the_file_moved_ahead_of_the_writer_takes_the_pages_the_file_grows_into() {
+        let page = 4096;
+        let (_d, s) = storage_with(&[1, 2], page);
+        let f = Frames::new(s.clone(), page, 2 * HUGE_BYTES as u64).unwrap();
+        assert_eq!(f.chunks_in_file(), 1);
+        let mut stage = None;
+        match f.move_to_huge_page(1, &mut stage) {
+            Ok(moved) => assert_eq!(moved, Moved::Yes),
+            // No transparent huge pages here: nothing more to check.
+            Err(_) => return,
+        }
+        // Nothing was read or copied: the chunk holds no page yet.
+        assert_eq!(f.held_bytes(), (0, HUGE_BYTES as u64));
+        assert!(!f.is_ready(512) && !f.is_ready(513));
+        // The file grows into the chunk: the writer writes page 512 in its frame (and to the
+        // file), and page 513 from a buffer of its own to the file alone, as a load does.
+        f.placed(512, 1);
+        let p = f.writable(512 * page, page).unwrap();
+        // SAFETY: test: the page is the writer's; nothing else reads it.
+        unsafe { std::ptr::write_bytes(p, 8, page) };
+        s.write_at(&[8u8; 4096], 512 * page as u64).unwrap();
+        f.forget_page(513, 1);
+        s.write_at(&[9u8; 4096], 513 * page as u64).unwrap();
+        f.written();
+        assert_eq!(f.chunks_in_file(), 2);
+        // Read in once the file stops growing: the page left on the file is loaded into the
+        // huge page, the one written in its frame stays as it is.
+        f.warm(1).unwrap();
+        assert!(f.is_ready(513) && !f.is_ready(514));
+        assert_eq!(f.bytes(512, 2).unwrap(), [[8u8; 4096], [9; 4096]].concat());
+        assert_eq!(f.moved_chunks(), 1);
+        assert_eq!(f.held_bytes(), (2 * page as u64, HUGE_BYTES as u64));
     }
 
     #[test]
