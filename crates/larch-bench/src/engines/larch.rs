@@ -173,7 +173,8 @@ fn open_with(o: &OpenOptions, log: bool, frames_bytes: u64) -> Result<Opened> {
                         .to_string(),
                     n => format!(
                         "frames (Options::frames_bytes, {}): the data file's pages in memory of \
-                         the engine's own, moved into huge pages once the file stops growing, \
+                         the engine's own, in huge pages (put there ahead of the writer as \
+                         the file grows, moved there once it stops), \
                          the page cache's copy let go, while the file fits (the engine takes \
                          at most half the memory the process may use beyond 64 MiB), written \
                          to the file with O_DIRECT on an io_uring ring where a sync follows \

@@ -24,7 +24,7 @@ use std::io;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How long `Access::map_in_behind` waits for the snapshots on the mapping it replaces to end
 /// before it gives up: readers renew their snapshot per operation or per scan, and a scan of
@@ -39,18 +39,23 @@ const MAP_IN_POLL: std::time::Duration = std::time::Duration::from_millis(2);
 /// not grown for that long: a load's writer fills fresh frames, and the keeper's copies of
 /// chunks beside it (fresh memory too, zeroed and copied into, and most of them written again
 /// meanwhile) made a 200K-record load of 1 KB records a third slower
-/// (docs/design/performance.md, "Frames moved into huge pages"). Only the chunks past the
-/// file's end are put in huge pages while it grows (`KEEP_AHEAD_MAX`).
+/// (docs/design/performance.md, "Frames moved into huge pages"). Only the chunks just past
+/// the file's end are put in huge pages while it grows (`KEEP_AHEAD`).
 const KEEP_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// How often the keeper looks while the file grows, to put the chunks past its end in huge
 /// pages before the writer reaches them (`Access::keep_frames`).
 const KEEP_AHEAD_POLL: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// The most chunks of frames past the file's end the keeper puts in huge pages ahead of the
-/// writer: twice what the file grew by between two looks, at most 8 MiB, which a file that
-/// stops growing leaves held past its end.
-const KEEP_AHEAD_MAX: u64 = 4;
+/// The chunks of frames past the file's end the keeper puts in huge pages ahead of the writer
+/// (`Frames::prepare_huge_page`), once the file has grown: it grows by 4 MiB at a time. Held
+/// past the file's end, they add to the process's size (up to 4 MiB while the file grows).
+const KEEP_AHEAD: u64 = 2;
+
+/// How long the file stays as it is before the keeper gives back the chunks it put in huge
+/// pages ahead of the writer that the file has not reached (`Frames::give_back`): not at
+/// every pause between writes, which would zero them again at the next.
+const KEEP_AHEAD_GIVE_BACK: Duration = Duration::from_secs(1);
 
 /// While more threads can run than the process has cores (`cpu::contended`, the keeper
 /// among them), the keeper rests this many times a move's time after each move: at most a
@@ -63,10 +68,10 @@ const KEEP_AHEAD_MAX: u64 = 4;
 const KEEP_REST_PER_MOVE: u32 = 3;
 
 /// While the cores are contended, the keeper rests this many times the time it took to put
-/// a chunk past the file's end in a huge page: at most a ninth of a core. Two writers of 1 KB
-/// records on two cores lost a tenth of their rate to the keeper resting three times
-/// (`KEEP_REST_PER_MOVE`), and none at eight (docs/design/performance.md, "The frames in huge
-/// pages ahead of the writer").
+/// a chunk past the file's end in a huge page: at most a ninth of a core, most of it the
+/// kernel zeroing the page. Two writers of 1 KB records on two cores lost a tenth of their
+/// rate with the keeper resting three times (`KEEP_REST_PER_MOVE`), and none at eight
+/// (docs/design/performance.md, "The frames in huge pages ahead of the writer").
 const KEEP_REST_PER_AHEAD: u32 = 8;
 
 /// The most chunks of frames the keeper moves into huge pages of their own, as a share of
@@ -380,11 +385,13 @@ impl Access {
     /// copied, its empty pages read from the file, such as a load's, which the writer left
     /// there), once the writer has left it alone since the last pass; a chunk the writer is
     /// writing is tried again on the next pass. While the file grows, it puts the chunks just
-    /// past its end in huge pages before the writer reaches them (`KEEP_AHEAD_MAX`: with no
-    /// page in them, nothing is copied), and reads in the file's pages there once it stops,
-    /// so that a load and the writes after it run on huge pages, and the moves are left to
-    /// the chunks it could not keep ahead of. Then it follows the file as it grows, and
-    /// where the moves stop (no huge pages, or no mapping left for one), it reads the rest of
+    /// past its end in huge pages before the writer reaches them, in place
+    /// (`Frames::prepare_huge_page`, `KEEP_AHEAD`: nothing to copy, and no lock the writer
+    /// waits for), and reads the file's pages there in once it stops, so that a load and the
+    /// writes after it run on huge pages, and the moves are left to the chunks it could not
+    /// keep ahead of; those the file did not grow into are given back once it has stopped for
+    /// a while (`KEEP_AHEAD_GIVE_BACK`). Then it follows the file as it grows, and where the
+    /// moves stop (no huge pages, or no mapping left for one), it reads the rest of
     /// the file into the frames instead. The page cache's copy of each chunk it read in or
     /// moved is let go (`Frames::warm`, `move_to_huge_page`: `Storage::drop_cached`), so that
     /// the file is held once. Each chunk is moved once, so it runs at the application's
@@ -425,12 +432,12 @@ impl Access {
                 let mut rest_until = Instant::now();
                 // When the file last grew (none yet: at an open the keeper starts at once).
                 let mut grew_at = None::<Instant>;
-                // The end of the rest the last chunk put in a huge page ahead earns.
-                let mut ahead_rest_until = Instant::now();
-                // The chunks past the file's end to put in huge pages ahead of the writer
-                // (`KEEP_AHEAD_MAX` at most), the chunk up to which that was tried, and those
-                // put there whose pages in the file are not read in yet.
-                let (mut ahead, mut prepared_to, mut prepared) = (0u64, 0u64, Vec::<u64>::new());
+                // The chunks put in huge pages ahead of the writer whose pages in the file are
+                // not read in yet, or that the file has not reached; then the end of the rest
+                // the last one earns while the cores are contended, and the chunk up to which
+                // that was tried (one the kernel had no huge page for is left to the moves).
+                let mut ahead = Vec::<u64>::new();
+                let (mut ahead_rest_until, mut tried_to) = (Instant::now(), 0u64);
                 loop {
                     let Some(access) = access.upgrade() else {
                         return;
@@ -440,16 +447,19 @@ impl Access {
                     };
                     let chunks = frames.chunks_in_file();
                     if chunks != seen {
-                        // The file grew: the keeper puts the chunks it grows into in huge
+                        // The file grew: the keeper puts the chunks it grows into next in huge
                         // pages ahead of the writer, and waits until it stops for the rest.
-                        ahead = ahead.max((2 * chunks.saturating_sub(seen)).min(KEEP_AHEAD_MAX));
                         seen = chunks;
                         grew_at = Some(Instant::now());
                     }
-                    let mut pause = None;
-                    let end = (chunks + ahead).min(frames.len() / frames.chunk_bytes());
-                    moved.resize(end.max(chunks).max(moved.len() as u64) as usize, false);
-                    let mut c = prepared_to.max(chunks);
+                    let (mut pause, still) = (None, grew_at.map_or(Duration::MAX, |t| t.elapsed()));
+                    let end = if still < KEEP_AHEAD_GIVE_BACK {
+                        (chunks + KEEP_AHEAD).min(frames.len() / frames.chunk_bytes())
+                    } else {
+                        chunks
+                    };
+                    moved.resize(end.max(moved.len() as u64) as usize, false);
+                    let mut c = tried_to.max(chunks);
                     while moving && c < end {
                         // While every core is taken, it rests after each chunk
                         // (`KEEP_REST_PER_AHEAD`).
@@ -458,49 +468,43 @@ impl Access {
                             pause = Some(ahead_rest_until - now);
                             break;
                         }
-                        // A chunk past the file's end holds no page yet (one the writer
-                        // reached meanwhile is busy): nothing is copied, and the huge page is
-                        // zeroed apart from the frames, where no reader or writer waits for
-                        // it, then moved over them.
-                        match frames.move_to_huge_page(c, &mut stage) {
-                            Ok(Moved::Yes) => {
+                        match frames.prepare_huge_page(c) {
+                            Ok(true) => {
                                 ahead_rest_until =
                                     Instant::now() + now.elapsed() * KEEP_REST_PER_AHEAD;
                                 moved[c as usize] = true;
-                                prepared.push(c);
+                                ahead.push(c);
                                 moving = frames.moved_chunks() < moved_max;
                             }
-                            // Busy: moved later, once the file stops growing, as any other.
-                            Ok(Moved::Busy) => {}
-                            Ok(Moved::Never) => moving = false,
-                            Err(e)
-                                if e.raw_os_error() == Some(libc::EINVAL)
-                                    || e.kind() == io::ErrorKind::Unsupported =>
-                            {
-                                moving = false
-                            }
-                            // No huge page free now: the next look tries again.
-                            Err(_) => break,
+                            // No huge page free now: the chunk is moved later, as any other.
+                            Ok(false) => {}
+                            Err(_) => moving = false,
                         }
                         c += 1;
                     }
-                    prepared_to = prepared_to.max(c);
-                    if grew_at.is_some_and(|t| t.elapsed() < KEEP_POLL) {
+                    tried_to = tried_to.max(c);
+                    if still < KEEP_POLL {
                         drop(access);
                         std::thread::sleep(pause.unwrap_or(KEEP_AHEAD_POLL));
                         continue;
                     }
                     let mut worked = false;
-                    // The chunks put in huge pages ahead that the file now holds, read in:
-                    // a load's pages, which the writer left on the file alone, are not in
-                    // them yet.
-                    prepared.retain(|&c| {
-                        if c >= chunks {
-                            return true;
+                    // The chunks put in huge pages ahead that the file now holds, read in (a
+                    // load's pages, which the writer left on the file alone, are not in them
+                    // yet); those it has not reached, given back once it has stopped growing
+                    // for a while.
+                    ahead.retain(|&c| {
+                        if c < chunks {
+                            let _ = frames.warm(c);
+                            worked = true;
+                            false
+                        } else if still >= KEEP_AHEAD_GIVE_BACK && frames.give_back(c) {
+                            moved[c as usize] = false;
+                            tried_to = tried_to.min(c);
+                            false
+                        } else {
+                            true
                         }
-                        let _ = frames.warm(c);
-                        worked = true;
-                        false
                     });
                     // The file read in first, for the readers; then the moves. Only what the
                     // file held when the frames were made: the pages written since went to

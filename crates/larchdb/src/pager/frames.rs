@@ -553,6 +553,103 @@ impl Frames {
         Ok(moved)
     }
 
+    /// Puts chunk `c`, which lies past the file's end, in one huge page of fresh memory before
+    /// the writer reaches it, in place: its range is advised `MADV_HUGEPAGE` and populated for
+    /// writing (`MADV_POPULATE_WRITE`, which maps a zeroed huge page where the range holds no
+    /// page yet), then checked to be one huge page (`MADV_COLLAPSE`, at once where it is).
+    /// Nothing any thread reads changes: populating maps memory only where none is, and a
+    /// collapse keeps the bytes and the addresses (a writer that reached the chunk first only
+    /// makes it slower), so neither the writer nor the readers wait for the keeper. `Ok(true)`
+    /// where the chunk is in a huge page (it counts as moved); `Ok(false)` past the frames or
+    /// where the kernel had no huge page for it (left for a move); an error where it has
+    /// none at all (`EINVAL`: no transparent huge pages).
+    pub(crate) fn prepare_huge_page(&self, c: u64) -> io::Result<bool> {
+        let at = c as usize * HUGE_BYTES;
+        if at + HUGE_BYTES > self.len() as usize {
+            return Ok(false);
+        }
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: within the frames' reservation (checked above).
+            let ptr = unsafe { self.base.as_ptr().add(at) } as *mut libc::c_void;
+            for advice in [
+                libc::MADV_HUGEPAGE,
+                libc::MADV_POPULATE_WRITE,
+                libc::MADV_COLLAPSE,
+            ] {
+                // SAFETY: advice over `HUGE_BYTES` of the reservation; none of the three
+                // changes a byte any thread reads (above).
+                if unsafe { libc::madvise(ptr, HUGE_BYTES, advice) } != 0 {
+                    let e = io::Error::last_os_error();
+                    return match e.raw_os_error() {
+                        Some(libc::EINVAL) => Err(e),
+                        _ => Ok(false),
+                    };
+                }
+            }
+            self.moved.fetch_add(1, Ordering::Relaxed);
+            Ok(true)
+        }
+        #[cfg(not(target_os = "linux"))]
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+
+    /// Lets go the memory of chunk `c`, one the keeper put in a huge page ahead of the writer
+    /// (`move_to_huge_page` past the file's end) that the file did not grow into: where no
+    /// write transaction writes it and every page of it is empty, its memory is dropped
+    /// (`MADV_DONTNEED`: an empty frame's bytes mean nothing; the next touch maps fresh
+    /// memory) and it is no longer asked for in huge pages (`MADV_NOHUGEPAGE`: a writer's
+    /// first touch would otherwise zero a whole huge page), and it counts as moved no more.
+    /// False where the chunk is busy or holds a page (it is left as it is).
+    pub(crate) fn give_back(&self, c: u64) -> bool {
+        let at = c as usize * HUGE_BYTES;
+        if at + HUGE_BYTES > self.len() as usize {
+            return false;
+        }
+        let cp = self.chunk_pages();
+        let first = c * cp;
+        self.lock_moving();
+        let given = (|| {
+            if self.chunk_writes[c as usize].load(Ordering::Acquire) & 1 == 1 {
+                return false;
+            }
+            // Every page claimed, so that no reader loads one into the chunk while its
+            // memory goes; one ready or being loaded keeps the chunk.
+            let mut claimed = 0;
+            while claimed < cp
+                && self.state[(first + claimed) as usize]
+                    .compare_exchange(EMPTY, LOADING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            {
+                claimed += 1;
+            }
+            let given = claimed == cp && {
+                #[cfg(target_os = "linux")]
+                // SAFETY: `HUGE_BYTES` of the frames' reservation (checked above), whose pages
+                // are all claimed (no reader reads or loads them) and which no write
+                // transaction writes (its count is even, and the writer marks a chunk under
+                // `moving`, held here, before it writes there); an empty frame's bytes are
+                // never read.
+                unsafe {
+                    let ptr = self.base.as_ptr().add(at) as *mut libc::c_void;
+                    libc::madvise(ptr, HUGE_BYTES, libc::MADV_NOHUGEPAGE) == 0
+                        && libc::madvise(ptr, HUGE_BYTES, libc::MADV_DONTNEED) == 0
+                }
+                #[cfg(not(target_os = "linux"))]
+                false
+            };
+            for p in first..first + claimed {
+                self.state[p as usize].store(EMPTY, Ordering::Release);
+            }
+            given
+        })();
+        self.moving.store(false, Ordering::Release);
+        if given {
+            self.moved.fetch_sub(1, Ordering::Relaxed);
+        }
+        given
+    }
+
     /// Copies `bytes`, the whole of pages from `id` that the writer just wrote to the file
     /// from a buffer of its own, into their frames, and makes them ready. Pages past the
     /// frames are left out. Requires: no snapshot reaches them yet.
@@ -874,17 +971,17 @@ mod tests {
     }
 
     #[test]
-    fn a_chunk_past_the_file_moved_ahead_of_the_writer_takes_the_pages_the_file_grows_into() {
+    fn a_chunk_past_the_file_put_in_a_huge_page_ahead_takes_the_pages_the_file_grows_into() {
         let page = 4096;
         let (_d, s) = storage_with(&[1, 2], page);
         let f = Frames::new(s.clone(), page, 2 * HUGE_BYTES as u64).unwrap();
         assert_eq!(f.chunks_in_file(), 1);
-        let mut stage = None;
-        match f.move_to_huge_page(1, &mut stage) {
-            Ok(moved) => assert_eq!(moved, Moved::Yes),
-            // No transparent huge pages here: nothing more to check.
-            Err(_) => return,
+        // No transparent huge pages here, or none free: nothing more to check.
+        if !f.prepare_huge_page(1).unwrap_or(false) {
+            return;
         }
+        // Past the frames: left out.
+        assert!(!f.prepare_huge_page(2).unwrap());
         // Nothing was read or copied: the chunk holds no page yet.
         assert_eq!(f.held_bytes(), (0, HUGE_BYTES as u64));
         assert!(!f.is_ready(512) && !f.is_ready(513));
@@ -906,6 +1003,48 @@ mod tests {
         assert_eq!(f.bytes(512, 2).unwrap(), [[8u8; 4096], [9; 4096]].concat());
         assert_eq!(f.moved_chunks(), 1);
         assert_eq!(f.held_bytes(), (2 * page as u64, HUGE_BYTES as u64));
+        // A chunk that holds a page is not given back.
+        assert!(!f.give_back(1));
+        assert_eq!(f.bytes(512, 2).unwrap(), [[8u8; 4096], [9; 4096]].concat());
+    }
+
+    #[test]
+    fn a_chunk_put_in_a_huge_page_ahead_is_given_back_only_while_empty_and_not_written() {
+        let page = 4096;
+        let (_d, s) = storage_with(&[1], page);
+        let f = Frames::new(s, page, 3 * HUGE_BYTES as u64).unwrap();
+        for c in [1, 2] {
+            if !f.prepare_huge_page(c).unwrap_or(false) {
+                return;
+            }
+        }
+        assert_eq!(f.moved_chunks(), 2);
+        // A write transaction that writes chunk 2 keeps it until it ends.
+        f.placed(1024, 1);
+        let p = f.writable(1024 * page, page).unwrap();
+        // SAFETY: test: the page is the writer's; nothing else reads it.
+        unsafe { *p = 5 };
+        assert!(!f.give_back(2));
+        f.written();
+        // Ready now: kept, with its byte.
+        assert!(!f.give_back(2));
+        assert_eq!(f.bytes(1024, 1).unwrap()[0], 5);
+        // Chunk 1 holds nothing: given back, counted as moved no more, and written as any
+        // other afterwards.
+        assert!(f.give_back(1));
+        assert_eq!(f.moved_chunks(), 1);
+        assert_eq!(f.held_bytes(), (page as u64, HUGE_BYTES as u64));
+        f.placed(600, 1);
+        let p = f.writable(600 * page, page).unwrap();
+        // SAFETY: as above.
+        unsafe { *p = 6 };
+        f.written();
+        assert_eq!(f.bytes(600, 1).unwrap()[0], 6);
+        assert!(!f.is_ready(601));
+        // And moved like any other chunk.
+        let mut stage = None;
+        assert_eq!(f.move_to_huge_page(1, &mut stage).unwrap(), Moved::Yes);
+        assert_eq!(f.bytes(600, 1).unwrap()[0], 6);
     }
 
     #[test]
