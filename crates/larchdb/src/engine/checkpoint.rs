@@ -33,7 +33,7 @@
 //! newest counts less those keys (the same commit: a reader of the snapshot before subtracts
 //! the same keys through the frozen overlay's notes).
 
-use super::admission::share::{device_read_bytes, major_faults, IdleRest, Who};
+use super::admission::share::{device_read_bytes, major_faults, IdleRest, LowestRaise, Who};
 use super::commit::{
     self, publish_pending, publish_written, settle_keeping_log, write_commit, LogAt, Written,
 };
@@ -141,6 +141,9 @@ struct Job {
     /// The handle's read transactions open as it started: it shares the CPU and the device
     /// with them (`launch`, `share::DeviceShare`).
     beside: usize,
+    /// The thread that started it (`reader_thread`): its read transactions are not counted
+    /// among those beside (`ReadState::beside`).
+    starter: u64,
     /// Started by the idle checkpointer: beside readers that take every core its merge rests
     /// (`share::IdleRest`).
     idle: bool,
@@ -290,6 +293,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
         settle: sliced && (durable || by_log || settle_now(shared, disk, &base.snap.meta)),
         // Set by `launch`, as it starts.
         beside: 0,
+        starter: 0,
         idle: durable,
         cuts_wanted: k > 1 && active.slices().len() < 2 * k,
     };
@@ -333,8 +337,13 @@ fn launch(
 ) {
     // The handle's read transactions open now, which it shares the CPU and the device with:
     // those of other threads than the one starting it (the writer, or the idle thread).
-    let beside = shared.read_state().beside(reader_thread());
-    let job = Job { beside, ..job };
+    let starter = reader_thread();
+    let beside = shared.read_state().beside(starter);
+    let job = Job {
+        beside,
+        starter,
+        ..job
+    };
     // Beside readers a checkpoint yields the CPU to them, unless the writer will soon wait
     // for it: its overlays hold half the memory budget already (a lowered checkpoint beside
     // busy readers would keep a stopped writer waiting for tens of seconds). Its share of the
@@ -573,7 +582,7 @@ pub(crate) fn merge_slices(shared: &Arc<Shared>, guard: &mut WriterState) -> Res
 }
 
 /// The thread's work: `Outcome` always carries the disk state back.
-fn run(shared: &Shared, mut disk: Disk, snapshot: Arc<Published>, job: Job) -> Outcome {
+fn run(shared: &Arc<Shared>, mut disk: Disk, snapshot: Arc<Published>, job: Job) -> Outcome {
     let mut poisoned = false;
     let written = write(shared, &mut disk, &snapshot, job, &mut poisoned);
     Outcome {
@@ -589,7 +598,7 @@ fn run(shared: &Shared, mut disk: Disk, snapshot: Arc<Published>, job: Job) -> O
 /// frozen overlay merged into its tree, as commit `snapshot.txn()`. Sets `poisoned` where a
 /// failure may have left part of it where it can be read back (a meta page, a sync).
 fn write(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     disk: &mut Disk,
     snapshot: &Published,
     job: Job,
@@ -639,10 +648,14 @@ fn write(
         let mut rest = job
             .idle
             .then(|| IdleRest::new(shared.checkpoint_awaited.clone()));
+        let mut lowest = LowestRaise::new(shared, job.starter);
         pages.between_leaves(Box::new(move || {
             share.leaf(&short);
             if let Some(r) = rest.as_mut() {
                 r.leaf();
+            }
+            if let Some(l) = lowest.as_mut() {
+                l.leaf();
             }
         }));
     }

@@ -439,6 +439,39 @@ pub(crate) fn background_nice(nice: u8) -> Lowering {
     Lowering { inherited, nice }
 }
 
+/// Raises the calling background thread, lowered by more steps than `nice`
+/// (`Lowering::apply`), back to `nice` steps below the application's threads: true where it
+/// did. Only a thread allowed to (`CAP_SYS_NICE`, or `RLIMIT_NICE` up to there) can; for
+/// others, and off Linux, nothing changes and false is returned.
+pub(crate) fn raise_to(nice: u8) -> bool {
+    let lowered = LOWERED.with(|l| l.get());
+    if lowered <= nice {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let steps = libc::c_int::from(lowered - nice);
+        // SAFETY: `nice` changes only the calling thread's scheduling priority; `errno` is
+        // the calling thread's, cleared first because -1 is also a valid new nice value.
+        let raised = unsafe {
+            *libc::__errno_location() = 0;
+            libc::nice(-steps) != -1 || *libc::__errno_location() == 0
+        };
+        if raised {
+            LOWERED.with(|l| l.set(nice));
+        }
+        raised
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
+/// How many steps the calling thread runs below the application's threads
+/// (`Lowering::apply`): 0 for an application's thread.
+pub(crate) fn lowered() -> u8 {
+    LOWERED.with(|l| l.get())
+}
+
 /// A new background thread's priority (`background_nice`).
 #[derive(Clone, Copy)]
 pub(crate) struct Lowering {

@@ -37,10 +37,12 @@
 //! readers it runs `CHECKPOINT_NICE_BESIDE_READERS` nice steps below the application's
 //! threads, and at the lowest priority (`CHECKPOINT_NICE_WRITERS_CORE`) where the readers
 //! leave the writer a core of its own (fewer readers than cores, other processes quiet): it
-//! then runs in the writer's sleeps, off the readers' cores. The two together, both fixed, are the policy beside readers: the writer and its
-//! checkpoints take one thread's share of the CPU between them, as a writer that merged its
-//! own commits would. Neither alone keeps the readers' share (readwhilewriting at 1M on two
-//! cores: docs/design/performance.md, "Write admission beside readers"). A checkpoint the idle
+//! then runs in the writer's sleeps, off the readers' cores, and raises itself once where
+//! readers come to take every core (`share::LowestRaise`). The two together, both fixed,
+//! are the policy beside readers: the writer and its checkpoints take one thread's share of
+//! the CPU between them, as a writer that merged its own commits would. Neither alone keeps
+//! the readers' share (readwhilewriting at 1M on two cores: docs/design/performance.md,
+//! "Write admission beside readers"). A checkpoint the idle
 //! checkpointer started, which no writer waits for, rests beside readers that take every core
 //! (`share::IdleRest`).
 

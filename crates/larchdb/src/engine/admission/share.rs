@@ -36,6 +36,8 @@ pub const CHECKPOINT_NICE_BESIDE_READERS: u8 = 5;
 /// writer 251-256K, 302K, 295-310K and 319-326K updates (LMDB's: 582K and 241K). Where the
 /// readers take every core, the writer's sleeps leave the checkpoint none: at 19 beside 2
 /// and 4 readers the writer made 19.8K and 1.1K updates a second against 114K and 65K at 5.
+/// So a checkpoint that starts here and then finds readers on every core raises itself where
+/// it may (`LowestRaise`).
 pub const CHECKPOINT_NICE_WRITERS_CORE: u8 = 19;
 
 /// How many nice steps below the application's threads a checkpoint starting now runs:
@@ -273,6 +275,65 @@ impl IdleRest {
             std::thread::sleep((worked * IDLE_REST_WEIGHT).min(IDLE_REST_MAX));
         }
         self.since = Instant::now();
+    }
+}
+
+/// Leaves a merge writes between two looks at the readers beside it (`LowestRaise`).
+const LOWEST_LOOK_EVERY: u32 = 64;
+
+/// A checkpoint that started at the lowest priority (`CHECKPOINT_NICE_WRITERS_CORE`: fewer
+/// readers than cores as it started) and then finds readers on every core: at the lowest
+/// priority beside them it gets almost no CPU (a nice-0 thread weighs 68 times one at 19),
+/// and the writer, paced to it, waits for it. Seed 001's step beside 4 readers on 2 cores,
+/// after a checkpoint had started at 19 as the step before ended: one merge for the whole 4 s,
+/// and the writer at 9.9K updates a second against LMDB's 55K (docs/design/performance.md,
+/// "A checkpoint at the lowest priority beside more readers"). So every `LOWEST_LOOK_EVERY`
+/// leaves it writes, it counts the handle's readers beside it (`ReadState::beside`); once
+/// they take every core, it raises itself to `CHECKPOINT_NICE_BESIDE_READERS` (or the
+/// application's `Options::background_nice`, if lower still), once: a thread that is not
+/// allowed to (`engine::raise_to`) stays where it is.
+pub(crate) struct LowestRaise {
+    shared: Arc<super::super::Shared>,
+    /// The thread that started the checkpoint (`ReadState::beside`).
+    starter: u64,
+    countdown: u32,
+    /// The steps below the application's threads to raise it to.
+    to: u8,
+    /// Looked, and raised or found it could not: done.
+    done: bool,
+}
+
+impl LowestRaise {
+    /// `None` unless the calling thread runs lower than it would be raised to.
+    pub(crate) fn new(shared: &Arc<super::super::Shared>, starter: u64) -> Option<LowestRaise> {
+        let to = shared
+            .options
+            .background_nice
+            .max(CHECKPOINT_NICE_BESIDE_READERS);
+        (super::super::lowered() > to).then(|| LowestRaise {
+            shared: shared.clone(),
+            starter,
+            countdown: LOWEST_LOOK_EVERY,
+            to,
+            done: false,
+        })
+    }
+
+    /// The merge wrote a leaf: one in `LOWEST_LOOK_EVERY`, raises the thread where the
+    /// readers beside it take every core.
+    pub(crate) fn leaf(&mut self) {
+        if self.done {
+            return;
+        }
+        self.countdown -= 1;
+        if self.countdown > 0 {
+            return;
+        }
+        self.countdown = LOWEST_LOOK_EVERY;
+        if self.shared.read_state().beside(self.starter) >= cores() {
+            super::super::raise_to(self.to);
+            self.done = true;
+        }
     }
 }
 
@@ -588,6 +649,41 @@ fn rusage(who: Who) -> Option<libc::rusage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The calling thread's nice value (Linux: `PRIO_PROCESS` 0 names the calling thread).
+    #[cfg(target_os = "linux")]
+    fn own_nice() -> i32 {
+        // SAFETY: reads the calling thread's priority; no memory is touched.
+        unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_checkpoint_at_the_lowest_priority_is_raised_where_allowed_and_only_as_far_as_asked() {
+        std::thread::spawn(|| {
+            let start = own_nice();
+            // An application's thread is never raised.
+            assert!(!crate::engine::raise_to(CHECKPOINT_NICE_BESIDE_READERS));
+            crate::engine::background_nice(CHECKPOINT_NICE_WRITERS_CORE).apply();
+            let low = own_nice();
+            assert_eq!(crate::engine::lowered(), CHECKPOINT_NICE_WRITERS_CORE);
+            // Not "raised" to a lower priority than it has.
+            assert!(!crate::engine::raise_to(CHECKPOINT_NICE_WRITERS_CORE));
+            let steps = i32::from(CHECKPOINT_NICE_WRITERS_CORE - CHECKPOINT_NICE_BESIDE_READERS);
+            if crate::engine::raise_to(CHECKPOINT_NICE_BESIDE_READERS) {
+                // Allowed (privileged, or a high enough `RLIMIT_NICE`): back up the steps.
+                assert_eq!(own_nice(), low - steps);
+                assert_eq!(crate::engine::lowered(), CHECKPOINT_NICE_BESIDE_READERS);
+                assert!(own_nice() >= start);
+            } else {
+                // Not allowed: nothing changed.
+                assert_eq!(own_nice(), low);
+                assert_eq!(crate::engine::lowered(), CHECKPOINT_NICE_WRITERS_CORE);
+            }
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     fn a_checkpoints_cpu_time_is_owed_only_while_the_cores_are_contended() {
