@@ -595,7 +595,7 @@ impl Frames {
     }
 
     /// Lets go the memory of chunk `c`, one the keeper put in a huge page ahead of the writer
-    /// (`move_to_huge_page` past the file's end) that the file did not grow into: where no
+    /// (`prepare_huge_page`, past the file's end) that the file did not grow into: where no
     /// write transaction writes it and every page of it is empty, its memory is dropped
     /// (`MADV_DONTNEED`: an empty frame's bytes mean nothing; the next touch maps fresh
     /// memory) and it is no longer asked for in huge pages (`MADV_NOHUGEPAGE`: a writer's
