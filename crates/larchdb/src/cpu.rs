@@ -2,7 +2,8 @@
 //! (`contended`): read by write admission beside readers (`engine::admission::share`), by the
 //! idle checkpoints' rests and by the frames' keeper (`pager::access`). And the machine's busy
 //! time (`machine_busy_ticks`), for the share of the cores other processes take
-//! (`share::others_cores`). A leaf below both.
+//! (`share::others_cores`), and a thread's own time waiting for a core (`thread_sched`). A
+//! leaf below both.
 //!
 //! Linux: the count of threads that can run is the first number of `/proc/loadavg`'s fourth
 //! field ("3/412": 3 running or ready to run, system-wide, the reading thread among them), read
@@ -108,6 +109,47 @@ fn parse_busy_ticks(text: &[u8]) -> Option<u64> {
     Some(user + nice + system + irq + softirq)
 }
 
+/// The calling thread's time on a core and waiting for one so far
+/// (`/proc/thread-self/schedstat`: nanoseconds run, nanoseconds ready to run but waiting on a
+/// run queue, time slices), for a checkpoint that may be starved of the CPU
+/// (`share::LowestRaise`). `None` off Linux, or where the kernel keeps no such counts
+/// (`CONFIG_SCHED_INFO` off). Opened each time, the file being the thread's own: some
+/// microseconds.
+#[cfg(target_os = "linux")]
+pub(crate) fn thread_sched() -> Option<Sched> {
+    let file = std::fs::File::open("/proc/thread-self/schedstat").ok();
+    parse_sched(read_head(file.as_ref(), &mut [0u8; 96])?)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn thread_sched() -> Option<Sched> {
+    None
+}
+
+/// A thread's time on a core and waiting for one (`thread_sched`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Sched {
+    pub(crate) ran: std::time::Duration,
+    pub(crate) waited: std::time::Duration,
+}
+
+/// `schedstat`'s text: "run_ns wait_ns slices".
+fn parse_sched(text: &[u8]) -> Option<Sched> {
+    let text = std::str::from_utf8(text).ok()?;
+    let mut fields = text.split_ascii_whitespace();
+    let mut nanos = || {
+        fields
+            .next()?
+            .parse()
+            .ok()
+            .map(std::time::Duration::from_nanos)
+    };
+    Some(Sched {
+        ran: nanos()?,
+        waited: nanos()?,
+    })
+}
+
 /// The clock ticks a second the machine's busy time counts in; `None` where unknown.
 pub(crate) fn ticks_per_second() -> Option<f64> {
     probe().ticks_per_second
@@ -140,6 +182,30 @@ mod tests {
         // The reading thread runs as it reads: at least one, wherever /proc is mounted.
         if std::path::Path::new("/proc/loadavg").exists() {
             assert!(runnable().is_some_and(|r| r >= 1));
+        }
+    }
+
+    #[test]
+    fn a_threads_run_and_wait_times_are_read_from_schedstat() {
+        let ns = std::time::Duration::from_nanos;
+        let want = |ran, waited| {
+            Some(Sched {
+                ran: ns(ran),
+                waited: ns(waited),
+            })
+        };
+        assert_eq!(
+            parse_sched(b"1022875 10059910 3\n"),
+            want(1022875, 10059910)
+        );
+        assert_eq!(parse_sched(b"0 0 0"), want(0, 0));
+        assert_eq!(parse_sched(b"1022875"), None, "no wait time");
+        assert_eq!(parse_sched(b"x 1 2"), None);
+        assert_eq!(parse_sched(b""), None);
+        #[cfg(target_os = "linux")]
+        if std::path::Path::new("/proc/thread-self/schedstat").exists() {
+            let (a, b) = (thread_sched().unwrap(), thread_sched().unwrap());
+            assert!(b.ran >= a.ran && b.waited >= a.waited);
         }
     }
 

@@ -181,7 +181,8 @@ fn background_threads_run_lower_and_no_other_thread_does() {
     // no read transaction open runs at the application's value, one that starts while one is
     // open runs `CHECKPOINT_NICE_BESIDE_READERS` steps below it, or
     // `CHECKPOINT_NICE_WRITERS_CORE` where the reader leaves the writer a core (fewer readers
-    // than cores) and other processes are quiet: which one depends on the machine. Without
+    // than cores), other processes are quiet and the thread could raise itself back (it does
+    // where starved): which one depends on the machine and the privileges. Without
     // idle checkpoints, every checkpoint is started by the writer (this thread), between two
     // transactions.
     let lowered = [CHECKPOINT_NICE_BESIDE_READERS, CHECKPOINT_NICE_WRITERS_CORE]

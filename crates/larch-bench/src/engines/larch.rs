@@ -204,7 +204,8 @@ fn open_with(o: &OpenOptions, log: bool, frames_bytes: u64) -> Result<Opened> {
                 format!(
                     "write admission (fixed): a checkpoint that starts while read transactions \
                      are open runs {} nice steps below the benchmark's threads ({} where there \
-                     are fewer readers than cores and other processes are quiet), and while \
+                     are fewer readers than cores, other processes are quiet and the thread \
+                     may raise itself back, as it does where starved), and while \
                      more threads can run than there are cores the writer sleeps for the CPU \
                      time it takes: the two share one thread's part",
                     larchdb::CHECKPOINT_NICE_BESIDE_READERS,

@@ -466,6 +466,64 @@ pub(crate) fn raise_to(nice: u8) -> bool {
     false
 }
 
+/// Whether a background thread started from the calling thread could raise itself to `to`
+/// steps below the application's threads after lowering itself further (`raise_to`): with
+/// `CAP_SYS_NICE`, or where `RLIMIT_NICE` reaches that nice value (a limit of `r` allows
+/// nice values down to `20 - r`; the default 0 allows none lower than the thread has). A
+/// checkpoint that could not come back runs no lower than it could come back to
+/// (`admission::share::checkpoint_nice`). False off Linux, or where the values cannot be
+/// read.
+pub(crate) fn may_raise_to(to: u8) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `getpriority` reads the calling thread's nice value and `getrlimit` the
+        // process's limit into a local; `errno` is the calling thread's, cleared first
+        // because -1 is also a valid nice value.
+        let (nice, limit) = unsafe {
+            *libc::__errno_location() = 0;
+            let nice = libc::getpriority(libc::PRIO_PROCESS, 0);
+            if nice == -1 && *libc::__errno_location() != 0 {
+                return false;
+            }
+            let mut limit = std::mem::zeroed::<libc::rlimit>();
+            if libc::getrlimit(libc::RLIMIT_NICE, &mut limit) != 0 {
+                return false;
+            }
+            (nice, limit.rlim_cur)
+        };
+        let target = i64::from(nice) - i64::from(lowered()) + i64::from(to);
+        let floor = if limit == libc::RLIM_INFINITY {
+            i64::MIN
+        } else {
+            20 - i64::try_from(limit).unwrap_or(i64::MAX)
+        };
+        target >= floor || has_cap_sys_nice()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = to;
+        false
+    }
+}
+
+/// Whether the calling thread has `CAP_SYS_NICE` in its effective set (`/proc/thread-self/
+/// status`'s `CapEff`, a hexadecimal mask; bit 23); false where it cannot be read.
+#[cfg(target_os = "linux")]
+fn has_cap_sys_nice() -> bool {
+    const CAP_SYS_NICE: u32 = 23;
+    std::fs::read_to_string("/proc/thread-self/status")
+        .ok()
+        .and_then(|status| effective_caps(&status))
+        .is_some_and(|caps| caps >> CAP_SYS_NICE & 1 == 1)
+}
+
+/// The `CapEff:` mask of a `/proc/<pid>/status` text.
+#[cfg(target_os = "linux")]
+fn effective_caps(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
 /// How many steps the calling thread runs below the application's threads
 /// (`Lowering::apply`): 0 for an application's thread.
 pub(crate) fn lowered() -> u8 {
@@ -500,5 +558,20 @@ impl Lowering {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = steps;
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    #[test]
+    fn the_effective_capabilities_are_read_from_the_status_text() {
+        let status = "Name:\tlarch\nCapPrm:\t0000000000000000\nCapEff:\t0000003fffffffff\n";
+        assert_eq!(super::effective_caps(status), Some(0x3f_ffff_ffff));
+        assert_eq!(
+            super::effective_caps("CapEff:\t0000000000800000"),
+            Some(1 << 23)
+        );
+        assert_eq!(super::effective_caps("CapPrm:\t0000003fffffffff\n"), None);
+        assert_eq!(super::effective_caps("CapEff:\tzz"), None);
     }
 }

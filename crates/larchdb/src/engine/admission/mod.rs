@@ -36,9 +36,10 @@
 //! The checkpoint's own priority is admission's too (`share::checkpoint_nice`): beside
 //! readers it runs `CHECKPOINT_NICE_BESIDE_READERS` nice steps below the application's
 //! threads, and at the lowest priority (`CHECKPOINT_NICE_WRITERS_CORE`) where the readers
-//! leave the writer a core of its own (fewer readers than cores, other processes quiet): it
-//! then runs in the writer's sleeps, off the readers' cores, and raises itself once where
-//! readers come to take every core (`share::LowestRaise`). The two together, both fixed,
+//! leave the writer a core of its own (fewer readers than cores, other processes quiet) and
+//! its thread could raise itself back: it then runs in the writer's sleeps, off the readers'
+//! cores, and raises itself once where readers come to take every core or it is starved of
+//! the CPU (`share::LowestRaise`). The two together, both fixed,
 //! are the policy beside readers: the writer and its checkpoints take one thread's share of
 //! the CPU between them, as a writer that merged its own commits would. Neither alone keeps
 //! the readers' share (readwhilewriting at 1M on two cores: docs/design/performance.md,

@@ -9,7 +9,7 @@
 //! count cannot be read, the cores read as not contended: nothing changes from a handle
 //! without the share.
 
-use crate::cpu::{contended, cores, machine_busy_ticks, ticks_per_second};
+use crate::cpu::{contended, cores, machine_busy_ticks, thread_sched, ticks_per_second, Sched};
 
 use super::SLEEP_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,27 +36,28 @@ pub const CHECKPOINT_NICE_BESIDE_READERS: u8 = 5;
 /// writer 251-256K, 302K, 295-310K and 319-326K updates (LMDB's: 582K and 241K). Where the
 /// readers take every core, the writer's sleeps leave the checkpoint none: at 19 beside 2
 /// and 4 readers the writer made 19.8K and 1.1K updates a second against 114K and 65K at 5.
-/// So a checkpoint that starts here and then finds readers on every core raises itself where
-/// it may (`LowestRaise`).
+/// So a checkpoint that starts here and then finds readers on every core, or finds itself
+/// starved of the CPU, raises itself where it may (`LowestRaise`).
 pub const CHECKPOINT_NICE_WRITERS_CORE: u8 = 19;
 
 /// How many nice steps below the application's threads a checkpoint starting now runs:
 /// `Options::background_nice`, or, when it `yields` (this handle has read transactions open
 /// as it starts, `beside` of them on other threads, and its overlays hold under half the
 /// memory budget: `budget::pressed`), `CHECKPOINT_NICE_WRITERS_CORE` where the readers leave
-/// the writer a core (`writer_has_a_core`) and `CHECKPOINT_NICE_BESIDE_READERS` elsewhere, if
-/// that is lower still. The readers counted are this handle's; readers in other processes are
-/// not.
+/// the writer a core (`writer_has_a_core`) and the thread could raise itself back
+/// (`engine::may_raise_to`: `LowestRaise`), and `CHECKPOINT_NICE_BESIDE_READERS` elsewhere,
+/// if that is lower still. The readers counted are this handle's; readers in other processes
+/// are not.
 pub(crate) fn checkpoint_nice(options: &crate::Options, yields: bool, beside: usize) -> u8 {
     if !yields {
         return options.background_nice;
     }
-    let steps = if writer_has_a_core(beside) {
-        CHECKPOINT_NICE_WRITERS_CORE
+    let beside_readers = options.background_nice.max(CHECKPOINT_NICE_BESIDE_READERS);
+    if writer_has_a_core(beside) && super::super::may_raise_to(beside_readers) {
+        options.background_nice.max(CHECKPOINT_NICE_WRITERS_CORE)
     } else {
-        CHECKPOINT_NICE_BESIDE_READERS
-    };
-    options.background_nice.max(steps)
+        beside_readers
+    }
 }
 
 /// Whether the writer has a core of its own beside `beside` readers: fewer readers than
@@ -280,6 +281,14 @@ impl IdleRest {
 
 /// Leaves a merge writes between two looks at the readers beside it (`LowestRaise`).
 const LOWEST_LOOK_EVERY: u32 = 64;
+/// How many times as long as it ran a checkpoint at the lowest priority waits for a core
+/// in a window for it to count as starved (`starved`).
+const STARVED_WAIT_PER_RUN: u32 = 8;
+/// The least time waited for a core in a window for a checkpoint to count as starved
+/// (`starved`): a preemption or two is not starvation.
+const STARVED_WAIT_MIN: Duration = Duration::from_millis(100);
+/// The CPU time a checkpoint runs in one window of its looks for starvation (`LowestRaise`).
+const STARVED_WINDOW_RUN: Duration = Duration::from_millis(50);
 
 /// A checkpoint that started at the lowest priority (`CHECKPOINT_NICE_WRITERS_CORE`: fewer
 /// readers than cores as it started) and then finds readers on every core: at the lowest
@@ -287,11 +296,18 @@ const LOWEST_LOOK_EVERY: u32 = 64;
 /// and the writer, paced to it, waits for it. Seed 001's step beside 4 readers on 2 cores,
 /// after a checkpoint had started at 19 as the step before ended: one merge for the whole 4 s,
 /// and the writer at 9.9K updates a second against LMDB's 55K (docs/design/performance.md,
-/// "A checkpoint at the lowest priority beside more readers"). So every `LOWEST_LOOK_EVERY`
-/// leaves it writes, it counts the handle's readers beside it (`ReadState::beside`); once
-/// they take every core, it raises itself to `CHECKPOINT_NICE_BESIDE_READERS` (or the
-/// application's `Options::background_nice`, if lower still), once: a thread that is not
-/// allowed to (`engine::raise_to`) stays where it is.
+/// "A checkpoint at the lowest priority beside more readers"). The same holds beside the
+/// application's other busy threads, which `writer_has_a_core` does not see (it counts other
+/// processes' CPU time): the share's test (tests/checkpoint_share.rs, a writer beside one
+/// reader and three spinning threads on 2 cores, a debug build) took 290 s for its first
+/// writer on CI's machine, 4 checkpoints, the writer paced for 83 s (locally 60 s for all
+/// three writers; raised when starved, 13 s, 20 checkpoints for the first). So every `LOWEST_LOOK_EVERY` leaves it writes, it counts the
+/// handle's readers beside it (`ReadState::beside`) and reads its own time run and waiting
+/// for a core (`cpu::thread_sched`); once the readers take every core, or it is starved
+/// (`starved`, over a window of `STARVED_WINDOW_RUN` run), it raises itself to
+/// `CHECKPOINT_NICE_BESIDE_READERS` (or the application's `Options::background_nice`, if
+/// lower still), once: a thread that is not allowed to (`engine::raise_to`) stays where it
+/// is.
 pub(crate) struct LowestRaise {
     shared: Arc<super::super::Shared>,
     /// The thread that started the checkpoint (`ReadState::beside`).
@@ -301,6 +317,18 @@ pub(crate) struct LowestRaise {
     to: u8,
     /// Looked, and raised or found it could not: done.
     done: bool,
+    /// The thread's time run and waiting for a core at the window's start: the merge's start,
+    /// then each look where it has run `STARVED_WINDOW_RUN` since.
+    sched: Option<Sched>,
+}
+
+/// Whether a checkpoint's thread has been starved of the CPU since `before` (`LowestRaise`):
+/// it waited for a core more than `STARVED_WAIT_PER_RUN` times as long as it ran, and at
+/// least `STARVED_WAIT_MIN`.
+fn starved(before: Sched, now: Sched) -> bool {
+    let ran = now.ran.saturating_sub(before.ran);
+    let waited = now.waited.saturating_sub(before.waited);
+    waited >= STARVED_WAIT_MIN && waited > ran * STARVED_WAIT_PER_RUN
 }
 
 impl LowestRaise {
@@ -316,11 +344,12 @@ impl LowestRaise {
             countdown: LOWEST_LOOK_EVERY,
             to,
             done: false,
+            sched: thread_sched(),
         })
     }
 
     /// The merge wrote a leaf: one in `LOWEST_LOOK_EVERY`, raises the thread where the
-    /// readers beside it take every core.
+    /// readers beside it take every core or it is starved.
     pub(crate) fn leaf(&mut self) {
         if self.done {
             return;
@@ -330,7 +359,17 @@ impl LowestRaise {
             return;
         }
         self.countdown = LOWEST_LOOK_EVERY;
-        if self.shared.read_state().beside(self.starter) >= cores() {
+        let now = thread_sched();
+        let starved = match (self.sched, now) {
+            (Some(since), Some(now)) => {
+                if now.ran.saturating_sub(since.ran) >= STARVED_WINDOW_RUN {
+                    self.sched = Some(now);
+                }
+                starved(since, now)
+            }
+            _ => false,
+        };
+        if starved || self.shared.read_state().beside(self.starter) >= cores() {
             super::super::raise_to(self.to);
             self.done = true;
         }
@@ -664,13 +703,17 @@ mod tests {
             let start = own_nice();
             // An application's thread is never raised.
             assert!(!crate::engine::raise_to(CHECKPOINT_NICE_BESIDE_READERS));
+            let may = crate::engine::may_raise_to(CHECKPOINT_NICE_BESIDE_READERS);
             crate::engine::background_nice(CHECKPOINT_NICE_WRITERS_CORE).apply();
             let low = own_nice();
             assert_eq!(crate::engine::lowered(), CHECKPOINT_NICE_WRITERS_CORE);
             // Not "raised" to a lower priority than it has.
             assert!(!crate::engine::raise_to(CHECKPOINT_NICE_WRITERS_CORE));
             let steps = i32::from(CHECKPOINT_NICE_WRITERS_CORE - CHECKPOINT_NICE_BESIDE_READERS);
-            if crate::engine::raise_to(CHECKPOINT_NICE_BESIDE_READERS) {
+            // Told beforehand whether it could (`checkpoint_nice` lowers no further where not).
+            let raised = crate::engine::raise_to(CHECKPOINT_NICE_BESIDE_READERS);
+            assert_eq!(raised, may);
+            if raised {
                 // Allowed (privileged, or a high enough `RLIMIT_NICE`): back up the steps.
                 assert_eq!(own_nice(), low - steps);
                 assert_eq!(crate::engine::lowered(), CHECKPOINT_NICE_BESIDE_READERS);
@@ -683,6 +726,26 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    #[test]
+    fn a_checkpoint_is_starved_where_it_waits_long_and_many_times_what_it_ran() {
+        let ms = Duration::from_millis;
+        let at = |ran, waited| Sched {
+            ran: ms(ran),
+            waited: ms(waited),
+        };
+        let since = at(1_000, 2_000);
+        // Beside 3 spinning threads at nice 0: 2 ms run, 200 ms waited.
+        assert!(starved(since, at(1_002, 2_200)));
+        // Many times what it ran, but too short a wait to tell from a preemption or two.
+        assert!(!starved(since, at(1_002, 2_099)));
+        assert!(starved(since, at(1_002, 2_100)));
+        // A long wait, but it ran an eighth of that or more: a share, not starvation.
+        assert!(!starved(since, at(1_030, 2_240)));
+        assert!(starved(since, at(1_030, 2_241)));
+        // Counters that went back (never, but not a reason to raise).
+        assert!(!starved(since, at(900, 1_000)));
     }
 
     #[test]
