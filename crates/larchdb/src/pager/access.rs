@@ -454,7 +454,7 @@ impl Access {
                     }
                     let (mut pause, still) = (None, grew_at.map_or(Duration::MAX, |t| t.elapsed()));
                     let end = if still < KEEP_AHEAD_GIVE_BACK {
-                        (chunks + KEEP_AHEAD).min(frames.len() / frames.chunk_bytes())
+                        (chunks + KEEP_AHEAD).min(frames.chunks())
                     } else {
                         chunks
                     };

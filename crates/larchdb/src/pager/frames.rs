@@ -351,9 +351,9 @@ impl Frames {
         (HUGE_BYTES / self.page_bytes).max(1) as u64
     }
 
-    /// The bytes of a chunk: one huge page.
-    pub(crate) fn chunk_bytes(&self) -> u64 {
-        HUGE_BYTES as u64
+    /// The frames' whole chunks (one huge page each).
+    pub(crate) fn chunks(&self) -> u64 {
+        self.len() / HUGE_BYTES as u64
     }
 
     /// The frames' chunks (`chunk_pages` pages each) that hold pages of the file as long as
@@ -504,16 +504,7 @@ impl Frames {
             }
             // The empty pages claimed, so that no reader loads one into the old pages while
             // they are replaced; one a reader loaded during the copy makes the copy stale.
-            let mut claimed = 0;
-            for &(p, _) in &empty {
-                if self.state[p as usize]
-                    .compare_exchange(EMPTY, LOADING, Ordering::Acquire, Ordering::Relaxed)
-                    .is_err()
-                {
-                    break;
-                }
-                claimed += 1;
-            }
+            let claimed = self.claim_empty(empty.iter().map(|&(p, _)| p));
             let r = if claimed < empty.len() {
                 Moved::Busy
             } else {
@@ -551,6 +542,21 @@ impl Frames {
             self.drop_cached(first, (first + cp).min(file_pages));
         }
         Ok(moved)
+    }
+
+    /// Claims `pages`, in order, for a change to their frames' memory (a move or a give-back,
+    /// under `moving`): each empty one is marked loading, so that no reader loads it
+    /// meanwhile, up to the first that is not empty. The count claimed; the caller stores
+    /// each claimed page's state back.
+    fn claim_empty(&self, pages: impl IntoIterator<Item = u64>) -> usize {
+        pages
+            .into_iter()
+            .take_while(|&p| {
+                self.state[p as usize]
+                    .compare_exchange(EMPTY, LOADING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .count()
     }
 
     /// Puts chunk `c`, which lies past the file's end, in one huge page of fresh memory before
@@ -615,14 +621,7 @@ impl Frames {
             }
             // Every page claimed, so that no reader loads one into the chunk while its
             // memory goes; one ready or being loaded keeps the chunk.
-            let mut claimed = 0;
-            while claimed < cp
-                && self.state[(first + claimed) as usize]
-                    .compare_exchange(EMPTY, LOADING, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-            {
-                claimed += 1;
-            }
+            let claimed = self.claim_empty(first..first + cp) as u64;
             let given = claimed == cp && {
                 #[cfg(target_os = "linux")]
                 // SAFETY: `HUGE_BYTES` of the frames' reservation (checked above), whose pages
