@@ -301,13 +301,14 @@ const STARVED_WINDOW_RUN: Duration = Duration::from_millis(50);
 /// processes' CPU time): the share's test (tests/checkpoint_share.rs, a writer beside one
 /// reader and three spinning threads on 2 cores, a debug build) took 290 s for its first
 /// writer on CI's machine, 4 checkpoints, the writer paced for 83 s (locally 60 s for all
-/// three writers; raised when starved, 13 s, 20 checkpoints for the first). So every `LOWEST_LOOK_EVERY` leaves it writes, it counts the
-/// handle's readers beside it (`ReadState::beside`) and reads its own time run and waiting
-/// for a core (`cpu::thread_sched`); once the readers take every core, or it is starved
-/// (`starved`, over a window of `STARVED_WINDOW_RUN` run), it raises itself to
+/// three writers; raised when starved, 13 s, 20 checkpoints for the first). So every
+/// `LOWEST_LOOK_EVERY` leaves it writes, it counts the handle's readers beside it
+/// (`ReadState::beside`) and reads its own time run and waiting for a core
+/// (`cpu::thread_sched`); once the readers take every core, or it is starved (`starved`, over
+/// a window of `STARVED_WINDOW_RUN` run), it raises itself to
 /// `CHECKPOINT_NICE_BESIDE_READERS` (or the application's `Options::background_nice`, if
 /// lower still), once: a thread that is not allowed to (`engine::raise_to`) stays where it
-/// is.
+/// is, and one that could not have been does not start this low (`checkpoint_nice`).
 pub(crate) struct LowestRaise {
     shared: Arc<super::super::Shared>,
     /// The thread that started the checkpoint (`ReadState::beside`).
