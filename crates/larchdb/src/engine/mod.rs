@@ -468,7 +468,7 @@ pub(crate) fn raise_to(nice: u8) -> bool {
 
 /// Whether a background thread started from the calling thread could raise itself to `to`
 /// steps below the application's threads after lowering itself further (`raise_to`): with
-/// `CAP_SYS_NICE`, or where `RLIMIT_NICE` reaches that nice value (a limit of `r` allows
+/// `CAP_SYS_NICE` that works (`raise_works`), or where `RLIMIT_NICE` reaches that nice value (a limit of `r` allows
 /// nice values down to `20 - r`; the default 0 allows none lower than the thread has). A
 /// checkpoint that could not come back runs no lower than it could come back to
 /// (`admission::share::checkpoint_nice`). False off Linux, or where the values cannot be
@@ -497,13 +497,39 @@ pub(crate) fn may_raise_to(to: u8) -> bool {
         } else {
             20 - i64::try_from(limit).unwrap_or(i64::MAX)
         };
-        target >= floor || has_cap_sys_nice()
+        target >= floor || (has_cap_sys_nice() && raise_works())
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = to;
         false
     }
+}
+
+/// Whether a thread of this process can raise its priority at all, tried once a process: a
+/// thread started for it lowers itself a step and raises itself back. `CAP_SYS_NICE` in a
+/// user namespace other than the first (a rootless container's root) shows in `CapEff` but
+/// does not let a thread raise itself.
+#[cfg(target_os = "linux")]
+fn raise_works() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| {
+        std::thread::Builder::new()
+            .name("larch-nice-probe".into())
+            .spawn(|| {
+                // SAFETY: `nice` changes only the calling thread's (this short-lived thread's)
+                // scheduling priority; `errno` is the calling thread's, cleared first because
+                // -1 is also a valid nice value.
+                unsafe {
+                    libc::nice(1);
+                    *libc::__errno_location() = 0;
+                    libc::nice(-1) != -1 || *libc::__errno_location() == 0
+                }
+            })
+            .ok()
+            .and_then(|probe| probe.join().ok())
+            .unwrap_or(false)
+    })
 }
 
 /// Whether the calling thread has `CAP_SYS_NICE` in its effective set (`/proc/thread-self/
