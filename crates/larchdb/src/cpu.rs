@@ -2,7 +2,7 @@
 //! (`contended`): read by write admission beside readers (`engine::admission::share`), by the
 //! idle checkpoints' rests and by the frames' keeper (`pager::access`). And the machine's busy
 //! time (`machine_busy_ticks`), for the share of the cores other processes take
-//! (`share::others_cores`), and a thread's own time waiting for a core (`thread_sched`). A
+//! (`share::others_cores`), and a thread's own time waiting for a core (`ThreadSched`). A
 //! leaf below both.
 //!
 //! Linux: the count of threads that can run is the first number of `/proc/loadavg`'s fourth
@@ -109,24 +109,39 @@ fn parse_busy_ticks(text: &[u8]) -> Option<u64> {
     Some(user + nice + system + irq + softirq)
 }
 
-/// The calling thread's time on a core and waiting for one so far
-/// (`/proc/thread-self/schedstat`: nanoseconds run, nanoseconds ready to run but waiting on a
-/// run queue, time slices), for a checkpoint that may be starved of the CPU
-/// (`share::LowestRaise`). `None` off Linux, or where the kernel keeps no such counts
-/// (`CONFIG_SCHED_INFO` off). Opened each time, the file being the thread's own: some
-/// microseconds.
-#[cfg(target_os = "linux")]
-pub(crate) fn thread_sched() -> Option<Sched> {
-    let file = std::fs::File::open("/proc/thread-self/schedstat").ok();
-    parse_sched(read_head(file.as_ref(), &mut [0u8; 96])?)
+/// The opening thread's time on a core and waiting for one (`/proc/thread-self/schedstat`:
+/// nanoseconds run, nanoseconds ready to run but waiting on a run queue, time slices), for a
+/// checkpoint that may be starved of the CPU (`share::LowestRaise`). The file names the
+/// thread that opened it, so it is opened once, on the thread it reads, and each reading is
+/// one `pread`. Reads `None` off Linux, or where the kernel keeps no such counts
+/// (`CONFIG_SCHED_INFO` off).
+pub(crate) struct ThreadSched {
+    #[cfg(target_os = "linux")]
+    file: Option<std::fs::File>,
 }
 
-#[cfg(not(target_os = "linux"))]
-pub(crate) fn thread_sched() -> Option<Sched> {
-    None
+impl ThreadSched {
+    /// The calling thread's.
+    pub(crate) fn open() -> ThreadSched {
+        ThreadSched {
+            #[cfg(target_os = "linux")]
+            file: std::fs::File::open("/proc/thread-self/schedstat").ok(),
+        }
+    }
+
+    /// The thread's times so far.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn read(&self) -> Option<Sched> {
+        parse_sched(read_head(self.file.as_ref(), &mut [0u8; 96])?)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) fn read(&self) -> Option<Sched> {
+        None
+    }
 }
 
-/// A thread's time on a core and waiting for one (`thread_sched`).
+/// A thread's time on a core and waiting for one (`ThreadSched`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct Sched {
     pub(crate) ran: std::time::Duration,
@@ -204,7 +219,8 @@ mod tests {
         assert_eq!(parse_sched(b""), None);
         #[cfg(target_os = "linux")]
         if std::path::Path::new("/proc/thread-self/schedstat").exists() {
-            let (a, b) = (thread_sched().unwrap(), thread_sched().unwrap());
+            let sched = ThreadSched::open();
+            let (a, b) = (sched.read().unwrap(), sched.read().unwrap());
             assert!(b.ran >= a.ran && b.waited >= a.waited);
         }
     }

@@ -467,12 +467,12 @@ pub(crate) fn raise_to(nice: u8) -> bool {
 }
 
 /// Whether a background thread started from the calling thread could raise itself to `to`
-/// steps below the application's threads after lowering itself further (`raise_to`): with
-/// `CAP_SYS_NICE` that works (`raise_works`), or where `RLIMIT_NICE` reaches that nice value (a limit of `r` allows
-/// nice values down to `20 - r`; the default 0 allows none lower than the thread has). A
-/// checkpoint that could not come back runs no lower than it could come back to
-/// (`admission::share::checkpoint_nice`). False off Linux, or where the values cannot be
-/// read.
+/// steps below the application's threads after lowering itself further (`raise_to`): where
+/// `RLIMIT_NICE` reaches that nice value (a limit of `r` allows nice values down to `20 - r`;
+/// the default 0 allows none lower than the thread has), or where a thread can raise itself
+/// at all (`raise_works`: `CAP_SYS_NICE`). A checkpoint that could not come back runs no
+/// lower than it could come back to (`admission::share::checkpoint_nice`). False off Linux,
+/// or where the values cannot be read.
 pub(crate) fn may_raise_to(to: u8) -> bool {
     #[cfg(target_os = "linux")]
     {
@@ -497,7 +497,7 @@ pub(crate) fn may_raise_to(to: u8) -> bool {
         } else {
             20 - i64::try_from(limit).unwrap_or(i64::MAX)
         };
-        target >= floor || (has_cap_sys_nice() && raise_works())
+        target >= floor || raise_works()
     }
     #[cfg(not(target_os = "linux"))]
     {
@@ -506,10 +506,11 @@ pub(crate) fn may_raise_to(to: u8) -> bool {
     }
 }
 
-/// Whether a thread of this process can raise its priority at all, tried once a process: a
-/// thread started for it lowers itself a step and raises itself back. `CAP_SYS_NICE` in a
-/// user namespace other than the first (a rootless container's root) shows in `CapEff` but
-/// does not let a thread raise itself.
+/// Whether a thread of this process can raise its priority at all (`CAP_SYS_NICE`, or an
+/// `RLIMIT_NICE` above the thread's own), tried once a process: a thread started for it
+/// lowers itself a step and raises itself back. Tried rather than read from the capability
+/// sets: `CAP_SYS_NICE` in a user namespace other than the first (a rootless container's
+/// root) shows in `/proc`'s `CapEff` but does not let a thread raise itself.
 #[cfg(target_os = "linux")]
 fn raise_works() -> bool {
     static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -530,24 +531,6 @@ fn raise_works() -> bool {
             .and_then(|probe| probe.join().ok())
             .unwrap_or(false)
     })
-}
-
-/// Whether the calling thread has `CAP_SYS_NICE` in its effective set (`/proc/thread-self/
-/// status`'s `CapEff`, a hexadecimal mask; bit 23); false where it cannot be read.
-#[cfg(target_os = "linux")]
-fn has_cap_sys_nice() -> bool {
-    const CAP_SYS_NICE: u32 = 23;
-    std::fs::read_to_string("/proc/thread-self/status")
-        .ok()
-        .and_then(|status| effective_caps(&status))
-        .is_some_and(|caps| caps >> CAP_SYS_NICE & 1 == 1)
-}
-
-/// The `CapEff:` mask of a `/proc/<pid>/status` text.
-#[cfg(target_os = "linux")]
-fn effective_caps(status: &str) -> Option<u64> {
-    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
-    u64::from_str_radix(line.trim(), 16).ok()
 }
 
 /// How many steps the calling thread runs below the application's threads
@@ -584,20 +567,5 @@ impl Lowering {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = steps;
-    }
-}
-
-#[cfg(all(test, target_os = "linux"))]
-mod tests {
-    #[test]
-    fn the_effective_capabilities_are_read_from_the_status_text() {
-        let status = "Name:\tlarch\nCapPrm:\t0000000000000000\nCapEff:\t0000003fffffffff\n";
-        assert_eq!(super::effective_caps(status), Some(0x3f_ffff_ffff));
-        assert_eq!(
-            super::effective_caps("CapEff:\t0000000000800000"),
-            Some(1 << 23)
-        );
-        assert_eq!(super::effective_caps("CapPrm:\t0000003fffffffff\n"), None);
-        assert_eq!(super::effective_caps("CapEff:\tzz"), None);
     }
 }

@@ -9,7 +9,7 @@
 //! count cannot be read, the cores read as not contended: nothing changes from a handle
 //! without the share.
 
-use crate::cpu::{contended, cores, machine_busy_ticks, thread_sched, ticks_per_second, Sched};
+use crate::cpu::{contended, cores, machine_busy_ticks, ticks_per_second, Sched, ThreadSched};
 
 use super::SLEEP_MAX;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -304,7 +304,7 @@ const STARVED_WINDOW_RUN: Duration = Duration::from_millis(50);
 /// three writers; raised when starved, 13 s, 20 checkpoints for the first). So every
 /// `LOWEST_LOOK_EVERY` leaves it writes, it counts the handle's readers beside it
 /// (`ReadState::beside`) and reads its own time run and waiting for a core
-/// (`cpu::thread_sched`); once the readers take every core, or it is starved (`starved`, over
+/// (`cpu::ThreadSched`); once the readers take every core, or it is starved (`starved`, over
 /// a window of `STARVED_WINDOW_RUN` run), it raises itself to
 /// `CHECKPOINT_NICE_BESIDE_READERS` (or the application's `Options::background_nice`, if
 /// lower still), once: a thread that is not allowed to (`engine::raise_to`) stays where it
@@ -318,8 +318,10 @@ pub(crate) struct LowestRaise {
     to: u8,
     /// Looked, and raised or found it could not: done.
     done: bool,
-    /// The thread's time run and waiting for a core at the window's start: the merge's start,
-    /// then each look where it has run `STARVED_WINDOW_RUN` since.
+    /// The checkpoint thread's times, read at each look.
+    times: ThreadSched,
+    /// Its time run and waiting for a core at the window's start: the merge's start, then
+    /// each look where it has run `STARVED_WINDOW_RUN` since.
     sched: Option<Sched>,
 }
 
@@ -334,18 +336,23 @@ fn starved(before: Sched, now: Sched) -> bool {
 
 impl LowestRaise {
     /// `None` unless the calling thread runs lower than it would be raised to.
+    /// Called on the checkpoint's thread.
     pub(crate) fn new(shared: &Arc<super::super::Shared>, starter: u64) -> Option<LowestRaise> {
         let to = shared
             .options
             .background_nice
             .max(CHECKPOINT_NICE_BESIDE_READERS);
-        (super::super::lowered() > to).then(|| LowestRaise {
-            shared: shared.clone(),
-            starter,
-            countdown: LOWEST_LOOK_EVERY,
-            to,
-            done: false,
-            sched: thread_sched(),
+        (super::super::lowered() > to).then(|| {
+            let times = ThreadSched::open();
+            LowestRaise {
+                shared: shared.clone(),
+                starter,
+                countdown: LOWEST_LOOK_EVERY,
+                to,
+                done: false,
+                sched: times.read(),
+                times,
+            }
         })
     }
 
@@ -360,7 +367,7 @@ impl LowestRaise {
             return;
         }
         self.countdown = LOWEST_LOOK_EVERY;
-        let now = thread_sched();
+        let now = self.times.read();
         let starved = match (self.sched, now) {
             (Some(since), Some(now)) => {
                 if now.ran.saturating_sub(since.ran) >= STARVED_WINDOW_RUN {
