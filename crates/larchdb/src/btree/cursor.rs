@@ -57,6 +57,11 @@ const SIBLINGS_AHEAD: usize = 4;
 const SCAN_AHEAD_CELLS: usize = 8;
 const LEAF_ENTRY_CELLS: usize = 8;
 
+/// A leaf of at most this many entries has the next leaf's first cells asked for as a scan
+/// crosses into it (`Cursor::prefetch_next_cells`): its own entries are too few to hide the
+/// next crossing's misses.
+const SPARSE_LEAF_ENTRIES: usize = 8;
+
 pub(crate) struct Cursor<'s, S: PageSource + ?Sized> {
     src: &'s S,
     hdr: TableHeader,
@@ -226,6 +231,45 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             // three to a leaf, one leaf ahead: 62-69K scans a second whole, 83-93K by the
             // head, 66-82K without).
             self.src.prefetch_head(r.id, SIBLING_LINES);
+        }
+        if only_last && self.stack[depth - 1].0.n <= SPARSE_LEAF_ENTRIES {
+            self.prefetch_next_cells(forward);
+        }
+    }
+
+    /// A scan that crossed into a leaf of few entries (`SPARSE_LEAF_ENTRIES`) crosses again
+    /// after them: the next leaf's first cells in the scan's direction are asked for now, so
+    /// that their misses overlap the reading of this leaf's few entries. `descend_edge` asks
+    /// for them only as it enters the leaf, just before it reads the first, and `next` asks
+    /// `SCAN_AHEAD_CELLS` on within the leaf only. The next leaf's header and slots were asked
+    /// for one crossing before (`prefetch_siblings`), so reading them here seldom waits; and
+    /// only where pages are in memory of the engine's own (`PageSource::reads_in_memory`):
+    /// beyond memory the header's read could fault in a page the scan may never reach.
+    #[cold]
+    fn prefetch_next_cells(&self, forward: bool) {
+        if !self.src.reads_in_memory() {
+            return;
+        }
+        let depth = self.stack.len();
+        let (b, ci) = &self.stack[depth - 2];
+        let next = match forward {
+            true => ci.checked_add(1).filter(|&c| c <= b.n),
+            false => ci.checked_sub(1),
+        };
+        let Some(r) = next.and_then(|c| b.child(c).ok()) else {
+            return;
+        };
+        let Some(n) = self
+            .src
+            .page_at(r)
+            .ok()
+            .and_then(|p| Node::parse(p, r.id).ok())
+            .filter(|n| n.leaf)
+        else {
+            return;
+        };
+        for k in 0..LEAF_ENTRY_CELLS.min(n.n) {
+            n.prefetch_cell(if forward { k } else { n.n - 1 - k });
         }
     }
 

@@ -69,6 +69,14 @@ pub(crate) trait PageSource {
     #[inline]
     fn prefetch_head(&self, _id: u64, _lines: usize) {}
 
+    /// Whether reading a page's bytes never waits on the device (the pages are in memory of
+    /// the engine's own): a prefetch that reads a page's header to learn what to ask for is
+    /// made only then, never one that could fault a page in that nothing may read.
+    #[inline]
+    fn reads_in_memory(&self) -> bool {
+        false
+    }
+
     /// The overflow run `r` refers to, checked like `page_at`.
     fn run_at(&self, r: PageRef, pages: u64) -> Result<&[u8]> {
         let p = self.run(r.id, pages)?;

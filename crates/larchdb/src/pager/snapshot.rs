@@ -201,4 +201,9 @@ impl PageSource for Snapshot {
     fn prefetch_head(&self, id: u64, lines: usize) {
         self.prefetch_mapped_head(id, lines);
     }
+
+    #[inline]
+    fn reads_in_memory(&self) -> bool {
+        !self.access.reads_fault()
+    }
 }
