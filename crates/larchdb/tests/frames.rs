@@ -146,20 +146,24 @@ fn check_scans(db: &Database, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     let keys: Vec<&Vec<u8>> = model.keys().collect();
     for (at, k) in keys.iter().enumerate().step_by(37) {
         for n in [1, 4, 13] {
-            let got: Vec<(Vec<u8>, Vec<u8>)> =
-                collect(t.range(&k[..]..)).into_iter().take(n).collect();
+            let got = first(t.range(&k[..]..), n);
             let end = (at + n).min(want.len());
             assert!(got[..] == want[at..end], "a scan from a seek differs");
-            let got: Vec<(Vec<u8>, Vec<u8>)> = collect(t.range_rev(..=&k[..]))
-                .into_iter()
-                .take(n)
-                .collect();
+            let got = first(t.range_rev(..=&k[..]), n);
             let from = (at + 1).saturating_sub(n);
             let mut w = want[from..=at].to_vec();
             w.reverse();
             assert!(got == w, "a backward scan from a seek differs");
         }
     }
+}
+
+/// The first `n` entries of a scan, which stops there.
+fn first(scan: larchdb::Range<'_>, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    scan.take(n)
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
+        .collect::<Result<_, _>>()
+        .unwrap()
 }
 
 /// A file that outgrows its frames (4 MiB here) is mapped from the next write transaction on:
