@@ -243,13 +243,10 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// for them only as it enters the leaf, just before it reads the first, and `next` asks
     /// `SCAN_AHEAD_CELLS` on within the leaf only. The next leaf's header and slots were asked
     /// for one crossing before (`prefetch_siblings`), so reading them here seldom waits; and
-    /// only where pages are in memory of the engine's own (`PageSource::reads_in_memory`):
-    /// beyond memory the header's read could fault in a page the scan may never reach.
+    /// only where the next leaf is in a ready frame (`PageSource::page_ready`): elsewhere its
+    /// header's read could fault or load in a page the scan may never reach.
     #[cold]
     fn prefetch_next_cells(&self, forward: bool) {
-        if !self.src.reads_in_memory() {
-            return;
-        }
         let depth = self.stack.len();
         let (b, ci) = &self.stack[depth - 2];
         let next = match forward {
@@ -261,8 +258,7 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         };
         let Some(n) = self
             .src
-            .page_at(r)
-            .ok()
+            .page_ready(r)
             .and_then(|p| Node::parse(p, r.id).ok())
             .filter(|n| n.leaf)
         else {

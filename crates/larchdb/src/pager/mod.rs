@@ -69,12 +69,13 @@ pub(crate) trait PageSource {
     #[inline]
     fn prefetch_head(&self, _id: u64, _lines: usize) {}
 
-    /// Whether reading a page's bytes never waits on the device (the pages are in memory of
-    /// the engine's own): a prefetch that reads a page's header to learn what to ask for is
-    /// made only then, never one that could fault a page in that nothing may read.
+    /// The page `r` refers to, checked like `page_at`, only where it is in memory of the
+    /// engine's own already (a ready frame): `None` where reading it could wait on a load or
+    /// on the device. For a prefetch that reads a page's header to learn what to ask for,
+    /// which must never read in a page that nothing may need.
     #[inline]
-    fn reads_in_memory(&self) -> bool {
-        false
+    fn page_ready(&self, _r: PageRef) -> Option<&[u8]> {
+        None
     }
 
     /// The overflow run `r` refers to, checked like `page_at`.

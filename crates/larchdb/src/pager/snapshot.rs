@@ -5,7 +5,7 @@ use super::access::{Access, MapView};
 use super::freelist::{self, decode_page as decode_freelist_page, Extent, FreeSet};
 use super::meta::Meta;
 use super::page::{check_header, checksum_ok, prefetch};
-use super::PageSource;
+use super::{PageRef, PageSource};
 use crate::error::{Error, Result};
 use crate::layout::META_SLOTS;
 use std::sync::Arc;
@@ -203,7 +203,13 @@ impl PageSource for Snapshot {
     }
 
     #[inline]
-    fn reads_in_memory(&self) -> bool {
-        !self.access.reads_fault()
+    fn page_ready(&self, r: PageRef) -> Option<&[u8]> {
+        // Through a mapping the view's slice is there whether the page is in memory or not;
+        // frames' views hold only the ready pages.
+        if self.access.reads_fault() || self.verify_checksums || r.id < META_SLOTS {
+            return None;
+        }
+        let p = self.view.as_ref()?.page(r.id)?;
+        (check_header(p, r.id, self.meta.txn).is_ok() && r.check(p).is_ok()).then_some(p)
     }
 }
