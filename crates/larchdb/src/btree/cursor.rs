@@ -247,8 +247,9 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
     /// header's read could fault or load in a page the scan may never reach.
     #[cold]
     fn prefetch_next_cells(&self, forward: bool) {
-        let depth = self.stack.len();
-        let (b, ci) = &self.stack[depth - 2];
+        let Some((b, ci)) = self.stack.len().checked_sub(2).map(|i| &self.stack[i]) else {
+            return;
+        };
         let next = match forward {
             true => ci.checked_add(1).filter(|&c| c <= b.n),
             false => ci.checked_sub(1),
