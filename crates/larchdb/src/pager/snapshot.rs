@@ -114,6 +114,17 @@ impl Snapshot {
         }
     }
 
+    /// Page `id` from the view, unchecked, where the fast path may take it: not a meta slot
+    /// (never a tree or freelist page: the slow path gives its error), and no checksum to
+    /// verify at each access.
+    #[inline(always)]
+    fn view_page(&self, id: u64) -> Option<&[u8]> {
+        self.view
+            .as_ref()
+            .filter(|_| id >= META_SLOTS && !self.verify_checksums)
+            .and_then(|v| v.page(id))
+    }
+
     /// Like `page`/`run`, but always verifies the checksum (for open-time loads and `verify`).
     pub(crate) fn bytes_verified(&self, id: u64, pages: u64) -> Result<&[u8]> {
         let p = self.bytes(id, pages)?;
@@ -170,13 +181,7 @@ impl Snapshot {
 impl PageSource for Snapshot {
     #[inline]
     fn page(&self, id: u64) -> Result<&[u8]> {
-        // Meta slots are never tree or freelist pages: they take the slow path's error.
-        if let Some(p) = self
-            .view
-            .as_ref()
-            .filter(|_| id >= META_SLOTS && !self.verify_checksums)
-            .and_then(|v| v.page(id))
-        {
+        if let Some(p) = self.view_page(id) {
             check_header(p, id, self.meta.txn)?;
             return Ok(p);
         }
@@ -206,10 +211,10 @@ impl PageSource for Snapshot {
     fn page_ready(&self, r: PageRef) -> Option<&[u8]> {
         // Through a mapping the view's slice is there whether the page is in memory or not;
         // frames' views hold only the ready pages.
-        if self.access.reads_fault() || self.verify_checksums || r.id < META_SLOTS {
+        if self.access.reads_fault() {
             return None;
         }
-        let p = self.view.as_ref()?.page(r.id)?;
+        let p = self.view_page(r.id)?;
         (check_header(p, r.id, self.meta.txn).is_ok() && r.check(p).is_ok()).then_some(p)
     }
 }
