@@ -241,6 +241,12 @@ impl DeviceIo {
         self.counts()
     }
 
+    /// The counts so far, with no sync: what the device did by now, the dirty pages the
+    /// engines left in the page cache not counted.
+    pub fn now(&self) -> Option<DeviceCounts> {
+        self.counts()
+    }
+
     fn counts(&self) -> Option<DeviceCounts> {
         device_counts_of_stat(&std::fs::read_to_string(&self.stat).ok()?)
     }

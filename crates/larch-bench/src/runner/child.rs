@@ -103,6 +103,12 @@ impl Child {
         let t0 = Instant::now();
         let out = execute(opened.engine.as_ref(), w, &f, threads, &mut self.carried)?;
         let window_s = t0.elapsed().as_secs_f64();
+        // What the device wrote within the window, before the sync below makes it write what
+        // the engine left dirty in the page cache.
+        let dev_run = match (device.as_ref().and_then(|d| d.now()), dev0) {
+            (Some(b), Some(a)) => Some(b.since(&a)),
+            _ => None,
+        };
         let usage = Usage::of_self().since(&usage0);
         let io = match (ProcIo::of_self(), io0) {
             (Some(b), Some(a)) => b.since(&a),
@@ -165,7 +171,7 @@ impl Child {
             usage.user_s, usage.sys_s, usage.maxrss_kb, usage.vcsw, usage.ivcsw, usage.fs_in, usage.fs_out
         );
         println!(
-            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} dev_write_bytes {} wamp_dev {} dev_writes {} dev_reads {} dev_read_bytes {} db_kb {} anon_peak_kb {}",
+            "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} dev_write_bytes {} wamp_dev {} dev_writes {} dev_reads {} dev_read_bytes {} db_kb {} anon_peak_kb {} dev_write_bytes_run {}",
             out.user_bytes_written,
             io.write_bytes,
             io.read_bytes,
@@ -177,6 +183,7 @@ impl Child {
             dev.map_or("-".to_string(), |d| d.read_bytes.to_string()),
             db_bytes / 1024,
             anon_peak_kb.map_or("-".to_string(), |x| x.to_string()),
+            dev_run.map_or("-".to_string(), |d| d.write_bytes.to_string()),
         );
         let counters = opened.engine.counters();
         if !counters.is_empty() {
@@ -225,6 +232,7 @@ impl Child {
             wamp,
             dev_write_bytes,
             wamp_dev,
+            dev_write_bytes_run: dev_run.map(|d| d.write_bytes),
             dev_writes: dev.map(|d| d.writes),
             dev_reads: dev.map(|d| d.reads),
             dev_read_bytes: dev.map(|d| d.read_bytes),
