@@ -231,23 +231,19 @@ impl DeviceIo {
             stat,
             dir: dir.to_path_buf(),
         };
-        d.counts().map(|_| d)
+        d.now().map(|_| d)
     }
 
     /// Syncs the file system holding the directory (`syncfs`: every dirty page any engine
     /// left in the page cache goes to the device), then reads the counts so far.
     pub fn synced(&self) -> Option<DeviceCounts> {
         syncfs(&self.dir).ok()?;
-        self.counts()
+        self.now()
     }
 
     /// The counts so far, with no sync: what the device did by now, the dirty pages the
     /// engines left in the page cache not counted.
     pub fn now(&self) -> Option<DeviceCounts> {
-        self.counts()
-    }
-
-    fn counts(&self) -> Option<DeviceCounts> {
         device_counts_of_stat(&std::fs::read_to_string(&self.stat).ok()?)
     }
 }
