@@ -64,7 +64,8 @@ impl Slots {
 /// benchmark's threads peaked at 70-78 MB of anonymous memory, against 42 MB for the same
 /// overwrite in a process of its own and 47 MB with `MALLOC_ARENA_MAX=1` (50-53 MB in
 /// mappings). A mapping also goes back to the kernel when dropped, where freed heap memory
-/// below the arena's top stays resident.
+/// below the arena's top stays resident. The arenas' full-size chunks are the spare's slabs'
+/// (`Slabs`), which give their memory back the same way without a mapping each.
 pub(super) struct Zeroed<T> {
     ptr: std::ptr::NonNull<T>,
     len: usize,
@@ -74,10 +75,120 @@ pub(super) struct Zeroed<T> {
 
 /// Bytes from which `Zeroed` values get a mapping of their own: a chunk of an overlay's arena
 /// and larger (a mapping costs a system call and a fault a page, as fresh heap memory does).
-const ZEROED_MAP_BYTES: usize = CHUNK_WORDS * size_of::<u64>();
+const ZEROED_MAP_BYTES: usize = CHUNK_BYTES;
 
-/// A chunk of an overlay's arena (`CHUNK_WORDS` words, or a record's own).
-pub(super) type Chunk = Zeroed<MaybeUninit<u64>>;
+/// A chunk of an overlay's arena.
+pub(super) enum Chunk {
+    /// `CHUNK_WORDS` words of one of the spare's slabs (`Slabs`). Its memory is the slab's:
+    /// given back to the kernel by `Spare::keep`, and unmapped with the spare, never by a drop.
+    Slab(std::ptr::NonNull<MaybeUninit<u64>>),
+    /// Memory of its own: a record larger than a chunk, an arena without a spare, or a chunk
+    /// made where no slab could be mapped.
+    Own(Zeroed<MaybeUninit<u64>>),
+}
+
+impl Chunk {
+    /// `words` words of memory of its own.
+    fn own(words: usize) -> Chunk {
+        // SAFETY: any bytes are a valid `MaybeUninit<u64>`.
+        Chunk::Own(unsafe { Zeroed::new(words, MaybeUninit::uninit) })
+    }
+
+    /// Its length in words.
+    pub(super) fn len(&self) -> usize {
+        match self {
+            Chunk::Slab(_) => CHUNK_WORDS,
+            Chunk::Own(z) => z.len(),
+        }
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut MaybeUninit<u64> {
+        match self {
+            Chunk::Slab(p) => p.as_ptr(),
+            Chunk::Own(z) => z.as_mut_ptr(),
+        }
+    }
+}
+
+// SAFETY: a chunk owns its words (a slab's chunk is held by one arena or spare list at a
+// time), as a `Box<[MaybeUninit<u64>]>` would.
+unsafe impl Send for Chunk {}
+// SAFETY: as above.
+unsafe impl Sync for Chunk {}
+
+/// A chunk's bytes.
+const CHUNK_BYTES: usize = CHUNK_WORDS * size_of::<u64>();
+
+/// Chunks a slab holds: one mapping of 2 MiB.
+pub(super) const SLAB_CHUNKS: usize = 32;
+
+/// The mappings the spare carves full-size chunks from (`Spare::chunk`), kept until the spare
+/// is dropped with its handle, and their chunks that hold no memory: never touched, or given
+/// back (`MADV_DONTNEED`) once no overlay needed them. A mapping a chunk cost each new chunk a
+/// system call that takes the process's mapping lock for writing, and each chunk freed
+/// another (`munmap`); that lock waits for every thread that holds it for reading, such as the
+/// frames' keeper for the length of a huge page's population (`MADV_POPULATE_WRITE`). Over
+/// YCSB's load of 200K records of 1 KB, the writer made 1,218 `mmap` calls and 738 `munmap`
+/// calls and waited 95 ms of the load's 935 ms in `mmap` for that lock. `MADV_DONTNEED` takes
+/// it for reading only, and a slab's chunk taken again costs no call at all.
+#[derive(Default)]
+pub(super) struct Slabs {
+    pub(super) maps: Vec<memmap2::MmapMut>,
+    pub(super) empty: Vec<std::ptr::NonNull<MaybeUninit<u64>>>,
+}
+
+// SAFETY: the pointers are into `maps`, which the struct owns; moving it between threads moves
+// nothing they point to.
+unsafe impl Send for Slabs {}
+
+impl Slabs {
+    /// A chunk that holds no memory: an empty one, or the first of a slab mapped now (the
+    /// others become empty ones). `None` where the mapping fails.
+    fn take(&mut self) -> Option<Chunk> {
+        if let Some(p) = self.empty.pop() {
+            return Some(Chunk::Slab(p));
+        }
+        let mut map = memmap2::MmapMut::map_anon(SLAB_CHUNKS * CHUNK_BYTES).ok()?;
+        let base = map.as_mut_ptr().cast::<MaybeUninit<u64>>();
+        // Pushed last first, so that they are taken in address order.
+        for i in (1..SLAB_CHUNKS).rev() {
+            // SAFETY: chunk `i` lies within the mapping, which holds `SLAB_CHUNKS` of them.
+            let p = unsafe { base.add(i * CHUNK_WORDS) };
+            self.empty.extend(std::ptr::NonNull::new(p));
+        }
+        let first = std::ptr::NonNull::new(base)?;
+        self.maps.push(map);
+        Some(Chunk::Slab(first))
+    }
+}
+
+/// Gives the memory of slab chunks `chunks` back to the kernel (`MADV_DONTNEED`: the next
+/// touch maps zeroed pages), a call for each run of adjacent chunks. Returns them, sorted.
+fn give_back(
+    mut chunks: Vec<std::ptr::NonNull<MaybeUninit<u64>>>,
+) -> Vec<std::ptr::NonNull<MaybeUninit<u64>>> {
+    chunks.sort_unstable();
+    let mut i = 0;
+    while i < chunks.len() {
+        let start = chunks[i].as_ptr();
+        let mut n = 1;
+        // SAFETY (of the `add`s): each address is a chunk's start within a slab, and a chunk
+        // past it is at most one past the slab's end.
+        while i + n < chunks.len()
+            && chunks[i + n].as_ptr() == unsafe { start.add(n * CHUNK_WORDS) }
+        {
+            n += 1;
+        }
+        // SAFETY: the range is `n` chunks of mapped slabs (adjacent chunks of two slabs are two
+        // mappings side by side) that no arena holds: their bytes may be discarded. A failure
+        // leaves the memory resident, which the chunk's next user overwrites anyway.
+        unsafe {
+            libc::madvise(start.cast(), n * CHUNK_BYTES, libc::MADV_DONTNEED);
+        }
+        i += n;
+    }
+    chunks
+}
 
 impl<T> Zeroed<T> {
     /// `n` values, each `zero()` on the heap.
@@ -165,12 +276,15 @@ unsafe impl<T: Sync> Sync for Zeroed<T> {}
 /// overlay takes it. Holds at most one overlay's chunks or a `SPARE_CHUNKS_SHARE`th of the live
 /// overlays' if more, two tables, one checkpoint's gathering vectors, and no more bytes of
 /// chunks and tables than its cap (`with_cap`: an eighth of the memory budget); freed with
-/// the handle. The chunks and the larger tables are mappings of their own (`Zeroed`).
+/// the handle. The chunks are its slabs' (`Slabs`), the larger tables mappings of their own
+/// (`Zeroed`).
 #[derive(Default)]
 pub(crate) struct Spare {
     /// Bytes of chunks and tables it may keep (0: no cap).
     cap: usize,
     pub(super) chunks: Mutex<Vec<Chunk>>,
+    /// The mappings full-size chunks are carved from, and their chunks that hold no memory.
+    pub(super) slabs: Mutex<Slabs>,
     /// Full-size chunks the overlays drawing on this spare hold (`Arena::alloc` counts them,
     /// `keep` uncounts them).
     live: AtomicUsize,
@@ -239,8 +353,11 @@ impl Spare {
         }
     }
 
+    /// A full-size chunk: one a dropped overlay left, else a slab's (`Slabs::take`); `None`
+    /// where no slab could be mapped.
     pub(super) fn chunk(&self) -> Option<Chunk> {
-        self.chunks.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        let kept = self.chunks.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        kept.or_else(|| self.slabs.lock().unwrap_or_else(|e| e.into_inner()).take())
     }
 
     /// Its emptied table, if it has `slots` slots or more.
@@ -266,7 +383,6 @@ impl Spare {
     /// costs its size: one that held few entries is freed instead, and the next overlay
     /// starts small again).
     pub(super) fn keep(&self, chunks: Vec<Chunk>, table: Option<Box<Slots>>, entries: usize) {
-        let chunk_bytes = CHUNK_WORDS * size_of::<u64>();
         let cap = if self.cap == 0 { usize::MAX } else { self.cap };
         let full: Vec<_> = chunks
             .into_iter()
@@ -280,13 +396,29 @@ impl Spare {
         let n = full
             .len()
             .max(live / SPARE_CHUNKS_SHARE)
-            .min(cap / chunk_bytes);
-        let kept_bytes = {
+            .min(cap / CHUNK_BYTES);
+        let (kept_bytes, over) = {
             let mut kept = self.chunks.lock().unwrap_or_else(|e| e.into_inner());
             kept.extend(full);
-            kept.truncate(n);
-            kept.len() * chunk_bytes
+            let keep = n.min(kept.len());
+            let over = kept.split_off(keep);
+            (kept.len() * CHUNK_BYTES, over)
         };
+        // Beyond what is kept, a slab's chunks go back to the kernel (and stay the slab's, for
+        // a later chunk), others are freed.
+        let slab_chunks: Vec<_> = over
+            .into_iter()
+            .filter_map(|c| match c {
+                Chunk::Slab(p) => Some(p),
+                Chunk::Own(_) => None,
+            })
+            .collect();
+        if !slab_chunks.is_empty() {
+            let empty = give_back(slab_chunks);
+            let mut slabs = self.slabs.lock().unwrap_or_else(|e| e.into_inner());
+            // Taken last first: the lowest addresses first.
+            slabs.empty.extend(empty.into_iter().rev());
+        }
         // The tables it holds (an emptied one, and this one) within what the chunks leave.
         let held = self
             .slots
@@ -347,9 +479,7 @@ impl Arena {
             let spare = (words <= CHUNK_WORDS)
                 .then(|| self.spare.as_ref().and_then(|s| s.chunk()))
                 .flatten();
-            // SAFETY: any bytes are a valid `MaybeUninit<u64>`.
-            let new = || unsafe { Zeroed::new(CHUNK_WORDS.max(words), MaybeUninit::uninit) };
-            let chunk = spare.unwrap_or_else(new);
+            let chunk = spare.unwrap_or_else(|| Chunk::own(CHUNK_WORDS.max(words)));
             if let Some(s) = self.spare.as_ref().filter(|_| chunk.len() == CHUNK_WORDS) {
                 s.live.fetch_add(1, Ordering::Relaxed);
             }

@@ -589,3 +589,62 @@ fn a_spare_keeps_a_share_of_the_live_overlays_chunks() {
         "nothing live: one dropped overlay's chunks"
     );
 }
+
+/// Full-size chunks come from the spare's slabs: chunks given back beyond its cap are the
+/// slabs' again, their memory returned to the kernel (zeroed on the next touch), and the next
+/// overlays take them before any new slab is mapped.
+#[test]
+fn chunks_given_back_serve_later_overlays_without_new_mappings() {
+    let chunk = CHUNK_WORDS * size_of::<u64>();
+    let spare = Arc::new(Spare::with_cap(2 * chunk));
+    let fill = |o: &Overlay, byte: u8| {
+        for txn in 1..=300u64 {
+            let key = format!("{txn:06}").into_bytes();
+            o.insert(
+                txn,
+                [(0u64, key.as_slice(), Some(vec![byte; 8 << 10].as_slice()))],
+            );
+        }
+    };
+    let slabs = |spare: &Spare| spare.slabs.lock().unwrap().maps.len();
+    let first = Overlay::with_spare(Some(spare.clone()));
+    fill(&first, 7);
+    let chunks = first.owned.lock().unwrap().arena.chunks.len();
+    assert!(chunks > 4, "{chunks} chunks");
+    let mapped = slabs(&spare);
+    assert_eq!(mapped, chunks.div_ceil(SLAB_CHUNKS), "{chunks} chunks");
+    drop(first);
+    assert_eq!(
+        spare.chunks.lock().unwrap().len(),
+        2,
+        "the cap's two chunks kept"
+    );
+    // The chunks given back read as zeroes: their memory went back to the kernel.
+    {
+        let slabs = spare.slabs.lock().unwrap();
+        assert!(slabs.empty.len() >= chunks - 2);
+        for p in &slabs.empty {
+            // SAFETY: an empty chunk lies within a slab the spare maps, and no arena holds it.
+            let words = unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<u64>(), 16) };
+            assert!(
+                words.iter().all(|&w| w == 0),
+                "an empty chunk kept its bytes"
+            );
+        }
+    }
+    for round in 0..3u8 {
+        let o = Overlay::with_spare(Some(spare.clone()));
+        fill(&o, round);
+        for txn in [1u64, 150, 300] {
+            let key = format!("{txn:06}").into_bytes();
+            let value = vec![round; 8 << 10];
+            assert_eq!(
+                o.get(0, &key, u64::MAX),
+                Lookup::Value(&value),
+                "round {round}, key {txn}"
+            );
+        }
+        drop(o);
+        assert_eq!(slabs(&spare), mapped, "round {round} mapped a new slab");
+    }
+}
