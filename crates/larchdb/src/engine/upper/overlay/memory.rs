@@ -129,8 +129,8 @@ pub(super) const SLAB_CHUNKS: usize = 32;
 /// another (`munmap`); that lock waits for every thread that holds it for reading, such as the
 /// frames' keeper for the length of a huge page's population (`MADV_POPULATE_WRITE`). Over
 /// YCSB's load of 200K records of 1 KB, the writer made 1,180-1,218 `mmap` calls and 738-777
-/// `munmap` calls and waited 95 ms of the load's 935 ms in `mmap` for that lock. `MADV_DONTNEED` takes
-/// it for reading only, and a slab's chunk taken again costs no call at all.
+/// `munmap` calls and waited 95 ms of the load's 935 ms in `mmap` for that lock.
+/// `MADV_DONTNEED` takes it for reading only, and a slab's chunk taken again costs no call.
 #[derive(Default)]
 pub(super) struct Slabs {
     pub(super) maps: Vec<memmap2::MmapMut>,
