@@ -27,6 +27,12 @@ pub struct BenchResult {
     pub user_s: f64,
     pub sys_s: f64,
     pub cpu_pct: f64,
+    /// CPU seconds the benchmark's own threads used over the run (each thread's
+    /// `CLOCK_THREAD_CPUTIME_ID`); `None` where a thread's clock could not be read.
+    pub client_cpu_s: Option<f64>,
+    /// The process's CPU seconds beside them (`sys::background_cpu_s`): an engine's threads of
+    /// its own, which LMDB has none of (docs/design/bench-method.md, "Background CPU").
+    pub bg_cpu_s: Option<f64>,
     pub vcsw: u64,
     pub ivcsw: u64,
     pub fs_in: u64,
@@ -181,6 +187,8 @@ impl BenchResult {
             );
             m.insert("dev_reads".into(), json!(self.dev_reads));
             m.insert("dev_read_bytes".into(), json!(self.dev_read_bytes));
+            m.insert("client_cpu_s".into(), json!(self.client_cpu_s.map(round3)));
+            m.insert("bg_cpu_s".into(), json!(self.bg_cpu_s.map(round3)));
         }
         if let (Some(w), Value::Object(m)) = (&self.writer_lat, &mut v) {
             m.insert("writer_p50_us".into(), json!(round3(w.p50_us)));
@@ -215,6 +223,8 @@ pub const CSV_COLUMNS: &[&str] = &[
     "user_s",
     "sys_s",
     "cpu_pct",
+    "client_cpu_s",
+    "bg_cpu_s",
     "vcsw",
     "ivcsw",
     "fs_in",
@@ -325,9 +335,9 @@ fn summary_order(rows: &[Value]) -> Vec<&Value> {
 pub fn summary_table(rows: &[Value]) -> String {
     let mut s = String::from(
         "| benchmark | thr | engine | ops/sec | writer ops/sec | micros/op | P50 us | P99 us | \
-         P99.9 us | wall s | user s | sys s | CPU% | DB KB | RSS KB | anon KB | vcsw/ivcsw | \
-         wamp | dev wamp | dev wamp in run |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         P99.9 us | wall s | user s | sys s | CPU% | bg CPU% | DB KB | RSS KB | anon KB | \
+         vcsw/ivcsw | wamp | dev wamp | dev wamp in run |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
     let mut short_seen = false;
@@ -335,7 +345,7 @@ pub fn summary_table(rows: &[Value]) -> String {
         let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         if r.get("status").and_then(Value::as_str) == Some("unavailable") {
             s.push_str(&format!(
-                "| {} | | {} | unavailable: {} | | | | | | | | | | | | | | | | |\n",
+                "| {} | | {} | unavailable: {} | | | | | | | | | | | | | | | | | |\n",
                 text("benchmark"),
                 text("engine"),
                 text("message")
@@ -363,8 +373,12 @@ pub fn summary_table(rows: &[Value]) -> String {
             (Some(d), Some(u)) if u > 0.0 => format!("{:.2}", d / u),
             _ => String::new(),
         };
+        let bg_pct = match (num(r, "bg_cpu_s"), num(r, "wall_s")) {
+            (Some(c), Some(w)) if w > 0.0 => format!("{:.1}", c * 100.0 / w),
+            _ => String::new(),
+        };
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} |\n",
             text("benchmark"),
             f0("threads"),
             text("engine"),
@@ -378,6 +392,7 @@ pub fn summary_table(rows: &[Value]) -> String {
             f2("user_s"),
             f2("sys_s"),
             f1("cpu_pct"),
+            bg_pct,
             num(r, "db_bytes").map(|x| format!("{:.0}", x / 1024.0)).unwrap_or_default(),
             f0("maxrss_kb"),
             f0("anon_peak_kb"),
@@ -490,6 +505,15 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
             (
                 "fs_out",
                 "blocks (512 bytes) the file system wrote for the process",
+            ),
+            (
+                "client_cpu_s",
+                "CPU seconds of the benchmark's own threads (each thread's clock)",
+            ),
+            (
+                "bg_cpu_s",
+                "user + sys - client_cpu_s: CPU seconds of the engine's threads of its own \
+                 (checkpoints, compactions, flushes) and the driver's memory sampler",
             ),
         ],
     ),
@@ -674,6 +698,10 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
             ("user s", "rusage's user"),
             ("sys s", "rusage's sys"),
             ("CPU%", "rusage's cpu%"),
+            (
+                "bg CPU%",
+                "rusage's bg_cpu_s / wall: the cores the engine's background threads kept busy",
+            ),
             ("DB KB", "io's db_kb"),
             ("RSS KB", "rusage's maxrss_kb"),
             ("anon KB", "io's anon_peak_kb"),
@@ -737,6 +765,7 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "wall_s user_s sys_s cpu_pct",
                 "as rusage's wall, user, sys and cpu%",
             ),
+            ("client_cpu_s bg_cpu_s", "as in rusage"),
             ("write_bytes", "io's proc_write_bytes"),
             ("user_bytes_written", "io's user_bytes"),
             ("wamp", "io's wamp_proc"),
@@ -861,6 +890,45 @@ mod tests {
         assert!(row.contains("\"flags=MDB_NOSYNC,MDB_WRITEMAP\""), "{row}");
         let table = summary_table(&[v]);
         assert_eq!(table.lines().filter(|l| l.starts_with('|')).count(), 3);
+    }
+
+    /// The summary's "bg CPU%" is the CPU the process used beside the benchmark's threads, as
+    /// a share of the run's wall time; empty where it was not measured. Every row, the
+    /// unavailable engine's too, has as many cells as the header.
+    #[test]
+    fn the_summary_shows_the_cpu_used_beside_the_benchmarks_threads() {
+        let rows = vec![
+            json!({"status": "ok", "engine": "larch", "benchmark": "fillrandom", "threads": 1,
+                   "ops_per_sec": 1000.0, "wall_s": 2.0, "cpu_pct": 160.0,
+                   "client_cpu_s": 2.0, "bg_cpu_s": 1.2}),
+            json!({"status": "ok", "engine": "lmdb", "benchmark": "fillrandom", "threads": 1,
+                   "ops_per_sec": 900.0, "wall_s": 2.0, "cpu_pct": 100.0}),
+            json!({"status": "unavailable", "engine": "bdb", "benchmark": "fillrandom",
+                   "message": "no libdb"}),
+        ];
+        let t = summary_table(&rows);
+        let lines: Vec<&str> = t.lines().filter(|l| l.starts_with('|')).collect();
+        let cells = |l: &str| l.trim().trim_matches('|').split('|').count();
+        let header: Vec<&str> = lines[0]
+            .trim_matches('|')
+            .split('|')
+            .map(str::trim)
+            .collect();
+        let at = header.iter().position(|c| *c == "bg CPU%").unwrap();
+        assert_eq!(header[at - 1], "CPU%");
+        for l in &lines {
+            assert_eq!(cells(l), header.len(), "{l}");
+        }
+        let cell = |l: &str| {
+            l.trim_matches('|')
+                .split('|')
+                .nth(at)
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        assert_eq!(cell(lines[2]), "60.0", "{t}");
+        assert_eq!(cell(lines[3]), "", "{t}");
     }
 
     #[test]

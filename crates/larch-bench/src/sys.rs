@@ -111,6 +111,27 @@ impl ProcIo {
     }
 }
 
+/// The calling thread's CPU time so far, in seconds (`CLOCK_THREAD_CPUTIME_ID`: user and
+/// system time of this thread alone); `None` where the clock cannot be read.
+pub fn thread_cpu_s() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid place for the result.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+}
+
+/// The CPU seconds of a benchmark's process spent outside the benchmark's own threads: the
+/// process's user and system time (`process_cpu_s`) less what the benchmark's threads used
+/// (`threads_cpu_s`), never below 0 (the two are read at slightly different moments). What an
+/// engine's threads of its own (checkpoints, compactions, flushes) took, and the driver's
+/// memory sampler (`AnonPeak`, a read of a small file every `ANON_SAMPLE_MS`).
+pub fn background_cpu_s(process_cpu_s: f64, threads_cpu_s: f64) -> f64 {
+    (process_cpu_s - threads_cpu_s).max(0.0)
+}
+
 /// Anonymous memory of this process, in bytes: resident pages that are not file-backed or
 /// shared (`/proc/self/statm`: resident - shared, in pages).
 pub fn anon_bytes_of_self() -> Option<u64> {

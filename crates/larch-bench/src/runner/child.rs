@@ -161,14 +161,23 @@ impl Child {
         } else {
             0.0
         };
+        // The CPU the benchmark's own threads used, and what the rest of the process used
+        // beside them: the engine's background threads (and the driver's memory sampler).
+        let client_cpu_s = match &writer_m {
+            Some(wm) => m.cpu_s.zip(wm.cpu_s).map(|(a, b)| a + b),
+            None => m.cpu_s,
+        };
+        let bg_cpu_s = client_cpu_s.map(|c| sys::background_cpu_s(usage.user_s + usage.sys_s, c));
         let wamp = (out.user_bytes_written > 0)
             .then(|| io.write_bytes as f64 / out.user_bytes_written as f64);
         let wamp_dev = dev_write_bytes
             .filter(|_| out.user_bytes_written > 0)
             .map(|d| d as f64 / out.user_bytes_written as f64);
         println!(
-            "rusage       : wall {window_s:.3} user {:.3} sys {:.3} cpu% {cpu_pct:.1} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {}",
-            usage.user_s, usage.sys_s, usage.maxrss_kb, usage.vcsw, usage.ivcsw, usage.fs_in, usage.fs_out
+            "rusage       : wall {window_s:.3} user {:.3} sys {:.3} cpu% {cpu_pct:.1} maxrss_kb {} vcsw {} ivcsw {} fs_in {} fs_out {} client_cpu_s {} bg_cpu_s {}",
+            usage.user_s, usage.sys_s, usage.maxrss_kb, usage.vcsw, usage.ivcsw, usage.fs_in, usage.fs_out,
+            client_cpu_s.map_or("-".to_string(), |x| format!("{x:.3}")),
+            bg_cpu_s.map_or("-".to_string(), |x| format!("{x:.3}")),
         );
         println!(
             "io           : user_bytes {} proc_write_bytes {} proc_read_bytes {} wamp_proc {} dev_write_bytes {} wamp_dev {} dev_writes {} dev_reads {} dev_read_bytes {} db_kb {} anon_peak_kb {} dev_write_bytes_run {}",
@@ -222,6 +231,8 @@ impl Child {
             user_s: usage.user_s,
             sys_s: usage.sys_s,
             cpu_pct,
+            client_cpu_s,
+            bg_cpu_s,
             vcsw: usage.vcsw,
             ivcsw: usage.ivcsw,
             fs_in: usage.fs_in,

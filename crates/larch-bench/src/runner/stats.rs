@@ -27,6 +27,11 @@ pub struct ThreadStats {
     next_progress: u64,
     scan_pending: u64,
     pub(crate) series: Option<Series>,
+    /// The thread's CPU clock at `start` (`sys::thread_cpu_s`).
+    cpu_at_start: Option<f64>,
+    /// The CPU seconds the thread used from `start` to `stop`; `None` where its clock could
+    /// not be read.
+    pub(crate) cpu_s: Option<f64>,
 }
 
 /// A thread's cumulative operation count sampled over time (`--series_interval_ms`): the data
@@ -106,10 +111,14 @@ impl ThreadStats {
             next_progress: 1 << 14,
             scan_pending: 0,
             series: (f.series_interval_ms > 0).then(|| Series::new(f.series_interval_ms)),
+            cpu_at_start: None,
+            cpu_s: None,
         }
     }
 
+    /// Starts the thread's clocks: called on the thread that runs the operations, as `stop`.
     pub(crate) fn start(&mut self) {
+        self.cpu_at_start = crate::sys::thread_cpu_s();
         let now = Instant::now();
         self.start = now;
         self.last = now;
@@ -214,6 +223,10 @@ impl ThreadStats {
     pub(crate) fn stop(&mut self) {
         self.flush_scan_steps();
         self.finish = Instant::now();
+        self.cpu_s = match (crate::sys::thread_cpu_s(), self.cpu_at_start) {
+            (Some(now), Some(start)) => Some((now - start).max(0.0)),
+            _ => None,
+        };
         let (t, ops) = ((self.finish - self.start).as_secs_f64(), self.ops);
         if let Some(s) = self.series.as_mut() {
             s.finish(t, ops);
@@ -236,6 +249,8 @@ pub(crate) struct Merged {
     pub(crate) wall_s: f64,
     /// Sum of per-thread elapsed times (db_bench's micros/op numerator).
     pub(crate) thread_s: f64,
+    /// Sum of the threads' CPU seconds; `None` where one thread's clock could not be read.
+    pub(crate) cpu_s: Option<f64>,
 }
 
 pub(crate) fn merge(stats: &[ThreadStats]) -> Merged {
@@ -248,6 +263,7 @@ pub(crate) fn merge(stats: &[ThreadStats]) -> Merged {
         lat: Latency::new(),
         wall_s: 0.0,
         thread_s: 0.0,
+        cpu_s: Some(0.0),
     };
     let (Some(start), Some(finish)) = (
         stats.iter().map(|s| s.start).min(),
@@ -263,6 +279,7 @@ pub(crate) fn merge(stats: &[ThreadStats]) -> Merged {
         m.writes += s.writes;
         m.lat.merge(&s.lat);
         m.thread_s += (s.finish - s.start).as_secs_f64();
+        m.cpu_s = m.cpu_s.zip(s.cpu_s).map(|(a, b)| a + b);
     }
     m.wall_s = (finish - start).as_secs_f64();
     m
@@ -271,6 +288,48 @@ pub(crate) fn merge(stats: &[ThreadStats]) -> Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A thread's CPU seconds count the work it did between `start` and `stop`, not the time
+    /// it slept, and the merge adds them up.
+    #[test]
+    fn a_threads_cpu_time_counts_its_work_not_its_sleep() {
+        let run = |spin: bool| {
+            std::thread::spawn(move || {
+                let f = Flags::default();
+                let mut st = ThreadStats::new(0, "t", &f, None);
+                let (t0, cpu0) = (Instant::now(), crate::sys::thread_cpu_s().unwrap());
+                st.start();
+                if spin {
+                    // Until the thread's clock has run 30 ms (however busy the machine).
+                    let mut x = 0u64;
+                    while crate::sys::thread_cpu_s().unwrap() - cpu0 < 0.03
+                        && t0.elapsed().as_secs() < 30
+                    {
+                        x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+                    }
+                } else {
+                    for _ in 0..12 {
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                }
+                st.stop();
+                (st, t0.elapsed().as_secs_f64())
+            })
+            .join()
+            .unwrap()
+        };
+        let ((busy, busy_wall), (idle, _)) = (run(true), run(false));
+        let (b, i) = (busy.cpu_s.unwrap(), idle.cpu_s.unwrap());
+        assert!(
+            b >= 0.029 && b <= busy_wall,
+            "spinning used {b} s in {busy_wall} s"
+        );
+        assert!(i < 0.02, "sleeping 60 ms used {i} s");
+        let m = merge(&[busy, idle]);
+        assert!((m.cpu_s.unwrap() - (b + i)).abs() < 1e-9);
+        assert_eq!(crate::sys::background_cpu_s(1.0, 0.25), 0.75);
+        assert_eq!(crate::sys::background_cpu_s(0.2, 0.25), 0.0);
+    }
 
     #[test]
     fn series_samples_early_then_at_the_interval() {
