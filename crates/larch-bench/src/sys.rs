@@ -120,7 +120,7 @@ pub fn thread_cpu_s() -> Option<f64> {
     };
     // SAFETY: `ts` is a valid place for the result.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
+    (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
 }
 
 /// The CPU seconds of a benchmark's process spent outside the benchmark's own threads: the
