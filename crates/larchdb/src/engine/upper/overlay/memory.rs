@@ -113,8 +113,6 @@ impl Chunk {
 // SAFETY: a chunk owns its words (a slab's chunk is held by one arena or spare list at a
 // time), as a `Box<[MaybeUninit<u64>]>` would.
 unsafe impl Send for Chunk {}
-// SAFETY: as above.
-unsafe impl Sync for Chunk {}
 
 /// A chunk's bytes.
 const CHUNK_BYTES: usize = CHUNK_WORDS * size_of::<u64>();
