@@ -834,6 +834,8 @@ impl Database {
             (stats.frames_bytes, stats.frames_huge_bytes) = frames.held_bytes();
         }
         stats.commits = self.shared().commit_stats();
+        stats.overlay_bytes = self.shared().spare.held() as u64;
+        stats.pinned_overlay_bytes = self.shared().pinned_bytes();
         stats.readers = own.iter().map(|&(_, n)| n).sum();
         stats.other_readers = other_readers;
         stats.reader_list = reader_list;

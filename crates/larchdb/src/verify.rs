@@ -175,6 +175,19 @@ pub struct Stats {
     /// Of the frames, the bytes the engine has put in huge pages (2 MiB each; some may hold
     /// pages past the file's end, which the file grows into).
     pub frames_huge_bytes: u64,
+    /// Bytes of anonymous memory this handle's overlays hold (the commits since the last
+    /// checkpoint, with the log: [`crate::Options::log`]): the published snapshot's, and
+    /// those only readers of older snapshots still hold ([`Stats::pinned_overlay_bytes`]).
+    /// Not counted: the overlay an open replayed the log into. 0 without the log.
+    pub overlay_bytes: u64,
+    /// Of the overlays' bytes, those only readers of older snapshots hold: a read
+    /// transaction keeps the overlays of the snapshot it started from until it ends or
+    /// renews, after checkpoints have merged them into the tree. What they hold beyond a
+    /// quarter of the memory budget ([`crate::Options::memory_budget`]) comes out of the
+    /// budget of the overlays being written, down to an eighth of it: the writer's
+    /// checkpoints come sooner (docs/design/write-path.md, "Memory and space: what is
+    /// bounded").
+    pub pinned_overlay_bytes: u64,
     /// Per-table figures, sorted by name.
     pub tables: Vec<TableStats>,
     /// What this handle's write transactions did since it was opened.

@@ -65,3 +65,71 @@ fn a_writer_faster_than_the_logs_checkpoints_is_held_to_the_budget() {
         }
     }
 }
+
+/// Readers held across checkpoints keep the overlays of the snapshots they started from
+/// (`Stats::pinned_overlay_bytes`). Staggered ones, each started after the last checkpoint
+/// and all held to the end, each kept what the overlays held at its start (here about 1.5 MB
+/// a reader, 35 MB with 24) before what they hold came out of the writer's budget; now the
+/// overlays together stay within 39/32 of the budget plus 3/32 of it for each reader
+/// (`admission::budget::within_pins`: 22 MB), and the writer goes on. Four slices, so that
+/// the overlays' least size (a chunk and a table a slice) stays under that share.
+#[test]
+fn readers_held_across_checkpoints_shrink_the_writers_budget_instead_of_adding_to_it() {
+    const BUDGET: u64 = 8 << 20;
+    const READERS: u32 = 24;
+    const EVERY: u32 = 1_500;
+    const SLICES: u32 = 4;
+    let (data, log) = (FaultStorage::new(), FaultStorage::new());
+    let options = Options::default()
+        .log(true)
+        .log_segment_bytes(64 << 20)
+        .log_segments(32)
+        .checkpoint_bytes(1 << 30)
+        .idle_checkpoint_millis(0)
+        .memory_budget(BUDGET)
+        .checkpoint_slices(SLICES)
+        .durability(Durability::None);
+    let db = common::open_with_log(&data, &log, options.clone()).unwrap();
+    common::create_table(&db, "t");
+    let mut model = BTreeMap::new();
+    let mut held = Vec::new();
+    let (mut most, mut most_pinned) = (0, 0);
+    // 1 KiB values over 12K keys, a reader started every 1.5 MiB of them (about the
+    // checkpoint a quarter of the budget calls for) and held.
+    for i in 0..READERS * EVERY {
+        let (k, v) = (key(i.wrapping_mul(2_654_435_761) % 12_000), value(i));
+        let mut w = db.begin_write().unwrap();
+        w.table("t").unwrap().put(&k, &v).unwrap();
+        w.commit().unwrap();
+        model.insert(k, v);
+        if i % EVERY == EVERY - 1 {
+            let s = db.stats().unwrap();
+            most = most.max(s.overlay_bytes);
+            most_pinned = most_pinned.max(s.pinned_overlay_bytes);
+            held.push((db.begin_read().unwrap(), model.clone()));
+        }
+    }
+    let bound = BUDGET * 39 / 32 + u64::from(READERS) * BUDGET * 3 / 32;
+    assert!(
+        most <= bound,
+        "the overlays held {most} bytes with {READERS} readers, more than {bound}"
+    );
+    assert!(
+        most_pinned > BUDGET,
+        "the readers held {most_pinned} bytes of overlays: the test held too little to tell"
+    );
+    for (r, then) in &held {
+        let t = r.table("t").unwrap();
+        assert_eq!(t.len().unwrap(), then.len() as u64);
+        for (k, v) in then {
+            assert_eq!(t.get(k).unwrap(), Some(&v[..]));
+        }
+    }
+    drop(held);
+    db.verify().unwrap();
+    drop(db);
+    let db = common::open_with_log(&data, &log, options).unwrap();
+    let t = db.begin_read().unwrap();
+    let t = t.table("t").unwrap();
+    assert_eq!(t.len().unwrap(), model.len() as u64);
+}

@@ -193,6 +193,10 @@ pub(crate) struct Shared {
     /// (`Overlay::bytes`), and the slices of the active ones, as of their last publication
     /// (`Shared::note_upper`).
     pub(crate) upper: [AtomicU64; 3],
+    /// The memory the published snapshot's overlays hold (the active and the frozen, without
+    /// the count log), as of its publication: what the handle's overlays hold beyond it is
+    /// what readers of older snapshots keep (`Shared::pinned_bytes`).
+    pub(crate) published_overlays: AtomicU64,
     /// The budget for writes alone beyond memory (`admission::budget::after_merge`).
     pub(crate) alone_budget: u64,
     /// The budget admission holds the overlays in now (`admission::budget::now`): from
@@ -388,6 +392,18 @@ impl Shared {
         (get(&self.upper[0]), get(&self.upper[1]))
     }
 
+    /// The memory the handle's overlays hold beyond the published snapshot's: overlays a
+    /// checkpoint merged into the tree, or a recut replaced, that readers of older snapshots
+    /// still hold (each reader keeps the overlays of the snapshot it started from, until it
+    /// ends or renews). Counted from the spare's tally (`Spare::held`), which the overlay an
+    /// open replays into is not part of.
+    pub(crate) fn pinned_bytes(&self) -> u64 {
+        let published = self
+            .published_overlays
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (self.spare.held() as u64).saturating_sub(published)
+    }
+
     /// Whether the active overlays are cut in several slices, as of their last publication.
     pub(crate) fn sliced(&self) -> bool {
         self.slices() > 1
@@ -403,11 +419,11 @@ impl Shared {
     pub(crate) fn note_upper(&self, p: &published::Published) {
         let set = |a: &AtomicU64, v: usize| a.store(v as u64, std::sync::atomic::Ordering::Relaxed);
         let counts = p.counts().map_or(0, |c| c.bytes());
-        set(
-            &self.upper[0],
-            p.overlay.as_ref().map_or(0, |o| o.bytes()) + counts,
-        );
-        set(&self.upper[1], p.frozen.as_ref().map_or(0, |o| o.bytes()));
+        let active = p.overlay.as_ref().map_or(0, |o| o.bytes());
+        let frozen = p.frozen.as_ref().map_or(0, |o| o.bytes());
+        set(&self.upper[0], active + counts);
+        set(&self.upper[1], frozen);
+        set(&self.published_overlays, active + frozen);
         set(
             &self.upper[2],
             p.overlay.as_ref().map_or(0, |o| o.slices().len()),

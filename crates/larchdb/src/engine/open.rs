@@ -223,6 +223,7 @@ impl Shared {
             writing_thread: Default::default(),
             memory_budget,
             upper: Default::default(),
+            published_overlays: AtomicU64::new(0),
             alone_budget,
             budget_now: AtomicU64::new(memory_budget),
             alone_streak: Default::default(),

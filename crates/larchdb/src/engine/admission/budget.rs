@@ -16,6 +16,11 @@
 //! - with the active and the frozen overlay together at three quarters of it, the writer waits for
 //!   the running checkpoint to be put in place, or starts one and waits (`over_budget`).
 //!
+//! What readers of older snapshots hold of the overlays no longer published (merged by a
+//! checkpoint, kept by a reader until it ends or renews: `Shared::pinned_bytes`) beyond a
+//! quarter of the budget comes out of it, down to an eighth (`within_pins`): the thresholds
+//! above are of what is left.
+//!
 //! What a dropped overlay leaves for the next (`overlay::Spare`) keeps at most an eighth of the
 //! budget, and the pager's pool of page buffers another eighth (`Carry::with_pool_bytes`), so
 //! the overlays and what is kept between them stay within the budget.
@@ -108,9 +113,44 @@ pub(crate) fn memory_due(shared: &Shared) -> bool {
 
 /// The budget admission holds the overlays in now: the handle's (`Shared::memory_budget`), or
 /// more while the tree is beyond memory and nothing else uses the page cache ("Writes alone
-/// beyond memory" in the module's text).
+/// beyond memory" in the module's text), less what readers of older snapshots hold
+/// (`within_pins`).
 pub(crate) fn now(shared: &Shared) -> u64 {
+    within_pins(before_pins(shared), shared.pinned_bytes())
+}
+
+/// The budget before what readers hold is taken from it (`now`).
+fn before_pins(shared: &Shared) -> u64 {
     shared.budget_now.load(Ordering::Relaxed)
+}
+
+/// What readers may hold of the overlays no longer published before the budget shrinks: a
+/// quarter of it, a checkpoint's worth (`memory_due`). The overlay a checkpoint merged stays
+/// until every reader of the snapshot before has moved on (microseconds in memory,
+/// milliseconds for a read from the device).
+const PINNED_FREE_SHARE: u64 = 4;
+
+/// The share of the budget the overlays keep however much readers hold: an eighth, so that
+/// the writer goes on, slowed to checkpoints of a thirty-second of the budget, instead of
+/// waiting for readers to let go (one may be its own thread's).
+const PINNED_FLOOR_SHARE: u64 = 8;
+
+/// `budget` less what readers of older snapshots hold beyond `PINNED_FREE_SHARE` of it
+/// (`pinned`: `Shared::pinned_bytes`), and at least `PINNED_FLOOR_SHARE` of it. Each reader
+/// holds the overlays of the snapshot it started from: a reader held across checkpoints
+/// keeps them out of the spare, and without this, staggered readers held for long (a scan
+/// of the whole table beside a writer, say, started again as each ends) held the budget's
+/// worth each. With it, what they hold comes out of the overlays' share: the writer's
+/// checkpoints come sooner and the overlays new readers start from are smaller. The
+/// published overlays stay under three quarters of what is left, so the overlays together
+/// stay within about 1.22 times the budget (39/32, where readers hold 9/8 of it and the
+/// floor is reached), and beyond that grow only by what each further reader held across a
+/// checkpoint started from: at most three quarters of the floor (3/32 of the budget).
+fn within_pins(budget: u64, pinned: u64) -> u64 {
+    let beyond = pinned.saturating_sub(budget / PINNED_FREE_SHARE);
+    budget
+        .saturating_sub(beyond)
+        .max(budget / PINNED_FLOOR_SHARE)
 }
 
 /// After a checkpoint's merge: `alone`, whether its merge read its leaves from the device with
@@ -127,7 +167,7 @@ pub(crate) fn after_merge(shared: &Shared, alone: bool, retired: u64) {
         0
     };
     let next = next_budget(
-        now(shared),
+        before_pins(shared),
         shared.memory_budget,
         shared.alone_budget,
         streak >= ALONE_STREAK,
@@ -155,7 +195,7 @@ fn next_budget(now: u64, base: u64, alone_budget: u64, alone: bool, retired: u64
 /// above the handle's: the level from which their growth is paced, half of it (0 otherwise:
 /// the ring is the checkpoints').
 pub(crate) fn ring_overlay_bytes(shared: &Shared) -> u64 {
-    let now = now(shared);
+    let now = before_pins(shared);
     if now > shared.memory_budget {
         now / 2
     } else {
@@ -387,6 +427,21 @@ mod tests {
         );
         assert_eq!(next_budget(base + MIB, base, alone, false, 4 * MIB), base);
         assert_eq!(next_budget(base, base, alone, false, 0), base);
+    }
+
+    #[test]
+    fn what_readers_hold_beyond_a_quarter_comes_out_of_the_budget_down_to_an_eighth() {
+        const MIB: u64 = 1 << 20;
+        let budget = 64 * MIB;
+        // Nothing held, or up to a checkpoint's worth (a quarter): the whole budget.
+        assert_eq!(within_pins(budget, 0), budget);
+        assert_eq!(within_pins(budget, 16 * MIB), budget);
+        // Beyond it, byte for byte.
+        assert_eq!(within_pins(budget, 16 * MIB + 1), budget - 1);
+        assert_eq!(within_pins(budget, 40 * MIB), 40 * MIB);
+        // Never below an eighth, however much is held.
+        assert_eq!(within_pins(budget, 72 * MIB), 8 * MIB);
+        assert_eq!(within_pins(budget, u64::MAX), 8 * MIB);
     }
 
     #[test]

@@ -286,6 +286,10 @@ pub(crate) struct Spare {
     /// Full-size chunks the overlays drawing on this spare hold (`Arena::alloc` counts them,
     /// `keep` uncounts them).
     live: AtomicUsize,
+    /// Bytes the overlays drawing on this spare hold (`Overlay::bytes`), alive or not in the
+    /// published snapshot: each counts its growth at a commit and uncounts all of it when
+    /// dropped (`held`).
+    held: AtomicUsize,
     /// An emptied table, for the next overlay whose table outgrows its own (`Overlay::grow`).
     pub(super) slots: Mutex<Option<Box<Slots>>>,
     /// A table left by a dropped overlay, not emptied yet.
@@ -334,6 +338,22 @@ impl Spare {
         Spare {
             cap,
             ..Spare::default()
+        }
+    }
+
+    /// The bytes every overlay drawing on this spare holds (`Overlay::bytes`), from the
+    /// active ones to those only readers still hold.
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// An overlay drawing on this spare went from holding `before` bytes to `after` (0: it
+    /// is dropped).
+    pub(super) fn note_held(&self, before: usize, after: usize) {
+        if after > before {
+            self.held.fetch_add(after - before, Ordering::Relaxed);
+        } else if before > after {
+            self.held.fetch_sub(before - after, Ordering::Relaxed);
         }
     }
 

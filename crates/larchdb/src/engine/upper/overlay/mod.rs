@@ -209,6 +209,15 @@ unsafe impl Send for Overlay {}
 
 unsafe impl Sync for Overlay {}
 
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let owned = self.owned.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = &owned.arena.spare {
+            s.note_held(*self.bytes.get_mut(), 0);
+        }
+    }
+}
+
 impl Default for Overlay {
     fn default() -> Overlay {
         Overlay::new()
@@ -260,6 +269,9 @@ impl Overlay {
 
     fn with_table(spare: Option<Arc<Spare>>, first: Box<Slots>) -> Overlay {
         let table = &*first as *const Slots as *mut Slots;
+        if let Some(s) = &spare {
+            s.note_held(0, first.bytes());
+        }
         Overlay {
             table: AtomicPtr::new(table),
             len: AtomicUsize::new(0),
@@ -539,7 +551,13 @@ impl Overlay {
             + owned.table_bytes
             + owned.order.capacity() * size_of::<*const Entry>()
             + owned.blind_bytes;
-        self.bytes.store(held, Ordering::Relaxed);
+        let before = self.bytes.load(Ordering::Relaxed);
+        if held != before {
+            self.bytes.store(held, Ordering::Relaxed);
+            if let Some(s) = &owned.arena.spare {
+                s.note_held(before, held);
+            }
+        }
     }
 
     /// The memory the overlay holds: its arena's chunks, its tables, its list of entries and
