@@ -823,6 +823,8 @@ impl Environment {
         d.set_item("log_full_waits", s.commits.log_full_waits)?;
         d.set_item("frames_bytes", s.frames_bytes)?;
         d.set_item("frames_huge_bytes", s.frames_huge_bytes)?;
+        d.set_item("overlay_bytes", s.overlay_bytes)?;
+        d.set_item("pinned_overlay_bytes", s.pinned_overlay_bytes)?;
         let tables = PyDict::new(py);
         for t in &s.tables {
             let td = PyDict::new(py);

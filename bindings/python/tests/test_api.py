@@ -551,6 +551,30 @@ def test_frames(tmp_path):
     env.close()
 
 
+def test_readers_pin_the_overlays_they_started_from(tmp_path):
+    """A reader held while checkpoints merge the overlays of its snapshot keeps them: stat()
+    counts them apart (`pinned_overlay_bytes`, within `overlay_bytes`), and the reader still
+    reads its snapshot."""
+    env = larch.open(str(tmp_path / "db"), durability=larch.NONE, memory_budget=4 << 20)
+    value = b"v" * 1024
+    for i in range(500):
+        with env.begin(write=True) as txn:
+            txn.put(b"k%08d" % i, value)
+    reader = env.begin()
+    before = env.stat()["checkpoints"]
+    i = 500
+    while env.stat()["checkpoints"] < before + 4:
+        with env.begin(write=True) as txn:
+            txn.put(b"k%08d" % (i % 4000), value)
+        i += 1
+    s = env.stat()
+    assert 0 < s["pinned_overlay_bytes"] <= s["overlay_bytes"]
+    assert bytes(reader.get(b"k%08d" % 499)) == value
+    assert reader.get(b"k%08d" % 500) is None
+    reader.abort()
+    env.close()
+
+
 def test_memory_budget_and_log_room(tmp_path):
     """A small memory budget makes checkpoints of what it holds (more than the default's
     for the same writes), a room of the log's own makes fewer of them durable, and neither
