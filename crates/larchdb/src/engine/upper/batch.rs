@@ -19,13 +19,83 @@ const KEPT_BYTES_MAX: usize = 1 << 20;
 /// `Write::value_len` of a deletion.
 const DELETED: u32 = u32::MAX;
 
+/// Bytes of each block of a batch's keys and values (`Data`) past its first: a large
+/// transaction holds its records and at most a block more, where one buffer that doubled
+/// held up to twice its records (a transaction of 20 MB of 1 KB values in 32 MiB) and copied
+/// them at each doubling.
+const BLOCK_BYTES: usize = 1 << 20;
+
+/// A batch's keys and values, in blocks of `BLOCK_BYTES` (a key or value larger than a block
+/// in a block of its own), each written front to back; a position is a block's index in the
+/// high 32 bits and an offset in it in the low ones. The first block grows by doubling up to
+/// `BLOCK_BYTES`, and is kept from one transaction to the next.
+#[derive(Default)]
+struct Data {
+    blocks: Vec<Vec<u8>>,
+    /// The block small keys and values go to (`keep`).
+    filling: usize,
+}
+
+impl Data {
+    /// Appends `bytes`, returning their position.
+    fn keep(&mut self, bytes: &[u8]) -> u64 {
+        let fits = |b: &Vec<u8>| b.len() + bytes.len() <= b.capacity().max(BLOCK_BYTES);
+        let i = if bytes.len() > BLOCK_BYTES {
+            self.blocks.push(Vec::with_capacity(bytes.len()));
+            self.blocks.len() - 1
+        } else {
+            if !self.blocks.get(self.filling).is_some_and(fits) {
+                // The first block starts empty and grows; the others are made whole.
+                let first = self.blocks.is_empty();
+                self.blocks
+                    .push(Vec::with_capacity(if first { 0 } else { BLOCK_BYTES }));
+                self.filling = self.blocks.len() - 1;
+            }
+            self.filling
+        };
+        let block = &mut self.blocks[i];
+        let at = block.len();
+        let need = at + bytes.len();
+        if need > block.capacity() {
+            // The first block, growing: by doubling, up to a block.
+            let to = (block.capacity() * 2).clamp(need, BLOCK_BYTES.max(need));
+            block.reserve_exact(to - at);
+        }
+        block.extend_from_slice(bytes);
+        ((i as u64) << 32) | at as u64
+    }
+
+    /// The `len` bytes kept at `at`.
+    fn get(&self, at: u64, len: usize) -> &[u8] {
+        &self.blocks[(at >> 32) as usize][(at & 0xffff_ffff) as usize..][..len]
+    }
+
+    /// Forgets every byte; keeps the first block, if it holds at most `KEPT_BYTES_MAX`.
+    fn clear(&mut self) {
+        self.filling = 0;
+        self.blocks.truncate(1);
+        if let Some(b) = self.blocks.first_mut() {
+            b.clear();
+            if b.capacity() > KEPT_BYTES_MAX {
+                self.blocks.clear();
+            }
+        }
+    }
+
+    /// Bytes of the blocks' capacity.
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.blocks.iter().map(|b| b.capacity()).sum()
+    }
+}
+
 /// What a transaction wrote for one key of one table: the key's and the value's bytes are in
 /// the batch's `data`.
 pub(crate) struct Write {
     table: u64,
-    key_at: usize,
+    key_at: u64,
     key_len: u32,
-    value_at: usize,
+    value_at: u64,
     /// `DELETED` for a deletion.
     value_len: u32,
     /// `Some` if a blind write (`WriteTable::set`) counted the key as new when neither this
@@ -38,7 +108,7 @@ pub(crate) struct Write {
 }
 
 /// A transaction's writes, one per table (by number, `CatalogCache::table_id`) and key, in the
-/// order of their first write; the bytes of keys and values in one buffer, kept with its
+/// order of their first write; the bytes of keys and values in blocks (`Data`), the first kept with its
 /// capacity from one transaction to the next.
 ///
 /// While every write comes in ascending order of table and key (a sequential load, the
@@ -50,7 +120,7 @@ pub(crate) struct Write {
 /// not for every write: a commit through the log reads the writes in their own order.
 #[derive(Default)]
 pub(crate) struct Batch {
-    data: Vec<u8>,
+    data: Data,
     writes: Vec<Write>,
     /// Open addressing over `writes` by `Write::hash`: each slot 0 (empty) or an index in
     /// `writes` plus one, linear probing, at most half full. Kept once there are more than
@@ -81,9 +151,6 @@ impl Batch {
     pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.writes.clear();
-        if self.data.capacity() > KEPT_BYTES_MAX {
-            self.data = Vec::new();
-        }
         if self.writes.capacity() * size_of::<Write>() > KEPT_BYTES_MAX {
             self.writes = Vec::new();
         }
@@ -98,11 +165,11 @@ impl Batch {
     }
 
     fn key(&self, w: &Write) -> &[u8] {
-        &self.data[w.key_at..w.key_at + w.key_len as usize]
+        self.data.get(w.key_at, w.key_len as usize)
     }
 
     fn value(&self, w: &Write) -> Option<&[u8]> {
-        (w.value_len != DELETED).then(|| &self.data[w.value_at..w.value_at + w.value_len as usize])
+        (w.value_len != DELETED).then(|| self.data.get(w.value_at, w.value_len as usize))
     }
 
     /// Whether the writes are in ascending order of table and key (`ascending`). A batch
@@ -249,10 +316,8 @@ impl Batch {
     }
 
     /// Appends `bytes` to `data`, returning where they start.
-    fn keep(&mut self, bytes: &[u8]) -> usize {
-        let at = self.data.len();
-        self.data.extend_from_slice(bytes);
-        at
+    fn keep(&mut self, bytes: &[u8]) -> u64 {
+        self.data.keep(bytes)
     }
 
     /// Records a value (or a deletion, `None`) of `key`; `blind` if a blind write counted the
@@ -299,7 +364,7 @@ impl Batch {
     /// Adds the write of a key not written before, its value at `value` (`Write::value_at`,
     /// `Write::value_len`); `in_order`: the writes stay ascending with it. Indexes it in
     /// `slots` once they are in use.
-    fn add(&mut self, table: u64, key: &[u8], value: (usize, u32), blind: bool, in_order: bool) {
+    fn add(&mut self, table: u64, key: &[u8], value: (u64, u32), blind: bool, in_order: bool) {
         self.ascending = in_order;
         *self.order.get_mut() = None;
         let key_at = self.keep(key);
@@ -736,6 +801,38 @@ mod tests {
             b.clear();
             assert!(b.is_empty() && b.get(0, b"k01").is_none() && b.bytes() == 0);
         }
+    }
+
+    /// A large batch holds its keys and values and at most a block more (a buffer that
+    /// doubled held up to twice them), and reads back every one, a record larger than a block
+    /// included.
+    #[test]
+    fn a_large_batch_holds_its_bytes_and_a_block_more() {
+        let mut b = Batch::default();
+        let value = |i: u32| vec![(i % 251) as u8; 1000 + (i % 7) as usize];
+        let mut bytes = 0;
+        for i in 0..20_000u32 {
+            let (k, v) = (i.wrapping_mul(2_654_435_761).to_be_bytes(), value(i));
+            bytes += k.len() + v.len();
+            b.put(0, &k, Some(&v), false);
+        }
+        let huge = vec![9u8; 3 * BLOCK_BYTES + 5];
+        b.put(1, b"huge", Some(&huge), false);
+        bytes += 4 + huge.len();
+        assert_eq!(b.bytes(), bytes);
+        assert!(
+            b.data.capacity() <= bytes + BLOCK_BYTES,
+            "{} bytes held for {bytes}",
+            b.data.capacity()
+        );
+        for i in 0..20_000u32 {
+            let k = i.wrapping_mul(2_654_435_761).to_be_bytes();
+            assert_eq!(b.get(0, &k), Some(Some(&value(i)[..])));
+        }
+        assert_eq!(b.get(1, b"huge"), Some(Some(&huge[..])));
+        b.clear();
+        assert!(b.data.capacity() <= KEPT_BYTES_MAX);
+        assert!(b.get(1, b"huge").is_none());
     }
 
     /// A batch cleared after a large transaction gives its memory back; after a small one it
