@@ -12,9 +12,9 @@
 //! and the cgroup killed the process in the load.
 //!
 //! The same with transactions of 20,000 records (`--batch_size`, 20 MB each) in a 64 MiB
-//! cgroup: a transaction's writes are held in memory until its commit, and their buffer
-//! grew by doubling, copied at each step; the cgroup killed the process as the overwrite
-//! began. In blocks of 1 MiB they take their size and a block more.
+//! cgroup: a transaction's writes are held in memory until its commit; in one buffer that
+//! grew by doubling, the cgroup killed the process as the overwrite began. In blocks of
+//! 1 MiB they take their size and a block more.
 //!
 //! Where no memory cgroup can be made (no permission, no controller), the test says so and
 //! passes: the limit is the machine's to grant.
