@@ -89,7 +89,22 @@ enum Op {
     Release {
         back: u8,
     },
+    /// A read transaction of the newest commit, held across the operations after it (up to
+    /// `HELD_MAX`; the oldest is let go first) until a crash or `LetGo`: checkpoints merge its
+    /// overlays meanwhile, and compactions move pages, while it keeps its snapshot.
+    Hold,
+    /// Checks that the held reader `which` (modulo those held) still sees its snapshot.
+    CheckHeld {
+        which: u8,
+    },
+    /// Lets the held reader `which` (modulo those held) go.
+    LetGo {
+        which: u8,
+    },
 }
+
+/// Read transactions held at once (`Op::Hold`).
+const HELD_MAX: usize = 4;
 
 fn key_bytes(key: u16, width: u8) -> Vec<u8> {
     // Same key number, different widths: different keys, of lengths from 1 to ~250 bytes.
@@ -130,6 +145,9 @@ fn op() -> impl Strategy<Value = Op> {
         4 => Just(Op::Savepoint),
         3 => (0u8..3).prop_map(|back| Op::RollbackTo { back }),
         1 => (0u8..3).prop_map(|back| Op::Release { back }),
+        2 => Just(Op::Hold),
+        3 => any::<u8>().prop_map(|which| Op::CheckHeld { which }),
+        1 => any::<u8>().prop_map(|which| Op::LetGo { which }),
     ]
 }
 
@@ -304,9 +322,22 @@ fn run(ops: Vec<Op>, log: bool) {
     run_on(ops, Harness::new(log));
 }
 
+/// Asserts that the held reader `r` sees exactly `expected`: its tables, and each table's
+/// count and entries.
+fn check_held(r: &larchdb::ReadTxn, expected: &Model) {
+    let want: Vec<String> = expected.keys().cloned().collect();
+    assert_eq!(r.list_tables().unwrap(), want, "a held reader's tables");
+    for (name, map) in expected {
+        let t = r.table(name).unwrap();
+        testing::assert_holds(&t, map, &format!("{name}, held at {}", r.id()));
+    }
+}
+
 fn run_on(ops: Vec<Op>, h: Harness) {
     // The database, with the newest commit and the commits that may survive a power loss.
     let mut h = h;
+    // Read transactions held, each with the state it saw.
+    let mut held: Vec<(larchdb::ReadTxn, Model)> = Vec::new();
     let mut i = 0;
     while i < ops.len() {
         let op = &ops[i];
@@ -399,8 +430,33 @@ fn run_on(ops: Vec<Op>, h: Harness) {
                 to,
                 reverse,
             } => scan(&h, table, from, to, reverse),
-            Op::Reopen => h.crash(Crash::Process),
-            Op::PowerLoss { seed, keep_some } => h.crash(Crash::PowerLoss { seed, keep_some }),
+            Op::Reopen => {
+                // The process's readers end with it.
+                held.clear();
+                h.crash(Crash::Process);
+            }
+            Op::PowerLoss { seed, keep_some } => {
+                held.clear();
+                h.crash(Crash::PowerLoss { seed, keep_some });
+            }
+            Op::Hold => {
+                if held.len() == HELD_MAX {
+                    held.remove(0);
+                }
+                held.push((h.db().begin_read().unwrap(), h.latest().clone()));
+            }
+            Op::CheckHeld { which } => {
+                if !held.is_empty() {
+                    let (r, m) = &held[which as usize % held.len()];
+                    check_held(r, m);
+                }
+            }
+            Op::LetGo { which } => {
+                if !held.is_empty() {
+                    let n = held.len();
+                    held.remove(which as usize % n);
+                }
+            }
             Op::Compact => {
                 // (The file may grow: the checkpoint first writes the overlay into the tree.)
                 h.db().compact().unwrap();
@@ -416,6 +472,10 @@ fn run_on(ops: Vec<Op>, h: Harness) {
         }
         i += 1;
     }
+    for (r, m) in &held {
+        check_held(r, m);
+    }
+    drop(held);
     h.check();
 }
 
