@@ -445,17 +445,13 @@ fn run_on(ops: Vec<Op>, h: Harness) {
                 }
                 held.push((h.db().begin_read().unwrap(), h.latest().clone()));
             }
-            Op::CheckHeld { which } => {
-                if !held.is_empty() {
-                    let (r, m) = &held[which as usize % held.len()];
-                    check_held(r, m);
-                }
+            Op::CheckHeld { which } if !held.is_empty() => {
+                let (r, m) = &held[which as usize % held.len()];
+                check_held(r, m);
             }
-            Op::LetGo { which } => {
-                if !held.is_empty() {
-                    let n = held.len();
-                    held.remove(which as usize % n);
-                }
+            Op::LetGo { which } if !held.is_empty() => {
+                let n = held.len();
+                held.remove(which as usize % n);
             }
             Op::Compact => {
                 // (The file may grow: the checkpoint first writes the overlay into the tree.)
