@@ -8,7 +8,7 @@ mod common;
 
 use common::{key5 as key, value_1k as value};
 use larchdb::storage::FaultStorage;
-use larchdb::{Durability, Options};
+use larchdb::{Durability, Options, ReadTxn};
 use std::collections::BTreeMap;
 
 #[test]
@@ -47,22 +47,22 @@ fn a_writer_faster_than_the_logs_checkpoints_is_held_to_the_budget() {
             "thread {thread}: {checkpoints} checkpoints for 48 MiB of overlay in a 16 MiB budget"
         );
         for (r, then) in &held {
-            let t = r.table("t").unwrap();
-            assert_eq!(t.len().unwrap(), then.len() as u64);
-            for (k, v) in then {
-                assert_eq!(t.get(k).unwrap(), Some(&v[..]));
-            }
+            reads_as(r, then);
         }
         drop(held);
         db.verify().unwrap();
         drop(db);
         let db = common::open_with_log(&data, &log, options).unwrap();
-        let r = db.begin_read().unwrap();
-        let t = r.table("t").unwrap();
-        assert_eq!(t.len().unwrap(), model.len() as u64);
-        for (k, v) in &model {
-            assert_eq!(t.get(k).unwrap(), Some(&v[..]), "{k:?}");
-        }
+        reads_as(&db.begin_read().unwrap(), &model);
+    }
+}
+
+/// Asserts that `r` reads table `t` as `model`: its count, and each key's value.
+fn reads_as(r: &ReadTxn, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    let t = r.table("t").unwrap();
+    assert_eq!(t.len().unwrap(), model.len() as u64);
+    for (k, v) in model {
+        assert_eq!(t.get(k).unwrap(), Some(&v[..]), "{k:?}");
     }
 }
 
@@ -119,11 +119,7 @@ fn readers_held_across_checkpoints_shrink_the_writers_budget_instead_of_adding_t
         "the readers held {most_pinned} bytes of overlays: the test held too little to tell"
     );
     for (r, then) in &held {
-        let t = r.table("t").unwrap();
-        assert_eq!(t.len().unwrap(), then.len() as u64);
-        for (k, v) in then {
-            assert_eq!(t.get(k).unwrap(), Some(&v[..]));
-        }
+        reads_as(r, then);
     }
     drop(held);
     db.verify().unwrap();
