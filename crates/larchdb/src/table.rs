@@ -21,8 +21,9 @@ fn own(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
     }
 }
 
-/// Keys `WriteTable::retain` collects before it deletes them.
-const RETAIN_CHUNK: usize = 1024;
+/// Keys `WriteTable::retain` collects before it deletes them, and that a logged
+/// transaction's `delete_range` deletes between two looks at what its batch holds.
+const RANGE_CHUNK: usize = 1024;
 
 fn bounds<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(r: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let map = |b: Bound<&K>| own(b.map(|k| k.as_ref()));
@@ -425,8 +426,118 @@ pub(crate) enum TablePages<'t> {
     Read(&'t Snapshot),
 }
 
-/// A table opened in a write transaction.
-pub struct WriteTable<'t> {
+/// What a write transaction's table reads the tree through, for a read.
+#[derive(Clone, Copy)]
+pub(crate) enum TableSource<'a> {
+    Write(&'a WritePages),
+    Read(&'a Snapshot),
+}
+
+/// A logged transaction's layers above the tree, for a read.
+#[derive(Clone, Copy)]
+pub(crate) struct LoggedView<'a> {
+    pub(crate) batch: &'a Batch,
+    pub(crate) overlays: Overlays<'a>,
+    pub(crate) table: u64,
+    pub(crate) txn: u64,
+}
+
+/// What a `WriteTable` reaches its transaction through (`engine::txn::Txn`), at each call:
+/// the transaction may turn from committing through the log to writing pages between two
+/// calls (`bound`), and the table's parts are taken again after it.
+pub(crate) trait TableAccess {
+    /// The table in `slot` (`catalog::TableStates`) for a change; `id` is its number in the
+    /// batch while the transaction commits through the log.
+    fn parts(&mut self, slot: usize, id: Option<u64>) -> Result<TableParts<'_>>;
+    /// The table in `slot` for a read.
+    fn view(&self, slot: usize, id: Option<u64>) -> TableView<'_>;
+    /// After a change: a logged transaction whose batch outgrew the log's share turns to
+    /// writing pages now, its records so far applied to the tree, rather than hold its
+    /// writes in memory until the commit (`Txn::switch_to_pages`).
+    fn bound(&mut self, slot: usize) -> Result<()>;
+}
+
+/// A table of a write transaction, read for one call (`TableAccess::view`).
+#[derive(Clone, Copy)]
+pub(crate) struct TableView<'a> {
+    pub(crate) pages: TableSource<'a>,
+    pub(crate) hdr: TableHeader,
+    pub(crate) logged: Option<LoggedView<'a>>,
+    /// The table's state could not be had (the transaction failed turning to pages): every
+    /// read fails with `TxnFailed`.
+    pub(crate) failed: bool,
+}
+
+impl<'a> TableView<'a> {
+    /// A view whose reads fail (`src` is read for nothing).
+    pub(crate) fn failed(src: &'a Snapshot) -> TableView<'a> {
+        TableView {
+            pages: TableSource::Read(src),
+            hdr: TableHeader::default(),
+            logged: None,
+            failed: true,
+        }
+    }
+
+    fn src(&self) -> &'a dyn PageSource {
+        match self.pages {
+            TableSource::Write(p) => p,
+            TableSource::Read(s) => s,
+        }
+    }
+
+    fn upper(&self) -> Upper<'a> {
+        match self.logged {
+            Some(l) => Upper::new(l.overlays, Some(l.batch), l.table, l.txn),
+            None => Upper::default(),
+        }
+    }
+
+    /// The value of `key` as the transaction sees it (each page source its own code: this
+    /// is the read path of a logged transaction's `put` and `delete`).
+    #[inline]
+    fn get(&self, key: &[u8]) -> Result<Option<&'a [u8]>> {
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        let upper = self.upper();
+        match self.pages {
+            TableSource::Write(p) => get_layered(p, &self.hdr, &upper, key),
+            TableSource::Read(s) => get_layered(s, &self.hdr, &upper, key),
+        }
+    }
+
+    fn edge(&self, at: Edge<'_>) -> Result<Option<Entry<'a>>> {
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        edge(self.src(), self.hdr, self.upper(), at)
+    }
+
+    fn range_of(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool) -> Range<'a> {
+        if self.failed {
+            return Range::failed(self.src(), Error::TxnFailed);
+        }
+        Range::new(self.src(), self.hdr, start, end, reverse, self.upper())
+    }
+
+    fn len(&self) -> Result<u64> {
+        if self.failed {
+            return Err(Error::TxnFailed);
+        }
+        let Some(l) = &self.logged else {
+            return Ok(self.hdr.entries);
+        };
+        let (src, hdr) = (self.src(), self.hdr);
+        let in_tree = |k: &[u8]| Ok(btree::get(src, &hdr, k)?.is_some());
+        let n = l.batch.blind_in_tree(l.table, &in_tree)?;
+        let above = Upper::new(l.overlays, None, l.table, l.txn);
+        uncount(self.hdr.entries, n + above.blind_in_tree(in_tree)?)
+    }
+}
+
+/// A table of a write transaction, borrowed for one change (`TableAccess::parts`).
+pub(crate) struct TableParts<'t> {
     pages: TablePages<'t>,
     state: &'t mut TableState,
     scratch: &'t mut Scratch,
@@ -440,17 +551,7 @@ pub struct WriteTable<'t> {
     undo: Option<UndoSink<'t>>,
 }
 
-impl std::fmt::Debug for WriteTable<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut d = f.debug_struct("WriteTable");
-        if let Ok(n) = self.len() {
-            d.field("entries", &n);
-        }
-        d.finish_non_exhaustive()
-    }
-}
-
-impl<'t> WriteTable<'t> {
+impl<'t> TableParts<'t> {
     pub(crate) fn new(
         pages: TablePages<'t>,
         state: &'t mut TableState,
@@ -458,8 +559,8 @@ impl<'t> WriteTable<'t> {
         failed: &'t mut bool,
         logged: Option<Logged<'t>>,
         undo: Option<UndoSink<'t>>,
-    ) -> WriteTable<'t> {
-        WriteTable {
+    ) -> TableParts<'t> {
+        TableParts {
             pages,
             state,
             scratch,
@@ -469,13 +570,30 @@ impl<'t> WriteTable<'t> {
         }
     }
 
+    fn view(&self) -> TableView<'_> {
+        TableView {
+            pages: match &self.pages {
+                TablePages::Write(p) => TableSource::Write(p),
+                TablePages::Read(s) => TableSource::Read(s),
+            },
+            hdr: self.state.hdr,
+            logged: self.logged.as_ref().map(|l| LoggedView {
+                batch: l.batch,
+                overlays: l.overlays,
+                table: l.table,
+                txn: l.txn,
+            }),
+            failed: false,
+        }
+    }
+
     /// The value `key` has before a change, if a savepoint needs it (`Some`): `Some(None)`
     /// for a key without one.
     fn undo_before(&self, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
         if self.undo.is_none() {
             return Ok(None);
         }
-        Ok(Some(self.get_here(key)?.map(<[u8]>::to_vec)))
+        Ok(Some(self.view().get(key)?.map(<[u8]>::to_vec)))
     }
 
     /// Whether `key` is present before a logged change: from the value `undo_before` read,
@@ -483,7 +601,7 @@ impl<'t> WriteTable<'t> {
     fn existed(&self, key: &[u8], old: &Option<Option<Vec<u8>>>) -> Result<bool> {
         match old {
             Some(old) => Ok(old.is_some()),
-            None => self.exists(key),
+            None => Ok(self.view().get(key)?.is_some()),
         }
     }
 
@@ -501,24 +619,6 @@ impl<'t> WriteTable<'t> {
         match &self.pages {
             TablePages::Write(p) => &**p,
             TablePages::Read(s) => *s,
-        }
-    }
-
-    /// The value of `key` as this transaction sees it (each page source its own code: this
-    /// is the read path of a logged transaction's `put` and `delete`).
-    #[inline]
-    fn get_here(&self, key: &[u8]) -> Result<Option<&[u8]>> {
-        let upper = self.upper();
-        match &self.pages {
-            TablePages::Write(p) => get_layered(&**p, &self.state.hdr, &upper, key),
-            TablePages::Read(s) => get_layered(*s, &self.state.hdr, &upper, key),
-        }
-    }
-
-    fn upper(&self) -> Upper<'_> {
-        match &self.logged {
-            Some(l) => Upper::new(l.overlays, Some(&*l.batch), l.table, l.txn),
-            None => Upper::default(),
         }
     }
 
@@ -563,11 +663,6 @@ impl<'t> WriteTable<'t> {
         r
     }
 
-    /// Whether `key` is present, as this transaction sees it (logged transactions).
-    fn exists(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.get_here(key)?.is_some())
-    }
-
     /// Records a logged write of `key` (a value, or a deletion) that changes the table's
     /// entry count by `grow` (+1 a new key, -1 a deleted one, 0 a replacement).
     /// `blind` if the write counted the key as new without knowing (`set`).
@@ -590,20 +685,7 @@ impl<'t> WriteTable<'t> {
         }
     }
 
-    /// Inserts or replaces. Returns true if it replaced an existing value.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
-    /// let mut w = db.begin_write()?;
-    /// w.create_table("t")?;
-    /// let mut t = w.table("t")?;
-    /// assert!(!t.put(b"k", b"1")?); // a new key
-    /// assert!(t.put(b"k", b"2")?); // replaced the value
-    /// assert_eq!(t.get(b"k")?, Some(&b"2"[..]));
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         self.check(key, value)?;
         if *self.failed {
             return Err(Error::TxnFailed);
@@ -625,31 +707,7 @@ impl<'t> WriteTable<'t> {
         Ok(existed)
     }
 
-    /// Inserts or replaces, without saying which: the write most engines' `put` is. In a
-    /// logged database ([`crate::Options::log`]) this skips the tree lookup that
-    /// [`WriteTable::put`] makes to answer whether the key was there (most of a one-put
-    /// commit's time in a tree larger than the CPU's caches); the entry count then treats a
-    /// key that neither this transaction nor the overlay has as new until a checkpoint or a
-    /// call to `len` looks it up. Otherwise the same as `put`.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// let db = larchdb::Database::open(dir.path().join("db"), larchdb::Options::default().log(true))?;
-    /// let mut w = db.begin_write()?;
-    /// w.create_table("t")?;
-    /// w.commit()?;
-    /// for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")] {
-    ///     let mut w = db.begin_write()?;
-    ///     w.table("t")?.set(k, v)?;
-    ///     w.commit()?;
-    /// }
-    /// let r = db.begin_read()?;
-    /// let t = r.table("t")?;
-    /// assert_eq!(t.get(b"a")?, Some(&b"3"[..]));
-    /// assert_eq!(t.len()?, 2);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+    fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         if self.logged.is_none() {
             return self.put(key, value).map(|_| ());
         }
@@ -662,7 +720,7 @@ impl<'t> WriteTable<'t> {
             return Err(Error::TxnFailed);
         }
         // What this transaction and the overlay know of the key costs no tree lookup.
-        let known = match self.upper().get(key) {
+        let known = match self.view().upper().get(key) {
             Lookup::Value(_) => Some(true),
             Lookup::Deleted => Some(false),
             Lookup::Absent => None,
@@ -672,38 +730,19 @@ impl<'t> WriteTable<'t> {
         Ok(())
     }
 
-    /// Inserts a key that sorts after every key in the table (sequential loads): skips the
-    /// search and splits full pages at their end, leaving them full. Fails with
-    /// [`Error::AppendOutOfOrder`], changing nothing, if the key is not the greatest.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
-    /// let mut w = db.begin_write()?;
-    /// w.create_table("t")?;
-    /// let mut t = w.table("t")?;
-    /// t.append(b"a", b"1")?;
-    /// t.append(b"b", b"2")?;
-    /// // A key not past the last one is refused, and nothing changes.
-    /// assert!(matches!(t.append(b"b", b"3"), Err(larchdb::Error::AppendOutOfOrder)));
-    /// assert!(matches!(t.append(b"a", b"3"), Err(larchdb::Error::AppendOutOfOrder)));
-    /// assert_eq!(t.get(b"b")?, Some(&b"2"[..]));
-    /// assert_eq!(t.len()?, 2);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+    fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(key, value)?;
         if self.logged.is_some() {
             if *self.failed {
                 return Err(Error::TxnFailed);
             }
             if self.state.last_key.is_none() {
-                let last = self.last()?.map(|(k, _)| k.to_vec());
+                let last = self.view().edge(Edge::Last)?.map(|(k, _)| k.to_vec());
                 self.state.last_key = Some(last.unwrap_or_default());
             }
             let in_order = match &self.state.last_key {
                 Some(last) if crate::btree::node::compare_keys(key, last).is_gt() => true,
-                Some(last) if last.is_empty() => self.is_empty()?,
+                Some(last) if last.is_empty() => self.view().len()? == 0,
                 _ => false,
             };
             if !in_order {
@@ -732,21 +771,7 @@ impl<'t> WriteTable<'t> {
         Ok(())
     }
 
-    /// Deletes `key`. Returns true if it was present.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir()?;
-    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
-    /// let mut w = db.begin_write()?;
-    /// w.create_table("t")?;
-    /// let mut t = w.table("t")?;
-    /// t.put(b"k", b"v")?;
-    /// assert!(t.delete(b"k")?);
-    /// assert!(!t.delete(b"k")?); // already gone
-    /// assert_eq!(t.get(b"k")?, None);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
+    fn delete(&mut self, key: &[u8]) -> Result<bool> {
         if key.len() > key_bytes_max(self.src().page_bytes() as u32) {
             return Ok(false);
         }
@@ -772,6 +797,203 @@ impl<'t> WriteTable<'t> {
             self.undo_after(key, old);
         }
         Ok(existed)
+    }
+
+    /// Deletes the keys from `start` to `end`: all of them where the tree is changed, at
+    /// most `RANGE_CHUNK` through the log. Returns how many, and the last key deleted if
+    /// keys may be left past it.
+    fn delete_range_chunk(
+        &mut self,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+    ) -> Result<(u64, Option<Vec<u8>>)> {
+        if *self.failed {
+            return Err(Error::TxnFailed);
+        }
+        let keep_values = self.undo.is_some();
+        if self.logged.is_some() || keep_values {
+            // The entries as this transaction sees them (tree, overlay and batch together);
+            // a savepoint keeps each, to put it back.
+            let chunk = if self.logged.is_some() {
+                RANGE_CHUNK
+            } else {
+                usize::MAX
+            };
+            let doomed = self
+                .view()
+                .range_of(start.clone(), end.clone(), false)
+                .take(chunk)
+                .map(|e| e.map(|(k, v)| (k.to_vec(), keep_values.then(|| v.to_vec()))))
+                .collect::<Result<Vec<_>>>()?;
+            let more = (doomed.len() == chunk).then(|| doomed[doomed.len() - 1].0.clone());
+            let n = if self.logged.is_some() {
+                for (k, _) in &doomed {
+                    self.log_write(k, None, -1, false);
+                }
+                doomed.len() as u64
+            } else {
+                self.delete_tree_range(start, end)?
+            };
+            if n != doomed.len() as u64 {
+                *self.failed = true;
+                return Err(Error::internal(
+                    "delete_range: the count differs from the scan",
+                ));
+            }
+            if let Some(sink) = self.undo.as_mut() {
+                for (k, v) in doomed {
+                    sink.key(k, v);
+                }
+            }
+            return Ok((n, more));
+        }
+        Ok((self.delete_tree_range(start, end)?, None))
+    }
+
+    fn delete_tree_range(&mut self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Result<u64> {
+        self.mutate(|w, _, t| {
+            t.append_hint = None;
+            t.put_hint.reset();
+            t.last_key = None;
+            btree::delete_range(w, &mut t.hdr, as_ref(&start), as_ref(&end))
+        })
+    }
+}
+
+/// A table opened in a write transaction. Each change asks the transaction for the table's
+/// parts (`TableAccess`), so that a transaction whose writes outgrow the log's share turns
+/// to writing pages in the middle of a table's changes: what a transaction holds in memory
+/// stays bounded whatever its size (docs/design/write-path.md, "Memory and space: what is
+/// bounded").
+pub struct WriteTable<'t> {
+    txn: &'t mut (dyn TableAccess + 't),
+    /// The table's slot in the writer's table states.
+    slot: usize,
+    /// Its number in the batch, if it was opened in a transaction committing through the log.
+    id: Option<u64>,
+}
+
+impl std::fmt::Debug for WriteTable<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("WriteTable");
+        if let Ok(n) = self.len() {
+            d.field("entries", &n);
+        }
+        d.finish_non_exhaustive()
+    }
+}
+
+impl<'t> WriteTable<'t> {
+    pub(crate) fn new(
+        txn: &'t mut (dyn TableAccess + 't),
+        slot: usize,
+        id: Option<u64>,
+    ) -> WriteTable<'t> {
+        WriteTable { txn, slot, id }
+    }
+
+    #[inline]
+    fn parts(&mut self) -> Result<TableParts<'_>> {
+        self.txn.parts(self.slot, self.id)
+    }
+
+    #[inline]
+    fn view(&self) -> TableView<'_> {
+        self.txn.view(self.slot, self.id)
+    }
+
+    /// Runs a change, then bounds what the transaction holds (`TableAccess::bound`).
+    #[inline]
+    fn change<T>(&mut self, f: impl FnOnce(&mut TableParts<'_>) -> Result<T>) -> Result<T> {
+        let r = f(&mut self.parts()?)?;
+        self.txn.bound(self.slot)?;
+        Ok(r)
+    }
+
+    /// Inserts or replaces. Returns true if it replaced an existing value.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// assert!(!t.put(b"k", b"1")?); // a new key
+    /// assert!(t.put(b"k", b"2")?); // replaced the value
+    /// assert_eq!(t.get(b"k")?, Some(&b"2"[..]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        self.change(|p| p.put(key, value))
+    }
+
+    /// Inserts or replaces, without saying which: the write most engines' `put` is. In a
+    /// logged database ([`crate::Options::log`]) this skips the tree lookup that
+    /// [`WriteTable::put`] makes to answer whether the key was there (most of a one-put
+    /// commit's time in a tree larger than the CPU's caches); the entry count then treats a
+    /// key that neither this transaction nor the overlay has as new until a checkpoint or a
+    /// call to `len` looks it up. Otherwise the same as `put`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = larchdb::Database::open(dir.path().join("db"), larchdb::Options::default().log(true))?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// w.commit()?;
+    /// for (k, v) in [(b"a", b"1"), (b"b", b"2"), (b"a", b"3")] {
+    ///     let mut w = db.begin_write()?;
+    ///     w.table("t")?.set(k, v)?;
+    ///     w.commit()?;
+    /// }
+    /// let r = db.begin_read()?;
+    /// let t = r.table("t")?;
+    /// assert_eq!(t.get(b"a")?, Some(&b"3"[..]));
+    /// assert_eq!(t.len()?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.change(|p| p.set(key, value))
+    }
+
+    /// Inserts a key that sorts after every key in the table (sequential loads): skips the
+    /// search and splits full pages at their end, leaving them full. Fails with
+    /// [`Error::AppendOutOfOrder`], changing nothing, if the key is not the greatest.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.append(b"a", b"1")?;
+    /// t.append(b"b", b"2")?;
+    /// // A key not past the last one is refused, and nothing changes.
+    /// assert!(matches!(t.append(b"b", b"3"), Err(larchdb::Error::AppendOutOfOrder)));
+    /// assert!(matches!(t.append(b"a", b"3"), Err(larchdb::Error::AppendOutOfOrder)));
+    /// assert_eq!(t.get(b"b")?, Some(&b"2"[..]));
+    /// assert_eq!(t.len()?, 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.change(|p| p.append(key, value))
+    }
+
+    /// Deletes `key`. Returns true if it was present.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// # let db = larchdb::Database::open(dir.path().join("db"), Default::default())?;
+    /// let mut w = db.begin_write()?;
+    /// w.create_table("t")?;
+    /// let mut t = w.table("t")?;
+    /// t.put(b"k", b"v")?;
+    /// assert!(t.delete(b"k")?);
+    /// assert!(!t.delete(b"k")?); // already gone
+    /// assert_eq!(t.get(b"k")?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        self.change(|p| p.delete(key))
     }
 
     /// Deletes every key in `range`. Returns how many it deleted.
@@ -800,51 +1022,16 @@ impl<'t> WriteTable<'t> {
         &mut self,
         range: R,
     ) -> Result<u64> {
-        let (start, end) = bounds(&range);
-        if *self.failed {
-            return Err(Error::TxnFailed);
-        }
-        if self.undo.is_some() {
-            // A savepoint keeps every entry the range holds, to put them back.
-            let doomed = self
-                .range_of(start.clone(), end.clone(), false)
-                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-                .collect::<Result<Vec<_>>>()?;
-            let n = self.delete_range_now(start, end)?;
-            if n != doomed.len() as u64 {
-                *self.failed = true;
-                return Err(Error::internal(
-                    "delete_range: the count differs from the scan",
-                ));
+        let (mut from, end) = bounds(&range);
+        let mut deleted = 0u64;
+        loop {
+            let (n, more) = self.change(|p| p.delete_range_chunk(from, end.clone()))?;
+            deleted += n;
+            match more {
+                Some(k) => from = Bound::Excluded(k),
+                None => return Ok(deleted),
             }
-            if let Some(sink) = self.undo.as_mut() {
-                for (k, v) in doomed {
-                    sink.key(k, Some(v));
-                }
-            }
-            return Ok(n);
         }
-        self.delete_range_now(start, end)
-    }
-
-    fn delete_range_now(&mut self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> Result<u64> {
-        if self.logged.is_some() {
-            // The keys as this transaction sees them (tree, overlay and batch together).
-            let doomed = self
-                .range_of(start, end, false)
-                .map(|e| e.map(|(k, _)| k.to_vec()))
-                .collect::<Result<Vec<_>>>()?;
-            for k in &doomed {
-                self.log_write(k, None, -1, false);
-            }
-            return Ok(doomed.len() as u64);
-        }
-        self.mutate(|w, _, t| {
-            t.append_hint = None;
-            t.put_hint.reset();
-            t.last_key = None;
-            btree::delete_range(w, &mut t.hdr, as_ref(&start), as_ref(&end))
-        })
     }
 
     /// Deletes every entry. Returns how many there were. The table stays (with its
@@ -892,12 +1079,12 @@ impl<'t> WriteTable<'t> {
         loop {
             doomed.clear();
             let mut next = None;
-            for e in self.range_of(from, Bound::Unbounded, false) {
+            for e in self.view().range_of(from, Bound::Unbounded, false) {
                 let (k, v) = e?;
                 if !keep(k, v) {
                     doomed.push(k.to_vec());
                 }
-                if doomed.len() == RETAIN_CHUNK {
+                if doomed.len() == RANGE_CHUNK {
                     next = Some(k.to_vec());
                     break;
                 }
@@ -961,17 +1148,6 @@ impl<'t> WriteTable<'t> {
         Ok(e)
     }
 
-    fn range_of(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>, reverse: bool) -> Range<'_> {
-        Range::new(
-            self.src(),
-            self.state.hdr,
-            start,
-            end,
-            reverse,
-            self.upper(),
-        )
-    }
-
     /// The value of `key`, as this transaction sees it.
     ///
     /// ```
@@ -991,7 +1167,7 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn get(&self, key: &[u8]) -> Result<Option<&[u8]>> {
-        self.get_here(key)
+        self.view().get(key)
     }
 
     /// The first entry.
@@ -1008,7 +1184,7 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn first(&self) -> Result<Option<Entry<'_>>> {
-        edge(self.src(), self.state.hdr, self.upper(), Edge::First)
+        self.view().edge(Edge::First)
     }
 
     /// The last entry.
@@ -1025,7 +1201,7 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn last(&self) -> Result<Option<Entry<'_>>> {
-        edge(self.src(), self.state.hdr, self.upper(), Edge::Last)
+        self.view().edge(Edge::Last)
     }
 
     /// The first entry whose key is >= `key`.
@@ -1043,7 +1219,7 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn seek(&self, key: &[u8]) -> Result<Option<Entry<'_>>> {
-        edge(self.src(), self.state.hdr, self.upper(), Edge::Seek(key))
+        self.view().edge(Edge::Seek(key))
     }
 
     /// Entries with keys in `range`, ascending.
@@ -1063,7 +1239,7 @@ impl<'t> WriteTable<'t> {
     /// ```
     pub fn range<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'_> {
         let (s, e) = bounds(&range);
-        self.range_of(s, e, false)
+        self.view().range_of(s, e, false)
     }
 
     /// Entries with keys in `range`, descending.
@@ -1083,7 +1259,7 @@ impl<'t> WriteTable<'t> {
     /// ```
     pub fn range_rev<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(&self, range: R) -> Range<'_> {
         let (s, e) = bounds(&range);
-        self.range_of(s, e, true)
+        self.view().range_of(s, e, true)
     }
 
     /// Entries whose keys start with `prefix`, ascending, as this transaction sees them
@@ -1103,7 +1279,7 @@ impl<'t> WriteTable<'t> {
     /// ```
     pub fn prefix(&self, prefix: &[u8]) -> Range<'_> {
         let (s, e) = prefix_bounds(prefix);
-        self.range_of(s, e, false)
+        self.view().range_of(s, e, false)
     }
 
     /// Entries whose keys start with `prefix`, descending, as this transaction sees them.
@@ -1123,7 +1299,7 @@ impl<'t> WriteTable<'t> {
     /// ```
     pub fn prefix_rev(&self, prefix: &[u8]) -> Range<'_> {
         let (s, e) = prefix_bounds(prefix);
-        self.range_of(s, e, true)
+        self.view().range_of(s, e, true)
     }
 
     /// All entries, ascending.
@@ -1142,7 +1318,8 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn iter(&self) -> Range<'_> {
-        self.range_of(Bound::Unbounded, Bound::Unbounded, false)
+        self.view()
+            .range_of(Bound::Unbounded, Bound::Unbounded, false)
     }
 
     /// All entries, descending.
@@ -1161,7 +1338,8 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), larchdb::Error>(())
     /// ```
     pub fn iter_rev(&self) -> Range<'_> {
-        self.range_of(Bound::Unbounded, Bound::Unbounded, true)
+        self.view()
+            .range_of(Bound::Unbounded, Bound::Unbounded, true)
     }
 
     /// Number of entries, as this transaction sees them (see [`ReadTable::len`] for what
@@ -1180,14 +1358,7 @@ impl<'t> WriteTable<'t> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn len(&self) -> Result<u64> {
-        let Some(l) = &self.logged else {
-            return Ok(self.state.hdr.entries);
-        };
-        let (src, hdr) = (self.src(), self.state.hdr);
-        let in_tree = |k: &[u8]| Ok(btree::get(src, &hdr, k)?.is_some());
-        let n = l.batch.blind_in_tree(l.table, &in_tree)?;
-        let above = Upper::new(l.overlays, None, l.table, l.txn);
-        uncount(self.state.hdr.entries, n + above.blind_in_tree(in_tree)?)
+        self.view().len()
     }
 
     /// True if the table has no entries (see [`WriteTable::len`]).

@@ -165,9 +165,17 @@ pub(crate) struct TableState {
 /// map's growth were a measurable part of a one-put commit, and so was looking the table up in
 /// the catalog again. An entry carries the transaction (generation) that last used it; it is
 /// valid if that generation is at least `valid_from`.
+///
+/// Each name keeps its slot while it is in the map (a table opened again after the tree
+/// changed is opened in the same slot), so a `WriteTable` names its table by slot: each of its
+/// calls reaches the state without hashing the name.
 #[derive(Default)]
 pub(crate) struct TableStates {
-    map: HashMap<String, TableState, foldhash::fast::RandomState>,
+    map: HashMap<String, usize, foldhash::fast::RandomState>,
+    /// The states, with their names; a removed table's slot is in `free`, its generation 0
+    /// (below every `valid_from`).
+    slots: Vec<(String, TableState)>,
+    free: Vec<usize>,
     generation: u64,
     /// Entries of earlier generations down to this one describe the current transaction's base
     /// exactly: each transaction since committed, and each commit was the next one's base.
@@ -203,9 +211,21 @@ impl TableStates {
     }
 
     pub(crate) fn get_mut(&mut self, name: &str) -> Option<&mut TableState> {
+        let slot = *self.map.get(name)?;
+        self.at_mut(slot).map(|(_, s)| s)
+    }
+
+    /// The slot of `name`'s state, if it is valid in this transaction.
+    pub(crate) fn slot(&mut self, name: &str) -> Option<usize> {
+        let slot = *self.map.get(name)?;
+        self.at_mut(slot).map(|_| slot)
+    }
+
+    /// The name and state in `slot`, if valid in this transaction.
+    pub(crate) fn at_mut(&mut self, slot: usize) -> Option<(&str, &mut TableState)> {
         let (generation, valid_from) = (self.generation, self.valid_from);
         let tree_epoch = self.tree_epoch;
-        let s = self.map.get_mut(name)?;
+        let (name, s) = self.slots.get_mut(slot)?;
         if s.generation < valid_from || s.tree_epoch != tree_epoch {
             return None;
         }
@@ -218,7 +238,19 @@ impl TableStates {
             s.append_hint = None;
             s.put_hint.reset();
         }
-        Some(s)
+        Some((name.as_str(), s))
+    }
+
+    /// The state in `slot`, if this transaction has used it and it describes the present
+    /// tree (`at_mut`, or `open`, brought it to this transaction).
+    pub(crate) fn at(&self, slot: usize) -> Option<&TableState> {
+        let (_, s) = self.slots.get(slot)?;
+        (s.generation == self.generation && s.tree_epoch == self.tree_epoch).then_some(s)
+    }
+
+    /// The name of the table in `slot`.
+    pub(crate) fn name_of(&self, slot: usize) -> Option<&str> {
+        self.slots.get(slot).map(|(n, _)| n.as_str())
     }
 
     /// Records `name` as opened in this transaction with header `hdr` and properties
@@ -228,23 +260,38 @@ impl TableStates {
     pub(crate) fn open(&mut self, name: &str, hdr: TableHeader, props: &[u8]) {
         let (generation, valid_from, tree_epoch) =
             (self.generation, self.valid_from, self.tree_epoch);
-        let state = match self.map.get_mut(name) {
-            Some(s) => {
+        let state = match self.map.get(name) {
+            Some(&slot) => {
+                let s = &mut self.slots[slot].1;
                 if s.generation < valid_from {
                     s.last_key = None;
                 }
                 s
             }
-            None => self.map.entry(name.to_string()).or_insert(TableState {
-                hdr,
-                dirty: false,
-                append_hint: None,
-                put_hint: PutHint::default(),
-                props: Vec::new(),
-                last_key: None,
-                generation,
-                tree_epoch,
-            }),
+            None => {
+                let fresh = TableState {
+                    hdr,
+                    dirty: false,
+                    append_hint: None,
+                    put_hint: PutHint::default(),
+                    props: Vec::new(),
+                    last_key: None,
+                    generation,
+                    tree_epoch,
+                };
+                let slot = match self.free.pop() {
+                    Some(slot) => {
+                        self.slots[slot] = (name.to_string(), fresh);
+                        slot
+                    }
+                    None => {
+                        self.slots.push((name.to_string(), fresh));
+                        self.slots.len() - 1
+                    }
+                };
+                self.map.insert(name.to_string(), slot);
+                &mut self.slots[slot].1
+            }
         };
         state.hdr = hdr;
         state.dirty = false;
@@ -257,7 +304,13 @@ impl TableStates {
     }
 
     pub(crate) fn remove(&mut self, name: &str) {
-        self.map.remove(name);
+        if let Some(slot) = self.map.remove(name) {
+            let (n, s) = &mut self.slots[slot];
+            n.clear();
+            s.generation = 0;
+            s.last_key = None;
+            self.free.push(slot);
+        }
     }
 
     /// The tree changed under the states (a checkpoint was installed, or a transaction
@@ -279,7 +332,7 @@ impl TableStates {
     /// Tables this transaction changed, in no particular order (no allocation: a logged
     /// commit's entry counts, once per commit).
     pub(crate) fn changed_unordered(&self) -> impl Iterator<Item = (&str, &TableState)> {
-        self.map
+        self.slots
             .iter()
             .filter(|(_, s)| {
                 s.generation == self.generation && s.tree_epoch == self.tree_epoch && s.dirty

@@ -11,9 +11,13 @@ use super::published::Published;
 use super::savepoint::Savepoints;
 use super::{Counters, Shared, WriterState};
 use crate::btree;
+use crate::engine::savepoint::UndoSink;
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
+use crate::table::{
+    Logged, LoggedView, TableAccess, TablePages, TableParts, TableSource, TableView,
+};
 use std::sync::{Arc, MutexGuard};
 
 /// A write transaction, below the API (`crate::WriteTxn`).
@@ -493,5 +497,83 @@ impl Drop for Txn<'_> {
             // transaction.
             self.guard.savepoints = Savepoints::default();
         }
+    }
+}
+
+impl TableAccess for Txn<'_> {
+    #[inline]
+    fn parts(&mut self, slot: usize, id: Option<u64>) -> Result<TableParts<'_>> {
+        let ws = &mut *self.guard;
+        let (name, state) = ws.tables.at_mut(slot).ok_or(Error::TxnFailed)?;
+        let pages = match self.pages.as_deref_mut() {
+            Some(p) => TablePages::Write(p),
+            None => TablePages::Read(&self.base.snap),
+        };
+        let logged =
+            match (self.logged, id) {
+                (true, Some(table)) => Some(Logged {
+                    batch: &mut ws.batch,
+                    overlays: self.base.overlays(),
+                    table,
+                    txn: self.base.txn(),
+                }),
+                (true, None) => return Err(Error::Internal(
+                    "a table opened to write pages in a transaction that commits through the log"
+                        .into(),
+                )),
+                (false, _) => None,
+            };
+        let undo = ws.savepoints.active().then(|| UndoSink {
+            log: &mut ws.savepoints.undo,
+            table: name.into(),
+        });
+        Ok(TableParts::new(
+            pages,
+            state,
+            &mut ws.scratch,
+            &mut self.failed,
+            logged,
+            undo,
+        ))
+    }
+
+    #[inline]
+    fn view(&self, slot: usize, id: Option<u64>) -> TableView<'_> {
+        let Some(state) = self.guard.tables.at(slot) else {
+            return TableView::failed(&self.base.snap);
+        };
+        let logged = match (self.logged, id) {
+            (true, Some(table)) => Some(LoggedView {
+                batch: &self.guard.batch,
+                overlays: self.base.overlays(),
+                table,
+                txn: self.base.txn(),
+            }),
+            (true, None) => return TableView::failed(&self.base.snap),
+            (false, _) => None,
+        };
+        TableView {
+            pages: match self.pages.as_deref() {
+                Some(p) => TableSource::Write(p),
+                None => TableSource::Read(&self.base.snap),
+            },
+            hdr: state.hdr,
+            logged,
+            failed: false,
+        }
+    }
+
+    #[inline]
+    fn bound(&mut self, slot: usize) -> Result<()> {
+        if !self.logged || self.guard.batch.bytes() <= self.shared.options.log_batch_bytes_max() {
+            return Ok(());
+        }
+        let name = self.guard.tables.name_of(slot).map(str::to_owned);
+        let name = name.ok_or_else(|| Error::internal("a table's slot without a name"))?;
+        self.switch_to_pages()?;
+        // The table is opened again on the tree the batch was applied to, in the same slot.
+        self.load_state(&name)?;
+        Counters::add(&self.shared.counters.switched_to_pages);
+        Ok(())
     }
 }

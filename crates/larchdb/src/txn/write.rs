@@ -3,14 +3,14 @@
 use crate::btree;
 use crate::engine::catalog::{self, check_name};
 use crate::engine::readers::reader_thread;
-use crate::engine::savepoint::{Savepoint, Undo, UndoSink};
+use crate::engine::savepoint::{Savepoint, Undo};
 use crate::engine::txn::Txn;
 use crate::engine::{Counters, Shared};
 use crate::error::{Error, Result};
 use crate::limits::TABLE_PROPERTIES_BYTES_MAX;
 use crate::options::Durability;
 use crate::pager::TableHeader;
-use crate::table::{Logged, TablePages, WriteTable};
+use crate::table::WriteTable;
 use crate::txn::ReadTxn;
 use crate::typed::table::{check_types, type_record};
 use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
@@ -345,37 +345,15 @@ impl<'db> WriteTxn<'db> {
         if self.t.failed {
             return Err(Error::TxnFailed);
         }
-        let logged = if self.t.logged {
+        let id = if self.t.logged {
             let b = &self.t.base;
             let id = b.catalog.table_id(&b.snap, name.as_bytes())?;
             Some(id.ok_or_else(|| Error::TableNotFound(name.to_string()))?)
         } else {
             None
         };
-        let ws = &mut *self.t.guard;
-        let state = ws.tables.get_mut(name).ok_or(Error::TxnFailed)?;
-        let pages = match self.t.pages.as_deref_mut() {
-            Some(p) => TablePages::Write(p),
-            None => TablePages::Read(&self.t.base.snap),
-        };
-        let logged = logged.map(|table| Logged {
-            batch: &mut ws.batch,
-            overlays: self.t.base.overlays(),
-            table,
-            txn: self.t.base.txn(),
-        });
-        let undo = ws.savepoints.active().then(|| UndoSink {
-            log: &mut ws.savepoints.undo,
-            table: name.into(),
-        });
-        Ok(WriteTable::new(
-            pages,
-            state,
-            &mut ws.scratch,
-            &mut self.t.failed,
-            logged,
-            undo,
-        ))
+        let slot = self.t.guard.tables.slot(name).ok_or(Error::TxnFailed)?;
+        Ok(WriteTable::new(&mut self.t, slot, id))
     }
 
     /// Opens a typed table for reading and writing (see [`crate::typed`]), creating it if it

@@ -3,7 +3,7 @@
 use super::{Entry, Upper, UpperScan};
 use crate::btree::node::compare_keys;
 use crate::btree::Cursor;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pager::{PageSource, TableHeader};
 use std::ops::Bound;
 
@@ -273,6 +273,8 @@ pub struct Range<'t> {
     upper: Upper<'t>,
     reverse: bool,
     done: bool,
+    /// Yielded first, ending the range: a range the transaction could not start.
+    failed: Option<Error>,
 }
 
 impl<'t> Range<'t> {
@@ -294,7 +296,22 @@ impl<'t> Range<'t> {
             upper,
             reverse,
             done: false,
+            failed: None,
         }
+    }
+
+    /// A range that yields `e` and ends (`src` is read for nothing).
+    pub(crate) fn failed(src: &'t dyn PageSource, e: Error) -> Range<'t> {
+        let mut r = Range::new(
+            src,
+            TableHeader::default(),
+            Bound::Unbounded,
+            Bound::Unbounded,
+            false,
+            Upper::default(),
+        );
+        r.failed = Some(e);
+        r
     }
 
     /// Whether `key`, reached by the end walking in direction `reverse`, lies at or past the
@@ -353,6 +370,10 @@ impl<'t> Iterator for Range<'t> {
         if self.done {
             return None;
         }
+        if let Some(e) = self.failed.take() {
+            self.done = true;
+            return Some(Err(e));
+        }
         let item = self.front.next();
         self.take(item, false)
     }
@@ -362,6 +383,10 @@ impl<'t> DoubleEndedIterator for Range<'t> {
     fn next_back(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
+        }
+        if let Some(e) = self.failed.take() {
+            self.done = true;
+            return Some(Err(e));
         }
         let back = self.back.get_or_insert_with(|| {
             Box::new(Walk::new(

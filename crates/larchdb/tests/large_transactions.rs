@@ -1,0 +1,176 @@
+//! A transaction whose writes outgrow the log's share (half a log segment) turns to writing
+//! pages as it writes, in the middle of a table's changes, so that what it holds in memory
+//! stays bounded whatever its size: its own reads, counts, ranges, savepoints and deletions
+//! see the same table before and after the turn, and the commit keeps all of it.
+
+use larchdb::{Database, Options};
+
+/// A log of 1 MiB segments: the share is 512 KiB.
+fn options() -> Options {
+    Options::default().log(true).log_segment_bytes(1 << 20)
+}
+
+fn key(i: u32) -> [u8; 4] {
+    i.to_be_bytes()
+}
+
+/// Sixteen bytes: each deletion's record in the batch is about 20 bytes.
+fn key16(i: u32) -> [u8; 16] {
+    let mut k = [b'k'; 16];
+    k[12..].copy_from_slice(&i.to_be_bytes());
+    k
+}
+
+fn value(i: u32) -> Vec<u8> {
+    let mut v = vec![(i % 251) as u8; 1000];
+    v[..4].copy_from_slice(&i.to_be_bytes());
+    v
+}
+
+fn switched(db: &Database) -> u64 {
+    db.stats().unwrap().commits.switched_to_pages
+}
+
+#[test]
+fn a_transaction_outgrowing_the_logs_share_writes_pages_as_it_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::open(&path, options()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    w.commit().unwrap();
+    // Records in the overlay, through the log: the turn applies them first.
+    for i in (0..200u32).map(|i| i * 20) {
+        let mut w = db.begin_write().unwrap();
+        w.table("t").unwrap().put(&key(i), b"old").unwrap();
+        w.commit().unwrap();
+    }
+    assert_eq!(switched(&db), 0);
+
+    // 4,000 records of 1 KB in one handle: about eight times the share.
+    let mut w = db.begin_write().unwrap();
+    let mut t = w.table("t").unwrap();
+    for i in 0..4000u32 {
+        let replaced = t.put(&key(i), &value(i)).unwrap();
+        assert_eq!(replaced, i % 20 == 0, "key {i}");
+        // Reads of its own writes, across the turn.
+        if i % 97 == 0 {
+            assert_eq!(t.get(&key(i)).unwrap(), Some(&value(i)[..]));
+            assert_eq!(t.get(&key(i + 20 - i % 20)).unwrap(), Some(&b"old"[..]));
+        }
+    }
+    assert_eq!(t.len().unwrap(), 4000);
+    assert_eq!(t.iter().count(), 4000);
+    let last = t.last().unwrap().unwrap();
+    assert_eq!(last.0, key(3999));
+    // A range delete of most of it, and a set and an append after.
+    assert_eq!(t.delete_range(&key(1000)[..]..&key(3500)[..]).unwrap(), 2500);
+    t.set(&key(1500), b"set").unwrap();
+    t.append(&key(5000), b"appended").unwrap();
+    assert_eq!(t.len().unwrap(), 1502);
+    drop(t);
+    w.commit().unwrap();
+    assert_eq!(switched(&db), 1);
+
+    let check = |db: &Database| {
+        let r = db.begin_read().unwrap();
+        let t = r.table("t").unwrap();
+        assert_eq!(t.len().unwrap(), 1502);
+        assert_eq!(t.get(&key(999)).unwrap(), Some(&value(999)[..]));
+        assert_eq!(t.get(&key(1000)).unwrap(), None);
+        assert_eq!(t.get(&key(1500)).unwrap(), Some(&b"set"[..]));
+        assert_eq!(t.get(&key(3500)).unwrap(), Some(&value(3500)[..]));
+        assert_eq!(t.get(&key(5000)).unwrap(), Some(&b"appended"[..]));
+        assert_eq!(t.iter().count(), 1502);
+    };
+    check(&db);
+    drop(db);
+    let db = Database::open(&path, options()).unwrap();
+    check(&db);
+    db.verify().unwrap();
+}
+
+#[test]
+fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::open(&path, options()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    let mut t = w.table("t").unwrap();
+    for i in 0..60_000u32 {
+        t.put(&key16(i), b"v").unwrap();
+    }
+    drop(t);
+    w.commit().unwrap();
+    let before = switched(&db);
+    // One record of the log for each key deleted: 60,000 of them outgrow 512 KiB.
+    let mut w = db.begin_write().unwrap();
+    let mut t = w.table("t").unwrap();
+    t.put(&key16(70_000), b"kept").unwrap();
+    assert_eq!(t.delete_range(&key16(10)[..]..&key16(59_990)[..]).unwrap(), 59_980);
+    assert_eq!(t.len().unwrap(), 21);
+    drop(t);
+    w.commit().unwrap();
+    assert_eq!(switched(&db), before + 1);
+    drop(db);
+    let db = Database::open(&path, options()).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    let keys: Vec<Vec<u8>> = t.iter().map(|e| e.unwrap().0.to_vec()).collect();
+    let want: Vec<Vec<u8>> = (0..10u32)
+        .chain(59_990..60_000)
+        .chain([70_000])
+        .map(|i| key16(i).to_vec())
+        .collect();
+    assert_eq!(keys, want);
+    drop(r);
+    db.verify().unwrap();
+}
+
+#[test]
+fn a_savepoint_taken_through_the_log_rolls_back_writes_made_after_the_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Database::open(&path, options()).unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.create_table("t").unwrap();
+    w.commit().unwrap();
+    let mut w = db.begin_write().unwrap();
+    w.table("t").unwrap().put(&key(1), b"committed").unwrap();
+    w.commit().unwrap();
+
+    let mut w = db.begin_write().unwrap();
+    w.table("t").unwrap().put(&key(2), b"before").unwrap();
+    let sp = w.savepoint().unwrap();
+    let mut t = w.table("t").unwrap();
+    t.put(&key(1), b"changed").unwrap();
+    for i in 10..3000u32 {
+        t.put(&key(i), &value(i)).unwrap();
+    }
+    drop(t);
+    assert_eq!(switched(&db), 1, "the writes after the savepoint wrote pages");
+    w.rollback_to(&sp).unwrap();
+    let t = w.table("t").unwrap();
+    assert_eq!(t.len().unwrap(), 2);
+    assert_eq!(t.get(&key(1)).unwrap(), Some(&b"committed"[..]));
+    drop(t);
+    w.commit().unwrap();
+    drop(db);
+    let db = Database::open(&path, options()).unwrap();
+    let r = db.begin_read().unwrap();
+    let t = r.table("t").unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = t
+        .iter()
+        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert_eq!(
+        all,
+        vec![
+            (key(1).to_vec(), b"committed".to_vec()),
+            (key(2).to_vec(), b"before".to_vec())
+        ]
+    );
+    drop(r);
+    db.verify().unwrap();
+}
