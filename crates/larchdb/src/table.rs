@@ -416,6 +416,9 @@ pub(crate) struct Logged<'t> {
     pub(crate) table: u64,
     /// The transaction's base commit.
     pub(crate) txn: u64,
+    /// The batch's bytes past which the transaction turns to writing pages
+    /// (`TableAccess::bound`).
+    pub(crate) share: usize,
 }
 
 /// What a write transaction's table reads and writes pages through.
@@ -568,6 +571,14 @@ impl<'t> TableParts<'t> {
             logged,
             undo,
         }
+    }
+
+    /// Whether the transaction's batch holds more than the log's share.
+    #[inline]
+    fn over_share(&self) -> bool {
+        self.logged
+            .as_ref()
+            .is_some_and(|l| l.batch.bytes() > l.share)
     }
 
     fn view(&self) -> TableView<'_> {
@@ -905,8 +916,11 @@ impl<'t> WriteTable<'t> {
     /// Runs a change, then bounds what the transaction holds (`TableAccess::bound`).
     #[inline]
     fn change<T>(&mut self, f: impl FnOnce(&mut TableParts<'_>) -> Result<T>) -> Result<T> {
-        let r = f(&mut self.parts()?)?;
-        self.txn.bound(self.slot)?;
+        let mut parts = self.parts()?;
+        let r = f(&mut parts)?;
+        if parts.over_share() {
+            self.txn.bound(self.slot)?;
+        }
         Ok(r)
     }
 

@@ -64,7 +64,10 @@ fn a_transaction_outgrowing_the_logs_share_writes_pages_as_it_goes() {
     let last = t.last().unwrap().unwrap();
     assert_eq!(last.0, key(3999));
     // A range delete of most of it, and a set and an append after.
-    assert_eq!(t.delete_range(&key(1000)[..]..&key(3500)[..]).unwrap(), 2500);
+    assert_eq!(
+        t.delete_range(&key(1000)[..]..&key(3500)[..]).unwrap(),
+        2500
+    );
     t.set(&key(1500), b"set").unwrap();
     t.append(&key(5000), b"appended").unwrap();
     assert_eq!(t.len().unwrap(), 1502);
@@ -108,7 +111,10 @@ fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_sh
     let mut w = db.begin_write().unwrap();
     let mut t = w.table("t").unwrap();
     t.put(&key16(70_000), b"kept").unwrap();
-    assert_eq!(t.delete_range(&key16(10)[..]..&key16(59_990)[..]).unwrap(), 59_980);
+    assert_eq!(
+        t.delete_range(&key16(10)[..]..&key16(59_990)[..]).unwrap(),
+        59_980
+    );
     assert_eq!(t.len().unwrap(), 21);
     drop(t);
     w.commit().unwrap();
@@ -149,7 +155,11 @@ fn a_savepoint_taken_through_the_log_rolls_back_writes_made_after_the_turn() {
         t.put(&key(i), &value(i)).unwrap();
     }
     drop(t);
-    assert_eq!(switched(&db), 1, "the writes after the savepoint wrote pages");
+    assert_eq!(
+        switched(&db),
+        1,
+        "the writes after the savepoint wrote pages"
+    );
     w.rollback_to(&sp).unwrap();
     let t = w.table("t").unwrap();
     assert_eq!(t.len().unwrap(), 2);

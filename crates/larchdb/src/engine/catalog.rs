@@ -256,17 +256,18 @@ impl TableStates {
     /// Records `name` as opened in this transaction with header `hdr` and properties
     /// `props`, unchanged so far. Reuses the entry (and its buffers) left by an earlier
     /// transaction, and its greatest key if that entry still describes this transaction's
-    /// table on an older tree (`tree_changed`).
-    pub(crate) fn open(&mut self, name: &str, hdr: TableHeader, props: &[u8]) {
+    /// table on an older tree (`tree_changed`). Returns its slot: a name keeps its slot
+    /// while it is in the map.
+    pub(crate) fn open(&mut self, name: &str, hdr: TableHeader, props: &[u8]) -> usize {
         let (generation, valid_from, tree_epoch) =
             (self.generation, self.valid_from, self.tree_epoch);
-        let state = match self.map.get(name) {
+        let slot = match self.map.get(name) {
             Some(&slot) => {
                 let s = &mut self.slots[slot].1;
                 if s.generation < valid_from {
                     s.last_key = None;
                 }
-                s
+                slot
             }
             None => {
                 let fresh = TableState {
@@ -290,9 +291,10 @@ impl TableStates {
                     }
                 };
                 self.map.insert(name.to_string(), slot);
-                &mut self.slots[slot].1
+                slot
             }
         };
+        let state = &mut self.slots[slot].1;
         state.hdr = hdr;
         state.dirty = false;
         state.append_hint = None;
@@ -301,6 +303,7 @@ impl TableStates {
         state.props.extend_from_slice(props);
         state.generation = generation;
         state.tree_epoch = tree_epoch;
+        slot
     }
 
     pub(crate) fn remove(&mut self, name: &str) {

@@ -324,10 +324,10 @@ impl<'db> Txn<'db> {
     }
 
     /// Makes sure the writer's table states hold this transaction's state of existing table
-    /// `name`.
-    pub(crate) fn load_state(&mut self, name: &str) -> Result<()> {
-        if self.guard.tables.get(name).is_some() {
-            return Ok(());
+    /// `name`. Returns its slot (`catalog::TableStates::at_mut`).
+    pub(crate) fn load_state(&mut self, name: &str) -> Result<usize> {
+        if let Some(slot) = self.guard.tables.slot(name) {
+            return Ok(slot);
         }
         if self.failed {
             return Err(Error::TxnFailed);
@@ -343,10 +343,11 @@ impl<'db> Txn<'db> {
                         hdr.entries = count;
                     }
                 }
-                self.guard
+                let slot = self
+                    .guard
                     .tables
                     .open(name, hdr, TableHeader::properties(value));
-                Ok(())
+                Ok(slot)
             }
             None => Err(Error::TableNotFound(name.to_string())),
         }
@@ -509,20 +510,17 @@ impl TableAccess for Txn<'_> {
             Some(p) => TablePages::Write(p),
             None => TablePages::Read(&self.base.snap),
         };
-        let logged =
-            match (self.logged, id) {
-                (true, Some(table)) => Some(Logged {
-                    batch: &mut ws.batch,
-                    overlays: self.base.overlays(),
-                    table,
-                    txn: self.base.txn(),
-                }),
-                (true, None) => return Err(Error::Internal(
-                    "a table opened to write pages in a transaction that commits through the log"
-                        .into(),
-                )),
-                (false, _) => None,
-            };
+        let logged = match (self.logged, id) {
+            (true, Some(table)) => Some(Logged {
+                batch: &mut ws.batch,
+                overlays: self.base.overlays(),
+                table,
+                txn: self.base.txn(),
+                share: self.shared.options.log_batch_bytes_max(),
+            }),
+            (true, None) => return Err(Error::internal("a logged table without its number")),
+            (false, _) => None,
+        };
         let undo = ws.savepoints.active().then(|| UndoSink {
             log: &mut ws.savepoints.undo,
             table: name.into(),
@@ -563,7 +561,6 @@ impl TableAccess for Txn<'_> {
         }
     }
 
-    #[inline]
     fn bound(&mut self, slot: usize) -> Result<()> {
         if !self.logged || self.guard.batch.bytes() <= self.shared.options.log_batch_bytes_max() {
             return Ok(());
@@ -572,7 +569,9 @@ impl TableAccess for Txn<'_> {
         let name = name.ok_or_else(|| Error::internal("a table's slot without a name"))?;
         self.switch_to_pages()?;
         // The table is opened again on the tree the batch was applied to, in the same slot.
-        self.load_state(&name)?;
+        if self.load_state(&name)? != slot {
+            return Err(Error::internal("a table opened again in another slot"));
+        }
         Counters::add(&self.shared.counters.switched_to_pages);
         Ok(())
     }

@@ -341,7 +341,7 @@ impl<'db> WriteTxn<'db> {
     /// ```
     pub fn table(&mut self, name: &str) -> Result<WriteTable<'_>> {
         check_name(name)?;
-        self.t.load_state(name)?;
+        let slot = self.t.load_state(name)?;
         if self.t.failed {
             return Err(Error::TxnFailed);
         }
@@ -352,7 +352,6 @@ impl<'db> WriteTxn<'db> {
         } else {
             None
         };
-        let slot = self.t.guard.tables.slot(name).ok_or(Error::TxnFailed)?;
         Ok(WriteTable::new(&mut self.t, slot, id))
     }
 
