@@ -417,7 +417,7 @@ pub(crate) struct Logged<'t> {
     /// The transaction's base commit.
     pub(crate) txn: u64,
     /// The batch's bytes past which the transaction turns to writing pages
-    /// (`TableAccess::bound`).
+    /// (`TableAccess::bound`, `batch_bytes_max`).
     pub(crate) share: usize,
 }
 
@@ -454,9 +454,9 @@ pub(crate) trait TableAccess {
     fn parts(&mut self, slot: usize, id: Option<u64>) -> Result<TableParts<'_>>;
     /// The table in `slot` for a read.
     fn view(&self, slot: usize, id: Option<u64>) -> TableView<'_>;
-    /// After a change: a logged transaction whose batch outgrew the log's share turns to
-    /// writing pages now, its records so far applied to the tree, rather than hold its
-    /// writes in memory until the commit (`Txn::switch_to_pages`).
+    /// After a change: a logged transaction whose batch outgrew its bound (`batch_bytes_max`)
+    /// turns to writing pages now, its records so far applied to the tree, rather than hold
+    /// its writes in memory until the commit (`Txn::switch_to_pages`).
     fn bound(&mut self, slot: usize) -> Result<()>;
 }
 
@@ -872,10 +872,10 @@ impl<'t> TableParts<'t> {
 }
 
 /// A table opened in a write transaction. Each change asks the transaction for the table's
-/// parts (`TableAccess`), so that a transaction whose writes outgrow the log's share turns
-/// to writing pages in the middle of a table's changes: what a transaction holds in memory
-/// stays bounded whatever its size (docs/design/write-path.md, "Memory and space: what is
-/// bounded").
+/// parts (`TableAccess`), so that a transaction whose writes outgrow their bound (a quarter
+/// of the memory budget) turns to writing pages in the middle of a table's changes: what a
+/// transaction holds in memory stays bounded whatever its size (docs/design/write-path.md,
+/// "Memory and space: what is bounded").
 pub struct WriteTable<'t> {
     txn: &'t mut (dyn TableAccess + 't),
     /// The table's slot in the writer's table states.
@@ -1016,8 +1016,9 @@ impl<'t> WriteTable<'t> {
     /// whole (its pages, and its values' overflow pages) and edits only the nodes on the
     /// range's two edges: its cost follows the tree's depth and the number of pages freed,
     /// not a delete per key. In a logged database ([`crate::Options::log`]) the deletions
-    /// are records of the log, one per key, and a range large enough makes the commit write
-    /// pages (as a large batch does).
+    /// are records of the log, one per key, until they outgrow what a transaction may hold
+    /// (a quarter of the memory budget): the transaction then writes pages, as any large one
+    /// does, and the rest of the range is deleted in the tree.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;

@@ -1,13 +1,16 @@
-//! A transaction whose writes outgrow the log's share (half a log segment) turns to writing
-//! pages as it writes, in the middle of a table's changes, so that what it holds in memory
-//! stays bounded whatever its size: its own reads, counts, ranges, savepoints and deletions
-//! see the same table before and after the turn, and the commit keeps all of it.
+//! A transaction whose writes outgrow a quarter of the memory budget turns to writing pages as
+//! it writes, in the middle of a table's changes, so that what it holds in memory stays
+//! bounded whatever its size: its own reads, counts, ranges, savepoints and deletions see the
+//! same table before and after the turn, and the commit keeps all of it.
 
 use larchdb::{Database, Options};
 
-/// A log of 1 MiB segments: the share is 512 KiB.
+/// The smallest memory budget (4 MiB): a batch turns to pages past 1 MiB.
 fn options() -> Options {
-    Options::default().log(true).log_segment_bytes(1 << 20)
+    Options::default()
+        .log(true)
+        .log_segment_bytes(1 << 20)
+        .memory_budget(4 << 20)
 }
 
 fn key(i: u32) -> [u8; 4] {
@@ -32,7 +35,7 @@ fn switched(db: &Database) -> u64 {
 }
 
 #[test]
-fn a_transaction_outgrowing_the_logs_share_writes_pages_as_it_goes() {
+fn a_transaction_outgrowing_its_bound_writes_pages_as_it_goes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let db = Database::open(&path, options()).unwrap();
@@ -47,7 +50,7 @@ fn a_transaction_outgrowing_the_logs_share_writes_pages_as_it_goes() {
     }
     assert_eq!(switched(&db), 0);
 
-    // 4,000 records of 1 KB in one handle: about eight times the share.
+    // 4,000 records of 1 KB in one handle: about four times the batch's bound.
     let mut w = db.begin_write().unwrap();
     let mut t = w.table("t").unwrap();
     for i in 0..4000u32 {
@@ -94,26 +97,26 @@ fn a_transaction_outgrowing_the_logs_share_writes_pages_as_it_goes() {
 }
 
 #[test]
-fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_share() {
+fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let db = Database::open(&path, options()).unwrap();
     let mut w = db.begin_write().unwrap();
     w.create_table("t").unwrap();
     let mut t = w.table("t").unwrap();
-    for i in 0..60_000u32 {
+    for i in 0..100_000u32 {
         t.put(&key16(i), b"v").unwrap();
     }
     drop(t);
     w.commit().unwrap();
     let before = switched(&db);
-    // One record of the log for each key deleted: 60,000 of them outgrow 512 KiB.
+    // One record of the log for each key deleted: 100,000 of them outgrow 1 MiB.
     let mut w = db.begin_write().unwrap();
     let mut t = w.table("t").unwrap();
-    t.put(&key16(70_000), b"kept").unwrap();
+    t.put(&key16(200_000), b"kept").unwrap();
     assert_eq!(
-        t.delete_range(&key16(10)[..]..&key16(59_990)[..]).unwrap(),
-        59_980
+        t.delete_range(&key16(10)[..]..&key16(99_990)[..]).unwrap(),
+        99_980
     );
     assert_eq!(t.len().unwrap(), 21);
     drop(t);
@@ -125,8 +128,8 @@ fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_sh
     let t = r.table("t").unwrap();
     let keys: Vec<Vec<u8>> = t.iter().map(|e| e.unwrap().0.to_vec()).collect();
     let want: Vec<Vec<u8>> = (0..10u32)
-        .chain(59_990..60_000)
-        .chain([70_000])
+        .chain(99_990..100_000)
+        .chain([200_000])
         .map(|i| key16(i).to_vec())
         .collect();
     assert_eq!(keys, want);

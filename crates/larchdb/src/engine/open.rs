@@ -418,7 +418,10 @@ fn writer_state(
     .with_pool_bytes(
         super::admission::budget::resolve(options.memory_budget) / 8,
         meta.page_bytes as usize,
-    );
+    )
+    // A transaction's new pages in owned buffers: within the budget (under a 64 MiB limit,
+    // 64 MiB of them had a large transaction killed).
+    .with_owned_bytes(super::admission::budget::resolve(options.memory_budget));
     WriterState {
         disk: Some(Disk {
             carry: Some(carry),

@@ -11,10 +11,11 @@ use crate::pager::shift::{cells_crc, CellsCrc};
 use crate::pager::{PageRef, PageSource};
 
 /// Most bytes of new pages a transaction keeps in owned buffers because an append or a merge
-/// made them (`WritePages::new_page_appended`, `new_page_filled`, a merge's branch copies);
-/// past this, they live in the mapping like other pages, so a huge load in one transaction
-/// does not hold its pages twice in memory.
-const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
+/// made them (`WritePages::new_page_appended`, `new_page_filled`, a merge's branch copies),
+/// and less where the memory budget is (`Carry::with_owned_bytes`); past this, they live in
+/// the mapping like other pages, so a huge load in one transaction does not hold its pages
+/// twice in memory.
+pub(super) const APPENDED_OWNED_BYTES_MAX: usize = 64 << 20;
 
 /// Cache lines of a reserved copy's page (`WritePages::reserve_copy`) asked for, for writing,
 /// when it is allocated: its header and slot array, which the put then edits. The lines arrive
@@ -142,10 +143,8 @@ impl WritePages {
             Placing::Appended => !reused,
             Placing::Filled => true,
         };
-        let owned_new = mapped
-            && n == 1
-            && wants_owned
-            && self.appended_owned_bytes + bytes <= APPENDED_OWNED_BYTES_MAX;
+        let owned_new =
+            mapped && n == 1 && wants_owned && self.appended_owned_bytes + bytes <= self.owned_max;
         let in_map =
             mapped && !owned_new && !(n == 1 && reused && self.wmap.is_cold(id, self.page_bytes));
         self.wmap.placed(id, n, in_map);
@@ -264,7 +263,7 @@ impl WritePages {
     /// (an interrupt on a virtual machine): with every slice synced, that took a third of a
     /// random overwrite load's time (docs/design/performance.md). Not for checkpoints that
     /// are rarely synced, whose copies of reused pages in owned buffers would be held in
-    /// anonymous memory until the commit (up to `APPENDED_OWNED_BYTES_MAX`).
+    /// anonymous memory until the commit (up to `owned_max`).
     pub(crate) fn synced_soon(&mut self) {
         self.synced_soon = true;
     }
@@ -336,9 +335,10 @@ impl WritePages {
     /// end): kept in an owned buffer and written with `write_at` at commit instead of placed
     /// in the mapping, as are all new single pages of the transaction after one that appended
     /// (`WriteMap::appending`: a load's copies of the right edge, its catalog and freelist
-    /// pages), up to `APPENDED_OWNED_BYTES_MAX` per transaction. Such pages are written in
-    /// full and rarely read again by the writer; writing one costs the kernel a copy into the
-    /// page cache, where placing it in the mapping costs a zeroed page mapped in first (the
+    /// pages), up to `owned_max` per transaction (the memory budget, at most
+    /// `APPENDED_OWNED_BYTES_MAX`). Such pages are written in full and rarely read again by
+    /// the writer; writing one costs the kernel a copy into the page cache, where placing it
+    /// in the mapping costs a zeroed page mapped in first (the
     /// populate): 1M- and 10M-record sequential loads ran 7.4M -> 11.0M and 7.5M -> 10.9M
     /// records/s (docs/design/performance.md). Random inserts keep the mapping: their new pages
     /// are read and copied again soon, which through the mapping costs no page fault (10M

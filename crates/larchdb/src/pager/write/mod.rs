@@ -28,6 +28,7 @@ mod out;
 mod persist;
 mod seal;
 
+use dirty::APPENDED_OWNED_BYTES_MAX;
 pub(crate) use map::WriteMap;
 
 use super::freelist::{Extent, FreeSet};
@@ -77,6 +78,8 @@ pub(crate) struct Carry {
     pub(crate) pool: Vec<Box<[u8]>>,
     /// Most page buffers `pool` keeps.
     pool_max: usize,
+    /// Most bytes of new pages a transaction keeps in owned buffers (`with_owned_bytes`).
+    owned_max: usize,
     pub(crate) wmap: WriteMap,
     /// Pages of the newest commit's freelist chain, newest first, with the commit that wrote
     /// each, if known (saves reading it back).
@@ -94,6 +97,7 @@ impl Carry {
             free,
             pool: Vec::new(),
             pool_max: POOL_PAGES_MAX,
+            owned_max: APPENDED_OWNED_BYTES_MAX,
             wmap,
             chain: None,
             spare_capacity: Buffers::default(),
@@ -106,6 +110,16 @@ impl Carry {
     pub(crate) fn with_pool_bytes(mut self, bytes: u64, page_bytes: usize) -> Carry {
         let pages = usize::try_from(bytes / page_bytes.max(1) as u64).unwrap_or(usize::MAX);
         self.pool_max = pages.min(POOL_PAGES_MAX);
+        self
+    }
+
+    /// Keeps at most `bytes` of new pages in owned buffers in a transaction (and at most
+    /// `APPENDED_OWNED_BYTES_MAX`): the memory budget, so that under a small memory limit a
+    /// large transaction's new pages go to the file's mapping, which the kernel can write
+    /// back and take, rather than fill the process's memory.
+    pub(crate) fn with_owned_bytes(mut self, bytes: u64) -> Carry {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        self.owned_max = bytes.min(APPENDED_OWNED_BYTES_MAX);
         self
     }
 }
@@ -151,6 +165,8 @@ pub(crate) struct WritePages {
     last_durable: u64,
     pool: Vec<Box<[u8]>>,
     pool_max: usize,
+    /// Most bytes of new pages the transaction keeps in owned buffers (`with_owned_bytes`).
+    owned_max: usize,
     wmap: WriteMap,
     /// The base snapshot's freelist chain, newest first, if known; after `prepare_commit`,
     /// the new one.
@@ -168,7 +184,7 @@ pub(crate) struct WritePages {
     /// Whether any dirty page of the transaction is an owned buffer (not in the mapping).
     any_owned: bool,
     /// Bytes of new pages kept in owned buffers (appended, filled, a merge's copies), less
-    /// those written out by `spill_filled` (see `APPENDED_OWNED_BYTES_MAX`).
+    /// those written out by `spill_filled` (at most `owned_max`).
     appended_owned_bytes: usize,
     /// Filled pages in owned buffers not yet written out (`spill_filled`).
     spill: Vec<u64>,
@@ -236,6 +252,7 @@ impl WritePages {
             last_durable,
             pool: carry.pool,
             pool_max: carry.pool_max,
+            owned_max: carry.owned_max,
             wmap: {
                 let mut wmap = carry.wmap;
                 wmap.begin();
@@ -308,6 +325,7 @@ impl WritePages {
             free: self.free,
             pool: self.pool,
             pool_max: self.pool_max,
+            owned_max: self.owned_max,
             wmap: self.wmap,
             chain: self.chain,
             branch_sealing: self.branch_sealing.next(),
