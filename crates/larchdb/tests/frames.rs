@@ -225,6 +225,81 @@ fn a_file_that_outgrows_its_frames_is_mapped_and_its_old_readers_keep_theirs() {
     db.verify().unwrap();
 }
 
+/// One transaction that grows the file past its frames (4 MiB) maps the file from there on,
+/// the pages it wrote in frames copied into the mapping, rather than keep every further page
+/// in memory of its own until its commit: it reads its own writes on both sides of the
+/// frames' end, an early reader keeps its snapshot, the commit is whole, also after a reopen,
+/// and an aborted transaction after it leaves nothing.
+#[test]
+fn a_transaction_that_outgrows_its_frames_goes_on_in_the_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    // A small budget: the transaction turns from its batch to pages early (at 1 MiB).
+    let options = || {
+        Options::default()
+            .frames_bytes(4 << 20)
+            .memory_budget(4 << 20)
+    };
+    let db = Database::open(&path, options()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut w = db.begin_write().unwrap();
+    w.ensure_table("t").unwrap();
+    w.commit().unwrap();
+    for i in 0..300u64 {
+        let mut w = db.begin_write().unwrap();
+        w.table("t")
+            .unwrap()
+            .put(&key(i), &value(i, 0, 900))
+            .unwrap();
+        w.commit().unwrap();
+        model.insert(key(i), value(i, 0, 900));
+    }
+    db.checkpoint().unwrap();
+    let early = model.clone();
+    let reader = db.begin_read().unwrap();
+    let big = |round: u64| {
+        let mut w = db.begin_write().unwrap();
+        let mut t = w.table("t").unwrap();
+        let mut written = BTreeMap::new();
+        for i in 0..12_000u64 {
+            let len = if i % 50 == 7 { 13_000 } else { 1000 };
+            let v = value(i, round, len);
+            t.put(&key(i), &v).unwrap();
+            written.insert(key(i), v);
+            if i % 1000 == 999 {
+                // Its own writes, from both sides of the frames' end.
+                for j in (0..=i).step_by(331) {
+                    assert_eq!(t.get(&key(j)).unwrap(), Some(&written[&key(j)][..]));
+                }
+            }
+        }
+        drop(t);
+        (w, written)
+    };
+    let (w, written) = big(1);
+    w.commit().unwrap();
+    model.extend(written);
+    assert!(
+        db.stats().unwrap().file_bytes > 8 << 20,
+        "the transaction grew the file past the frames"
+    );
+    check(&db, &model);
+    // Aborted, through the mapping from its start.
+    let (w, _) = big(2);
+    drop(w);
+    let r = reader.table("t").unwrap();
+    assert_eq!(r.len().unwrap(), early.len() as u64);
+    assert!(collect(r.iter()) == early.clone().into_iter().collect::<Vec<_>>());
+    drop(r);
+    drop(reader);
+    check(&db, &model);
+    db.verify().unwrap();
+    drop(db);
+    let db = Database::open(&path, options()).unwrap();
+    check(&db, &model);
+    db.verify().unwrap();
+}
+
 /// Readers on other threads read while the writer commits and checkpoints into its frames,
 /// and the keeper moves the frames' chunks into huge pages as the file grows past several of
 /// them: each read transaction sees one commit whole (every key of a round holds that round's

@@ -125,6 +125,35 @@ impl WritePages {
         Ok(start)
     }
 
+    /// The transaction needs pages past its frames (it grew the file beyond them): rather
+    /// than keep each further page in an owned buffer until its commit, whatever their number,
+    /// the writer maps the file from here on (`WriteMap::frames_to_file`), which the kernel
+    /// writes back and takes under pressure. The pages this transaction wrote in frames are
+    /// copied into the mapping first; every other page the frames hold is on the file
+    /// (`write_out` put it there), as are the pages it spilled (`Dirty::filed`). Readers of
+    /// earlier snapshots keep the frames until they end.
+    fn leave_frames(&mut self, end: u64) -> Result<()> {
+        // Pages written behind (this transaction's spills, a checkpoint's) reach the file
+        // before the mapping reads it.
+        self.drain_behind()?;
+        let Some(frames) = self.wmap.frames_to_file(end)? else {
+            return Ok(());
+        };
+        let ps = self.page_bytes;
+        let (dirty, wmap) = (&self.dirty, &mut self.wmap);
+        for (&id, d) in dirty.iter() {
+            if let (Place::Mapped(n), false) = (&d.place, d.filed) {
+                let from = frames.bytes(id, *n, ps)?;
+                wmap.bytes_mut(id, *n as usize * ps, ps)?
+                    .copy_from_slice(from);
+            }
+        }
+        if let Some(f) = frames.frames() {
+            f.written();
+        }
+        Ok(())
+    }
+
     /// Allocates `n` pages and makes room for them: in place in the mapping if possible,
     /// otherwise in an owned buffer. Returns the id and whether the bytes are in the mapping.
     /// `placing` says what the page is for (`Placing`). A copied node's derived cell-area CRC
@@ -132,7 +161,11 @@ impl WritePages {
     fn place(&mut self, n: u64, placing: Placing) -> Result<(u64, bool)> {
         let id = self.alloc(n)?;
         let bytes = n as usize * self.page_bytes;
-        let mapped = self.wmap.ensure((id + n) * self.page_bytes as u64)?;
+        let end = (id + n) * self.page_bytes as u64;
+        if self.wmap.past_frames(end) {
+            self.leave_frames(end)?;
+        }
+        let mapped = self.wmap.ensure(end)?;
         // Only reused space can be cold: a page past the base snapshot's end is new space.
         let reused = id < self.base.meta.page_count;
         let wants_owned = match placing {
