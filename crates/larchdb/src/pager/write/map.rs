@@ -40,8 +40,9 @@ pub(crate) struct WriteMap {
     /// The bytes of the file that frames may cover (`Options::frames_bytes`): the first mapping is
     /// frames where the file fits; `None` once the file outgrew them, or where frames are off.
     frames_bytes: Option<u64>,
-    /// This transaction needed pages past its frames and placed them in owned buffers: the
-    /// next one maps the file instead (`begin`).
+    /// This transaction needed pages past its frames and placed them in owned buffers (the
+    /// storage could not map the file for it: `frames_to_file`): the next one maps the file
+    /// instead (`begin`).
     outgrown: bool,
 }
 
@@ -204,8 +205,9 @@ impl WriteMap {
             .and_then(|m| m.mapped_bytes())
             .unwrap_or(0);
         if mapped < end && self.frames().is_some() {
-            // Past the frames: this transaction's further pages go to owned buffers, and the
-            // next one maps the file (`begin`).
+            // Past the frames, where `WritePages::leave_frames` could not map the file: this
+            // transaction's further pages go to owned buffers, and the next one maps the file
+            // (`begin`).
             self.outgrown = true;
             return Ok(false);
         }
