@@ -74,7 +74,6 @@ fn a_data_file_cut_short_is_damage_until_recovered() {
         for i in 0..5000u32 {
             t.put(&(c * 5000 + i).to_be_bytes(), &[7u8; 100]).unwrap();
         }
-        drop(t);
         w.commit().unwrap();
     }
     drop(db);

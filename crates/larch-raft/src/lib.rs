@@ -577,7 +577,6 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
                 t.set(k.as_bytes(), v.as_bytes())
                     .map_err(|e| io_write(subject.clone(), &e))?;
             }
-            drop(t);
             let sets = [
                 (APPLIED, applied),
                 (MEMBERSHIP, membership),

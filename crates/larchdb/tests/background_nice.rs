@@ -135,7 +135,6 @@ fn background_threads_run_lower_and_no_other_thread_does() {
             t.put(&(k * 100 + chunk).to_be_bytes(), &[9u8; 100])
                 .unwrap();
         }
-        drop(t);
         w.commit().unwrap();
     }
     // The writer is quiet from here: the next checkpoint is the idle checkpointer's, watched

@@ -175,7 +175,6 @@ fn a_flipped_bit_in_either_meta_slot_without_a_log_loses_nothing_silently() {
         for i in c * (N / 4)..(c + 1) * (N / 4) {
             t.put(&key(i), &value(i)).unwrap();
         }
-        drop(t);
         w.commit().unwrap();
     }
     drop(db);
@@ -242,7 +241,6 @@ fn a_data_file_cut_short_is_refused_never_rolled_back() {
         for i in c * 5000..(c + 1) * 5000 {
             t.put(&key(i), &value(i)).unwrap();
         }
-        drop(t);
         w.commit().unwrap();
     }
     drop(db);

@@ -273,7 +273,6 @@ fn a_transaction_that_outgrows_its_frames_goes_on_in_the_mapping() {
                 }
             }
         }
-        drop(t);
         (w, written)
     };
     let (w, written) = big(1);
@@ -290,7 +289,6 @@ fn a_transaction_that_outgrows_its_frames_goes_on_in_the_mapping() {
     let r = reader.table("t").unwrap();
     assert_eq!(r.len().unwrap(), early.len() as u64);
     assert!(collect(r.iter()) == early.clone().into_iter().collect::<Vec<_>>());
-    drop(r);
     drop(reader);
     check(&db, &model);
     db.verify().unwrap();

@@ -50,7 +50,6 @@ fn puts(db: &Database, model: &mut Model, from: u32, count: u32, blind: bool) ->
         } else {
             t.put(&k, &v).unwrap();
         }
-        drop(t);
         w.commit().unwrap();
         model.insert(k, v);
     }
@@ -271,7 +270,6 @@ fn readers_beside_idle_checkpoints_see_whole_commits() {
                 for k in &keys {
                     t.put(k, &generation.to_be_bytes()).unwrap();
                 }
-                drop(t);
                 w.commit().unwrap();
             }
             if generation % 4 == 0 {

@@ -74,7 +74,6 @@ fn a_transaction_outgrowing_its_bound_writes_pages_as_it_goes() {
     t.set(&key(1500), b"set").unwrap();
     t.append(&key(5000), b"appended").unwrap();
     assert_eq!(t.len().unwrap(), 1502);
-    drop(t);
     w.commit().unwrap();
     assert_eq!(switched(&db), 1);
 
@@ -107,7 +106,6 @@ fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_bo
     for i in 0..100_000u32 {
         t.put(&key16(i), b"v").unwrap();
     }
-    drop(t);
     w.commit().unwrap();
     let before = switched(&db);
     // One record of the log for each key deleted: 100,000 of them outgrow 1 MiB.
@@ -119,7 +117,6 @@ fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_bo
         99_980
     );
     assert_eq!(t.len().unwrap(), 21);
-    drop(t);
     w.commit().unwrap();
     assert_eq!(switched(&db), before + 1);
     drop(db);
@@ -157,7 +154,6 @@ fn a_savepoint_taken_through_the_log_rolls_back_writes_made_after_the_turn() {
     for i in 10..3000u32 {
         t.put(&key(i), &value(i)).unwrap();
     }
-    drop(t);
     assert_eq!(
         switched(&db),
         1,
@@ -167,7 +163,6 @@ fn a_savepoint_taken_through_the_log_rolls_back_writes_made_after_the_turn() {
     let t = w.table("t").unwrap();
     assert_eq!(t.len().unwrap(), 2);
     assert_eq!(t.get(&key(1)).unwrap(), Some(&b"committed"[..]));
-    drop(t);
     w.commit().unwrap();
     drop(db);
     let db = Database::open(&path, options()).unwrap();

@@ -706,7 +706,6 @@ fn batch_workload_upto(db: &Database, txns: usize) -> (Vec<State>, usize, usize)
                     next.insert((0, key), value);
                 }
             }
-            drop(table);
             w.commit_with(durability)
         })();
         if !tally.attempt(next, durability, result) {

@@ -161,7 +161,6 @@ fn typed_tables_roll_back_with_their_types() {
         assert!(w.list_tables().unwrap().is_empty());
         let mut t = w.open_table(COUNTS).unwrap();
         t.put("y", 2).unwrap();
-        drop(t);
         w.commit().unwrap();
 
         let mut w = db.begin_write().unwrap();
@@ -169,7 +168,6 @@ fn typed_tables_roll_back_with_their_types() {
         let mut t = w.open_table(COUNTS).unwrap();
         t.put("y", 3).unwrap();
         t.put("z", 4).unwrap();
-        drop(t);
         w.rollback_to(&sp).unwrap();
         let t = w.open_table(COUNTS).unwrap();
         assert_eq!(t.get("y").unwrap(), Some(2));

@@ -96,7 +96,6 @@ proptest! {
         let all: Vec<(Compound, [u32; 2])> = model.iter().map(|(k, v)| (k.clone(), *v)).collect();
         let got: Vec<(Compound, [u32; 2])> = t.iter().collect::<Result<_, _>>().unwrap();
         prop_assert_eq!(&got, &all, "in the writing transaction");
-        drop(t);
         w.commit().unwrap();
 
         let r = db.begin_read().unwrap();
@@ -168,11 +167,9 @@ fn borrowed_elements_read_without_a_copy_and_refuse_what_they_could_not_read() {
     assert!(matches!(err, Error::Decode(_)), "{err}");
     assert!(err.to_string().contains("String"), "{err}");
     assert_eq!(t.len().unwrap(), 3, "the refused write changed nothing");
-    drop(t);
     // The owned type reads and writes the same encoding, zero bytes included.
     let mut t = w.open_table(EVENTS_OWNED).unwrap();
     t.put(("a\0b".to_string(), 1), b"x".to_vec()).unwrap();
-    drop(t);
     w.commit().unwrap();
 
     let r = db.begin_read().unwrap();
