@@ -577,13 +577,17 @@ impl TableAccess for Txn<'_> {
             return Ok(());
         }
         let name = self.guard.tables.name_of(slot).map(str::to_owned);
-        let name = name.ok_or_else(|| Error::internal("a table's slot without a name"))?;
-        self.switch_to_pages()?;
-        // The table is opened again on the tree the batch was applied to, in the same slot.
-        if self.load_state(&name)? != slot {
-            return Err(Error::internal("a table opened again in another slot"));
-        }
-        Counters::add(&self.shared.counters.switched_to_pages);
-        Ok(())
+        // The change that called this is in the batch already: a failure here fails the
+        // transaction (`guarded`), never leaves it going on with that change unsaid.
+        self.guarded(|t| {
+            let name = name.ok_or_else(|| Error::internal("a table's slot without a name"))?;
+            t.switch_to_pages()?;
+            // The table is opened again on the tree the batch was applied to, in the same slot.
+            if t.load_state(&name)? != slot {
+                return Err(Error::internal("a table opened again in another slot"));
+            }
+            Counters::add(&t.shared.counters.switched_to_pages);
+            Ok(())
+        })
     }
 }
