@@ -133,12 +133,12 @@ impl WritePages {
     /// (`write_out` put it there), as are the pages it spilled (`Dirty::filed`). Readers of
     /// earlier snapshots keep the frames until they end.
     fn leave_frames(&mut self, end: u64) -> Result<()> {
+        let Some(frames) = self.wmap.frames_to_file(end) else {
+            return Ok(());
+        };
         // Pages written behind (this transaction's spills, a checkpoint's) reach the file
         // before the mapping reads it.
         self.drain_behind()?;
-        let Some(frames) = self.wmap.frames_to_file(end)? else {
-            return Ok(());
-        };
         let ps = self.page_bytes;
         let (dirty, wmap) = (&self.dirty, &mut self.wmap);
         for (&id, d) in dirty.iter() {
@@ -371,8 +371,8 @@ impl WritePages {
     /// pages), up to `owned_max` per transaction (the memory budget, at most
     /// `APPENDED_OWNED_BYTES_MAX`). Such pages are written in full and rarely read again by
     /// the writer; writing one costs the kernel a copy into the page cache, where placing it
-    /// in the mapping costs a zeroed page mapped in first (the
-    /// populate): 1M- and 10M-record sequential loads ran 7.4M -> 11.0M and 7.5M -> 10.9M
+    /// in the mapping costs a zeroed page mapped in first (the populate): 1M- and 10M-record
+    /// sequential loads ran 7.4M -> 11.0M and 7.5M -> 10.9M
     /// records/s (docs/design/performance.md). Random inserts keep the mapping: their new pages
     /// are read and copied again soon, which through the mapping costs no page fault (10M
     /// random inserts with every new page owned: 416K -> 394K puts/s).

@@ -117,10 +117,12 @@ impl WriteMap {
         }
     }
 
-    /// Whether bytes `[0, end)` reach past the frames the writer writes its pages in.
+    /// Whether bytes `[0, end)` reach past the frames the writer writes its pages in, and it
+    /// has not found this transaction that the file cannot be mapped instead (`outgrown`).
     #[inline]
     pub(super) fn past_frames(&self, end: u64) -> bool {
-        self.frames().is_some()
+        !self.outgrown
+            && self.frames().is_some()
             && self
                 .map
                 .as_ref()
@@ -132,17 +134,20 @@ impl WriteMap {
     /// Maps the file for writing in place of the frames, in the middle of a transaction that
     /// needs bytes `[0, end)` past them (`WritePages::leave_frames`), as the next transaction
     /// would (`begin`). Returns the frames, for the caller to copy the pages the transaction
-    /// wrote there; `None`, with nothing changed, where the storage cannot map (the
+    /// wrote there; `None`, with the frames kept, where the storage cannot map (the
     /// transaction's further pages then stay in owned buffers).
-    pub(super) fn frames_to_file(&mut self, end: u64) -> Result<Option<Arc<Access>>> {
+    pub(super) fn frames_to_file(&mut self, end: u64) -> Option<Arc<Access>> {
         let mut len = MAP_BYTES_MIN;
         while len < end.max(self.file_bytes) {
             len *= 2;
         }
-        let Some(map) = self.storage.map_mut(len) else {
-            return Ok(None);
+        let Some(Ok(map)) = self.storage.map_mut(len) else {
+            // Owned buffers for this transaction's further pages, as before the frames could
+            // be left (`ensure`), and not another try at each page.
+            self.outgrown = true;
+            return None;
         };
-        let access = Access::Shared(map?);
+        let access = Access::Shared(map);
         access.advise_readahead(self.readahead.for_len(len));
         self.view = access.view(self.page_bytes, u64::MAX);
         let frames = self.map.replace(Arc::new(access));
@@ -150,7 +155,7 @@ impl WriteMap {
         self.outgrown = false;
         // New space is mapped in by the page faults of its first writes.
         self.unpopulated_from = self.file_bytes;
-        Ok(frames)
+        frames
     }
 
     /// Frames for a writing handle's file at open, where `frames_bytes` asks for them and
