@@ -1017,8 +1017,8 @@ impl<'t> WriteTable<'t> {
     /// range's two edges: its cost follows the tree's depth and the number of pages freed,
     /// not a delete per key. In a logged database ([`crate::Options::log`]) the deletions
     /// are records of the log, one per key, until they outgrow what a transaction may hold
-    /// (a quarter of the memory budget): the transaction then writes pages, as any large one
-    /// does, and the rest of the range is deleted in the tree.
+    /// ([`crate::CommitStats::switched_to_pages`]): the transaction then writes pages, as any
+    /// large one does, and the rest of the range is deleted in the tree.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;

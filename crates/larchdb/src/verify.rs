@@ -228,10 +228,11 @@ pub struct CommitStats {
     /// Commits that had to be durable and first made such a commit durable (a sync of the
     /// data file and of its meta page, or a commit by pages while a checkpoint was written).
     pub marks_settled: u64,
-    /// Write transactions whose writes outgrew a quarter of the memory budget (and the log's
-    /// share, half a log segment) and which then wrote pages for the rest: what a transaction
-    /// holds in memory stays within that bound whatever its size (docs/design/write-path.md,
-    /// "Memory and space: what is bounded").
+    /// Write transactions whose writes outgrew what one may hold (half the memory the
+    /// process may use, or a quarter of a budget set with [`crate::Options::memory_budget`];
+    /// at least half a log segment) and which then wrote pages for the rest: what a
+    /// transaction holds in memory stays within that bound whatever its size
+    /// (docs/design/write-path.md, "Memory and space: what is bounded").
     pub switched_to_pages: u64,
     /// Checkpoints written: by the checkpoint thread, by [`crate::Database::checkpoint`] and
     /// compaction, and by transactions that applied the overlay before writing pages.
