@@ -418,7 +418,7 @@ pub(crate) struct Logged<'t> {
     pub(crate) txn: u64,
     /// The batch's bytes past which the transaction turns to writing pages
     /// (`TableAccess::bound`, `batch_bytes_max`).
-    pub(crate) share: usize,
+    pub(crate) bound: usize,
 }
 
 /// What a write transaction's table reads and writes pages through.
@@ -573,12 +573,12 @@ impl<'t> TableParts<'t> {
         }
     }
 
-    /// Whether the transaction's batch holds more than the log's share.
+    /// Whether the transaction's batch holds more than its bound (`Logged::bound`).
     #[inline]
-    fn over_share(&self) -> bool {
+    fn over_bound(&self) -> bool {
         self.logged
             .as_ref()
-            .is_some_and(|l| l.batch.bytes() > l.share)
+            .is_some_and(|l| l.batch.bytes() > l.bound)
     }
 
     fn view(&self) -> TableView<'_> {
@@ -918,7 +918,7 @@ impl<'t> WriteTable<'t> {
     fn change<T>(&mut self, f: impl FnOnce(&mut TableParts<'_>) -> Result<T>) -> Result<T> {
         let mut parts = self.parts()?;
         let r = f(&mut parts)?;
-        if parts.over_share() {
+        if parts.over_bound() {
             self.txn.bound(self.slot)?;
         }
         Ok(r)

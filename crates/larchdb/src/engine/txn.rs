@@ -538,7 +538,7 @@ impl TableAccess for Txn<'_> {
                 overlays: self.base.overlays(),
                 table,
                 txn: self.base.txn(),
-                share: batch_bytes_max(self.shared),
+                bound: batch_bytes_max(self.shared),
             }),
             (true, None) => return Err(Error::internal("a logged table without its number")),
             (false, _) => None,
