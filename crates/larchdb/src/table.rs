@@ -3,9 +3,11 @@
 use crate::btree::{self, Scratch};
 use crate::engine::catalog::TableState;
 use crate::engine::savepoint::UndoSink;
+use crate::engine::txn::{batch_bytes_max, Txn};
 use crate::engine::upper::batch::Batch;
 use crate::engine::upper::overlay::Lookup;
 use crate::engine::upper::{as_ref, edge, get_layered, uncount, Edge, Overlays, Upper};
+use crate::engine::Counters;
 use crate::error::{Error, Result};
 use crate::limits::{key_bytes_max, VALUE_BYTES_MAX};
 use crate::pager::{PageSource, Snapshot, TableHeader, WritePages};
@@ -1391,5 +1393,85 @@ impl<'t> WriteTable<'t> {
     /// ```
     pub fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
+    }
+}
+
+impl TableAccess for Txn<'_> {
+    #[inline]
+    fn parts(&mut self, slot: usize, id: Option<u64>) -> Result<TableParts<'_>> {
+        let ws = &mut *self.guard;
+        let (name, state) = ws.tables.at_mut(slot).ok_or(Error::TxnFailed)?;
+        let pages = match self.pages.as_deref_mut() {
+            Some(p) => TablePages::Write(p),
+            None => TablePages::Read(&self.base.snap),
+        };
+        let logged = match (self.logged, id) {
+            (true, Some(table)) => Some(Logged {
+                batch: &mut ws.batch,
+                overlays: self.base.overlays(),
+                table,
+                txn: self.base.txn(),
+                bound: batch_bytes_max(self.shared),
+            }),
+            (true, None) => return Err(Error::internal("a logged table without its number")),
+            (false, _) => None,
+        };
+        let undo = ws.savepoints.active().then(|| UndoSink {
+            log: &mut ws.savepoints.undo,
+            table: name.into(),
+        });
+        Ok(TableParts::new(
+            pages,
+            state,
+            &mut ws.scratch,
+            &mut self.failed,
+            logged,
+            undo,
+        ))
+    }
+
+    #[inline]
+    fn view(&self, slot: usize, id: Option<u64>) -> TableView<'_> {
+        let Some(state) = self.guard.tables.at(slot) else {
+            return TableView::failed(&self.base.snap);
+        };
+        let logged = match (self.logged, id) {
+            (true, Some(table)) => Some(LoggedView {
+                batch: &self.guard.batch,
+                overlays: self.base.overlays(),
+                table,
+                txn: self.base.txn(),
+            }),
+            (true, None) => return TableView::failed(&self.base.snap),
+            (false, _) => None,
+        };
+        TableView {
+            pages: match self.pages.as_deref() {
+                Some(p) => TableSource::Write(p),
+                None => TableSource::Read(&self.base.snap),
+            },
+            hdr: state.hdr,
+            logged,
+            failed: false,
+        }
+    }
+
+    fn bound(&mut self, slot: usize) -> Result<()> {
+        if !self.logged || self.guard.batch.bytes() <= batch_bytes_max(self.shared) {
+            return Ok(());
+        }
+        let name = self.guard.tables.name_of(slot).map(str::to_owned);
+        // The change that called this is in the batch already: a failure here fails the
+        // transaction (`guarded`), never leaves it going on with that change unsaid.
+        self.guarded(|t| {
+            let name = name.ok_or_else(|| Error::internal("a table's slot without a name"))?;
+            t.switch_to_pages()?;
+            // The table is opened again on the tree the batch was applied to, in the same slot.
+            if t.load_state(&name)? != slot {
+                return Err(Error::internal("a table opened again in another slot"));
+            }
+            Counters::add(&t.shared.counters.switched_to_pages);
+            Ok(())
+        })
     }
 }

@@ -11,13 +11,9 @@ use super::published::Published;
 use super::savepoint::Savepoints;
 use super::{Counters, Shared, WriterState};
 use crate::btree;
-use crate::engine::savepoint::UndoSink;
 use crate::error::{Error, Result};
 use crate::options::Durability;
 use crate::pager::{PageSource, TableHeader, WritePages};
-use crate::table::{
-    Logged, LoggedView, TableAccess, TablePages, TableParts, TableSource, TableView,
-};
 use std::sync::{Arc, MutexGuard};
 
 /// A write transaction, below the API (`crate::WriteTxn`).
@@ -512,7 +508,7 @@ impl Drop for Txn<'_> {
 /// dirty page of the file's mapping until the commit (in a 64 MiB cgroup, transactions of
 /// 20,000 records of 1 KB that completed when merged at their commits had the process killed
 /// turning at 4 MiB).
-fn batch_bytes_max(shared: &Shared) -> usize {
+pub(crate) fn batch_bytes_max(shared: &Shared) -> usize {
     let half = match shared.options.memory_budget {
         0 => crate::engine::admission::budget::process_memory().map_or(0, |m| m / 2),
         _ => 0,
@@ -521,84 +517,4 @@ fn batch_bytes_max(shared: &Shared) -> usize {
     usize::try_from(bound)
         .unwrap_or(usize::MAX)
         .max(shared.options.log_batch_bytes_max())
-}
-
-impl TableAccess for Txn<'_> {
-    #[inline]
-    fn parts(&mut self, slot: usize, id: Option<u64>) -> Result<TableParts<'_>> {
-        let ws = &mut *self.guard;
-        let (name, state) = ws.tables.at_mut(slot).ok_or(Error::TxnFailed)?;
-        let pages = match self.pages.as_deref_mut() {
-            Some(p) => TablePages::Write(p),
-            None => TablePages::Read(&self.base.snap),
-        };
-        let logged = match (self.logged, id) {
-            (true, Some(table)) => Some(Logged {
-                batch: &mut ws.batch,
-                overlays: self.base.overlays(),
-                table,
-                txn: self.base.txn(),
-                bound: batch_bytes_max(self.shared),
-            }),
-            (true, None) => return Err(Error::internal("a logged table without its number")),
-            (false, _) => None,
-        };
-        let undo = ws.savepoints.active().then(|| UndoSink {
-            log: &mut ws.savepoints.undo,
-            table: name.into(),
-        });
-        Ok(TableParts::new(
-            pages,
-            state,
-            &mut ws.scratch,
-            &mut self.failed,
-            logged,
-            undo,
-        ))
-    }
-
-    #[inline]
-    fn view(&self, slot: usize, id: Option<u64>) -> TableView<'_> {
-        let Some(state) = self.guard.tables.at(slot) else {
-            return TableView::failed(&self.base.snap);
-        };
-        let logged = match (self.logged, id) {
-            (true, Some(table)) => Some(LoggedView {
-                batch: &self.guard.batch,
-                overlays: self.base.overlays(),
-                table,
-                txn: self.base.txn(),
-            }),
-            (true, None) => return TableView::failed(&self.base.snap),
-            (false, _) => None,
-        };
-        TableView {
-            pages: match self.pages.as_deref() {
-                Some(p) => TableSource::Write(p),
-                None => TableSource::Read(&self.base.snap),
-            },
-            hdr: state.hdr,
-            logged,
-            failed: false,
-        }
-    }
-
-    fn bound(&mut self, slot: usize) -> Result<()> {
-        if !self.logged || self.guard.batch.bytes() <= batch_bytes_max(self.shared) {
-            return Ok(());
-        }
-        let name = self.guard.tables.name_of(slot).map(str::to_owned);
-        // The change that called this is in the batch already: a failure here fails the
-        // transaction (`guarded`), never leaves it going on with that change unsaid.
-        self.guarded(|t| {
-            let name = name.ok_or_else(|| Error::internal("a table's slot without a name"))?;
-            t.switch_to_pages()?;
-            // The table is opened again on the tree the batch was applied to, in the same slot.
-            if t.load_state(&name)? != slot {
-                return Err(Error::internal("a table opened again in another slot"));
-            }
-            Counters::add(&t.shared.counters.switched_to_pages);
-            Ok(())
-        })
-    }
 }
