@@ -3,7 +3,7 @@
 use crate::btree::{self, Scratch};
 use crate::engine::catalog::TableState;
 use crate::engine::savepoint::UndoSink;
-use crate::engine::txn::{batch_bytes_max, Txn};
+use crate::engine::txn::Txn;
 use crate::engine::upper::batch::Batch;
 use crate::engine::upper::overlay::Lookup;
 use crate::engine::upper::{as_ref, edge, get_layered, uncount, Edge, Overlays, Upper};
@@ -419,7 +419,7 @@ pub(crate) struct Logged<'t> {
     /// The transaction's base commit.
     pub(crate) txn: u64,
     /// The batch's bytes past which the transaction turns to writing pages
-    /// (`TableAccess::bound`, `batch_bytes_max`).
+    /// (`TableAccess::bound`, `Shared::batch_bytes_max`).
     pub(crate) bound: usize,
 }
 
@@ -456,9 +456,10 @@ pub(crate) trait TableAccess {
     fn parts(&mut self, slot: usize, id: Option<u64>) -> Result<TableParts<'_>>;
     /// The table in `slot` for a read.
     fn view(&self, slot: usize, id: Option<u64>) -> TableView<'_>;
-    /// After a change: a logged transaction whose batch outgrew its bound (`batch_bytes_max`)
-    /// turns to writing pages now, its records so far applied to the tree, rather than hold
-    /// its writes in memory until the commit (`Txn::switch_to_pages`).
+    /// After a change: a logged transaction whose batch outgrew its bound
+    /// (`Shared::batch_bytes_max`) turns to writing pages now, its records so far applied to
+    /// the tree, rather than hold its writes in memory until the commit
+    /// (`Txn::switch_to_pages`).
     fn bound(&mut self, slot: usize) -> Result<()>;
 }
 
@@ -1411,7 +1412,7 @@ impl TableAccess for Txn<'_> {
                 overlays: self.base.overlays(),
                 table,
                 txn: self.base.txn(),
-                bound: batch_bytes_max(self.shared),
+                bound: self.shared.batch_bytes_max,
             }),
             (true, None) => return Err(Error::internal("a logged table without its number")),
             (false, _) => None,
@@ -1457,7 +1458,7 @@ impl TableAccess for Txn<'_> {
     }
 
     fn bound(&mut self, slot: usize) -> Result<()> {
-        if !self.logged || self.guard.batch.bytes() <= batch_bytes_max(self.shared) {
+        if !self.logged || self.guard.batch.bytes() <= self.shared.batch_bytes_max {
             return Ok(());
         }
         let name = self.guard.tables.name_of(slot).map(str::to_owned);

@@ -1,9 +1,13 @@
-//! A transaction whose writes outgrow a quarter of the memory budget turns to writing pages as
-//! it writes, in the middle of a table's changes, so that what it holds in memory stays
+//! A transaction whose writes outgrow a quarter of the memory budget (one the application
+//! set) turns to writing pages as it writes, in the middle of a table's changes, so that what it holds in memory stays
 //! bounded whatever its size: its own reads, counts, ranges, savepoints and deletions see the
 //! same table before and after the turn, and the commit keeps all of it.
 
+mod common;
+
+use common::{collect, create_table};
 use larchdb::{Database, Options};
+use std::path::{Path, PathBuf};
 
 /// The smallest memory budget (4 MiB): a batch turns to pages past 1 MiB.
 fn options() -> Options {
@@ -34,14 +38,24 @@ fn switched(db: &Database) -> u64 {
     db.stats().unwrap().commits.switched_to_pages
 }
 
-#[test]
-fn a_transaction_outgrowing_its_bound_writes_pages_as_it_goes() {
+/// A new database with `options()`, in a directory that lives as long as the first value.
+fn fresh() -> (tempfile::TempDir, PathBuf, Database) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     let db = Database::open(&path, options()).unwrap();
-    let mut w = db.begin_write().unwrap();
-    w.create_table("t").unwrap();
-    w.commit().unwrap();
+    (dir, path, db)
+}
+
+/// `db` closed and opened again.
+fn reopen(db: Database, path: &Path) -> Database {
+    drop(db);
+    Database::open(path, options()).unwrap()
+}
+
+#[test]
+fn a_transaction_outgrowing_its_bound_writes_pages_as_it_goes() {
+    let (_dir, path, db) = fresh();
+    create_table(&db, "t");
     // Records in the overlay, through the log: the turn applies them first.
     for i in (0..200u32).map(|i| i * 20) {
         let mut w = db.begin_write().unwrap();
@@ -89,17 +103,14 @@ fn a_transaction_outgrowing_its_bound_writes_pages_as_it_goes() {
         assert_eq!(t.iter().count(), 1502);
     };
     check(&db);
-    drop(db);
-    let db = Database::open(&path, options()).unwrap();
+    let db = reopen(db, &path);
     check(&db);
     db.verify().unwrap();
 }
 
 #[test]
 fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let db = Database::open(&path, options()).unwrap();
+    let (_dir, path, db) = fresh();
     let mut w = db.begin_write().unwrap();
     w.create_table("t").unwrap();
     let mut t = w.table("t").unwrap();
@@ -119,11 +130,12 @@ fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_bo
     assert_eq!(t.len().unwrap(), 21);
     w.commit().unwrap();
     assert_eq!(switched(&db), before + 1);
-    drop(db);
-    let db = Database::open(&path, options()).unwrap();
+    let db = reopen(db, &path);
     let r = db.begin_read().unwrap();
-    let t = r.table("t").unwrap();
-    let keys: Vec<Vec<u8>> = t.iter().map(|e| e.unwrap().0.to_vec()).collect();
+    let keys: Vec<Vec<u8>> = collect(r.table("t").unwrap().iter())
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
     let want: Vec<Vec<u8>> = (0..10u32)
         .chain(99_990..100_000)
         .chain([200_000])
@@ -136,12 +148,8 @@ fn a_range_delete_through_the_log_turns_to_pages_once_its_records_outgrow_the_bo
 
 #[test]
 fn a_savepoint_taken_through_the_log_rolls_back_writes_made_after_the_turn() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    let db = Database::open(&path, options()).unwrap();
-    let mut w = db.begin_write().unwrap();
-    w.create_table("t").unwrap();
-    w.commit().unwrap();
+    let (_dir, path, db) = fresh();
+    create_table(&db, "t");
     let mut w = db.begin_write().unwrap();
     w.table("t").unwrap().put(&key(1), b"committed").unwrap();
     w.commit().unwrap();
@@ -164,14 +172,9 @@ fn a_savepoint_taken_through_the_log_rolls_back_writes_made_after_the_turn() {
     assert_eq!(t.len().unwrap(), 2);
     assert_eq!(t.get(&key(1)).unwrap(), Some(&b"committed"[..]));
     w.commit().unwrap();
-    drop(db);
-    let db = Database::open(&path, options()).unwrap();
+    let db = reopen(db, &path);
     let r = db.begin_read().unwrap();
-    let t = r.table("t").unwrap();
-    let all: Vec<(Vec<u8>, Vec<u8>)> = t
-        .iter()
-        .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
-        .collect();
+    let all = collect(r.table("t").unwrap().iter());
     assert_eq!(
         all,
         vec![

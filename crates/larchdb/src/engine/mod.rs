@@ -189,6 +189,9 @@ pub(crate) struct Shared {
     pub(crate) writing_thread: std::sync::atomic::AtomicU64,
     /// The memory the overlays may hold (`admission::budget`, from `Options::memory_budget`).
     pub(crate) memory_budget: u64,
+    /// The bytes a logged transaction's batch holds at most before it turns to writing pages
+    /// (`admission::budget::resolve_batch`).
+    pub(crate) batch_bytes_max: usize,
     /// The memory the published snapshot's active and frozen overlays hold
     /// (`Overlay::bytes`), and the slices of the active ones, as of their last publication
     /// (`Shared::note_upper`).

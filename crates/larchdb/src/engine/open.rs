@@ -198,6 +198,11 @@ impl Shared {
         let memory_budget = super::admission::budget::resolve(options.memory_budget);
         let alone_budget =
             super::admission::budget::resolve_alone(options.memory_budget, memory_budget);
+        let batch_bytes_max = super::admission::budget::resolve_batch(
+            options.memory_budget,
+            memory_budget,
+            options.log_batch_bytes_max(),
+        );
         let recovery = (!losses.given_up.is_empty()).then(|| Recovery {
             opened_txn: current.txn(),
             given_up: losses.given_up,
@@ -222,6 +227,7 @@ impl Shared {
             share_sleeper: Default::default(),
             writing_thread: Default::default(),
             memory_budget,
+            batch_bytes_max,
             upper: Default::default(),
             published_overlays: AtomicU64::new(0),
             alone_budget,
@@ -401,6 +407,7 @@ fn writer_state(
 ) -> WriterState {
     let (meta, slot) = newest;
     let (durable_slot, last_durable_txn) = durable;
+    let budget = super::admission::budget::resolve(options.memory_budget);
     let carry = Carry::new(
         free,
         WriteMap::new(
@@ -415,13 +422,10 @@ fn writer_state(
     )
     // The page buffers kept between transactions count against the memory budget: an eighth
     // of it (`Shared::open` gives the rest to the overlays and the spare memory).
-    .with_pool_bytes(
-        super::admission::budget::resolve(options.memory_budget) / 8,
-        meta.page_bytes as usize,
-    )
+    .with_pool_bytes(budget / 8, meta.page_bytes as usize)
     // A transaction's new pages in owned buffers: within the budget (under a 64 MiB limit,
     // 64 MiB of them had a large transaction killed).
-    .with_owned_bytes(super::admission::budget::resolve(options.memory_budget));
+    .with_owned_bytes(budget);
     WriterState {
         disk: Some(Disk {
             carry: Some(carry),

@@ -496,25 +496,3 @@ impl Drop for Txn<'_> {
         }
     }
 }
-
-/// The bytes a logged transaction's batch holds at most before it turns to writing pages
-/// (`TableAccess::bound`): with the default budget, half the memory the process may use
-/// (`budget::process_memory`: the lowest of its cgroups' limits and the machine's memory),
-/// or a quarter of the budget where that is more or the memory is not known; with a budget
-/// the application set (`Options::memory_budget`), a quarter of it; and at least the log's
-/// share (a batch within it would commit through the log). Below it the batch is kept and merged, sorted,
-/// at the commit, as a batch past the log's share always was: after the turn each record is
-/// put into the pages one by one, slower, and in a small cgroup each leaf it changes is a
-/// dirty page of the file's mapping until the commit (in a 64 MiB cgroup, transactions of
-/// 20,000 records of 1 KB that completed when merged at their commits had the process killed
-/// turning at 4 MiB).
-pub(crate) fn batch_bytes_max(shared: &Shared) -> usize {
-    let half = match shared.options.memory_budget {
-        0 => crate::engine::admission::budget::process_memory().map_or(0, |m| m / 2),
-        _ => 0,
-    };
-    let bound = (shared.memory_budget / 4).max(half);
-    usize::try_from(bound)
-        .unwrap_or(usize::MAX)
-        .max(shared.options.log_batch_bytes_max())
-}
