@@ -23,9 +23,10 @@ fn own(b: Bound<&[u8]>) -> Bound<Vec<u8>> {
     }
 }
 
-/// Keys `WriteTable::retain` collects before it deletes them, and that a logged
-/// transaction's `delete_range` deletes between two looks at what its batch holds.
-const RANGE_CHUNK: usize = 1024;
+/// Keys `WriteTable::retain` collects before it deletes them, that a logged transaction's
+/// `delete_range` deletes between two looks at what its batch holds, and that a
+/// savepoint's undo records take of a range or a table deleted at a time.
+pub(crate) const RANGE_CHUNK: usize = 1024;
 
 fn bounds<K: AsRef<[u8]> + ?Sized, R: RangeBounds<K>>(r: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let map = |b: Bound<&K>| own(b.map(|k| k.as_ref()));
@@ -603,11 +604,23 @@ impl<'t> TableParts<'t> {
 
     /// The value `key` has before a change, if a savepoint needs it (`Some`): `Some(None)`
     /// for a key without one.
-    fn undo_before(&self, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
+    ///
+    /// Makes room for the record first (`undo_room`).
+    fn undo_before(&mut self, key: &[u8]) -> Result<Option<Option<Vec<u8>>>> {
         if self.undo.is_none() {
             return Ok(None);
         }
+        self.undo_room()?;
         Ok(Some(self.view().get(key)?.map(<[u8]>::to_vec)))
+    }
+
+    /// Before a change that a savepoint records: the undo records past their bound go to
+    /// their file (`UndoLog::make_room`), so that a failure there comes before the change.
+    fn undo_room(&mut self) -> Result<()> {
+        match self.undo.as_mut() {
+            Some(sink) => sink.log.make_room(),
+            None => Ok(()),
+        }
     }
 
     /// Whether `key` is present before a logged change: from the value `undo_before` read,
@@ -746,6 +759,7 @@ impl<'t> TableParts<'t> {
 
     fn append(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.check(key, value)?;
+        self.undo_room()?;
         if self.logged.is_some() {
             if *self.failed {
                 return Err(Error::TxnFailed);
@@ -813,9 +827,9 @@ impl<'t> TableParts<'t> {
         Ok(existed)
     }
 
-    /// Deletes the keys from `start` to `end`: all of them where the tree is changed, at
-    /// most `RANGE_CHUNK` through the log. Returns how many, and the last key deleted if
-    /// keys may be left past it.
+    /// Deletes the keys from `start` to `end`: all of them where the tree is changed and no
+    /// savepoint is live, at most `RANGE_CHUNK` through the log or for a savepoint's undo
+    /// records. Returns how many, and the last key deleted if keys may be left past it.
     fn delete_range_chunk(
         &mut self,
         start: Bound<Vec<u8>>,
@@ -828,11 +842,8 @@ impl<'t> TableParts<'t> {
         if self.logged.is_some() || keep_values {
             // The entries as this transaction sees them (tree, overlay and batch together);
             // a savepoint keeps each, to put it back.
-            let chunk = if self.logged.is_some() {
-                RANGE_CHUNK
-            } else {
-                usize::MAX
-            };
+            self.undo_room()?;
+            let chunk = RANGE_CHUNK;
             let doomed = self
                 .view()
                 .range_of(start.clone(), end.clone(), false)
@@ -846,6 +857,10 @@ impl<'t> TableParts<'t> {
                 }
                 doomed.len() as u64
             } else {
+                let end = match &more {
+                    Some(last) => Bound::Included(last.clone()),
+                    None => end,
+                };
                 self.delete_tree_range(start, end)?
             };
             if n != doomed.len() as u64 {

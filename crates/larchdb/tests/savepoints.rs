@@ -198,3 +198,187 @@ fn bad_input_is_not_recorded() {
     w.commit().unwrap();
     assert_eq!(db.get(b"k").unwrap(), None);
 }
+
+/// With the smallest memory budget (4 MiB), a transaction's undo records may hold 1 MiB in
+/// memory; past it they go to a temporary file.
+fn spilling() -> [(tempfile::TempDir, Options); 2] {
+    let small = Options::default()
+        .log_segment_bytes(1 << 20)
+        .memory_budget(4 << 20);
+    [
+        (tempfile::tempdir().unwrap(), small.clone()),
+        (tempfile::tempdir().unwrap(), small.log(true)),
+    ]
+}
+
+fn spills(db: &Database) -> u64 {
+    db.stats().unwrap().commits.undo_spills
+}
+
+fn value(i: u32, round: u8) -> Vec<u8> {
+    let mut v = vec![round; 300];
+    v[..4].copy_from_slice(&i.to_be_bytes());
+    v
+}
+
+/// A table's name and entries.
+type Seen = (String, Vec<(Vec<u8>, Vec<u8>)>);
+
+/// What the transaction sees of every table, in order.
+fn seen(w: &mut larchdb::WriteTxn<'_>) -> Vec<Seen> {
+    let names = w.list_tables().unwrap();
+    names
+        .into_iter()
+        .map(|n| {
+            let t = w.table(&n).unwrap();
+            (n, common::collect(t.iter()))
+        })
+        .collect()
+}
+
+#[test]
+fn undo_records_past_their_bound_go_to_a_file_and_come_back_in_order() {
+    for (dir, options) in spilling() {
+        let path = dir.path().join("db");
+        let db = Database::open(&path, options.clone()).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.create_table("a").unwrap();
+        w.create_table("b").unwrap();
+        for i in 0u32..6000 {
+            w.table("a")
+                .unwrap()
+                .put(&i.to_be_bytes(), &value(i, 1))
+                .unwrap();
+            w.table("b")
+                .unwrap()
+                .put(&i.to_be_bytes(), &value(i, 2))
+                .unwrap();
+        }
+        w.set_table_properties("b", b"b-props").unwrap();
+        w.commit().unwrap();
+
+        let mut w = db.begin_write().unwrap();
+        let start = seen(&mut w);
+        let outer = w.savepoint().unwrap();
+        // Overwrites and new keys: about 2.6 MB of old values and keys recorded.
+        for i in 0u32..8000 {
+            w.table("a")
+                .unwrap()
+                .put(&i.to_be_bytes(), &value(i, 3))
+                .unwrap();
+        }
+        let middle_state = seen(&mut w);
+        let middle = w.savepoint().unwrap();
+        // A range and a whole table deleted, a table made and filled, a clear.
+        assert_eq!(
+            w.table("a")
+                .unwrap()
+                .delete_range(&1000u32.to_be_bytes()[..]..&7000u32.to_be_bytes()[..])
+                .unwrap(),
+            6000
+        );
+        assert!(w.delete_table("b").unwrap());
+        w.create_table("c").unwrap();
+        for i in 0u32..3000 {
+            w.table("c")
+                .unwrap()
+                .append(&i.to_be_bytes(), &value(i, 4))
+                .unwrap();
+        }
+        w.table("c").unwrap().clear().unwrap();
+        w.set_table_properties("a", b"a-props").unwrap();
+
+        // Back to the middle: the overwrites stay, the deletions are undone.
+        w.rollback_to(&middle).unwrap();
+        assert_eq!(seen(&mut w), middle_state);
+        assert_eq!(w.table("a").unwrap().len().unwrap(), 8000);
+        // More changes after it, then back to the start.
+        for i in 0u32..8000 {
+            w.table("a").unwrap().delete(&i.to_be_bytes()).unwrap();
+        }
+        w.rollback_to(&outer).unwrap();
+        assert_eq!(seen(&mut w), start);
+        assert_eq!(w.table("a").unwrap().len().unwrap(), 6000);
+        assert_eq!(w.table("b").unwrap().len().unwrap(), 6000);
+        w.table("a").unwrap().put(b"after", b"x").unwrap();
+        w.commit().unwrap();
+        assert!(
+            spills(&db) >= 4,
+            "the undo records should have gone to their file: {} spills",
+            spills(&db)
+        );
+
+        let want = common::contents(&db);
+        let a = &want.iter().find(|t| t.0 == "a").unwrap().2;
+        assert_eq!(a.len(), 6001);
+        let b = want.iter().find(|t| t.0 == "b").unwrap();
+        assert_eq!(b.1, b"b-props");
+        let report = db.verify_all().unwrap();
+        assert!(report.is_clean(), "{:?}", report.problems);
+        drop(db);
+        let db = Database::open(&path, options).unwrap();
+        assert_eq!(common::contents(&db), want);
+    }
+}
+
+#[test]
+fn a_released_savepoint_drops_its_file_and_an_abort_forgets_it() {
+    for (dir, options) in spilling() {
+        let db = Database::open(dir.path().join("db"), options).unwrap();
+        let mut w = db.begin_write().unwrap();
+        // New keys: about 70 bytes of undo record each, 1.4 MB in all.
+        let sp = w.savepoint().unwrap();
+        for i in 0u32..20000 {
+            w.default_table()
+                .unwrap()
+                .put(&i.to_be_bytes(), &value(i, 1))
+                .unwrap();
+        }
+        w.release(sp).unwrap();
+        // Nothing is recorded once released; a new savepoint starts from empty.
+        let sp = w.savepoint().unwrap();
+        w.default_table().unwrap().put(b"late", b"1").unwrap();
+        w.rollback_to(&sp).unwrap();
+        w.commit().unwrap();
+        assert!(spills(&db) >= 1);
+        assert_eq!(
+            db.begin_read()
+                .unwrap()
+                .default_table()
+                .unwrap()
+                .len()
+                .unwrap(),
+            20000
+        );
+
+        let before = spills(&db);
+        let mut w = db.begin_write().unwrap();
+        let _sp = w.savepoint().unwrap();
+        w.default_table().unwrap().clear().unwrap();
+        drop(w);
+        assert!(spills(&db) > before);
+        assert_eq!(
+            db.begin_read()
+                .unwrap()
+                .default_table()
+                .unwrap()
+                .len()
+                .unwrap(),
+            20000
+        );
+        let mut w = db.begin_write().unwrap();
+        let sp = w.savepoint().unwrap();
+        w.default_table().unwrap().put(b"x", b"y").unwrap();
+        w.rollback_to(&sp).unwrap();
+        w.commit().unwrap();
+        assert_eq!(
+            db.begin_read()
+                .unwrap()
+                .default_table()
+                .unwrap()
+                .len()
+                .unwrap(),
+            20000
+        );
+    }
+}

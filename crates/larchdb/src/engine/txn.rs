@@ -489,7 +489,14 @@ impl Drop for Txn<'_> {
         if let Some(pages) = self.pages.take() {
             self.hand_back(pages.abort());
         }
-        if self.guard.savepoints.active() || !self.guard.savepoints.undo.is_empty() {
+        let spills = self.guard.savepoints.undo.spills;
+        if spills > 0 {
+            self.shared
+                .counters
+                .undo_spills
+                .fetch_add(spills, std::sync::atomic::Ordering::Relaxed);
+        }
+        if self.guard.savepoints.active() || !self.guard.savepoints.undo.is_empty() || spills > 0 {
             // What the undo records hold (a deleted table's entries) is not kept past the
             // transaction.
             self.guard.savepoints = Savepoints::default();

@@ -15,6 +15,7 @@ use crate::txn::ReadTxn;
 use crate::typed::table::{check_types, type_record};
 use crate::typed::{Key, TableDefinition, TypedWriteTable, Value};
 use std::marker::PhantomData;
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -463,23 +464,17 @@ impl<'db> WriteTxn<'db> {
         let Some(hdr) = self.t.lookup(name)? else {
             return Ok(false);
         };
-        // A savepoint keeps the table's entries and properties, to make it again.
-        let undo = if self.t.guard.savepoints.active() {
-            self.t.load_state(name)?;
-            let props = self.t.guard.tables.get(name).map(|s| s.props.clone());
-            let t = self.table(name)?;
-            let entries = t
-                .iter()
-                .map(|e| e.map(|(k, v)| (k.to_vec(), v.to_vec())))
-                .collect::<Result<Vec<_>>>()?;
-            Some(Undo::Deleted {
-                table: name.to_string(),
-                props: props.unwrap_or_default(),
-                entries,
-            })
-        } else {
-            None
-        };
+        // A savepoint keeps the table's entries and properties, to make it again: the
+        // entries as `Key` records, a chunk at a time within the undo log's bound, then the
+        // table's own record. A failure fails the transaction: the records made so far
+        // would undo a deletion that did not happen.
+        if self.t.guard.savepoints.active() {
+            let r = self.record_deleted_table(name);
+            if r.is_err() {
+                self.t.failed = true;
+            }
+            r?;
+        }
         self.t.guarded(|t| {
             let mut catalog = t.catalog;
             let pages = t.pages()?;
@@ -487,9 +482,48 @@ impl<'db> WriteTxn<'db> {
             btree::delete(pages, &mut catalog, name.as_bytes())?;
             t.catalog = catalog;
             t.guard.tables.remove(name);
-            t.guard.savepoints.undo.extend(undo);
             Ok(true)
         })
+    }
+
+    /// The undo records of the deletion of table `name` (`delete_table`, a savepoint live).
+    fn record_deleted_table(&mut self, name: &str) -> Result<()> {
+        self.t.load_state(name)?;
+        let props = self.t.guard.tables.get(name).map(|s| s.props.clone());
+        let table: std::sync::Arc<str> = name.into();
+        let mut from: Bound<Vec<u8>> = Bound::Unbounded;
+        loop {
+            self.t.guard.savepoints.undo.make_room()?;
+            let mut chunk = Vec::new();
+            let mut bytes = 0;
+            for e in self
+                .table(name)?
+                .range::<Vec<u8>, _>((from.clone(), Bound::Unbounded))
+            {
+                let (k, v) = e?;
+                bytes += k.len() + v.len();
+                chunk.push((k.to_vec(), v.to_vec()));
+                if chunk.len() == crate::table::RANGE_CHUNK || bytes >= 1 << 20 {
+                    break;
+                }
+            }
+            let Some((last, _)) = chunk.last() else {
+                break;
+            };
+            from = Bound::Excluded(last.clone());
+            for (key, v) in chunk {
+                self.t.guard.savepoints.undo.push(Undo::Key {
+                    table: table.clone(),
+                    key,
+                    old: Some(v),
+                });
+            }
+        }
+        self.t.guard.savepoints.undo.push(Undo::Deleted {
+            table: name.to_string(),
+            props: props.unwrap_or_default(),
+        });
+        Ok(())
     }
 
     /// Marks a point in this transaction that [`WriteTxn::rollback_to`] can return it to,
@@ -501,8 +535,11 @@ impl<'db> WriteTxn<'db> {
     /// While any savepoint is live, each change records how to undo it: the old value of a
     /// key put or deleted (a lookup and a copy; [`WriteTable::set`] then costs what `put`
     /// does), every entry a range delete or a clear removes, and every entry of a deleted
-    /// table. A savepoint made before a bulk deletion therefore holds the deleted data in
-    /// memory until it is released. Without a live savepoint, nothing is recorded.
+    /// table. A savepoint made before a bulk deletion therefore keeps the deleted data until
+    /// it is released: in memory up to a bound (an eighth of what a transaction's writes may
+    /// hold, from 1 MiB to 64 MiB), in an unlinked file in the temporary directory
+    /// (`TMPDIR`) beyond it ([`crate::CommitStats::undo_spills`]). Without a live savepoint,
+    /// nothing is recorded.
     ///
     /// ```
     /// # let dir = tempfile::tempdir()?;
@@ -523,7 +560,8 @@ impl<'db> WriteTxn<'db> {
         if self.t.failed {
             return Err(Error::TxnFailed);
         }
-        Ok(self.t.guard.savepoints.make())
+        let bound = crate::engine::savepoint::undo_bound(self.t.shared.batch_bytes_max);
+        Ok(self.t.guard.savepoints.make(bound))
     }
 
     /// Undoes every change made since `savepoint`: keys, counts, tables created or deleted,
@@ -549,8 +587,8 @@ impl<'db> WriteTxn<'db> {
         if self.t.failed {
             return Err(Error::TxnFailed);
         }
-        let (undo, marks) = self.t.guard.savepoints.unwind(savepoint)?;
-        let r = self.undo(undo);
+        let (mark, marks) = self.t.guard.savepoints.unwind(savepoint)?;
+        let r = self.undo(mark);
         if r.is_err() {
             self.t.failed = true;
         }
@@ -577,10 +615,14 @@ impl<'db> WriteTxn<'db> {
         self.t.guard.savepoints.release(&savepoint)
     }
 
-    /// Applies undo records, newest first (`rollback_to`; recording is off).
-    fn undo(&mut self, undo: Vec<Undo>) -> Result<()> {
+    /// Applies the undo records after position `mark`, newest first, dropping each as it is
+    /// applied (`rollback_to`; recording is off).
+    fn undo(&mut self, mark: usize) -> Result<()> {
         let missing = |name: &str| Error::internal(format!("savepoint: table {name:?} is gone"));
-        for u in undo.into_iter().rev() {
+        while self.t.guard.savepoints.undo.len() > mark {
+            let Some(u) = self.t.guard.savepoints.undo.pop()? else {
+                return Err(Error::internal("savepoint: an undo record is missing"));
+            };
             match u {
                 Undo::Key { table, key, old } => {
                     let mut t = self.table(&table)?;
@@ -600,17 +642,10 @@ impl<'db> WriteTxn<'db> {
                         return Err(missing(&name));
                     }
                 }
-                Undo::Deleted {
-                    table,
-                    props,
-                    entries,
-                } => {
+                // Its entries are the records that come next.
+                Undo::Deleted { table, props } => {
                     self.create_table(&table)?;
                     self.set_table_properties(&table, &props)?;
-                    let mut t = self.table(&table)?;
-                    for (k, v) in &entries {
-                        t.append(k, v)?;
-                    }
                 }
                 Undo::Props { table, old } => self.set_table_properties(&table, &old)?,
             }
