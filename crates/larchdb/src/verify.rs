@@ -235,7 +235,7 @@ pub struct CommitStats {
     /// (docs/design/write-path.md, "Memory and space: what is bounded").
     pub switched_to_pages: u64,
     /// Chunks of savepoints' undo records written to their temporary file: past an eighth
-    /// of a transaction's bound above (from 1 MiB to 64 MiB), what a live savepoint records
+    /// of a transaction's bound above (at least 1 MiB), what a live savepoint records
     /// goes there, so that a savepoint before a large change stays within memory too
     /// (docs/design/savepoints.md).
     pub undo_spills: u64,

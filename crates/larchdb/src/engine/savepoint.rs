@@ -169,9 +169,9 @@ impl Undo {
 }
 
 /// The memory a transaction's undo records may hold before they go to a file: an eighth of
-/// the bound on its batch (`Shared::batch_bytes_max`), from 1 MiB to 64 MiB.
+/// the bound on its batch (`Shared::batch_bytes_max`), at least 1 MiB.
 pub(crate) fn undo_bound(batch_bytes_max: usize) -> usize {
-    (batch_bytes_max / 8).clamp(1 << 20, 64 << 20)
+    (batch_bytes_max / 8).max(1 << 20)
 }
 
 /// A transaction's undo records, oldest first: the newest in memory, the older, past the

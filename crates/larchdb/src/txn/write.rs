@@ -537,7 +537,7 @@ impl<'db> WriteTxn<'db> {
     /// does), every entry a range delete or a clear removes, and every entry of a deleted
     /// table. A savepoint made before a bulk deletion therefore keeps the deleted data until
     /// it is released: in memory up to a bound (an eighth of what a transaction's writes may
-    /// hold, from 1 MiB to 64 MiB), in an unlinked file in the temporary directory
+    /// hold, at least 1 MiB), in an unlinked file in the temporary directory
     /// (`TMPDIR`) beyond it ([`crate::CommitStats::undo_spills`]). Without a live savepoint,
     /// nothing is recorded.
     ///
