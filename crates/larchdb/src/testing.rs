@@ -67,6 +67,14 @@ pub fn pace_writeback_every_checkpoint(on: bool) {
     switch(&crate::engine::checkpoint::PACE_WRITEBACK_ALWAYS, on);
 }
 
+/// Has every change a live savepoint records in this process write the undo records held
+/// to their file first (`on`), instead of only past their bound in memory: so that tests of
+/// small transactions run the file's path (savepoints.md). Counted as
+/// `read_ahead_every_merge` is.
+pub fn spill_undo_records_always(on: bool) {
+    switch(&crate::engine::savepoint::SPILL_ALWAYS, on);
+}
+
 /// One more holder of a testing switch (`on`), or one fewer.
 fn switch(holders: &std::sync::atomic::AtomicUsize, on: bool) {
     use std::sync::atomic::Ordering::Relaxed;

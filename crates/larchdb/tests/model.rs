@@ -475,6 +475,15 @@ fn run_on(ops: Vec<Op>, h: Harness) {
     h.check();
 }
 
+/// Turns `testing::spill_undo_records_always` off again when dropped, a failed case included.
+struct SpillOff;
+
+impl Drop for SpillOff {
+    fn drop(&mut self) {
+        testing::spill_undo_records_always(false);
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: std::env::var("LARCH_MODEL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(128),
@@ -501,6 +510,19 @@ proptest! {
     ) {
         let options = testing::small_log_options().checkpoint_bytes(16 << 10).checkpoint_slices(4);
         run_on(ops, Harness::with_log_options(options));
+    }
+
+    /// The same, with and without the log, each savepoint's undo records written to their
+    /// file at every change (`testing::spill_undo_records_always`) and read back by the
+    /// rollbacks.
+    #[test]
+    fn behaves_like_a_btreemap_with_undo_records_in_a_file(
+        ops in proptest::collection::vec(op(), 1..250),
+        log in proptest::bool::ANY,
+    ) {
+        testing::spill_undo_records_always(true);
+        let _off = SpillOff;
+        run(ops, log);
     }
 
     /// The same, with the tree's pages in frames (`Options::frames_bytes`): the frames are

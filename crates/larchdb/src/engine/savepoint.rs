@@ -24,7 +24,7 @@ use crate::pager::shift::crc32c;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Numbers the write transactions that make savepoints, so that a savepoint of one is refused
@@ -168,6 +168,10 @@ impl Undo {
     }
 }
 
+/// Holders of the testing switch that spills the undo records at every change
+/// (`testing::spill_undo_records_always`), so that tests of few records run the file's path.
+pub(crate) static SPILL_ALWAYS: AtomicUsize = AtomicUsize::new(0);
+
 /// The memory a transaction's undo records may hold before they go to a file: an eighth of
 /// the bound on its batch (`Shared::batch_bytes_max`), at least 1 MiB.
 pub(crate) fn undo_bound(batch_bytes_max: usize) -> usize {
@@ -237,7 +241,8 @@ impl UndoLog {
     /// file once they hold more than the bound. A failure leaves the records as they were,
     /// and the change is not made.
     pub(crate) fn make_room(&mut self) -> Result<()> {
-        if self.mem_bytes <= self.bound.max(1) {
+        let always = SPILL_ALWAYS.load(Ordering::Relaxed) > 0 && !self.mem.is_empty();
+        if self.mem_bytes <= self.bound.max(1) && !always {
             return Ok(());
         }
         let spill = match &mut self.spill {
