@@ -199,7 +199,8 @@ pub(crate) struct UndoLog {
 /// Undo records written to a file: chunks one after the other, each what `mem` held when it
 /// passed the bound.
 struct Spill {
-    /// Unlinked as soon as it is made: it goes with the handle, whatever ends the process.
+    /// Unlinked as soon as it is made: its space goes when it is closed (the records are
+    /// dropped, or the transaction ends), whatever ends the process.
     file: File,
     /// Where it was made, for errors.
     dir: PathBuf,
@@ -238,8 +239,9 @@ impl UndoLog {
     }
 
     /// Makes room before a change records its undo: writes the records in memory to the
-    /// file once they hold more than the bound. A failure leaves the records as they were,
-    /// and the change is not made.
+    /// file once they hold more than the bound (encoded into one buffer first: while a chunk
+    /// is written, twice the bound). A failure leaves the records as they were, and the
+    /// change is not made.
     pub(crate) fn make_room(&mut self) -> Result<()> {
         let always = SPILL_ALWAYS.load(Ordering::Relaxed) > 0 && !self.mem.is_empty();
         if self.mem_bytes <= self.bound.max(1) && !always {
