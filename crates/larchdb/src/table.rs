@@ -554,7 +554,7 @@ pub(crate) struct TableParts<'t> {
     /// header with the table's entry count as this transaction sees it.
     logged: Option<Logged<'t>>,
     /// `Some` while the transaction has a live savepoint: each change records how to undo it
-    /// (`txn::savepoint`).
+    /// (`engine::savepoint`).
     undo: Option<UndoSink<'t>>,
 }
 

@@ -320,18 +320,27 @@ impl Spill {
     fn create() -> Result<Spill> {
         static FILES: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir();
-        let name = format!(
-            ".larch-undo-{}-{}",
-            std::process::id(),
-            FILES.fetch_add(1, Ordering::Relaxed)
-        );
-        let path = dir.join(name);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io_at("open", &path, e))?;
+        // A name left by another process of the same id (a directory shared across
+        // containers) is passed over for the next.
+        let mut tries = 0;
+        let (file, path) = loop {
+            let name = format!(
+                ".larch-undo-{}-{}",
+                std::process::id(),
+                FILES.fetch_add(1, Ordering::Relaxed)
+            );
+            let path = dir.join(name);
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(file) => break (file, path),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+                Err(e) => return Err(Error::io_at("open", &path, e)),
+            }
+        };
         std::fs::remove_file(&path).map_err(|e| Error::io_at("remove", &path, e))?;
         Ok(Spill {
             file,
