@@ -235,6 +235,9 @@ impl Database {
     /// slot the open did not use, and a second one the other.
     fn opened(handle: Arc<Handle>) -> Result<Database> {
         let shared = handle.current();
+        // An open whose log held more than the overlays' share of the memory budget replays
+        // the rest in rounds before anything reads the handle.
+        shared.finish_replay()?;
         let db = Database {
             page_bytes: shared.page_bytes,
             recovery: shared.recovery.clone(),

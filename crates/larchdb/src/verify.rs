@@ -239,6 +239,11 @@ pub struct CommitStats {
     /// goes there, so that a savepoint before a large change stays within memory too
     /// (docs/design/savepoints.md).
     pub undo_spills: u64,
+    /// Rounds of this handle's open: where the log held more than the overlays' share of the
+    /// memory budget, the open merged what it had replayed into the tree as a durable
+    /// checkpoint and went on replaying from there, so that it stays within the budget
+    /// (docs/design/write-path.md, "Memory and space: what is bounded").
+    pub replay_rounds: u64,
     /// Checkpoints written: by the checkpoint thread, by [`crate::Database::checkpoint`] and
     /// compaction, and by transactions that applied the overlay before writing pages.
     pub checkpoints: u64,

@@ -326,6 +326,53 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
     Ok(true)
 }
 
+/// A round of an open's replay (`Shared::finish_replay`): the published overlay, which holds
+/// every record before log position `at` and none after, merged into the tree as a durable
+/// checkpoint whose meta page names `at`, and published. `start` would name the log's end,
+/// past records not replayed yet. Requires: nothing appended to the log since the open.
+pub(crate) fn replay_round(
+    shared: &Arc<Shared>,
+    guard: &mut WriterState,
+    at: u64,
+) -> Result<()> {
+    finish(shared, guard, true)?;
+    publish_pending(shared, guard)?;
+    if guard.disk.as_ref().is_none_or(|d| d.carry.is_none()) {
+        return Err(Error::Poisoned);
+    }
+    let base = shared.writer_base();
+    let Some(active) = base.overlay.clone() else {
+        return Err(Error::internal("a replay round with no overlay"));
+    };
+    let Some(overlay) = active.single().cloned() else {
+        return Err(Error::internal("a replay round over several slices"));
+    };
+    if base.frozen.is_some() || base.txn() == base.tree_txn() {
+        return Err(Error::internal(
+            "a replay round over a frozen overlay or no commit",
+        ));
+    }
+    let job = Job {
+        position: at,
+        at,
+        sliced: true,
+        settle: true,
+        beside: 0,
+        starter: 0,
+        idle: false,
+        cuts_wanted: false,
+    };
+    let (frozen, before) = {
+        let mut rs = shared.read_state();
+        let frozen = rs.current.frozen(None, overlay);
+        let before = shared.set_current(&mut rs, frozen.clone());
+        (frozen, before)
+    };
+    drop((before, base));
+    launch(shared, guard, frozen, job, false);
+    finish(shared, guard, true)
+}
+
 /// Runs `job` over `frozen` (the published snapshot with its frozen overlay) on a thread of
 /// its own, which takes the disk state; on the writer's thread where none can be started.
 fn launch(

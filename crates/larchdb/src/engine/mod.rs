@@ -230,6 +230,10 @@ pub(crate) struct Shared {
     pub(crate) handing: std::sync::atomic::AtomicBool,
     /// What an open with `Options::recover` gave up, if it gave up anything.
     pub(crate) recovery: Option<recovery::Recovery>,
+    /// The log position of the first record an open's replay left for its rounds: the log
+    /// held more than the overlays' share of the memory budget (`Shared::finish_replay`,
+    /// which every path that makes a writing handle's state runs before anything reads it).
+    pub(crate) replay_from: Mutex<Option<u64>>,
 }
 
 /// Counts of what a handle's write transactions did since it was opened
@@ -246,6 +250,7 @@ pub(crate) struct Counters {
     pub(crate) packed_commits: AtomicU64,
     pub(crate) marks_settled: AtomicU64,
     pub(crate) switched_to_pages: AtomicU64,
+    pub(crate) replay_rounds: AtomicU64,
     pub(crate) undo_spills: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) checkpoint_slices: AtomicU64,
@@ -294,6 +299,7 @@ impl Shared {
             packed_commits: get(&c.packed_commits),
             marks_settled: get(&c.marks_settled),
             switched_to_pages: get(&c.switched_to_pages),
+            replay_rounds: get(&c.replay_rounds),
             undo_spills: get(&c.undo_spills),
             checkpoints: get(&c.checkpoints),
             checkpoint_slices: get(&c.checkpoint_slices),

@@ -165,7 +165,7 @@ impl Shared {
                 .filter(|_| !options.read_only)
                 .and_then(LockTable::handed_at),
         };
-        let (mut log, mut current, free) =
+        let (mut log, mut current, free, replay_from) =
             replay_beside_free_set(&tree, &log_source, reopen, &options, &mut losses)?;
         let background = Arc::new(Background::default());
         if let Some(log) = log.as_mut() {
@@ -245,7 +245,75 @@ impl Shared {
             retired: Default::default(),
             handing: Default::default(),
             recovery,
+            replay_from: Mutex::new(replay_from),
         })
+    }
+}
+
+impl Shared {
+    /// The rest of an open's replay, where the log held more than the overlays' share of the
+    /// memory budget (`replay_from`, set by `replay_beside_free_set`): each round merges the
+    /// overlay replayed so far into the tree as a durable checkpoint naming the first record
+    /// it does not hold (`checkpoint::replay_round`), then replays the log from there onto
+    /// the new tree, up to the same share, and publishes it; the last round's overlay holds
+    /// the records up to the log's end, as a whole replay's would. The whole log was read
+    /// before anything was written (the open's proof); nothing is appended before the last
+    /// round. A crash between rounds opens from the last round's checkpoint and replays from
+    /// its position: every record is still in the log. Every path that makes a writing
+    /// handle's state runs this before anything reads it (`Database::opened`, the handover's
+    /// `Owner::take`).
+    pub(crate) fn finish_replay(self: &Arc<Shared>) -> Result<()> {
+        let Some(mut at) = self
+            .replay_from
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return Ok(());
+        };
+        let Some(log) = self.log.as_ref() else {
+            return Err(Error::internal("an open's replay rounds with no log"));
+        };
+        let storage = log.storage();
+        let cap = super::replay::cap(self.memory_budget);
+        let mut guard = self.lock_writer();
+        loop {
+            super::checkpoint::replay_round(self, &mut guard, at)?;
+            let base = self.writer_base();
+            let mut replay = Replay::new(&base).with_cap(cap);
+            let end = Log::read_records_into(
+                storage.clone(),
+                at,
+                Some(base.txn()),
+                None,
+                &mut replay,
+            )?;
+            if end != log.end() {
+                return Err(Error::internal(format!(
+                    "an open's replay round read the log to {end}, and it ends at {}",
+                    log.end()
+                )));
+            }
+            let stopped = replay.stopped();
+            let published = replay.finish()?;
+            let before = {
+                let mut rs = self.read_state();
+                self.set_current(&mut rs, published)
+            };
+            drop((before, base));
+            super::Counters::add(&self.counters.replay_rounds);
+            match stopped {
+                Some(next) if next > at => at = next,
+                Some(_) => {
+                    return Err(Error::internal("an open's replay round applied no record"))
+                }
+                None => break,
+            }
+        }
+        if let Some(lock) = self.lock.as_ref() {
+            lock.publish_log(self.writer_base().txn(), log.end());
+        }
+        Ok(())
     }
 }
 
@@ -347,13 +415,19 @@ fn keep_log_from(
 /// does not change: in a large file it is loaded on a thread of its own while the log is
 /// replayed (cold, its chain of pages is read one page at a time: 90 ms of a 10M database's
 /// crashed open).
+///
+/// A writing handle applies records only while the overlay holds at most the overlays' share
+/// of the memory budget (`Replay::with_cap`); the position of the first record left is
+/// returned, for the rounds that replay the rest (`Shared::finish_replay`). The log is read to
+/// its end all the same: the proof that the open loses nothing comes before any write.
+#[allow(clippy::type_complexity)]
 fn replay_beside_free_set(
     tree: &Arc<Published>,
     log_source: &LogSource,
     reopen: Reopen,
     options: &Options,
     losses: &mut Losses,
-) -> Result<(Option<Log>, Arc<Published>, FreeSet)> {
+) -> Result<(Option<Log>, Arc<Published>, FreeSet, Option<u64>)> {
     let meta = tree.snap.meta;
     let file_bytes = meta.page_count * meta.page_bytes as u64;
     let (replayed, loaded) = std::thread::scope(|s| {
@@ -367,8 +441,17 @@ fn replay_beside_free_set(
             .flatten();
         let replayed = (|| -> Result<_> {
             let mut replay = Replay::new(tree);
+            // Only a handle that writes the log has checkpoints to replay the rest in rounds.
+            let writes_log = options.log
+                && !options.read_only
+                && !matches!(log_source, LogSource::None);
+            if writes_log {
+                let budget = super::admission::budget::resolve(options.memory_budget);
+                replay = replay.with_cap(super::replay::cap(budget));
+            }
             let log = open_log(log_source, &meta, reopen, options, losses, &mut replay)?;
-            Ok((log, replay.finish()?))
+            let stopped = replay.stopped();
+            Ok((log, replay.finish()?, stopped))
         })();
         let loaded = loader.map(|h| {
             h.join().unwrap_or_else(|_| {
@@ -379,7 +462,7 @@ fn replay_beside_free_set(
         });
         (replayed, loaded)
     });
-    let (mut log, current) = replayed?;
+    let (mut log, current, stopped) = replayed?;
     if let Some(log) = log.as_mut() {
         let sliced = super::checkpoint::sliced(options, file_bytes, meta.page_bytes);
         log.set_room_min(options.log_room_bytes);
@@ -391,7 +474,10 @@ fn replay_beside_free_set(
         Some(free) => free?,
         None => tree.snap.load_free_set()?,
     };
-    Ok((log, current, free))
+    if stopped.is_some() && log.is_none() {
+        return Err(Error::internal("an open's replay stopped part way with no log"));
+    }
+    Ok((log, current, free, stopped))
 }
 
 /// Step 5: the writer's state at open: the free set and the file's mapping, the durable

@@ -156,6 +156,8 @@ impl Handle {
         let log = LogSource::File(crate::storage::log_path(&file.path));
         let shared = Shared::open(Arc::new(storage), file.options.clone(), Some(lock), log)?;
         let shared = self.adopt(shared, follower.handle.clone());
+        // Before anything reads the state: the rest of a replay past the memory budget.
+        shared.finish_replay()?;
         self.install(shared.clone(), follower);
         self.watch();
         Ok(shared)

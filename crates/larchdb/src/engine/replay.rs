@@ -42,7 +42,7 @@ const REPLAY_PREFETCH_KEYS: usize = 4;
 
 /// A commit record decoded for replay: its txn, and each table's number and header (as of
 /// the checkpoint) with its records.
-type Decoded<'r> = (u64, Vec<(u64, TableHeader, Vec<Visible<'r>>)>);
+type Decoded<'r> = (u64, u64, Vec<(u64, TableHeader, Vec<Visible<'r>>)>);
 
 /// Decodes commit records for replay, in log order: checks that their txns rise, resolves
 /// the tables they name (by name, once each) and prefetches their first keys' slots in
@@ -81,7 +81,7 @@ impl<'s> Decoder<'s> {
             }
             out.push((id, hdr, t.records));
         }
-        Ok((rec.txn, out))
+        Ok((rec.txn, rec.position, out))
     }
 
     /// The number and header (as of the checkpoint) of the table `name`, which `rec` writes:
@@ -121,6 +121,13 @@ pub(crate) fn replay(tree: &Arc<Published>, records: Vec<Record>) -> Result<Arc<
         r.record(rec)?;
     }
     r.finish()
+}
+
+/// The overlay's bytes an open's replay applies records up to before it goes on in rounds
+/// (`Replay::with_cap`, `Shared::finish_replay`): the overlays' share of a memory budget of
+/// `budget` bytes (three quarters, as write admission keeps them).
+pub(crate) fn cap(budget: u64) -> usize {
+    usize::try_from(budget / 4 * 3).unwrap_or(usize::MAX)
 }
 
 /// Records held before they are applied, at most: they are decoded together, so that each
@@ -168,6 +175,10 @@ pub(crate) struct Replay<'t> {
     last: u64,
     /// Whether a record has gone into the overlay.
     any: bool,
+    /// The overlay's bytes past which no more records are applied (`with_cap`).
+    cap: Option<usize>,
+    /// The position of the first record not applied, once the overlay passed `cap`.
+    stopped: Option<u64>,
 }
 
 impl<'t> Replay<'t> {
@@ -188,7 +199,23 @@ impl<'t> Replay<'t> {
                 0
             },
             any: false,
+            cap: None,
+            stopped: None,
         }
+    }
+
+    /// Applies records only while the overlay holds at most `bytes` (at least one commit):
+    /// an open whose log holds more than the overlays' share of the memory budget replays it
+    /// in rounds (`Shared::finish_replay`). The records from the first one left are read on
+    /// (an open's proof reads the log to its end) and not applied.
+    pub(crate) fn with_cap(mut self, bytes: usize) -> Replay<'t> {
+        self.cap = Some(bytes);
+        self
+    }
+
+    /// The position of the first record not applied, if the overlay passed its cap.
+    pub(crate) fn stopped(&self) -> Option<u64> {
+        self.stopped
     }
 
     /// Sizes the overlay for `n` records instead of estimating them from the bytes expected.
@@ -290,7 +317,13 @@ impl<'t> Replay<'t> {
                     ahead.push_back(decoder.decode(rec, overlay));
                 }
                 let Some(next) = ahead.pop_front() else { break };
-                let (rec_txn, decoded) = next?;
+                let (rec_txn, position, decoded) = next?;
+                if self.cap.is_some_and(|cap| self.any && overlay.bytes() > cap) {
+                    // The overlay holds its share: the records from here wait for the next
+                    // round (`Replay::stopped`).
+                    self.stopped = Some(position);
+                    break;
+                }
                 writes.clear();
                 for (id, hdr, records) in decoded {
                     let n = self.counts.entry(id).or_insert_with(|| {
@@ -332,7 +365,11 @@ impl<'t> Replay<'t> {
 
 impl ReadBack for Replay<'_> {
     fn expect(&mut self, bytes: u64) {
-        self.expected_bytes = bytes;
+        // With a cap, the overlay is sized for what it may hold, not for the whole log.
+        self.expected_bytes = match self.cap {
+            Some(cap) => bytes.min(cap as u64),
+            None => bytes,
+        };
     }
 
     fn done(&mut self) -> Result<()> {
@@ -353,7 +390,7 @@ impl ReadBack for Replay<'_> {
                 ),
             });
         }
-        if rec.kind != KIND_COMMIT {
+        if rec.kind != KIND_COMMIT || self.stopped.is_some() {
             return Ok(());
         }
         self.chunk.push(rec);

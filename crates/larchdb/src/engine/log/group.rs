@@ -354,6 +354,11 @@ impl GroupLog {
         self.lock().log.release_to(position)
     }
 
+    /// The log file's storage, to read records back from (an open's replay rounds).
+    pub(crate) fn storage(&self) -> Arc<dyn Storage> {
+        self.lock().log.sink.storage.clone()
+    }
+
     /// The log file's length.
     pub(crate) fn file_bytes(&self) -> Result<u64> {
         Ok(self.lock().log.sink.storage.len()?)
