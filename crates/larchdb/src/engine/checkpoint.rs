@@ -330,11 +330,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
 /// every record before log position `at` and none after, merged into the tree as a durable
 /// checkpoint whose meta page names `at`, and published. `start` would name the log's end,
 /// past records not replayed yet. Requires: nothing appended to the log since the open.
-pub(crate) fn replay_round(
-    shared: &Arc<Shared>,
-    guard: &mut WriterState,
-    at: u64,
-) -> Result<()> {
+pub(crate) fn replay_round(shared: &Arc<Shared>, guard: &mut WriterState, at: u64) -> Result<()> {
     finish(shared, guard, true)?;
     publish_pending(shared, guard)?;
     if guard.disk.as_ref().is_none_or(|d| d.carry.is_none()) {
@@ -347,9 +343,12 @@ pub(crate) fn replay_round(
     let Some(overlay) = active.single().cloned() else {
         return Err(Error::internal("a replay round over several slices"));
     };
-    if base.frozen.is_some() || base.txn() == base.tree_txn() {
+    if base.frozen.is_some() {
+        return Err(Error::internal("a replay round over a frozen overlay"));
+    }
+    if base.txn() == base.tree_txn() {
         return Err(Error::internal(
-            "a replay round over a frozen overlay or no commit",
+            "a replay round over no commit newer than its tree",
         ));
     }
     let job = Job {

@@ -281,13 +281,8 @@ impl Shared {
             super::checkpoint::replay_round(self, &mut guard, at)?;
             let base = self.writer_base();
             let mut replay = Replay::new(&base).with_cap(cap);
-            let end = Log::read_records_into(
-                storage.clone(),
-                at,
-                Some(base.txn()),
-                None,
-                &mut replay,
-            )?;
+            let end =
+                Log::read_records_into(storage.clone(), at, Some(base.txn()), None, &mut replay)?;
             if end != log.end() {
                 return Err(Error::internal(format!(
                     "an open's replay round read the log to {end}, and it ends at {}",
@@ -304,9 +299,7 @@ impl Shared {
             super::Counters::add(&self.counters.replay_rounds);
             match stopped {
                 Some(next) if next > at => at = next,
-                Some(_) => {
-                    return Err(Error::internal("an open's replay round applied no record"))
-                }
+                Some(_) => return Err(Error::internal("an open's replay round applied no record")),
                 None => break,
             }
         }
@@ -442,9 +435,8 @@ fn replay_beside_free_set(
         let replayed = (|| -> Result<_> {
             let mut replay = Replay::new(tree);
             // Only a handle that writes the log has checkpoints to replay the rest in rounds.
-            let writes_log = options.log
-                && !options.read_only
-                && !matches!(log_source, LogSource::None);
+            let writes_log =
+                options.log && !options.read_only && !matches!(log_source, LogSource::None);
             if writes_log {
                 let budget = super::admission::budget::resolve(options.memory_budget);
                 replay = replay.with_cap(super::replay::cap(budget));
@@ -475,7 +467,9 @@ fn replay_beside_free_set(
         None => tree.snap.load_free_set()?,
     };
     if stopped.is_some() && log.is_none() {
-        return Err(Error::internal("an open's replay stopped part way with no log"));
+        return Err(Error::internal(
+            "an open's replay stopped part way with no log",
+        ));
     }
     Ok((log, current, free, stopped))
 }
