@@ -346,11 +346,6 @@ pub(crate) fn replay_round(shared: &Arc<Shared>, guard: &mut WriterState, at: u6
     if base.frozen.is_some() {
         return Err(Error::internal("a replay round over a frozen overlay"));
     }
-    if base.txn() == base.tree_txn() {
-        return Err(Error::internal(
-            "a replay round over no commit newer than its tree",
-        ));
-    }
     let job = Job {
         position: at,
         at,
@@ -363,9 +358,18 @@ pub(crate) fn replay_round(shared: &Arc<Shared>, guard: &mut WriterState, at: u6
     };
     let (frozen, before) = {
         let mut rs = shared.read_state();
+        // The log is kept from the oldest record a slice needed, so a round may hold only
+        // records of commits older than the tree (of slices its checkpoint did not merge):
+        // its tree then gets a commit of no records first, as in `start`, so that each tree
+        // has an id of its own. The records after `at` are replayed onto it whatever their
+        // ids (`Replay`: a record of a commit older than the tree is applied all the same).
+        let replaced = (rs.current.txn() == rs.current.tree_txn()).then(|| {
+            let renumbered = rs.current.renumbered(rs.current.txn() + 1);
+            shared.set_current(&mut rs, renumbered)
+        });
         let frozen = rs.current.frozen(None, overlay);
         let before = shared.set_current(&mut rs, frozen.clone());
-        (frozen, before)
+        (frozen, (replaced, before))
     };
     drop((before, base));
     launch(shared, guard, frozen, job, false);

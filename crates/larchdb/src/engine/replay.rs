@@ -319,11 +319,8 @@ impl<'t> Replay<'t> {
                 let Some(next) = ahead.pop_front() else { break };
                 let (rec_txn, position, decoded) = next?;
                 // The overlay holds its share: the records from here wait for the next round
-                // (`Replay::stopped`). Only once it holds a commit newer than the tree: the
-                // log is kept from the oldest record a slice needed, and the records before
-                // the tree's commit, of slices it did not merge, are not all in it; a round's
-                // checkpoint is a commit newer than its tree.
-                if self.txn > self.start && self.cap.is_some_and(|cap| overlay.bytes() > cap) {
+                // (`Replay::stopped`).
+                if self.any && self.cap.is_some_and(|cap| overlay.bytes() > cap) {
                     self.stopped = Some(position);
                     break;
                 }
