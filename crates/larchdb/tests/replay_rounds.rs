@@ -88,6 +88,7 @@ fn an_open_past_its_budget_replays_the_log_in_rounds_and_loses_nothing() {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let db = common::open_with_log(&data, &log, writer_options()).unwrap();
     let mut model = write(&db, 30_000);
+    let written = db.stats().unwrap().commits;
     // A process crash: everything written is in the files.
     common::abandon(db);
     let crash = |d: &FaultStorage, l: &FaultStorage| {
@@ -99,7 +100,11 @@ fn an_open_past_its_budget_replays_the_log_in_rounds_and_loses_nothing() {
     let (data, log) = crash(&data, &log);
 
     let db = common::open_with_log(&data, &log, small()).unwrap();
-    assert!(rounds(&db) >= 2, "rounds: {}", rounds(&db));
+    assert!(
+        rounds(&db) >= 2,
+        "rounds: {}; the writer's commits: {written:?}",
+        rounds(&db)
+    );
     assert_holds(&db, &model, "after the rounds");
     // Writes go on after them; the next open replays from the last round's checkpoint.
     db.put(b"after", b"x").unwrap();
