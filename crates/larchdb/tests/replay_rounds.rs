@@ -166,9 +166,8 @@ fn power_loss_in_rounds(options: Options, n: u32) {
     for k in (1..=ops).step_by(step as usize) {
         let (d, l) = (data.durable_copy(), log.durable_copy());
         d.fail_after(k, FaultKind::Eio, true);
-        match common::open_with_log(&d, &l, options.clone().memory_budget(4 << 20)) {
-            Ok(db) => common::abandon(db),
-            Err(_) => {}
+        if let Ok(db) = common::open_with_log(&d, &l, options.clone().memory_budget(4 << 20)) {
+            common::abandon(db);
         }
         d.clear_faults();
         let (d, l) = (
