@@ -7,6 +7,10 @@
 //! (`ReadBack`); records are decoded a few ahead of the one applied, their keys' overlay slots
 //! prefetched, and applied in commit order. A mark newer than the tree ends the replay
 //! (docs/design/durability.md, "Damage is never silent").
+//!
+//! An open's replay applies records while the overlay holds at most its share of the memory
+//! budget (`cap`, `Replay::with_cap`), and the rest in rounds once the handle is made
+//! (`Shared::finish_replay`, `checkpoint::replay_round`).
 
 use super::catalog::{self, CatalogCache};
 use super::counts::CountLog;
