@@ -161,7 +161,9 @@ fn a_power_loss_at_any_point_of_the_rounds_keeps_every_durable_record() {
 #[test]
 fn a_power_loss_in_rounds_over_a_log_kept_for_slices_keeps_every_durable_record() {
     power_loss_in_rounds(
-        base_options().checkpoint_bytes(2 << 20).checkpoint_slices(4),
+        base_options()
+            .checkpoint_bytes(2 << 20)
+            .checkpoint_slices(4),
         40_000,
     );
 }
