@@ -260,8 +260,8 @@ impl Shared {
     /// before anything was written (the open's proof); nothing is appended before the last
     /// round. A crash between rounds opens from the last round's checkpoint and replays from
     /// its position: every record is still in the log. Every path that makes a writing
-    /// handle's state runs this before anything reads it (`Database::opened`, the handover's
-    /// `Owner::take`).
+    /// handle's state runs this before anything reads it (`Database::opened`, and the
+    /// handover's `Handle::take` in owner.rs).
     pub(crate) fn finish_replay(self: &Arc<Shared>) -> Result<()> {
         let Some(mut at) = self
             .replay_from
