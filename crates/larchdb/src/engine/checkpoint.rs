@@ -39,7 +39,7 @@ use super::commit::{
 };
 use super::counts::CountLog;
 use super::published::Published;
-use super::readers::reader_thread;
+use super::readers::{reader_thread, ReadState};
 use super::upper::overlay::{Gathered, Overlay, TableRecord};
 use super::upper::slices::{At, Slices};
 use super::{catalog, Disk, Shared, WriterState};
@@ -306,19 +306,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
             // choice above is of the base's overlays; no checkpoint this time.
             return Ok(false);
         }
-        // Each tree a reader may hold needs an id of its own (readers are registered by it):
-        // a checkpoint right after another, with no commit between, or of an overlay replayed
-        // onto a tree the log is read from before, gets a commit of no records first.
-        let replaced = (rs.current.txn() == rs.current.tree_txn()).then(|| {
-            let renumbered = rs.current.renumbered(rs.current.txn() + 1);
-            shared.set_current(&mut rs, renumbered)
-        });
-        // A new shape: a reader on the snapshot before reads the frozen slice's records
-        // through the slices it has, which the commits after this one no longer go to (they go
-        // to the new parts), so it must not take their ids alone (`Shared::txn_in_shape`).
-        let frozen = rs.current.frozen(rest, frozen_overlay);
-        let before = shared.set_current(&mut rs, frozen.clone());
-        (frozen, (replaced, before))
+        freeze(shared, &mut rs, rest, frozen_overlay)
     };
     drop(replaced);
     drop(base);
@@ -356,24 +344,41 @@ pub(crate) fn replay_round(shared: &Arc<Shared>, guard: &mut WriterState, at: u6
         idle: false,
         cuts_wanted: false,
     };
-    let (frozen, before) = {
-        let mut rs = shared.read_state();
-        // The log is kept from the oldest record a slice needed, so a round may hold only
-        // records of commits older than the tree (of slices its checkpoint did not merge):
-        // its tree then gets a commit of no records first, as in `start`, so that each tree
-        // has an id of its own. The records after `at` are replayed onto it whatever their
-        // ids (`Replay`: a record of a commit older than the tree is applied all the same).
-        let replaced = (rs.current.txn() == rs.current.tree_txn()).then(|| {
-            let renumbered = rs.current.renumbered(rs.current.txn() + 1);
-            shared.set_current(&mut rs, renumbered)
-        });
-        let frozen = rs.current.frozen(None, overlay);
-        let before = shared.set_current(&mut rs, frozen.clone());
-        (frozen, (replaced, before))
-    };
+    // The log is kept from the oldest record a slice needed, so a round may hold only records
+    // of commits older than the tree (of slices its checkpoint did not merge): `freeze` then
+    // gives the tree a commit of no records first. The records after `at` are replayed onto
+    // it whatever their ids (`Replay`: a record of a commit older than the tree is applied
+    // all the same).
+    let (frozen, before) = freeze(shared, &mut shared.read_state(), None, overlay);
     drop((before, base));
     launch(shared, guard, frozen, job, false);
     finish(shared, guard, true)
+}
+
+/// The snapshots `freeze` replaced, let go by the caller once the read state's lock is.
+type Replaced = (Option<Arc<Published>>, Arc<Published>);
+
+/// Publishes the current snapshot with `frozen` frozen under the active overlays `rest`, and
+/// returns it with the snapshots it replaced. Each tree a reader may hold needs an id of its
+/// own (readers are registered by it): a checkpoint right after another, with no commit
+/// between, or of an overlay replayed onto a tree the log is read from before, gets a commit
+/// of no records first. Requires: `rs` is the handle's read state.
+fn freeze(
+    shared: &Shared,
+    rs: &mut ReadState,
+    rest: Option<Arc<Slices>>,
+    frozen: Arc<Overlay>,
+) -> (Arc<Published>, Replaced) {
+    let replaced = (rs.current.txn() == rs.current.tree_txn()).then(|| {
+        let renumbered = rs.current.renumbered(rs.current.txn() + 1);
+        shared.set_current(rs, renumbered)
+    });
+    // A new shape: a reader on the snapshot before reads the frozen slice's records through
+    // the slices it has, which the commits after this one no longer go to (they go to the new
+    // parts), so it must not take their ids alone (`Shared::txn_in_shape`).
+    let frozen = rs.current.frozen(rest, frozen);
+    let before = shared.set_current(rs, frozen.clone());
+    (frozen, (replaced, before))
 }
 
 /// Runs `job` over `frozen` (the published snapshot with its frozen overlay) on a thread of

@@ -165,8 +165,12 @@ impl Shared {
                 .filter(|_| !options.read_only)
                 .and_then(LockTable::handed_at),
         };
-        let (mut log, mut current, free, replay_from) =
-            replay_beside_free_set(&tree, &log_source, reopen, &options, &mut losses)?;
+        let Replayed {
+            mut log,
+            mut current,
+            free,
+            replay_from,
+        } = replay_beside_free_set(&tree, &log_source, reopen, &options, &mut losses)?;
         let background = Arc::new(Background::default());
         if let Some(log) = log.as_mut() {
             log.set_background(background.clone(), options.background_nice);
@@ -413,14 +417,13 @@ fn keep_log_from(
 /// of the memory budget (`Replay::with_cap`); the position of the first record left is
 /// returned, for the rounds that replay the rest (`Shared::finish_replay`). The log is read to
 /// its end all the same: the proof that the open loses nothing comes before any write.
-#[allow(clippy::type_complexity)]
 fn replay_beside_free_set(
     tree: &Arc<Published>,
     log_source: &LogSource,
     reopen: Reopen,
     options: &Options,
     losses: &mut Losses,
-) -> Result<(Option<Log>, Arc<Published>, FreeSet, Option<u64>)> {
+) -> Result<Replayed> {
     let meta = tree.snap.meta;
     let file_bytes = meta.page_count * meta.page_bytes as u64;
     let (replayed, loaded) = std::thread::scope(|s| {
@@ -471,7 +474,21 @@ fn replay_beside_free_set(
             "an open's replay stopped part way with no log",
         ));
     }
-    Ok((log, current, free, stopped))
+    Ok(Replayed {
+        log,
+        current,
+        free,
+        replay_from: stopped,
+    })
+}
+
+/// What step 4 gives the open (`replay_beside_free_set`).
+struct Replayed {
+    log: Option<Log>,
+    current: Arc<Published>,
+    free: FreeSet,
+    /// The first record left for the rounds (`Shared::finish_replay`), if any.
+    replay_from: Option<u64>,
 }
 
 /// Step 5: the writer's state at open: the free set and the file's mapping, the durable
