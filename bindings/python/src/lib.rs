@@ -825,6 +825,9 @@ impl Environment {
         d.set_item("frames_huge_bytes", s.frames_huge_bytes)?;
         d.set_item("overlay_bytes", s.overlay_bytes)?;
         d.set_item("pinned_overlay_bytes", s.pinned_overlay_bytes)?;
+        d.set_item("log_file_bytes", s.log_file_bytes)?;
+        d.set_item("log_kept_bytes", s.log_kept_bytes)?;
+        d.set_item("log_room_bytes", s.log_room_bytes)?;
         let tables = PyDict::new(py);
         for t in &s.tables {
             let td = PyDict::new(py);

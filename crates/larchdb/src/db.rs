@@ -839,6 +839,11 @@ impl Database {
         stats.commits = self.shared().commit_stats();
         stats.overlay_bytes = self.shared().spare.held() as u64;
         stats.pinned_overlay_bytes = self.shared().pinned_bytes();
+        if let Some(log) = self.shared().log.as_ref() {
+            let p = log.pressure();
+            (stats.log_kept_bytes, stats.log_room_bytes) = (p.kept, p.room);
+            stats.log_file_bytes = log.file_bytes()?;
+        }
         stats.readers = own.iter().map(|&(_, n)| n).sum();
         stats.other_readers = other_readers;
         stats.reader_list = reader_list;

@@ -188,6 +188,20 @@ pub struct Stats {
     /// checkpoints come sooner (docs/design/write-path.md, "Memory and space: what is
     /// bounded").
     pub pinned_overlay_bytes: u64,
+    /// Bytes of the write-ahead log's file ([`crate::Options::log`]) where this handle
+    /// writes it: the segments its records have reached, written ahead of them; only the
+    /// file's header once the idle checkpoints have merged every record
+    /// (docs/design/write-path.md, "The log's file at rest"). 0 for a read-only handle, or
+    /// without the log.
+    pub log_file_bytes: u64,
+    /// Of the log, the record bytes not yet in a durable checkpoint: what an open after a
+    /// crash now would read back and replay. 0 for a read-only handle, or without the log.
+    pub log_kept_bytes: u64,
+    /// The record bytes the log's ring has room for, planned from the data file's size and
+    /// the overlays' (docs/design/write-path.md, "The log follows the tree"): as
+    /// [`Stats::log_kept_bytes`] nears it, checkpoints are made durable and the writer is
+    /// paced. 0 for a read-only handle, or without the log.
+    pub log_room_bytes: u64,
     /// Per-table figures, sorted by name.
     pub tables: Vec<TableStats>,
     /// What this handle's write transactions did since it was opened.

@@ -421,6 +421,57 @@ fn an_idle_log_gives_its_file_back() {
     write_on_after_the_cut(data, log, db, &mut model, CrashMode::ProcessOnly);
 }
 
+/// `Stats`' figures of the log: its file's length, the record bytes not yet in a durable
+/// checkpoint and the ring's room, as records are added and merged; zeros for a read-only
+/// handle and without the log.
+#[test]
+fn stats_show_the_logs_file_its_kept_records_and_its_room() {
+    // No idle checkpoint: the records stay until the checkpoint below.
+    let (_data, log, db) = fresh(0);
+    let mut model = Model::new();
+    large_puts(&db, &mut model, 0, 2000, Durability::None);
+    let s = db.stats().unwrap();
+    assert_eq!(s.log_file_bytes, log_len(&log));
+    // 2,000 records of 1,000 bytes, none merged yet (the records' framing comes on top).
+    assert!(s.log_kept_bytes >= 2000 * 1000, "{}", s.log_kept_bytes);
+    assert!(s.log_kept_bytes <= s.log_file_bytes, "{s:?}");
+    assert!(s.log_room_bytes >= s.log_kept_bytes, "{s:?}");
+
+    db.checkpoint().unwrap();
+    let s = db.stats().unwrap();
+    assert_eq!(
+        s.log_kept_bytes, 0,
+        "every record is in a durable checkpoint"
+    );
+    assert_eq!(s.log_file_bytes, log_len(&log));
+    assert!(s.log_room_bytes > 0);
+    assert!(holds(&db, &model));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let off = Database::open(&path, Options::default().log(false)).unwrap();
+    off.put(b"k", b"v").unwrap();
+    let s = off.stats().unwrap();
+    assert_eq!(
+        (s.log_file_bytes, s.log_kept_bytes, s.log_room_bytes),
+        (0, 0, 0)
+    );
+    drop(off);
+    let path = dir.path().join("logged");
+    let writer = Database::open(&path, Options::default().idle_checkpoint_millis(0)).unwrap();
+    for i in 0..10u8 {
+        writer.put(&[i], b"w").unwrap();
+    }
+    assert!(writer.stats().unwrap().log_kept_bytes > 0);
+    let reader = Database::open(&path, Options::default().read_only(true)).unwrap();
+    let s = reader.stats().unwrap();
+    assert_eq!(
+        (s.log_file_bytes, s.log_kept_bytes, s.log_room_bytes),
+        (0, 0, 0)
+    );
+    assert_eq!(reader.get(&[9]).unwrap(), Some(b"w".to_vec()));
+}
+
 /// Writes until the idle log's file goes back, then commits on into the new cycle (the last
 /// commit durable), then `crash`es and reopens: every commit is kept (up to the durable one,
 /// the log was synced).
