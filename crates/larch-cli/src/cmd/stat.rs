@@ -7,9 +7,9 @@ const HELP: &str = "\
 Usage: larch stat DB [--all] [--readers] [--freelist]
 
 Prints the page size, tree depth, pages by type, entries, free and reclaimable pages, the
-data file's and the log file's sizes and active readers of the newest snapshot (other processes' read-only handles with a read
-in progress, from the lock file's reader table). Opens the database read-only, beside a writer
-if one is running.
+data file's and the log file's sizes and active readers of the newest snapshot (other
+processes' read-only handles with a read in progress, from the lock file's reader table).
+Opens the database read-only, beside a writer if one is running.
 
 Options:
   -a, --all       also print the figures of every table
