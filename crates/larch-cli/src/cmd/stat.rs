@@ -70,8 +70,11 @@ pub fn run(argv: &[String]) -> Result<i32, Failure> {
         Ok(m) => {
             let _ = writeln!(out, "  Log file size: {} bytes", m.len());
         }
-        Err(_) => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let _ = writeln!(out, "  Log file size: none");
+        }
+        Err(e) => {
+            let _ = writeln!(out, "  Log file size: unknown ({e})");
         }
     }
     let _ = writeln!(out, "  Entries: {}", s.entries);
