@@ -579,6 +579,14 @@ const LEGEND: &[(&str, &[(&str, &str)])] = &[
                 "packed_commits",
                 "of those, commits whose log record was packed (LZ4) while the log's room was short",
             ),
+            (
+                "runs_written",
+                "large values a logged commit wrote into runs of the data file, named by its record",
+            ),
+            (
+                "run_write_ms",
+                "time the committer spent writing those runs to the data file",
+            ),
             ("page_commits", "commits that wrote pages and a meta page"),
             (
                 "checkpoints",

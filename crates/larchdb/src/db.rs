@@ -65,11 +65,22 @@ impl Drop for Database {
         shared.background.stop(&shared);
         let poisoned = shared.lock_writer().poisoned;
         let writes = !poisoned && !shared.options.read_only;
+        // No more runs of large values: the close's commits free the reservations.
+        shared
+            .runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .close();
         // A failure leaves the database as the last step that succeeded left it (each step is
         // a commit), and a close has no one to report it to: the next open reports what it
         // finds.
         if writes && shared.options.compact_on_close && self.compact().is_ok() {
             let _ = self.detach_log(&shared);
+        }
+        if writes {
+            // The overflow runs deferred and the reservations given up are in no free set
+            // on the file: a last commit frees them (docs/design/large-values.md).
+            let _ = self.free_runs_held(&shared);
         }
         if !shared.options.read_only {
             shared.hand_over_to_readers();
@@ -93,6 +104,31 @@ impl Database {
         shared
             .log_detached
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        Txn::new(shared, guard)?.checkpoint(Durability::Immediate)
+    }
+
+    /// At close: a durable checkpoint, if runs of large values are held outside the free set
+    /// (deferred frees, reservations' remainders), which frees them: every record is in the
+    /// tree by now, and no replay reads one that names them.
+    fn free_runs_held(&self, shared: &Arc<Shared>) -> Result<()> {
+        if shared.log.is_none() {
+            return Ok(());
+        }
+        let guard = shared.lock_writer();
+        let deferred = guard
+            .disk
+            .as_ref()
+            .and_then(|d| d.carry.as_ref())
+            .is_some_and(|c| !c.free.deferred_runs().is_empty());
+        let leftovers = !shared
+            .runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .leftovers
+            .is_empty();
+        if !deferred && !leftovers {
+            return Ok(());
+        }
         Txn::new(shared, guard)?.checkpoint(Durability::Immediate)
     }
 
@@ -773,8 +809,12 @@ impl Database {
     pub fn verify_all(&self) -> Result<verify::VerifyReport> {
         // A registered reader: the snapshot stays intact while it is checked, even with a
         // writer running in another process.
-        let r = self.begin_read()?;
-        Ok(verify::verify(r.snapshot()))
+        let shared = self.shared();
+        let (r, held) = shared.read_with_runs_held(
+            || crate::txn::ReadTxn::new(shared.clone()),
+            |r| r.published().runs(),
+        )?;
+        Ok(verify::verify_owning(r.snapshot(), &held))
     }
 
     /// Statistics of the newest snapshot: tree shape, pages by type, entries, space.

@@ -273,8 +273,16 @@ pub(crate) mod meta {
     /// Format 3: where the log (`super::log`) continues after this commit; with
     /// `FLAG_LOG`, open replays the log's records from here.
     pub(crate) const LOG_POSITION_AT: usize = 144;
+    /// Format 5: the reservation of pages the commits after this one write large values
+    /// into (first page u64, pages u64), then the part of the reservation before it that
+    /// commits may still have written into (first page u64, pages u64); zeros for none
+    /// (docs/design/large-values.md).
+    pub(crate) const RESERVE_AT: usize = 152;
+    pub(crate) const RESERVE_TAIL_AT: usize = 168;
     /// End of the meta fields: a commit writes only these bytes of its slot.
-    pub(crate) const END: usize = 152;
+    pub(crate) const END: usize = 184;
+    /// End of the meta fields in formats 3 and 4.
+    pub(crate) const END_V4: usize = 152;
     /// End of the meta fields in format 2 (no log position).
     pub(crate) const END_V2: usize = 144;
 
@@ -286,17 +294,18 @@ pub(crate) mod meta {
     /// End of the meta fields of the meta page `p`, by its format version (covered by the
     /// checksum, like every field before the end).
     pub(crate) fn end(p: &[u8]) -> usize {
-        if p.len() >= VERSION_AT + 4 && crate::bytes::get_u32(p, VERSION_AT) == 2 {
-            END_V2
-        } else {
-            END
+        match (p.len() >= VERSION_AT + 4).then(|| crate::bytes::get_u32(p, VERSION_AT)) {
+            Some(2) => END_V2,
+            Some(3 | 4) => END_V4,
+            _ => END,
         }
     }
 
     const _: () = assert!(MAGIC_AT == super::header::BYTES);
     const _: () = assert!(CATALOG_AT + super::table_header::BYTES == FREELIST_HEAD_AT);
     const _: () = assert!(FREELIST_HEAD_AT + super::PAGE_REF_BYTES == FREELIST_PAGES_AT);
-    const _: () = assert!(BOOT_ID_AT + 16 == LOG_POSITION_AT && LOG_POSITION_AT + 8 == END);
+    const _: () = assert!(BOOT_ID_AT + 16 == LOG_POSITION_AT && LOG_POSITION_AT + 8 == END_V4);
+    const _: () = assert!(RESERVE_AT == END_V4 && RESERVE_TAIL_AT + 16 == END);
     const _: () = assert!(BOOT_ID_AT + 16 == END_V2);
 }
 
@@ -330,10 +339,14 @@ pub(crate) mod meta {
 /// position, does not check out.
 pub(crate) mod log {
     pub(crate) const FILE_MAGIC: [u8; 8] = *b"LARCHWAL";
-    /// Version 4: a commit's body may be packed (`KIND_PACKED`). Version 3: a record may be
+    /// Version 5: a commit record may name runs of the data file (`OP_PUT_RUN`). Version 4: a
+    /// commit's body may be packed (`KIND_PACKED`). Version 3: a record may be
     /// a mark (`KIND_MARK`). Version 2: a pad record's txn field may name a jump to the next
     /// cycle's first position (`engine::log`, `Log::append`).
-    pub(crate) const FILE_VERSION: u32 = 4;
+    pub(crate) const FILE_VERSION: u32 = 5;
+    /// The last version whose commit records never name runs (`OP_PUT_RUN`,
+    /// docs/design/large-values.md).
+    pub(crate) const FILE_VERSION_NO_RUNS: u32 = 4;
     /// The version before packed commits, still read (and written to without them).
     pub(crate) const FILE_VERSION_NO_PACKED: u32 = 3;
     /// The version before marks, still read (and written to without marks).

@@ -198,11 +198,15 @@ fn not_a_database() {
 }
 
 /// Writes `version` into a meta slot and reseals its checksum, as a later format would (its
-/// fields end at byte 152; format 2's at 144).
+/// fields end at byte 184; formats 3 and 4's at 152, format 2's at 144).
 fn set_version(bytes: &mut [u8], slot: usize, version: u32) {
     let at = slot * 4096;
     bytes[at + 40..at + 44].copy_from_slice(&version.to_le_bytes());
-    let end = if version == 2 { 144 } else { 152 };
+    let end = match version {
+        2 => 144,
+        3 | 4 => 152,
+        _ => 184,
+    };
     let crc = crc32c::crc32c(&bytes[at + 4..at + end]);
     bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
 }
@@ -234,7 +238,7 @@ fn a_format_2_file_opens_and_is_upgraded_by_the_next_commit() {
         .map(|slot| u32::from_le_bytes(after[slot * 4096 + 40..][..4].try_into().unwrap()))
         .collect();
     assert!(
-        versions.contains(&2) && versions.contains(&4),
+        versions.contains(&2) && versions.contains(&5),
         "{versions:?}"
     );
     let db = Database::open_storage(Arc::new(s), Options::default()).unwrap();
@@ -255,16 +259,16 @@ fn future_format_version_is_refused() {
     match exercise(bytes.clone()) {
         Err(Error::UnsupportedVersion {
             found: 99,
-            supported: 4,
+            supported: 5,
         }) => {}
         other => panic!("{other:?}"),
     }
     // One slot of a newer format is enough: opening the other would roll the file back.
     let mut one = sample();
-    set_version(&mut one, 1, 5);
+    set_version(&mut one, 1, 6);
     assert!(matches!(
         exercise(one),
-        Err(Error::UnsupportedVersion { found: 5, .. })
+        Err(Error::UnsupportedVersion { found: 6, .. })
     ));
 }
 

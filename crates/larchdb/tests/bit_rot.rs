@@ -173,8 +173,16 @@ fn gap(bytes: &[u8], roles: &[PageRole], page: usize) -> Range<usize> {
     let at = page * PAGE_BYTES;
     let p = &bytes[at..at + PAGE_BYTES];
     let (start, end) = match roles[page] {
-        // After the meta fields: 152 bytes from format 3 on (the log position), 144 in format 2.
-        PageRole::Meta => (if u32_at(p, 40) == 2 { 144 } else { 152 }, PAGE_BYTES),
+        // After the meta fields: 184 bytes from format 5 on (the reservations), 152 in formats
+        // 3 and 4 (the log position), 144 in format 2.
+        PageRole::Meta => (
+            match u32_at(p, 40) {
+                2 => 144,
+                3 | 4 => 152,
+                _ => 184,
+            },
+            PAGE_BYTES,
+        ),
         PageRole::CatalogBranch
         | PageRole::CatalogLeaf
         | PageRole::TableRoot

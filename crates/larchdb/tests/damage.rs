@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const PAGE: usize = 4096;
-/// Bytes of a meta slot that its checksum covers (format 3).
-const META_FIELDS: usize = 152;
+/// Bytes of a meta slot that its checksum covers (format 5).
+const META_FIELDS: usize = 184;
 
 fn key(i: u32) -> Vec<u8> {
     format!("key{i:06}").into_bytes()

@@ -54,13 +54,13 @@ fn a_meta_write_torn_inside_its_fields_is_refused_and_recovers_the_previous_comm
     let meta = slot * PAGE;
     let mut torn_points: Vec<usize> = (0..=PAGE).step_by(512).collect();
     let mut refused = 0;
-    torn_points.extend(0..200); // every byte of the 152-byte meta fields and a little past
+    torn_points.extend(0..200); // every byte of the 184-byte meta fields and a little past
     for cut in torn_points {
         // The new meta reached the disk up to `cut`; the old bytes remain after it.
         let mut bytes = after.clone();
         bytes[meta + cut..meta + PAGE].copy_from_slice(&before[meta + cut..meta + PAGE]);
         // If the bytes past the cut happen to be equal in both versions, the write is whole.
-        let whole = bytes[meta..meta + 152] == after[meta..meta + 152];
+        let whole = bytes[meta..meta + 184] == after[meta..meta + 184];
         if whole {
             let db = open(bytes, Options::default()).unwrap();
             assert_eq!(
@@ -73,7 +73,7 @@ fn a_meta_write_torn_inside_its_fields_is_refused_and_recovers_the_previous_comm
         }
         // Nothing of the new fields reached the disk: the slot holds the older commit, intact,
         // and the previous commit wins (the one being written was never acknowledged).
-        if bytes[meta..meta + 152] == before[meta..meta + 152] {
+        if bytes[meta..meta + 184] == before[meta..meta + 184] {
             let db = open(bytes, Options::default()).unwrap();
             assert_eq!(
                 entries(&db),

@@ -240,6 +240,8 @@ impl Engine for Larch {
         vec![
             ("logged_commits", c.logged_commits),
             ("packed_commits", c.packed_commits),
+            ("runs_written", c.runs_written),
+            ("run_write_ms", c.run_write_micros / 1000),
             ("page_commits", c.page_commits),
             ("checkpoints", c.checkpoints),
             ("checkpoint_slices", c.checkpoint_slices),

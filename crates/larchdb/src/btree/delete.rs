@@ -26,14 +26,14 @@ pub(crate) fn delete(w: &mut WritePages, hdr: &mut TableHeader, key: &[u8]) -> R
         }
         let run = match leaf.value(idx)? {
             LeafValue::Overflow { run, len } => {
-                Some((run.id, overflow::pages_for(len, w.page_bytes())))
+                Some((run, overflow::pages_for(len, w.page_bytes())))
             }
             LeafValue::Inline(_) => None,
         };
         (idx, leaf.cell(idx)?.len(), run)
     };
-    if let Some((page, pages)) = run {
-        w.free(page, pages)?;
+    if let Some((run, pages)) = run {
+        w.free_run(run, pages)?;
     }
     let leaf = w.make_dirty(leaf_id)?;
     edit::remove(w.page_mut(leaf)?, idx, cell_len);
@@ -138,6 +138,7 @@ pub(crate) fn free_tree(w: &mut WritePages, hdr: &TableHeader) -> Result<()> {
 pub(super) fn free_subtree(w: &mut WritePages, r: PageRef, level: u32, depth: u32) -> Result<u64> {
     let mut stack: Vec<(PageRef, u32)> = vec![(r, level)];
     let mut to_free: Vec<(u64, u64)> = Vec::new();
+    let mut runs: Vec<(PageRef, u64)> = Vec::new();
     let mut entries = 0u64;
     while let Some((r, level)) = stack.pop() {
         let leaf = level == depth;
@@ -146,7 +147,7 @@ pub(super) fn free_subtree(w: &mut WritePages, r: PageRef, level: u32, depth: u3
             entries += n.n as u64;
             for i in 0..n.n {
                 if let LeafValue::Overflow { run, len } = n.value(i)? {
-                    to_free.push((run.id, overflow::pages_for(len, w.page_bytes())));
+                    runs.push((run, overflow::pages_for(len, w.page_bytes())));
                 }
             }
         } else {
@@ -155,6 +156,9 @@ pub(super) fn free_subtree(w: &mut WritePages, r: PageRef, level: u32, depth: u3
             }
         }
         to_free.push((r.id, 1));
+    }
+    for (run, pages) in runs {
+        w.free_run(run, pages)?;
     }
     for (id, pages) in to_free {
         w.free(id, pages)?;

@@ -12,7 +12,7 @@
 //! `put` of the first record; the rest are merged into it.
 
 use super::delete::delete;
-use super::node::{cell_key, compare_keys, LeafValue, Node};
+use super::node::{cell_key, compare_keys, leaf_cell_overflow, LeafValue, Node};
 use super::put::{cell_bytes, descend, propagate, push_cell, put, Path};
 use super::{edit, node_at, Scratch};
 use crate::error::{Error, Result};
@@ -61,21 +61,22 @@ pub(crate) fn merge_sorted<'r>(
     n: usize,
     record: impl Fn(usize) -> Record<'r>,
 ) -> Result<()> {
-    merge_noting(w, scratch, hdr, n, record, None)
+    merge_noting(w, scratch, hdr, n, record, &|_| PageRef::default(), None)
 }
 
-/// `merge_sorted`, noting in `found[i]` whether record `i`'s key was in the tree before
-/// (`found` holds `n`): a checkpoint by slices keeps the answers for blind writes' keys, which
-/// a later look in the tree could no longer give (`engine::checkpoint`).
-pub(crate) fn merge_sorted_noting<'r>(
+/// `merge_sorted` of records some of whose values are in runs a commit wrote already
+/// (`run(i)`, id 0 for none: docs/design/large-values.md): the leaf takes the run's reference
+/// as it is. A cell that references the same run already stays, and frees nothing.
+pub(crate) fn merge_sorted_runs<'r>(
     w: &mut WritePages,
     scratch: &mut Scratch,
     hdr: &mut TableHeader,
     n: usize,
     record: impl Fn(usize) -> Record<'r>,
-    found: &mut [bool],
+    run: &impl Fn(usize) -> PageRef,
+    found: Option<&mut [bool]>,
 ) -> Result<()> {
-    merge_noting(w, scratch, hdr, n, record, Some(found))
+    merge_noting(w, scratch, hdr, n, record, run, found)
 }
 
 fn merge_noting<'r>(
@@ -84,6 +85,7 @@ fn merge_noting<'r>(
     hdr: &mut TableHeader,
     n: usize,
     record: impl Fn(usize) -> Record<'r>,
+    run: &impl Fn(usize) -> PageRef,
     mut found: Option<&mut [bool]>,
 ) -> Result<()> {
     w.merging();
@@ -98,6 +100,7 @@ fn merge_noting<'r>(
             // `put` builds the first leaf; the merge takes over from the next record.
             if let (key, Some(value)) = record(i) {
                 put(w, scratch, hdr, key, value, None)?;
+                free_copied(w, run(i), value.len())?;
             }
             note(&mut found, i, false);
             i += 1;
@@ -137,7 +140,7 @@ fn merge_noting<'r>(
             j += 1;
         }
         merge_leaf(
-            w, scratch, hdr, &mut path, leaf_ref, i, j, more, &record, &mut found,
+            w, scratch, hdr, &mut path, leaf_ref, i, j, more, &record, run, &mut found,
         )?;
         w.spill_filled()?;
         w.leaf_done();
@@ -285,6 +288,7 @@ fn merge_leaf<'r>(
     hi: usize,
     more: bool,
     record: &impl Fn(usize) -> Record<'r>,
+    run: &impl Fn(usize) -> PageRef,
     found: &mut Option<&mut [bool]>,
 ) -> Result<()> {
     let page_bytes = w.page_bytes();
@@ -299,7 +303,7 @@ fn merge_leaf<'r>(
         // over the damage and verify clean. The records go in one at a time instead, through
         // the copy-on-write copy, whose checksum is derived from the damaged page's and so
         // still reports the damage (tests/bit_rot.rs).
-        return apply_each(w, scratch, hdr, lo, hi, record, found);
+        return apply_each(w, scratch, hdr, lo, hi, record, run, found);
     }
     let old = Node::parse(&m.old, leaf_ref.id)?;
     // The plan: which cells the leaf ends with, in order, and what they need.
@@ -327,8 +331,11 @@ fn merge_leaf<'r>(
                 let replaces = ord == Ordering::Equal;
                 note(found, ri, replaces);
                 if replaces {
-                    if let LeafValue::Overflow { run, len } = old.value(oi)? {
-                        m.runs.push((run, overflow::pages_for(len, page_bytes)));
+                    if let LeafValue::Overflow { run: had, len } = old.value(oi)? {
+                        // A replayed record the tree holds already keeps its run.
+                        if had != run(ri) {
+                            m.runs.push((had, overflow::pages_for(len, page_bytes)));
+                        }
                     }
                     oi += 1;
                 }
@@ -347,7 +354,7 @@ fn merge_leaf<'r>(
     }
     if removed > 0 && bytes < capacity / 4 {
         // An underfull leaf: `delete` merges it with a sibling.
-        return apply_each(w, scratch, hdr, lo, hi, record, found);
+        return apply_each(w, scratch, hdr, lo, hi, record, run, found);
     }
     if written == 0 && removed == 0 {
         // Only deletions of keys the leaf lacks (keys put and deleted again since the last
@@ -364,8 +371,15 @@ fn merge_leaf<'r>(
     for part in &m.parts {
         if let Part::New(ri) = *part {
             let (key, value) = record(ri);
+            let value = value.unwrap_or_default();
             let start = m.cells.len();
-            push_cell(w, key, value.unwrap_or_default(), &mut m.cells)?;
+            match run(ri) {
+                r if r.is_none() => push_cell(w, key, value, &mut m.cells)?,
+                // The run the commit wrote: its reference, as it is.
+                r => m
+                    .cells
+                    .extend_from_slice(&leaf_cell_overflow(key, value.len(), r)),
+            }
             m.spans.push((start, m.cells.len()));
         }
     }
@@ -443,6 +457,7 @@ fn merge_leaf<'r>(
 }
 
 /// Records `lo..hi` applied one at a time.
+#[allow(clippy::too_many_arguments)]
 fn apply_each<'r>(
     w: &mut WritePages,
     scratch: &mut Scratch,
@@ -450,14 +465,34 @@ fn apply_each<'r>(
     lo: usize,
     hi: usize,
     record: &impl Fn(usize) -> Record<'r>,
+    run: &impl Fn(usize) -> PageRef,
     found: &mut Option<&mut [bool]>,
 ) -> Result<()> {
     for ri in lo..hi {
         let was = match record(ri) {
-            (key, Some(value)) => put(w, scratch, hdr, key, value, None)?,
+            (key, Some(value)) => {
+                let r = run(ri);
+                // A replayed record the tree holds already: its cell stays.
+                if !r.is_none() && super::cell_run(&*w, hdr, key)? == Some(r) {
+                    note(found, ri, true);
+                    continue;
+                }
+                let was = put(w, scratch, hdr, key, value, None)?;
+                free_copied(w, r, value.len())?;
+                was
+            }
             (key, None) => delete(w, hdr, key)?,
         };
         note(found, ri, was);
     }
     Ok(())
+}
+
+/// Frees the run `r` (id 0: none) of a value of `len` bytes that `put` copied into a run of
+/// its own (a leaf merged key by key): no leaf references it.
+fn free_copied(w: &mut WritePages, r: PageRef, len: usize) -> Result<()> {
+    if r.is_none() {
+        return Ok(());
+    }
+    w.free_run(r, overflow::pages_for(len, w.page_bytes()))
 }

@@ -30,8 +30,8 @@ mod relocate;
 pub(crate) use cursor::Cursor;
 pub(crate) use cuts::cuts;
 pub(crate) use delete::{delete, free_tree};
-pub(crate) use merge::{merge_sorted, merge_sorted_noting, MergeScratch, Record};
-pub(crate) use put::{append, put, AppendHint, PutHint};
+pub(crate) use merge::{merge_sorted, merge_sorted_runs, MergeScratch, Record};
+pub(crate) use put::{append, put, stays_inline, AppendHint, PutHint};
 pub(crate) use range::delete_range;
 pub(crate) use relocate::relocate;
 
@@ -110,6 +110,31 @@ pub(super) fn node_at<S: PageSource + ?Sized>(src: &S, r: PageRef, leaf: bool) -
         ));
     }
     Ok(n)
+}
+
+/// The run `key`'s cell references, if its value is in one (`None` also where the table
+/// lacks the key).
+pub(crate) fn cell_run<S: PageSource + ?Sized>(
+    src: &S,
+    hdr: &TableHeader,
+    key: &[u8],
+) -> Result<Option<PageRef>> {
+    if hdr.root.is_none() {
+        return Ok(None);
+    }
+    let mut r = hdr.root;
+    for _ in 1..hdr.depth {
+        let n = node_at(src, r, false)?;
+        r = n.child(n.child_for(key)?)?;
+    }
+    let leaf = node_at(src, r, true)?;
+    match leaf.search_cached(key)? {
+        (i, true) => match leaf.value(i)? {
+            LeafValue::Overflow { run, .. } => Ok(Some(run)),
+            LeafValue::Inline(_) => Ok(None),
+        },
+        _ => Ok(None),
+    }
 }
 
 /// Looks `key` up.

@@ -85,7 +85,7 @@ pub(super) fn descend(
 }
 
 /// Whether a leaf cell for `key` and a value of `value_len` bytes keeps the value inline.
-fn stays_inline(page_bytes: usize, key: &[u8], value_len: usize) -> bool {
+pub(crate) fn stays_inline(page_bytes: usize, key: &[u8], value_len: usize) -> bool {
     leaf_cell_len(key.len(), value_len as u32) <= inline_cell_bytes_max(page_bytes as u32)
 }
 
@@ -313,7 +313,7 @@ struct Slot {
     n: usize,
     /// The key is present: its cell's length, and its overflow run (first page, pages) if
     /// its value has one.
-    old: Option<(usize, Option<(u64, u64)>)>,
+    old: Option<(usize, Option<(PageRef, u64)>)>,
 }
 
 /// `put`, also returning the leaf the key landed in and whether a node split. With `hint`, the
@@ -430,8 +430,8 @@ fn put_inner(
             });
         }
         edit::remove(w.page_mut(leaf)?, slot.idx, cell_len);
-        if let Some((page, pages)) = run {
-            w.free(page, pages)?;
+        if let Some((run, pages)) = run {
+            w.free_run(run, pages)?;
         }
     }
     // Where the key lands: the leaf, or after a split at the end, the new right page (the only
@@ -506,7 +506,7 @@ fn find_slot(w: &WritePages, leaf_ref: PageRef, key: &[u8], mode: PutMode) -> Re
     let old = if found {
         let run = match leaf.value(idx)? {
             LeafValue::Overflow { run, len } => {
-                Some((run.id, overflow::pages_for(len, w.page_bytes())))
+                Some((run, overflow::pages_for(len, w.page_bytes())))
             }
             LeafValue::Inline(_) => None,
         };

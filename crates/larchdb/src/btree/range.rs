@@ -235,7 +235,7 @@ fn prune_leaf(w: &mut WritePages, keys: &Keys<'_>, r: PageRef) -> Result<(Outcom
         let mut lens = Vec::with_capacity(to - from);
         for i in from..to {
             if let LeafValue::Overflow { run, len } = leaf.value(i)? {
-                runs.push((run.id, overflow::pages_for(len, page_bytes)));
+                runs.push((run, overflow::pages_for(len, page_bytes)));
             }
             lens.push(leaf.cell(i)?.len());
         }
@@ -244,8 +244,8 @@ fn prune_leaf(w: &mut WritePages, keys: &Keys<'_>, r: PageRef) -> Result<(Outcom
     if from == to {
         return Ok((Outcome::Kept, 0));
     }
-    for (id, pages) in runs {
-        w.free(id, pages)?;
+    for (run, pages) in runs {
+        w.free_run(run, pages)?;
     }
     let deleted = (to - from) as u64;
     if from == 0 && to == n {

@@ -102,7 +102,7 @@ fn move_runs(w: &mut WritePages, leaf: u64, runs: Vec<RunPast>) -> Result<()> {
     for (i, key, run, len, cell_len) in runs {
         let value = resolve(w, LeafValue::Overflow { run, len })?.to_vec();
         let new = w.new_run(&value)?;
-        w.free(run.id, overflow::pages_for(len, ps))?;
+        w.free_run(run, overflow::pages_for(len, ps))?;
         let cell = leaf_cell_overflow(&key, len, PageRef::new(new, w.txn));
         // Same key, same value length: the cell keeps its size and is overwritten in place.
         if !edit::replace(w.page_mut(leaf)?, i, cell_len, &cell) {

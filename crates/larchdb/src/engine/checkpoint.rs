@@ -150,6 +150,14 @@ struct Job {
     /// Whether a later start may still cut a slice (fewer than `2k` of them: slices are never
     /// joined), so that the checkpoint finds the cuts of the tree it writes (`TreeCuts`).
     cuts_wanted: bool,
+    /// Set by `launch` under the write lock: the writer's reservation for large values from
+    /// its cursor (`Meta::reserve_tail`), and the reservation of a checkpoint not yet durable,
+    /// which the writer may move to before this one's meta page (`commit::RunSpace`).
+    runs_tail: (u64, u64),
+    runs_pending: Option<(u64, u64)>,
+    /// The oldest commit the slices it does not merge hold, if any: where a replay from its
+    /// meta page starts (`at`), in commits.
+    horizon: Option<u64>,
 }
 
 impl Running {
@@ -276,12 +284,13 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
         Vec::new()
     };
     let slice = active.slices().len() > 1 || !cuts.is_empty();
-    let (rest, at) = if slice {
+    let (rest, at, horizon) = if slice {
         let rest = active.frozen_at(i, cuts, || shared.new_overlay());
         let at = rest.oldest_from().map_or(position, |f| f.min(position));
-        (Some(Arc::new(rest)), at)
+        let horizon = rest.oldest_first_txn();
+        (Some(Arc::new(rest)), at, horizon)
     } else {
-        (None, position)
+        (None, position, None)
     };
     // A whole overlay is made durable as a slice is where slices are asked for (the first
     // checkpoint after an open, before the overlay is cut).
@@ -296,6 +305,9 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
         starter: 0,
         idle: durable,
         cuts_wanted: k > 1 && active.slices().len() < 2 * k,
+        runs_tail: (0, 0),
+        runs_pending: None,
+        horizon,
     };
     let frozen_overlay = active.slices()[i].overlay.clone();
     let (frozen, replaced) = {
@@ -317,8 +329,16 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
 /// A round of an open's replay (`Shared::finish_replay`): the published overlay, which holds
 /// every record before log position `at` and none after, merged into the tree as a durable
 /// checkpoint whose meta page names `at`, and published. `start` would name the log's end,
-/// past records not replayed yet. Requires: nothing appended to the log since the open.
-pub(crate) fn replay_round(shared: &Arc<Shared>, guard: &mut WriterState, at: u64) -> Result<()> {
+/// past records not replayed yet. `first` is the commit of the record at `at`: a replay from
+/// the round's meta page reads no older one (its horizon, `Job::horizon`), though it may be
+/// older than the tree (a log kept for slices). Requires: nothing appended to the log since
+/// the open.
+pub(crate) fn replay_round(
+    shared: &Arc<Shared>,
+    guard: &mut WriterState,
+    at: u64,
+    first: u64,
+) -> Result<()> {
     finish(shared, guard, true)?;
     publish_pending(shared, guard)?;
     if guard.disk.as_ref().is_none_or(|d| d.carry.is_none()) {
@@ -343,6 +363,9 @@ pub(crate) fn replay_round(shared: &Arc<Shared>, guard: &mut WriterState, at: u6
         starter: 0,
         idle: false,
         cuts_wanted: false,
+        runs_tail: (0, 0),
+        runs_pending: None,
+        horizon: Some(first),
     };
     // The log is kept from the oldest record a slice needed, so a round may hold only records
     // of commits older than the tree (of slices its checkpoint did not merge): `freeze` then
@@ -394,9 +417,12 @@ fn launch(
     // those of other threads than the one starting it (the writer, or the idle thread).
     let starter = reader_thread();
     let beside = shared.read_state().beside(starter);
+    let (runs_pending, runs_tail) = shared.runs_named();
     let job = Job {
         beside,
         starter,
+        runs_tail,
+        runs_pending: (runs_pending.1 > 0).then_some(runs_pending),
         ..job
     };
     // Beside readers a checkpoint yields the CPU to them, unless the writer will soon wait
@@ -722,9 +748,29 @@ fn write(
         None
     };
     let merge_started = std::time::Instant::now();
+    if shared.log.is_some() {
+        // A replay from this checkpoint reads the records of the slices it leaves, from the
+        // oldest commit one holds, or none older than its own.
+        pages.defer_runs(job.horizon.unwrap_or(f + 1), shared.named_runs.clone());
+    }
+    let named = (job.runs_pending, job.runs_tail);
+    let (reserved, freed_leftovers) = match super::commit::runs::reserve(shared, &mut pages, named)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            disk.carry = Some(pages.abort());
+            return Err(e);
+        }
+    };
+    // A checkpoint that fails frees none of them: the next one does.
+    let keep_leftovers = |freed| super::commit::runs::keep_leftovers(shared, freed);
     let merged = (|| {
         let g = frozen.gather(f, None, None);
+        let replaced = replaced_runs(&pages, snapshot.snap.meta.catalog, frozen)?;
         let catalog = merge_noted(&mut pages, &mut scratch, snapshot.snap.meta.catalog, &g)?;
+        for (run, pages_of) in replaced {
+            pages.free_run(run, pages_of)?;
+        }
         let counts = counted(frozen, f)?;
         Ok((catalog, counts, g.records.len()))
     })();
@@ -736,6 +782,7 @@ fn write(
                 *poisoned = true;
             }
             disk.carry = Some(pages.abort());
+            keep_leftovers(freed_leftovers);
             return Err(e);
         }
     };
@@ -776,7 +823,18 @@ fn write(
         position: job.at,
         log_to,
     };
-    let mut written = write_commit(shared, disk, poisoned, pages, catalog, Durability::None, at)?;
+    let mut written =
+        match write_commit(shared, disk, poisoned, pages, catalog, Durability::None, at) {
+            Ok(w) => w,
+            Err(e) => {
+                keep_leftovers(freed_leftovers);
+                return Err(e);
+            }
+        };
+    if let Some((start, pages)) = reserved {
+        let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
+        space.offer(f, start, pages);
+    }
     let cuts = job
         .cuts_wanted
         .then(|| TreeCuts::found(shared, &written))
@@ -800,7 +858,7 @@ fn write(
     // room comes back as soon as the checkpoint is published (`install`), not at the next
     // checkpoint. Not before: read-only handles in other processes read the log from the
     // published tree's position.
-    let settled = settle_keeping_log(disk, poisoned)?;
+    let settled = settle_keeping_log(shared, disk, poisoned)?;
     written.release_after(settled);
     Ok(Checkpointed {
         written,
@@ -1038,17 +1096,9 @@ fn merge_noting(
         let props = TableHeader::properties(entry).to_vec();
         let mut hdr = before;
         let record = |i: usize| (run[i].1, run[i].2);
-        match found.as_deref_mut() {
-            Some(f) => btree::merge_sorted_noting(
-                pages,
-                scratch,
-                &mut hdr,
-                run.len(),
-                record,
-                &mut f[range],
-            )?,
-            None => btree::merge_sorted(pages, scratch, &mut hdr, run.len(), record)?,
-        }
+        let run_of = |i: usize| run[i].3;
+        let found = found.as_deref_mut().map(|f| &mut f[range]);
+        btree::merge_sorted_runs(pages, scratch, &mut hdr, run.len(), record, &run_of, found)?;
         if hdr != before {
             value.clear();
             value.extend_from_slice(&hdr.encode());
@@ -1057,6 +1107,46 @@ fn merge_noting(
         }
     }
     Ok(catalog)
+}
+
+/// The runs of versions a newer version of the same key replaced in `frozen`, to be freed by
+/// its merge (docs/design/large-values.md, "The merge"), with their pages: all but those the
+/// tree's cell for the key references (a record a replay applied again, merged before the
+/// crash and replaced since), which the merge frees as the cell's.
+pub(crate) fn replaced_runs(
+    pages: &WritePages,
+    catalog: TableHeader,
+    frozen: &Overlay,
+) -> Result<Vec<(crate::pager::PageRef, u64)>> {
+    let replaced = frozen.replaced_runs();
+    if replaced.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names = catalog::list(pages, catalog)?;
+    let mut headers: std::collections::HashMap<u64, TableHeader> = Default::default();
+    let mut out = Vec::with_capacity(replaced.len());
+    for (table, key, run, len) in replaced {
+        let hdr = match headers.get(&table) {
+            Some(h) => *h,
+            None => {
+                let name = names.get(table as usize).ok_or_else(|| {
+                    Error::Internal(format!("overlay names table {table}, not in the catalog"))
+                })?;
+                let h = catalog::lookup(pages, &catalog, name)?.map(|(h, _)| h);
+                let h = h.unwrap_or_default();
+                headers.insert(table, h);
+                h
+            }
+        };
+        if btree::cell_run(pages, &hdr, key)? == Some(run) {
+            continue;
+        }
+        out.push((
+            run,
+            crate::layout::overflow::pages_for(len, pages.page_bytes()),
+        ));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -100,6 +100,10 @@ pub(crate) struct WriterState {
     pub(crate) record: Vec<u8>,
     /// The log record packed (`log::pack`), when it is; kept up to `PACKED_KEPT_BYTES`.
     pub(crate) packed: Vec<u8>,
+    /// A large value's run as it is written (`commit::runs::write_runs`), and the runs the
+    /// commit wrote (first page, pages).
+    pub(crate) run_buffer: Vec<u8>,
+    pub(crate) run_pages: Vec<(u64, u64)>,
     /// Commits left before the next try at packing a record, after one that did not pack
     /// (`commit::logged::PACK_SKIP`).
     pub(crate) pack_skip: u32,
@@ -170,6 +174,12 @@ pub(crate) struct Shared {
     pub(crate) closed: std::sync::atomic::AtomicBool,
     /// The write-ahead log, for a writing handle opened with `Options::log`.
     pub(crate) log: Option<Arc<GroupLog>>,
+    /// The pages checkpoints reserved for the runs of large values the writer writes at
+    /// commit (`commit::runs`).
+    pub(crate) runs: Mutex<commit::RunSpace>,
+    /// The runs log records name that a replay may read again: only those wait once freed
+    /// (`NamedRuns`, `WritePages::defer_runs`).
+    pub(crate) named_runs: Arc<Mutex<crate::pager::freelist::NamedRuns>>,
     /// Set by the close once the log holds nothing: the last commit's meta page then says the
     /// database has no log (`commit::seal_meta`), so that the data file alone is the whole
     /// database (`Database`'s drop).
@@ -230,10 +240,11 @@ pub(crate) struct Shared {
     pub(crate) handing: std::sync::atomic::AtomicBool,
     /// What an open with `Options::recover` gave up, if it gave up anything.
     pub(crate) recovery: Option<recovery::Recovery>,
-    /// The log position of the first record an open's replay left for its rounds: the log
-    /// held more than the overlays' share of the memory budget (`Shared::finish_replay`,
-    /// which every path that makes a writing handle's state runs before anything reads it).
-    pub(crate) replay_from: Mutex<Option<u64>>,
+    /// The log position and commit of the first record an open's replay left for its
+    /// rounds: the log held more than the overlays' share of the memory budget
+    /// (`Shared::finish_replay`, which every path that makes a writing handle's state runs
+    /// before anything reads it).
+    pub(crate) replay_from: Mutex<Option<(u64, u64)>>,
 }
 
 /// Counts of what a handle's write transactions did since it was opened
@@ -248,6 +259,8 @@ pub(crate) struct Counters {
     pub(crate) page_commits: AtomicU64,
     pub(crate) marked_commits: AtomicU64,
     pub(crate) packed_commits: AtomicU64,
+    pub(crate) runs_written: AtomicU64,
+    pub(crate) run_write_nanos: AtomicU64,
     pub(crate) marks_settled: AtomicU64,
     pub(crate) switched_to_pages: AtomicU64,
     pub(crate) replay_rounds: AtomicU64,
@@ -285,6 +298,56 @@ impl Counters {
 }
 
 impl Shared {
+    /// `RunSpace::named`, under its lock.
+    pub(crate) fn runs_named(&self) -> ((u64, u64), (u64, u64)) {
+        self.runs.lock().unwrap_or_else(|e| e.into_inner()).named()
+    }
+
+    /// A reader of the newest snapshot, begun by `begin`, and the pages of large values
+    /// neither in its tree nor free (`verify_owning`): the runs its overlays name (`runs`
+    /// of the reader), those merges freed and deferred (`FreeSet::defer`), and the
+    /// reservations' remainders no meta page names any more, freed by the next checkpoint. A
+    /// running checkpoint, which holds the deferred runs, is finished first, and none starts
+    /// until they are taken: they are of the snapshot read.
+    pub(crate) fn read_with_runs_held<R>(
+        self: &Arc<Self>,
+        begin: impl FnOnce() -> crate::error::Result<R>,
+        runs: impl FnOnce(&R) -> Vec<(u64, u64)>,
+    ) -> crate::error::Result<(R, Vec<(u64, u64)>)> {
+        if self.log.is_none() || self.options.read_only {
+            let r = begin()?;
+            let held = runs(&r);
+            return Ok((r, held));
+        }
+        let mut guard = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        // A checkpoint that found the disk full is retried by a later commit, which reports
+        // it if it fails again: the snapshot checked is the one before it.
+        match checkpoint::finish(self, &mut guard, true) {
+            Ok(_) | Err(crate::error::Error::DiskFull) => {}
+            Err(e) => return Err(e),
+        }
+        let r = begin()?;
+        let mut held = runs(&r);
+        if let Some(carry) = guard.disk.as_ref().and_then(|d| d.carry.as_ref()) {
+            held.extend(carry.free.deferred_runs());
+        }
+        drop(guard);
+        let space = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        held.extend(space.leftovers.iter().copied());
+        Ok((r, held))
+    }
+
+    /// Commit `durable` is durable: the writer may move to its reservation
+    /// (`RunSpace::promote`).
+    pub(crate) fn runs_durable(&self, durable: u64) {
+        self.runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .promote(durable);
+        let mut named = self.named_runs.lock().unwrap_or_else(|e| e.into_inner());
+        named.durable(durable);
+    }
+
     /// The counters' values now.
     pub(crate) fn commit_stats(&self) -> crate::CommitStats {
         let c = &self.counters;
@@ -297,6 +360,8 @@ impl Shared {
             page_commits: get(&c.page_commits),
             marked_commits: get(&c.marked_commits),
             packed_commits: get(&c.packed_commits),
+            runs_written: get(&c.runs_written),
+            run_write_micros: get(&c.run_write_nanos) / 1000,
             marks_settled: get(&c.marks_settled),
             switched_to_pages: get(&c.switched_to_pages),
             replay_rounds: get(&c.replay_rounds),

@@ -170,7 +170,9 @@ impl Shared {
             mut current,
             free,
             replay_from,
-        } = replay_beside_free_set(&tree, &log_source, reopen, &options, &mut losses)?;
+            named_runs,
+            later_runs,
+        } = replay_beside_free_set(&storage, &tree, &log_source, reopen, &options, &mut losses)?;
         let background = Arc::new(Background::default());
         if let Some(log) = log.as_mut() {
             log.set_background(background.clone(), options.background_nice);
@@ -192,8 +194,13 @@ impl Shared {
         );
         let mut follow = None;
         if options.read_only {
-            let (followed, follower) =
-                follow_at_open(&tree, log_source, &lock, must_prove.then_some(expect))?;
+            let (followed, follower) = follow_at_open(
+                &storage,
+                &tree,
+                log_source,
+                &lock,
+                must_prove.then_some(expect),
+            )?;
             current = followed;
             follow = follower;
         } else if let Some(lock) = lock.as_ref() {
@@ -212,6 +219,8 @@ impl Shared {
             given_up: losses.given_up,
             kept: None,
         });
+        let data = storage.clone();
+        let replay_from_open = replay_from;
         Ok(Shared {
             page_bytes: meta.page_bytes,
             current_txn: AtomicU64::new(current.txn()),
@@ -225,7 +234,23 @@ impl Shared {
             lock,
             closed: std::sync::atomic::AtomicBool::new(false),
             log_detached: std::sync::atomic::AtomicBool::new(false),
-            log: log.map(|l| Arc::new(GroupLog::new(l))),
+            log: log.map(|l| {
+                let group = GroupLog::new(l);
+                group.set_data(data.clone());
+                Arc::new(group)
+            }),
+            named_runs: Arc::new(Mutex::new(super::commit::named_at_open(
+                &named_runs,
+                &later_runs,
+            ))),
+            runs: Mutex::new(super::commit::RunSpace::at_open(
+                &meta,
+                named_runs
+                    .iter()
+                    .map(|&(page, pages, _)| (page, pages))
+                    .collect(),
+                replay_from_open.is_some(),
+            )),
             writers_waiting: Default::default(),
             checkpoint_awaited: Default::default(),
             share_sleeper: Default::default(),
@@ -267,7 +292,7 @@ impl Shared {
     /// handle's state runs this before anything reads it (`Database::opened`, and the
     /// handover's `Handle::take` in owner.rs).
     pub(crate) fn finish_replay(self: &Arc<Shared>) -> Result<()> {
-        let Some(mut at) = self
+        let Some((mut at, mut first)) = self
             .replay_from
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -282,11 +307,35 @@ impl Shared {
         let cap = super::replay::cap(self.memory_budget);
         let mut guard = self.lock_writer();
         loop {
-            super::checkpoint::replay_round(self, &mut guard, at)?;
+            super::checkpoint::replay_round(self, &mut guard, at, first)?;
             let base = self.writer_base();
-            let mut replay = Replay::new(&base).with_cap(cap);
+            let mut replay = Replay::new(&base)
+                .with_cap(cap)
+                .with_data(self.storage.clone());
             let end =
                 Log::read_records_into(storage.clone(), at, Some(base.txn()), None, &mut replay)?;
+            let named = replay.named_runs();
+            let mut named_runs = self.named_runs.lock().unwrap_or_else(|e| e.into_inner());
+            for &(page, _, txn) in &named {
+                named_runs.insert(page, txn);
+            }
+            drop(named_runs);
+            // A run an earlier round's checkpoint freed and deferred (the tree's value, which
+            // an older record kept for slices replaced) is the overlay's again.
+            if let Some(carry) = guard.disk.as_mut().and_then(|d| d.carry.as_mut()) {
+                carry
+                    .free
+                    .revive(named.iter().map(|&(page, _, txn)| (page, txn)));
+            }
+            self.runs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .open_named(
+                    named
+                        .iter()
+                        .map(|&(page, pages, _)| (page, pages))
+                        .collect(),
+                );
             if end != log.end() {
                 return Err(Error::internal(format!(
                     "an open's replay round read the log to {end}, and it ends at {}",
@@ -302,11 +351,15 @@ impl Shared {
             drop((before, base));
             super::Counters::add(&self.counters.replay_rounds);
             match stopped {
-                Some(next) if next > at => at = next,
+                Some((next, txn)) if next > at => (at, first) = (next, txn),
                 Some(_) => return Err(Error::internal("an open's replay round applied no record")),
                 None => break,
             }
         }
+        self.runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .open_done();
         if let Some(lock) = self.lock.as_ref() {
             lock.publish_log(self.writer_base().txn(), log.end());
         }
@@ -418,6 +471,7 @@ fn keep_log_from(
 /// returned, for the rounds that replay the rest (`Shared::finish_replay`). The log is read to
 /// its end all the same: the proof that the open loses nothing comes before any write.
 fn replay_beside_free_set(
+    data: &Arc<dyn Storage>,
     tree: &Arc<Published>,
     log_source: &LogSource,
     reopen: Reopen,
@@ -436,7 +490,7 @@ fn replay_beside_free_set(
             })
             .flatten();
         let replayed = (|| -> Result<_> {
-            let mut replay = Replay::new(tree);
+            let mut replay = Replay::new(tree).with_data(data.clone());
             // Only a handle that writes the log has checkpoints to replay the rest in rounds.
             let writes_log =
                 options.log && !options.read_only && !matches!(log_source, LogSource::None);
@@ -446,7 +500,8 @@ fn replay_beside_free_set(
             }
             let log = open_log(log_source, &meta, reopen, options, losses, &mut replay)?;
             let stopped = replay.stopped();
-            Ok((log, replay.finish()?, stopped))
+            let named = (replay.named_runs(), replay.later_runs().to_vec());
+            Ok((log, replay.finish()?, stopped, named))
         })();
         let loaded = loader.map(|h| {
             h.join().unwrap_or_else(|_| {
@@ -457,7 +512,7 @@ fn replay_beside_free_set(
         });
         (replayed, loaded)
     });
-    let (mut log, current, stopped) = replayed?;
+    let (mut log, current, stopped, (named_runs, later_runs)) = replayed?;
     if let Some(log) = log.as_mut() {
         let sliced = super::checkpoint::sliced(options, file_bytes, meta.page_bytes);
         log.set_room_min(options.log_room_bytes);
@@ -479,6 +534,8 @@ fn replay_beside_free_set(
         current,
         free,
         replay_from: stopped,
+        named_runs,
+        later_runs,
     })
 }
 
@@ -487,8 +544,13 @@ struct Replayed {
     log: Option<Log>,
     current: Arc<Published>,
     free: FreeSet,
-    /// The first record left for the rounds (`Shared::finish_replay`), if any.
-    replay_from: Option<u64>,
+    /// The position and commit of the first record left for the rounds
+    /// (`Shared::finish_replay`), if any.
+    replay_from: Option<(u64, u64)>,
+    /// The runs the records replayed name (`Replay::named_runs`).
+    named_runs: Vec<(u64, u64, u64)>,
+    /// The runs the records left for the rounds name (`Replay::later_runs`).
+    later_runs: Vec<(u64, u64)>,
 }
 
 /// Step 5: the writer's state at open: the free set and the file's mapping, the durable
@@ -544,6 +606,8 @@ fn writer_state(
         batch: Default::default(),
         record: Vec::new(),
         packed: Vec::new(),
+        run_buffer: Vec::new(),
+        run_pages: Vec::new(),
         pack_skip: 0,
         pack_next: false,
         counts: Vec::new(),
@@ -563,6 +627,7 @@ fn writer_state(
 /// open (a read-only handle gives nothing up: it fails instead). Returns the snapshot to start
 /// from, and the follower if it follows.
 fn follow_at_open(
+    data: &Arc<dyn Storage>,
     tree: &Arc<Published>,
     log_source: LogSource,
     lock: &Option<LockTable>,
@@ -570,6 +635,7 @@ fn follow_at_open(
 ) -> Result<(Arc<Published>, Option<Follower>)> {
     let meta = tree.snap.meta;
     let mut f = Follower::new(log_source);
+    f.data = Some(data.clone());
     let bound = lock.as_ref().and_then(LockTable::log_bound);
     f.expect = expect;
     let current = match f.catch_up(tree, meta.log_position, bound, true) {

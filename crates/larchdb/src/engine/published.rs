@@ -25,6 +25,21 @@ pub(crate) struct Published {
 }
 
 impl Published {
+    /// The runs of large values its overlays' versions name (`Overlay::runs`).
+    pub(crate) fn runs(&self) -> Vec<(u64, u64)> {
+        let page_bytes = crate::pager::PageSource::page_bytes(&*self.snap);
+        let mut out = Vec::new();
+        if let Some(o) = &self.overlay {
+            for s in o.slices() {
+                out.extend(s.overlay.runs(page_bytes));
+            }
+        }
+        if let Some(f) = &self.frozen {
+            out.extend(f.runs(page_bytes));
+        }
+        out
+    }
+
     /// The snapshot of a commit that wrote pages: the tree is everything.
     pub(crate) fn new(snap: Snapshot) -> Arc<Published> {
         Arc::new(Published {

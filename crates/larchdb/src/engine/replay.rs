@@ -45,8 +45,12 @@ const REPLAY_LOOKAHEAD: usize = 16;
 const REPLAY_PREFETCH_KEYS: usize = 4;
 
 /// A commit record decoded for replay: its txn, and each table's number and header (as of
-/// the checkpoint) with its records.
-type Decoded<'r> = (u64, u64, Vec<(u64, TableHeader, Vec<Visible<'r>>)>);
+/// the checkpoint) with its records, and those of its records whose values are in runs
+/// (`batch::DecodedTable::runs`).
+type Decoded<'r> = (u64, u64, Vec<DecodedWrites<'r>>);
+
+/// One table's part of a decoded commit record (`Decoded`).
+type DecodedWrites<'r> = (u64, TableHeader, Vec<Visible<'r>>, Vec<(usize, u32, u64)>);
 
 /// Decodes commit records for replay, in log order: checks that their txns rise, resolves
 /// the tables they name (by name, once each) and prefetches their first keys' slots in
@@ -83,7 +87,7 @@ impl<'s> Decoder<'s> {
             for &(key, _) in t.records.iter().take(REPLAY_PREFETCH_KEYS) {
                 overlay.prefetch_slot(id, key);
             }
-            out.push((id, hdr, t.records));
+            out.push((id, hdr, t.records, t.runs));
         }
         Ok((rec.txn, rec.position, out))
     }
@@ -113,6 +117,82 @@ impl<'s> Decoder<'s> {
             }
         }
     }
+}
+
+/// The values of a decoded record's writes whose commit wrote them into runs: for each, the
+/// run's first page and pages, and its table, key and value, in the order of the writes. A
+/// run is read from the data file (`data`) as it is, not through the snapshot: it may be
+/// newer than the tree, and lie past its pages. It must check out (docs/design/large-values.md):
+/// its header names it, an overflow run of the record's commit of the record's length, and
+/// its checksum holds; otherwise the record is damaged, `CorruptedLog` at `position`.
+#[allow(clippy::type_complexity)]
+fn read_runs<'d>(
+    data: Option<&dyn Storage>,
+    snap: &Snapshot,
+    txn: u64,
+    position: u64,
+    decoded: &[DecodedWrites<'d>],
+) -> Result<Vec<(u64, u64, (u64, &'d [u8], Box<[u8]>))>> {
+    let page_bytes = crate::pager::PageSource::page_bytes(snap);
+    let mut out = Vec::new();
+    for (table, _, records, runs) in decoded {
+        for &(i, len, page) in runs {
+            let bad = |reason: String| Error::CorruptedLog { position, reason };
+            let Some(data) = data else {
+                return Err(bad(
+                    "a record names a run, and the data file cannot be read".into(),
+                ));
+            };
+            let Some(run) = read_run(data, page_bytes, page, len, txn) else {
+                return Err(bad(format!(
+                    "the run at page {page} of commit {txn} cannot be read or does not check out"
+                )));
+            };
+            let key = records.get(i).map(|r| r.0).unwrap_or_default();
+            let at = crate::layout::overflow::VALUE_AT;
+            let value = run[at..at + len as usize].to_vec().into_boxed_slice();
+            let pages = crate::layout::overflow::pages_for(len as usize, page_bytes);
+            out.push((page, pages, (*table, key, value)));
+        }
+    }
+    Ok(out)
+}
+
+/// The run of a `len`-byte value at `page` that commit `txn` wrote, read from `data` as it
+/// is: `None` where it cannot be read, or its header (`btree::check_run`, its page id and
+/// commit) or checksum does not check out.
+fn read_run(
+    data: &dyn Storage,
+    page_bytes: usize,
+    page: u64,
+    len: u32,
+    txn: u64,
+) -> Option<Vec<u8>> {
+    use crate::layout::header;
+    let pages = crate::layout::overflow::pages_for(len as usize, page_bytes);
+    let mut run = vec![0u8; pages as usize * page_bytes];
+    data.read_at(&mut run, page.checked_mul(page_bytes as u64)?)
+        .ok()?;
+    let ok = btree::check_run(&run, page, pages, len as usize).is_ok()
+        && header::page_id(&run) == page
+        && header::txn(&run) == txn
+        && crate::pager::page::checksum_ok(&run);
+    ok.then_some(run)
+}
+
+/// Whether every run commit record `rec` names checks out (`read_runs` reads them again to
+/// replay them): a record that cannot be decoded does here, and fails its replay.
+fn runs_check_out(data: &dyn Storage, page_bytes: usize, rec: &Record) -> bool {
+    if rec.kind != KIND_COMMIT {
+        return true;
+    }
+    let Ok(tables) = batch::decode(&rec.body, rec.position) else {
+        return true;
+    };
+    tables
+        .iter()
+        .flat_map(|t| &t.runs)
+        .all(|&(_, len, page)| read_run(data, page_bytes, page, len, rec.txn).is_some())
 }
 
 /// The snapshot a handle starts from: `tree`, with the log's records after it replayed into
@@ -181,8 +261,16 @@ pub(crate) struct Replay<'t> {
     any: bool,
     /// The overlay's bytes past which no more records are applied (`with_cap`).
     cap: Option<usize>,
-    /// The position of the first record not applied, once the overlay passed `cap`.
-    stopped: Option<u64>,
+    /// The position and commit of the first record not applied, once the overlay passed
+    /// `cap`.
+    stopped: Option<(u64, u64)>,
+    /// The data file, which the runs records name are read from (`with_data`).
+    data: Option<Arc<dyn Storage>>,
+    /// The runs the records applied name: first page, pages, and the commit that wrote it.
+    named: Vec<(u64, u64, u64)>,
+    /// The runs the records not applied name (first page, the commit that wrote it): those
+    /// the rounds will replay (`later_runs`).
+    later: Vec<(u64, u64)>,
 }
 
 impl<'t> Replay<'t> {
@@ -205,7 +293,24 @@ impl<'t> Replay<'t> {
             any: false,
             cap: None,
             stopped: None,
+            data: None,
+            named: Vec::new(),
+            later: Vec::new(),
         }
+    }
+
+    /// Reads the runs records name from `data` (docs/design/large-values.md).
+    pub(crate) fn with_data(mut self, data: Arc<dyn Storage>) -> Replay<'t> {
+        self.data = Some(data);
+        self
+    }
+
+    /// The runs the records applied so far name (first page, pages, the commit that wrote
+    /// it), ascending.
+    pub(crate) fn named_runs(&self) -> Vec<(u64, u64, u64)> {
+        let mut named = self.named.clone();
+        named.sort_unstable();
+        named
     }
 
     /// Applies records only while the overlay holds at most `bytes` (at least one commit):
@@ -217,9 +322,29 @@ impl<'t> Replay<'t> {
         self
     }
 
-    /// The position of the first record not applied, if the overlay passed its cap.
-    pub(crate) fn stopped(&self) -> Option<u64> {
+    /// The position and commit of the first record not applied, if the overlay passed its
+    /// cap.
+    pub(crate) fn stopped(&self) -> Option<(u64, u64)> {
         self.stopped
+    }
+
+    /// The runs the records read and not applied name (first page, the commit that wrote
+    /// it): an open's later rounds replay them, so a round's checkpoint that frees one (a
+    /// tree's value that an older record replaced) defers it (`NamedRuns`).
+    pub(crate) fn later_runs(&self) -> &[(u64, u64)] {
+        &self.later
+    }
+
+    /// Notes the runs `rec` names, a commit record read and not applied (`later_runs`).
+    fn note_later(&mut self, rec: &Record) {
+        if rec.kind != KIND_COMMIT {
+            return;
+        }
+        // One that does not decode is found so by the round that applies it.
+        if let Ok(tables) = batch::decode(&rec.body, rec.position) {
+            let runs = tables.iter().flat_map(|t| &t.runs);
+            self.later.extend(runs.map(|&(_, _, page)| (page, rec.txn)));
+        }
     }
 
     /// Sizes the overlay for `n` records instead of estimating them from the bytes expected.
@@ -311,8 +436,6 @@ impl<'t> Replay<'t> {
         };
         let mut commits = records.iter();
         let mut ahead: VecDeque<Result<Decoded<'_>>> = VecDeque::with_capacity(REPLAY_LOOKAHEAD);
-        // A record's writes, in a buffer reused from record to record.
-        let mut writes = Vec::new();
         let mut txn = self.last;
         let mut apply = || -> Result<()> {
             loop {
@@ -325,16 +448,30 @@ impl<'t> Replay<'t> {
                 // The overlay holds its share: the records from here wait for the next round
                 // (`Replay::stopped`).
                 if self.any && self.cap.is_some_and(|cap| overlay.bytes() > cap) {
-                    self.stopped = Some(position);
+                    self.stopped = Some((position, rec_txn));
                     break;
                 }
-                writes.clear();
-                for (id, hdr, records) in decoded {
+                // The values of records whose commits wrote them into runs, read and checked.
+                let runs = read_runs(self.data.as_deref(), snap, rec_txn, position, &decoded)?;
+                for (page, pages, _) in &runs {
+                    self.named.push((*page, *pages, rec_txn));
+                }
+                let mut run_at = runs.iter().peekable();
+                let mut writes = Vec::with_capacity(decoded.iter().map(|d| d.2.len()).sum());
+                for (id, hdr, records, _) in decoded {
                     let n = self.counts.entry(id).or_insert_with(|| {
                         // Where an earlier replay left the count, if it changed it.
                         self.tree.count(id).unwrap_or(hdr.entries)
                     });
                     for (key, value) in records {
+                        let (value, run) = match run_at.peek() {
+                            Some((page, _, v)) if v.0 == id && v.1 == key => {
+                                let r = (Some(&v.2[..]), *page);
+                                run_at.next();
+                                r
+                            }
+                            _ => (value, 0),
+                        };
                         // A put of a key the overlay does not have is counted as new without
                         // looking in the tree, and marked, as a blind write of a live commit is
                         // (`Overlay::blind_in_tree` corrects the count when it is asked for): a
@@ -352,7 +489,7 @@ impl<'t> Replay<'t> {
                             (true, None) => *n = n.saturating_sub(1),
                             _ => {}
                         }
-                        writes.push((id, key, value, blind));
+                        writes.push((id, key, value, blind, run));
                     }
                 }
                 overlay.insert_marked(rec_txn, writes.drain(..));
@@ -363,7 +500,13 @@ impl<'t> Replay<'t> {
             }
             Ok(())
         };
-        apply()
+        let applied = apply();
+        if let Some((stop, _)) = self.stopped {
+            for rec in records.iter().filter(|r| r.position >= stop) {
+                self.note_later(rec);
+            }
+        }
+        applied
     }
 }
 
@@ -380,6 +523,14 @@ impl ReadBack for Replay<'_> {
         self.flush()
     }
 
+    fn run_check(&self) -> Option<super::log::RunCheck> {
+        let data = self.data.clone()?;
+        let page_bytes = crate::pager::PageSource::page_bytes(&*self.tree.snap);
+        Some(Arc::new(move |rec: &Record| {
+            runs_check_out(&*data, page_bytes, rec)
+        }))
+    }
+
     fn record(&mut self, rec: Record) -> Result<()> {
         if rec.kind == KIND_MARK && rec.txn > self.start {
             // A commit that wrote its pages: its writes are in a newer tree, not in the log.
@@ -394,7 +545,11 @@ impl ReadBack for Replay<'_> {
                 ),
             });
         }
-        if rec.kind != KIND_COMMIT || self.stopped.is_some() {
+        if self.stopped.is_some() {
+            self.note_later(&rec);
+            return Ok(());
+        }
+        if rec.kind != KIND_COMMIT {
             return Ok(());
         }
         self.chunk.push(rec);
@@ -423,6 +578,8 @@ pub(crate) struct Follower {
     /// What the log must reach when it is read back whole with no writer publishing, set by
     /// an open alone with the database (`Log::read_records_into`).
     pub(crate) expect: Option<super::log::Expect>,
+    /// The data file, which the runs records name are read from (`Replay::with_data`).
+    pub(crate) data: Option<Arc<dyn Storage>>,
 }
 
 impl Follower {
@@ -434,6 +591,7 @@ impl Follower {
             applied: 0,
             stuck: None,
             expect: None,
+            data: None,
         }
     }
 
@@ -471,6 +629,9 @@ impl Follower {
             });
         }
         let mut replay = Replay::new(base);
+        if let Some(data) = &self.data {
+            replay = replay.with_data(data.clone());
+        }
         let end = match to {
             Some(to) if to <= from => {
                 self.applied = from;

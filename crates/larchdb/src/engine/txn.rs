@@ -165,7 +165,17 @@ impl<'db> Txn<'db> {
                 .map_or(disk.last_durable_txn, |s| s.txn());
             let base = self.base.snap.clone();
             let txn = self.base.txn() + 1;
-            let pages = WritePages::new(base, txn, pinned, carry, btree::check_node);
+            let mut pages = WritePages::new(base, txn, pinned, carry, btree::check_node);
+            if self.shared.log.is_some() {
+                // Runs it frees wait for a checkpoint whose position is past the log's end
+                // (`WritePages::defer_runs`); it frees none deferred before. Its meta page
+                // names the pages reserved for large values (`commit::runs`).
+                pages.defer_runs(0, self.shared.named_runs.clone());
+                // Its commit frees the leftovers, the reservations a closing handle gave up
+                // (`RunSpace::close`) among them, and may take a reservation (`runs::reserve`).
+                let (pending, tail) = self.shared.runs_named();
+                pages.name_reserved(pending, tail);
+            }
             self.pages = Some(Box::new(pages));
         }
         self.pages.as_deref_mut().ok_or(Error::TxnFailed)
@@ -242,7 +252,17 @@ impl<'db> Txn<'db> {
                 let txn = t.base.txn();
                 let pages = t.pages.as_deref_mut().ok_or(Error::TxnFailed)?;
                 let scratch = &mut t.guard.scratch;
+                // The runs of versions a newer one replaced in an overlay, as a checkpoint's
+                // merge frees them (`checkpoint::replaced_runs`), looked up in the tree before
+                // the merge changes its cells.
+                let mut replaced = Vec::new();
+                for slice in o.slices() {
+                    replaced.extend(checkpoint::replaced_runs(pages, t.catalog, &slice.overlay)?);
+                }
                 t.catalog = checkpoint::merge_records(pages, scratch, t.catalog, &o.all(txn))?;
+                for (run, n) in replaced {
+                    pages.free_run(run, n)?;
+                }
             }
             let names = catalog::list(t.source(), t.catalog)?;
             let name = |table: u64| -> Result<&str> {

@@ -311,6 +311,43 @@ impl Frames {
         self.set(id, n, EMPTY);
     }
 
+    /// Pages `[id, id + n)` were just written to the file by a thread beside the write
+    /// transaction (the committer's runs, docs/design/large-values.md), while a checkpoint
+    /// may be writing other frames: whatever their frames hold is stale, and a reader loads
+    /// them from the file. Unlike `forget_page` this marks no chunk as written (the count's
+    /// parity and `touched` belong to the write transaction): under `moving`, each chunk's
+    /// count moves on by two, so that a copy the keeper made across the write is thrown away,
+    /// and the pages are set empty. Requires: no snapshot reaches them.
+    pub(crate) fn forget_written_apart(&self, id: u64, n: u64) {
+        let end = id.saturating_add(n).min(self.pages);
+        if id >= end {
+            return;
+        }
+        let cp = self.chunk_pages();
+        self.lock_moving();
+        for c in id / cp..=(end - 1) / cp {
+            self.chunk_writes[c as usize].fetch_add(2, Ordering::Release);
+        }
+        for p in id..end {
+            let state = &self.state[p as usize];
+            // A reader's load under way (the keeper claims pages only under `moving`, held
+            // here) read the file before or during the write: waited for, then thrown away.
+            let mut now = state.load(Ordering::Acquire);
+            loop {
+                if now == LOADING {
+                    std::thread::yield_now();
+                    now = state.load(Ordering::Acquire);
+                    continue;
+                }
+                match state.compare_exchange_weak(now, EMPTY, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => break,
+                    Err(seen) => now = seen,
+                }
+            }
+        }
+        self.moving.store(false, Ordering::Release);
+    }
+
     /// Sets the state of pages `[id, id + n)` (those within the frames) for the writer,
     /// after any load of them under way: the keeper loads free pages too (`warm`), and its
     /// copy must not land on bytes the writer wrote. With `to` `LOADING` (a claim), a page
@@ -1044,6 +1081,42 @@ mod tests {
         let mut stage = None;
         assert_eq!(f.move_to_huge_page(1, &mut stage).unwrap(), Moved::Yes);
         assert_eq!(f.bytes(600, 1).unwrap()[0], 6);
+    }
+
+    #[test]
+    fn a_page_written_beside_the_transaction_is_read_from_the_file_and_marks_no_chunk() {
+        let page = 4096;
+        let (_d, s) = storage_with(&[1, 2, 3], page);
+        let f = Frames::new(s.clone(), page, HUGE_BYTES as u64).unwrap();
+        // The keeper read page 2 in while it was free; the committer writes a run there
+        // while a checkpoint's transaction writes page 1 of the same chunk.
+        f.warm(0).unwrap();
+        assert!(f.is_ready(2));
+        f.forget_page(1, 1);
+        let marked = f.chunk_count(0);
+        assert_eq!(marked & 1, 1);
+        s.write_at(&[9u8; 4096], 2 * page as u64).unwrap();
+        f.forget_written_apart(2, 1);
+        // Still the transaction's: odd, and its end makes it even.
+        assert_eq!(f.chunk_count(0), marked + 2);
+        assert!(!f.is_ready(2));
+        assert_eq!(f.bytes(2, 1).unwrap()[..4096], [9u8; 4096]);
+        f.written();
+        assert_eq!(f.chunk_count(0) & 1, 0);
+        // Such a write moves the count on and keeps it even: a copy the keeper made across
+        // it fails the check under `moving`, and one made after it moves in with the page as
+        // the file holds it.
+        let mut stage = None;
+        let seen = f.chunk_count(0);
+        s.write_at(&[10u8; 4096], 3 * page as u64).unwrap();
+        f.forget_written_apart(3, 1);
+        assert_ne!(f.chunk_count(0), seen);
+        assert_eq!(f.chunk_count(0) & 1, 0);
+        match f.move_to_huge_page(0, &mut stage) {
+            Ok(moved) => assert_eq!(moved, Moved::Yes),
+            Err(_) => return,
+        }
+        assert_eq!(f.bytes(3, 1).unwrap()[..4096], [10u8; 4096]);
     }
 
     #[test]

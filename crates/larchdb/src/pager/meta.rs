@@ -11,7 +11,8 @@ use crate::layout::meta::{
     END as META_END, FLAGS_AT as M_FLAGS, FLAG_DURABLE, FLAG_LOG,
     FREELIST_HEAD_AT as M_FREELIST_HEAD, FREELIST_PAGES_AT as M_FREELIST_PAGES,
     LAST_DURABLE_AT as M_LAST_DURABLE, LOG_POSITION_AT as M_LOG_POSITION, MAGIC_AT as M_MAGIC,
-    PAGE_BYTES_AT as M_PAGE_BYTES, PAGE_COUNT_AT as M_PAGE_COUNT, VERSION_AT as M_VERSION,
+    PAGE_BYTES_AT as M_PAGE_BYTES, PAGE_COUNT_AT as M_PAGE_COUNT, RESERVE_AT as M_RESERVE,
+    RESERVE_TAIL_AT as M_RESERVE_TAIL, VERSION_AT as M_VERSION,
 };
 use crate::layout::{header, kind, table_header, META_SLOTS};
 use crate::limits::{
@@ -24,8 +25,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"LARCHDB\0";
 /// come before records of commits the tree holds (a checkpoint by slices keeps the log from
 /// the oldest record a slice still needs), and replay applies every commit record from it;
 /// format 3 is read the same (its position has none). Format 2 (no log position) is read as
-/// a commit with no log.
-pub(crate) const FORMAT_VERSION: u32 = 4;
+/// a commit with no log. Format 5: the pages reserved for large values written at their
+/// commits (`Meta::reserve`, `Meta::reserve_tail`); formats 3 and 4 are read with none.
+pub(crate) const FORMAT_VERSION: u32 = 5;
 /// Checksum algorithm id: 1 = CRC-32C (Castagnoli).
 const CHECKSUM_CRC32C: u8 = 1;
 
@@ -108,6 +110,12 @@ pub(crate) struct Meta {
     pub(crate) log: bool,
     /// The log position this commit covers everything before (its checkpoint position).
     pub(crate) log_position: u64,
+    /// Pages (first, count) reserved for the runs commits after this one write large values
+    /// into, and the part of the reservation before it they may still have written into:
+    /// neither free nor in the tree; an open frees the pages no record it replays names
+    /// (docs/design/large-values.md). (0, 0) for none.
+    pub(crate) reserve: (u64, u64),
+    pub(crate) reserve_tail: (u64, u64),
 }
 
 /// Why a meta slot could not be used.
@@ -142,6 +150,10 @@ impl Meta {
         put_u64(&mut p, M_LAST_DURABLE, self.last_durable_txn);
         p[M_BOOT_ID..M_BOOT_ID + 16].copy_from_slice(&self.boot_id);
         put_u64(&mut p, M_LOG_POSITION, self.log_position);
+        put_u64(&mut p, M_RESERVE, self.reserve.0);
+        put_u64(&mut p, M_RESERVE + 8, self.reserve.1);
+        put_u64(&mut p, M_RESERVE_TAIL, self.reserve_tail.0);
+        put_u64(&mut p, M_RESERVE_TAIL + 8, self.reserve_tail.1);
         seal_page(&mut p, slot, self.txn);
         p
     }
@@ -211,6 +223,8 @@ impl Meta {
             } else {
                 0
             },
+            reserve: extent_at(p, M_RESERVE),
+            reserve_tail: extent_at(p, M_RESERVE_TAIL),
         };
         let pc = meta.page_count;
         let in_range = |id: u64| id == 0 || (id >= META_SLOTS && id < pc);
@@ -221,11 +235,30 @@ impl Meta {
             || meta.freelist_head.txn > meta.txn
             || meta.freelist_pages > pc
             || meta.last_durable_txn > meta.txn
+            || !extent_in(meta.reserve, pc)
+            || !extent_in(meta.reserve_tail, pc)
         {
             return Err(MetaDefect::Damaged("meta fields out of range".into()));
         }
         Ok(meta)
     }
+}
+
+/// The extent (first page, pages) at `at` of meta page `p`, where its format has one.
+fn extent_at(p: &[u8], at: usize) -> (u64, u64) {
+    if crate::layout::meta::end(p) >= at + 16 {
+        (get_u64(p, at), get_u64(p, at + 8))
+    } else {
+        (0, 0)
+    }
+}
+
+/// Whether the extent `e` is none, or pages of the file that are not meta pages.
+fn extent_in((start, pages): (u64, u64), page_count: u64) -> bool {
+    (start, pages) == (0, 0)
+        || (start >= META_SLOTS
+            && pages > 0
+            && start.checked_add(pages).is_some_and(|e| e <= page_count))
 }
 
 #[cfg(test)]
@@ -249,6 +282,8 @@ mod tests {
             boot_id: [9; 16],
             log: true,
             log_position: 1 << 40,
+            reserve: (5, 2),
+            reserve_tail: (8, 1),
         }
     }
 

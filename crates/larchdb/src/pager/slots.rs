@@ -28,6 +28,8 @@ pub(crate) fn create(
         boot_id: boot_id.unwrap_or([0; 16]),
         log: false,
         log_position: 0,
+        reserve: (0, 0),
+        reserve_tail: (0, 0),
     };
     // Both slot pages in full (zero beyond the meta fields), then the fields.
     storage.write_at(&vec![0u8; 2 * page_bytes as usize], 0)?;

@@ -50,6 +50,20 @@ impl Snapshot {
     }
 
     fn bytes(&self, id: u64, pages: u64) -> Result<&[u8]> {
+        self.bytes_by(id, pages, self.meta.txn)
+    }
+
+    /// The overflow run `r` refers to, written by a commit after this tree's (`r.txn`): a
+    /// logged commit's run of a large value that a page commit's merge put in the tree it
+    /// builds on this one (docs/design/large-values.md). Checked like any page, against that
+    /// commit instead of this tree's.
+    pub(crate) fn run_after(&self, r: PageRef, pages: u64) -> Result<&[u8]> {
+        let p = self.bytes_by(r.id, pages, r.txn)?;
+        r.check(p)?;
+        Ok(p)
+    }
+
+    fn bytes_by(&self, id: u64, pages: u64, newest: u64) -> Result<&[u8]> {
         let end = id
             .checked_add(pages)
             .ok_or_else(|| Error::corrupted(id, "page id overflow"))?;
@@ -66,7 +80,7 @@ impl Snapshot {
         if self.verify_checksums && !checksum_ok(p) {
             return Err(Error::corrupted(id, "checksum mismatch"));
         }
-        check_header(p, id, self.meta.txn)?;
+        check_header(p, id, newest)?;
         Ok(p)
     }
 

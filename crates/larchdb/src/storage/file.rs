@@ -204,6 +204,12 @@ impl Storage for FileStorage {
             .map_err(|e| self.context("write", e))
     }
 
+    fn write_apart(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| self.context("write", e))
+    }
+
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {
         self.drain()?;
         self.write_vectored(bufs, offset)

@@ -38,6 +38,13 @@ pub trait Storage: Send + Sync + 'static {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// Writes all of `buf` at `offset`, growing the storage if needed.
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+
+    /// `write_at` of bytes no write behind (`write_behind`) is under way to: it need not
+    /// wait for those (`drain`). A large value's run, written by its committer into pages
+    /// reserved for it (docs/design/large-values.md).
+    fn write_apart(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.write_at(buf, offset)
+    }
     /// Writes `bufs`, one after the other, from `offset`: one `write_at` of their
     /// concatenation, without gathering them first where the backend can (`pwritev`).
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> io::Result<()> {

@@ -80,6 +80,11 @@ impl ReadTxn {
         &self.snap.snap
     }
 
+    /// The snapshot with its overlays.
+    pub(crate) fn published(&self) -> &Published {
+        &self.snap
+    }
+
     /// Moves this transaction to the newest committed snapshot, like LMDB's
     /// `mdb_txn_reset` + `mdb_txn_renew`. Costs two atomic loads when nothing was committed
     /// since, or when the commits since went through the log into the overlay this

@@ -105,6 +105,23 @@ pub(crate) fn commit_logged(
     for (table, key, ..) in guard.batch.iter().take(PREFETCH_WRITES) {
         overlay.prefetch_slot(table, key);
     }
+    // Values too large for a leaf go into runs of their own where there is room
+    // (`runs::write_runs`): not for a commit that must be durable now, whose group's one sync
+    // would become two (docs/design/large-values.md).
+    // The runs this commit writes, and only those, are what a failure below gives back
+    // (`runs::runs_unused`): an earlier commit's are named by its record.
+    guard.run_pages.clear();
+    if !immediate && log.runs_allowed() {
+        match super::runs::write_runs(shared, guard, base, txn) {
+            // Marked before the record is appended: a sync that takes it syncs them first.
+            Ok(true) => log.runs_written(log.end()),
+            Ok(false) => {}
+            Err(e) => {
+                guard.poisoned = true;
+                return Err(e);
+            }
+        }
+    }
     let pending_none = guard.pending.is_none();
     let WriterState {
         batch,
@@ -114,14 +131,19 @@ pub(crate) fn commit_logged(
         pack_next,
         ..
     } = &mut *guard;
-    batch.encode(
+    let encoded = batch.encode(
         |id| {
             base.catalog
                 .name(&base.snap, id)?
                 .ok_or_else(|| Error::Internal(format!("no table numbered {id}")))
         },
         record,
-    )?;
+    );
+    if let Err(e) = encoded {
+        // No record names the runs written for it.
+        super::runs::runs_unused(shared, guard);
+        return Err(e);
+    }
     // Appends at a table's end are merged by cheap sequential checkpoints that keep up with
     // the log: packing them would cost the writer's CPU and give the room nothing back (a
     // one-put `fillseq` of 1 KB values lost 28%). Nor is a record packed while the log's room
@@ -161,9 +183,17 @@ pub(crate) fn commit_logged(
             guard.poisoned = true;
             return Err(e);
         }
-        // The log file could not grow (a full disk): this commit fails, nothing was written.
-        Err(AppendFailed::NoRoom(NoRoom::Grow(e))) => return Err(e),
-        Err(AppendFailed::NoRoom(NoRoom::Full | NoRoom::TooLarge)) => return Ok(None),
+        // The log file could not grow (a full disk): this commit fails, nothing was written,
+        // and no record names the runs written for it.
+        Err(AppendFailed::NoRoom(NoRoom::Grow(e))) => {
+            super::runs::runs_unused(shared, guard);
+            return Err(e);
+        }
+        Err(AppendFailed::NoRoom(NoRoom::Full | NoRoom::TooLarge)) => {
+            // The batch goes to pages with its values: no record names the runs written.
+            super::runs::runs_unused(shared, guard);
+            return Ok(None);
+        }
     };
     if packs {
         Counters::add(&shared.counters.packed_commits);

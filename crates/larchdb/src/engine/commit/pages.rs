@@ -29,7 +29,30 @@ pub(crate) fn commit(
     if let Err(e) = pending {
         return Err(fail_commit(disk, poisoned, pages, e, true));
     }
-    let written = write_commit(shared, disk, poisoned, pages, catalog, durability, log_at)?;
+    // Large values go to runs from reservations that checkpoints take, and so does a commit
+    // of pages (a checkpoint on the writer's thread, `checkpoint_thread(false)`, or a
+    // transaction that writes pages): `runs::reserve`.
+    let mut pages = pages;
+    let (pending, tail) = shared.runs_named();
+    let named = ((pending.1 > 0).then_some(pending), tail);
+    let (reserved, freed) = match runs::reserve(shared, &mut pages, named) {
+        Ok(r) => r,
+        Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
+    };
+    let txn = pages.txn;
+    let written = match write_commit(shared, disk, poisoned, pages, catalog, durability, log_at) {
+        Ok(w) => w,
+        Err(e) => {
+            runs::keep_leftovers(shared, freed);
+            return Err(e);
+        }
+    };
+    if let Some((start, n)) = reserved {
+        let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
+        space.offer(txn, start, n);
+        // A durable commit: the writer moves to it now (`write_commit` promoted before).
+        space.promote(disk.last_durable_txn);
+    }
     if shared.log.is_some() {
         // Everything in the log before the checkpoint's position is in the tree now; the log
         // is released up to it once the checkpoint is durable (a power loss returns to the
@@ -79,6 +102,14 @@ pub(crate) fn write_commit(
     durability: Durability,
     log_at: LogAt<'_>,
 ) -> Result<Written> {
+    // A meta page that names the log's end, or the position past this commit's own record
+    // or mark (a commit of pages applied the overlays' records first), holds every commit
+    // before it: a replay from it reads only later ones, and the overflow runs deferred that
+    // earlier commits wrote are freed by this one (`WritePages::defer_runs`).
+    if matches!(log_at, LogAt::End | LogAt::Append { .. } | LogAt::Mark) {
+        let horizon = pages.txn + 1;
+        pages.defer_horizon(horizon);
+    }
     let meta = match pages.prepare_commit(catalog) {
         Ok(m) => m,
         Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
@@ -154,6 +185,7 @@ pub(crate) fn write_commit(
     if sync {
         disk.durable_slot = slot;
         disk.last_durable_txn = meta.txn;
+        shared.runs_durable(meta.txn);
         disk.unsynced = None;
     } else {
         disk.unsynced = Some((meta, slot));
@@ -401,17 +433,27 @@ pub(super) fn snapshot_of(
 pub(super) fn fail_commit(
     disk: &mut Disk,
     poisoned: &mut bool,
-    pages: WritePages,
+    mut pages: WritePages,
     e: Error,
     poison: bool,
 ) -> Error {
     let base = pages.base.clone();
+    let (mut deferred, own) = pages.take_deferred();
     let mut carry = pages.finish();
     carry.chain = None;
+    // The overflow runs deferred are in no free set on the file: kept (`FreeSet::defer`),
+    // but for those this transaction deferred, which its base tree references still.
+    deferred.extend(carry.free.take_deferred());
+    if !own.is_empty() {
+        let own: std::collections::HashSet<(u64, u64)> =
+            own.iter().map(|r| (r.start, r.born)).collect();
+        deferred.retain(|r| !own.contains(&(r.start, r.born)));
+    }
     match base.load_free_set() {
         Ok(free) => carry.free = free,
         Err(_) => *poisoned = true,
     }
+    carry.free.defer(deferred);
     disk.carry = Some(carry);
     if poison {
         *poisoned = true;

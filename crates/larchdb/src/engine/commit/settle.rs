@@ -173,8 +173,10 @@ fn write_back_paced(
 /// poisons the handle (fail-stop, as every failed sync). Requires: that checkpoint is
 /// published (`settle_keeping_log` otherwise).
 pub(crate) fn settle(shared: &Shared, disk: &mut Disk, poisoned: &mut bool) -> Result<()> {
-    if let (Some(position), Some(log)) = (settle_keeping_log(disk, poisoned)?, shared.log.as_ref())
-    {
+    if let (Some(position), Some(log)) = (
+        settle_keeping_log(shared, disk, poisoned)?,
+        shared.log.as_ref(),
+    ) {
         log.release_to(position);
     }
     Ok(())
@@ -182,7 +184,11 @@ pub(crate) fn settle(shared: &Shared, disk: &mut Disk, poisoned: &mut bool) -> R
 
 /// `settle`, for a checkpoint not published yet: returns the log position to release once it
 /// is (`Written::release_after`).
-pub(crate) fn settle_keeping_log(disk: &mut Disk, poisoned: &mut bool) -> Result<Option<u64>> {
+pub(crate) fn settle_keeping_log(
+    shared: &Shared,
+    disk: &mut Disk,
+    poisoned: &mut bool,
+) -> Result<Option<u64>> {
     let Some(mut s) = disk.settling.take() else {
         return Ok(None);
     };
@@ -195,6 +201,7 @@ pub(crate) fn settle_keeping_log(disk: &mut Disk, poisoned: &mut bool) -> Result
     };
     disk.durable_slot = s.slot;
     disk.last_durable_txn = meta.txn;
+    shared.runs_durable(meta.txn);
     if disk.unsynced.is_some_and(|(m, _)| m.txn <= meta.txn) {
         disk.unsynced = None;
     }
@@ -257,6 +264,7 @@ pub(crate) fn settle_marks(shared: &Shared, guard: &mut WriterState) -> Result<(
     };
     disk.durable_slot = slot;
     disk.last_durable_txn = meta.txn;
+    shared.runs_durable(meta.txn);
     disk.unsynced = None;
     *marked = None;
     if let Some(log) = shared.log.as_ref() {

@@ -172,8 +172,18 @@ impl Log {
     /// Why reading back to `self.end` from the checkpoint's position `from` stopped short of
     /// what the log was known to hold (`Reopen`), if it did: a record past the end says the
     /// log was synced past it, the lock file does, a segment says a durable checkpoint newer
-    /// than `from` released the log's room, or a newer meta page names a later commit.
-    pub(super) fn shortfall(&self, from: u64, tree_txn: u64, expect: Expect) -> Option<Shortfall> {
+    /// than `from` released the log's room, a newer meta page names a later commit, or the
+    /// end is a record whose runs do not check out while the machine has not `restarted`
+    /// since the log was written: a run is written before its record is appended, so on the
+    /// same boot (the page cache kept both) a run that does not hold what its record says is
+    /// damage, not a write that never reached the device.
+    pub(super) fn shortfall(
+        &self,
+        from: u64,
+        tree_txn: u64,
+        expect: Expect,
+        restarted: bool,
+    ) -> Option<Shortfall> {
         let end = self.end;
         let last_txn = self.read_txn.max(tree_txn);
         let b = &self.past_end;
@@ -202,6 +212,13 @@ impl Log {
                 "the log's records end at position {end}, and the lock file says the log was \
                  synced to {} (the log was cut short, or its last records are damaged)",
                 expect.synced_to
+            ));
+        }
+        if self.ended_at_run && !restarted {
+            reasons.push(format!(
+                "the record at position {end} names a run of the data file that does not hold \
+                 what it says, and the machine has not restarted since it was written (the run \
+                 is damaged)"
             ));
         }
         if b.released > from {

@@ -64,6 +64,13 @@ pub(crate) struct GroupLog {
     failed: std::sync::atomic::AtomicBool,
     /// `Log::packed_allowed`, fixed by the file's version: read without the lock.
     packed_allowed: bool,
+    /// `Log::runs_allowed`, likewise.
+    runs_allowed: bool,
+    /// The data file, synced before a sync of the log that makes durable a record naming a
+    /// run written since its last sync (`runs_written`; docs/design/large-values.md).
+    data: std::sync::OnceLock<Arc<dyn Storage>>,
+    /// Where the first record naming such a run may be, or `u64::MAX` for none.
+    runs_from: std::sync::atomic::AtomicU64,
 }
 
 pub(super) struct GroupState {
@@ -88,8 +95,10 @@ impl GroupLog {
         let synced = log.synced;
         let failed = log.failed;
         let packed_allowed = log.packed_allowed;
+        let runs_allowed = log.runs_allowed;
         GroupLog {
             packed_allowed,
+            runs_allowed,
             state: std::sync::Mutex::new(GroupState {
                 log,
                 leading: false,
@@ -100,6 +109,43 @@ impl GroupLog {
             flushed: std::sync::Condvar::new(),
             durable_end: std::sync::atomic::AtomicU64::new(synced),
             failed: std::sync::atomic::AtomicBool::new(failed),
+            data: std::sync::OnceLock::new(),
+            runs_from: std::sync::atomic::AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// The data file the runs of large values are written to (`runs_written`).
+    pub(crate) fn set_data(&self, data: Arc<dyn Storage>) {
+        let _ = self.data.set(data);
+    }
+
+    /// Whether the log's version has records that name runs (`OP_PUT_RUN`).
+    pub(crate) fn runs_allowed(&self) -> bool {
+        self.runs_allowed && self.data.get().is_some()
+    }
+
+    /// A committer wrote runs its record, appended at or after `position`, names: the data
+    /// file is synced before any sync of the log past it.
+    pub(crate) fn runs_written(&self, position: u64) {
+        self.runs_from
+            .fetch_min(position, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// Syncs the data file if a record before `end` names a run written since its last sync.
+    /// Called by the log's sync after it took the bytes up to `end`: a committer marks its
+    /// runs before it appends the record that names them.
+    fn sync_runs_before(&self, end: u64) -> Result<()> {
+        use std::sync::atomic::Ordering::AcqRel;
+        let from = self.runs_from.swap(u64::MAX, AcqRel);
+        if from >= end {
+            self.runs_from.fetch_min(from, AcqRel);
+            return Ok(());
+        }
+        match self.data.get() {
+            Some(data) => data.sync().map_err(Error::from_io).inspect_err(|_| {
+                self.runs_from.fetch_min(from, AcqRel);
+            }),
+            None => Ok(()),
         }
     }
 
@@ -201,7 +247,9 @@ impl GroupLog {
             let sink = st.log.sink.clone();
             st.writing = true;
             drop(st);
-            let written = sink.write(&flush, false);
+            // The runs the records taken name, on the device before the records are.
+            let runs_synced = self.sync_runs_before(flush.end);
+            let written = runs_synced.and_then(|()| sink.write(&flush, false));
             // The bytes are in the file (or failed): a `write` waiting for them may go on
             // while this leader syncs.
             st = self.lock();

@@ -44,7 +44,7 @@ pub(crate) use self::evidence::{Beyond, Expect, Shortfall};
 pub(crate) use self::file::Spawn;
 pub(crate) use self::group::{AppendFailed, GroupLog, Pressure};
 pub(crate) use self::open::Reopen;
-pub(crate) use self::read::ReadBack;
+pub(crate) use self::read::{ReadBack, RunCheck};
 pub(crate) use self::ring::{overlay_bytes, RESERVE_CHECKPOINTS};
 use self::{append::*, file::*, read::*};
 
@@ -213,6 +213,11 @@ pub(crate) struct Log {
     /// The file's version allows packed commits (`KIND_PACKED`; an older build would read one
     /// as the end of the log).
     packed_allowed: bool,
+    /// The file's version allows commit records that name runs (`OP_PUT_RUN`; an older build
+    /// would read one as damage).
+    pub(crate) runs_allowed: bool,
+    /// Asked of each commit record read back (`read::RunCheck`).
+    pub(crate) run_check: Option<read::RunCheck>,
     /// Reading back ends at a mark of a commit newer than this (the tree the records are
     /// replayed onto, for an open; `None`: marks are handed over like commits).
     marks_after: Option<u64>,
@@ -238,6 +243,8 @@ pub(crate) struct Log {
     past_end: Beyond,
     /// Reading back ended at a mark of a commit newer than the tree (`KIND_MARK`).
     ended_at_mark: bool,
+    /// Reading back ended at a commit record whose runs do not check out (`run_check`).
+    ended_at_run: bool,
     /// Reading back gives up what it cannot reach instead of failing (`Reopen::recover`).
     recovering: bool,
     /// The end the last writer handed the file over at (`Reopen::handed_at`): reading back
@@ -332,6 +339,7 @@ impl Log {
             read_txn: 0,
             past_end: Beyond::default(),
             ended_at_mark: false,
+            ended_at_run: false,
             recovering: false,
             handed_at: None,
             ring: segments,
@@ -341,6 +349,8 @@ impl Log {
             jumps_allowed: version > FILE_VERSION_NO_JUMPS,
             marks_allowed: version > FILE_VERSION_NO_MARKS,
             packed_allowed: version > FILE_VERSION_NO_PACKED,
+            runs_allowed: version > FILE_VERSION_NO_RUNS,
+            run_check: None,
             marks_after: None,
             jump_flush: Vec::new(),
             end,

@@ -90,7 +90,7 @@ impl Log {
             into,
         )?;
         into.done()?;
-        let short = log.shortfall(from, reopen.tree_txn, reopen.expect);
+        let short = log.shortfall(from, reopen.tree_txn, reopen.expect, reopen.restarted);
         if let Some(short) = &short {
             if !reopen.recover {
                 return Err(short.refusal());
@@ -119,8 +119,10 @@ impl Log {
         handed_at: Option<u64>,
         into: &mut dyn ReadBack,
     ) -> Result<Log> {
+        let run_check = into.run_check();
         let read = |storage: Arc<dyn Storage>, into: &mut dyn ReadBack| -> Result<Log> {
             let mut log = Log::at(storage, from, mapped)?;
+            log.run_check = run_check.clone();
             log.marks_after = marks_after;
             log.recovering = recovering;
             log.handed_at = handed_at;

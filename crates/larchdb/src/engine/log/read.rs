@@ -14,6 +14,11 @@ pub(crate) trait ReadBack {
     fn expect(&mut self, _bytes: u64) {}
     /// The next record (a commit; pads are not handed over). An error stops the reading.
     fn record(&mut self, rec: Record) -> Result<()>;
+    /// What the reader asks of each commit record before it is handed over
+    /// (`Log::run_check`): `None`, nothing.
+    fn run_check(&self) -> Option<RunCheck> {
+        None
+    }
     /// Every record has been handed over, and the log read back whole: whatever is held is
     /// to be dealt with now, before an open closes the log's tail (an error fails the open
     /// with nothing written).
@@ -21,6 +26,13 @@ pub(crate) trait ReadBack {
         Ok(())
     }
 }
+
+/// Whether the runs of the data file a commit record names hold what it says
+/// (docs/design/large-values.md): a record whose runs do not is where reading back ends, as
+/// a record that does not check out is. The log is synced only after the data file, so such
+/// a record was never durable, unless a later one says the log was synced past it: then it
+/// is damage (`read_back`).
+pub(crate) type RunCheck = Arc<dyn Fn(&Record) -> bool + Send + Sync>;
 
 /// Records the thread that reads the log back hands to the one that consumes them at a time
 /// (`Log::read_beside`), and the batches it may be ahead by: a few thousand records, far
@@ -104,7 +116,7 @@ impl Log {
         into.done()?;
         if let Some(expect) = expect {
             let tree_txn = marks_after.unwrap_or(0);
-            if let Some(short) = log.shortfall(from, tree_txn, expect) {
+            if let Some(short) = log.shortfall(from, tree_txn, expect, true) {
                 return Err(short.refusal());
             }
         }
@@ -366,6 +378,14 @@ impl Log {
                         }
                         pos = next;
                     } else {
+                        if let Some(check) = &self.run_check {
+                            if !check(&rec) {
+                                // Its runs never reached the device: the log ends here
+                                // (unless on the same boot as their write: `shortfall`).
+                                self.ended_at_run = true;
+                                break;
+                            }
+                        }
                         pos += size;
                         self.read_txn = self.read_txn.max(rec.txn);
                         into.record(rec)?;

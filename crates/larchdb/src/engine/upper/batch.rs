@@ -2,7 +2,7 @@
 //! private, until the commit appends them to the log and inserts them into the overlay. An
 //! aborted transaction never touches either.
 
-use super::overlay::{key_hash, Visible};
+use super::overlay::{key_hash, Inserted, Visible};
 use crate::bytes::get_u32;
 use crate::error::{Error, Result};
 use std::cell::{Cell, Ref, RefCell};
@@ -99,6 +99,9 @@ pub(crate) struct Write {
     value_at: u64,
     /// `DELETED` for a deletion.
     value_len: u32,
+    /// The page id of the run the commit wrote the value into (`Batch::set_run`), or 0: the
+    /// value goes into the log (docs/design/large-values.md).
+    run: u64,
     /// `Some` if a blind write (`WriteTable::set`) counted the key as new when neither this
     /// transaction nor the overlay had it: then whether the tree has it, once looked up
     /// (`WriteTable::len`).
@@ -144,6 +147,10 @@ pub(crate) struct Batch {
 /// Record operations in a log record's body.
 const OP_PUT: u8 = 1;
 const OP_DELETE: u8 = 2;
+/// From log version 5: a put whose value the commit wrote into a run of the data file; the
+/// record carries the value's length and the run's page id instead of the value (its txn
+/// is the record's: docs/design/large-values.md).
+const OP_PUT_RUN: u8 = 3;
 
 impl Batch {
     /// Forgets every write. The buffers keep their capacity for the next transaction, up to
@@ -332,6 +339,7 @@ impl Batch {
             let w = &mut self.writes[i];
             w.value_at = value_at;
             w.value_len = value_len;
+            w.run = 0;
             return;
         }
         let in_order = self.in_order() && self.past_last(table, key);
@@ -375,6 +383,7 @@ impl Batch {
             key_len: key.len() as u32,
             value_at: value.0,
             value_len: value.1,
+            run: 0,
             blind: blind.then(|| Cell::new(None)),
             hash: 0,
         });
@@ -433,11 +442,44 @@ impl Batch {
     }
 
     /// Every write in the order of the keys' first writes: table, key, value (`None`: a
-    /// deletion), and whether a blind write counted the key as new.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &[u8], Option<&[u8]>, bool)> {
-        self.writes
-            .iter()
-            .map(|w| (w.table, self.key(w), self.value(w), w.blind.is_some()))
+    /// deletion), whether a blind write counted the key as new, and the page id of the run
+    /// the commit wrote the value into (0: none).
+    pub(crate) fn iter(&self) -> impl Iterator<Item = Inserted<'_>> {
+        self.writes.iter().map(|w| {
+            (
+                w.table,
+                self.key(w),
+                self.value(w),
+                w.blind.is_some(),
+                w.run,
+            )
+        })
+    }
+
+    /// The puts whose values the commit may write into runs of their own (`Batch::set_run`):
+    /// (write, key, value) for each value of more than `min` bytes.
+    pub(crate) fn large_values(&self, min: usize) -> impl Iterator<Item = (usize, &[u8], &[u8])> {
+        self.writes.iter().enumerate().filter_map(move |(i, w)| {
+            let v = self.value(w)?;
+            (v.len() > min).then(|| (i, self.key(w), v))
+        })
+    }
+
+    /// Write `i`'s value (`None`: a deletion, or no such write).
+    pub(crate) fn value_of(&self, i: usize) -> Option<&[u8]> {
+        self.value(self.writes.get(i)?)
+    }
+
+    /// Notes that write `i`'s value is in the run at page `run` (0: in the log after all).
+    pub(crate) fn set_run(&mut self, i: usize, run: u64) {
+        self.writes[i].run = run;
+    }
+
+    /// Forgets the runs of the writes' values: they go into the log or the pages after all.
+    pub(crate) fn clear_runs(&mut self) {
+        for w in &mut self.writes {
+            w.run = 0;
+        }
     }
 
     /// The tables written, ascending, each with its writes ascending by key: while the writes
@@ -497,13 +539,16 @@ impl Batch {
             let grouped = self.by_table();
             out.extend_from_slice(&(grouped.len() as u32).to_le_bytes());
             for (table, writes) in &grouped {
-                encode_table(name(*table)?, writes.iter(), out);
+                encode_table(name(*table)?, writes.iter_runs(), out);
             }
             return Ok(());
         }
         out.extend_from_slice(&u32::from(first.is_some()).to_le_bytes());
         if let Some(table) = first {
-            let writes = self.writes.iter().map(|w| (self.key(w), self.value(w)));
+            let writes = self
+                .writes
+                .iter()
+                .map(|w| (self.key(w), self.value(w), w.run));
             encode_table(name(table)?, writes, out);
         }
         Ok(())
@@ -543,29 +588,48 @@ impl<'b> TableWrites<'b> {
         (self.batch.key(w), self.batch.value(w))
     }
 
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl ExactSizeIterator<Item = Visible<'b>> + '_ {
         (0..self.len()).map(|i| self.get(i))
+    }
+
+    /// Each write's key, value and run (`Write::run`), in key order.
+    fn iter_runs(&self) -> impl ExactSizeIterator<Item = (&'b [u8], Option<&'b [u8]>, u64)> + '_ {
+        (0..self.len()).map(|i| {
+            let at = match &self.rows {
+                Rows::Run(start, _) => start + i,
+                Rows::Picked(at) => at[i] as usize,
+            };
+            let w = &self.batch.writes[at];
+            (self.batch.key(w), self.batch.value(w), w.run)
+        })
     }
 }
 
 /// One table's part of a log record's body (see `Batch::encode`).
 fn encode_table<'a>(
     name: &[u8],
-    writes: impl ExactSizeIterator<Item = Visible<'a>>,
+    writes: impl ExactSizeIterator<Item = (&'a [u8], Option<&'a [u8]>, u64)>,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(&(name.len() as u16).to_le_bytes());
     out.extend_from_slice(name);
     out.extend_from_slice(&(writes.len() as u32).to_le_bytes());
-    for (k, v) in writes {
-        out.push(if v.is_some() { OP_PUT } else { OP_DELETE });
+    for (k, v, run) in writes {
+        out.push(match (v, run) {
+            (None, _) => OP_DELETE,
+            (Some(_), 0) => OP_PUT,
+            (Some(_), _) => OP_PUT_RUN,
+        });
         out.extend_from_slice(&(k.len() as u32).to_le_bytes());
         if let Some(v) = v {
             out.extend_from_slice(&(v.len() as u32).to_le_bytes());
         }
         out.extend_from_slice(k);
-        if let Some(v) = v {
-            out.extend_from_slice(v);
+        match (v, run) {
+            (Some(v), 0) => out.extend_from_slice(v),
+            (Some(_), run) => out.extend_from_slice(&run.to_le_bytes()),
+            (None, _) => {}
         }
     }
 }
@@ -573,7 +637,11 @@ fn encode_table<'a>(
 /// One table's records in a log record's body, decoded.
 pub(crate) struct DecodedTable<'b> {
     pub(crate) name: &'b [u8],
+    /// Each record's key and value (`None`: a deletion); a value in a run (`runs`) is empty
+    /// here.
     pub(crate) records: Vec<Visible<'b>>,
+    /// The records whose values are in runs: (index in `records`, value length, page id).
+    pub(crate) runs: Vec<(usize, u32, u64)>,
 }
 
 /// Decodes a log record's body (see `Batch::encode`); damage is `Error::CorruptedLog` at
@@ -598,22 +666,35 @@ pub(crate) fn decode(body: &[u8], position: u64) -> Result<Vec<DecodedTable<'_>>
         let name = take(name_len as usize)?;
         let n = get_u32(take(4)?, 0) as usize;
         let mut records = Vec::with_capacity(n.min(body.len() / 5));
+        let mut runs = Vec::new();
         for _ in 0..n {
             let op = take(1)?[0];
             let key_len = get_u32(take(4)?, 0) as usize;
             let value_len = match op {
-                OP_PUT => Some(get_u32(take(4)?, 0) as usize),
+                OP_PUT | OP_PUT_RUN => Some(get_u32(take(4)?, 0) as usize),
                 OP_DELETE => None,
                 _ => return Err(bad("unknown operation")),
             };
             let key = take(key_len)?;
-            let value = match value_len {
-                Some(len) => Some(take(len)?),
-                None => None,
+            let value = match (op, value_len) {
+                (OP_PUT_RUN, Some(len)) => {
+                    let id = u64::from_le_bytes(take(8)?.try_into().map_err(|_| bad("run"))?);
+                    if id == 0 || len > u32::MAX as usize {
+                        return Err(bad("a run with no page"));
+                    }
+                    runs.push((records.len(), len as u32, id));
+                    Some(&[][..])
+                }
+                (_, Some(len)) => Some(take(len)?),
+                (_, None) => None,
             };
             records.push((key, value));
         }
-        out.push(DecodedTable { name, records });
+        out.push(DecodedTable {
+            name,
+            records,
+            runs,
+        });
     }
     if at != body.len() {
         return Err(bad("trailing bytes"));
@@ -778,7 +859,7 @@ mod tests {
                 iter.sort();
                 let want: Vec<_> = model
                     .iter()
-                    .map(|((t, k), (v, blind))| (*t, &k[..], v.as_deref(), *blind))
+                    .map(|((t, k), (v, blind))| (*t, &k[..], v.as_deref(), *blind, 0))
                     .collect();
                 assert_eq!(iter, want);
                 let names = [&b"a"[..], b"b", b"c"];

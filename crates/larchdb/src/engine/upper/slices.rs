@@ -14,7 +14,7 @@
 //! frozen slice's overlay replaced by new ones (the slice may be cut again there): the other
 //! slices' overlays are the same objects in both.
 
-use super::overlay::{Lookup, Overlay, Scan, TableRecord, Visible};
+use super::overlay::{Inserted, Lookup, Overlay, Scan, TableRecord, Visible};
 use crate::error::Result;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -186,6 +186,14 @@ impl Slices {
         self.slices.iter().filter_map(Slice::from).min()
     }
 
+    /// The oldest commit these overlays hold a record of, if any (`Overlay::first_txn`).
+    pub(crate) fn oldest_first_txn(&self) -> Option<u64> {
+        self.slices
+            .iter()
+            .filter_map(|s| s.overlay.first_txn())
+            .min()
+    }
+
     /// These slices with slice `i`'s overlay taken out to be frozen: in its place, new, empty
     /// overlays from `make`, one for each part of the slice `cuts` (ascending, within it) cut
     /// it into. The writer goes on through the new `Slices` alone.
@@ -295,7 +303,7 @@ impl Slices {
     pub(crate) fn insert_marked<'a>(
         &self,
         txn: u64,
-        records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
+        records: impl IntoIterator<Item = Inserted<'a>>,
         logged: u64,
     ) {
         // Only the writer sets and reads `from` (a load and a store, no locked instruction),
@@ -554,7 +562,7 @@ mod tests {
                 txn,
                 batch
                     .iter()
-                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref(), false)),
+                    .map(|(t, k, v)| (*t, k.as_slice(), v.as_deref(), false, 0)),
                 txn * 10,
             );
             for (t, k, v) in batch {
@@ -633,7 +641,7 @@ mod tests {
         assert!(s
             .scan(1, 9, Bound::Unbounded, Bound::Unbounded, false)
             .is_empty());
-        s.insert_marked(10, [(1, &b"0400"[..], Some(&b"b"[..]), false)], 10);
+        s.insert_marked(10, [(1, &b"0400"[..], Some(&b"b"[..]), false, 0)], 10);
         assert!(!s.empty());
         assert_eq!(
             s.get(1, b"0400", 9),
@@ -661,9 +669,9 @@ mod tests {
     fn a_frozen_slice_is_replaced_by_its_parts() {
         let s = cut();
         assert_eq!((s.oldest(), s.oldest_from()), (None, None));
-        s.insert_marked(1, [(1, &b"0400"[..], Some(&b"b"[..]), false)], 10);
-        s.insert_marked(2, [(1, &b"0100"[..], Some(&b"a"[..]), false)], 20);
-        s.insert_marked(3, [(0, &b"0400"[..], Some(&b"c"[..]), false)], 30);
+        s.insert_marked(1, [(1, &b"0400"[..], Some(&b"b"[..]), false, 0)], 10);
+        s.insert_marked(2, [(1, &b"0100"[..], Some(&b"a"[..]), false, 0)], 20);
+        s.insert_marked(3, [(0, &b"0400"[..], Some(&b"c"[..]), false, 0)], 30);
         assert_eq!(s.slices()[3].from(), None, "a slice with no record");
         assert_eq!(s.fullest(), Some(0));
         // A slice's first record of the log sets where it starts; later ones do not.

@@ -21,9 +21,11 @@
 
 mod bitmap;
 mod codec;
+mod named;
 mod replay;
 
 pub(crate) use codec::{decode_page, encode_page};
+pub(crate) use named::NamedRuns;
 pub(crate) use replay::replay;
 
 use crate::error::{Error, Result};
@@ -182,9 +184,56 @@ pub(crate) struct FreeSet {
     unread: Vec<(u64, u64)>,
     /// Pinned runs (`KIND_DURABLE`) freed by commits up to this one are in `unread` already.
     unread_pinned_through: u64,
+    /// Overflow runs freed by commits that a replay may still read a record naming
+    /// (`defer`). In memory only: after a crash the open's replay reads those records again
+    /// and the merge frees the runs anew (docs/design/large-values.md, "When a freed logged
+    /// run can be reused").
+    deferred: Vec<FreedRun>,
 }
 
 impl FreeSet {
+    /// Defers `runs`, freed by a commit, until a commit whose replay reads no record that
+    /// named them (`undefer`). A run's `born` is the commit that wrote it, the one whose
+    /// record names it where a logged commit wrote it.
+    pub(crate) fn defer(&mut self, runs: Vec<FreedRun>) {
+        self.deferred.extend(runs);
+    }
+
+    /// Every deferred run, taken out.
+    pub(crate) fn take_deferred(&mut self) -> Vec<FreedRun> {
+        std::mem::take(&mut self.deferred)
+    }
+
+    /// The deferred runs written by commits before `horizon`, the first commit a replay
+    /// from the committing transaction's meta page reads: to be freed by that transaction.
+    pub(crate) fn undefer(&mut self, horizon: u64) -> Vec<FreedRun> {
+        let mut out = Vec::new();
+        self.deferred.retain(|r| {
+            let before = r.born < horizon;
+            if before {
+                out.push(*r);
+            }
+            !before
+        });
+        out
+    }
+
+    /// The deferred runs named by `runs` (first page, the commit that wrote it) are not
+    /// freed after all: an open's round replayed the records that name them, and its
+    /// overlay holds them again (`Shared::finish_replay`).
+    pub(crate) fn revive(&mut self, runs: impl Iterator<Item = (u64, u64)>) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        let runs: std::collections::HashSet<(u64, u64)> = runs.collect();
+        self.deferred.retain(|r| !runs.contains(&(r.start, r.born)));
+    }
+
+    /// The deferred runs (`defer`): first page, pages.
+    pub(crate) fn deferred_runs(&self) -> Vec<(u64, u64)> {
+        self.deferred.iter().map(|r| (r.start, r.pages)).collect()
+    }
+
     /// Pages free to reuse now.
     pub(crate) fn free_pages(&self) -> u64 {
         self.free_pages

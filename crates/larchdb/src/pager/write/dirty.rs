@@ -579,12 +579,113 @@ impl WritePages {
                 ),
             ));
         }
-        self.freed.push(FreedRun {
+        let freed = FreedRun {
             start: run.id,
             pages,
             born: run.txn,
+        };
+        let named = self.named.as_ref().is_some_and(|n| {
+            n.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .names(run.id, run.txn)
         });
+        match self.defer_runs {
+            // A record a replay reads may name it: freed once no replay does
+            // (`FreeSet::defer`).
+            Some(_) if named => self.deferred.push(freed),
+            _ => self.freed.push(freed),
+        }
         Ok(())
+    }
+
+    /// Takes `n` contiguous pages for the writer's runs of large values (`Meta::reserve`): out
+    /// of the free space (or the file's end), given room in the file, their frames forgotten
+    /// (the writer writes them to the file, and a reader loads them from there); neither in
+    /// the tree nor free from this commit on.
+    /// `None`, with nothing taken, where the file has no room for them (a full disk): the
+    /// writer's values go to the log meanwhile.
+    pub(crate) fn reserve_pages(&mut self, n: u64) -> Result<Option<u64>> {
+        let (page_count, taken) = (self.page_count, self.taken.len());
+        let id = self.alloc(n)?;
+        let end = (id + n) * self.page_bytes as u64;
+        if self.wmap.past_frames(end) {
+            self.leave_frames(end)?;
+        }
+        match self.wmap.ensure(end) {
+            Ok(_) => {}
+            Err(Error::DiskFull) => {
+                // Given back as taken: the file's end, or the free extent.
+                if self.taken.len() > taken {
+                    if let Some((start, len)) = self.taken.pop() {
+                        let _ = self.free.insert(start, len);
+                    }
+                }
+                self.page_count = page_count;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+        if let Some(frames) = self.wmap.frames() {
+            frames.forget_page(id, n);
+        }
+        Ok(Some(id))
+    }
+
+    /// Frees pages no tree reaches and no record names (a reservation's remainder): pending
+    /// for nothing but this commit.
+    pub(crate) fn free_unused(&mut self, id: u64, n: u64) {
+        self.freed.push(FreedRun {
+            start: id,
+            pages: n,
+            born: self.txn,
+        });
+    }
+
+    /// The extents this commit's meta page names as reserved (`Meta::reserve`,
+    /// `Meta::reserve_tail`).
+    pub(crate) fn name_reserved(&mut self, reserve: (u64, u64), tail: (u64, u64)) {
+        self.reserve = reserve;
+        self.reserve_tail = tail;
+    }
+
+    /// Defers the runs this transaction frees (`free_run`, `FreeSet::defer`): a record a
+    /// replay reads again may name one (docs/design/large-values.md). `horizon`: the first
+    /// commit a replay from this transaction's meta page reads (0 where not known); the
+    /// runs deferred that commits before it wrote are freed by it, pending until it is
+    /// durable.
+    /// Only a run a record names (`named`, `NamedRuns::names`) waits; any other is freed as
+    /// pages are.
+    pub(crate) fn defer_runs(
+        &mut self,
+        horizon: u64,
+        named: std::sync::Arc<std::sync::Mutex<crate::pager::freelist::NamedRuns>>,
+    ) {
+        self.defer_runs = Some(horizon);
+        self.named = Some(named);
+    }
+
+    /// For a failed commit, which reads its free set again: the runs deferred before that
+    /// it took out to free (`FreeSet::undefer`), deferred again, and those it deferred
+    /// itself, which are its base tree's again and must not be (in the free set's deferred
+    /// runs too, once `pend_freed` moved them there). Its horizon is forgotten
+    /// (`NamedRuns::forget`): no durable commit of its id names it.
+    pub(crate) fn take_deferred(&mut self) -> (Vec<FreedRun>, Vec<FreedRun>) {
+        if let Some(named) = &self.named {
+            named
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .forget(self.txn);
+        }
+        let mut own = std::mem::take(&mut self.own_deferred);
+        own.append(&mut self.deferred);
+        (std::mem::take(&mut self.undeferred), own)
+    }
+
+    /// `defer_runs`' horizon, once known.
+    pub(crate) fn defer_horizon(&mut self, horizon: u64) {
+        if let Some(h) = self.defer_runs.as_mut() {
+            *h = horizon;
+        }
     }
 
     /// Before page `id` is written or freed: if a spill wrote it behind and the write may

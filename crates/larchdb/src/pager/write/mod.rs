@@ -31,7 +31,7 @@ mod seal;
 use dirty::APPENDED_OWNED_BYTES_MAX;
 pub(crate) use map::WriteMap;
 
-use super::freelist::{Extent, FreeSet};
+use super::freelist::{Extent, FreeSet, NamedRuns};
 use super::page::PageRef;
 use super::shift::Shifts;
 use super::{PageSource, Snapshot};
@@ -157,6 +157,21 @@ pub(crate) struct WritePages {
     spare: Vec<(u64, u64)>,
     /// Committed pages this transaction replaced or deleted: pending after commit.
     freed: Vec<FreedRun>,
+    /// Overflow runs freed while `defer_runs` is set: deferred at commit
+    /// (`FreeSet::defer`).
+    deferred: Vec<FreedRun>,
+    /// `defer_runs`: the first commit a replay from this commit's meta page reads.
+    defer_runs: Option<u64>,
+    /// `defer_runs`: the runs log records name, which a freed run is deferred only if it is.
+    named: Option<Arc<std::sync::Mutex<NamedRuns>>>,
+    /// The deferred runs this commit frees (`FreeSet::undefer`): deferred again if it fails.
+    undeferred: Vec<FreedRun>,
+    /// The runs this commit deferred, once `pend_freed` moved them to the free set: not
+    /// deferred again if it fails (its base tree still references them).
+    own_deferred: Vec<FreedRun>,
+    /// The meta page's `reserve` and `reserve_tail` (`name_reserved`).
+    reserve: (u64, u64),
+    reserve_tail: (u64, u64),
     /// The runs `freed` became at commit (first page, pages), for `take_freed`.
     freed_runs: Vec<(u64, u64)>,
     /// Entries of `freed` already dropped from the resident set (`forget_freed`).
@@ -247,6 +262,13 @@ impl WritePages {
             taken: b.taken,
             spare: b.spare,
             freed: b.freed,
+            deferred: Vec::new(),
+            defer_runs: None,
+            named: None,
+            undeferred: Vec::new(),
+            own_deferred: Vec::new(),
+            reserve: (0, 0),
+            reserve_tail: (0, 0),
             freed_runs: Vec::new(),
             freed_forgotten: 0,
             last_durable,
@@ -393,6 +415,17 @@ impl PageSource for WritePages {
             Some(Place::Mapped(_)) => self.wmap.bytes(id, self.page_bytes, self.page_bytes),
             None => self.base.page(id),
         }
+    }
+
+    fn run_at(&self, r: PageRef, pages: u64) -> Result<&[u8]> {
+        // A run a logged commit after the base tree wrote, put in this transaction's tree by
+        // its merge of the overlays (`Snapshot::run_after`).
+        if r.txn > self.base.meta.txn && r.txn < self.txn && !self.dirty.contains_key(&r.id) {
+            return self.base.run_after(r, pages);
+        }
+        let p = self.run(r.id, pages)?;
+        r.check(p)?;
+        Ok(p)
     }
 
     fn run(&self, id: u64, pages: u64) -> Result<&[u8]> {

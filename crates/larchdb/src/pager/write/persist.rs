@@ -89,6 +89,8 @@ impl WritePages {
             // Carried forward; a commit of a handle that writes the log sets them.
             log: self.base.meta.log,
             log_position: self.base.meta.log_position,
+            reserve: self.reserve,
+            reserve_tail: self.reserve_tail,
         })
     }
 
@@ -97,6 +99,22 @@ impl WritePages {
     /// needed by a recovery after a power loss. Neighbouring pages become one run, born at
     /// the oldest of their commits (a reader of any tree from it on may reach the run).
     fn pend_freed(&mut self) {
+        if let Some(horizon) = self.defer_runs {
+            let deferred = std::mem::take(&mut self.deferred);
+            self.own_deferred.extend_from_slice(&deferred);
+            self.free.defer(deferred);
+            // Pending until this commit is durable (`KIND_DURABLE`), whoever wrote them: a
+            // power loss before returns to a commit whose replay may read their records.
+            let undeferred = self.free.undefer(horizon);
+            if let Some(named) = &self.named {
+                let mut named = named.lock().unwrap_or_else(|e| e.into_inner());
+                named.committing(self.txn, horizon);
+            }
+            for run in &undeferred {
+                self.freed.push(FreedRun { born: 0, ..*run });
+            }
+            self.undeferred.extend(undeferred);
+        }
         let txn = self.txn;
         self.freed.sort_unstable_by_key(|r| r.start);
         for (kind, after_durable) in [(KIND_READERS, true), (KIND_DURABLE, false)] {

@@ -304,16 +304,16 @@ pub(crate) struct Spare {
 /// that a 1M random one-put overwrite allocated (`perf probe` on `malloc`).
 #[derive(Default)]
 pub(super) struct GatherBuffers {
-    pub(super) sort: Vec<[usize; 8]>,
-    pub(super) records: Vec<[usize; 5]>,
+    pub(super) sort: Vec<[usize; 10]>,
+    pub(super) records: Vec<[usize; 7]>,
     pub(super) entries: Vec<usize>,
 }
 
 impl GatherBuffers {
     /// The bytes their allocations hold.
     fn bytes(&self) -> usize {
-        self.sort.capacity() * size_of::<[usize; 8]>()
-            + self.records.capacity() * size_of::<[usize; 5]>()
+        self.sort.capacity() * size_of::<[usize; 10]>()
+            + self.records.capacity() * size_of::<[usize; 7]>()
             + self.entries.capacity() * size_of::<usize>()
     }
 }
@@ -533,6 +533,10 @@ pub(super) struct Owned {
     pub(super) blind: HashMap<u64, BlindList>,
     /// Bytes of the blind writes' lists of entries (`blind`), as the writer grew them.
     pub(super) blind_bytes: usize,
+    /// The runs of versions a newer version of the same key replaced in this overlay, with
+    /// their entries: written by commits, named only by those versions, freed by the merge
+    /// of this overlay (docs/design/large-values.md, "The merge").
+    pub(super) replaced_runs: Vec<(*const Entry, PageRef, usize)>,
 }
 
 impl Drop for Owned {

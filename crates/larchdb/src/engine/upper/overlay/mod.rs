@@ -21,6 +21,7 @@
 //! (`engine::counts`).
 
 use crate::error::Result;
+use crate::pager::PageRef;
 use std::cmp::Ordering as Order;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
@@ -28,7 +29,7 @@ use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::ops::Bound;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 mod memory;
@@ -46,7 +47,14 @@ const SLOTS_MIN: usize = 1024;
 pub(crate) type Visible<'o> = (&'o [u8], Option<&'o [u8]>);
 
 /// A table's number, a key, and a value or a deletion (`None`).
-pub(crate) type TableRecord<'o> = (u64, &'o [u8], Option<&'o [u8]>);
+/// A table's number, a key, a value or a deletion (`None`), and the run the value's commit
+/// wrote it into (id 0: none; docs/design/large-values.md).
+pub(crate) type TableRecord<'o> = (u64, &'o [u8], Option<&'o [u8]>, PageRef);
+
+/// A record as a commit inserts it (`Overlay::insert_marked`): table, key, value (`None`: a
+/// deletion), whether a blind write counted the key as new, and the page id of the run the
+/// commit wrote the value into (0: none; docs/design/large-values.md).
+pub(crate) type Inserted<'a> = (u64, &'a [u8], Option<&'a [u8]>, bool, u64);
 
 /// What the overlay says about a key at a snapshot.
 #[derive(Debug, PartialEq, Eq)]
@@ -60,7 +68,9 @@ pub(crate) enum Lookup<'o> {
 }
 
 /// One version of a key, written by commit `txn`, in the overlay's arena: this header, then
-/// `value_len` bytes of value (`DELETED`: a deletion, no bytes). Immutable once linked.
+/// `value_len` bytes of value (`DELETED`: a deletion, no bytes), and, where `value_len` has
+/// `WITH_RUN`, the page id (u64, unaligned) of the run the commit wrote the value into
+/// (docs/design/large-values.md; the run's txn is the version's). Immutable once linked.
 #[repr(C)]
 struct Version {
     txn: u64,
@@ -70,6 +80,10 @@ struct Version {
 
 /// `Version::value_len` of a deletion (values are at most `VALUE_BYTES_MAX`, 1 GiB).
 const DELETED: u32 = u32::MAX;
+
+/// Bit of `Version::value_len`: the value's run follows it. Values are at most 1 GiB (2^30),
+/// so no length has it, and no length with it is `DELETED`, which is compared whole first.
+const WITH_RUN: u32 = 1 << 31;
 
 /// A table's key and its versions, newest first, in the arena: this header, then `key_len`
 /// bytes of key. `table` and the key are immutable; `head` changes only by the writer
@@ -122,8 +136,28 @@ unsafe fn version_value<'o>(v: *const Version) -> Option<&'o [u8]> {
     unsafe {
         let len = (*v).value_len;
         (len != DELETED).then(|| {
-            std::slice::from_raw_parts((v as *const u8).add(size_of::<Version>()), len as usize)
+            std::slice::from_raw_parts(
+                (v as *const u8).add(size_of::<Version>()),
+                (len & !WITH_RUN) as usize,
+            )
         })
+    }
+}
+
+/// The page id of the run version `v`'s value was written into by its commit, or 0.
+///
+/// # Safety
+/// As `entry_key`, for a version.
+#[inline]
+unsafe fn version_run(v: *const Version) -> u64 {
+    // SAFETY: the caller's; a version with `WITH_RUN` was written with the id after its value.
+    unsafe {
+        let len = (*v).value_len;
+        if len == DELETED || len & WITH_RUN == 0 {
+            return 0;
+        }
+        let at = (v as *const u8).add(size_of::<Version>() + (len & !WITH_RUN) as usize);
+        (at as *const u64).read_unaligned()
     }
 }
 
@@ -194,6 +228,8 @@ pub(crate) struct Overlay {
     len: AtomicUsize,
     /// The memory the overlay holds, as of its last commit (`bytes`).
     bytes: AtomicUsize,
+    /// The first commit inserted (0: none yet): the oldest its records are of.
+    first_txn: AtomicU64,
     hasher: foldhash::fast::RandomState,
     owned: Mutex<Owned>,
     /// The entries in key order, for scans (`index`); locked before `owned`, never after.
@@ -275,6 +311,7 @@ impl Overlay {
         Overlay {
             table: AtomicPtr::new(table),
             len: AtomicUsize::new(0),
+            first_txn: AtomicU64::new(0),
             hasher: foldhash::fast::RandomState::default(),
             bytes: AtomicUsize::new(first.bytes()),
             owned: Mutex::new(Owned {
@@ -287,6 +324,7 @@ impl Overlay {
                 order: Vec::new(),
                 blind: HashMap::new(),
                 blind_bytes: 0,
+                replaced_runs: Vec::new(),
             }),
             index: Mutex::new(Arc::default()),
         }
@@ -486,6 +524,66 @@ impl Overlay {
         None
     }
 
+    /// `visible`, with the run the version's commit wrote its value into (id 0: none).
+    ///
+    /// # Safety
+    /// As `visible`.
+    unsafe fn visible_run<'o>(e: *const Entry, txn: u64) -> Option<(Option<&'o [u8]>, PageRef)> {
+        // SAFETY: the caller's, as in `visible`.
+        let mut v = unsafe { &(*e).head }.load(Ordering::Acquire) as *const Version;
+        while !v.is_null() {
+            // SAFETY: as in `visible`.
+            unsafe {
+                if (*v).txn <= txn {
+                    return Some((version_value(v), PageRef::new(version_run(v), (*v).txn)));
+                }
+                v = (*v).older;
+            }
+        }
+        None
+    }
+
+    /// The first commit inserted into this overlay, if any.
+    pub(crate) fn first_txn(&self) -> Option<u64> {
+        Some(self.first_txn.load(Ordering::Relaxed)).filter(|&t| t != 0)
+    }
+
+    /// The runs (first page, pages at `page_bytes`) that the versions of this overlay name,
+    /// whatever their snapshots: pages neither in a tree nor free until a merge takes them
+    /// (`Database::verify`).
+    pub(crate) fn runs(&self, page_bytes: usize) -> Vec<(u64, u64)> {
+        let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::new();
+        for &e in &owned.order {
+            // SAFETY: as in `find`: entries and their versions live as long as the overlay.
+            unsafe {
+                let mut v = (*e).head.load(Ordering::Acquire) as *const Version;
+                while !v.is_null() {
+                    let run = version_run(v);
+                    if run != 0 {
+                        let len = ((*v).value_len & !WITH_RUN) as usize;
+                        out.push((run, crate::layout::overflow::pages_for(len, page_bytes)));
+                    }
+                    v = (*v).older;
+                }
+            }
+        }
+        out
+    }
+
+    /// The runs of versions that a newer version of the same key replaced in this overlay
+    /// (`Owned::replaced_runs`), with their tables, keys and value lengths: what the merge of
+    /// this overlay frees, beside the runs of the cells it replaces.
+    pub(crate) fn replaced_runs(&self) -> Vec<(u64, &[u8], PageRef, usize)> {
+        let owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        owned
+            .replaced_runs
+            .iter()
+            // SAFETY: the entries live in the arena as long as the overlay (as in `find`).
+            .map(|&(e, run, len)| unsafe { ((*e).table, entry_key(e), run, len) })
+            .collect()
+    }
+
     /// Adds the records of commit `txn`: for each, a value or a deletion (`None`) of
     /// `(table, key)`. Requires: `txn` is newer than every commit inserted before, and is not
     /// yet published to readers (they see it once the engine publishes it).
@@ -495,19 +593,26 @@ impl Overlay {
         txn: u64,
         records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>)>,
     ) {
-        self.insert_marked(txn, records.into_iter().map(|(t, k, v)| (t, k, v, false)));
+        self.insert_marked(
+            txn,
+            records.into_iter().map(|(t, k, v)| (t, k, v, false, 0)),
+        );
     }
 
     /// `insert`, with each record marked if a blind write counted its key as new without
-    /// knowing (see `blind_in_tree`); such a key has no entry yet.
+    /// knowing (see `blind_in_tree`); such a key has no entry yet; and with the page id of the
+    /// run its commit wrote the value into, or 0 (`Inserted`).
     pub(crate) fn insert_marked<'a>(
         &self,
         txn: u64,
-        records: impl IntoIterator<Item = (u64, &'a [u8], Option<&'a [u8]>, bool)>,
+        records: impl IntoIterator<Item = Inserted<'a>>,
     ) {
         let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
         let owned = &mut *owned;
-        for (table, key, value, counted_new) in records {
+        if self.first_txn.load(Ordering::Relaxed) == 0 {
+            self.first_txn.store(txn, Ordering::Relaxed);
+        }
+        for (table, key, value, counted_new, run) in records {
             // SAFETY: as in `get`; only this writer (holding `owned`) replaces the table.
             let slots = unsafe { &*self.table.load(Ordering::Acquire) };
             let hash = self.hash(table, key);
@@ -521,10 +626,23 @@ impl Overlay {
                 older.is_null() || unsafe { (*older).txn } <= txn,
                 "commits are inserted in order"
             );
-            let vp = new_version(&mut owned.arena, txn, older, value);
+            // SAFETY: `older`, if not null, is a version of this overlay (as in `visible`).
+            let replaced = match older.is_null() {
+                true => PageRef::default(),
+                false => unsafe { PageRef::new(version_run(older), (*older).txn) },
+            };
+            let vp = new_version(&mut owned.arena, txn, older, value, run);
             match found {
                 // SAFETY: as in `find`. The release store publishes the version.
-                Ok(e) => unsafe { &(*e).head }.store(vp, Ordering::Release),
+                Ok(e) => {
+                    unsafe { &(*e).head }.store(vp, Ordering::Release);
+                    if !replaced.is_none() {
+                        // A run only this overlay's version named: the merge frees it.
+                        // SAFETY: `older` is not null here (it had a run).
+                        let len = unsafe { (*older).value_len & !WITH_RUN } as usize;
+                        owned.replaced_runs.push((e, replaced, len));
+                    }
+                }
                 Err(at) => {
                     let ep = new_entry(&mut owned.arena, table, key, vp);
                     owned.order.push(ep);
@@ -606,19 +724,27 @@ fn new_version(
     txn: u64,
     older: *const Version,
     value: Option<&[u8]>,
+    run: u64,
 ) -> *mut Version {
     let bytes = value.map_or(0, |v| v.len());
-    let p = arena.alloc(size_of::<Version>() + bytes) as *mut Version;
-    // SAFETY: `p` is fresh, 8-byte aligned, with room for the header and the value; nothing
-    // else refers to it until it is published.
+    let run = if value.is_some() { run } else { 0 };
+    let extra = if run != 0 { size_of::<u64>() } else { 0 };
+    let p = arena.alloc(size_of::<Version>() + bytes + extra) as *mut Version;
+    // SAFETY: `p` is fresh, 8-byte aligned, with room for the header, the value and the run's
+    // id; nothing else refers to it until it is published.
     unsafe {
+        let flag = if run != 0 { WITH_RUN } else { 0 };
         p.write(Version {
             txn,
             older,
-            value_len: value.map_or(DELETED, |v| v.len() as u32),
+            value_len: value.map_or(DELETED, |v| v.len() as u32 | flag),
         });
         if let Some(v) = value {
-            ptr::copy_nonoverlapping(v.as_ptr(), (p as *mut u8).add(size_of::<Version>()), bytes);
+            let at = (p as *mut u8).add(size_of::<Version>());
+            ptr::copy_nonoverlapping(v.as_ptr(), at, bytes);
+            if run != 0 {
+                (at.add(bytes) as *mut u64).write_unaligned(run);
+            }
         }
     }
     p

@@ -215,6 +215,8 @@ pub(super) struct SortKey<'o> {
     pub(super) prefix: (u64, u64),
     pub(super) key: &'o [u8],
     pub(super) value: Option<&'o [u8]>,
+    /// The run the value's commit wrote it into (id 0: none).
+    pub(super) run: PageRef,
     /// The entry the record is of.
     pub(super) entry: *const Entry,
 }
@@ -224,6 +226,7 @@ impl SortKey<'_> {
         table: u64,
         key: &'o [u8],
         value: Option<&'o [u8]>,
+        run: PageRef,
         entry: *const Entry,
     ) -> SortKey<'o> {
         SortKey {
@@ -231,6 +234,7 @@ impl SortKey<'_> {
             prefix: key_prefix(key),
             key,
             value,
+            run,
             entry,
         }
     }
@@ -243,7 +247,7 @@ pub(crate) struct Gathered<'o> {
     pub(crate) records: Vec<TableRecord<'o>>,
     entries: Vec<*const Entry>,
     /// The sorting vector's allocation, emptied.
-    sort: Vec<[usize; 8]>,
+    sort: Vec<[usize; 10]>,
     spare: Option<Arc<Spare>>,
 }
 
@@ -397,8 +401,8 @@ impl Overlay {
                     return None;
                 }
                 // SAFETY: as above.
-                let value = unsafe { Self::visible(e, txn) }?;
-                Some(SortKey::new(table, key, value, e))
+                let (value, run) = unsafe { Self::visible_run(e, txn) }?;
+                Some(SortKey::new(table, key, value, run, e))
             }));
         }
         sort_records(&mut sorted);
@@ -407,7 +411,7 @@ impl Overlay {
             entries.extend(sorted.iter().map(|r| r.entry));
         }
         let mut records = recycle::<_, TableRecord<'_>>(buffers.records);
-        records.extend(sorted.iter().map(|r| (r.table, r.key, r.value)));
+        records.extend(sorted.iter().map(|r| (r.table, r.key, r.value, r.run)));
         Gathered {
             records,
             entries,

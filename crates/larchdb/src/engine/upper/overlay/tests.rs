@@ -121,12 +121,14 @@ fn blind_keys_in_the_tree_are_counted_at_every_snapshot() {
                     fresh.as_slice(),
                     Some(&b"v"[..]),
                     true,
+                    0,
                 ),
                 (
                     u64::from(txn / 2 % 5 == 0),
                     again.as_slice(),
                     Some(&b"w"[..]),
                     false,
+                    0,
                 ),
             ],
         );
