@@ -1,13 +1,13 @@
 //! Large values written once (docs/design/large-values.md): a logged commit writes each value
-//! too large to stay in its leaf into a run of the data file, from pages a checkpoint
-//! reserved, and its record names the run instead of carrying the value; the merge puts the
-//! run's reference in the leaf as it is.
+//! too large to stay in its leaf into a run of the data file, from pages a checkpoint or a
+//! page commit reserved, and its record names the run instead of carrying the value; the
+//! merge puts the run's reference in the leaf as it is.
 //!
-//! The reservation a checkpoint takes is named in its meta page (`Meta::reserve`), and the
-//! writer starts on it only once that checkpoint is durable, so that after a crash the pages
-//! it wrote into are in an extent the chosen meta page names: that checkpoint's reservation,
-//! or the one before from where the writer was when that checkpoint started
-//! (`Meta::reserve_tail`). The open frees those pages no replayed record names.
+//! The reservation a commit takes is named in its meta page (`Meta::reserve`), and the
+//! writer starts on it only once that commit is durable, so that after a crash the pages it
+//! wrote into are in an extent the chosen meta page names: that commit's reservation, or the
+//! one before from where the writer was when that commit started (`Meta::reserve_tail`). The
+//! open frees those pages no replayed record names.
 
 use super::*;
 use crate::engine::published::Published;
@@ -50,8 +50,8 @@ pub(crate) struct RunSpace {
     /// A checkpoint's reservation, and the checkpoint: the writer moves to it once that
     /// checkpoint is durable (`promote`).
     pub(crate) next: Option<(u64, Reservation)>,
-    /// Pages no record names that the next checkpoint frees: a reservation's remainder once
-    /// the writer moved on, and what an open found unnamed.
+    /// Pages no record names that the next checkpoint or page commit frees: a reservation's
+    /// remainder once the writer moved on, and what an open found unnamed.
     pub(crate) leftovers: Vec<(u64, u64)>,
     /// Pages the writer took since the last reservation was planned, and those of the large
     /// values that went into the log for want of room: what the next reservation is sized by.
@@ -68,8 +68,8 @@ impl RunSpace {
     /// The reservations after an open from meta page `meta`: none current (the first
     /// checkpoint takes one), and the pages of the two extents it names that no record the
     /// open replayed names (`named`: runs as first page and pages) freed by that checkpoint.
-    /// An open that replays the rest in rounds (`rounds`) names the extents in the rounds'
-    /// meta pages until the last round (`open_done`).
+    /// An open that replays the rest in rounds (`rounds`) names the extents, trimmed as the
+    /// rounds go (`trim_open`), in the rounds' meta pages until the last round (`open_done`).
     pub(crate) fn at_open(meta: &Meta, named: Vec<(u64, u64)>, rounds: bool) -> RunSpace {
         let mut space = RunSpace {
             open: Some(([meta.reserve, meta.reserve_tail], named)),
@@ -154,7 +154,7 @@ impl RunSpace {
         }
     }
 
-    /// Pages for a checkpoint's new reservation: twice what the writer took since the last,
+    /// Pages for a commit's new reservation: twice what the writer took since the last,
     /// within `RESERVE_PAGES_MIN..=RESERVE_PAGES_MAX`.
     pub(crate) fn size_next(&mut self) -> Option<u64> {
         let wanted = 2 * (self.taken + self.missed);
@@ -179,7 +179,7 @@ impl RunSpace {
     }
 
     /// What a meta page written now names (`Meta::reserve`, `Meta::reserve_tail`): the
-    /// reservation of a checkpoint not yet durable, and the current one from the writer's
+    /// reservation of a commit not yet durable, and the current one from the writer's
     /// cursor.
     pub(crate) fn named(&self) -> ((u64, u64), (u64, u64)) {
         if let Some((extents, _)) = &self.open {
@@ -191,7 +191,7 @@ impl RunSpace {
         (pending, self.current.map_or((0, 0), |r| r.remainder()))
     }
 
-    /// A checkpoint (`txn`) reserved `[start, start + pages)`.
+    /// A checkpoint or page commit (`txn`) reserved `[start, start + pages)`.
     pub(crate) fn offer(&mut self, txn: u64, start: u64, pages: u64) {
         let r = Reservation {
             start,
@@ -199,13 +199,13 @@ impl RunSpace {
             cursor: start,
         };
         if let Some((_, old)) = self.next.replace((txn, r)) {
-            // Never named again: no checkpoint takes one while another waits.
+            // Never named again: no commit takes one while another waits.
             self.leftovers.push((old.start, old.end - old.start));
         }
     }
 
-    /// Commit `durable` is durable: the writer moves to the reservation of a checkpoint no
-    /// later, and the current one's remainder is freed by the next checkpoint.
+    /// Commit `durable` is durable: the writer moves to the reservation of a commit no
+    /// later, and the current one's remainder goes to the leftovers.
     pub(crate) fn promote(&mut self, durable: u64) {
         if let Some((txn, r)) = self.next {
             if txn <= durable {
