@@ -99,9 +99,6 @@ pub(crate) struct Write {
     value_at: u64,
     /// `DELETED` for a deletion.
     value_len: u32,
-    /// The page id of the run the commit wrote the value into (`Batch::set_run`), or 0: the
-    /// value goes into the log (docs/design/large-values.md).
-    run: u64,
     /// `Some` if a blind write (`WriteTable::set`) counted the key as new when neither this
     /// transaction nor the overlay had it: then whether the tree has it, once looked up
     /// (`WriteTable::len`).
@@ -126,6 +123,11 @@ pub(crate) struct Write {
 pub(crate) struct Batch {
     data: Data,
     writes: Vec<Write>,
+    /// The writes whose values the commit wrote into runs (`set_run`), ascending by write:
+    /// (index in `writes`, the run's page id); the rest go into the log
+    /// (docs/design/large-values.md). Apart from `writes`, which a field of 8 bytes a write
+    /// would grow by a sixth for the few commits with large values.
+    runs: Vec<(usize, u64)>,
     /// Open addressing over `writes` by `Write::hash`: each slot 0 (empty) or an index in
     /// `writes` plus one, linear probing, at most half full. Kept once there are more than
     /// `SCAN_MAX` writes and they are not all in ascending order (`ascending`); empty
@@ -159,6 +161,7 @@ impl Batch {
     pub(crate) fn clear(&mut self) {
         self.data.clear();
         self.writes.clear();
+        self.runs.clear();
         if self.writes.capacity() * size_of::<Write>() > KEPT_BYTES_MAX {
             self.writes = Vec::new();
         }
@@ -339,7 +342,9 @@ impl Batch {
             let w = &mut self.writes[i];
             w.value_at = value_at;
             w.value_len = value_len;
-            w.run = 0;
+            if !self.runs.is_empty() {
+                self.runs.retain(|&(at, _)| at != i);
+            }
             return;
         }
         let in_order = self.in_order() && self.past_last(table, key);
@@ -383,7 +388,6 @@ impl Batch {
             key_len: key.len() as u32,
             value_at: value.0,
             value_len: value.1,
-            run: 0,
             blind: blind.then(|| Cell::new(None)),
             hash: 0,
         });
@@ -445,13 +449,13 @@ impl Batch {
     /// deletion), whether a blind write counted the key as new, and the page id of the run
     /// the commit wrote the value into (0: none).
     pub(crate) fn iter(&self) -> impl Iterator<Item = Inserted<'_>> {
-        self.writes.iter().map(|w| {
+        self.writes.iter().enumerate().map(|(i, w)| {
             (
                 w.table,
                 self.key(w),
                 self.value(w),
                 w.blind.is_some(),
-                w.run,
+                self.run_of(i),
             )
         })
     }
@@ -470,16 +474,35 @@ impl Batch {
         self.value(self.writes.get(i)?)
     }
 
-    /// Notes that write `i`'s value is in the run at page `run` (0: in the log after all).
+    /// Notes that write `i`'s value is in the run at page `run`. Called in ascending order of
+    /// `i` (`runs::write_runs`).
     pub(crate) fn set_run(&mut self, i: usize, run: u64) {
-        self.writes[i].run = run;
+        match self.runs.last() {
+            Some(&(last, _)) if last >= i => {
+                let at = self.runs.partition_point(|&(j, _)| j < i);
+                match self.runs.get(at) {
+                    Some(&(j, _)) if j == i => self.runs[at].1 = run,
+                    _ => self.runs.insert(at, (i, run)),
+                }
+            }
+            _ => self.runs.push((i, run)),
+        }
+    }
+
+    /// The page id of the run write `i`'s value is in, or 0: none.
+    fn run_of(&self, i: usize) -> u64 {
+        if self.runs.is_empty() {
+            return 0;
+        }
+        match self.runs.binary_search_by_key(&i, |&(j, _)| j) {
+            Ok(at) => self.runs[at].1,
+            Err(_) => 0,
+        }
     }
 
     /// Forgets the runs of the writes' values: they go into the log or the pages after all.
     pub(crate) fn clear_runs(&mut self) {
-        for w in &mut self.writes {
-            w.run = 0;
-        }
+        self.runs.clear();
     }
 
     /// The tables written, ascending, each with its writes ascending by key: while the writes
@@ -548,7 +571,8 @@ impl Batch {
             let writes = self
                 .writes
                 .iter()
-                .map(|w| (self.key(w), self.value(w), w.run));
+                .enumerate()
+                .map(|(i, w)| (self.key(w), self.value(w), self.run_of(i)));
             encode_table(name(table)?, writes, out);
         }
         Ok(())
@@ -593,7 +617,7 @@ impl<'b> TableWrites<'b> {
         (0..self.len()).map(|i| self.get(i))
     }
 
-    /// Each write's key, value and run (`Write::run`), in key order.
+    /// Each write's key, value and run (`Batch::runs`), in key order.
     fn iter_runs(&self) -> impl ExactSizeIterator<Item = (&'b [u8], Option<&'b [u8]>, u64)> + '_ {
         (0..self.len()).map(|i| {
             let at = match &self.rows {
@@ -601,7 +625,11 @@ impl<'b> TableWrites<'b> {
                 Rows::Picked(at) => at[i] as usize,
             };
             let w = &self.batch.writes[at];
-            (self.batch.key(w), self.batch.value(w), w.run)
+            (
+                self.batch.key(w),
+                self.batch.value(w),
+                self.batch.run_of(at),
+            )
         })
     }
 }
