@@ -18,8 +18,8 @@
 //!
 //! The three run one at a time (`ONE_AT_A_TIME`): each cgroup is charged the page cache its
 //! writes dirty, and run together their writeback shares the device. So run, the
-//! 20,000-record run was killed in about a third of the runs (6 of 16, at the overwrite's
-//! start, its anonymous memory at 49 MB of 64 MiB); alone it completed in every run.
+//! 20,000-record run was killed in 5 of 12 runs (at the overwrite's start, its anonymous
+//! memory at 49 MB of 64 MiB); alone it completed in every run.
 //!
 //! Where no memory cgroup can be made (no permission, no controller), the test says so and
 //! passes: the limit is the machine's to grant.

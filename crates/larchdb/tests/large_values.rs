@@ -442,30 +442,7 @@ fn a_power_loss_during_rounds_over_large_values_keeps_every_durable_value() {
         log.crash(CrashMode::DropUnsynced),
     );
     let small = || rounds_options().memory_budget(4 << 20);
-    let (d, l) = (data.durable_copy(), log.durable_copy());
-    let before = d.op_count();
-    let db = common::open_with_log(&d, &l, small()).unwrap();
-    assert!(db.stats().unwrap().commits.replay_rounds >= 1);
-    check(&db, &model);
-    let ops = d.op_count() - before;
-    drop(db);
-    let step = (ops / 16).max(1);
-    for k in (1..=ops).step_by(step as usize) {
-        let (d, l) = (data.durable_copy(), log.durable_copy());
-        d.fail_after(k, larchdb::storage::FaultKind::Eio, true);
-        if let Ok(db) = common::open_with_log(&d, &l, small()) {
-            common::abandon(db);
-        }
-        d.clear_faults();
-        let (d, l) = (
-            d.crash(CrashMode::KeepRandom { seed: k }),
-            l.crash(CrashMode::KeepRandom { seed: !k }),
-        );
-        let db = common::open_with_log(&d, &l, small())
-            .unwrap_or_else(|e| panic!("power loss at {k} of {ops}: reopen: {e}"));
-        check(&db, &model);
-        drop(db);
-    }
+    power_loss_in_the_open(&data, &log, small, &model, 16, 1);
 }
 
 /// Checkpoints on the writer's thread (`checkpoint_thread(false)`) take reservations too:
@@ -489,22 +466,6 @@ fn without_the_checkpoint_thread_large_values_go_to_runs_and_read_back() {
     let db = common::open_with_log(&data, &log, opts()).unwrap();
     check(&db, &model);
     assert!(runs > 0, "no value went to a run");
-}
-
-/// Waits until no checkpoint has merged for 300 ms (replay_rounds.rs): one finishing between
-/// the crash and the copies would leave a shorter log.
-fn settle(db: &Database) {
-    let mut last = db.commit_stats().checkpoint_merge_micros;
-    let mut quiet = 0;
-    for _ in 0..200 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let now = db.commit_stats().checkpoint_merge_micros;
-        quiet = if now == last { quiet + 1 } else { 0 };
-        last = now;
-        if quiet == 6 {
-            return;
-        }
-    }
 }
 
 /// With checkpoints by slices the log is kept from the oldest record a slice still needs, so
@@ -538,7 +499,7 @@ fn rounds_over_a_log_kept_for_slices_keep_the_runs_later_records_name() {
         w.table("t").unwrap().put(b"last", b"1").unwrap();
         w.commit_with(Durability::Immediate).unwrap();
         model.insert(b"last".to_vec(), b"1".to_vec());
-        settle(&db);
+        common::settle(&db);
         let stats = db.commit_stats();
         assert!(stats.runs_written > 0, "no value went to a run");
         let sliced = stats.checkpoint_slices > 0;
@@ -572,29 +533,7 @@ fn rounds_over_a_log_kept_for_slices_keep_the_runs_later_records_name() {
         data.crash(CrashMode::DropUnsynced),
         log.crash(CrashMode::DropUnsynced),
     );
-    let (d, l) = (data.durable_copy(), log.durable_copy());
-    let before = d.op_count();
-    let db = common::open_with_log(&d, &l, small()).unwrap();
-    check(&db, &model);
-    let ops = d.op_count() - before;
-    drop(db);
-    let step = (ops / 12).max(1);
-    for k in (1..=ops).step_by(step as usize) {
-        let (d, l) = (data.durable_copy(), log.durable_copy());
-        d.fail_after(k, larchdb::storage::FaultKind::Eio, true);
-        if let Ok(db) = common::open_with_log(&d, &l, small()) {
-            common::abandon(db);
-        }
-        d.clear_faults();
-        let (d, l) = (
-            d.crash(CrashMode::KeepRandom { seed: k }),
-            l.crash(CrashMode::KeepRandom { seed: !k }),
-        );
-        let db = common::open_with_log(&d, &l, small())
-            .unwrap_or_else(|e| panic!("power loss at {k} of {ops}: reopen: {e}"));
-        check(&db, &model);
-        drop(db);
-    }
+    power_loss_in_the_open(&data, &log, small, &model, 12, 0);
 }
 
 /// A transaction that writes pages deletes keys whose values are in runs a record names
@@ -665,4 +604,42 @@ fn a_failed_commit_of_pages_frees_none_of_the_runs_it_deferred() {
         check(&db, &model);
     }
     assert!(failed > 0, "no commit failed on the full disk");
+}
+
+/// Opens the durable state of `data` and `log` with `options`, which replays at least
+/// `rounds` rounds, then again with a power loss at about `samples` points among the data
+/// file's operations of that open (an I/O error there, then the unsynced writes kept at
+/// random): each reopen holds `model` and verifies.
+fn power_loss_in_the_open(
+    data: &FaultStorage,
+    log: &FaultStorage,
+    options: impl Fn() -> Options,
+    model: &Model,
+    samples: u64,
+    rounds: u64,
+) {
+    let (d, l) = (data.durable_copy(), log.durable_copy());
+    let before = d.op_count();
+    let db = common::open_with_log(&d, &l, options()).unwrap();
+    assert!(db.stats().unwrap().commits.replay_rounds >= rounds);
+    check(&db, model);
+    let ops = d.op_count() - before;
+    drop(db);
+    let step = (ops / samples).max(1);
+    for k in (1..=ops).step_by(step as usize) {
+        let (d, l) = (data.durable_copy(), log.durable_copy());
+        d.fail_after(k, larchdb::storage::FaultKind::Eio, true);
+        if let Ok(db) = common::open_with_log(&d, &l, options()) {
+            common::abandon(db);
+        }
+        d.clear_faults();
+        let (d, l) = (
+            d.crash(CrashMode::KeepRandom { seed: k }),
+            l.crash(CrashMode::KeepRandom { seed: !k }),
+        );
+        let db = common::open_with_log(&d, &l, options())
+            .unwrap_or_else(|e| panic!("power loss at {k} of {ops}: reopen: {e}"));
+        check(&db, model);
+        drop(db);
+    }
 }

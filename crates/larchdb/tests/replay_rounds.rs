@@ -77,23 +77,6 @@ fn write(db: &Database, n: u32) -> Model {
     model
 }
 
-/// Waits until no checkpoint has merged for 300 ms: a checkpoint by slices runs on its own
-/// thread, and one that finished its meta page between two runs of a test would leave a
-/// shorter log to replay. No commit comes after, so none starts.
-fn settle(db: &Database) {
-    let mut last = db.commit_stats().checkpoint_merge_micros;
-    let mut quiet = 0;
-    for _ in 0..200 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let now = db.commit_stats().checkpoint_merge_micros;
-        quiet = if now == last { quiet + 1 } else { 0 };
-        last = now;
-        if quiet == 6 {
-            return;
-        }
-    }
-}
-
 fn contents(db: &Database) -> Model {
     let r = db.begin_read().unwrap();
     let t = r.default_table().unwrap();
@@ -175,7 +158,7 @@ fn power_loss_in_rounds(options: Options, n: u32) {
     let (data, log) = (FaultStorage::new(), FaultStorage::new());
     let db = common::open_with_log(&data, &log, options.clone()).unwrap();
     let mut model = write(&db, n);
-    settle(&db);
+    common::settle(&db);
     // A durable commit: its sync makes every record before it durable too.
     let mut w = db.begin_write().unwrap();
     w.default_table().unwrap().put(b"last", b"1").unwrap();
@@ -226,7 +209,7 @@ fn rounds_over_a_log_kept_for_slices_lose_nothing() {
         .checkpoint_slices(4);
     let db = common::open_with_log(&data, &log, options.clone()).unwrap();
     let model = write(&db, 60_000);
-    settle(&db);
+    common::settle(&db);
     assert!(db.stats().unwrap().commits.checkpoint_slices > 0);
     common::abandon(db);
     let (data, log) = (

@@ -112,6 +112,17 @@ pub(super) fn node_at<S: PageSource + ?Sized>(src: &S, r: PageRef, leaf: bool) -
     Ok(n)
 }
 
+/// The leaf of a table with a root whose range holds `key`: the branches descended.
+#[inline]
+fn leaf_for<S: PageSource + ?Sized>(src: &S, hdr: &TableHeader, key: &[u8]) -> Result<PageRef> {
+    let mut r = hdr.root;
+    for _ in 1..hdr.depth {
+        let n = node_at(src, r, false)?;
+        r = n.child(n.child_for(key)?)?;
+    }
+    Ok(r)
+}
+
 /// The run `key`'s cell references, if its value is in one (`None` also where the table
 /// lacks the key).
 pub(crate) fn cell_run<S: PageSource + ?Sized>(
@@ -122,12 +133,7 @@ pub(crate) fn cell_run<S: PageSource + ?Sized>(
     if hdr.root.is_none() {
         return Ok(None);
     }
-    let mut r = hdr.root;
-    for _ in 1..hdr.depth {
-        let n = node_at(src, r, false)?;
-        r = n.child(n.child_for(key)?)?;
-    }
-    let leaf = node_at(src, r, true)?;
+    let leaf = node_at(src, leaf_for(src, hdr, key)?, true)?;
     match leaf.search_cached(key)? {
         (i, true) => match leaf.value(i)? {
             LeafValue::Overflow { run, .. } => Ok(Some(run)),
@@ -146,11 +152,7 @@ pub(crate) fn get<'s, S: PageSource + ?Sized>(
     if hdr.root.is_none() {
         return Ok(None);
     }
-    let mut r = hdr.root;
-    for _ in 1..hdr.depth {
-        let n = node_at(src, r, false)?;
-        r = n.child(n.child_for(key)?)?;
-    }
+    let r = leaf_for(src, hdr, key)?;
     // A random lookup's leaf is rarely cached, and its probes would miss one after the
     // other: ask for all of it before its header is read. (Branches are mostly cached:
     // prefetching them measured slower.)

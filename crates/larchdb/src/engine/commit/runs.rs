@@ -333,10 +333,6 @@ pub(crate) fn write_runs(
 ) -> Result<bool> {
     let page_bytes = shared.page_bytes as usize;
     let inline_max = crate::limits::inline_cell_bytes_max(page_bytes as u32);
-    let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
-    if space.closing {
-        return Ok(false);
-    }
     // A cell holds its key, its value and a small header: no value under half the inline
     // limit goes to a run, whatever its key.
     let large: Vec<(usize, usize)> = guard
@@ -345,8 +341,15 @@ pub(crate) fn write_runs(
         .filter(|(_, key, v)| !crate::btree::stays_inline(page_bytes, key, v.len()))
         .map(|(i, _, v)| (i, v.len()))
         .collect();
+    // Most commits have none: no lock taken for them.
+    if large.is_empty() {
+        return Ok(false);
+    }
+    let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
+    if space.closing {
+        return Ok(false);
+    }
     let mut any = false;
-    guard.run_pages.clear();
     let mut buf = std::mem::take(&mut guard.run_buffer);
     for (i, len) in large {
         let pages = overflow::pages_for(len, page_bytes);
