@@ -42,6 +42,9 @@ pub(crate) mod kind {
     pub(crate) const LEAF: u8 = 3;
     pub(crate) const OVERFLOW: u8 = 4;
     pub(crate) const FREELIST: u8 = 5;
+    /// A page of the list of pages reserved for large values (meta format 6), in the
+    /// freelist page's layout.
+    pub(crate) const RESERVE_LIST: u8 = 6;
 }
 
 /// The header at the start of every page (and of every overflow run).
@@ -279,6 +282,10 @@ pub(crate) mod meta {
     /// (docs/design/large-values.md).
     pub(crate) const RESERVE_AT: usize = 152;
     pub(crate) const RESERVE_TAIL_AT: usize = 168;
+    /// Format 6, in their place: the first page of the list of those extents (a page
+    /// reference: id u64, txn u64), and its pages (u64); zeros for none.
+    pub(crate) const RESERVE_LIST_AT: usize = 152;
+    pub(crate) const RESERVE_LIST_PAGES_AT: usize = 168;
     /// End of the meta fields: a commit writes only these bytes of its slot.
     pub(crate) const END: usize = 184;
     /// End of the meta fields in formats 3 and 4.
@@ -420,7 +427,9 @@ pub(crate) fn unused_gap(p: &[u8]) -> (usize, usize) {
             node::BRANCH_SLOTS_AT + node::SLOT_BYTES * count,
             node::cells_start(p) as usize,
         ),
-        kind::FREELIST => (freelist::EXTENTS_AT + freelist::EXTENT_BYTES * count, len),
+        kind::FREELIST | kind::RESERVE_LIST => {
+            (freelist::EXTENTS_AT + freelist::EXTENT_BYTES * count, len)
+        }
         kind::OVERFLOW => (overflow::VALUE_AT + overflow::value_bytes(p) as usize, len),
         kind::META => (meta::end(p), len),
         _ => (len, len),

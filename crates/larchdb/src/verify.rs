@@ -96,6 +96,8 @@ pub enum PageRole {
     OverflowContinuation,
     /// A page of the freelist chain.
     Freelist,
+    /// A page of the list of pages reserved for large values.
+    ReserveList,
     /// A free page (reusable now).
     Free,
     /// A freed page not yet reusable.
@@ -326,6 +328,7 @@ enum Owner {
     Tree,
     Overflow,
     Freelist,
+    ReserveList,
     /// Free or pending space.
     Free,
     /// Reserved for large values, or a run of one outside the tree (`verify_owning`).
@@ -338,6 +341,7 @@ impl Owner {
             Owner::Tree => "tree page",
             Owner::Overflow => "overflow page",
             Owner::Freelist => "freelist page",
+            Owner::ReserveList => "reserved pages' list page",
             Owner::Free => "free page",
             Owner::Held => "reserved page",
             Owner::None => "nothing",
@@ -705,6 +709,17 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
         }
         Err(e) => w.note_err(e, meta.freelist_head.id),
     }
+    match snap.reserved() {
+        Ok(reserved) => {
+            for id in reserved.list {
+                if w.claim(id, 1, Owner::ReserveList) {
+                    w.roles[id as usize] = PageRole::ReserveList;
+                }
+                w.pages_checked += 1;
+            }
+        }
+        Err(e) => w.note_err(e, meta.reserve_list.id),
+    }
     report.free_pages = stats.free_pages;
     report.pending_pages = stats.pending_pages;
     (w, stats, report)
@@ -712,13 +727,15 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
 
 /// Full verification of a snapshot, with `held`'s pages (first page, pages) owned beside the
 /// tree and the free set:
-/// the pages reserved for large values (`Meta::reserve`), the runs the overlays' versions
+/// the pages reserved for large values (`Snapshot::reserved`), the runs the overlays' versions
 /// name and those merged out and not freed yet (docs/design/large-values.md). A page of them
 /// the tree or the free set owns too is a problem, as one owned twice is.
 pub(crate) fn verify_owning(snap: &Snapshot, held: &[(u64, u64)]) -> VerifyReport {
     let (mut w, _, mut report) = walk(snap, true);
     let meta = snap.meta;
-    for &(start, pages) in [meta.reserve, meta.reserve_tail].iter().chain(held) {
+    let reserved = snap.reserved().unwrap_or_default();
+    let named = reserved.reserve.iter().chain(&reserved.tail);
+    for &(start, pages) in named.chain(held) {
         if pages == 0 {
             continue;
         }

@@ -195,7 +195,7 @@ fn gap(bytes: &[u8], roles: &[PageRole], page: usize) -> Range<usize> {
             };
             (slots_at + 2 * u16_at(p, 6), u32_at(p, 24))
         }
-        PageRole::Freelist => (48 + 24 * u16_at(p, 6), PAGE_BYTES),
+        PageRole::Freelist | PageRole::ReserveList => (48 + 24 * u16_at(p, 6), PAGE_BYTES),
         PageRole::OverflowHead | PageRole::OverflowContinuation => {
             let head = run_head(roles, page) * PAGE_BYTES;
             let value_end = head + 32 + u32_at(bytes, head + 28);
@@ -406,8 +406,9 @@ fn sweep(backend: Backend, flips: usize, seed: u64) {
                     tally.harmless += 1;
                     Expect::Intact(&sample.last)
                 }
-                PageRole::Freelist => {
-                    // The open loads the free set, checksumming every freelist page.
+                PageRole::Freelist | PageRole::ReserveList => {
+                    // The open loads the free set and the reserved pages' list, checksumming
+                    // every page of them.
                     tally.open_refused += 1;
                     Expect::OpenFails(page as u64)
                 }

@@ -125,7 +125,7 @@ struct Recount {
 }
 
 /// What a checkpoint merges and names (`start` to `write`).
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Job {
     /// The log position the frozen overlay's records end at.
     position: u64,
@@ -153,8 +153,8 @@ struct Job {
     /// Set by `launch` under the write lock: the writer's reservation for large values from
     /// its cursor (`Meta::reserve_tail`), and the reservation of a checkpoint not yet durable,
     /// which the writer may move to before this one's meta page (`commit::RunSpace`).
-    runs_tail: (u64, u64),
-    runs_pending: Option<(u64, u64)>,
+    runs_tail: super::commit::Extents,
+    runs_pending: Option<super::commit::Extents>,
     /// The oldest commit the slices it does not merge hold, if any: where a replay from its
     /// meta page starts (`at`), in commits.
     horizon: Option<u64>,
@@ -305,7 +305,7 @@ pub(crate) fn start(shared: &Arc<Shared>, guard: &mut WriterState, durable: bool
         starter: 0,
         idle: durable,
         cuts_wanted: k > 1 && active.slices().len() < 2 * k,
-        runs_tail: (0, 0),
+        runs_tail: Vec::new(),
         runs_pending: None,
         horizon,
     };
@@ -363,7 +363,7 @@ pub(crate) fn replay_round(
         starter: 0,
         idle: false,
         cuts_wanted: false,
-        runs_tail: (0, 0),
+        runs_tail: Vec::new(),
         runs_pending: None,
         horizon: Some(first),
     };
@@ -422,7 +422,7 @@ fn launch(
         beside,
         starter,
         runs_tail,
-        runs_pending: (runs_pending.1 > 0).then_some(runs_pending),
+        runs_pending,
         ..job
     };
     // Beside readers a checkpoint yields the CPU to them, unless the writer will soon wait
@@ -450,12 +450,13 @@ fn launch(
     let job_snapshot = frozen.clone();
     let inline = frozen;
     let nice = super::admission::share::checkpoint_nice(&shared.options, yields, beside);
+    let thread_job = job.clone();
     let spawned = shared.background.spawn("larch-checkpoint", nice, move || {
         let disk = receive.recv().ok()?;
         // Off the writer's thread: the table the last merged overlay left is emptied
         // for a later overlay (`overlay::Spare`).
         owner.spare.prepare();
-        Some(run(&owner, disk, job_snapshot, job))
+        Some(run(&owner, disk, job_snapshot, thread_job))
     });
     let (thread, disk) = match spawned {
         Some(thread) => match send.send(disk) {
@@ -465,11 +466,12 @@ fn launch(
         None => (None, Some(disk)),
     };
     let cpu_clock = thread.as_ref().and_then(thread_clock);
+    let position = job.position;
     guard.checkpoint = Some(Running {
         thread,
-        done: disk.map(|disk| run(shared, disk, inline, job)),
+        done: disk.map(|disk| run(shared, disk, inline, job.clone())),
         job,
-        position: job.position,
+        position,
         bytes,
         started,
         slice,
@@ -753,7 +755,7 @@ fn write(
         // oldest commit one holds, or none older than its own.
         pages.defer_runs(job.horizon.unwrap_or(f + 1), shared.named_runs.clone());
     }
-    let named = (job.runs_pending, job.runs_tail);
+    let named = (job.runs_pending.clone(), job.runs_tail.clone());
     let (reserved, freed_leftovers) = match super::commit::runs::reserve(shared, &mut pages, named)
     {
         Ok(r) => r,
@@ -831,9 +833,9 @@ fn write(
                 return Err(e);
             }
         };
-    if let Some((start, pages)) = reserved {
+    if let Some(extents) = reserved {
         let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
-        space.offer(f, start, pages);
+        space.offer(f, extents);
     }
     let cuts = job
         .cuts_wanted

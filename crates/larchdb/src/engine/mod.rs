@@ -299,7 +299,7 @@ impl Counters {
 
 impl Shared {
     /// `RunSpace::named`, under its lock.
-    pub(crate) fn runs_named(&self) -> ((u64, u64), (u64, u64)) {
+    pub(crate) fn runs_named(&self) -> (Option<commit::Extents>, commit::Extents) {
         self.runs.lock().unwrap_or_else(|e| e.into_inner()).named()
     }
 

@@ -206,6 +206,12 @@ impl Shared {
         } else if let Some(lock) = lock.as_ref() {
             publish_log_at_open(lock, log.as_ref(), &current, &meta, &losses)?;
         }
+        // The pages the meta page names as reserved for large values: a writing handle frees
+        // those no replayed record names (`RunSpace::at_open`).
+        let reserved = match options.read_only {
+            true => Vec::new(),
+            false => tree.snap.reserved()?.all(),
+        };
         let memory_budget = super::admission::budget::resolve(options.memory_budget);
         let alone_budget =
             super::admission::budget::resolve_alone(options.memory_budget, memory_budget);
@@ -244,7 +250,7 @@ impl Shared {
                 &later_runs,
             ))),
             runs: Mutex::new(super::commit::RunSpace::at_open(
-                &meta,
+                reserved,
                 named_runs
                     .iter()
                     .map(|&(page, pages, _)| (page, pages))

@@ -174,7 +174,7 @@ impl<'db> Txn<'db> {
                 // Its commit frees the leftovers, the reservations a closing handle gave up
                 // (`RunSpace::close`) among them, and may take a reservation (`runs::reserve`).
                 let (pending, tail) = self.shared.runs_named();
-                pages.name_reserved(pending, tail);
+                pages.name_reserved(pending.unwrap_or_default(), tail);
             }
             self.pages = Some(Box::new(pages));
         }

@@ -12,6 +12,7 @@ use crate::layout::meta::{
     FREELIST_HEAD_AT as M_FREELIST_HEAD, FREELIST_PAGES_AT as M_FREELIST_PAGES,
     LAST_DURABLE_AT as M_LAST_DURABLE, LOG_POSITION_AT as M_LOG_POSITION, MAGIC_AT as M_MAGIC,
     PAGE_BYTES_AT as M_PAGE_BYTES, PAGE_COUNT_AT as M_PAGE_COUNT, RESERVE_AT as M_RESERVE,
+    RESERVE_LIST_AT as M_RESERVE_LIST, RESERVE_LIST_PAGES_AT as M_RESERVE_LIST_PAGES,
     RESERVE_TAIL_AT as M_RESERVE_TAIL, VERSION_AT as M_VERSION,
 };
 use crate::layout::{header, kind, table_header, META_SLOTS};
@@ -26,8 +27,10 @@ pub(crate) const MAGIC: [u8; 8] = *b"LARCHDB\0";
 /// the oldest record a slice still needs), and replay applies every commit record from it;
 /// format 3 is read the same (its position has none). Format 2 (no log position) is read as
 /// a commit with no log. Format 5: the pages reserved for large values written at their
-/// commits (`Meta::reserve`, `Meta::reserve_tail`); formats 3 and 4 are read with none.
-pub(crate) const FORMAT_VERSION: u32 = 5;
+/// commits, as two extents (`Meta::reserve_v5`); formats 3 and 4 are read with none. Format 6:
+/// those pages as a list of extents in pages of their own (`Meta::reserve_list`), so that a
+/// reservation takes free space in as many pieces as it is cut into.
+pub(crate) const FORMAT_VERSION: u32 = 6;
 /// Checksum algorithm id: 1 = CRC-32C (Castagnoli).
 const CHECKSUM_CRC32C: u8 = 1;
 
@@ -110,12 +113,17 @@ pub(crate) struct Meta {
     pub(crate) log: bool,
     /// The log position this commit covers everything before (its checkpoint position).
     pub(crate) log_position: u64,
-    /// Pages (first, count) reserved for the runs commits after this one write large values
-    /// into, and the part of the reservation before it they may still have written into:
+    /// Format 6: the first page of the list of the pages reserved for the runs commits after
+    /// this one write large values into, and of the part of the reservation before it they
+    /// may still have written into (`Snapshot::reserved`); id 0 for none. Those pages are
     /// neither free nor in the tree; an open frees the pages no record it replays names
-    /// (docs/design/large-values.md). (0, 0) for none.
-    pub(crate) reserve: (u64, u64),
-    pub(crate) reserve_tail: (u64, u64),
+    /// (docs/design/large-values.md).
+    pub(crate) reserve_list: PageRef,
+    /// Pages of that list.
+    pub(crate) reserve_list_pages: u64,
+    /// Format 5: the same pages as two extents (first, count), the reservation and the tail;
+    /// (0, 0) for none. Never written.
+    pub(crate) reserve_v5: [(u64, u64); 2],
 }
 
 /// Why a meta slot could not be used.
@@ -150,10 +158,10 @@ impl Meta {
         put_u64(&mut p, M_LAST_DURABLE, self.last_durable_txn);
         p[M_BOOT_ID..M_BOOT_ID + 16].copy_from_slice(&self.boot_id);
         put_u64(&mut p, M_LOG_POSITION, self.log_position);
-        put_u64(&mut p, M_RESERVE, self.reserve.0);
-        put_u64(&mut p, M_RESERVE + 8, self.reserve.1);
-        put_u64(&mut p, M_RESERVE_TAIL, self.reserve_tail.0);
-        put_u64(&mut p, M_RESERVE_TAIL + 8, self.reserve_tail.1);
+        debug_assert_eq!(self.reserve_v5, [(0, 0); 2]);
+        p[M_RESERVE_LIST..M_RESERVE_LIST + PageRef::BYTES]
+            .copy_from_slice(&self.reserve_list.encode());
+        put_u64(&mut p, M_RESERVE_LIST_PAGES, self.reserve_list_pages);
         seal_page(&mut p, slot, self.txn);
         p
     }
@@ -207,7 +215,7 @@ impl Meta {
             .map_err(|e| MetaDefect::Damaged(e.to_string()))?;
         let mut boot_id = [0u8; 16];
         boot_id.copy_from_slice(&p[M_BOOT_ID..M_BOOT_ID + 16]);
-        let meta = Meta {
+        let mut meta = Meta {
             txn: header::txn(p),
             page_bytes,
             page_count: get_u64(p, M_PAGE_COUNT),
@@ -223,9 +231,19 @@ impl Meta {
             } else {
                 0
             },
-            reserve: extent_at(p, M_RESERVE),
-            reserve_tail: extent_at(p, M_RESERVE_TAIL),
+            reserve_list: PageRef::default(),
+            reserve_list_pages: 0,
+            reserve_v5: [(0, 0); 2],
         };
+        match get_u32(p, M_VERSION) {
+            5 => meta.reserve_v5 = [extent_at(p, M_RESERVE), extent_at(p, M_RESERVE_TAIL)],
+            6.. => {
+                meta.reserve_list =
+                    PageRef::decode(&p[M_RESERVE_LIST..M_RESERVE_LIST + PageRef::BYTES]);
+                meta.reserve_list_pages = get_u64(p, M_RESERVE_LIST_PAGES);
+            }
+            _ => {}
+        }
         let pc = meta.page_count;
         let in_range = |id: u64| id == 0 || (id >= META_SLOTS && id < pc);
         if !(META_SLOTS..=PAGE_COUNT_MAX).contains(&pc)
@@ -235,8 +253,11 @@ impl Meta {
             || meta.freelist_head.txn > meta.txn
             || meta.freelist_pages > pc
             || meta.last_durable_txn > meta.txn
-            || !extent_in(meta.reserve, pc)
-            || !extent_in(meta.reserve_tail, pc)
+            || !meta.reserve_v5.iter().all(|&e| extent_in(e, pc))
+            || !in_range(meta.reserve_list.id)
+            || meta.reserve_list.txn > meta.txn
+            || meta.reserve_list_pages > pc
+            || meta.reserve_list.is_none() != (meta.reserve_list_pages == 0)
         {
             return Err(MetaDefect::Damaged("meta fields out of range".into()));
         }
@@ -282,8 +303,9 @@ mod tests {
             boot_id: [9; 16],
             log: true,
             log_position: 1 << 40,
-            reserve: (5, 2),
-            reserve_tail: (8, 1),
+            reserve_list: PageRef::new(5, 7),
+            reserve_list_pages: 1,
+            reserve_v5: [(0, 0); 2],
         }
     }
 
@@ -311,6 +333,31 @@ mod tests {
             q[byte] ^= 0x10;
             assert!(Meta::decode(&q, 1).is_err(), "flip at {byte} accepted");
         }
+    }
+
+    #[test]
+    fn a_format_5_slot_names_its_two_extents() {
+        let m = Meta {
+            reserve_list: PageRef::default(),
+            reserve_list_pages: 0,
+            ..sample()
+        };
+        let mut p = page(&m, 1);
+        put_u32(&mut p, M_VERSION, 5);
+        put_u64(&mut p, M_RESERVE, 5);
+        put_u64(&mut p, M_RESERVE + 8, 2);
+        put_u64(&mut p, M_RESERVE_TAIL, 8);
+        put_u64(&mut p, M_RESERVE_TAIL + 8, 1);
+        seal_page(&mut p[..META_END], 1, m.txn);
+        let want = Meta {
+            reserve_v5: [(5, 2), (8, 1)],
+            ..m
+        };
+        assert_eq!(Meta::decode(&p, 1), Ok(want));
+        // An extent past the file is a damaged slot.
+        put_u64(&mut p, M_RESERVE + 8, 20);
+        seal_page(&mut p[..META_END], 1, m.txn);
+        assert!(matches!(Meta::decode(&p, 1), Err(MetaDefect::Damaged(_))));
     }
 
     #[test]

@@ -28,8 +28,9 @@ pub(crate) fn create(
         boot_id: boot_id.unwrap_or([0; 16]),
         log: false,
         log_position: 0,
-        reserve: (0, 0),
-        reserve_tail: (0, 0),
+        reserve_list: PageRef::default(),
+        reserve_list_pages: 0,
+        reserve_v5: [(0, 0); 2],
     };
     // Both slot pages in full (zero beyond the meta fields), then the fields.
     storage.write_at(&vec![0u8; 2 * page_bytes as usize], 0)?;
@@ -247,7 +248,11 @@ pub(crate) fn newer_pages(
                 || header::txn(p) <= txn
                 || !matches!(
                     k,
-                    kind::BRANCH | kind::LEAF | kind::FREELIST | kind::OVERFLOW
+                    kind::BRANCH
+                        | kind::LEAF
+                        | kind::FREELIST
+                        | kind::OVERFLOW
+                        | kind::RESERVE_LIST
                 )
             {
                 continue;

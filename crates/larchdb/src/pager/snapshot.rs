@@ -23,6 +23,29 @@ pub(crate) struct Snapshot {
     view: Option<MapView>,
 }
 
+/// The pages a meta page names as reserved for large values (`Meta::reserve_list`), as read
+/// back: the reservation, the tail of the one before (each ascending), and the list's pages.
+#[derive(Debug, Default)]
+pub(crate) struct Reserved {
+    pub(crate) reserve: Vec<(u64, u64)>,
+    pub(crate) tail: Vec<(u64, u64)>,
+    pub(crate) list: Vec<u64>,
+}
+
+impl Reserved {
+    /// The reservation's extents and the tail's, ascending.
+    pub(crate) fn all(self) -> Vec<(u64, u64)> {
+        let mut all = self.reserve;
+        all.extend(self.tail);
+        all.sort_unstable();
+        all
+    }
+}
+
+/// Kinds of the entries of a reserved pages' list: the reservation's extents, and the tail's.
+pub(crate) const RESERVED_RESERVE: u32 = 0;
+pub(crate) const RESERVED_TAIL: u32 = 1;
+
 /// One page of a freelist chain, as read back: its id, the commit that wrote it, its entries.
 pub(crate) struct ChainPage {
     pub(crate) id: u64,
@@ -146,6 +169,64 @@ impl Snapshot {
             return Err(Error::corrupted(id, "checksum mismatch"));
         }
         Ok(p)
+    }
+
+    /// The pages the meta page names as reserved for large values: its list's (format 6),
+    /// each page checksum-verified and each extent checked to lie in the file past the meta
+    /// slots, or its two extents (format 5).
+    pub(crate) fn reserved(&self) -> Result<Reserved> {
+        let mut out = Reserved::default();
+        let [reserve, tail] = self.meta.reserve_v5;
+        out.reserve.extend(Some(reserve).filter(|e| e.1 > 0));
+        out.tail.extend(Some(tail).filter(|e| e.1 > 0));
+        let mut next = self.meta.reserve_list;
+        while !next.is_none() {
+            if out.list.len() as u64 >= self.meta.reserve_list_pages {
+                return Err(Error::corrupted(
+                    next.id,
+                    "reserved pages' list longer than recorded",
+                ));
+            }
+            let p = self.bytes_verified(next.id, 1)?;
+            next.check(p)?;
+            let (link, extents) = freelist::decode_reserve_page(p, next.id)?;
+            for e in extents {
+                let end = e.start.checked_add(e.pages);
+                if e.start < META_SLOTS
+                    || e.pages == 0
+                    || end.is_none_or(|end| end > self.meta.page_count)
+                {
+                    return Err(Error::corrupted(
+                        next.id,
+                        "a reserved extent outside the file",
+                    ));
+                }
+                match e.kind {
+                    RESERVED_RESERVE => out.reserve.push((e.start, e.pages)),
+                    RESERVED_TAIL => out.tail.push((e.start, e.pages)),
+                    _ => return Err(Error::corrupted(next.id, "a reserved extent of no kind")),
+                }
+            }
+            out.list.push(next.id);
+            next = link;
+        }
+        if out.list.len() as u64 != self.meta.reserve_list_pages {
+            return Err(Error::corrupted(
+                self.meta.reserve_list.id,
+                "reserved pages' list shorter than recorded",
+            ));
+        }
+        out.reserve.sort_unstable();
+        out.tail.sort_unstable();
+        let mut all: Vec<(u64, u64)> = out.reserve.iter().chain(&out.tail).copied().collect();
+        all.sort_unstable();
+        if all.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+            return Err(Error::corrupted(
+                self.meta.reserve_list.id,
+                "reserved extents overlap",
+            ));
+        }
+        Ok(out)
     }
 
     /// The freelist chain's pages, newest first, each checksum-verified.

@@ -35,7 +35,7 @@ pub(crate) use pages::{
     commit, durable_checkpoint_due, log_short, pinned_bytes_bound, publish_written, retire,
     write_commit, Written,
 };
-pub(crate) use runs::{named_at_open, RunSpace};
+pub(crate) use runs::{named_at_open, Extents, RunSpace};
 pub(crate) use settle::{
     make_durable, mark_unsettled, settle, settle_keeping_log, settle_marks, start_settling,
     Settling,

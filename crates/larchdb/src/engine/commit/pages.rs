@@ -33,8 +33,7 @@ pub(crate) fn commit(
     // of pages (a checkpoint on the writer's thread, `checkpoint_thread(false)`, or a
     // transaction that writes pages): `runs::reserve`.
     let mut pages = pages;
-    let (pending, tail) = shared.runs_named();
-    let named = ((pending.1 > 0).then_some(pending), tail);
+    let named = shared.runs_named();
     let (reserved, freed) = match runs::reserve(shared, &mut pages, named) {
         Ok(r) => r,
         Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
@@ -47,9 +46,9 @@ pub(crate) fn commit(
             return Err(e);
         }
     };
-    if let Some((start, n)) = reserved {
+    if let Some(extents) = reserved {
         let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
-        space.offer(txn, start, n);
+        space.offer(txn, extents);
         // A durable commit: the writer moves to it now (`write_commit` promoted before).
         space.promote(disk.last_durable_txn);
     }

@@ -3,11 +3,12 @@
 //! page commit reserved, and its record names the run instead of carrying the value; the
 //! merge puts the run's reference in the leaf as it is.
 //!
-//! The reservation a commit takes is named in its meta page (`Meta::reserve`), and the
-//! writer starts on it only once that commit is durable, so that after a crash the pages it
-//! wrote into are in an extent the chosen meta page names: that commit's reservation, or the
-//! one before from where the writer was when that commit started (`Meta::reserve_tail`). The
-//! open frees those pages no replayed record names.
+//! A reservation is free space, in as many extents as the free space is cut into (up to
+//! `RESERVE_EXTENTS_MAX`), then the file's end. The reservation a commit takes is named in
+//! its meta page's list (`Meta::reserve_list`), and the writer starts on it only once that
+//! commit is durable, so that after a crash the pages it wrote into are in extents the chosen
+//! meta page names: that commit's reservation, or the one before from where the writer was
+//! when that commit started (its tail). The open frees those pages no replayed record names.
 
 use super::*;
 use crate::engine::published::Published;
@@ -20,27 +21,51 @@ use crate::pager::page::{init_page, seal_page};
 const RESERVE_PAGES_MIN: u64 = 64;
 const RESERVE_PAGES_MAX: u64 = 16384;
 
+/// Extents a reservation takes from the free space at most: the list its meta pages name
+/// (`Meta::reserve_list`) stays within a few pages. Where the free space is in more pieces
+/// than this, the reservation is smaller, not taken from the file's end.
+const RESERVE_EXTENTS_MAX: usize = 2048;
+
+/// Extents of pages (first page, pages), ascending and disjoint.
+pub(crate) type Extents = Vec<(u64, u64)>;
+
 /// Pages reserved for runs, and how far the writer took them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Reservation {
-    pub(crate) start: u64,
-    pub(crate) end: u64,
-    /// The next page the writer takes.
+    /// Its pages: free space taken where the file had it, and the file's end after.
+    pub(crate) extents: Extents,
+    /// The next page the writer may take: in an extent, between two or past the last. Pages
+    /// before it are taken, or were passed over and went to the leftovers (`RunSpace::take`).
     pub(crate) cursor: u64,
 }
 
 impl Reservation {
-    fn remainder(&self) -> (u64, u64) {
-        match self.end > self.cursor {
-            true => (self.cursor, self.end - self.cursor),
-            false => (0, 0),
-        }
+    fn new(extents: Extents) -> Reservation {
+        let cursor = extents.first().map_or(0, |e| e.0);
+        Reservation { extents, cursor }
+    }
+
+    /// The pages from the cursor on.
+    fn remainder(&self) -> Extents {
+        within(&self.extents, self.cursor, u64::MAX)
     }
 }
 
-/// An open's two extents (first page, pages) and the runs its replay named
+/// The pages of `extents` in `[from, to)`.
+fn within(extents: &[(u64, u64)], from: u64, to: u64) -> Extents {
+    let i = extents.partition_point(|&(s, n)| s + n <= from);
+    extents[i..]
+        .iter()
+        .take_while(|&&(s, _)| s < to)
+        .map(|&(s, n)| (s.max(from), (s + n).min(to)))
+        .filter(|&(s, e)| e > s)
+        .map(|(s, e)| (s, e - s))
+        .collect()
+}
+
+/// An open's extents (first page, pages) and the runs its replay named
 /// (`RunSpace::open`).
-type OpenExtents = ([(u64, u64); 2], Vec<(u64, u64)>);
+type OpenExtents = (Extents, Vec<(u64, u64)>);
 
 /// The writer's reservations (`Shared::runs`).
 #[derive(Debug, Default)]
@@ -51,28 +76,33 @@ pub(crate) struct RunSpace {
     /// checkpoint is durable (`promote`).
     pub(crate) next: Option<(u64, Reservation)>,
     /// Pages no record names that the next checkpoint or page commit frees: a reservation's
-    /// remainder once the writer moved on, and what an open found unnamed.
+    /// remainder once the writer moved on, pages it passed over, and what an open found
+    /// unnamed.
     pub(crate) leftovers: Vec<(u64, u64)>,
     /// Pages the writer took since the last reservation was planned, and those of the large
     /// values that went into the log for want of room: what the next reservation is sized by.
     pub(crate) taken: u64,
     pub(crate) missed: u64,
+    /// The longest run the writer took or wanted since the last reservation was planned: the
+    /// shortest free extent the next one takes.
+    pub(crate) longest: u64,
     /// The handle is closing (`close`): no more reservations.
     pub(crate) closing: bool,
-    /// Until an open's replay is done: the two extents its meta page named, and the runs the
+    /// Until an open's replay is done: the extents its meta page named, and the runs the
     /// records replayed so far name (`at_open`).
     pub(crate) open: Option<OpenExtents>,
 }
 
 impl RunSpace {
-    /// The reservations after an open from meta page `meta`: none current (the first
-    /// checkpoint takes one), and the pages of the two extents it names that no record the
-    /// open replayed names (`named`: runs as first page and pages) freed by that checkpoint.
-    /// An open that replays the rest in rounds (`rounds`) names the extents, trimmed as the
-    /// rounds go (`trim_open`), in the rounds' meta pages until the last round (`open_done`).
-    pub(crate) fn at_open(meta: &Meta, named: Vec<(u64, u64)>, rounds: bool) -> RunSpace {
+    /// The reservations after an open from a meta page that named `reserved` (its
+    /// reservation and its tail, `Snapshot::reserved`): none current (the first checkpoint
+    /// takes one), and the pages of those extents that no record the open replayed names
+    /// (`named`: runs as first page and pages) freed by that checkpoint. An open that replays
+    /// the rest in rounds (`rounds`) names the extents, trimmed as the rounds go
+    /// (`trim_open`), in the rounds' meta pages until the last round (`open_done`).
+    pub(crate) fn at_open(reserved: Extents, named: Vec<(u64, u64)>, rounds: bool) -> RunSpace {
         let mut space = RunSpace {
-            open: Some(([meta.reserve, meta.reserve_tail], named)),
+            open: Some((reserved, named)),
             ..RunSpace::default()
         };
         if rounds {
@@ -127,6 +157,7 @@ impl RunSpace {
             *extent = if to < end { (to, end - to) } else { (0, 0) };
             named.retain(|&(id, _)| !(id >= start && id < to));
         }
+        extents.retain(|&(_, n)| n > 0);
     }
 
     /// Every record of the open's log is replayed: the pages of the extents the open's meta
@@ -154,13 +185,15 @@ impl RunSpace {
         }
     }
 
-    /// Pages for a commit's new reservation: twice what the writer took since the last,
-    /// within `RESERVE_PAGES_MIN..=RESERVE_PAGES_MAX`.
-    pub(crate) fn size_next(&mut self) -> Option<u64> {
+    /// Pages for a commit's new reservation, twice what the writer took since the last within
+    /// `RESERVE_PAGES_MIN..=RESERVE_PAGES_MAX`, and the shortest free extent worth taking for
+    /// it: the longest run the writer took or wanted meanwhile.
+    pub(crate) fn size_next(&mut self) -> Option<(u64, u64)> {
         let wanted = 2 * (self.taken + self.missed);
-        (self.taken, self.missed) = (0, 0);
+        let longest = self.longest.max(1);
+        (self.taken, self.missed, self.longest) = (0, 0, 0);
         let takes = !self.closing && self.open.is_none() && wanted > 0;
-        takes.then(|| wanted.clamp(RESERVE_PAGES_MIN, RESERVE_PAGES_MAX))
+        takes.then(|| (wanted.clamp(RESERVE_PAGES_MIN, RESERVE_PAGES_MAX), longest))
     }
 
     /// The handle is closing: the writer writes no more runs, and the reservations' pages
@@ -168,86 +201,83 @@ impl RunSpace {
     pub(crate) fn close(&mut self) {
         self.closing = true;
         if let Some(r) = self.current.take() {
-            let (start, pages) = r.remainder();
-            if pages > 0 {
-                self.leftovers.push((start, pages));
-            }
+            self.leftovers.extend(r.remainder());
         }
         if let Some((_, r)) = self.next.take() {
-            self.leftovers.push((r.start, r.end - r.start));
+            self.leftovers.extend(r.extents);
         }
     }
 
-    /// What a meta page written now names (`Meta::reserve`, `Meta::reserve_tail`): the
-    /// reservation of a commit not yet durable, and the current one from the writer's
-    /// cursor.
-    pub(crate) fn named(&self) -> ((u64, u64), (u64, u64)) {
+    /// What a meta page written now names (`Meta::reserve_list`): the reservation of a
+    /// commit not yet durable (`None` where none waits), and the current one from the
+    /// writer's cursor.
+    pub(crate) fn named(&self) -> (Option<Extents>, Extents) {
         if let Some((extents, _)) = &self.open {
-            return (extents[0], extents[1]);
+            return (Some(extents.clone()).filter(|e| !e.is_empty()), Vec::new());
         }
-        let pending = self
-            .next
-            .map_or((0, 0), |(_, r)| (r.start, r.end - r.start));
-        (pending, self.current.map_or((0, 0), |r| r.remainder()))
+        let pending = self.next.as_ref().map(|(_, r)| r.extents.clone());
+        (
+            pending,
+            self.current
+                .as_ref()
+                .map_or_else(Vec::new, |r| r.remainder()),
+        )
     }
 
-    /// A checkpoint or page commit (`txn`) reserved `[start, start + pages)`.
-    pub(crate) fn offer(&mut self, txn: u64, start: u64, pages: u64) {
-        let r = Reservation {
-            start,
-            end: start + pages,
-            cursor: start,
-        };
-        if let Some((_, old)) = self.next.replace((txn, r)) {
+    /// A checkpoint or page commit (`txn`) reserved `extents`.
+    pub(crate) fn offer(&mut self, txn: u64, extents: Extents) {
+        if let Some((_, old)) = self.next.replace((txn, Reservation::new(extents))) {
             // Never named again: no commit takes one while another waits.
-            self.leftovers.push((old.start, old.end - old.start));
+            self.leftovers.extend(old.extents);
         }
     }
 
     /// Commit `durable` is durable: the writer moves to the reservation of a commit no
     /// later, and the current one's remainder goes to the leftovers.
     pub(crate) fn promote(&mut self, durable: u64) {
-        if let Some((txn, r)) = self.next {
-            if txn <= durable {
+        if self.next.as_ref().is_some_and(|&(txn, _)| txn <= durable) {
+            if let Some((_, r)) = self.next.take() {
                 if let Some(old) = self.current.replace(r) {
-                    let (start, pages) = old.remainder();
-                    if pages > 0 {
-                        self.leftovers.push((start, pages));
-                    }
+                    self.leftovers.extend(old.remainder());
                 }
-                self.next = None;
             }
         }
     }
 
-    /// `pages` pages for a run, from the current reservation, or `None` if it has no room.
+    /// `pages` contiguous pages for a run, from the current reservation, or `None` if it has
+    /// no room. Pages of the reservation passed over for want of room in their extent go to
+    /// the leftovers: the cursor only moves forward, so that a meta page names what is left
+    /// as the pages from it on.
     fn take(&mut self, pages: u64) -> Option<u64> {
+        self.longest = self.longest.max(pages);
         let r = self.current.as_mut()?;
-        if r.end - r.cursor < pages {
-            return None;
-        }
-        let id = r.cursor;
-        r.cursor += pages;
+        let i = r.extents.partition_point(|&(s, n)| s + n <= r.cursor);
+        let &(start, n) = r.extents[i..]
+            .iter()
+            .find(|&&(s, n)| s + n - s.max(r.cursor) >= pages)?;
+        let id = start.max(r.cursor);
+        debug_assert!(id + pages <= start + n);
+        self.leftovers.extend(within(&r.extents, r.cursor, id));
+        r.cursor = id + pages;
         self.taken += pages;
         Some(id)
     }
 }
 
-/// What `reserve` did: the reservation it took (first page, pages), and the leftovers
-/// (first page, pages) its commit frees.
-pub(crate) type Reserved = (Option<(u64, u64)>, Vec<(u64, u64)>);
+/// What `reserve` did: the reservation it took, and the leftovers its commit frees.
+pub(crate) type Reserved = (Option<Extents>, Vec<(u64, u64)>);
 
 /// The reservations for large values in the commit `pages` writes, a checkpoint's or a
 /// commit of pages on the writer's thread: its meta page names the writer's current one
 /// from its cursor as `named` found it (`RunSpace::named`: a pending one, `None` where none
 /// waits, and the current one's remainder), and either the pending one or, with none, a new
-/// one it takes, returned (first page, pages) for the caller to offer (`RunSpace::offer`)
-/// once its commit is written. It frees the pages the writer left behind that its meta page
-/// does not name, returned too: a commit that fails gives them back (`keep_leftovers`).
+/// one it takes, returned for the caller to offer (`RunSpace::offer`) once its commit is
+/// written. It frees the pages the writer left behind that its meta page does not name,
+/// returned too: a commit that fails gives them back (`keep_leftovers`).
 pub(crate) fn reserve(
     shared: &Shared,
     pages: &mut WritePages,
-    named: (Option<(u64, u64)>, (u64, u64)),
+    named: (Option<Extents>, Extents),
 ) -> Result<Reserved> {
     let (pending, tail) = named;
     // Without runs (no log, or one of an older version) no reservation is taken, but the
@@ -263,36 +293,36 @@ pub(crate) fn reserve(
             .size_next(),
     };
     let created = match reserve {
-        Some(n) => match pages.reserve_pages(n)? {
-            Some(start) => {
-                // The file covers the reservation before the meta page that names it: nothing
-                // is written there yet, and an open checks the file's length against
-                // `page_count`.
-                let end = (start + n) * shared.page_bytes as u64;
-                if shared.storage.len()? < end {
-                    shared.storage.set_len(end)?;
-                }
-                Some((start, n))
-            }
-            None => None,
-        },
+        Some((n, shortest)) => pages.reserve_pages(n, shortest, RESERVE_EXTENTS_MAX)?,
         None => None,
     };
+    if let Some(&(start, n)) = created.as_ref().and_then(|c| c.last()) {
+        // The file covers the reservation before the meta page that names it: nothing is
+        // written there yet, and an open checks the file's length against `page_count`.
+        let end = (start + n) * shared.page_bytes as u64;
+        if shared.storage.len()? < end {
+            shared.storage.set_len(end)?;
+        }
+    }
     // Taken once nothing else here can fail. Not the pages this meta page names as the
     // writer's (a remainder left after `named` was read): an open from it frees those itself.
     let leftovers = {
         let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
-        let (start, n) = tail;
+        let overlaps = |&(s, p): &(u64, u64)| {
+            let i = tail.partition_point(|&(start, n)| start + n <= s);
+            tail.get(i).is_some_and(|&(start, _)| start < s + p)
+        };
         let (named, free): (Vec<_>, Vec<_>) = std::mem::take(&mut space.leftovers)
             .into_iter()
-            .partition(|&(s, p)| n > 0 && s < start + n && start < s + p);
+            .partition(overlaps);
         space.leftovers = named;
         free
     };
     for &(start, n) in &leftovers {
         pages.free_unused(start, n);
     }
-    pages.name_reserved(created.or(pending).unwrap_or((0, 0)), tail);
+    let reserve = created.clone().or(pending).unwrap_or_default();
+    pages.name_reserved(reserve, tail);
     Ok((created, leftovers))
 }
 
@@ -413,10 +443,20 @@ pub(crate) fn runs_unused(shared: &Shared, guard: &mut WriterState) {
     let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
     let first = guard.run_pages.first().map_or(0, |r| r.0);
     let end = guard.run_pages.last().map_or(0, |r| r.0 + r.1);
+    let pages: u64 = guard.run_pages.iter().map(|r| r.1).sum();
     match space.current.as_mut() {
         // Taken one after the other from the front of the current reservation, which is
-        // still current: given back to it, named with its remainder by the next meta page.
-        Some(r) if r.cursor == end && first >= r.start => {
+        // still current, none passed over between them: given back to it, named with its
+        // remainder by the next meta page.
+        Some(r)
+            if r.cursor == end
+                && end - first == pages
+                && within(&r.extents, first, end)
+                    .iter()
+                    .map(|e| e.1)
+                    .sum::<u64>()
+                    == pages =>
+        {
             r.cursor = first;
             guard.run_pages.clear();
         }

@@ -29,6 +29,22 @@ pub(crate) fn decode_page(p: &[u8], id: u64) -> Result<(PageRef, Vec<Extent>)> {
     if header::kind(p) != kind::FREELIST {
         return Err(Error::corrupted(id, "expected a freelist page"));
     }
+    decode_extents(p, id)
+}
+
+/// Reads a page of the list of reserved pages (`kind::RESERVE_LIST`, laid out as a freelist
+/// page): the next link and its extents.
+pub(crate) fn decode_reserve_page(p: &[u8], id: u64) -> Result<(PageRef, Vec<Extent>)> {
+    if header::kind(p) != kind::RESERVE_LIST {
+        return Err(Error::corrupted(
+            id,
+            "expected a page of the reserved pages' list",
+        ));
+    }
+    decode_extents(p, id)
+}
+
+fn decode_extents(p: &[u8], id: u64) -> Result<(PageRef, Vec<Extent>)> {
     let n = extents(p) as usize;
     if n > extents_per_page(p.len()) {
         return Err(Error::corrupted(id, "freelist page count too large"));

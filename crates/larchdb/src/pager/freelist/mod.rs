@@ -24,7 +24,7 @@ mod codec;
 mod named;
 mod replay;
 
-pub(crate) use codec::{decode_page, encode_page};
+pub(crate) use codec::{decode_page, decode_reserve_page, encode_page};
 pub(crate) use named::NamedRuns;
 pub(crate) use replay::replay;
 
@@ -420,6 +420,40 @@ impl FreeSet {
         }
         self.took(start, n);
         Some(start)
+    }
+
+    /// Takes up to `n` free pages for a reservation of large values' runs, in at most
+    /// `extents_max` extents of at least `shortest` pages each, the lowest first (data gathers
+    /// at the start of the file, and its end can be given back). Returns them ascending; fewer
+    /// than `n` pages where the free space has no more such extents.
+    pub(crate) fn take_extents(
+        &mut self,
+        n: u64,
+        shortest: u64,
+        extents_max: usize,
+    ) -> Vec<(u64, u64)> {
+        self.unfront();
+        self.merge_singles();
+        let shortest = shortest.max(1);
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut have = 0;
+        let mut from = 0;
+        while have < n && out.len() < extents_max {
+            let Some((&start, &len)) = self.free.range(from..).find(|&(_, &len)| len >= shortest)
+            else {
+                break;
+            };
+            let take = len.min(n - have);
+            self.free.remove(&start);
+            if len > take {
+                self.free.insert(start + take, len - take);
+            }
+            self.took(start, take);
+            out.push((start, take));
+            have += take;
+            from = start + len;
+        }
+        out
     }
 
     /// The lowest free page: the last single, the front extent's first page, or the first page

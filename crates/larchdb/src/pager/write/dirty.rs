@@ -598,24 +598,42 @@ impl WritePages {
         Ok(())
     }
 
-    /// Takes `n` contiguous pages for the writer's runs of large values (`Meta::reserve`): out
-    /// of the free space (or the file's end), given room in the file, their frames forgotten
-    /// (the writer writes them to the file, and a reader loads them from there); neither in
-    /// the tree nor free from this commit on.
-    /// `None`, with nothing taken, where the file has no room for them (a full disk): the
-    /// writer's values go to the log meanwhile.
-    pub(crate) fn reserve_pages(&mut self, n: u64) -> Result<Option<u64>> {
+    /// Takes `n` pages for the writer's runs of large values (`Meta::reserve_list`): free
+    /// extents of at least `shortest` pages, at most `extents_max` of them, then the file's end
+    /// for the rest (only where the free space ran out, not where it is in more pieces), given
+    /// room in the file, their frames forgotten (the writer writes them to the file, and a
+    /// reader loads them from there); neither in the tree nor free from this commit on.
+    /// Returns the extents, ascending; `None`, with nothing taken, where the file has no room
+    /// for them (a full disk): the writer's values go to the log meanwhile.
+    pub(crate) fn reserve_pages(
+        &mut self,
+        n: u64,
+        shortest: u64,
+        extents_max: usize,
+    ) -> Result<Option<Vec<(u64, u64)>>> {
         let (page_count, taken) = (self.page_count, self.taken.len());
-        let id = self.alloc(n)?;
-        let end = (id + n) * self.page_bytes as u64;
+        let mut got = self.free.take_extents(n, shortest, extents_max);
+        self.taken.extend_from_slice(&got);
+        let have: u64 = got.iter().map(|e| e.1).sum();
+        if have < n && got.len() < extents_max {
+            let start = self.page_count;
+            if start + (n - have) <= PAGE_COUNT_MAX {
+                self.page_count += n - have;
+                got.push((start, n - have));
+            }
+        }
+        let Some(end) = got.iter().map(|&(s, len)| s + len).max() else {
+            return Ok(None);
+        };
+        let end = end * self.page_bytes as u64;
         if self.wmap.past_frames(end) {
             self.leave_frames(end)?;
         }
         match self.wmap.ensure(end) {
             Ok(_) => {}
             Err(Error::DiskFull) => {
-                // Given back as taken: the file's end, or the free extent.
-                if self.taken.len() > taken {
+                // Given back as taken: the file's end, and the free extents.
+                while self.taken.len() > taken {
                     if let Some((start, len)) = self.taken.pop() {
                         let _ = self.free.insert(start, len);
                     }
@@ -626,9 +644,11 @@ impl WritePages {
             Err(e) => return Err(e),
         }
         if let Some(frames) = self.wmap.frames() {
-            frames.forget_page(id, n);
+            for &(start, len) in &got {
+                frames.forget_page(start, len);
+            }
         }
-        Ok(Some(id))
+        Ok(Some(crate::pager::freelist::join_runs(got)))
     }
 
     /// Frees pages no tree reaches and no record names (a reservation's remainder): pending
@@ -643,7 +663,7 @@ impl WritePages {
 
     /// The extents this commit's meta page names as reserved (`Meta::reserve`,
     /// `Meta::reserve_tail`).
-    pub(crate) fn name_reserved(&mut self, reserve: (u64, u64), tail: (u64, u64)) {
+    pub(crate) fn name_reserved(&mut self, reserve: Vec<(u64, u64)>, tail: Vec<(u64, u64)>) {
         self.reserve = reserve;
         self.reserve_tail = tail;
     }

@@ -169,9 +169,10 @@ pub(crate) struct WritePages {
     /// The runs this commit deferred, once `pend_freed` moved them to the free set: not
     /// deferred again if it fails (its base tree still references them).
     own_deferred: Vec<FreedRun>,
-    /// The meta page's `reserve` and `reserve_tail` (`name_reserved`).
-    reserve: (u64, u64),
-    reserve_tail: (u64, u64),
+    /// The extents the meta page's reservation list names (`name_reserved`): the
+    /// reservation, and the tail of the one before it.
+    reserve: Vec<(u64, u64)>,
+    reserve_tail: Vec<(u64, u64)>,
     /// The runs `freed` became at commit (first page, pages), for `take_freed`.
     freed_runs: Vec<(u64, u64)>,
     /// Entries of `freed` already dropped from the resident set (`forget_freed`).
@@ -267,8 +268,8 @@ impl WritePages {
             named: None,
             undeferred: Vec::new(),
             own_deferred: Vec::new(),
-            reserve: (0, 0),
-            reserve_tail: (0, 0),
+            reserve: Vec::new(),
+            reserve_tail: Vec::new(),
             freed_runs: Vec::new(),
             freed_forgotten: 0,
             last_durable,

@@ -6,8 +6,9 @@ use super::{FreedRun, WritePages};
 use crate::error::{Error, Result};
 use crate::layout::freelist::extents_per_page;
 use crate::layout::kind;
-use crate::pager::freelist::{encode_page, KIND_DURABLE, KIND_READERS, KIND_RELEASE};
+use crate::pager::freelist::{encode_page, Extent, KIND_DURABLE, KIND_READERS, KIND_RELEASE};
 use crate::pager::page::PageRef;
+use crate::pager::snapshot::{RESERVED_RESERVE, RESERVED_TAIL};
 use crate::pager::{Meta, TableHeader};
 
 /// A freelist chain may grow by deltas to twice a base's length plus this many pages before a
@@ -36,6 +37,7 @@ impl WritePages {
                 .collect(),
         };
         let txn = self.txn;
+        let (reserve_list, reserve_list_pages) = self.write_reserve_list()?;
         self.pend_freed();
         for &(start, len) in &self.spare {
             if !self.free.insert(start, len) {
@@ -89,9 +91,59 @@ impl WritePages {
             // Carried forward; a commit of a handle that writes the log sets them.
             log: self.base.meta.log,
             log_position: self.base.meta.log_position,
-            reserve: self.reserve,
-            reserve_tail: self.reserve_tail,
+            reserve_list,
+            reserve_list_pages,
+            reserve_v5: [(0, 0); 2],
         })
+    }
+
+    /// Writes the list of the pages reserved for large values that the meta page names
+    /// (`name_reserved`, `Snapshot::reserved`), in pages of its own, and frees the base
+    /// commit's list, which a reader of this commit's meta page never reads: pending like
+    /// the freelist chain's pages. Returns the list's first page and its pages.
+    fn write_reserve_list(&mut self) -> Result<(PageRef, u64)> {
+        if self.base.meta.reserve_list_pages > 0 {
+            let born = self.base.meta.reserve_list.txn;
+            for id in self.base.reserved()?.list {
+                self.freed.push(FreedRun {
+                    start: id,
+                    pages: 1,
+                    born,
+                });
+            }
+        }
+        let mut entries = std::mem::take(&mut self.extents);
+        entries.clear();
+        for (extents, kind) in [
+            (&self.reserve, RESERVED_RESERVE),
+            (&self.reserve_tail, RESERVED_TAIL),
+        ] {
+            entries.extend(
+                extents
+                    .iter()
+                    .map(|&(start, pages)| Extent::new(0, start, pages, kind)),
+            );
+        }
+        let per_page = extents_per_page(self.page_bytes);
+        let needed = entries.len().div_ceil(per_page);
+        let mut list = Vec::with_capacity(needed);
+        for _ in 0..needed {
+            list.push(self.new_page(kind::RESERVE_LIST)?);
+        }
+        let txn = self.txn;
+        for i in (0..list.len()).rev() {
+            let from = i * per_page;
+            let to = ((i + 1) * per_page).min(entries.len());
+            let next = list
+                .get(i + 1)
+                .map_or_else(PageRef::default, |&id| PageRef::new(id, txn));
+            encode_page(self.page_mut(list[i])?, next, &entries[from..to]);
+        }
+        self.extents = entries;
+        let head = list
+            .first()
+            .map_or_else(PageRef::default, |&id| PageRef::new(id, txn));
+        Ok((head, list.len() as u64))
     }
 
     /// Makes the pages this transaction freed pending. Pages written after the last durable
