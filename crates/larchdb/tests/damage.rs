@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const PAGE: usize = 4096;
-/// Bytes of a meta slot that its checksum covers (format 5).
+/// Bytes of a meta slot that its checksum covers (formats 5 and 6).
 const META_FIELDS: usize = 184;
 
 fn key(i: u32) -> Vec<u8> {
