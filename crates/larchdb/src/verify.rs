@@ -359,6 +359,9 @@ struct Walk<'s> {
     pages_checked: u64,
     /// Pending extents: the commit that freed each, and its pages.
     pending: Vec<(u64, u64)>,
+    /// The extents the meta page names as reserved for large values (`Snapshot::reserved`):
+    /// the reservation's, then its tail's.
+    reserved: Vec<(u64, u64)>,
 }
 
 impl<'s> Walk<'s> {
@@ -624,6 +627,7 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
         problems: Vec::new(),
         pages_checked: 0,
         pending: Vec::new(),
+        reserved: Vec::new(),
     };
     let mut stats = Stats {
         page_bytes: meta.page_bytes,
@@ -711,12 +715,14 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
     }
     match snap.reserved() {
         Ok(reserved) => {
-            for id in reserved.list {
+            for &id in &reserved.list {
                 if w.claim(id, 1, Owner::ReserveList) {
                     w.roles[id as usize] = PageRole::ReserveList;
                 }
                 w.pages_checked += 1;
             }
+            w.reserved = reserved.reserve;
+            w.reserved.extend(reserved.tail);
         }
         Err(e) => w.note_err(e, meta.reserve_list.id),
     }
@@ -733,9 +739,8 @@ fn walk(snap: &Snapshot, checksums: bool) -> (Walk<'_>, Stats, VerifyReport) {
 pub(crate) fn verify_owning(snap: &Snapshot, held: &[(u64, u64)]) -> VerifyReport {
     let (mut w, _, mut report) = walk(snap, true);
     let meta = snap.meta;
-    let reserved = snap.reserved().unwrap_or_default();
-    let named = reserved.reserve.iter().chain(&reserved.tail);
-    for &(start, pages) in named.chain(held) {
+    let reserved = std::mem::take(&mut w.reserved);
+    for &(start, pages) in reserved.iter().chain(held) {
         if pages == 0 {
             continue;
         }

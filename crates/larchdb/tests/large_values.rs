@@ -105,11 +105,7 @@ fn large_values_survive_a_process_crash_and_the_reopen_frees_what_no_record_name
     db.checkpoint().unwrap();
     writes(&db, &mut model, 0, 1200, 300);
     check(&db, &model);
-    let (data2, log2) = (
-        data.crash(CrashMode::ProcessOnly),
-        log.crash(CrashMode::ProcessOnly),
-    );
-    common::abandon(db);
+    let (data2, log2) = process_crash(db, &data, &log);
     let db = common::open_with_log(&data2, &log2, options()).unwrap();
     check(&db, &model);
     // And on: the reservation's pages no record named are free again, and the file verifies
@@ -267,11 +263,7 @@ fn a_damaged_run_is_refused_or_reported_never_read_as_a_value() {
     let mut w = db.begin_write().unwrap();
     w.table("t").unwrap().put(b"marker", b"m").unwrap();
     w.commit_with(Durability::Immediate).unwrap();
-    let (data2, log2) = (
-        data.crash(CrashMode::ProcessOnly),
-        log.crash(CrashMode::ProcessOnly),
-    );
-    common::abandon(db);
+    let (data2, log2) = process_crash(db, &data, &log);
     let mut bytes = data2.contents();
     for &page in &pages {
         bytes[page * 4096 + 1000] ^= 0x5a;
@@ -401,11 +393,7 @@ fn an_open_that_replays_large_values_in_rounds_holds_them_and_frees_the_rest() {
     db.checkpoint().unwrap();
     writes(&db, &mut model, 100, 2400, 2000);
     assert!(db.commit_stats().runs_written > 0, "no value went to a run");
-    common::abandon(db);
-    let (data, log) = (
-        data.crash(CrashMode::ProcessOnly),
-        log.crash(CrashMode::ProcessOnly),
-    );
+    let (data, log) = process_crash(db, &data, &log);
     let small = || rounds_options().memory_budget(4 << 20);
     let db = common::open_with_log(&data, &log, small()).unwrap();
     let rounds = db.stats().unwrap().commits.replay_rounds;
@@ -458,11 +446,7 @@ fn without_the_checkpoint_thread_large_values_go_to_runs_and_read_back() {
     writes(&db, &mut model, 0, 1500, 300);
     let runs = db.commit_stats().runs_written;
     check(&db, &model);
-    common::abandon(db);
-    let (data, log) = (
-        data.crash(CrashMode::ProcessOnly),
-        log.crash(CrashMode::ProcessOnly),
-    );
+    let (data, log) = process_crash(db, &data, &log);
     let db = common::open_with_log(&data, &log, opts()).unwrap();
     check(&db, &model);
     assert!(runs > 0, "no value went to a run");
@@ -503,12 +487,8 @@ fn rounds_over_a_log_kept_for_slices_keep_the_runs_later_records_name() {
         let stats = db.commit_stats();
         assert!(stats.runs_written > 0, "no value went to a run");
         let sliced = stats.checkpoint_slices > 0;
-        common::abandon(db);
         // A process crash, then the rounds.
-        let (d, l) = (
-            data.crash(CrashMode::ProcessOnly),
-            log.crash(CrashMode::ProcessOnly),
-        );
+        let (d, l) = process_crash(db, &data, &log);
         let db = common::open_with_log(&d, &l, small()).unwrap();
         if sliced && db.stats().unwrap().commits.replay_rounds > 0 {
             break (data, log, model, d, l, db);
@@ -644,6 +624,28 @@ fn power_loss_in_the_open(
     }
 }
 
+/// `db`'s files as a process crash leaves them, its handle abandoned (`common::abandon`).
+fn process_crash(
+    db: Database,
+    data: &FaultStorage,
+    log: &FaultStorage,
+) -> (FaultStorage, FaultStorage) {
+    let crashed = (
+        data.crash(CrashMode::ProcessOnly),
+        log.crash(CrashMode::ProcessOnly),
+    );
+    common::abandon(db);
+    crashed
+}
+
+/// One commit that puts `k` = `v` into table "t", and the model with it.
+fn put(db: &Database, model: &mut Model, k: Vec<u8>, v: Vec<u8>) {
+    let mut w = db.begin_write().unwrap();
+    w.table("t").unwrap().put(&k, &v).unwrap();
+    w.commit().unwrap();
+    model.insert(k, v);
+}
+
 /// `rounds` rounds of `per_round` one-put overwrites of values of `len` bytes, each of a key
 /// drawn at random among `keys` keys, each round followed by a checkpoint: the runs the
 /// overwrites free lie scattered over the file.
@@ -656,11 +658,12 @@ fn overwrites(db: &Database, model: &mut Model, seed: u64, keys: u32, rounds: u3
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             let k = key((draw >> 33) as u32 % keys);
-            let v = value(seed + u64::from(round * per_round + i), len);
-            let mut w = db.begin_write().unwrap();
-            w.table("t").unwrap().put(&k, &v).unwrap();
-            w.commit().unwrap();
-            model.insert(k, v);
+            put(
+                db,
+                model,
+                k,
+                value(seed + u64::from(round * per_round + i), len),
+            );
         }
         db.checkpoint().unwrap();
     }
@@ -700,17 +703,14 @@ fn overwrites_of_large_values_reuse_the_pages_their_old_runs_leave() {
         // reads the reserved pages' list and frees what no record names; the file verifies
         // and goes on reusing.
         for i in 0..keys / 4 {
-            let (k, v) = (key(i), value((1 << 20) + u64::from(i), len));
-            let mut w = db.begin_write().unwrap();
-            w.table("t").unwrap().put(&k, &v).unwrap();
-            w.commit().unwrap();
-            model.insert(k, v);
+            put(
+                &db,
+                &mut model,
+                key(i),
+                value((1 << 20) + u64::from(i), len),
+            );
         }
-        let (data2, log2) = (
-            data.crash(CrashMode::ProcessOnly),
-            log.crash(CrashMode::ProcessOnly),
-        );
-        common::abandon(db);
+        let (data2, log2) = process_crash(db, &data, &log);
         let db = common::open_with_log(&data2, &log2, options()).unwrap();
         check(&db, &model);
         overwrites(&db, &mut model, 1 << 30, keys, 4 * 20, len);

@@ -684,7 +684,7 @@ fn write(
     shared: &Arc<Shared>,
     disk: &mut Disk,
     snapshot: &Published,
-    job: Job,
+    mut job: Job,
     poisoned: &mut bool,
 ) -> Result<Checkpointed> {
     let Some(frozen) = snapshot.frozen.as_deref() else {
@@ -755,7 +755,7 @@ fn write(
         // oldest commit one holds, or none older than its own.
         pages.defer_runs(job.horizon.unwrap_or(f + 1), shared.named_runs.clone());
     }
-    let named = (job.runs_pending.clone(), job.runs_tail.clone());
+    let named = (job.runs_pending.take(), std::mem::take(&mut job.runs_tail));
     let (reserved, freed_leftovers) = match super::commit::runs::reserve(shared, &mut pages, named)
     {
         Ok(r) => r,
