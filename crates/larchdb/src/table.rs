@@ -679,7 +679,9 @@ impl<'t> TableParts<'t> {
             ));
         };
         let before = self.state.hdr;
-        let r = f(pages, self.scratch, self.state);
+        // The change whole, then the copies of cold pages it left beyond the transaction's
+        // bound written out (`WritePages::spill_cold`); a failure there fails the transaction.
+        let r = f(pages, self.scratch, self.state).and_then(|t| pages.spill_cold().map(|()| t));
         match &r {
             // The catalog is rewritten at commit only for tables whose header changed.
             Ok(_) => self.state.dirty |= self.state.hdr != before,

@@ -251,12 +251,18 @@ pub struct CommitStats {
     /// Commits that had to be durable and first made such a commit durable (a sync of the
     /// data file and of its meta page, or a commit by pages while a checkpoint was written).
     pub marks_settled: u64,
-    /// Write transactions whose writes outgrew what one may hold (half the memory the
-    /// process may use, or a quarter of a budget set with [`crate::Options::memory_budget`];
-    /// at least half a log segment) and which then wrote pages for the rest: what a
+    /// Write transactions whose writes outgrew what one may hold (a quarter of the memory
+    /// budget, [`crate::Options::memory_budget`]; at least half a log segment) and which then
+    /// wrote pages for the rest: what a
     /// transaction holds in memory stays within that bound whatever its size
     /// (docs/design/write-path.md, "Memory and space: what is bounded").
     pub switched_to_pages: u64,
+    /// Copies of cold pages (reused pages not in memory) that committed transactions wrote
+    /// to the file before their commits, once they held more of them than their bound in
+    /// memory (the memory budget, at most 64 MiB): how a transaction that changes more of a
+    /// tree beyond memory than memory holds stays within it (docs/design/write-path.md, "A
+    /// large transaction in a small cgroup").
+    pub cold_pages_spilled: u64,
     /// Chunks of savepoints' undo records written to their temporary file: past an eighth
     /// of a transaction's bound above (at least 1 MiB), what a live savepoint records
     /// goes there, so that a savepoint before a large change stays within memory too

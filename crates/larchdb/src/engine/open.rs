@@ -215,11 +215,8 @@ impl Shared {
         let memory_budget = super::admission::budget::resolve(options.memory_budget);
         let alone_budget =
             super::admission::budget::resolve_alone(options.memory_budget, memory_budget);
-        let batch_bytes_max = super::admission::budget::resolve_batch(
-            options.memory_budget,
-            memory_budget,
-            options.log_batch_bytes_max(),
-        );
+        let batch_bytes_max =
+            super::admission::budget::resolve_batch(memory_budget, options.log_batch_bytes_max());
         let recovery = (!losses.given_up.is_empty()).then(|| Recovery {
             opened_txn: current.txn(),
             given_up: losses.given_up,

@@ -106,23 +106,18 @@ pub(crate) fn resolve_alone(option: u64, budget: u64) -> u64 {
 }
 
 /// The bytes a logged transaction's batch holds at most before it turns to writing pages
-/// (`table::TableAccess::bound`), for a handle opened with `option`
-/// (`Options::memory_budget`) whose budget is `budget` and whose log's share of a
-/// transaction is `log_share` (`Options::log_batch_bytes_max`): with the default budget,
-/// half the memory the process may use, or a quarter of the budget where that is more or the
-/// memory is not known; with a budget the application set, a quarter of it; and at least the
-/// log's share (a batch within it would commit through the log). Below it the batch is kept
-/// and merged, sorted, at the commit, as a batch past the log's share always was: after the
-/// turn each record is put into the pages one by one, slower, and in a small cgroup each leaf
-/// it changes is a dirty page of the file's mapping until the commit (in a 64 MiB cgroup,
-/// transactions of 20,000 records of 1 KB that completed when merged at their commits had the
-/// process killed turning at 4 MiB).
-pub(crate) fn resolve_batch(option: u64, budget: u64, log_share: usize) -> usize {
-    let half = match option {
-        0 => process_memory().map_or(0, |m| m / 2),
-        _ => 0,
-    };
-    usize::try_from((budget / 4).max(half))
+/// (`table::TableAccess::bound`), for a handle whose budget is `budget` and whose log's share
+/// of a transaction is `log_share` (`Options::log_batch_bytes_max`): a quarter of the budget,
+/// a checkpoint's worth of the overlays (`memory_due`), and at least the log's share (a batch
+/// within it would commit through the log). Below it the batch is kept and merged, sorted,
+/// at the commit; past it each record is put into the pages one by one, and the copies of
+/// cold pages the transaction holds are written out beyond their bound
+/// (`WritePages::spill_cold`). The batch is memory the engine holds beside the application's
+/// own copy of the same records: at half the memory the process may use, transactions of
+/// 20,000 records of 1 KB in a 64 MiB cgroup (larch-bench's `memory_limit` test: its
+/// records and the batch, 20 MB each) had the process killed in 3 of 8 runs.
+pub(crate) fn resolve_batch(budget: u64, log_share: usize) -> usize {
+    usize::try_from(budget / 4)
         .unwrap_or(usize::MAX)
         .max(log_share)
 }

@@ -39,6 +39,7 @@ pub(crate) fn commit(
         Err(e) => return Err(fail_commit(disk, poisoned, pages, e, false)),
     };
     let txn = pages.txn;
+    let cold_spilled = pages.cold_spilled();
     let written = match write_commit(shared, disk, poisoned, pages, catalog, durability, log_at) {
         Ok(w) => w,
         Err(e) => {
@@ -46,6 +47,10 @@ pub(crate) fn commit(
             return Err(e);
         }
     };
+    shared
+        .counters
+        .cold_pages_spilled
+        .fetch_add(cold_spilled, std::sync::atomic::Ordering::Relaxed);
     if let Some(extents) = reserved {
         let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
         space.offer(txn, extents);

@@ -178,8 +178,12 @@ impl WritePages {
         };
         let owned_new =
             mapped && n == 1 && wants_owned && self.appended_owned_bytes + bytes <= self.owned_max;
-        let in_map =
-            mapped && !owned_new && !(n == 1 && reused && self.wmap.is_cold(id, self.page_bytes));
+        let cold =
+            mapped && !owned_new && n == 1 && reused && self.wmap.is_cold(id, self.page_bytes);
+        let in_map = mapped && !owned_new && !cold;
+        if cold && placing == Placing::Node {
+            self.cold_owned.push(id);
+        }
         self.wmap.placed(id, n, in_map);
         if owned_new {
             self.appended_owned_bytes += bytes;

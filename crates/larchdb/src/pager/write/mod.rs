@@ -204,6 +204,10 @@ pub(crate) struct WritePages {
     appended_owned_bytes: usize,
     /// Filled pages in owned buffers not yet written out (`spill_filled`).
     spill: Vec<u64>,
+    /// Copies of cold reused pages in owned buffers, not yet written out (`spill_cold`).
+    cold_owned: Vec<u64>,
+    /// Pages `spill_cold` wrote out (`cold_spilled`).
+    cold_spilled: u64,
     /// A checkpoint's merge runs in this transaction (`merging`).
     merging: bool,
     /// The transaction is made durable as soon as it is written (`synced_soon`).
@@ -290,6 +294,8 @@ impl WritePages {
             any_owned: false,
             appended_owned_bytes: 0,
             spill: Vec::new(),
+            cold_owned: Vec::new(),
+            cold_spilled: 0,
             merging: false,
             synced_soon: false,
             paced: None,

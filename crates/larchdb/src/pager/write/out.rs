@@ -27,6 +27,42 @@ impl WritePages {
         if self.spill.len() < SPILL_PAGES {
             return Ok(());
         }
+        self.write_spill(&[])
+    }
+
+    /// Writes out, between two changes of a transaction, the copies of cold reused pages
+    /// (`Dirty::owned` for a page not in memory: `WriteMap::is_cold`) it holds in owned
+    /// buffers, once they are more than `owned_max`, with the filled pages waiting
+    /// (`spill_filled`), as LMDB spills a transaction's dirty pages. Beyond memory nearly
+    /// every page a transaction takes is cold: a transaction that changed its pages put by
+    /// put held a copy of every leaf it changed until its commit, and a memory cgroup killed
+    /// the process (docs/design/write-path.md, "A large transaction in a small cgroup").
+    /// Written out, a copy is a page of the file's cache, which the kernel writes back and
+    /// takes under pressure; a later change to it goes through the mapping and seals it
+    /// again at commit. Only between changes: no page is half written then.
+    pub(crate) fn spill_cold(&mut self) -> Result<()> {
+        if self.cold_owned.len() * self.page_bytes <= self.owned_max {
+            return Ok(());
+        }
+        let mut cold = std::mem::take(&mut self.cold_owned);
+        cold.sort_unstable();
+        cold.dedup();
+        self.spill.extend_from_slice(&cold);
+        let r = self.write_spill(&cold);
+        self.cold_spilled += cold.len() as u64;
+        cold.clear();
+        self.cold_owned = cold;
+        r
+    }
+
+    /// The copies of cold pages `spill_cold` wrote out so far.
+    pub(crate) fn cold_spilled(&self) -> u64 {
+        self.cold_spilled
+    }
+
+    /// Seals and writes out the pages `spill` lists (`spill_filled`); `cold`, sorted: those
+    /// among them that `spill_cold` added, which `appended_owned_bytes` does not count.
+    fn write_spill(&mut self, cold: &[u64]) -> Result<()> {
         let mut ids = std::mem::take(&mut self.spill);
         ids.sort_unstable();
         ids.dedup();
@@ -93,7 +129,11 @@ impl WritePages {
                 }
             }
         }
-        self.appended_owned_bytes = self.appended_owned_bytes.saturating_sub(ids.len() * ps);
+        let counted = ids
+            .iter()
+            .filter(|id| cold.binary_search(id).is_err())
+            .count();
+        self.appended_owned_bytes = self.appended_owned_bytes.saturating_sub(counted * ps);
         ids.clear();
         self.spill = ids;
         Ok(())
