@@ -261,7 +261,7 @@ pub struct CommitStats {
     /// to the file before their commits, once they held more of them than their bound in
     /// memory (the memory budget, at most 64 MiB): how a transaction that changes more of a
     /// tree beyond memory than memory holds stays within it (docs/design/write-path.md, "A
-    /// large transaction in a small cgroup").
+    /// transaction's copies of cold pages").
     pub cold_pages_spilled: u64,
     /// Chunks of savepoints' undo records written to their temporary file: past an eighth
     /// of a transaction's bound above (at least 1 MiB), what a live savepoint records

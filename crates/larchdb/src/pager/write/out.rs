@@ -36,7 +36,7 @@ impl WritePages {
     /// (`spill_filled`), as LMDB spills a transaction's dirty pages. Beyond memory nearly
     /// every page a transaction takes is cold: a transaction that changed its pages put by
     /// put held a copy of every leaf it changed until its commit, and a memory cgroup killed
-    /// the process (docs/design/write-path.md, "A large transaction in a small cgroup").
+    /// the process (docs/design/write-path.md, "A transaction's copies of cold pages").
     /// Written out, a copy is a page of the file's cache, which the kernel writes back and
     /// takes under pressure; a later change to it goes through the mapping and seals it
     /// again at commit. Only between changes: no page is half written then.
