@@ -1,7 +1,9 @@
-//! A transaction whose writes outgrow a quarter of the memory budget (one the application
-//! set) turns to writing pages as it writes, in the middle of a table's changes, so that what it holds in memory stays
+//! A transaction whose writes outgrow a quarter of the memory budget turns to writing pages
+//! as it writes, in the middle of a table's changes, so that what it holds in memory stays
 //! bounded whatever its size: its own reads, counts, ranges, savepoints and deletions see the
-//! same table before and after the turn, and the commit keeps all of it.
+//! same table before and after the turn, and the commit keeps all of it. Beyond memory, the
+//! copies of cold pages it makes after the turn are written out past the budget, and the
+//! commit, or the rollback, keeps the tree whole.
 
 mod common;
 
