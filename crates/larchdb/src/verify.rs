@@ -257,8 +257,8 @@ pub struct CommitStats {
     /// transaction holds in memory stays within that bound whatever its size
     /// (docs/design/write-path.md, "Memory and space: what is bounded").
     pub switched_to_pages: u64,
-    /// Copies of cold pages (reused pages not in memory) that committed transactions wrote
-    /// to the file before their commits, once they held more of them than their bound in
+    /// Copies of cold pages (reused pages not in memory) that write transactions wrote to the
+    /// file before their commits or rollbacks, once they held more of them than their bound in
     /// memory (the memory budget, at most 64 MiB): how a transaction that changes more of a
     /// tree beyond memory than memory holds stays within it (docs/design/write-path.md, "A
     /// transaction's copies of cold pages").

@@ -507,6 +507,10 @@ impl Drop for Txn<'_> {
             Counters::add(&self.shared.counters.aborts);
         }
         if let Some(pages) = self.pages.take() {
+            self.shared
+                .counters
+                .cold_pages_spilled
+                .fetch_add(pages.cold_spilled(), std::sync::atomic::Ordering::Relaxed);
             self.hand_back(pages.abort());
         }
         let spills = self.guard.savepoints.undo.spills;
