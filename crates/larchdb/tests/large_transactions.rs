@@ -8,6 +8,7 @@
 mod common;
 
 use common::{collect, create_table};
+use larchdb::storage::{FileStorage, Storage};
 use larchdb::{Database, Options};
 use std::path::{Path, PathBuf};
 
@@ -188,15 +189,12 @@ fn a_savepoint_taken_through_the_log_rolls_back_writes_made_after_the_turn() {
     db.verify().unwrap();
 }
 
-/// Drops the file's pages from the kernel's page cache (none is mapped or dirty: the handle
-/// that wrote them is closed and the file synced).
+/// Drops the file's pages from the kernel's page cache (`Storage::drop_cached`; none is
+/// mapped or dirty: the handle that wrote them is closed and the file synced).
 fn drop_cached(path: &Path) {
-    use std::os::unix::io::AsRawFd;
-    let f = std::fs::File::open(path).unwrap();
-    f.sync_all().unwrap();
-    // SAFETY: a valid descriptor; the call only advises the kernel.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
-    assert_eq!(rc, 0);
+    let f = FileStorage::open(path, false, false).unwrap();
+    f.sync().unwrap();
+    f.drop_cached(0, f.len().unwrap()).unwrap();
 }
 
 #[test]
