@@ -273,6 +273,12 @@ pub struct CommitStats {
     /// checkpoint and went on replaying from there, so that it stays within the budget
     /// (docs/design/write-path.md, "Memory and space: what is bounded").
     pub replay_rounds: u64,
+    /// Runs those rounds freed and then took back: with the overlays cut in slices the log
+    /// is kept from the oldest record a slice still needs, so a round may apply an older
+    /// record of a key whose value the tree holds in a run a later record names; the run's
+    /// free waits, and the round that replays the later record takes it back
+    /// (docs/design/large-values.md, "Replay, an open, followers").
+    pub replay_runs_revived: u64,
     /// Checkpoints written: by the checkpoint thread, by [`crate::Database::checkpoint`] and
     /// compaction, and by transactions that applied the overlay before writing pages.
     pub checkpoints: u64,

@@ -180,6 +180,8 @@ pub(crate) struct Shared {
     /// The runs log records name that a replay may read again: only those wait once freed
     /// (`NamedRuns`, `WritePages::defer_runs`).
     pub(crate) named_runs: Arc<Mutex<crate::pager::freelist::NamedRuns>>,
+    /// Their pages (`NamedRuns::pages_kept`), read without its lock (`commit::runs_due`).
+    pub(crate) named_run_pages: Arc<AtomicU64>,
     /// Set by the close once the log holds nothing: the last commit's meta page then says the
     /// database has no log (`commit::seal_meta`), so that the data file alone is the whole
     /// database (`Database`'s drop).
@@ -265,6 +267,7 @@ pub(crate) struct Counters {
     pub(crate) switched_to_pages: AtomicU64,
     pub(crate) cold_pages_spilled: AtomicU64,
     pub(crate) replay_rounds: AtomicU64,
+    pub(crate) replay_runs_revived: AtomicU64,
     pub(crate) undo_spills: AtomicU64,
     pub(crate) checkpoints: AtomicU64,
     pub(crate) checkpoint_slices: AtomicU64,
@@ -367,6 +370,7 @@ impl Shared {
             switched_to_pages: get(&c.switched_to_pages),
             cold_pages_spilled: get(&c.cold_pages_spilled),
             replay_rounds: get(&c.replay_rounds),
+            replay_runs_revived: get(&c.replay_runs_revived),
             undo_spills: get(&c.undo_spills),
             checkpoints: get(&c.checkpoints),
             checkpoint_slices: get(&c.checkpoint_slices),

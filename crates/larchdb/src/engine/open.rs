@@ -217,6 +217,7 @@ impl Shared {
             super::admission::budget::resolve_alone(options.memory_budget, memory_budget);
         let batch_bytes_max =
             super::admission::budget::resolve_batch(memory_budget, options.log_batch_bytes_max());
+        let named = super::commit::named_at_open(&named_runs, &later_runs);
         let recovery = (!losses.given_up.is_empty()).then(|| Recovery {
             opened_txn: current.txn(),
             given_up: losses.given_up,
@@ -242,10 +243,8 @@ impl Shared {
                 group.set_data(data.clone());
                 Arc::new(group)
             }),
-            named_runs: Arc::new(Mutex::new(super::commit::named_at_open(
-                &named_runs,
-                &later_runs,
-            ))),
+            named_run_pages: named.pages_kept(),
+            named_runs: Arc::new(Mutex::new(named)),
             runs: Mutex::new(super::commit::RunSpace::at_open(
                 reserved,
                 named_runs
@@ -319,16 +318,19 @@ impl Shared {
                 Log::read_records_into(storage.clone(), at, Some(base.txn()), None, &mut replay)?;
             let named = replay.named_runs();
             let mut named_runs = self.named_runs.lock().unwrap_or_else(|e| e.into_inner());
-            for &(page, _, txn) in &named {
-                named_runs.insert(page, txn);
+            for &(page, pages, txn) in &named {
+                named_runs.insert(page, txn, pages);
             }
             drop(named_runs);
             // A run an earlier round's checkpoint freed and deferred (the tree's value, which
             // an older record kept for slices replaced) is the overlay's again.
             if let Some(carry) = guard.disk.as_mut().and_then(|d| d.carry.as_mut()) {
-                carry
+                let revived = carry
                     .free
                     .revive(named.iter().map(|&(page, _, txn)| (page, txn)));
+                self.counters
+                    .replay_runs_revived
+                    .fetch_add(revived, std::sync::atomic::Ordering::Relaxed);
             }
             self.runs
                 .lock()

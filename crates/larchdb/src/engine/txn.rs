@@ -216,7 +216,8 @@ impl<'db> Txn<'db> {
             return false;
         };
         if !shared.sliced() {
-            return log.checkpoint_due(guard.checkpoint_position);
+            return log.checkpoint_due(guard.checkpoint_position)
+                || super::commit::runs_due(shared, p);
         }
         let overlays =
             crate::engine::log::overlay_bytes(p.checkpoint, shared.options.checkpoint_bytes);

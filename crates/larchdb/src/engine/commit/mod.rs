@@ -33,7 +33,7 @@ use crate::pager::{Access, Carry, Meta, Snapshot, TableHeader, WritePages};
 pub(crate) use logged::{commit_logged, finish_immediate, packing_pays, publish_pending};
 pub(crate) use pages::{
     commit, durable_checkpoint_due, log_short, pinned_bytes_bound, publish_written, retire,
-    write_commit, Written,
+    runs_due, write_commit, Written,
 };
 pub(crate) use runs::{named_at_open, Extents, RunSpace};
 pub(crate) use settle::{

@@ -293,7 +293,17 @@ pub(crate) fn reserve(
             .size_next(),
     };
     let created = match reserve {
-        Some((n, shortest)) => pages.reserve_pages(n, shortest, RESERVE_EXTENTS_MAX)?,
+        Some((n, shortest)) => {
+            // At most the runs of two intervals between checkpoints: the named runs call for
+            // a durable one after a checkpoint's bytes of them (`runs_due`), and it takes the
+            // next reservation. Sized by the values that missed one as well, the first after
+            // a load took twice the 8 MiB of values the log held meanwhile, at the file's end.
+            let interval = shared.log.as_ref().map_or(u64::MAX, |l| {
+                l.pressure().checkpoint / u64::from(shared.page_bytes)
+            });
+            let n = n.min(2 * interval).max(RESERVE_PAGES_MIN);
+            pages.reserve_pages(n, shortest, RESERVE_EXTENTS_MAX)?
+        }
         None => None,
     };
     if let Some(&(start, n)) = created.as_ref().and_then(|c| c.last()) {
@@ -340,11 +350,12 @@ pub(crate) fn named_at_open(
     later: &[(u64, u64)],
 ) -> crate::pager::freelist::NamedRuns {
     let mut runs = crate::pager::freelist::NamedRuns::default();
-    for &(page, _, txn) in named {
-        runs.insert(page, txn);
+    for &(page, pages, txn) in named {
+        runs.insert(page, txn, pages);
     }
+    // Their lengths are read when their rounds replay them: a page each until then.
     for &(page, txn) in later {
-        runs.insert(page, txn);
+        runs.insert(page, txn, 1);
     }
     runs
 }
@@ -421,7 +432,7 @@ pub(crate) fn write_runs(
             .named_runs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id, txn);
+            .insert(id, txn, pages);
         guard.batch.set_run(i, id);
         guard.run_pages.push((id, pages));
         crate::engine::Counters::add(&shared.counters.runs_written);

@@ -221,12 +221,14 @@ impl FreeSet {
     /// The deferred runs named by `runs` (first page, the commit that wrote it) are not
     /// freed after all: an open's round replayed the records that name them, and its
     /// overlay holds them again (`Shared::finish_replay`).
-    pub(crate) fn revive(&mut self, runs: impl Iterator<Item = (u64, u64)>) {
+    pub(crate) fn revive(&mut self, runs: impl Iterator<Item = (u64, u64)>) -> u64 {
         if self.deferred.is_empty() {
-            return;
+            return 0;
         }
         let runs: std::collections::HashSet<(u64, u64)> = runs.collect();
+        let before = self.deferred.len();
         self.deferred.retain(|r| !runs.contains(&(r.start, r.born)));
+        (before - self.deferred.len()) as u64
     }
 
     /// The deferred runs (`defer`): first page, pages.

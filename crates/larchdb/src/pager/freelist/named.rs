@@ -8,13 +8,17 @@
 //! page reused since by a run no record names is not taken for it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// The runs log records name, from the last durable commit's horizon on (`NamedRuns::names`),
 /// shared by the writer (which writes them, `insert`) and the commits that free them.
 #[derive(Debug, Default)]
 pub(crate) struct NamedRuns {
-    /// A run's first page, and the commit that wrote it (its record's).
-    runs: HashMap<u64, u64>,
+    /// A run's first page, and the commit that wrote it (its record's) and its pages.
+    runs: HashMap<u64, (u64, u64)>,
+    /// The pages of `runs`, read without the lock (`pages_kept`).
+    pages: Arc<AtomicU64>,
     /// The horizons of commits not yet durable (`committing`): commit, the first commit a
     /// replay from its meta page reads.
     horizons: BTreeMap<u64, u64>,
@@ -24,17 +28,25 @@ pub(crate) struct NamedRuns {
 }
 
 impl NamedRuns {
-    /// Commit `txn`'s record names the run at `page` (written by the committer, or read back
-    /// by a replay).
-    pub(crate) fn insert(&mut self, page: u64, txn: u64) {
+    /// Commit `txn`'s record names the run of `pages` pages at `page` (written by the
+    /// committer, or read back by a replay).
+    pub(crate) fn insert(&mut self, page: u64, txn: u64, pages: u64) {
         if txn >= self.durable_horizon {
-            self.runs.insert(page, txn);
+            let old = self.runs.insert(page, (txn, pages)).map_or(0, |r| r.1);
+            self.pages.fetch_add(pages, Ordering::Relaxed);
+            self.pages.fetch_sub(old, Ordering::Relaxed);
         }
     }
 
     /// Whether a record a replay may read names the run at `page` that commit `txn` wrote.
     pub(crate) fn names(&self, page: u64, txn: u64) -> bool {
-        self.runs.get(&page) == Some(&txn)
+        self.runs.get(&page).map(|r| r.0) == Some(txn)
+    }
+
+    /// The pages of the runs kept, kept current as runs come and go: the pages a replay may
+    /// read, which the runs freed meanwhile hold from reuse.
+    pub(crate) fn pages_kept(&self) -> Arc<AtomicU64> {
+        self.pages.clone()
     }
 
     /// Commit `txn`'s meta page names a replay's first commit, `horizon` (0 where not known).
@@ -59,7 +71,9 @@ impl NamedRuns {
         };
         if horizon > self.durable_horizon {
             self.durable_horizon = horizon;
-            self.runs.retain(|_, &mut t| t >= horizon);
+            self.runs.retain(|_, &mut (t, _)| t >= horizon);
+            let pages = self.runs.values().map(|r| r.1).sum();
+            self.pages.store(pages, Ordering::Relaxed);
         }
     }
 
@@ -77,8 +91,10 @@ mod tests {
     #[test]
     fn a_run_is_named_until_a_durable_commits_replay_reads_no_record_of_its_commit() {
         let mut n = NamedRuns::default();
-        n.insert(10, 5);
-        n.insert(20, 7);
+        let kept = n.pages_kept();
+        n.insert(10, 5, 1);
+        n.insert(20, 7, 3);
+        assert_eq!(kept.load(Ordering::Relaxed), 4);
         assert!(n.names(10, 5));
         // The same page, written by another commit (reused since): not the named run.
         assert!(!n.names(10, 6));
@@ -91,6 +107,7 @@ mod tests {
         n.durable(8);
         assert!(!n.names(10, 5), "before commit 8's horizon");
         assert!(n.names(20, 7));
+        assert_eq!(kept.load(Ordering::Relaxed), 3);
         // A horizon not known (0) lets nothing go; a later durable commit does.
         n.durable(10);
         assert!(
@@ -98,10 +115,12 @@ mod tests {
             "before commit 9's horizon, durable with commit 10"
         );
         assert_eq!(n.len(), 0);
+        assert_eq!(kept.load(Ordering::Relaxed), 0);
         // A record before the durable horizon names nothing a replay reads.
-        n.insert(40, 7);
+        n.insert(40, 7, 1);
         assert!(!n.names(40, 7));
-        n.insert(40, 8);
+        n.insert(40, 8, 2);
         assert!(n.names(40, 8));
+        assert_eq!(kept.load(Ordering::Relaxed), 2);
     }
 }
