@@ -207,58 +207,67 @@ fn close_compacts_unless_told_not_to() {
 /// commit and the log's cut): a load whose last commit is durable, then `compact`, which
 /// changes no record; for each k, every operation from the k-th on fails, the disk keeps a
 /// random subset of the unsynced writes, and the reopened database verifies clean and holds
-/// exactly the load. With and without a log.
+/// exactly the load. Without a log, and with one (two tests, so that they run side by side:
+/// each reopens a few hundred times).
 #[test]
 fn power_loss_during_a_compaction_keeps_every_record() {
-    for with_log in [false, true] {
-        let run = |fail_at: Option<u64>| {
-            let data = FaultStorage::new();
-            let log = FaultStorage::new();
-            let options = if with_log {
-                log_options()
-            } else {
-                Options::default()
-            };
-            let options = options.compact_on_close(false);
-            let db = if with_log {
-                common::open_with_log(&data, &log, options.clone()).unwrap()
-            } else {
-                Database::open_storage(Arc::new(data.clone()), options.clone()).unwrap()
-            };
-            let mut model = Model::new();
-            random_load(&db, &mut model, 2_500, 10, 5);
-            db.sync().unwrap();
-            let (d0, l0) = (data.op_count(), log.op_count());
-            if let Some(k) = fail_at {
-                // From the k-th operation of the compaction on, on either file.
-                data.fail_after(k + 1, FaultKind::Eio, true);
-                log.fail_after(k + 1, FaultKind::Eio, true);
-            }
-            let result = db.compact();
-            let ops = (data.op_count() - d0) + (log.op_count() - l0);
-            drop(db);
-            (data, log, options, model, result, ops)
+    power_loss_during_a_compaction(false);
+}
+
+/// `power_loss_during_a_compaction_keeps_every_record`, with a log.
+#[test]
+fn power_loss_during_a_compaction_with_a_log_keeps_every_record() {
+    power_loss_during_a_compaction(true);
+}
+
+fn power_loss_during_a_compaction(with_log: bool) {
+    let run = |fail_at: Option<u64>| {
+        let data = FaultStorage::new();
+        let log = FaultStorage::new();
+        let options = if with_log {
+            log_options()
+        } else {
+            Options::default()
         };
-        let (_, _, _, _, result, ops) = run(None);
-        assert!(result.unwrap().moved);
-        assert!(ops > 10, "{ops} operations");
-        let mut failed = 0;
-        for k in 0..ops {
-            let (data, log, options, model, result, _) = run(Some(k));
-            failed += result.is_err() as u32;
-            let data = data.crash(CrashMode::KeepRandom { seed: k });
-            let db = if with_log {
-                let log = log.crash(CrashMode::KeepRandom { seed: k ^ 0x5eed });
-                common::open_with_log(&data, &log, options)
-            } else {
-                Database::open_storage(Arc::new(data), options)
-            }
-            .unwrap_or_else(|e| panic!("log {with_log}, k={k}: reopen failed: {e}"));
-            check(&db, &model);
+        let options = options.compact_on_close(false);
+        let db = if with_log {
+            common::open_with_log(&data, &log, options.clone()).unwrap()
+        } else {
+            Database::open_storage(Arc::new(data.clone()), options.clone()).unwrap()
+        };
+        let mut model = Model::new();
+        random_load(&db, &mut model, 2_500, 10, 5);
+        db.sync().unwrap();
+        let (d0, l0) = (data.op_count(), log.op_count());
+        if let Some(k) = fail_at {
+            // From the k-th operation of the compaction on, on either file.
+            data.fail_after(k + 1, FaultKind::Eio, true);
+            log.fail_after(k + 1, FaultKind::Eio, true);
         }
-        assert!(failed > 0, "log {with_log}: no compaction failed");
-        eprintln!("compaction, log {with_log}: power loss at each of {ops} I/O operations");
+        let result = db.compact();
+        let ops = (data.op_count() - d0) + (log.op_count() - l0);
+        drop(db);
+        (data, log, options, model, result, ops)
+    };
+    let (_, _, _, _, result, ops) = run(None);
+    assert!(result.unwrap().moved);
+    assert!(ops > 10, "{ops} operations");
+    let mut failed = 0;
+    for k in 0..ops {
+        let (data, log, options, model, result, _) = run(Some(k));
+        failed += result.is_err() as u32;
+        let data = data.crash(CrashMode::KeepRandom { seed: k });
+        let db = if with_log {
+            let log = log.crash(CrashMode::KeepRandom { seed: k ^ 0x5eed });
+            common::open_with_log(&data, &log, options)
+        } else {
+            Database::open_storage(Arc::new(data), options)
+        }
+        .unwrap_or_else(|e| panic!("log {with_log}, k={k}: reopen failed: {e}"));
+        check(&db, &model);
     }
+    assert!(failed > 0, "log {with_log}: no compaction failed");
+    eprintln!("compaction, log {with_log}: power loss at each of {ops} I/O operations");
 }
 
 /// `compact_with_progress` reports its steps in order: the checkpoint the log's commits need,
