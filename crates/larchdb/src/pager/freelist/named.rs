@@ -71,9 +71,12 @@ impl NamedRuns {
         };
         if horizon > self.durable_horizon {
             self.durable_horizon = horizon;
-            self.runs.retain(|_, &mut (t, _)| t >= horizon);
-            let pages = self.runs.values().map(|r| r.1).sum();
-            self.pages.store(pages, Ordering::Relaxed);
+            let mut gone = 0;
+            self.runs.retain(|_, &mut (t, pages)| {
+                gone += if t >= horizon { 0 } else { pages };
+                t >= horizon
+            });
+            self.pages.fetch_sub(gone, Ordering::Relaxed);
         }
     }
 
