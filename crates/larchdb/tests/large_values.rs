@@ -31,6 +31,19 @@ fn value(seed: u64, len: usize) -> Vec<u8> {
 /// One-put commits of 4,000-byte values (and some small ones, and deletions) over `keys`
 /// keys, `count` of them from `from` on.
 fn writes(db: &Database, model: &mut Model, from: u32, count: u32, keys: u32) {
+    writes_durable_every(db, model, from, count, keys, 0);
+}
+
+/// `writes`, with every `durable`-th commit `Immediate` (none for 0): those carry their
+/// values in their records, and count toward no runs' checkpoint (`commit::runs_due`).
+fn writes_durable_every(
+    db: &Database,
+    model: &mut Model,
+    from: u32,
+    count: u32,
+    keys: u32,
+    durable: u32,
+) {
     for i in from..from + count {
         let k = key(i.wrapping_mul(7919) % keys);
         let mut w = db.begin_write().unwrap();
@@ -51,7 +64,11 @@ fn writes(db: &Database, model: &mut Model, from: u32, count: u32, keys: u32) {
                 model.insert(k, v);
             }
         }
-        w.commit().unwrap();
+        if durable > 0 && i % durable == 0 {
+            w.commit_with(Durability::Immediate).unwrap();
+        } else {
+            w.commit().unwrap();
+        }
     }
 }
 
@@ -367,13 +384,15 @@ fn a_follower_reads_large_values_from_the_runs_their_records_name() {
 
 /// The options of the writer whose log an open replays in rounds: a log long enough to hold
 /// every record the test writes and checkpoints rare (replay_rounds.rs), the checkpoint
-/// thread on (it takes the reservations the runs come from).
+/// thread on (it takes the reservations the runs come from). The runs' durable checkpoints
+/// come after an eighth of a checkpoint's bytes of them (`commit::runs_due`): 12 MiB, more
+/// than the tests write between checkpoints.
 fn rounds_options() -> Options {
     options()
         .log_segment_bytes(1 << 20)
-        .log_segments(64)
+        .log_segments(128)
         .memory_budget(256 << 20)
-        .checkpoint_bytes(32 << 20)
+        .checkpoint_bytes(96 << 20)
         .idle_checkpoint_millis(0)
 }
 
@@ -460,12 +479,17 @@ fn without_the_checkpoint_thread_large_values_go_to_runs_and_read_back() {
 /// file verifies, after the rounds, after more writes, and after a power loss during them.
 #[test]
 fn rounds_over_a_log_kept_for_slices_keep_the_runs_later_records_name() {
-    // A checkpoint's bytes of the runs the records name call for a durable checkpoint
-    // (`commit::runs_due`): 4 MiB of them, more than the 3 MiB an open in a 4 MiB budget
-    // replays in one round.
+    // An eighth of a checkpoint's bytes of the runs the records name call for a durable
+    // checkpoint of the oldest slice (`commit::runs_due`): 4 MiB of them. Every third commit
+    // is `Immediate`, with its value in its record, so that the log kept for the slices
+    // holds more than the 3 MiB an open in a 4 MiB budget replays in one round, and each
+    // key's records name runs and carry values by turns (a key comes back every 400 writes).
+    // The overlays' bytes that merge a slice (64 MiB) and the ring's room for their round
+    // are more than the test writes: the runs call for every merge.
     let opts = || {
         rounds_options()
-            .checkpoint_bytes(4 << 20)
+            .log_segments(256)
+            .checkpoint_bytes(32 << 20)
             .checkpoint_slices(4)
     };
     let small = || opts().memory_budget(4 << 20);
@@ -473,17 +497,17 @@ fn rounds_over_a_log_kept_for_slices_keep_the_runs_later_records_name() {
     let mut model = Model::new();
     let db = common::open_with_log(&data, &log, opts()).unwrap();
     common::create_table(&db, "t");
-    writes(&db, &mut model, 0, 100, 400);
+    writes_durable_every(&db, &mut model, 0, 100, 400, 3);
     db.checkpoint().unwrap();
     db.checkpoint().unwrap();
-    writes(&db, &mut model, 100, 4000, 400);
+    writes_durable_every(&db, &mut model, 100, 4000, 400, 3);
     // Whether the log kept for the slices at a given moment spans a slice's merge, and an
     // open replays it in rounds that revive runs, depends on where the checkpoints on their
     // thread stand: the writes go on, and after every 250 a power loss is copied (the last
     // commit `Immediate`, so that it loses none) and opened, until one does.
     let mut at = 4100;
     let (d, l, (data, log), db) = loop {
-        writes(&db, &mut model, at, 250, 400);
+        writes_durable_every(&db, &mut model, at, 250, 400, 3);
         at += 250;
         let mut w = db.begin_write().unwrap();
         w.table("t")

@@ -182,6 +182,10 @@ pub(crate) struct Shared {
     pub(crate) named_runs: Arc<Mutex<crate::pager::freelist::NamedRuns>>,
     /// Their pages (`NamedRuns::pages_kept`), read without its lock (`commit::runs_due`).
     pub(crate) named_run_pages: Arc<AtomicU64>,
+    /// Pages of the large values that went into the log for want of a reservation with room,
+    /// since the last reservation was sized (`RunSpace::size_next`): changed under `runs`'
+    /// lock, read without it (`commit::runs_due`).
+    pub(crate) runs_missed: AtomicU64,
     /// Set by the close once the log holds nothing: the last commit's meta page then says the
     /// database has no log (`commit::seal_meta`), so that the data file alone is the whole
     /// database (`Database`'s drop).

@@ -244,6 +244,7 @@ impl Shared {
                 Arc::new(group)
             }),
             named_run_pages: named.pages_kept(),
+            runs_missed: AtomicU64::new(0),
             named_runs: Arc::new(Mutex::new(named)),
             runs: Mutex::new(super::commit::RunSpace::at_open(
                 reserved,

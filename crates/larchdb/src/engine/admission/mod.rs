@@ -365,6 +365,7 @@ mod tests {
             kept: 0,
             segment: 10 * MB,
             checkpoint: 5 * MB,
+            runs: 5 * MB,
         };
         assert!(short_of_room(p(MB, 3)), "a ring smaller than the log");
         assert!(!short_of_room(p(2 * MB, 3)));

@@ -259,6 +259,7 @@ mod tests {
             segment: 10 * MB,
             segments: 20,
             checkpoint: 5 * MB,
+            runs: 5 * MB,
         }
     }
 

@@ -345,19 +345,22 @@ pub(crate) fn durable_checkpoint_due(shared: &Shared, p: crate::engine::log::Pre
     log_short(p, shared.options.checkpoint_thread) || runs_due(shared, &p)
 }
 
-/// Whether the runs that records a replay may read name (`NamedRuns`) hold a checkpoint's
-/// bytes of the log (`Pressure::checkpoint`): a durable checkpoint is then due, of the slice
-/// holding the oldest records, as if the values were in the log. A run freed while a record
-/// names it waits until no replay reads that record, and the log's room counts the record
-/// (about 50 bytes), not its value: with the overlays in slices the oldest one waited for
-/// the log's room, about a million records, and every run freed until then waited with it;
-/// 10,000 values of 4,000 bytes overwritten 100,000 times grew the open file to 86,678 pages
-/// (docs/design/large-values.md, "The open file of a small database").
+/// Whether the runs that records a replay may read name (`NamedRuns`), with the large values
+/// that went into the log for want of a reservation (`Shared::runs_missed`), hold the runs'
+/// interval (`Pressure::runs`, a 32nd of the file within 1 MiB and a checkpoint's log bytes):
+/// a durable checkpoint is then due, of the slice holding the oldest records.
+///
+/// A run freed while a record names it waits until no replay reads that record, and the
+/// log's room counts the record (about 50 bytes), not its value: with the overlays in slices
+/// the oldest one waited for the log's room, about a million records, and every run freed
+/// until then waited with it; 10,000 values of 4,000 bytes overwritten 100,000 times grew the
+/// open file to 86,678 pages (docs/design/large-values.md, "The open file of a small
+/// database"). The values that missed a reservation count because only a checkpoint takes
+/// the next one: a writer without one names no runs, and would wait for the log's bytes.
 pub(crate) fn runs_due(shared: &Shared, p: &crate::engine::log::Pressure) -> bool {
-    let pages = shared
-        .named_run_pages
-        .load(std::sync::atomic::Ordering::Relaxed);
-    pages.saturating_mul(u64::from(shared.page_bytes)) >= p.checkpoint
+    use std::sync::atomic::Ordering::Relaxed;
+    let pages = shared.named_run_pages.load(Relaxed) + shared.runs_missed.load(Relaxed);
+    pages.saturating_mul(u64::from(shared.page_bytes)) >= p.runs
 }
 
 /// `durable_checkpoint_due`, for a handle whose checkpoints run on a thread of their own

@@ -79,10 +79,10 @@ pub(crate) struct RunSpace {
     /// remainder once the writer moved on, pages it passed over, and what an open found
     /// unnamed.
     pub(crate) leftovers: Vec<(u64, u64)>,
-    /// Pages the writer took since the last reservation was planned, and those of the large
-    /// values that went into the log for want of room: what the next reservation is sized by.
+    /// Pages the writer took since the last reservation was planned: with those of the
+    /// large values that went into the log for want of room (`Shared::runs_missed`), what
+    /// the next reservation is sized by.
     pub(crate) taken: u64,
-    pub(crate) missed: u64,
     /// The longest run the writer took or wanted since the last reservation was planned: the
     /// shortest free extent the next one takes.
     pub(crate) longest: u64,
@@ -185,13 +185,14 @@ impl RunSpace {
         }
     }
 
-    /// Pages for a commit's new reservation, twice what the writer took since the last within
+    /// Pages for a commit's new reservation, twice what the writer took or `missed` (values
+    /// that went into the log for want of room) since the last, within
     /// `RESERVE_PAGES_MIN..=RESERVE_PAGES_MAX`, and the shortest free extent worth taking for
     /// it: the longest run the writer took or wanted meanwhile.
-    pub(crate) fn size_next(&mut self) -> Option<(u64, u64)> {
-        let wanted = 2 * (self.taken + self.missed);
+    pub(crate) fn size_next(&mut self, missed: u64) -> Option<(u64, u64)> {
+        let wanted = 2 * (self.taken + missed);
         let longest = self.longest.max(1);
-        (self.taken, self.missed, self.longest) = (0, 0, 0);
+        (self.taken, self.longest) = (0, 0);
         let takes = !self.closing && self.open.is_none() && wanted > 0;
         takes.then(|| (wanted.clamp(RESERVE_PAGES_MIN, RESERVE_PAGES_MAX), longest))
     }
@@ -286,22 +287,28 @@ pub(crate) fn reserve(
     let reserve = match pending {
         _ if !allowed => None,
         Some(_) => None,
-        None => shared
-            .runs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .size_next(),
+        None => {
+            let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
+            // Under the lock the writer counts them in (`write_runs`).
+            let missed = shared.runs_missed.swap(0, Ordering::Relaxed);
+            space.size_next(missed)
+        }
     };
     let created = match reserve {
         Some((n, shortest)) => {
-            // At most the runs of two intervals between checkpoints: the named runs call for
-            // a durable one after a checkpoint's bytes of them (`runs_due`), and it takes the
-            // next reservation. Sized by the values that missed one as well, the first after
-            // a load took twice the 8 MiB of values the log held meanwhile, at the file's end.
+            // At most the runs of two intervals between checkpoints: the named runs and the
+            // values that missed a reservation call for a durable one after an interval's
+            // bytes of them (`runs_due`, `Pressure::runs`), and it takes the next
+            // reservation.
             let interval = shared.log.as_ref().map_or(u64::MAX, |l| {
-                l.pressure().checkpoint / u64::from(shared.page_bytes)
+                l.pressure().runs / u64::from(shared.page_bytes)
             });
-            let n = n.min(2 * interval).max(RESERVE_PAGES_MIN);
+            // And room for the longest value wanted meanwhile, or the next like it misses
+            // again.
+            let n = n
+                .min(2 * interval)
+                .max(RESERVE_PAGES_MIN)
+                .max(shortest.min(RESERVE_PAGES_MAX));
             pages.reserve_pages(n, shortest, RESERVE_EXTENTS_MAX)?
         }
         None => None,
@@ -395,8 +402,9 @@ pub(crate) fn write_runs(
     for (i, len) in large {
         let pages = overflow::pages_for(len, page_bytes);
         let Some(id) = space.take(pages) else {
-            // Into the log; the next reservation is sized to hold such values too.
-            space.missed += pages;
+            // Into the log; the next reservation is sized to hold such values too, and they
+            // count toward the durable checkpoint that takes it (`runs_due`).
+            shared.runs_missed.fetch_add(pages, Ordering::Relaxed);
             continue;
         };
         let value = guard

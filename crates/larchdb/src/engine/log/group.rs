@@ -25,6 +25,9 @@ pub(crate) struct Pressure {
     pub(crate) segments: u64,
     /// The log bytes a checkpoint comes after (`Log::plan`).
     pub(crate) checkpoint: u64,
+    /// The bytes of large values' runs a durable checkpoint comes after (`Log::plan`,
+    /// `commit::runs_due`).
+    pub(crate) runs: u64,
 }
 
 impl Pressure {
@@ -334,6 +337,7 @@ impl GroupLog {
             segment: st.log.sink.segment_bytes,
             segments: st.log.sink.segments,
             checkpoint: st.log.checkpoint_bytes,
+            runs: st.log.runs_interval_bytes,
         }
     }
 

@@ -198,6 +198,8 @@ pub(crate) struct Log {
     ring: u64,
     /// The log bytes a checkpoint comes after (`plan`).
     checkpoint_bytes: u64,
+    /// The bytes of large values' runs a durable checkpoint comes after (`plan`).
+    runs_interval_bytes: u64,
     /// The least room `plan` gives the ring (`Options::log_room_bytes`; 0: what the
     /// checkpoints call for).
     room_min: u64,
@@ -344,6 +346,7 @@ impl Log {
             handed_at: None,
             ring: segments,
             checkpoint_bytes: u64::MAX,
+            runs_interval_bytes: u64::MAX,
             room_min: 0,
             jumps: Vec::new(),
             jumps_allowed: version > FILE_VERSION_NO_JUMPS,

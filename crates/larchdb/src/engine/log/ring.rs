@@ -8,6 +8,16 @@ use super::*;
 /// (`Log::plan`).
 pub(super) const CHECKPOINT_FILE_FRACTION: u64 = 32;
 
+/// The runs of large values a durable checkpoint comes after are this share of the data file
+/// (`Log::plan`), within `RUNS_INTERVAL_PER_CHECKPOINT`'s share of the smallest checkpoint
+/// and a checkpoint's log bytes.
+pub(super) const RUNS_INTERVAL_FILE_FRACTION: u64 = 32;
+
+/// The runs' bytes a durable checkpoint comes after are at least the smallest checkpoint's
+/// log bytes over this (`Log::plan`): at the default, 1 MiB, in a database of a few
+/// megabytes one durable checkpoint every 256 values of 4,000 bytes.
+pub(super) const RUNS_INTERVAL_PER_CHECKPOINT: u64 = 8;
+
 /// The ring has room for at least this share of the data file (`Log::plan`).
 pub(super) const RING_FILE_FRACTION: u64 = 3;
 
@@ -106,6 +116,13 @@ impl Log {
     ///
     /// The room is at least `room_min` (`Options::log_room_bytes`): then a slice's checkpoint
     /// is made durable only when the room runs short (`checkpoint::start`).
+    ///
+    /// Large values' runs call for a durable checkpoint of their own every
+    /// `file_bytes / RUNS_INTERVAL_FILE_FRACTION` bytes (`commit::runs_due`), at least
+    /// `checkpoint_bytes_min / RUNS_INTERVAL_PER_CHECKPOINT` and at most a checkpoint's log
+    /// bytes: what the file holds beyond its records is some of these intervals (the
+    /// reservations, and the runs freed that wait for the durable horizon), so they follow
+    /// the file's size, not the smallest checkpoint's (docs/design/large-values.md).
     pub(crate) fn plan(
         &mut self,
         file_bytes: u64,
@@ -127,6 +144,9 @@ impl Log {
         };
         let room = room.max(self.room_min);
         self.checkpoint_bytes = checkpoint;
+        self.runs_interval_bytes = (file_bytes / RUNS_INTERVAL_FILE_FRACTION)
+            .max(checkpoint_bytes_min / RUNS_INTERVAL_PER_CHECKPOINT)
+            .min(checkpoint);
         self.ring = (room.div_ceil(self.sink.segment_bytes) + 1).clamp(2, self.sink.segments);
     }
 

@@ -1323,6 +1323,28 @@ fn a_room_of_its_own_is_the_rings_least() {
     assert_eq!(log.ring, 4 * 3 + 1);
 }
 
+/// The runs' interval (`commit::runs_due`) is a 32nd of the file, at least an eighth of the
+/// smallest checkpoint and at most a checkpoint: a small database's runs call for durable
+/// checkpoints sooner than its log does, a large one's as often.
+#[test]
+fn the_runs_interval_follows_the_file_within_a_checkpoint() {
+    let (_, a) = storage();
+    let mut log = Log::create(a, SEG, 128, 0).unwrap();
+    let least = 8 * SEG;
+    // A small file: the least, an eighth of the smallest checkpoint.
+    log.plan(16 * SEG, least, true, 0);
+    assert_eq!(log.checkpoint_bytes, least);
+    assert_eq!(log.runs_interval_bytes, SEG);
+    // Between: a 32nd of the file, below the checkpoint.
+    log.plan(96 * SEG, least, true, 0);
+    assert_eq!(log.runs_interval_bytes, 3 * SEG);
+    assert_eq!(log.checkpoint_bytes, least);
+    // A file of 32 checkpoints and more: the checkpoint's bytes, as the log's.
+    log.plan(512 * SEG, least, false, 0);
+    assert_eq!(log.checkpoint_bytes, 16 * SEG);
+    assert_eq!(log.runs_interval_bytes, log.checkpoint_bytes);
+}
+
 /// With the overlays cut in slices, every checkpoint is durable: the ring has room for two
 /// checkpoints and twice what the overlays hold (`overlay_bytes`), not a third of the data
 /// file; whole checkpoints keep the third.
