@@ -133,7 +133,8 @@ impl Shared {
                 .map_or(0, LockTable::log_synced),
             ..expect
         };
-        let keep_from = keep_log_from(&*storage, &mut meta, slot, &options)?;
+        let restarted = boot_id != Some(meta.boot_id);
+        let keep_from = keep_log_from(&*storage, &mut meta, slot, &options, restarted)?;
         // A writing handle reads through the frames it will write in, where it keeps them.
         let frames = WriteMap::frames_at_open(
             &storage,
@@ -157,7 +158,7 @@ impl Shared {
             // The machine may have restarted since the newest commit was written (a power
             // loss), unless both carry the same boot id: the log's tail is then closed as
             // after one (`Log::close_tail`).
-            restarted: boot_id != Some(meta.boot_id),
+            restarted,
             expect,
             recover: options.recover,
             handed_at: lock
@@ -449,13 +450,32 @@ fn prove_passed_over(
 /// (`commit::Settling`), instead of syncing here whatever the crashed process left in the
 /// page cache (at 10M records, over a second of an open that replays in 0.1 s). Without a
 /// usable durable slot, it is made durable now (and `meta` becomes durable).
+///
+/// A durable newest commit is written again and synced, unless the machine `restarted`
+/// (`commit::make_durable`): its meta page says it is durable before its sync, and that sync
+/// may have failed (the handle stopped, fail-stop) with the page in the page cache only,
+/// which the kernel may then never write. Trusted as it is, the log before its position
+/// would be reused and the pages its commit freed written over, and a power loss would
+/// return to the commit before it with neither: an open that refuses the log, or a tree
+/// with pages of later commits. Written again, the page is dirty again, and the sync puts it
+/// on the device or fails the open. After a restart the page was read from the device.
 fn keep_log_from(
     storage: &dyn Storage,
     meta: &mut Meta,
     slot: u64,
     options: &Options,
+    restarted: bool,
 ) -> Result<u64> {
-    if !meta.log || meta.durable || options.read_only {
+    if options.read_only {
+        return Ok(meta.log_position);
+    }
+    if meta.durable {
+        if !restarted {
+            *meta = commit::make_durable(storage, *meta, slot)?;
+        }
+        return Ok(meta.log_position);
+    }
+    if !meta.log {
         return Ok(meta.log_position);
     }
     if let Some(position) = durable_log_position(storage, meta, slot) {
@@ -502,7 +522,7 @@ fn replay_beside_free_set(
                 options.log && !options.read_only && !matches!(log_source, LogSource::None);
             if writes_log {
                 let budget = super::admission::budget::resolve(options.memory_budget);
-                replay = replay.with_cap(super::replay::cap(budget));
+                replay = replay.with_cap(super::replay::cap(budget)).syncing_runs();
             }
             let log = open_log(log_source, &meta, reopen, options, losses, &mut replay)?;
             let stopped = replay.stopped();

@@ -271,6 +271,8 @@ pub(crate) struct Replay<'t> {
     /// The runs the records not applied name (first page, the commit that wrote it): those
     /// the rounds will replay (`later_runs`).
     later: Vec<(u64, u64)>,
+    /// A writer's open: `done` syncs the data file if a record names a run (`syncing_runs`).
+    sync_runs: bool,
 }
 
 impl<'t> Replay<'t> {
@@ -296,7 +298,20 @@ impl<'t> Replay<'t> {
             data: None,
             named: Vec::new(),
             later: Vec::new(),
+            sync_runs: false,
         }
+    }
+
+    /// For a writer's open: once every record is read back (`ReadBack::done`), the data
+    /// file is synced if any of them names a run, before the open syncs the log's tail
+    /// (`Log::close_tail`), after which the next record appended says the log was synced
+    /// past them. The process before may have crashed with a run in the page cache only; a
+    /// power loss after the open then kept the records it vouched for without the run, and
+    /// the next open refused the log as damaged (`read_back`: a record whose run does not
+    /// check out, with a later one that says the log was synced past it).
+    pub(crate) fn syncing_runs(mut self) -> Replay<'t> {
+        self.sync_runs = true;
+        self
     }
 
     /// Reads the runs records name from `data` (docs/design/large-values.md).
@@ -520,7 +535,12 @@ impl ReadBack for Replay<'_> {
     }
 
     fn done(&mut self) -> Result<()> {
-        self.flush()
+        self.flush()?;
+        let names_runs = !self.named.is_empty() || !self.later.is_empty();
+        match &self.data {
+            Some(data) if self.sync_runs && names_runs => data.sync().map_err(Error::from_io),
+            _ => Ok(()),
+        }
     }
 
     fn run_check(&self) -> Option<super::log::RunCheck> {
