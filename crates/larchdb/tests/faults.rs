@@ -337,6 +337,69 @@ fn log_faults_at_every_operation_are_typed_and_lose_nothing_acknowledged() {
     assert!(poisoned > 0, "no fault hit a record's write or sync");
 }
 
+/// A durable checkpoint whose data file fails from some operation on (EIO, sticky), among
+/// them the sync after its meta page: that page says the commit is durable, and it sits in
+/// the page cache only. The next handle in the same boot must not trust it: trusted, its log
+/// went round over the records the durable commit before it needs, and after a power loss
+/// the open refused the log as damaged. Each operation of the checkpoint in turn; after the
+/// failure the handle is dropped, another opens (or fails to) and commits through the log
+/// until it stops, then the power goes: the open keeps every durable commit acknowledged.
+#[test]
+fn a_meta_page_whose_sync_failed_is_not_trusted_by_the_next_open() {
+    // A ring of four segments, a checkpoint every three: a handle that cannot write the
+    // data file still goes round the log once. Checkpoints on the writer's thread, so that
+    // the operations come in one order.
+    let options = || {
+        Options::default()
+            .log(true)
+            .log_segment_bytes(64 << 10)
+            .log_segments(4)
+            .checkpoint_bytes(3 * (64 << 10))
+            .checkpoint_thread(false)
+            .compact_on_close(false)
+    };
+    let setup = || {
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let db = common::open_with_log(&data, &log, options()).unwrap();
+        let mut w = db.begin_write().unwrap();
+        w.ensure_table("t").unwrap();
+        w.commit().unwrap();
+        assert_eq!(logged_load(&db, 0, 600).0, 600);
+        (data, log, db)
+    };
+    // The last durable commit of the load: keys up to 570.
+    let durable_acked = 570;
+    let (data, _, db) = setup();
+    let before = data.op_count();
+    db.checkpoint().unwrap();
+    let ops = data.op_count() - before;
+    drop(db);
+    let mut failed = 0;
+    for nth in 1..=ops {
+        let (data, log, db) = setup();
+        data.fail_after(nth, FaultKind::Eio, true);
+        if db.checkpoint().is_ok() {
+            continue;
+        }
+        failed += 1;
+        drop(db);
+        if let Ok(db) = common::open_with_log(&data, &log, options()) {
+            let _ = logged_load(&db, 600, 2000);
+            drop(db);
+        }
+        data.clear_faults();
+        let lost = common::open_with_log(&data.durable_copy(), &log.durable_copy(), options())
+            .unwrap_or_else(|e| panic!("EIO from operation {nth}: reopen after power loss: {e}"));
+        let n = logged_prefix(&lost);
+        assert!(
+            n >= durable_acked,
+            "EIO from operation {nth}: {n} < {durable_acked}"
+        );
+        lost.verify().unwrap();
+    }
+    assert!(failed > 0, "no fault failed the checkpoint");
+}
+
 /// A data file that cannot grow under checkpoints (a full disk): a checkpoint that fails
 /// while its pages are written leaves nothing of it behind and is written again later
 /// (`checkpoint::Retry`), so the handle is not stopped. Logged commits go on while the log

@@ -132,6 +132,39 @@ fn large_values_survive_a_process_crash_and_the_reopen_frees_what_no_record_name
     check(&db, &model);
 }
 
+/// A process crash leaves runs in the page cache only, named by records the log holds; the
+/// open syncs the log's tail, and the next record appended says the log was synced past
+/// them, so the open syncs the data file first (`Replay::syncing_runs`). A durable commit
+/// after the reopen, then a power loss: every value reads back, where the open refused the
+/// log as damaged (a record whose run was lost, with a later one saying it was synced).
+#[test]
+fn an_open_after_a_process_crash_syncs_the_runs_before_it_vouches_for_their_records() {
+    for keys in [50, 300] {
+        let (data, log) = (FaultStorage::new(), FaultStorage::new());
+        let mut model = Model::new();
+        let db = common::open_with_log(&data, &log, options()).unwrap();
+        common::create_table(&db, "t");
+        db.checkpoint().unwrap();
+        writes(&db, &mut model, 0, 600, keys);
+        assert!(db.commit_stats().runs_written > 0, "no value went to a run");
+        let (data, log) = process_crash(db, &data, &log);
+        let db = common::open_with_log(&data, &log, options()).unwrap();
+        check(&db, &model);
+        let mut w = db.begin_write().unwrap();
+        w.table("t").unwrap().put(b"marker", b"m").unwrap();
+        w.commit_with(Durability::Immediate).unwrap();
+        model.insert(b"marker".to_vec(), b"m".to_vec());
+        let lost = (
+            data.crash(CrashMode::DropUnsynced),
+            log.crash(CrashMode::DropUnsynced),
+        );
+        common::abandon(db);
+        let db = common::open_with_log(&lost.0, &lost.1, options())
+            .unwrap_or_else(|e| panic!("{keys} keys: reopen after the power loss: {e}"));
+        check(&db, &model);
+    }
+}
+
 #[test]
 fn after_a_power_loss_the_database_is_a_commit_at_or_after_the_last_durable_one() {
     for seed in 0..8u64 {

@@ -451,14 +451,15 @@ fn prove_passed_over(
 /// page cache (at 10M records, over a second of an open that replays in 0.1 s). Without a
 /// usable durable slot, it is made durable now (and `meta` becomes durable).
 ///
-/// A durable newest commit is written again and synced, unless the machine `restarted`
-/// (`commit::make_durable`): its meta page says it is durable before its sync, and that sync
-/// may have failed (the handle stopped, fail-stop) with the page in the page cache only,
-/// which the kernel may then never write. Trusted as it is, the log before its position
-/// would be reused and the pages its commit freed written over, and a power loss would
-/// return to the commit before it with neither: an open that refuses the log, or a tree
-/// with pages of later commits. Written again, the page is dirty again, and the sync puts it
-/// on the device or fails the open. After a restart the page was read from the device.
+/// A durable newest commit's meta page is written again as it is and synced, unless the
+/// machine `restarted` (`write_meta_again`): the page says it is durable before its sync,
+/// and that sync may have failed (the handle stopped, fail-stop) with the page in the page
+/// cache only, which the kernel may then never write. Trusted as it is, the log before its
+/// position would be reused and the pages its commit freed written over, and a power loss
+/// would return to the commit before it with neither: an open that refuses the log, or a
+/// tree with pages of later commits. Written again, the page is dirty again, and the sync
+/// puts it on the device or fails the open. After a restart the page was read from the
+/// device. After a clean close the sync finds only that page to write.
 fn keep_log_from(
     storage: &dyn Storage,
     meta: &mut Meta,
@@ -471,7 +472,7 @@ fn keep_log_from(
     }
     if meta.durable {
         if !restarted {
-            *meta = commit::make_durable(storage, *meta, slot)?;
+            write_meta_again(storage, meta.page_bytes, slot)?;
         }
         return Ok(meta.log_position);
     }
@@ -484,6 +485,17 @@ fn keep_log_from(
     storage.sync()?;
     *meta = commit::make_durable(storage, *meta, slot)?;
     Ok(meta.log_position)
+}
+
+/// Writes the meta page in `slot` again, byte for byte (its format kept: an open upgrades
+/// nothing), and syncs the file: `keep_log_from`.
+fn write_meta_again(storage: &dyn Storage, page_bytes: u32, slot: u64) -> Result<()> {
+    let mut head = [0u8; crate::layout::meta::END];
+    let at = slot * u64::from(page_bytes);
+    storage.read_at(&mut head, at)?;
+    storage.write_at(&head, at)?;
+    storage.sync()?;
+    Ok(())
 }
 
 /// Step 4: the log a handle opens with (`open_log`), its records replayed onto `tree`, and

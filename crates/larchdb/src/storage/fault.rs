@@ -40,7 +40,9 @@ pub enum CrashMode {
         seed: u64,
     },
     /// A process crash (kill -9): everything written reached the kernel, nothing is lost, and
-    /// the boot id stays the same.
+    /// the boot id stays the same. What was not synced is still not durable: a power loss of
+    /// the returned storage loses it unless a sync came first, as the page cache's dirty pages
+    /// are lost with the machine after the process that wrote them is gone.
     ProcessOnly,
 }
 
@@ -447,7 +449,15 @@ impl FaultStorage {
         s.behind.clear();
         let named = s.named;
         let after = match mode {
-            CrashMode::ProcessOnly => FaultStorage::with_contents(s.data.clone(), s.boot, named),
+            CrashMode::ProcessOnly => {
+                let after = FaultStorage::with_contents(s.data.clone(), s.boot, named);
+                {
+                    let mut a = after.lock();
+                    a.durable = s.durable.clone();
+                    a.unsynced = s.unsynced.clone();
+                }
+                after
+            }
             // A name never synced is lost with everything under it.
             _ if !named => FaultStorage::with_contents(Vec::new(), s.boot + 1, false),
             CrashMode::DropUnsynced => {
