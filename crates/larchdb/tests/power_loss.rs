@@ -534,10 +534,13 @@ fn power_loss_with_the_file_changing_hands_keeps_a_durable_prefix() {
 
 /// A process crash after every few transactions of the logged workload (with checkpoints
 /// mostly never synced, so that the newest one is often unsynced when the process dies), a
-/// reopen in the same boot, 20 more durable commits, then a power loss: the reopen syncs
-/// nothing of the data file (the unsynced checkpoint settles later, the log is kept from the
-/// durable one), and what the power loss leaves is exactly the reopened state plus the 20
-/// commits (the last of them durable makes every one before it durable).
+/// reopen in the same boot, 20 more durable commits, then a power loss: the reopen syncs the
+/// data file at most once, and not at all for an unsynced newest checkpoint whose log names
+/// no run (the checkpoint settles later, the log is kept from the durable one); it syncs to
+/// write a durable newest meta page again (its own sync may have failed), or for runs a
+/// record read back names (the crashed process may have left them in the page cache). What
+/// the power loss leaves is exactly the reopened state plus the 20 commits (the last of them
+/// durable makes every one before it durable).
 #[test]
 fn a_power_loss_after_reopening_from_a_crash_keeps_everything_durable() {
     let step = if std::env::var("LARCH_POWER_LOSS_ALL").is_ok() {
@@ -545,6 +548,7 @@ fn a_power_loss_after_reopening_from_a_crash_keeps_everything_durable() {
     } else {
         5
     };
+    let mut unsynced = 0;
     for txns in (1..=200).step_by(step) {
         let (data, log) = (FaultStorage::new(), FaultStorage::new());
         let db = open_with_log(&data, &log, true).unwrap();
@@ -559,11 +563,12 @@ fn a_power_loss_after_reopening_from_a_crash_keeps_everything_durable() {
         let syncs = data.sync_count();
         let db = open_with_log(&data, &log, true)
             .unwrap_or_else(|e| panic!("after {txns}: reopen after the crash: {e}"));
-        assert_eq!(
-            data.sync_count(),
-            syncs,
-            "after {txns}: the open synced the data file"
+        let synced = data.sync_count() - syncs;
+        assert!(
+            synced <= 1,
+            "after {txns}: the open synced the data file {synced} times"
         );
+        unsynced += usize::from(synced == 0);
         let mut expected = read_state(&db);
         for i in 0..20u32 {
             let mut w = db.begin_write().unwrap();
@@ -578,6 +583,7 @@ fn a_power_loss_after_reopening_from_a_crash_keeps_everything_durable() {
             open_with_log(d, l, true)
         });
     }
+    assert!(unsynced > 0, "every reopen synced the data file");
 }
 
 /// A power loss that keeps some of the log's unsynced writes and not earlier ones (commits

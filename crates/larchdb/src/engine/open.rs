@@ -134,7 +134,8 @@ impl Shared {
             ..expect
         };
         let restarted = boot_id != Some(meta.boot_id);
-        let keep_from = keep_log_from(&*storage, &mut meta, slot, &options, restarted)?;
+        let (keep_from, data_synced) =
+            keep_log_from(&*storage, &mut meta, slot, &options, restarted)?;
         // A writing handle reads through the frames it will write in, where it keeps them.
         let frames = WriteMap::frames_at_open(
             &storage,
@@ -173,7 +174,15 @@ impl Shared {
             replay_from,
             named_runs,
             later_runs,
-        } = replay_beside_free_set(&storage, &tree, &log_source, reopen, &options, &mut losses)?;
+        } = replay_beside_free_set(
+            &storage,
+            &tree,
+            &log_source,
+            reopen,
+            &options,
+            data_synced,
+            &mut losses,
+        )?;
         let background = Arc::new(Background::default());
         if let Some(log) = log.as_mut() {
             log.set_background(background.clone(), options.background_nice);
@@ -449,7 +458,8 @@ fn prove_passed_over(
 /// replays from there. The checkpoint is made durable later, when the log needs the room
 /// (`commit::Settling`), instead of syncing here whatever the crashed process left in the
 /// page cache (at 10M records, over a second of an open that replays in 0.1 s). Without a
-/// usable durable slot, it is made durable now (and `meta` becomes durable).
+/// usable durable slot, it is made durable now (and `meta` becomes durable). Returns the
+/// position, and whether the data file was synced.
 ///
 /// A durable newest commit's meta page is written again as it is and synced, unless the
 /// machine `restarted` (`write_meta_again`): the page says it is durable before its sync,
@@ -466,25 +476,25 @@ fn keep_log_from(
     slot: u64,
     options: &Options,
     restarted: bool,
-) -> Result<u64> {
+) -> Result<(u64, bool)> {
     if options.read_only {
-        return Ok(meta.log_position);
+        return Ok((meta.log_position, false));
     }
     if meta.durable {
         if !restarted {
             write_meta_again(storage, meta.page_bytes, slot)?;
         }
-        return Ok(meta.log_position);
+        return Ok((meta.log_position, !restarted));
     }
     if !meta.log {
-        return Ok(meta.log_position);
+        return Ok((meta.log_position, false));
     }
     if let Some(position) = durable_log_position(storage, meta, slot) {
-        return Ok(position);
+        return Ok((position, false));
     }
     storage.sync()?;
     *meta = commit::make_durable(storage, *meta, slot)?;
-    Ok(meta.log_position)
+    Ok((meta.log_position, true))
 }
 
 /// Writes the meta page in `slot` again, byte for byte (its format kept: an open upgrades
@@ -508,12 +518,17 @@ fn write_meta_again(storage: &dyn Storage, page_bytes: u32, slot: u64) -> Result
 /// of the memory budget (`Replay::with_cap`); the position of the first record left is
 /// returned, for the rounds that replay the rest (`Shared::finish_replay`). The log is read to
 /// its end all the same: the proof that the open loses nothing comes before any write.
+///
+/// Where the data file was not synced already (`data_synced`, `keep_log_from`), a writing
+/// handle's replay syncs it before the log's tail if a record names a run
+/// (`Replay::syncing_runs`).
 fn replay_beside_free_set(
     data: &Arc<dyn Storage>,
     tree: &Arc<Published>,
     log_source: &LogSource,
     reopen: Reopen,
     options: &Options,
+    data_synced: bool,
     losses: &mut Losses,
 ) -> Result<Replayed> {
     let meta = tree.snap.meta;
@@ -534,7 +549,10 @@ fn replay_beside_free_set(
                 options.log && !options.read_only && !matches!(log_source, LogSource::None);
             if writes_log {
                 let budget = super::admission::budget::resolve(options.memory_budget);
-                replay = replay.with_cap(super::replay::cap(budget)).syncing_runs();
+                replay = replay.with_cap(super::replay::cap(budget));
+                if !data_synced {
+                    replay = replay.syncing_runs();
+                }
             }
             let log = open_log(log_source, &meta, reopen, options, losses, &mut replay)?;
             let stopped = replay.stopped();

@@ -347,8 +347,9 @@ pub(crate) fn durable_checkpoint_due(shared: &Shared, p: crate::engine::log::Pre
 
 /// Whether the runs that records a replay may read name (`NamedRuns`), with the large values
 /// that went into the log for want of a reservation (`Shared::runs_missed`), hold the runs'
-/// interval (`Pressure::runs`, a 32nd of the file within 1 MiB and a checkpoint's log bytes):
-/// a durable checkpoint is then due, of the slice holding the oldest records.
+/// interval (`Pressure::runs`: a 32nd of the file, at least an eighth of the smallest
+/// checkpoint, at most a checkpoint's log bytes): a durable checkpoint is then due, of the
+/// slice holding the oldest records.
 ///
 /// A run freed while a record names it waits until no replay reads that record, and the
 /// log's room counts the record (about 50 bytes), not its value: with the overlays in slices
