@@ -183,8 +183,8 @@ pub(crate) struct Shared {
     /// Their pages (`NamedRuns::pages_kept`), read without its lock (`commit::runs_due`).
     pub(crate) named_run_pages: Arc<AtomicU64>,
     /// Pages of the large values that went into the log for want of a reservation with room,
-    /// since the last reservation was sized (`RunSpace::size_next`): changed under `runs`'
-    /// lock, read without it (`commit::runs_due`).
+    /// since the writer last moved to a new one (`RunSpace::promote`, or since a checkpoint
+    /// that took none): changed under `runs`' lock, read without it (`commit::runs_due`).
     pub(crate) runs_missed: AtomicU64,
     /// Set by the close once the log holds nothing: the last commit's meta page then says the
     /// database has no log (`commit::seal_meta`), so that the data file alone is the whole
@@ -348,10 +348,14 @@ impl Shared {
     /// Commit `durable` is durable: the writer may move to its reservation
     /// (`RunSpace::promote`).
     pub(crate) fn runs_durable(&self, durable: u64) {
-        self.runs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .promote(durable);
+        let mut space = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if space.promote(durable) {
+            // The writer has room again: the values that missed one no longer call for a
+            // checkpoint (`commit::runs_due`).
+            self.runs_missed
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+        drop(space);
         let mut named = self.named_runs.lock().unwrap_or_else(|e| e.into_inner());
         named.durable(durable);
     }

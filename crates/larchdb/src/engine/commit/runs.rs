@@ -234,15 +234,18 @@ impl RunSpace {
     }
 
     /// Commit `durable` is durable: the writer moves to the reservation of a commit no
-    /// later, and the current one's remainder goes to the leftovers.
-    pub(crate) fn promote(&mut self, durable: u64) {
-        if self.next.as_ref().is_some_and(|&(txn, _)| txn <= durable) {
-            if let Some((_, r)) = self.next.take() {
-                if let Some(old) = self.current.replace(r) {
-                    self.leftovers.extend(old.remainder());
-                }
+    /// later, and the current one's remainder goes to the leftovers. Returns whether it
+    /// moved.
+    pub(crate) fn promote(&mut self, durable: u64) -> bool {
+        if !self.next.as_ref().is_some_and(|&(txn, _)| txn <= durable) {
+            return false;
+        }
+        if let Some((_, r)) = self.next.take() {
+            if let Some(old) = self.current.replace(r) {
+                self.leftovers.extend(old.remainder());
             }
         }
+        true
     }
 
     /// `pages` contiguous pages for a run, from the current reservation, or `None` if it has
@@ -284,13 +287,14 @@ pub(crate) fn reserve(
     // Without runs (no log, or one of an older version) no reservation is taken, but the
     // pages an open found unnamed are freed all the same.
     let allowed = shared.log.as_ref().is_some_and(|l| l.runs_allowed());
-    let reserve = match pending {
-        _ if !allowed => None,
-        Some(_) => None,
-        None => {
+    let sized = allowed && pending.is_none();
+    let reserve = match sized {
+        false => None,
+        true => {
             let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
-            // Under the lock the writer counts them in (`write_runs`).
-            let missed = shared.runs_missed.swap(0, Ordering::Relaxed);
+            // Read, not reset: they call for the durable checkpoint (`runs_due`) that makes
+            // the reservation taken here the writer's, which resets them (`promote`).
+            let missed = shared.runs_missed.load(Ordering::Relaxed);
             space.size_next(missed)
         }
     };
@@ -325,6 +329,11 @@ pub(crate) fn reserve(
     // writer's (a remainder left after `named` was read): an open from it frees those itself.
     let leftovers = {
         let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if sized && created.is_none() {
+            // No reservation comes of them (none wanted, or no room): counted afresh, so
+            // that they call for a checkpoint an interval later, not at every commit.
+            shared.runs_missed.store(0, Ordering::Relaxed);
+        }
         let overlaps = |&(s, p): &(u64, u64)| {
             let i = tail.partition_point(|&(start, n)| start + n <= s);
             tail.get(i).is_some_and(|&(start, _)| start < s + p)
