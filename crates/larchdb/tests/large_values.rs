@@ -796,9 +796,11 @@ fn runs_freed_under_a_log_of_slices_are_given_back_before_the_log_needs_room() {
     // calls for. The log holds the runs' references, not their values, so its room called
     // for it after about a million overwrites: every run written until then waited, and the
     // open file grew with them (23,154 pages at most after 28,179 runs written here, against
-    // 400 live, without `commit::runs_due`). A durable checkpoint of the oldest slice is due once the
-    // named runs hold a checkpoint's bytes (8 MiB here, 2,048 pages), and a reservation
-    // holds at most two such intervals: the file stays within some five of them.
+    // 400 live, without `commit::runs_due`). A durable checkpoint of the oldest slice is due
+    // once the named runs and the values that missed a reservation hold the runs' interval (a
+    // 32nd of the file, at least 1 MiB), and a reservation holds at most two such intervals.
+    // The bound is six intervals of 8 MiB (2,048 pages), what the file stayed within when the
+    // interval was a checkpoint's bytes.
     let dir = tempfile::tempdir().unwrap();
     let options = || {
         Options::default()
