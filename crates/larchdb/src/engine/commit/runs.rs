@@ -237,7 +237,7 @@ impl RunSpace {
     /// later, and the current one's remainder goes to the leftovers. Returns whether it
     /// moved.
     pub(crate) fn promote(&mut self, durable: u64) -> bool {
-        if !self.next.as_ref().is_some_and(|&(txn, _)| txn <= durable) {
+        if self.next.as_ref().is_none_or(|&(txn, _)| txn > durable) {
             return false;
         }
         if let Some((_, r)) = self.next.take() {
