@@ -349,15 +349,7 @@ fn a_meta_page_whose_sync_failed_is_not_trusted_by_the_next_open() {
     // A ring of four segments, a checkpoint every three: a handle that cannot write the
     // data file still goes round the log once. Checkpoints on the writer's thread, so that
     // the operations come in one order.
-    let options = || {
-        Options::default()
-            .log(true)
-            .log_segment_bytes(64 << 10)
-            .log_segments(4)
-            .checkpoint_bytes(3 * (64 << 10))
-            .checkpoint_thread(false)
-            .compact_on_close(false)
-    };
+    let options = || log_options().log_segments(4).checkpoint_thread(false);
     let setup = || {
         let (data, log) = (FaultStorage::new(), FaultStorage::new());
         let db = common::open_with_log(&data, &log, options()).unwrap();

@@ -349,15 +349,20 @@ impl Shared {
     /// (`RunSpace::promote`).
     pub(crate) fn runs_durable(&self, durable: u64) {
         let mut space = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-        if space.promote(durable) {
-            // The writer has room again: the values that missed one no longer call for a
-            // checkpoint (`commit::runs_due`).
-            self.runs_missed
-                .store(0, std::sync::atomic::Ordering::Relaxed);
-        }
+        self.promote_runs(&mut space, durable);
         drop(space);
         let mut named = self.named_runs.lock().unwrap_or_else(|e| e.into_inner());
         named.durable(durable);
+    }
+
+    /// `RunSpace::promote`, `space` being `runs` locked: where the writer moves to a new
+    /// reservation, the values that missed one no longer call for a checkpoint
+    /// (`commit::runs_due`).
+    pub(crate) fn promote_runs(&self, space: &mut commit::RunSpace, durable: u64) {
+        if space.promote(durable) {
+            self.runs_missed
+                .store(0, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// The counters' values now.

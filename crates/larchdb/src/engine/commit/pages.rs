@@ -55,11 +55,7 @@ pub(crate) fn commit(
         let mut space = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
         space.offer(txn, extents);
         // A durable commit: the writer moves to it now (`write_commit` promoted before).
-        if space.promote(disk.last_durable_txn) {
-            shared
-                .runs_missed
-                .store(0, std::sync::atomic::Ordering::Relaxed);
-        }
+        shared.promote_runs(&mut space, disk.last_durable_txn);
     }
     if shared.log.is_some() {
         // Everything in the log before the checkpoint's position is in the tree now; the log
